@@ -1,0 +1,41 @@
+"""The process's queue store, configured from Django settings.
+
+This is the only bridge between Django and the queue core: the core modules
+take a client or a config and never read settings themselves.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from django.conf import settings
+
+from .store import QueueStore
+from .zk import ClientHolder, ZkConfig
+
+_holder: ClientHolder | None = None
+_guard = threading.Lock()
+
+
+def zk_config() -> ZkConfig:
+    return ZkConfig(hosts=settings.ZK_HOSTS, chroot=settings.ZK_CHROOT, timeout=settings.ZK_TIMEOUT)
+
+
+def get_store() -> QueueStore:
+    """A store over this process's client; a forked child gets a client of its own."""
+    global _holder
+    with _guard:
+        config = zk_config()
+        if _holder is None or _holder.config != config:
+            if _holder is not None:
+                _holder.close()
+            _holder = ClientHolder(config)
+    return QueueStore(_holder.get())
+
+
+def close() -> None:
+    global _holder
+    with _guard:
+        if _holder is not None:
+            _holder.close()
+        _holder = None

@@ -1,0 +1,949 @@
+"""The queue store: every operation on the canonical tree of zk-tree.md.
+
+Guarantees:
+
+- Every move of a batch or job is one ZooKeeper ``multi`` that checks the
+  status node's version, moves the job's index entry and batch reference with
+  it and, when the caller holds it, drops the lock. The tree is never
+  half-moved, and of two writers racing from the same version exactly one
+  wins; the other gets ``ChangedUnderYou`` and nothing is written.
+- A lock is an ephemeral node: it vanishes with its holder's session. A holder
+  whose session changed since it took the lock gets ``LockLost`` instead of
+  committing, so a step abandoned by an expired session never commits.
+- Reading never writes.
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import (
+    BadVersionError,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    RolledBackError,
+    RuntimeInconsistency,
+)
+
+from . import tree as t
+from .errors import (
+    ChangedUnderYou,
+    InvalidData,
+    InvalidTransition,
+    Locked,
+    LockLost,
+    NotFound,
+    NotRemovable,
+    QueueError,
+)
+from .states import (
+    BATCH,
+    BATCH_JOB_DIRS,
+    JOB,
+    REMOVABLE,
+    BatchStatus,
+    JobStatus,
+    next_last_successful,
+    resume_choices,
+    resume_target,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PRIORITY = 5
+
+
+@dataclass(frozen=True)
+class Created:
+    id: str
+    duplicate: bool = False
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """A job as read at one moment; ``status_version`` guards every later move."""
+
+    jid: str
+    bid: str | None
+    priority: int
+    space_needed: int
+    configuration: dict | None
+    status: str
+    last_successful_status: str | None
+    last_modified: str
+    retry_count: int
+    message: str
+    status_version: int
+    identifiers: dict | None = None
+    metadata: dict | None = None
+    inventory: dict | None = None
+    store: dict | None = None
+    locked: bool = False
+    lock_session: int | None = None
+
+    @property
+    def collection(self) -> str | None:
+        return (self.configuration or {}).get("collection")
+
+    @property
+    def index_path(self) -> str:
+        return t.job_index(self.status, self.priority, self.jid)
+
+    def status_json(self) -> dict[str, Any]:
+        return t.job_status_record(
+            self.status,
+            self.last_successful_status,
+            self.retry_count,
+            self.message,
+            self.last_modified,
+        )
+
+
+@dataclass(frozen=True)
+class BatchRecord:
+    bid: str
+    submission: dict | None
+    status: str
+    last_modified: str
+    message: str
+    status_version: int
+    acquired: bool = False
+    locked: bool = False
+    status_report: dict | None = None
+    lock_session: int | None = None
+
+    @property
+    def uuid(self) -> str | None:
+        return (self.submission or {}).get("batchID")
+
+    @property
+    def collection(self) -> str | None:
+        return (self.submission or {}).get("collection")
+
+
+@dataclass
+class Op:
+    """One operation of a multi. ``tolerant`` ops keep indexes and are mended, not fatal."""
+
+    kind: str  # create | delete | set | check
+    path: str
+    data: bytes = b""
+    version: int = -1
+    ephemeral: bool = False
+    tolerant: bool = False
+
+    def add_to(self, tx) -> None:
+        if self.kind == "create":
+            tx.create(self.path, self.data, ephemeral=self.ephemeral)
+        elif self.kind == "delete":
+            tx.delete(self.path, version=self.version)
+        elif self.kind == "set":
+            tx.set_data(self.path, self.data, version=self.version)
+        else:
+            tx.check(self.path, self.version)
+
+
+@dataclass
+class ReleaseResult:
+    released: list[str] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
+def _is_auto_dir(path: str) -> bool:
+    """Index directories the store may create on demand (never an item itself)."""
+    parts = path.strip("/").split("/")
+    if parts[:2] == ["jobs", "states"] and len(parts) == 3:
+        return True
+    return (
+        len(parts) in (3, 4)
+        and parts[0] == "batches"
+        and parts[2] == "states"
+        and (len(parts) == 3 or parts[3] in BATCH_JOB_DIRS)
+    )
+
+
+class QueueStore:
+    """All reads and writes of the queue tree over one kazoo client."""
+
+    def __init__(self, client: KazooClient):
+        self.client = client
+        self.stats: Counter[str] = Counter()
+
+    # --- plumbing ------------------------------------------------------------
+
+    @property
+    def session_id(self) -> int | None:
+        cid = self.client.client_id
+        return cid[0] if cid else None
+
+    def _get_many(self, paths: Iterable[str]) -> dict[str, tuple[bytes, Any] | None]:
+        """Read many nodes in one pipelined round; a missing node reads as None."""
+        pending = [(p, self.client.get_async(p)) for p in paths]
+        self.stats["round_trips"] += 1
+        out: dict[str, tuple[bytes, Any] | None] = {}
+        for path, result in pending:
+            try:
+                out[path] = result.get()
+            except NoNodeError:  # optional node, or the item vanished: caller decides
+                out[path] = None
+        return out
+
+    def _children(self, path: str) -> list[str]:
+        self.stats["round_trips"] += 1
+        try:
+            return self.client.get_children(path)
+        except NoNodeError:  # a lazily created directory that does not exist yet is empty
+            return []
+
+    def _children_many(self, paths: Iterable[str]) -> dict[str, list[str] | None]:
+        pending = [(p, self.client.get_children_async(p)) for p in paths]
+        self.stats["round_trips"] += 1
+        out: dict[str, list[str] | None] = {}
+        for path, result in pending:
+            try:
+                out[path] = result.get()
+            except NoNodeError:  # caller tells "missing" from "empty"
+                out[path] = None
+        return out
+
+    def _exists(self, path: str) -> Any:
+        self.stats["round_trips"] += 1
+        return self.client.exists(path)
+
+    def _commit(self, ops: list[Op], what: str) -> list[Any]:
+        """Run ``ops`` as one multi; mend tolerant index ops and retry, else raise."""
+        ops = list(ops)
+        for _ in range(8):
+            tx = self.client.transaction()
+            for op in ops:
+                op.add_to(tx)
+            self.stats["round_trips"] += 1
+            self.stats["writes"] += 1
+            results = tx.commit()
+            failed = next(
+                (
+                    (i, r)
+                    for i, r in enumerate(results)
+                    if isinstance(r, Exception)
+                    and not isinstance(r, RolledBackError | RuntimeInconsistency)
+                ),
+                None,
+            )
+            if failed is None:
+                return results
+            i, err = failed
+            op = ops[i]
+            if not op.tolerant:
+                raise self._error(op, err, what)
+            self.stats["mended"] += 1
+            if isinstance(err, NodeExistsError) or (
+                isinstance(err, NoNodeError) and op.kind == "delete"
+            ):
+                log.warning("%s: %s %s was already done; the tree is mended", what, op.kind, op.path)
+                del ops[i]
+            elif isinstance(err, NoNodeError) and op.kind == "create":
+                parent = posixpath.dirname(op.path)
+                if not _is_auto_dir(parent):
+                    log.warning("%s: %s has no parent %s; skipped", what, op.path, parent)
+                    del ops[i]
+                else:
+                    ops.insert(i, Op("create", parent, tolerant=True))
+            else:
+                raise self._error(op, err, what)
+        raise QueueError(f"{what}: the tree kept changing while writing; nothing was written")
+
+    def _error(self, op: Op, err: Exception, what: str) -> QueueError:
+        if isinstance(err, BadVersionError):
+            return ChangedUnderYou(
+                f"{what}: changed under you ({op.path} is no longer at version {op.version}); "
+                "nothing was written, reload and try again"
+            )
+        if isinstance(err, NoNodeError):
+            if op.path.endswith("/lock"):
+                return LockLost(f"{what}: the lock {op.path} is gone; nothing was written")
+            return NotFound(f"{what}: {op.path} does not exist; nothing was written")
+        if isinstance(err, NodeExistsError):
+            return QueueError(f"{what}: {op.path} already exists; nothing was written")
+        if isinstance(err, NotEmptyError):
+            return ChangedUnderYou(f"{what}: {op.path} gained children; nothing was written")
+        return QueueError(f"{what}: ZooKeeper refused {op.kind} {op.path}: {err!r}")
+
+    def _create_sequential(self, prefix: str) -> str:
+        self.stats["round_trips"] += 1
+        self.stats["writes"] += 1
+        return posixpath.basename(self.client.create(prefix, b"", sequence=True))
+
+    # --- set-up --------------------------------------------------------------
+
+    def init(self) -> None:
+        """Create the empty containers of zk-tree.md (idempotent)."""
+        for path in t.CONTAINERS:
+            self.client.ensure_path(path)
+
+    # --- batches -------------------------------------------------------------
+
+    def create_batch(self, submission: dict) -> Created:
+        """Create a Pending batch; the same ``batchID`` again returns the existing one.
+
+        1. A known ``batchID`` returns its batch, flagged as a duplicate.
+        2. A sequential create takes the next id (``/batches/bidNNNNNNNNNN``).
+        3. One multi writes submission, status and the uuid entry; if another
+           submitter won the uuid meanwhile, the empty id node is dropped and
+           theirs is returned as the duplicate.
+        """
+        if not isinstance(submission, dict):
+            raise InvalidData("a submission must be a JSON object")
+        uuid = submission.get("batchID")
+        if uuid:
+            existing = self.find_batch_by_uuid(uuid)
+            if existing:
+                return Created(existing, duplicate=True)
+        data = t.encode_json(submission)
+        bid = self._create_sequential(f"{t.BATCHES}/{t.BATCH_PREFIX}")
+        ops = [
+            Op("create", t.batch_node(bid, "submission"), data),
+            Op("create", t.batch_node(bid, "status"), t.encode_json(t.batch_status_record("Pending"))),
+        ]
+        if uuid:
+            ops.append(Op("create", t.batch_uuid_path(uuid), t.encode_str(bid)))
+        try:
+            self._commit(ops, f"create batch {bid}")
+        except QueueError:
+            self._delete_quietly(t.batch_path(bid))
+            winner = self.find_batch_by_uuid(uuid) if uuid else None
+            if winner:
+                return Created(winner, duplicate=True)
+            raise
+        return Created(bid)
+
+    def _delete_quietly(self, path: str) -> None:
+        try:
+            self.client.delete(path)
+        except (NoNodeError, NotEmptyError):  # already gone, or someone filled it: leave it
+            pass
+
+    def find_batch_by_uuid(self, uuid: str) -> str | None:
+        got = self._get_many([t.batch_uuid_path(uuid)])[t.batch_uuid_path(uuid)]
+        return t.decode_str(got[0]) if got else None
+
+    def get_batch(self, bid: str) -> BatchRecord:
+        t.check_id(t.BATCH_PREFIX, bid)
+        paths = [t.batch_node(bid, n) for n in ("submission", "status", "status-report")]
+        got = self._get_many(paths)
+        status = got[paths[1]]
+        if status is None:
+            raise NotFound(f"batch {bid} does not exist")
+        flags = self._exists_many([t.batch_states(bid), t.batch_node(bid, "lock")])
+        return self._batch_record(bid, got[paths[0]], status, got[paths[2]], *flags)
+
+    def _exists_many(self, paths: list[str]) -> list[bool]:
+        pending = [self.client.exists_async(p) for p in paths]
+        self.stats["round_trips"] += 1
+        return [r.get() is not None for r in pending]
+
+    @staticmethod
+    def _batch_record(bid, submission, status, report, acquired, locked) -> BatchRecord:
+        st = t.decode_json(status[0]) or {}
+        return BatchRecord(
+            bid=bid,
+            submission=t.decode_json(submission[0]) if submission else None,
+            status=st.get("status", ""),
+            last_modified=st.get("last_modified") or "",
+            message=st.get("message") or "",
+            status_version=status[1].version,
+            acquired=acquired,
+            locked=locked,
+            status_report=t.decode_json(report[0]) if report else None,
+        )
+
+    def list_batch_ids(self) -> list[str]:
+        return sorted(c for c in self._children(t.BATCHES) if t.is_batch_id(c))
+
+    def batch_statuses(self, bids: Iterable[str] | None = None) -> dict[str, dict]:
+        """Status JSON of many batches in one pipelined round (missing ones left out)."""
+        bids = list(self.list_batch_ids() if bids is None else bids)
+        got = self._get_many(t.batch_node(b, "status") for b in bids)
+        return {
+            b: t.decode_json(got[t.batch_node(b, "status")][0]) or {}
+            for b in bids
+            if got[t.batch_node(b, "status")]
+        }
+
+    def _try_lock(self, path: str) -> bool:
+        self.stats["round_trips"] += 1
+        self.stats["writes"] += 1
+        try:
+            self.client.create(path, b"", ephemeral=True)
+            return True
+        except NodeExistsError:  # someone else holds it: normal, try the next item
+            return False
+        except NoNodeError:  # the item was removed since it was listed
+            return False
+
+    def _unlock(self, path: str) -> None:
+        self.stats["round_trips"] += 1
+        self.stats["writes"] += 1
+        try:
+            self.client.delete(path)
+        except NoNodeError:  # already released (session gone, or repaired)
+            pass
+
+    def _check_session(self, record, what: str) -> None:
+        if record.lock_session is not None and record.lock_session != self.session_id:
+            raise LockLost(
+                f"{what}: the ZooKeeper session that took the lock has ended; "
+                "the step is abandoned without committing and will run again"
+            )
+
+    def acquire_pending_batch(self) -> BatchRecord | None:
+        """Lock the oldest unlocked Pending batch and move it to Processing (FIFO).
+
+        A batch of a collection on hold moves to Held instead (and is unlocked),
+        and the next one is tried.
+        """
+        bids = self.list_batch_ids()
+        if not bids:
+            return None
+        acquired = self._exists_many([t.batch_states(b) for b in bids])
+        candidates = [b for b, has_states in zip(bids, acquired, strict=True) if not has_states]
+        statuses = self.batch_statuses(candidates)
+        for bid in candidates:
+            if statuses.get(bid, {}).get("status") != BatchStatus.PENDING:
+                continue
+            if not self._try_lock(t.batch_node(bid, "lock")):
+                continue
+            try:
+                batch = replace(self.get_batch(bid), lock_session=self.session_id)
+            except NotFound:
+                self._unlock(t.batch_node(bid, "lock"))
+                continue
+            if batch.status != BatchStatus.PENDING or batch.acquired:
+                self._unlock(t.batch_node(bid, "lock"))
+                continue
+            if batch.collection and self.collection_held(batch.collection):
+                msg = f"collection {batch.collection} is on hold"
+                self.transition_batch(batch, BatchStatus.HELD, msg, release_lock=True)
+                continue
+            try:
+                return self._move_batch(
+                    batch,
+                    BatchStatus.PROCESSING,
+                    "",
+                    release_lock=False,
+                    extra=[Op("create", t.batch_states(bid))],
+                )
+            except ChangedUnderYou:
+                self._unlock(t.batch_node(bid, "lock"))
+        return None
+
+    def acquire_batch(self, status: str) -> BatchRecord | None:
+        """Lock the oldest unlocked batch in ``status`` (for handlers of that state)."""
+        for bid, st in self.batch_statuses().items():
+            if st.get("status") != status or not self._try_lock(t.batch_node(bid, "lock")):
+                continue
+            batch = self._reread_locked(bid, status)
+            if batch:
+                return batch
+        return None
+
+    def _reread_locked(self, bid: str, status: str) -> BatchRecord | None:
+        try:
+            batch = replace(self.get_batch(bid), lock_session=self.session_id)
+        except NotFound:
+            batch = None
+        if batch is None or batch.status != status:
+            self._unlock(t.batch_node(bid, "lock"))
+            return None
+        return batch
+
+    def acquire_batch_for_reporting(self) -> BatchRecord | None:
+        """Lock a Processing batch whose jobs are all finished and move it to Reporting."""
+        for bid in self.finished_batches(BatchStatus.PROCESSING):
+            if not self._try_lock(t.batch_node(bid, "lock")):
+                continue
+            batch = self._reread_locked(bid, BatchStatus.PROCESSING)
+            if batch is None:
+                continue
+            if not self.batch_is_finished(bid):
+                self.unlock_batch(batch)
+                continue
+            try:
+                return self._move_batch(batch, BatchStatus.REPORTING, "", release_lock=False)
+            except ChangedUnderYou:
+                self.unlock_batch(batch)
+        return None
+
+    def finished_batches(self, status: str = BatchStatus.PROCESSING) -> list[str]:
+        """Batches in ``status`` whose ``batch-processing`` directory exists and is empty."""
+        bids = [b for b, st in self.batch_statuses().items() if st.get("status") == status]
+        dirs = self._children_many(t.batch_job_dir(b, "batch-processing") for b in bids)
+        return [b for b in bids if dirs[t.batch_job_dir(b, "batch-processing")] == []]
+
+    def batch_is_finished(self, bid: str) -> bool:
+        path = t.batch_job_dir(bid, "batch-processing")
+        return self._children_many([path])[path] == []
+
+    def batch_jobs(self, bid: str) -> dict[str, list[str]]:
+        """Job ids by batch directory (``batch-processing``, ``batch-completed``, ...)."""
+        got = self._children_many(t.batch_job_dir(bid, d) for d in BATCH_JOB_DIRS)
+        return {d: sorted(got[t.batch_job_dir(bid, d)] or []) for d in BATCH_JOB_DIRS}
+
+    def write_status_report(self, bid: str, failed: list[str], successful: list[str]) -> dict:
+        report = {"last_modified": t.now(), "failed_jobs": failed, "successful_jobs": successful}
+        self._put(t.batch_node(bid, "status-report"), t.encode_json(report), f"batch {bid}")
+        return report
+
+    def _put(self, path: str, data: bytes, what: str) -> None:
+        """Set a node's data, creating the node when missing (never its parents)."""
+        self.stats["round_trips"] += 1
+        self.stats["writes"] += 1
+        try:
+            self.client.set(path, data)
+        except NoNodeError:
+            try:
+                self.client.create(path, data)
+            except NoNodeError:
+                raise NotFound(f"{what} does not exist; nothing was written") from None
+            except NodeExistsError:  # created between our two calls: set it once more
+                self.client.set(path, data)
+
+    def transition_batch(
+        self, batch: BatchRecord | str, new: str, message: str = "", *, release_lock: bool = False
+    ) -> BatchRecord:
+        if isinstance(batch, str):
+            batch = self.get_batch(batch)
+        return self._move_batch(batch, new, message, release_lock=release_lock)
+
+    def _move_batch(
+        self,
+        batch: BatchRecord,
+        new: str,
+        message: str,
+        *,
+        release_lock: bool,
+        extra: list[Op] | None = None,
+    ) -> BatchRecord:
+        what = f"batch {batch.bid}"
+        BATCH.check_move(batch.status, new, what)
+        record = t.batch_status_record(new, message)
+        ops = [Op("set", t.batch_node(batch.bid, "status"), t.encode_json(record), batch.status_version)]
+        ops += extra or []
+        if release_lock:
+            self._check_session(batch, what)
+            ops.append(Op("delete", t.batch_node(batch.bid, "lock")))
+        results = self._commit(ops, what)
+        return replace(
+            batch,
+            status=new,
+            message=record["message"],
+            last_modified=record["last_modified"],
+            status_version=results[0].version,
+            acquired=batch.acquired or any(o.path == t.batch_states(batch.bid) for o in extra or []),
+            locked=batch.locked and not release_lock,
+            lock_session=None if release_lock else batch.lock_session,
+        )
+
+    def unlock_batch(self, batch: BatchRecord | str) -> None:
+        bid = batch if isinstance(batch, str) else batch.bid
+        self._unlock(t.batch_node(bid, "lock"))
+
+    def lock_batch(self, bid: str) -> BatchRecord | None:
+        if not self._try_lock(t.batch_node(bid, "lock")):
+            return None
+        return replace(self.get_batch(bid), locked=True, lock_session=self.session_id)
+
+    def hold_batch(self, bid: str, message: str = "") -> BatchRecord:
+        return self.transition_batch(bid, BatchStatus.HELD, message)
+
+    def release_batch(self, bid: str, message: str = "") -> BatchRecord:
+        return self.transition_batch(bid, BatchStatus.PENDING, message)
+
+    def delete_batch(self, bid: str, message: str = "") -> BatchRecord:
+        return self.transition_batch(bid, BatchStatus.DELETED, message)
+
+    def update_reporting(self, bid: str, message: str = "") -> BatchRecord:
+        return self.transition_batch(bid, BatchStatus.UPDATE_REPORTING, message)
+
+    # --- jobs ----------------------------------------------------------------
+
+    def create_job(
+        self,
+        bid: str,
+        configuration: dict,
+        *,
+        priority: int = DEFAULT_PRIORITY,
+        space_needed: int = 0,
+        identifiers: dict | None = None,
+        metadata: dict | None = None,
+    ) -> str:
+        """Create a Pending job of an existing batch, indexed under its priority.
+
+        1. A sequential create takes the next id (``/jobs/jidNNNNNNNNNN``).
+        2. One multi checks the batch exists and writes every child node, the
+           ``pending`` index entry and the batch's ``batch-processing`` reference.
+        """
+        t.check_id(t.BATCH_PREFIX, bid)
+        t.check_priority(priority)
+        if not isinstance(configuration, dict):
+            raise InvalidData("a job configuration must be a JSON object")
+        if space_needed < 0:
+            raise InvalidData(f"space_needed must not be negative, not {space_needed}")
+        if not self._exists(t.batch_node(bid, "status")):
+            raise NotFound(f"batch {bid} does not exist; no job was created")
+        jid = self._create_sequential(f"{t.JOBS}/{t.JOB_PREFIX}")
+        status = t.job_status_record(JobStatus.PENDING)
+        ops = [
+            Op("check", t.batch_node(bid, "status")),
+            Op("create", t.job_node(jid, "bid"), t.encode_str(bid)),
+            Op("create", t.job_node(jid, "priority"), t.encode_int(priority)),
+            Op("create", t.job_node(jid, "space_needed"), t.encode_int(space_needed)),
+            Op("create", t.job_node(jid, "configuration"), t.encode_json(configuration)),
+            Op("create", t.job_node(jid, "status"), t.encode_json(status)),
+        ]
+        for name, value in (("identifiers", identifiers), ("metadata", metadata)):
+            if value is not None:
+                ops.append(Op("create", t.job_node(jid, name), t.encode_json(value)))
+        ops += [
+            Op("create", t.job_index(JobStatus.PENDING, priority, jid), tolerant=True),
+            Op("create", t.batch_job_ref(bid, JobStatus.PENDING, jid), tolerant=True),
+        ]
+        try:
+            self._commit(ops, f"create job {jid} in batch {bid}")
+        except QueueError:
+            self._delete_quietly(t.job_path(jid))
+            raise
+        return jid
+
+    def get_job(self, jid: str) -> JobRecord:
+        t.check_id(t.JOB_PREFIX, jid)
+        names = ("bid", "priority", "space_needed", *t.JOB_JSON_NODES)
+        got = self._get_many(t.job_node(jid, n) for n in names)
+        status = got[t.job_node(jid, "status")]
+        if status is None:
+            raise NotFound(f"job {jid} does not exist")
+        locked = self._exists_many([t.job_node(jid, "lock")])[0]
+
+        def value(name: str) -> bytes | None:
+            node = got[t.job_node(jid, name)]
+            return node[0] if node else None
+
+        st = t.decode_json(status[0]) or {}
+        return JobRecord(
+            jid=jid,
+            bid=t.decode_str(value("bid")),
+            priority=t.decode_int(value("priority"), DEFAULT_PRIORITY),
+            space_needed=t.decode_int(value("space_needed"), 0),
+            configuration=t.decode_json(value("configuration")),
+            status=st.get("status", ""),
+            last_successful_status=st.get("last_successful_status"),
+            last_modified=st.get("last_modified") or "",
+            retry_count=int(st.get("retry_count") or 0),
+            message=st.get("message") or "",
+            status_version=status[1].version,
+            identifiers=t.decode_json(value("identifiers")),
+            metadata=t.decode_json(value("metadata")),
+            inventory=t.decode_json(value("inventory")),
+            store=t.decode_json(value("store")),
+            locked=locked,
+        )
+
+    def list_job_ids(self) -> list[str]:
+        return sorted(c for c in self._children(t.JOBS) if t.is_job_id(c))
+
+    def jobs_in_state(self, status: str) -> list[tuple[int, str]]:
+        """``(priority, jid)`` of the index directory of ``status``, in serving order."""
+        entries = (t.parse_index_name(n) for n in self._children(t.job_state_dir(status)))
+        return sorted(e for e in entries if e)
+
+    def acquire_job(self, status: str) -> JobRecord | None:
+        """Lock the first unlocked job of ``status`` (priority, then FIFO).
+
+        The job is re-read under the lock; an index entry whose job is in
+        another status is skipped (and left for the consistency check).
+        """
+        for priority, jid in self.jobs_in_state(status):
+            job = self.lock_job(jid)
+            if job is None:
+                continue
+            if job.status == status and job.priority == priority:
+                return job
+            log.warning("index %s/%02d-%s disagrees with job status %s", status, priority, jid, job.status)
+            self.unlock_job(job)
+        return None
+
+    def lock_job(self, jid: str) -> JobRecord | None:
+        """Take the job's ephemeral lock; None when someone else holds it."""
+        if not self._try_lock(t.job_node(jid, "lock")):
+            return None
+        try:
+            return replace(self.get_job(jid), locked=True, lock_session=self.session_id)
+        except NotFound:
+            self._unlock(t.job_node(jid, "lock"))
+            return None
+
+    def unlock_job(self, job: JobRecord | str) -> None:
+        jid = job if isinstance(job, str) else job.jid
+        self._unlock(t.job_node(jid, "lock"))
+
+    def transition_job(
+        self,
+        job: JobRecord | str,
+        new: str,
+        message: str = "",
+        *,
+        release_lock: bool = False,
+        retry: bool = False,
+    ) -> JobRecord:
+        """Move a job to ``new`` in one multi (status, index entry, batch reference, lock)."""
+        if isinstance(job, str):
+            job = self.get_job(job)
+        what = f"job {job.jid}"
+        JOB.check_move(job.status, new, what)
+        record = t.job_status_record(
+            new,
+            next_last_successful(job.status, new, job.last_successful_status),
+            job.retry_count + (1 if retry else 0),
+            message,
+        )
+        ops = [Op("set", t.job_node(job.jid, "status"), t.encode_json(record), job.status_version)]
+        ops += self._move_ops(job, t.job_index(new, job.priority, job.jid), new)
+        if release_lock:
+            self._check_session(job, what)
+            ops.append(Op("delete", t.job_node(job.jid, "lock")))
+        results = self._commit(ops, what)
+        return replace(
+            job,
+            status=new,
+            last_successful_status=record["last_successful_status"],
+            retry_count=record["retry_count"],
+            message=record["message"],
+            last_modified=record["last_modified"],
+            status_version=results[0].version,
+            locked=job.locked and not release_lock,
+            lock_session=None if release_lock else job.lock_session,
+        )
+
+    def _move_ops(self, job: JobRecord, new_index: str, new_status: str) -> list[Op]:
+        ops: list[Op] = []
+        if job.index_path != new_index:
+            ops += [Op("delete", job.index_path, tolerant=True), Op("create", new_index, tolerant=True)]
+        if job.bid:
+            old_ref = t.batch_job_ref(job.bid, job.status, job.jid)
+            new_ref = t.batch_job_ref(job.bid, new_status, job.jid)
+            if old_ref != new_ref:
+                ops += [Op("delete", old_ref, tolerant=True), Op("create", new_ref, tolerant=True)]
+        return ops
+
+    def fail_job(self, job: JobRecord | str, message: str, *, release_lock: bool = False) -> JobRecord:
+        return self.transition_job(job, JobStatus.FAILED, message, release_lock=release_lock)
+
+    def succeed_job(self, job: JobRecord, message: str = "", *, release_lock: bool = True) -> JobRecord:
+        return self.transition_job(job, JOB.success_of(job.status), message, release_lock=release_lock)
+
+    def set_priority(self, job: JobRecord | str, priority: int) -> JobRecord:
+        """Change a job's priority, moving its index entry within its state directory."""
+        if isinstance(job, str):
+            job = self.get_job(job)
+        t.check_priority(priority)
+        if priority == job.priority:
+            return job
+        moved = replace(job, priority=priority)
+        ops = [
+            Op("check", t.job_node(job.jid, "status"), version=job.status_version),
+            Op("set", t.job_node(job.jid, "priority"), t.encode_int(priority)),
+            Op("delete", job.index_path, tolerant=True),
+            Op("create", moved.index_path, tolerant=True),
+        ]
+        self._commit(ops, f"job {job.jid} priority")
+        return moved
+
+    def set_space_needed(self, jid: str, space_needed: int) -> None:
+        if space_needed < 0:
+            raise InvalidData(f"space_needed must not be negative, not {space_needed}")
+        self._put(t.job_node(jid, "space_needed"), t.encode_int(space_needed), f"job {jid}")
+
+    def save_job_data(self, jid: str, name: str, value: dict | None) -> None:
+        """Write ``identifiers``, ``metadata``, ``inventory`` or ``store`` at once."""
+        if name not in t.JOB_OPTIONAL_NODES:
+            raise InvalidData(f"{name!r} is not one of {', '.join(t.JOB_OPTIONAL_NODES)}")
+        self._put(t.job_node(jid, name), t.encode_json(value), f"job {jid}")
+
+    def hold_job(self, jid: str, message: str = "") -> JobRecord:
+        return self.transition_job(jid, JobStatus.HELD, message)
+
+    def release_job(self, jid: str, message: str = "") -> JobRecord:
+        return self.transition_job(jid, JobStatus.PENDING, message)
+
+    def delete_job(self, jid: str, message: str = "") -> JobRecord:
+        return self.transition_job(jid, JobStatus.DELETED, message)
+
+    def resume_job(self, job: JobRecord | str, to: str | None = None, message: str = "") -> JobRecord:
+        """Restart a failed job at the step after its last successful one, or earlier."""
+        if isinstance(job, str):
+            job = self.get_job(job)
+        if job.status != JobStatus.FAILED:
+            raise InvalidTransition(f"job {job.jid}: only a Failed job can be resumed, it is {job.status}")
+        target = to or resume_target(job.last_successful_status)
+        allowed = resume_choices(job.last_successful_status)
+        if target not in allowed:
+            raise InvalidTransition(
+                f"job {job.jid}: cannot resume at {target}; its last successful step was "
+                f"{job.last_successful_status or 'none'}, so it may resume at {', '.join(allowed)}"
+            )
+        return self.transition_job(job, target, message, retry=True)
+
+    # --- removal -------------------------------------------------------------
+
+    def purge_job(self, jid: str, *, with_batch: bool = False) -> None:
+        """Remove a Deleted job (or, when its batch is removed, any finished job)."""
+        job = self.get_job(jid)
+        allowed = {"Deleted"} if not with_batch else {"Deleted", "Completed", "Failed"}
+        if job.status not in allowed:
+            raise NotRemovable(f"job {jid} is {job.status}; only a Deleted job can be removed")
+        if job.locked:
+            raise Locked(f"job {jid} is locked by a worker; not removed")
+        children = self._children(t.job_path(jid))
+        ops = [Op("delete", t.job_node(jid, c), version=job.status_version if c == "status" else -1) for c in children]
+        ops.append(Op("delete", t.job_path(jid)))
+        ops += [Op("delete", job.index_path, tolerant=True)]
+        if job.bid:
+            ops.append(Op("delete", t.batch_job_ref(job.bid, job.status, jid), tolerant=True))
+        self._commit(ops, f"remove job {jid}")
+
+    def purge_batch(self, bid: str) -> list[str]:
+        """Remove a Completed or Deleted batch, all its jobs and its uuid entry.
+
+        1. Refuse unless the batch is removable, unlocked, with no job processing.
+        2. Remove each job in its own multi (so a crash leaves a consistent tree).
+        3. Remove the batch subtree and uuid entry in one multi checked on the
+           status version.
+        """
+        batch = self.get_batch(bid)
+        if batch.status not in REMOVABLE:
+            raise NotRemovable(f"batch {bid} is {batch.status}; only Completed or Deleted batches are removed")
+        if batch.locked:
+            raise Locked(f"batch {bid} is locked by a worker; not removed")
+        jobs = self.batch_jobs(bid)
+        if jobs["batch-processing"]:
+            raise NotRemovable(
+                f"batch {bid} still has {len(jobs['batch-processing'])} job(s) processing; not removed"
+            )
+        removed = []
+        for d in ("batch-completed", "batch-failed", "batch-deleted"):
+            for jid in jobs[d]:
+                try:
+                    self.purge_job(jid, with_batch=True)
+                except NotFound:  # a reference without its job: the batch removal drops it
+                    pass
+                removed.append(jid)
+        ops = [Op("delete", p) for p in self._subtree(t.batch_path(bid)) if p != t.batch_node(bid, "status")]
+        ops.insert(-1, Op("delete", t.batch_node(bid, "status"), version=batch.status_version))
+        if batch.uuid and self.find_batch_by_uuid(batch.uuid) == bid:
+            ops.append(Op("delete", t.batch_uuid_path(batch.uuid)))
+        self._commit(ops, f"remove batch {bid}")
+        return removed
+
+    def _subtree(self, root: str) -> list[str]:
+        """Every path under and including ``root``, children before parents."""
+        out: list[str] = []
+
+        def walk(path: str) -> None:
+            for child in self._children(path):
+                walk(f"{path}/{child}")
+            out.append(path)
+
+        walk(root)
+        return out
+
+    def removable_batches(self) -> list[str]:
+        return [b for b, st in self.batch_statuses().items() if st.get("status") in REMOVABLE]
+
+    # --- holds and locks -----------------------------------------------------
+
+    def _persistent_flag(self, path: str, on: bool) -> bool:
+        """Create or delete a persistent flag node; True when this call changed it."""
+        self.stats["round_trips"] += 1
+        self.stats["writes"] += 1
+        try:
+            if on:
+                self.client.create(path, b"")
+            else:
+                self.client.delete(path)
+            return True
+        except (NodeExistsError, NoNodeError):  # already in the wanted state
+            return False
+
+    def pause_queue(self) -> bool:
+        return self._persistent_flag(t.LOCK_QUEUE_INGEST, True)
+
+    def unpause_queue(self) -> bool:
+        return self._persistent_flag(t.LOCK_QUEUE_INGEST, False)
+
+    def queue_paused(self) -> bool:
+        return bool(self._exists(t.LOCK_QUEUE_INGEST))
+
+    def hold_collection(self, mnemonic: str) -> bool:
+        return self._persistent_flag(t.collection_lock(mnemonic), True)
+
+    def release_collection(self, mnemonic: str) -> bool:
+        return self._persistent_flag(t.collection_lock(mnemonic), False)
+
+    def collection_held(self, mnemonic: str) -> bool:
+        return bool(self._exists(t.collection_lock(mnemonic)))
+
+    def held_collections(self) -> list[str]:
+        return sorted(self._children(t.LOCK_COLLECTIONS))
+
+    def release_collection_items(self, mnemonic: str, message: str = "") -> ReleaseResult:
+        """Release every held job and batch of a collection (each version-checked)."""
+        result = ReleaseResult()
+        for _, jid in self.jobs_in_state(JobStatus.HELD):
+            self._release_one(result, jid, mnemonic, message, self.get_job, self.release_job)
+        for bid, st in self.batch_statuses().items():
+            if st.get("status") == BatchStatus.HELD:
+                self._release_one(result, bid, mnemonic, message, self.get_batch, self.release_batch)
+        return result
+
+    @staticmethod
+    def _release_one(result, item_id, mnemonic, message, load, release) -> None:
+        try:
+            if load(item_id).collection != mnemonic:
+                return
+            release(item_id, message)
+            result.released.append(item_id)
+        except QueueError as e:
+            result.skipped[item_id] = str(e)
+
+    def lock_storage(self, ark: str) -> bool:
+        return self._persistent_flag(t.storage_lock(ark), True)
+
+    def unlock_storage(self, ark: str) -> bool:
+        return self._persistent_flag(t.storage_lock(ark), False)
+
+    def lock_inventory(self, ark: str) -> bool:
+        return self._try_lock(t.inventory_lock(ark))
+
+    def unlock_inventory(self, ark: str) -> None:
+        self._unlock(t.inventory_lock(ark))
+
+    def lock_localid(self, local_id: str) -> bool:
+        return self._try_lock(t.localid_lock(local_id))
+
+    def unlock_localid(self, local_id: str) -> None:
+        self._unlock(t.localid_lock(local_id))
+
+    def locks(self) -> Iterator[tuple[str, Any]]:
+        """Every lock node with its stat: queue, collection, storage, inventory, local id."""
+        for parent in (t.LOCK_QUEUE, t.LOCK_COLLECTIONS, t.LOCK_STORAGE, t.LOCK_INVENTORY, t.LOCK_LOCALID):
+            names = self._children(parent)
+            got = self._get_many(f"{parent}/{n}" for n in names)
+            for path, node in got.items():
+                if node:
+                    yield path, node[1]

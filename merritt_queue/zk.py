@@ -1,0 +1,74 @@
+"""One started KazooClient per process, created lazily, never shared across fork().
+
+kazoo's client owns threads and a socket; a forked child that reuses its
+parent's client corrupts both sessions (kazoo issue 728), so the accessor keys
+the client by pid and a child simply builds its own.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from dataclasses import dataclass
+
+from kazoo.client import KazooClient
+from kazoo.retry import KazooRetry
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ZkConfig:
+    hosts: str = "127.0.0.1:2181"
+    chroot: str = ""
+    timeout: float = 10.0
+
+    @property
+    def chroot_path(self) -> str:
+        return self.chroot.rstrip("/")
+
+
+def connect(config: ZkConfig) -> KazooClient:
+    """Start a client whose paths are relative to ``config.chroot`` (created if missing)."""
+    retry = {"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 2}
+    client = KazooClient(
+        hosts=config.hosts,
+        timeout=config.timeout,
+        connection_retry=retry,
+        command_retry=KazooRetry(max_tries=3, delay=0.05, max_delay=1),
+    )
+    client.start(timeout=config.timeout)
+    if config.chroot_path:
+        client.ensure_path(config.chroot_path)
+        # kazoo applies the chroot per request, so setting it after ensure_path is safe.
+        client.chroot = config.chroot_path
+    return client
+
+
+class ClientHolder:
+    """Holds this process's client for one configuration."""
+
+    def __init__(self, config: ZkConfig):
+        self.config = config
+        self._client: KazooClient | None = None
+        self._pid: int | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> KazooClient:
+        with self._lock:
+            if self._client is None or self._pid != os.getpid():
+                self._client = connect(self.config)
+                self._pid = os.getpid()
+            return self._client
+
+    def close(self) -> None:
+        with self._lock:
+            if self._client is not None and self._pid == os.getpid():
+                try:
+                    self._client.stop()
+                    self._client.close()
+                except Exception:  # closing a dead connection must not mask the caller's error
+                    log.exception("closing the ZooKeeper client failed")
+            self._client = None
+            self._pid = None

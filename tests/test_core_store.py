@@ -1,0 +1,512 @@
+"""The queue store against a real ZooKeeper, each test in its own chroot."""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+import time
+
+import pytest
+from kazoo.client import KazooClient
+
+from merritt_queue import tree as t
+from merritt_queue.errors import (
+    ChangedUnderYou,
+    InvalidData,
+    InvalidTransition,
+    Locked,
+    LockLost,
+    NotFound,
+    NotRemovable,
+)
+from merritt_queue.states import JOB, JOB_STEPS
+from merritt_queue.store import QueueStore
+from merritt_queue.zk import ZkConfig, connect
+
+
+def listing(client: KazooClient, path: str = "/") -> dict[str, tuple]:
+    """Every node under ``path`` with data, version and child version."""
+    out = {}
+
+    def walk(p: str) -> None:
+        data, stat = client.get(p)
+        out[p] = (data, stat.version, stat.cversion)
+        for child in client.get_children(p):
+            walk(f"{p.rstrip('/')}/{child}")
+
+    walk(path)
+    return out
+
+
+def path_to(status: str) -> list[str]:
+    """Moves from Pending to ``status`` the way a real job gets there."""
+    if status in ("Held", "Failed"):
+        return [status]
+    if status == "Deleted":
+        return ["Held", "Deleted"]
+    route = ["Pending"]
+    while route[-1] != status:
+        route.append(JOB.success_of(route[-1]))
+    return route[1:]
+
+
+@pytest.fixture
+def batch(store: QueueStore) -> str:
+    bid = store.create_batch({"batchID": "uuid-1", "collection": "demo"}).id
+    acquired = store.acquire_pending_batch()
+    store.unlock_batch(acquired)
+    return bid
+
+
+def job_in(store: QueueStore, bid: str, status: str, **kw) -> str:
+    jid = store.create_job(bid, {"collection": "demo"}, **kw)
+    for step in path_to(status):
+        store.transition_job(jid, step, "failed on purpose" if step == "Failed" else "")
+    return jid
+
+
+def index_entries(client: KazooClient, jid: str) -> list[str]:
+    found = []
+    for status_dir in client.get_children(t.JOB_STATES):
+        found += [f"{status_dir}/{n}" for n in client.get_children(f"{t.JOB_STATES}/{status_dir}") if jid in n]
+    return found
+
+
+def batch_refs(client: KazooClient, bid: str, jid: str) -> list[str]:
+    states = t.batch_states(bid)
+    return [d for d in client.get_children(states) if jid in client.get_children(f"{states}/{d}")]
+
+
+# --- creation ----------------------------------------------------------------
+
+
+def test_create_batch_writes_submission_status_and_uuid(store, zk):
+    created = store.create_batch({"batchID": "u-1", "title": "Café"})
+    assert created.id == "bid" + created.id[3:] and len(created.id) == 13 and not created.duplicate
+    batch = store.get_batch(created.id)
+    assert batch.status == "Pending" and batch.message == "" and not batch.acquired
+    assert zk.get(f"/batch-uuids/u-1")[0] == created.id.encode()
+    assert zk.get(f"/batches/{created.id}/submission")[0] == '{"batchID":"u-1","title":"Café"}'.encode()
+
+
+def test_the_same_batch_uuid_twice_returns_the_first_batch_as_duplicate(store, zk):
+    first = store.create_batch({"batchID": "u-1"})
+    second = store.create_batch({"batchID": "u-1", "other": "field"})
+    assert second == type(second)(first.id, duplicate=True)
+    assert store.list_batch_ids() == [first.id]
+    assert store.find_batch_by_uuid("u-1") == first.id
+    assert store.find_batch_by_uuid("nope") is None
+
+
+def test_racing_submitters_of_one_uuid_create_one_batch(zk_config, make_store, store):
+    stores = [make_store() for _ in range(6)]
+    results, barrier = [], threading.Barrier(len(stores))
+
+    def submit(s):
+        barrier.wait()
+        results.append(s.create_batch({"batchID": "same-uuid"}))
+
+    threads = [threading.Thread(target=submit, args=(s,)) for s in stores]
+    [th.start() for th in threads]
+    [th.join() for th in threads]
+    assert len({r.id for r in results}) == 1
+    assert sum(not r.duplicate for r in results) == 1
+    assert store.list_batch_ids() == [results[0].id]
+
+
+def test_create_job_writes_every_node_and_both_index_entries(store, zk, batch):
+    jid = store.create_job(
+        batch,
+        {"profile": "p", "collection": "demo"},
+        priority=3,
+        identifiers={"primary_id": "ark:/1/a", "local_id": ["x"]},
+        metadata={"erc_who": "w"},
+    )
+    assert zk.get(t.job_node(jid, "bid"))[0] == batch.encode()
+    assert zk.get(t.job_node(jid, "priority"))[0] == b"3"
+    assert zk.get(t.job_node(jid, "space_needed"))[0] == b"0"
+    assert zk.exists(f"/jobs/states/pending/03-{jid}")
+    assert zk.exists(f"/batches/{batch}/states/batch-processing/{jid}")
+    job = store.get_job(jid)
+    assert (job.status, job.retry_count, job.last_successful_status, job.message) == ("Pending", 0, None, "")
+    assert job.identifiers == {"primary_id": "ark:/1/a", "local_id": ["x"]}
+    assert job.metadata == {"erc_who": "w"} and job.inventory is None
+
+
+def test_create_job_in_a_missing_batch_is_refused_and_writes_nothing(store, zk):
+    before = listing(zk)
+    with pytest.raises(NotFound, match="batch bid0000000099 does not exist"):
+        store.create_job("bid0000000099", {})
+    assert listing(zk) == before
+
+
+@pytest.mark.parametrize("bad", [{"priority": 100}, {"priority": -1}, {"space_needed": -5}])
+def test_create_job_refuses_bad_numbers(store, batch, bad):
+    with pytest.raises(InvalidData):
+        store.create_job(batch, {}, **bad)
+
+
+def test_missing_items_raise_not_found(store):
+    with pytest.raises(NotFound, match="job jid0000000042 does not exist"):
+        store.get_job("jid0000000042")
+    with pytest.raises(NotFound, match="batch bid0000000042 does not exist"):
+        store.get_batch("bid0000000042")
+
+
+# --- transitions -------------------------------------------------------------
+
+ALL_MOVES = [(a, b) for a in JOB.statuses for b in JOB.statuses]
+
+
+@pytest.mark.parametrize("old,new", [m for m in ALL_MOVES if JOB.can_move(*m)])
+def test_every_allowed_job_move_moves_status_index_and_batch_reference(store, zk, batch, old, new):
+    jid = job_in(store, batch, old)
+    moved = store.transition_job(jid, new, "why")
+    assert store.get_job(jid).status == new == moved.status
+    assert store.get_job(jid).message == "why"
+    assert index_entries(zk, jid) == [f"{new.lower()}/05-{jid}"]
+    from merritt_queue.states import batch_dir_for
+
+    assert batch_refs(zk, batch, jid) == [batch_dir_for(new)]
+
+
+@pytest.mark.parametrize("old,new", [m for m in ALL_MOVES if not JOB.can_move(*m) and m[0] != m[1]])
+def test_every_forbidden_job_move_is_refused_and_writes_nothing(store, zk, batch, old, new):
+    jid = job_in(store, batch, old)
+    before = listing(zk)
+    with pytest.raises(InvalidTransition, match=f"cannot move from {old} to {new}"):
+        store.transition_job(jid, new)
+    assert listing(zk) == before
+
+
+def test_last_successful_status_and_retry_count_through_a_failure_and_resume(store, batch):
+    jid = job_in(store, batch, "Downloading")
+    job = store.fail_job(jid, "404 at http://x/y")
+    assert (job.status, job.last_successful_status, job.message) == ("Failed", "Provisioning", "404 at http://x/y")
+    job = store.resume_job(jid)
+    assert (job.status, job.retry_count, job.last_successful_status) == ("Downloading", 1, "Provisioning")
+    job = store.transition_job(job, "Processing")
+    assert (job.last_successful_status, job.retry_count) == ("Downloading", 1)
+    assert store.get_job(jid) == job.__class__(**{**job.__dict__})
+
+
+@pytest.mark.parametrize("step", JOB_STEPS)
+def test_resume_restarts_the_failed_step(store, zk, batch, step):
+    jid = job_in(store, batch, step)
+    store.fail_job(jid, f"broke in {step}")
+    job = store.resume_job(jid)
+    assert job.status == step and job.retry_count == 1
+    assert index_entries(zk, jid) == [f"{step.lower()}/05-{jid}"]
+    assert batch_refs(zk, batch, jid) == ["batch-processing"]
+
+
+def test_resume_from_an_earlier_step_is_allowed_but_not_a_later_one(store, batch):
+    jid = job_in(store, batch, "Storing")
+    store.fail_job(jid, "storage down")
+    with pytest.raises(InvalidTransition, match="may resume at Pending, Estimating, .*Storing"):
+        store.resume_job(jid, to="Recording")
+    assert store.resume_job(jid, to="Downloading").status == "Downloading"
+
+
+def test_only_a_failed_job_can_be_resumed(store, batch):
+    jid = job_in(store, batch, "Estimating")
+    with pytest.raises(InvalidTransition, match="only a Failed job can be resumed"):
+        store.resume_job(jid)
+
+
+def test_a_job_that_failed_in_pending_resumes_in_pending(store, batch):
+    jid = job_in(store, batch, "Pending")
+    store.fail_job(jid, "digest mismatch")
+    assert store.resume_job(jid).status == "Pending"
+
+
+def test_two_writers_from_the_same_version_exactly_one_wins(store, make_store, batch, zk):
+    jid = job_in(store, batch, "Estimating")
+    other = make_store()
+    mine, theirs = store.get_job(jid), other.get_job(jid)
+    store.transition_job(mine, "Provisioning")
+    before = listing(zk)
+    with pytest.raises(ChangedUnderYou, match="changed under you"):
+        other.transition_job(theirs, "Failed", "too slow")
+    assert listing(zk) == before
+    assert store.get_job(jid).status == "Provisioning"
+
+
+def test_priority_change_moves_the_index_entry_within_its_directory(store, zk, batch):
+    jid = job_in(store, batch, "Provisioning")
+    store.set_priority(jid, 9)
+    assert index_entries(zk, jid) == [f"provisioning/09-{jid}"]
+    assert store.get_job(jid).priority == 9
+    store.transition_job(jid, "Downloading")
+    assert index_entries(zk, jid) == [f"downloading/09-{jid}"]
+
+
+def test_job_data_is_saved_at_once_and_read_back(store, batch):
+    jid = job_in(store, batch, "Processing")
+    store.save_job_data(jid, "identifiers", {"primary_id": "ark:/99999/fk4x", "local_id": []})
+    store.save_job_data(jid, "store", {"manifest_url": "file:///m", "mode": "add", "delete": ""})
+    store.set_space_needed(jid, 4096)
+    job = store.get_job(jid)
+    assert job.identifiers["primary_id"] == "ark:/99999/fk4x"
+    assert job.store["mode"] == "add" and job.space_needed == 4096
+    with pytest.raises(InvalidData):
+        store.save_job_data(jid, "status", {})
+
+
+# --- acquisition and locks ----------------------------------------------------
+
+
+def test_acquire_job_serves_priority_then_fifo_and_skips_locked(store, make_store, batch):
+    a = store.create_job(batch, {}, priority=5)
+    b = store.create_job(batch, {}, priority=2)
+    c = store.create_job(batch, {}, priority=5)
+    assert store.acquire_job("Pending").jid == b
+    other = make_store()
+    assert other.acquire_job("Pending").jid == a
+    assert store.acquire_job("Pending").jid == c
+    assert other.acquire_job("Pending") is None
+
+
+def test_acquire_job_skips_an_index_entry_that_disagrees_with_the_job(store, zk, batch):
+    jid = store.create_job(batch, {})
+    zk.create(f"/jobs/states/estimating/05-{jid}")
+    data_and_versions = lambda: {p: v[:2] for p, v in listing(zk).items()}  # noqa: E731
+    before = data_and_versions()
+    assert store.acquire_job("Estimating") is None
+    assert data_and_versions() == before
+    assert not store.get_job(jid).locked
+
+
+def test_a_worker_step_commits_and_releases_its_lock_in_one_multi(store, zk, batch):
+    store.create_job(batch, {})
+    job = store.acquire_job("Pending")
+    assert zk.exists(t.job_node(job.jid, "lock"))
+    rounds = store.stats["round_trips"]
+    store.succeed_job(job)
+    assert store.stats["round_trips"] - rounds == 1
+    assert not zk.exists(t.job_node(job.jid, "lock"))
+
+
+def test_a_lock_is_released_when_its_session_dies(store, make_store, batch):
+    jid = store.create_job(batch, {})
+    worker = make_store()
+    assert worker.acquire_job("Pending").jid == jid
+    assert store.acquire_job("Pending") is None
+    worker.client.stop()
+    worker.client.close()
+    assert store.acquire_job("Pending").jid == jid
+
+
+def test_a_worker_whose_session_expired_abandons_the_step(store, make_store, zk_config, batch):
+    jid = store.create_job(batch, {})
+    worker = make_store()
+    job = worker.acquire_job("Pending")
+    session_id, password = worker.client.client_id
+    # Closing a second client on the same session expires it on the server.
+    twin = KazooClient(hosts=zk_config.hosts, client_id=(session_id, password))
+    twin.start(timeout=10)
+    twin.stop()
+    twin.close()
+    deadline = time.time() + 20
+    while worker.session_id in (session_id, None) and time.time() < deadline:
+        time.sleep(0.05)
+    assert worker.session_id not in (session_id, None), "the worker never got a new session"
+    with pytest.raises(LockLost, match="session that took the lock has ended"):
+        worker.succeed_job(job)
+    assert store.get_job(jid).status == "Pending"
+    assert store.acquire_job("Pending").jid == jid
+
+
+def _race_worker(hosts: str, chroot: str, out) -> None:
+    store = QueueStore(connect(ZkConfig(hosts=hosts, chroot=chroot)))
+    while (job := store.acquire_job("Pending")) is not None:
+        store.succeed_job(job)
+        out.put(job.jid)
+    store.client.stop()
+
+
+def test_workers_in_separate_processes_process_each_job_once(store, zk_config, batch):
+    jids = {store.create_job(batch, {}) for _ in range(60)}
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_race_worker, args=(zk_config.hosts, zk_config.chroot, out)) for _ in range(4)]
+    [p.start() for p in procs]
+    [p.join(60) for p in procs]
+    done = []
+    while not out.empty():
+        done.append(out.get())
+    assert sorted(done) == sorted(jids)
+    assert {store.get_job(j).status for j in jids} == {"Estimating"}
+
+
+def test_workers_in_threads_process_each_job_once(store, make_store, batch):
+    jids = {store.create_job(batch, {}) for _ in range(60)}
+    done: list[str] = []
+
+    def work(s: QueueStore) -> None:
+        while (job := s.acquire_job("Pending")) is not None:
+            s.succeed_job(job)
+            done.append(job.jid)
+
+    threads = [threading.Thread(target=work, args=(make_store(),)) for _ in range(6)]
+    [th.start() for th in threads]
+    [th.join(60) for th in threads]
+    assert sorted(done) == sorted(jids)
+
+
+# --- batches -----------------------------------------------------------------
+
+
+def test_acquire_pending_batch_is_fifo_leaves_it_processing_and_locked(store, make_store, zk):
+    first = store.create_batch({"batchID": "a"}).id
+    second = store.create_batch({"batchID": "b"}).id
+    got = store.acquire_pending_batch()
+    assert got.bid == first and got.status == "Processing" and got.locked
+    assert zk.exists(t.batch_states(first)) and zk.exists(t.batch_node(first, "lock"))
+    assert make_store().acquire_pending_batch().bid == second
+    assert store.acquire_pending_batch() is None
+
+
+def test_a_batch_of_a_held_collection_goes_to_held_and_is_released_later(store, zk):
+    store.hold_collection("demo")
+    bid = store.create_batch({"collection": "demo"}).id
+    assert store.acquire_pending_batch() is None
+    held = store.get_batch(bid)
+    assert held.status == "Held" and "collection demo is on hold" in held.message and not held.locked
+    store.release_collection("demo")
+    result = store.release_collection_items("demo")
+    assert result.released == [bid]
+    assert store.acquire_pending_batch().bid == bid
+
+
+def test_release_all_releases_only_that_collections_held_jobs(store, batch):
+    mine = [store.create_job(batch, {"collection": "demo"}) for _ in range(3)]
+    theirs = store.create_job(batch, {"collection": "other"})
+    for jid in [*mine, theirs]:
+        store.hold_job(jid, "collection on hold")
+    result = store.release_collection_items("demo")
+    assert sorted(result.released) == sorted(mine) and result.skipped == {}
+    assert {store.get_job(j).status for j in mine} == {"Pending"}
+    assert store.get_job(theirs).status == "Held"
+
+
+def test_batch_reporting_waits_for_the_last_job(store, batch):
+    a = store.create_job(batch, {})
+    b = store.create_job(batch, {})
+    for step in path_to("Completed"):
+        store.transition_job(a, step)
+    assert store.acquire_batch_for_reporting() is None
+    store.transition_job(b, "Failed", "bad digest")
+    reporting = store.acquire_batch_for_reporting()
+    assert reporting.bid == batch and reporting.status == "Reporting"
+    jobs = store.batch_jobs(batch)
+    assert jobs["batch-completed"] == [a] and jobs["batch-failed"] == [b] and jobs["batch-processing"] == []
+    report = store.write_status_report(batch, jobs["batch-failed"], jobs["batch-completed"])
+    assert store.get_batch(batch).status_report == report
+    done = store.transition_batch(reporting, "Failed", "1 job failed", release_lock=True)
+    assert done.status == "Failed" and not store.get_batch(batch).locked
+
+
+def test_batch_hold_release_and_delete(store):
+    bid = store.create_batch({}).id
+    store.hold_batch(bid, "librarian asked")
+    assert store.get_batch(bid).status == "Held"
+    store.release_batch(bid)
+    store.hold_batch(bid)
+    assert store.delete_batch(bid).status == "Deleted"
+    with pytest.raises(InvalidTransition):
+        store.release_batch(bid)
+
+
+# --- removal -----------------------------------------------------------------
+
+
+def test_purge_removes_a_completed_batch_with_all_its_jobs_and_uuid(store, zk, batch):
+    done = job_in(store, batch, "Completed")
+    failed = job_in(store, batch, "Failed")
+    reporting = store.acquire_batch_for_reporting()
+    store.transition_batch(reporting, "Completed", release_lock=True)
+    assert sorted(store.purge_batch(batch)) == sorted([done, failed])
+    assert not zk.exists(t.batch_path(batch)) and not zk.exists("/batch-uuids/uuid-1")
+    assert zk.get_children(t.JOBS) == ["states"]
+    assert all(not zk.get_children(f"{t.JOB_STATES}/{d}") for d in zk.get_children(t.JOB_STATES))
+
+
+def test_purge_refuses_a_batch_with_a_job_still_processing(store, zk, batch):
+    job_in(store, batch, "Downloading")
+    store.transition_batch(batch, "Failed", "manual")
+    store.delete_batch(batch)
+    before = listing(zk)
+    with pytest.raises(NotRemovable, match="still has 1 job"):
+        store.purge_batch(batch)
+    assert listing(zk) == before
+
+
+def test_only_deleted_jobs_are_removed_on_their_own(store, zk, batch):
+    failed = job_in(store, batch, "Failed")
+    with pytest.raises(NotRemovable, match="only a Deleted job"):
+        store.purge_job(failed)
+    store.delete_job(failed, "not wanted")
+    store.purge_job(failed)
+    assert not zk.exists(t.job_path(failed))
+    assert store.batch_jobs(batch)["batch-deleted"] == []
+
+
+def test_a_locked_job_is_not_removed(store, make_store, batch):
+    jid = job_in(store, batch, "Deleted")
+    make_store().lock_job(jid)
+    with pytest.raises(Locked):
+        store.purge_job(jid)
+
+
+# --- holds and object locks --------------------------------------------------
+
+
+def test_queue_pause_and_collection_holds(store):
+    assert not store.queue_paused()
+    assert store.pause_queue() is True and store.pause_queue() is False
+    assert store.queue_paused()
+    assert store.unpause_queue() is True and not store.queue_paused()
+    store.hold_collection("a")
+    store.hold_collection("b")
+    assert store.held_collections() == ["a", "b"]
+    assert store.collection_held("a") and not store.collection_held("c")
+
+
+def test_object_locks_are_exclusive_and_named_per_the_wire_format(store, make_store, zk):
+    other = make_store()
+    assert store.lock_storage("ark:/13030/m5abc") and not other.lock_storage("ark:/13030/m5abc")
+    assert zk.exists("/locks/storage/ark_13030_m5abc")
+    assert store.lock_inventory("ark:/1/x") and not other.lock_inventory("ark:/1/x")
+    assert store.lock_localid("loc 1") and not other.lock_localid("loc 1")
+    store.unlock_storage("ark:/13030/m5abc")
+    store.unlock_inventory("ark:/1/x")
+    assert other.lock_storage("ark:/13030/m5abc") and other.lock_inventory("ark:/1/x")
+    # The storage lock is persistent: it outlives the session that took it.
+    other.client.stop()
+    other.client.close()
+    assert zk.exists("/locks/storage/ark_13030_m5abc")
+    assert not zk.exists("/locks/inventory/ark_1_x")
+
+
+# --- reading never writes -----------------------------------------------------
+
+
+def test_reading_never_writes(store, zk, batch):
+    jid = job_in(store, batch, "Failed")
+    job_in(store, batch, "Completed")
+    before = listing(zk)
+    store.get_job(jid)
+    store.get_batch(batch)
+    store.list_job_ids()
+    store.list_batch_ids()
+    store.jobs_in_state("Failed")
+    store.batch_jobs(batch)
+    store.batch_statuses()
+    store.finished_batches()
+    store.find_batch_by_uuid("uuid-1")
+    store.batch_is_finished(batch)
+    store.queue_paused()
+    store.held_collections()
+    list(store.locks())
+    assert listing(zk) == before
