@@ -406,42 +406,51 @@ class QueueStore:
         """Lock the oldest unlocked Pending batch and move it to Processing (FIFO).
 
         A batch of a collection on hold moves to Held instead (and is unlocked),
-        and the next one is tried.
+        and the next one is tried. Pending is read from the status, not from
+        the absence of ``states``: a batch whose job creation was interrupted
+        may already have it.
         """
-        bids = self.list_batch_ids()
-        if not bids:
-            return None
-        acquired = self._exists_many([t.batch_states(b) for b in bids])
-        candidates = [b for b, has_states in zip(bids, acquired, strict=True) if not has_states]
-        statuses = self.batch_statuses(candidates)
-        for bid in candidates:
-            if statuses.get(bid, {}).get("status") != BatchStatus.PENDING:
-                continue
-            if not self._try_lock(t.batch_node(bid, "lock")):
-                continue
-            try:
-                batch = replace(self.get_batch(bid), lock_session=self.session_id)
-            except NotFound:
-                self._unlock(t.batch_node(bid, "lock"))
-                continue
-            if batch.status != BatchStatus.PENDING or batch.acquired:
-                self._unlock(t.batch_node(bid, "lock"))
-                continue
-            if batch.collection and self.collection_held(batch.collection):
-                msg = f"collection {batch.collection} is on hold"
-                self.transition_batch(batch, BatchStatus.HELD, msg, release_lock=True)
+        for bid in self.pending_batches():
+            batch = self.begin_batch(bid)
+            if batch is None:
                 continue
             try:
                 return self._move_batch(
-                    batch,
-                    BatchStatus.PROCESSING,
-                    "",
-                    release_lock=False,
-                    extra=[Op("create", t.batch_states(bid))],
+                    batch, BatchStatus.PROCESSING, "", release_lock=False, extra=[self._states_op(bid)]
                 )
             except ChangedUnderYou:
                 self._unlock(t.batch_node(bid, "lock"))
         return None
+
+    def pending_batches(self) -> list[str]:
+        """Pending batches, oldest first."""
+        return [b for b, st in self.batch_statuses().items() if st.get("status") == BatchStatus.PENDING]
+
+    def begin_batch(self, bid: str) -> BatchRecord | None:
+        """Lock a Pending batch to turn it into jobs; None when busy, gone or no longer Pending.
+
+        A batch of a collection on hold is moved to Held (and unlocked) instead.
+        """
+        if not self._try_lock(t.batch_node(bid, "lock")):
+            return None
+        batch = self._reread_locked(bid, BatchStatus.PENDING)
+        if batch is None:
+            return None
+        if batch.collection and self.collection_held(batch.collection):
+            msg = f"collection {batch.collection} is on hold"
+            self.transition_batch(batch, BatchStatus.HELD, msg, release_lock=True)
+            return None
+        return batch
+
+    def start_processing(self, batch: BatchRecord, message: str = "") -> BatchRecord:
+        """Pending -> Processing once every job exists: creates ``states``, drops the lock."""
+        return self._move_batch(
+            batch, BatchStatus.PROCESSING, message, release_lock=True, extra=[self._states_op(batch.bid)]
+        )
+
+    @staticmethod
+    def _states_op(bid: str) -> Op:
+        return Op("create", t.batch_states(bid), tolerant=True)
 
     def acquire_batch(self, status: str) -> BatchRecord | None:
         """Lock the oldest unlocked batch in ``status`` (for handlers of that state)."""

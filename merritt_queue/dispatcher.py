@@ -1,0 +1,287 @@
+"""Turns the ZooKeeper tree into RQ work: watches for speed, a periodic sweep for safety.
+
+Guarantees:
+
+- At least once: every job in a working state and every batch with work to
+  do is enqueued again until its step commits. A duplicate is harmless: the
+  task re-checks status and lock under the lock before doing anything.
+- Deduplicated: one RQ job per (item, state), by a deterministic job id that
+  is created atomically (``unique``), so two dispatchers never double-enqueue.
+- Redis holds nothing that cannot be rebuilt: after a flush or restart the
+  next sweep enqueues everything again from ZooKeeper.
+- While ``/locks/queue/ingest`` exists nothing new is enqueued; steps already
+  running finish.
+- Priority: each state queue is filled in ``PP-JID`` order and only a few
+  items ahead, so a later high-priority job is not stuck behind a backlog.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from kazoo.exceptions import KazooException
+from kazoo.recipe.watchers import ChildrenWatch
+from redis import Redis
+from redis.exceptions import RedisError
+from rq import Queue
+from rq.exceptions import DuplicateJobError, NoSuchJobError
+from rq.job import Job
+from rq.job import JobStatus as RQStatus
+
+from . import tree as t
+from .states import BatchStatus, JobStatus
+from .store import QueueStore
+
+log = logging.getLogger(__name__)
+
+JOB_WORK_STATES: tuple[str, ...] = (
+    JobStatus.PENDING,
+    JobStatus.ESTIMATING,
+    JobStatus.PROVISIONING,
+    JobStatus.DOWNLOADING,
+    JobStatus.PROCESSING,
+    JobStatus.STORING,
+    JobStatus.RECORDING,
+    JobStatus.NOTIFY,
+)
+BATCH_PENDING_QUEUE = "mq-batch-pending"
+BATCH_REPORT_QUEUE = "mq-batch-reporting"
+JOB_TASK = "jobs.tasks.run_job_step"
+BATCH_PENDING_TASK = "batches.tasks.run_batch_pending"
+BATCH_REPORT_TASK = "batches.tasks.run_batch_report"
+# Batches the reporting task picks up: the ones whose jobs are all finished.
+REPORT_STATES = (BatchStatus.PROCESSING, BatchStatus.REPORTING, BatchStatus.UPDATE_REPORTING)
+_QUEUED = {RQStatus.QUEUED, RQStatus.SCHEDULED, RQStatus.DEFERRED, RQStatus.CREATED}
+
+
+def job_queue_name(status: str) -> str:
+    return f"mq-job-{status.lower()}"
+
+
+def all_queue_names() -> list[str]:
+    return [BATCH_PENDING_QUEUE, *(job_queue_name(s) for s in JOB_WORK_STATES), BATCH_REPORT_QUEUE]
+
+
+def rq_job_id(kind: str, item_id: str, status: str) -> str:
+    return f"mq-{kind}-{item_id}-{status.lower()}"
+
+
+def _later_key(job_id: str) -> str:
+    return f"mq:later:{job_id}"
+
+
+def defer(redis: Redis, job_id: str, seconds: float) -> None:
+    """Keep the sweep from re-enqueueing a step that asked to wait (e.g. short of disk)."""
+    redis.set(_later_key(job_id), b"1", px=max(1, int(seconds * 1000)))
+
+
+@dataclass
+class DispatcherConfig:
+    ahead: int = 20  # queued RQ jobs per state beyond which nothing more is enqueued
+    sweep_interval: float = 10.0
+    started_grace: float = 60.0  # an RQ job "started" this long with no ZK lock is dead
+    job_timeout: int = 3600
+    failure_ttl: int = 86400
+
+
+class Dispatcher:
+    """Watches the tree and keeps the RQ queues filled from it."""
+
+    def __init__(self, store: QueueStore, redis: Redis, config: DispatcherConfig | None = None):
+        self.store = store
+        self.redis = redis
+        self.config = config or DispatcherConfig()
+        self.wake = threading.Event()
+        self.stop = threading.Event()
+        self._dirty: set[str] = set()
+        self._dirty_lock = threading.Lock()
+        self._watched_batches: set[str] = set()
+        self.enqueued = 0
+
+    # --- watches: callbacks only mark what changed and wake the loop ----------
+
+    def _mark(self, what: str) -> None:
+        with self._dirty_lock:
+            self._dirty.add(what)
+        self.wake.set()
+
+    def install_watches(self) -> None:
+        client = self.store.client
+        for status in JOB_WORK_STATES:
+            path = t.job_state_dir(status)
+            client.ensure_path(path)
+            self._watch(path, f"job:{status}")
+        self._watch(t.BATCHES, "batches")
+        self._watch(t.LOCK_QUEUE, "all")
+
+    def _watch(self, path: str, what: str) -> None:
+        # allow_session_lost: keep watching after a session expiry (ZooKeeper restarts).
+        ChildrenWatch(self.store.client, path, self._children_cb(what), allow_session_lost=True)
+
+    def _children_cb(self, what: str):
+        def callback(_children) -> bool:
+            if self.stop.is_set():
+                return False
+            self._mark(what)
+            return True
+
+        return callback
+
+    def _watch_batch(self, bid: str) -> None:
+        """Notice a batch's last job finishing the moment it happens."""
+        if bid in self._watched_batches:
+            return
+        self._watched_batches.add(bid)
+        path = t.batch_job_dir(bid, "batch-processing")
+
+        def callback(children) -> bool:
+            if self.stop.is_set() or bid not in self._watched_batches:
+                return False
+            if not children:
+                self._mark("batches")
+            return True
+
+        try:
+            ChildrenWatch(self.store.client, path, callback, allow_session_lost=True)
+        except KazooException:  # the directory vanished (batch removed): the sweep copes
+            self._watched_batches.discard(bid)
+
+    # --- sweeps ----------------------------------------------------------------
+
+    def sweep(self) -> int:
+        """Enqueue everything that has work; the number of RQ jobs enqueued."""
+        if self.store.queue_paused():
+            return 0
+        count = sum(self.sweep_job_state(s) for s in JOB_WORK_STATES)
+        return count + self.sweep_batches()
+
+    def sweep_dirty(self) -> int:
+        with self._dirty_lock:
+            dirty, self._dirty = self._dirty, set()
+        if not dirty:
+            return 0
+        if "all" in dirty:
+            return self.sweep()
+        if self.store.queue_paused():
+            return 0
+        count = sum(self.sweep_job_state(w[4:]) for w in dirty if w.startswith("job:"))
+        return count + (self.sweep_batches() if "batches" in dirty else 0)
+
+    def sweep_job_state(self, status: str) -> int:
+        queue = Queue(job_queue_name(status), connection=self.redis)
+        budget = self.config.ahead - queue.count
+        if budget <= 0:
+            return 0
+        entries = [jid for _, jid in self.store.jobs_in_state(status)]
+        count = 0
+        for chunk in _chunks(entries, max(budget * 2, 50)):
+            for jid, locked in zip(chunk, self._locked(t.job_node(j, "lock") for j in chunk), strict=True):
+                if count >= budget:
+                    return count
+                if not locked and self._enqueue(queue, JOB_TASK, (jid, status), rq_job_id("job", jid, status)):
+                    count += 1
+        return count
+
+    def sweep_batches(self) -> int:
+        statuses = self.store.batch_statuses()
+        wanted = {b: st.get("status") for b, st in statuses.items()}
+        reporting = [b for b, s in wanted.items() if s in REPORT_STATES]
+        processing_dirs = self.store._children_many(
+            t.batch_job_dir(b, "batch-processing") for b in reporting
+        )
+        candidates = [b for b, s in wanted.items() if s == BatchStatus.PENDING]
+        for bid in reporting:
+            if wanted[bid] == BatchStatus.PROCESSING:
+                self._watch_batch(bid)
+            jobs_left = processing_dirs[t.batch_job_dir(bid, "batch-processing")]
+            if wanted[bid] == BatchStatus.REPORTING or jobs_left == []:
+                candidates.append(bid)
+        self._watched_batches &= {b for b, s in wanted.items() if s == BatchStatus.PROCESSING}
+        return self._enqueue_batches(sorted(candidates), wanted)
+
+    def _enqueue_batches(self, bids: list[str], status_of: dict[str, str]) -> int:
+        pending_q = Queue(BATCH_PENDING_QUEUE, connection=self.redis)
+        report_q = Queue(BATCH_REPORT_QUEUE, connection=self.redis)
+        count = 0
+        for bid, locked in zip(bids, self._locked(t.batch_node(b, "lock") for b in bids), strict=True):
+            if locked:
+                continue
+            status = status_of[bid]
+            if status == BatchStatus.PENDING:
+                queue, task = pending_q, BATCH_PENDING_TASK
+            else:
+                queue, task = report_q, BATCH_REPORT_TASK
+            count += self._enqueue(queue, task, (bid, status), rq_job_id("batch", bid, status))
+        return count
+
+    def _locked(self, paths: Iterable[str]) -> list[bool]:
+        return self.store._exists_many(list(paths))
+
+    def _enqueue(self, queue: Queue, func: str, args: tuple, job_id: str) -> bool:
+        if self.redis.exists(_later_key(job_id)):
+            return False
+        if not self._clear_finished(job_id):
+            return False
+        try:
+            queue.enqueue_call(
+                func,
+                args=args,
+                job_id=job_id,
+                timeout=self.config.job_timeout,
+                result_ttl=0,
+                failure_ttl=self.config.failure_ttl,
+                unique=True,
+            )
+        except DuplicateJobError:  # another dispatcher, or a sweep racing a watch, got there first
+            return False
+        self.enqueued += 1
+        return True
+
+    def _clear_finished(self, job_id: str) -> bool:
+        """Remove a finished or dead RQ job of this id; False while it is queued or running."""
+        try:
+            job = Job.fetch(job_id, connection=self.redis)
+        except NoSuchJobError:
+            return True
+        status = job.get_status(refresh=False)
+        if status in _QUEUED:
+            return False
+        if status == RQStatus.STARTED and job.started_at:
+            age = (datetime.now(UTC) - _aware(job.started_at)).total_seconds()
+            if age < self.config.started_grace:
+                return False
+        job.delete()
+        return True
+
+    # --- the loop ----------------------------------------------------------------
+
+    def run(self) -> None:
+        """Sweep now, then on every watch event and every ``sweep_interval`` seconds."""
+        self.install_watches()
+        next_full = 0.0
+        while not self.stop.is_set():
+            try:
+                if time.monotonic() >= next_full:
+                    self.sweep()
+                    next_full = time.monotonic() + self.config.sweep_interval
+                else:
+                    self.sweep_dirty()
+            except (KazooException, RedisError, OSError) as e:
+                log.warning("dispatch sweep failed, retrying: %s", e)
+                next_full = time.monotonic() + 1.0
+            self.wake.wait(timeout=max(0.05, min(1.0, next_full - time.monotonic())))
+            self.wake.clear()
+
+
+def _aware(moment: datetime) -> datetime:
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def _chunks(items: list[str], size: int) -> Iterable[list[str]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]

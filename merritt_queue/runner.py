@@ -1,0 +1,135 @@
+"""Running one step of a job: lock, re-check, run the handler, commit, unlock.
+
+Guarantees:
+
+- At most one worker runs a given job's step at a time (the ephemeral lock).
+- The outcome commits in the same multi that drops the lock, and only if the
+  job is still at the status version read under the lock and the session that
+  took the lock is still alive; otherwise nothing is written and the step runs
+  again elsewhere. Handlers make their own side effects idempotent (a stored
+  version keyed by job id, an ARK saved before use), so a repeated step never
+  stores or mints twice.
+- A handler's exception fails the job with a message, never loses it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+
+from .errors import ChangedUnderYou, LockLost, NotFound, QueueError
+from .store import JobRecord, QueueStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a handler decided: ``success``, ``fail``, ``later`` (stay, retry) or ``move``."""
+
+    action: str
+    message: str = ""
+    target: str | None = None
+    delay: float = 0.0
+    # A handler that changed the job's priority passes the record it got back,
+    # so the commit moves the index entry it really has.
+    job: JobRecord | None = None
+
+    @classmethod
+    def success(cls, message: str = "", job: JobRecord | None = None) -> Outcome:
+        return cls("success", message, job=job)
+
+    @classmethod
+    def fail(cls, message: str) -> Outcome:
+        return cls("fail", message)
+
+    @classmethod
+    def later(cls, message: str, delay: float = 30.0) -> Outcome:
+        return cls("later", message, delay=delay)
+
+    @classmethod
+    def move(cls, target: str, message: str = "") -> Outcome:
+        return cls("move", message, target=target)
+
+
+class StepResult(StrEnum):
+    COMMITTED = "committed"
+    BUSY = "busy"  # another worker holds the lock
+    STALE = "stale"  # the job is no longer in the expected status
+    PAUSED = "paused"  # the ingest queue is paused: nothing new starts
+    DEFERRED = "deferred"  # the handler asked to stay and be retried later
+    ABANDONED = "abandoned"  # lock lost or changed under us: nothing committed
+
+
+@dataclass(frozen=True)
+class StepReport:
+    result: StepResult
+    outcome: Outcome | None = None
+    job: JobRecord | None = None
+
+
+Handler = Callable[[JobRecord], Outcome]
+
+
+def run_handler(handler: Handler, job: JobRecord) -> Outcome:
+    """Call the handler; turn any exception into a failure a librarian can read."""
+    try:
+        return handler(job)
+    except (LockLost, ChangedUnderYou):
+        raise
+    except QueueError as e:
+        return Outcome.fail(str(e))
+    except Exception as e:  # a bug or an unexpected service error must not lose the job
+        log.exception("handler for job %s in %s raised", job.jid, job.status)
+        return Outcome.fail(f"internal error in {job.status}: {type(e).__name__}: {e}")
+
+
+def run_job_step(
+    store: QueueStore, jid: str, status: str, handler: Handler, *, respect_pause: bool = True
+) -> StepReport:
+    """Do one step of job ``jid`` if it is still in ``status``.
+
+    1. Skip when the queue is paused, or another worker holds the lock.
+    2. Lock the job and re-read it; skip when its status moved on.
+    3. Run the handler.
+    4. Commit the outcome together with the unlock, or just unlock.
+    """
+    if respect_pause and store.queue_paused():
+        return StepReport(StepResult.PAUSED)
+    job = store.lock_job(jid)
+    if job is None:
+        return StepReport(StepResult.BUSY)
+    if job.status != status:
+        store.unlock_job(job)
+        return StepReport(StepResult.STALE, job=job)
+    try:
+        outcome = run_handler(handler, job)
+        return StepReport(*commit(store, job, outcome))
+    except (LockLost, ChangedUnderYou, NotFound) as e:
+        log.warning("job %s step %s abandoned: %s", jid, status, e)
+        _unlock_if_ours(store, job)
+        return StepReport(StepResult.ABANDONED, job=job)
+
+
+def commit(store: QueueStore, job: JobRecord, outcome: Outcome) -> tuple:
+    if outcome.action == "later":
+        store.unlock_job(job)
+        return StepResult.DEFERRED, outcome, job
+    # Handlers may have written data nodes, never the status: the version still holds.
+    job = outcome.job or job
+    if outcome.action == "success":
+        done = store.succeed_job(job, outcome.message, release_lock=True)
+    elif outcome.action == "fail":
+        done = store.fail_job(job, outcome.message, release_lock=True)
+    elif outcome.action == "move":
+        done = store.transition_job(job, outcome.target, outcome.message, release_lock=True)
+    else:
+        raise ValueError(f"unknown outcome {outcome.action!r}")
+    return StepResult.COMMITTED, outcome, done
+
+
+def _unlock_if_ours(store: QueueStore, job: JobRecord) -> None:
+    if job.lock_session == store.session_id:
+        store.unlock_job(job)
