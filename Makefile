@@ -1,0 +1,84 @@
+# Developer entry points; see README.md.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV := .venv
+PY := $(VENV)/bin/python
+SERVICES := scripts/services.sh
+
+PYTEST_ARGS ?= -q
+BENCH ?=
+ZK_PORT ?= 2181
+REDIS_PORT ?= 6379
+REDIS_URL ?= redis://127.0.0.1:$(REDIS_PORT)/0
+WEB_PORT ?= 8000
+
+# Extension point: every name in DEMO_PROCS is started by `make demo` and stopped by
+# `make stop` with var/run/NAME.pid and var/log/NAME.log; its command is PROC_NAME.
+# Add the dispatcher and workers here when they exist, e.g.
+#   PROC_worker = $(PY) manage.py rqworker default
+DEMO_PROCS := web
+PROC_web = $(PY) manage.py runserver 127.0.0.1:$(WEB_PORT)
+
+.PHONY: help venv test bench demo stop lint fmt clean
+
+help:
+	@echo "make demo    start ZooKeeper, Redis and the web app on http://127.0.0.1:$(WEB_PORT)/"
+	@echo "make stop    stop what demo started"
+	@echo "make test    run the tests against a throw-away ZooKeeper and Redis"
+	@echo "make bench [BENCH=zk]   run the benchmarks"
+	@echo "make lint | fmt | clean"
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+test: venv
+	$(SERVICES) ensure-zookeeper
+	$(SERVICES) with-test-services $(PY) -m pytest $(PYTEST_ARGS)
+
+bench: venv
+	$(SERVICES) ensure-zookeeper
+	$(SERVICES) with-test-services $(PY) -m bench $(if $(BENCH),--only $(BENCH),)
+
+demo: export ZK_HOSTS = 127.0.0.1:$(ZK_PORT)
+demo: export REDIS_URL := $(REDIS_URL)
+demo: venv
+	$(SERVICES) ensure-zookeeper
+	$(SERVICES) zk-start var/zookeeper $(ZK_PORT)
+	@if command -v redis-cli >/dev/null && redis-cli -u "$$REDIS_URL" ping 2>/dev/null | grep -q PONG; then \
+		echo "Redis answers at $$REDIS_URL; using it"; \
+	else \
+		$(SERVICES) redis-start var/redis $(REDIS_PORT); \
+	fi
+	$(PY) manage.py migrate --verbosity 0
+	@if ! { test -s var/run/web.pid && kill -0 "$$(cat var/run/web.pid)" 2>/dev/null; }; then \
+		$(SERVICES) port-free $(WEB_PORT) \
+			|| { echo "port $(WEB_PORT) is taken by another program; run with WEB_PORT=<free port>"; exit 1; }; \
+	fi
+	@$(foreach p,$(DEMO_PROCS),$(SERVICES) proc-start var/run/$(p).pid var/log/$(p).log $(PROC_$(p)) &&) true
+	@$(SERVICES) wait-http http://127.0.0.1:$(WEB_PORT)/healthz \
+		|| { tail -n 30 var/log/web.log; echo "the web app did not start; see var/log/web.log"; exit 1; }
+	@echo
+	@echo "Merritt queue is running at http://127.0.0.1:$(WEB_PORT)/  (admin: /admin/, health: /healthz)"
+	@echo "ZooKeeper 127.0.0.1:$(ZK_PORT), Redis $$REDIS_URL, logs in var/log/. Stop with: make stop"
+
+stop:
+	@$(foreach p,$(DEMO_PROCS),$(SERVICES) proc-stop var/run/$(p).pid;)
+	@$(SERVICES) redis-stop var/redis
+	@$(SERVICES) zk-stop var/zookeeper
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+fmt: venv
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+clean: stop
+	rm -rf var .pytest_cache .ruff_cache build *.egg-info
+	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -exec rm -rf {} +

@@ -1,0 +1,144 @@
+"""System checks for the queue's settings (``mq.E001`` ...), run by every manage.py command."""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.core import checks
+
+from .env import DEV_SECRET_KEY
+
+TAG = "merritt_queue"
+
+
+def _bad_zk_host(entry: str) -> bool:
+    host, sep, port = entry.strip().rpartition(":")
+    return not (sep and host and port.isdigit() and 0 < int(port) < 65536)
+
+
+def check_zk_hosts(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    entries = str(settings.ZK_HOSTS).split(",")
+    bad = [e for e in entries if _bad_zk_host(e)]
+    if not bad:
+        return []
+    return [
+        checks.Error(
+            f"ZK_HOSTS={settings.ZK_HOSTS!r} has malformed entries: {', '.join(map(repr, bad))}.",
+            hint="Set ZK_HOSTS to a comma list of host:port, e.g. zk1:2181,zk2:2181; "
+            "put the chroot in ZK_CHROOT, not in ZK_HOSTS.",
+            id="mq.E001",
+        )
+    ]
+
+
+def check_zk_chroot(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    chroot = str(settings.ZK_CHROOT)
+    if chroot.startswith("/") and not chroot.endswith("/"):
+        return []
+    return [
+        checks.Error(
+            f"ZK_CHROOT={chroot!r} must start with '/' and must not end with '/'.",
+            hint="Set ZK_CHROOT to an absolute ZooKeeper path such as /merritt.",
+            id="mq.E002",
+        )
+    ]
+
+
+def check_zk_timeout(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    if settings.ZK_TIMEOUT > 0:
+        return []
+    return [
+        checks.Error(
+            f"ZK_TIMEOUT={settings.ZK_TIMEOUT!r} must be a positive number of seconds.",
+            hint="Set ZK_TIMEOUT to e.g. 10.",
+            id="mq.E003",
+        )
+    ]
+
+
+def check_redis_url(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    scheme = urlsplit(str(settings.REDIS_URL)).scheme
+    if scheme in ("redis", "rediss", "unix"):
+        return []
+    return [
+        checks.Error(
+            f"REDIS_URL={settings.REDIS_URL!r} has scheme {scheme!r}; "
+            "expected redis, rediss or unix.",
+            hint="Set REDIS_URL to e.g. redis://127.0.0.1:6379/0.",
+            id="mq.E004",
+        )
+    ]
+
+
+def check_disk_threshold(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    if 1 <= settings.MQ_DISK_THRESHOLD <= 99:
+        return []
+    return [
+        checks.Error(
+            f"MQ_DISK_THRESHOLD={settings.MQ_DISK_THRESHOLD!r} is outside 1..99 (percent used).",
+            hint="Set MQ_DISK_THRESHOLD to a percentage between 1 and 99, e.g. 80.",
+            id="mq.E005",
+        )
+    ]
+
+
+def check_work_dir(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    path = str(settings.MQ_WORK_DIR)
+    try:
+        os.makedirs(path, exist_ok=True)
+        problem = None if os.access(path, os.W_OK | os.X_OK) else "is not writable"
+    except OSError as exc:
+        problem = f"cannot be created ({exc.strerror or exc})"
+    if problem is None:
+        return []
+    return [
+        checks.Error(
+            f"MQ_WORK_DIR={path!r} {problem}.",
+            hint="Set MQ_WORK_DIR to a directory this process can create and write.",
+            id="mq.E006",
+        )
+    ]
+
+
+def check_lock_stale_seconds(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    if settings.MQ_LOCK_STALE_SECONDS > 0:
+        return []
+    return [
+        checks.Error(
+            f"MQ_LOCK_STALE_SECONDS={settings.MQ_LOCK_STALE_SECONDS!r} must be positive.",
+            hint="Set MQ_LOCK_STALE_SECONDS to the age in seconds after which a lock "
+            "is reported as held too long, e.g. 3600.",
+            id="mq.E007",
+        )
+    ]
+
+
+def check_secret_key(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    if settings.DEBUG or settings.SECRET_KEY != DEV_SECRET_KEY:
+        return []
+    return [
+        checks.Warning(
+            "SECRET_KEY is the development default while DEBUG is off.",
+            hint="Set SECRET_KEY to a long random value kept out of the repository.",
+            id="mq.W001",
+        )
+    ]
+
+
+ALL_CHECKS = [
+    check_zk_hosts,
+    check_zk_chroot,
+    check_zk_timeout,
+    check_redis_url,
+    check_disk_threshold,
+    check_work_dir,
+    check_lock_stale_seconds,
+    check_secret_key,
+]
+
+
+def register() -> None:
+    for check in ALL_CHECKS:
+        checks.register(check, TAG)

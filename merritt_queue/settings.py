@@ -1,0 +1,136 @@
+"""Settings read from environment variables; every default runs on one machine with SQLite."""
+
+from pathlib import Path
+
+import dj_database_url
+
+from .dispatcher import all_queue_names
+from .env import DEV_SECRET_KEY, env_bool, env_float, env_int, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = BASE_DIR / "var"
+
+SECRET_KEY = env_str("SECRET_KEY", DEV_SECRET_KEY)
+DEBUG = env_bool("DEBUG", True)
+ALLOWED_HOSTS = [h.strip() for h in env_str("ALLOWED_HOSTS", "127.0.0.1,localhost").split(",")]
+ALLOWED_HOSTS = [h for h in ALLOWED_HOSTS if h]
+READ_ONLY = env_bool("READ_ONLY", False)
+
+ZK_HOSTS = env_str("ZK_HOSTS", "127.0.0.1:2181")
+ZK_CHROOT = env_str("ZK_CHROOT", "/merritt")
+ZK_TIMEOUT = env_float("ZK_TIMEOUT", 10.0)
+
+REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
+# One queue per state (see merritt_queue.dispatcher); all on the same Redis.
+RQ_QUEUES = {
+    name: {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 3600} for name in ["default", *all_queue_names()]
+}
+RQ = {
+    # Enqueue on DB commit, so a worker never sees a rolled-back row.
+    "COMMIT_MODE": "on_db_commit",
+    # No fork per job: a worker process keeps one ZooKeeper session instead of one per job.
+    "WORKER_CLASS": "rq.worker.SimpleWorker",
+}
+
+MQ_WORK_DIR = env_str("MQ_WORK_DIR", str(VAR_DIR / "work"))
+MQ_DISK_THRESHOLD = env_int("MQ_DISK_THRESHOLD", 80)
+MQ_LOCK_STALE_SECONDS = env_int("MQ_LOCK_STALE_SECONDS", 3600)
+MQ_PROVISION_RETRY_SECONDS = env_float("MQ_PROVISION_RETRY_SECONDS", 30.0)
+
+# Ingest limits and the network policy of downloads and callbacks.
+MQ_MAX_UPLOAD_BYTES = env_int("MQ_MAX_UPLOAD_BYTES", 2 * 1024**3)
+MQ_MAX_MANIFEST_BYTES = env_int("MQ_MAX_MANIFEST_BYTES", 10 * 1024**2)
+MQ_MAX_CONTAINER_BYTES = env_int("MQ_MAX_CONTAINER_BYTES", 100 * 1024**3)
+MQ_FETCH_TIMEOUT = env_float("MQ_FETCH_TIMEOUT", 30.0)
+MQ_FETCH_RETRIES = env_int("MQ_FETCH_RETRIES", 3)
+MQ_CALLBACK_RETRIES = env_int("MQ_CALLBACK_RETRIES", 3)
+# Downloads from loopback or private addresses are refused unless allowed (the demo allows
+# loopback).
+MQ_ALLOW_LOOPBACK = env_bool("MQ_ALLOW_LOOPBACK", False)
+MQ_ALLOW_PRIVATE = env_bool("MQ_ALLOW_PRIVATE", False)
+
+# Services: local defaults, Merritt/EZID over HTTP at scale.
+MQ_MINTER = env_str("MQ_MINTER", "local")
+MQ_MINTER_DIR = env_str("MQ_MINTER_DIR", str(VAR_DIR / "minter"))
+EZID_URL = env_str("EZID_URL", "https://ezid.cdlib.org")
+EZID_USER = env_str("EZID_USER", "")
+EZID_PASSWORD = env_str("EZID_PASSWORD", "")
+MQ_STORAGE = env_str("MQ_STORAGE", "local")
+MQ_STORAGE_ROOT = env_str("MQ_STORAGE_ROOT", str(VAR_DIR / "storage"))
+MERRITT_STORAGE_URL = env_str("MERRITT_STORAGE_URL", "")
+MERRITT_STORAGE_NODE = env_str("MERRITT_STORAGE_NODE", "")
+
+# Dispatcher: how many RQ jobs may wait per state, and the safety-net sweep period.
+MQ_DISPATCH_AHEAD = env_int("MQ_DISPATCH_AHEAD", 20)
+MQ_SWEEP_SECONDS = env_float("MQ_SWEEP_SECONDS", 10.0)
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_rq",
+    "django_tables2",
+    "django_filters",
+    "merritt_queue.apps.MerrittQueueConfig",
+    "batches",
+    "jobs",
+    "inventory",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "merritt_queue.urls"
+WSGI_APPLICATION = "merritt_queue.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASE_URL = env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'db.sqlite3'}")
+DATABASES = {"default": dj_database_url.parse(DATABASE_URL)}
+if DATABASES["default"]["ENGINE"].endswith("sqlite3") and DATABASES["default"]["NAME"]:
+    # SQLite creates the file but not its directory; a fresh clone has no var/.
+    Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "static"
+
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.filebased.EmailBackend")
+EMAIL_FILE_PATH = VAR_DIR / "mail"
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "merritt-queue@localhost")

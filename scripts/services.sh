@@ -1,0 +1,342 @@
+#!/usr/bin/env bash
+# Local ZooKeeper and Redis for development and tests; see `services.sh help`.
+set -euo pipefail
+
+ZK_JAR=/usr/share/java/zookeeper.jar
+# Debian's zookeeper.jar carries no SLF4J binding; these two (dependencies of
+# libzookeeper-java) route its logging to log4j so DIR/zookeeper.log gets written.
+ZK_LOG_JARS=/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar
+ZK_MAIN=org.apache.zookeeper.server.quorum.QuorumPeerMain
+JAVA=${JAVA:-/usr/bin/java}
+START_TIMEOUT=${START_TIMEOUT:-30}
+SELF="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")"
+
+die() {
+    echo "services.sh: $*" >&2
+    exit 1
+}
+
+usage() {
+    cat <<'EOF'
+usage: scripts/services.sh COMMAND [ARGS]
+  ensure-zookeeper              install Debian's zookeeper package if missing (as root)
+  zk-start DIR PORT             start a standalone ZooKeeper with its config, data and log in DIR
+  zk-stop DIR                   stop the ZooKeeper started in DIR
+  redis-start DIR PORT          start a non-persistent redis-server with its pid and log in DIR
+  redis-stop DIR                stop the redis-server started in DIR
+  free-port                     print a free TCP port on 127.0.0.1
+  port-free PORT                exit 0 when PORT on 127.0.0.1 can be bound
+  with-test-services CMD ARGS   run CMD against a throw-away ZooKeeper and Redis
+  proc-start PIDFILE LOG CMD    run CMD in the background in its own session (demo processes)
+  proc-stop PIDFILE             stop that session's process group
+  wait-http URL [SECONDS]       wait until URL answers (default 30 s)
+EOF
+}
+
+apt_install() {
+    local pkg=$1
+    if [ "$(id -u)" -ne 0 ]; then
+        die "the Debian package '$pkg' is not installed; install it with: sudo apt-get install -y $pkg"
+    fi
+    echo "services.sh: installing Debian package '$pkg'" >&2
+    apt-get update -q
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$pkg"
+}
+
+ensure_zookeeper() {
+    [ -f "$ZK_JAR" ] || apt_install zookeeper
+    [ -f "$ZK_JAR" ] || die "$ZK_JAR is still missing after installing 'zookeeper'"
+    [ -x "$JAVA" ] || die "$JAVA not found; install the Debian package 'default-jre-headless'"
+}
+
+ensure_redis() {
+    command -v redis-server >/dev/null || apt_install redis-server
+    command -v redis-server >/dev/null || die "redis-server is still missing after installing it"
+}
+
+free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# Exit 0 when the port on 127.0.0.1 accepts a connection and answers SEND with a reply starting EXPECT.
+probe() {
+    python3 - "$1" "$2" "$3" <<'EOF'
+import socket, sys
+port, send, expect = int(sys.argv[1]), sys.argv[2].encode(), sys.argv[3].encode()
+try:
+    with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+        s.sendall(send)
+        sys.exit(0 if s.recv(64).startswith(expect) else 1)
+except OSError:
+    sys.exit(1)
+EOF
+}
+
+# SO_REUSEADDR as servers set it, so connections in TIME_WAIT do not count as taken.
+port_free() {
+    python3 -c 'import socket, sys
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+try:
+    s.bind(("127.0.0.1", int(sys.argv[1])))
+except OSError:
+    sys.exit(1)' "$1"
+}
+
+zk_ok() { probe "$1" ruok imok; }
+redis_ok() { probe "$1" $'PING\r\n' +PONG; }
+
+# The pid in FILE when that process is alive and its command line contains MARK (guards pid reuse).
+live_pid() {
+    local file=$1 mark=$2 pid
+    [ -s "$file" ] || return 1
+    pid=$(cat "$file")
+    [[ $pid =~ ^[0-9]+$ ]] || return 1
+    kill -0 "$pid" 2>/dev/null || return 1
+    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$mark" || return 1
+    echo "$pid"
+}
+
+stop_pid() {
+    local file=$1 mark=$2 what=$3 pid i
+    if ! pid=$(live_pid "$file" "$mark"); then
+        rm -f "$file"
+        return 0
+    fi
+    kill "$pid"
+    for ((i = 0; i < 100; i++)); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+        echo "services.sh: $what (pid $pid) ignored SIGTERM for 10 s; sending SIGKILL" >&2
+        kill -9 "$pid" 2>/dev/null || true
+    fi
+    rm -f "$file"
+    echo "stopped $what (pid $pid)"
+}
+
+show_log() {
+    local f
+    for f in "$@"; do
+        [ -s "$f" ] && { echo "---- last lines of $f ----" >&2; tail -n 40 "$f" >&2; }
+    done
+    return 0
+}
+
+zk_start() {
+    [ $# -eq 2 ] || die "usage: zk-start DIR PORT"
+    local dir=$1 port=$2 pid i
+    ensure_zookeeper
+    mkdir -p "$dir/data"
+    dir=$(cd "$dir" && pwd)
+    if pid=$(live_pid "$dir/zookeeper.pid" "$dir/zoo.cfg"); then
+        zk_ok "$port" || die "ZooKeeper from $dir (pid $pid) runs but does not answer on port $port;" \
+            "stop it with: scripts/services.sh zk-stop $dir"
+        echo "ZooKeeper already running in $dir on 127.0.0.1:$port (pid $pid)"
+        return 0
+    fi
+    port_free "$port" || die "port $port on 127.0.0.1 is taken by another process; pick another port"
+    cat >"$dir/zoo.cfg" <<EOF
+tickTime=2000
+dataDir=$dir/data
+clientPort=$port
+clientPortAddress=127.0.0.1
+admin.enableServer=false
+4lw.commands.whitelist=ruok,stat,srvr,mntr
+EOF
+    cat >"$dir/log4j.properties" <<EOF
+log4j.rootLogger=INFO, FILE
+log4j.appender.FILE=org.apache.log4j.FileAppender
+log4j.appender.FILE.File=$dir/zookeeper.log
+log4j.appender.FILE.layout=org.apache.log4j.PatternLayout
+log4j.appender.FILE.layout.ConversionPattern=%d{ISO8601} %-5p [%t:%C{1}@%L] - %m%n
+EOF
+    # setsid: the server outlives the shell that started it and ignores the terminal's Ctrl-C;
+    # the inner bash records its own pid before exec so the pid file names java itself.
+    setsid bash -c 'echo $$ >"$1"; shift; exec "$@"' _ "$dir/zookeeper.pid" \
+        "$JAVA" -Xmx256m -Xms32m -XX:+UseSerialGC \
+        -cp "$dir:$ZK_JAR:$ZK_LOG_JARS" \
+        -Dzookeeper.log.dir="$dir" \
+        -Dlog4j.configuration="file:$dir/log4j.properties" \
+        "$ZK_MAIN" "$dir/zoo.cfg" \
+        </dev/null >"$dir/zookeeper.out" 2>&1 &
+    for ((i = 0; i < START_TIMEOUT * 5; i++)); do
+        sleep 0.2
+        pid=$(live_pid "$dir/zookeeper.pid" "$dir/zoo.cfg") || { [ $i -lt 5 ] && continue; break; }
+        if zk_ok "$port"; then
+            echo "ZooKeeper running in $dir on 127.0.0.1:$port (pid $pid)"
+            return 0
+        fi
+    done
+    show_log "$dir/zookeeper.out" "$dir/zookeeper.log"
+    stop_pid "$dir/zookeeper.pid" "$dir/zoo.cfg" ZooKeeper
+    die "ZooKeeper in $dir did not answer 'ruok' on 127.0.0.1:$port within ${START_TIMEOUT}s"
+}
+
+zk_stop() {
+    [ $# -eq 1 ] || die "usage: zk-stop DIR"
+    [ -d "$1" ] || return 0
+    local dir
+    dir=$(cd "$1" && pwd)
+    stop_pid "$dir/zookeeper.pid" "$dir/zoo.cfg" ZooKeeper
+}
+
+redis_start() {
+    [ $# -eq 2 ] || die "usage: redis-start DIR PORT"
+    local dir=$1 port=$2 pid i
+    ensure_redis
+    mkdir -p "$dir"
+    dir=$(cd "$dir" && pwd)
+    if pid=$(live_pid "$dir/redis.pid" redis-server); then
+        redis_ok "$port" || die "Redis from $dir (pid $pid) runs but does not answer on port $port;" \
+            "stop it with: scripts/services.sh redis-stop $dir"
+        echo "Redis already running in $dir on 127.0.0.1:$port (pid $pid)"
+        return 0
+    fi
+    port_free "$port" || die "port $port on 127.0.0.1 is taken by another process; pick another port"
+    rm -f "$dir/redis.pid"
+    redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no --dir "$dir" \
+        --daemonize yes --pidfile "$dir/redis.pid" --logfile "$dir/redis.log"
+    for ((i = 0; i < START_TIMEOUT * 5; i++)); do
+        if redis_ok "$port" && live_pid "$dir/redis.pid" redis-server >/dev/null; then
+            echo "Redis running in $dir on 127.0.0.1:$port (pid $(cat "$dir/redis.pid"))"
+            return 0
+        fi
+        sleep 0.2
+    done
+    show_log "$dir/redis.log"
+    stop_pid "$dir/redis.pid" redis-server Redis
+    die "Redis in $dir did not answer PING on 127.0.0.1:$port within ${START_TIMEOUT}s"
+}
+
+redis_stop() {
+    [ $# -eq 1 ] || die "usage: redis-stop DIR"
+    [ -d "$1" ] || return 0
+    local dir
+    dir=$(cd "$1" && pwd)
+    stop_pid "$dir/redis.pid" redis-server Redis
+}
+
+wait_http() {
+    [ $# -ge 1 ] || die "usage: wait-http URL [SECONDS]"
+    python3 - "$1" "${2:-$START_TIMEOUT}" <<'EOF'
+import sys, time, urllib.request
+url, deadline = sys.argv[1], time.monotonic() + float(sys.argv[2])
+while True:
+    try:
+        urllib.request.urlopen(url, timeout=1)
+        break
+    except OSError:
+        if time.monotonic() > deadline:
+            sys.exit(f"services.sh: {url} did not answer within {sys.argv[2]}s")
+        time.sleep(0.3)
+EOF
+}
+
+# Run CMD in its own session (so stopping it takes its children too), pid in PIDFILE, output in LOG.
+proc_start() {
+    [ $# -ge 3 ] || die "usage: proc-start PIDFILE LOG CMD [ARGS...]"
+    local pidfile=$1 log=$2 pid i
+    shift 2
+    mkdir -p "$(dirname "$pidfile")" "$(dirname "$log")"
+    if pid=$(live_pid "$pidfile" "$1"); then
+        echo "$1 already running (pid $pid, $pidfile)"
+        return 0
+    fi
+    setsid bash -c 'echo $$ >"$1"; shift; exec "$@"' _ "$pidfile" "$@" </dev/null >>"$log" 2>&1 &
+    for ((i = 0; i < 50; i++)); do
+        [ -s "$pidfile" ] && break
+        sleep 0.1
+    done
+    echo "started $* (pid $(cat "$pidfile"), log $log)"
+}
+
+# Stop the session started by proc-start: SIGTERM to its whole process group, then SIGKILL.
+proc_stop() {
+    [ $# -eq 1 ] || die "usage: proc-stop PIDFILE"
+    local pidfile=$1 pid i
+    pid=$(live_pid "$pidfile" "") || { rm -f "$pidfile"; return 0; }
+    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid"
+    for ((i = 0; i < 100; i++)); do
+        kill -0 -- "-$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -KILL -- "-$pid" 2>/dev/null || true
+    rm -f "$pidfile"
+    echo "stopped pid $pid ($pidfile)"
+}
+
+# Start SERVICE (zk or redis) in DIR on a fresh free port, retrying if another run grabbed it first.
+# Each attempt is a separate process so its `die` ends only that attempt.
+start_on_free_port() {
+    local service=$1 dir=$2 port attempt
+    for attempt in 1 2 3; do
+        port=$(free_port)
+        if bash "$SELF" "$service-start" "$dir" "$port" >&2; then
+            echo "$port"
+            return 0
+        fi
+        echo "services.sh: $service on port $port failed (attempt $attempt), retrying" >&2
+    done
+    return 1
+}
+
+with_test_services() {
+    [ $# -ge 1 ] || die "usage: with-test-services CMD [ARGS...]"
+    ensure_zookeeper
+    ensure_redis
+    local tmp zk_port redis_port rc
+    tmp=$(mktemp -d "${TMPDIR:-/tmp}/mq-test.XXXXXX")
+    # shellcheck disable=SC2064  # expand $tmp now: it is local to this function
+    trap "cleanup_test_services '$tmp'" EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+    zk_port=$(start_on_free_port zk "$tmp/zookeeper") || die "could not start ZooKeeper"
+    redis_port=$(start_on_free_port redis "$tmp/redis") || die "could not start Redis"
+    export ZK_HOSTS="127.0.0.1:$zk_port"
+    export REDIS_URL="redis://127.0.0.1:$redis_port/0"
+    export MQ_TEST_TMP="$tmp"
+    export MQ_WORK_DIR="$tmp/work"
+    if [ -n "${MQ_TEST_DATABASE_URL:-}" ]; then
+        export DATABASE_URL="$MQ_TEST_DATABASE_URL"
+    else
+        unset DATABASE_URL
+    fi
+    mkdir -p "$MQ_WORK_DIR"
+    rc=0
+    "$@" || rc=$?
+    return "$rc"
+}
+
+cleanup_test_services() {
+    local tmp=$1
+    zk_stop "$tmp/zookeeper" || true
+    redis_stop "$tmp/redis" || true
+    rm -rf "$tmp" 2>/dev/null || { sleep 1; rm -rf "$tmp"; }
+}
+
+main() {
+    local cmd=${1:-help}
+    shift || true
+    case "$cmd" in
+    ensure-zookeeper) ensure_zookeeper ;;
+    zk-start) zk_start "$@" ;;
+    zk-stop) zk_stop "$@" ;;
+    redis-start) redis_start "$@" ;;
+    redis-stop) redis_stop "$@" ;;
+    free-port) free_port ;;
+    port-free) port_free "$@" ;;
+    with-test-services) with_test_services "$@" ;;
+    proc-start) proc_start "$@" ;;
+    proc-stop) proc_stop "$@" ;;
+    wait-http) wait_http "$@" ;;
+    help | -h | --help) usage ;;
+    *)
+        usage >&2
+        exit 2
+        ;;
+    esac
+}
+
+main "$@"

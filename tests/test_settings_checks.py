@@ -1,0 +1,151 @@
+"""Settings checks fire with the right id on a bad value and stay quiet on the defaults."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+from django.core.checks import run_checks
+from django.core.exceptions import ImproperlyConfigured
+from django.test import override_settings
+
+from merritt_queue import checks
+from merritt_queue.env import DEV_SECRET_KEY, env_bool, env_float, env_int, env_str
+
+
+def ids(messages) -> list[str]:
+    return [m.id for m in messages]
+
+
+@pytest.fixture(autouse=True)
+def writable_work_dir(tmp_path, settings):
+    settings.MQ_WORK_DIR = str(tmp_path / "work")
+
+
+def test_defaults_pass_every_check():
+    # The test runner forces DEBUG off; the default is on.
+    with override_settings(DEBUG=True):
+        assert [m for c in checks.ALL_CHECKS for m in c()] == []
+
+
+def test_checks_are_registered_with_django():
+    with override_settings(ZK_CHROOT="nope"):
+        assert "mq.E002" in ids(run_checks(tags=[checks.TAG]))
+
+
+@pytest.mark.parametrize(
+    "hosts",
+    ["zk1", "zk1:", ":2181", "zk1:abc", "zk1:2181,zk2", "zk1:2181/merritt", "zk1:70000", ""],
+)
+def test_malformed_zk_hosts_is_e001(hosts):
+    with override_settings(ZK_HOSTS=hosts):
+        assert ids(checks.check_zk_hosts()) == ["mq.E001"]
+
+
+@pytest.mark.parametrize("hosts", ["127.0.0.1:2181", "zk1:2181,zk2:2182,zk3:2183", "[::1]:2181"])
+def test_well_formed_zk_hosts_pass(hosts):
+    with override_settings(ZK_HOSTS=hosts):
+        assert checks.check_zk_hosts() == []
+
+
+@pytest.mark.parametrize("chroot", ["merritt", "/merritt/", "/", ""])
+def test_bad_zk_chroot_is_e002(chroot):
+    with override_settings(ZK_CHROOT=chroot):
+        assert ids(checks.check_zk_chroot()) == ["mq.E002"]
+
+
+@pytest.mark.parametrize("timeout", [0, -1, -0.5])
+def test_non_positive_zk_timeout_is_e003(timeout):
+    with override_settings(ZK_TIMEOUT=timeout):
+        assert ids(checks.check_zk_timeout()) == ["mq.E003"]
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:6379/0", "127.0.0.1:6379", ""])
+def test_redis_url_with_wrong_scheme_is_e004(url):
+    with override_settings(REDIS_URL=url):
+        assert ids(checks.check_redis_url()) == ["mq.E004"]
+
+
+@pytest.mark.parametrize("url", ["rediss://r:6380/1", "unix:///run/redis.sock"])
+def test_redis_url_schemes_accepted(url):
+    with override_settings(REDIS_URL=url):
+        assert checks.check_redis_url() == []
+
+
+@pytest.mark.parametrize("threshold", [0, 100, -5])
+def test_disk_threshold_outside_range_is_e005(threshold):
+    with override_settings(MQ_DISK_THRESHOLD=threshold):
+        assert ids(checks.check_disk_threshold()) == ["mq.E005"]
+
+
+def test_work_dir_under_a_file_is_e006(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with override_settings(MQ_WORK_DIR=str(blocker / "work")):
+        assert ids(checks.check_work_dir()) == ["mq.E006"]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes everywhere")
+def test_read_only_work_dir_is_e006(tmp_path):
+    tmp_path.chmod(stat.S_IRUSR | stat.S_IXUSR)
+    try:
+        with override_settings(MQ_WORK_DIR=str(tmp_path)):
+            assert ids(checks.check_work_dir()) == ["mq.E006"]
+    finally:
+        tmp_path.chmod(stat.S_IRWXU)
+
+
+def test_work_dir_is_created(tmp_path):
+    target = tmp_path / "new" / "work"
+    with override_settings(MQ_WORK_DIR=str(target)):
+        assert checks.check_work_dir() == []
+    assert target.is_dir()
+
+
+def test_non_positive_lock_stale_seconds_is_e007():
+    with override_settings(MQ_LOCK_STALE_SECONDS=0):
+        assert ids(checks.check_lock_stale_seconds()) == ["mq.E007"]
+
+
+def test_default_secret_key_without_debug_is_w001():
+    with override_settings(DEBUG=False, SECRET_KEY=DEV_SECRET_KEY):
+        assert ids(checks.check_secret_key()) == ["mq.W001"]
+
+
+def test_default_secret_key_with_debug_passes():
+    with override_settings(DEBUG=True, SECRET_KEY=DEV_SECRET_KEY):
+        assert checks.check_secret_key() == []
+
+
+def test_own_secret_key_without_debug_passes():
+    with override_settings(DEBUG=False, SECRET_KEY="x" * 50):
+        assert checks.check_secret_key() == []
+
+
+def test_invalid_zk_timeout_env_names_the_variable(monkeypatch):
+    monkeypatch.setenv("ZK_TIMEOUT", "abc")
+    with pytest.raises(ImproperlyConfigured, match="ZK_TIMEOUT"):
+        env_float("ZK_TIMEOUT", 10.0)
+
+
+@pytest.mark.parametrize(
+    ("helper", "value"), [(env_int, "ten"), (env_float, "1,5"), (env_bool, "maybe")]
+)
+def test_invalid_env_values_name_the_variable(monkeypatch, helper, value):
+    monkeypatch.setenv("MQ_SOMETHING", value)
+    with pytest.raises(ImproperlyConfigured, match="MQ_SOMETHING"):
+        helper("MQ_SOMETHING", 1)
+
+
+def test_env_helpers_parse_and_default(monkeypatch):
+    monkeypatch.setenv("MQ_A", "42")
+    monkeypatch.setenv("MQ_B", "2.5")
+    monkeypatch.setenv("MQ_C", "Off")
+    monkeypatch.delenv("MQ_MISSING", raising=False)
+    assert (env_int("MQ_A", 0), env_float("MQ_B", 0), env_bool("MQ_C", True)) == (42, 2.5, False)
+    assert env_str("MQ_MISSING", "fallback") == "fallback"
+
+
+def test_healthz_answers_ok(client):
+    assert client.get("/healthz").json() == {"ok": True}
