@@ -180,11 +180,12 @@ class Dispatcher:
         entries = [jid for _, jid in self.store.jobs_in_state(status)]
         count = 0
         for chunk in _chunks(entries, max(budget * 2, 50)):
-            for jid, locked in zip(chunk, self._locked(t.job_node(j, "lock") for j in chunk), strict=True):
+            locks = self._locked(t.job_node(j, "lock") for j in chunk)
+            for jid in (j for j, locked in zip(chunk, locks, strict=True) if not locked):
                 if count >= budget:
                     return count
-                if not locked and self._enqueue(queue, JOB_TASK, (jid, status), rq_job_id("job", jid, status)):
-                    count += 1
+                job_id = rq_job_id("job", jid, status)
+                count += self._enqueue(queue, JOB_TASK, (jid, status), job_id)
         return count
 
     def sweep_batches(self) -> int:
@@ -208,9 +209,8 @@ class Dispatcher:
         pending_q = Queue(BATCH_PENDING_QUEUE, connection=self.redis)
         report_q = Queue(BATCH_REPORT_QUEUE, connection=self.redis)
         count = 0
-        for bid, locked in zip(bids, self._locked(t.batch_node(b, "lock") for b in bids), strict=True):
-            if locked:
-                continue
+        locks = self._locked(t.batch_node(b, "lock") for b in bids)
+        for bid in (b for b, locked in zip(bids, locks, strict=True) if not locked):
             status = status_of[bid]
             if status == BatchStatus.PENDING:
                 queue, task = pending_q, BATCH_PENDING_TASK

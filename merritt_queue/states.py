@@ -146,7 +146,11 @@ BATCH = Machine(
 REMOVABLE = frozenset({"Completed", "Deleted"})
 
 # A job whose status is one of these no longer counts as processing for its batch.
-JOB_BATCH_DIR = {J.COMPLETED: "batch-completed", J.FAILED: "batch-failed", J.DELETED: "batch-deleted"}
+JOB_BATCH_DIR = {
+    J.COMPLETED: "batch-completed",
+    J.FAILED: "batch-failed",
+    J.DELETED: "batch-deleted",
+}
 BATCH_JOB_DIRS = ("batch-processing", "batch-completed", "batch-failed", "batch-deleted")
 
 

@@ -19,7 +19,7 @@ import logging
 import posixpath
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -50,6 +50,7 @@ from .states import (
     REMOVABLE,
     BatchStatus,
     JobStatus,
+    batch_dir_for,
     next_last_successful,
     resume_choices,
     resume_target,
@@ -58,6 +59,17 @@ from .states import (
 log = logging.getLogger(__name__)
 
 DEFAULT_PRIORITY = 5
+
+
+def evolve(record, **changes):
+    """``dataclasses.replace`` for our frozen records, without its per-call field scan.
+
+    It runs on every transition; replace() costs several times more.
+    """
+    new = object.__new__(type(record))
+    new.__dict__.update(record.__dict__)
+    new.__dict__.update(changes)
+    return new
 
 
 @dataclass(frozen=True)
@@ -246,7 +258,9 @@ class QueueStore:
             if isinstance(err, NodeExistsError) or (
                 isinstance(err, NoNodeError) and op.kind == "delete"
             ):
-                log.warning("%s: %s %s was already done; the tree is mended", what, op.kind, op.path)
+                log.warning(
+                    "%s: %s %s was already done; the tree is mended", what, op.kind, op.path
+                )
                 del ops[i]
             elif isinstance(err, NoNodeError) and op.kind == "create":
                 parent = posixpath.dirname(op.path)
@@ -309,7 +323,11 @@ class QueueStore:
         bid = self._create_sequential(f"{t.BATCHES}/{t.BATCH_PREFIX}")
         ops = [
             Op("create", t.batch_node(bid, "submission"), data),
-            Op("create", t.batch_node(bid, "status"), t.encode_json(t.batch_status_record("Pending"))),
+            Op(
+                "create",
+                t.batch_node(bid, "status"),
+                t.encode_json(t.batch_status_record("Pending")),
+            ),
         ]
         if uuid:
             ops.append(Op("create", t.batch_uuid_path(uuid), t.encode_str(bid)))
@@ -416,7 +434,11 @@ class QueueStore:
                 continue
             try:
                 return self._move_batch(
-                    batch, BatchStatus.PROCESSING, "", release_lock=False, extra=[self._states_op(bid)]
+                    batch,
+                    BatchStatus.PROCESSING,
+                    "",
+                    release_lock=False,
+                    extra=[self._states_op(bid)],
                 )
             except ChangedUnderYou:
                 self._unlock(t.batch_node(bid, "lock"))
@@ -424,7 +446,9 @@ class QueueStore:
 
     def pending_batches(self) -> list[str]:
         """Pending batches, oldest first."""
-        return [b for b, st in self.batch_statuses().items() if st.get("status") == BatchStatus.PENDING]
+        return [
+            b for b, st in self.batch_statuses().items() if st.get("status") == BatchStatus.PENDING
+        ]
 
     def begin_batch(self, bid: str) -> BatchRecord | None:
         """Lock a Pending batch to turn it into jobs; None when busy, gone or no longer Pending.
@@ -445,7 +469,11 @@ class QueueStore:
     def start_processing(self, batch: BatchRecord, message: str = "") -> BatchRecord:
         """Pending -> Processing once every job exists: creates ``states``, drops the lock."""
         return self._move_batch(
-            batch, BatchStatus.PROCESSING, message, release_lock=True, extra=[self._states_op(batch.bid)]
+            batch,
+            BatchStatus.PROCESSING,
+            message,
+            release_lock=True,
+            extra=[self._states_op(batch.bid)],
         )
 
     @staticmethod
@@ -464,7 +492,7 @@ class QueueStore:
 
     def _reread_locked(self, bid: str, status: str) -> BatchRecord | None:
         try:
-            batch = replace(self.get_batch(bid), lock_session=self.session_id)
+            batch = evolve(self.get_batch(bid), lock_session=self.session_id)
         except NotFound:
             batch = None
         if batch is None or batch.status != status:
@@ -542,19 +570,27 @@ class QueueStore:
         what = f"batch {batch.bid}"
         BATCH.check_move(batch.status, new, what)
         record = t.batch_status_record(new, message)
-        ops = [Op("set", t.batch_node(batch.bid, "status"), t.encode_json(record), batch.status_version)]
+        ops = [
+            Op(
+                "set",
+                t.batch_node(batch.bid, "status"),
+                t.encode_json(record),
+                batch.status_version,
+            )
+        ]
         ops += extra or []
         if release_lock:
             self._check_session(batch, what)
             ops.append(Op("delete", t.batch_node(batch.bid, "lock")))
         results = self._commit(ops, what)
-        return replace(
+        return evolve(
             batch,
             status=new,
             message=record["message"],
             last_modified=record["last_modified"],
             status_version=results[0].version,
-            acquired=batch.acquired or any(o.path == t.batch_states(batch.bid) for o in extra or []),
+            acquired=batch.acquired
+            or any(o.path == t.batch_states(batch.bid) for o in extra or []),
             locked=batch.locked and not release_lock,
             lock_session=None if release_lock else batch.lock_session,
         )
@@ -566,7 +602,7 @@ class QueueStore:
     def lock_batch(self, bid: str) -> BatchRecord | None:
         if not self._try_lock(t.batch_node(bid, "lock")):
             return None
-        return replace(self.get_batch(bid), locked=True, lock_session=self.session_id)
+        return evolve(self.get_batch(bid), locked=True, lock_session=self.session_id)
 
     def hold_batch(self, bid: str, message: str = "") -> BatchRecord:
         return self.transition_batch(bid, BatchStatus.HELD, message)
@@ -633,11 +669,12 @@ class QueueStore:
     def get_job(self, jid: str) -> JobRecord:
         t.check_id(t.JOB_PREFIX, jid)
         names = ("bid", "priority", "space_needed", *t.JOB_JSON_NODES)
+        lock = self.client.exists_async(t.job_node(jid, "lock"))
         got = self._get_many(t.job_node(jid, n) for n in names)
+        locked = lock.get() is not None
         status = got[t.job_node(jid, "status")]
         if status is None:
             raise NotFound(f"job {jid} does not exist")
-        locked = self._exists_many([t.job_node(jid, "lock")])[0]
 
         def value(name: str) -> bytes | None:
             node = got[t.job_node(jid, name)]
@@ -683,7 +720,9 @@ class QueueStore:
                 continue
             if job.status == status and job.priority == priority:
                 return job
-            log.warning("index %s/%02d-%s disagrees with job status %s", status, priority, jid, job.status)
+            log.warning(
+                "index %s/%02d-%s disagrees with job status %s", status, priority, jid, job.status
+            )
             self.unlock_job(job)
         return None
 
@@ -692,7 +731,7 @@ class QueueStore:
         if not self._try_lock(t.job_node(jid, "lock")):
             return None
         try:
-            return replace(self.get_job(jid), locked=True, lock_session=self.session_id)
+            return evolve(self.get_job(jid), locked=True, lock_session=self.session_id)
         except NotFound:
             self._unlock(t.job_node(jid, "lock"))
             return None
@@ -727,7 +766,7 @@ class QueueStore:
             self._check_session(job, what)
             ops.append(Op("delete", t.job_node(job.jid, "lock")))
         results = self._commit(ops, what)
-        return replace(
+        return evolve(
             job,
             status=new,
             last_successful_status=record["last_successful_status"],
@@ -741,20 +780,26 @@ class QueueStore:
 
     def _move_ops(self, job: JobRecord, new_index: str, new_status: str) -> list[Op]:
         ops: list[Op] = []
-        if job.index_path != new_index:
-            ops += [Op("delete", job.index_path, tolerant=True), Op("create", new_index, tolerant=True)]
-        if job.bid:
+        old_index = job.index_path
+        if old_index != new_index:
+            ops += [Op("delete", old_index, tolerant=True), Op("create", new_index, tolerant=True)]
+        if job.bid and batch_dir_for(job.status) != batch_dir_for(new_status):
             old_ref = t.batch_job_ref(job.bid, job.status, job.jid)
             new_ref = t.batch_job_ref(job.bid, new_status, job.jid)
-            if old_ref != new_ref:
-                ops += [Op("delete", old_ref, tolerant=True), Op("create", new_ref, tolerant=True)]
+            ops += [Op("delete", old_ref, tolerant=True), Op("create", new_ref, tolerant=True)]
         return ops
 
-    def fail_job(self, job: JobRecord | str, message: str, *, release_lock: bool = False) -> JobRecord:
+    def fail_job(
+        self, job: JobRecord | str, message: str, *, release_lock: bool = False
+    ) -> JobRecord:
         return self.transition_job(job, JobStatus.FAILED, message, release_lock=release_lock)
 
-    def succeed_job(self, job: JobRecord, message: str = "", *, release_lock: bool = True) -> JobRecord:
-        return self.transition_job(job, JOB.success_of(job.status), message, release_lock=release_lock)
+    def succeed_job(
+        self, job: JobRecord, message: str = "", *, release_lock: bool = True
+    ) -> JobRecord:
+        return self.transition_job(
+            job, JOB.success_of(job.status), message, release_lock=release_lock
+        )
 
     def set_priority(self, job: JobRecord | str, priority: int) -> JobRecord:
         """Change a job's priority, moving its index entry within its state directory."""
@@ -763,7 +808,7 @@ class QueueStore:
         t.check_priority(priority)
         if priority == job.priority:
             return job
-        moved = replace(job, priority=priority)
+        moved = evolve(job, priority=priority)
         ops = [
             Op("check", t.job_node(job.jid, "status"), version=job.status_version),
             Op("set", t.job_node(job.jid, "priority"), t.encode_int(priority)),
@@ -793,12 +838,16 @@ class QueueStore:
     def delete_job(self, jid: str, message: str = "") -> JobRecord:
         return self.transition_job(jid, JobStatus.DELETED, message)
 
-    def resume_job(self, job: JobRecord | str, to: str | None = None, message: str = "") -> JobRecord:
+    def resume_job(
+        self, job: JobRecord | str, to: str | None = None, message: str = ""
+    ) -> JobRecord:
         """Restart a failed job at the step after its last successful one, or earlier."""
         if isinstance(job, str):
             job = self.get_job(job)
         if job.status != JobStatus.FAILED:
-            raise InvalidTransition(f"job {job.jid}: only a Failed job can be resumed, it is {job.status}")
+            raise InvalidTransition(
+                f"job {job.jid}: only a Failed job can be resumed, it is {job.status}"
+            )
         target = to or resume_target(job.last_successful_status)
         allowed = resume_choices(job.last_successful_status)
         if target not in allowed:
@@ -819,7 +868,10 @@ class QueueStore:
         if job.locked:
             raise Locked(f"job {jid} is locked by a worker; not removed")
         children = self._children(t.job_path(jid))
-        ops = [Op("delete", t.job_node(jid, c), version=job.status_version if c == "status" else -1) for c in children]
+        ops = [
+            Op("delete", t.job_node(jid, c), version=job.status_version if c == "status" else -1)
+            for c in children
+        ]
         ops.append(Op("delete", t.job_path(jid)))
         ops += [Op("delete", job.index_path, tolerant=True)]
         if job.bid:
@@ -836,14 +888,15 @@ class QueueStore:
         """
         batch = self.get_batch(bid)
         if batch.status not in REMOVABLE:
-            raise NotRemovable(f"batch {bid} is {batch.status}; only Completed or Deleted batches are removed")
+            raise NotRemovable(
+                f"batch {bid} is {batch.status}; only Completed or Deleted batches are removed"
+            )
         if batch.locked:
             raise Locked(f"batch {bid} is locked by a worker; not removed")
         jobs = self.batch_jobs(bid)
         if jobs["batch-processing"]:
-            raise NotRemovable(
-                f"batch {bid} still has {len(jobs['batch-processing'])} job(s) processing; not removed"
-            )
+            count = len(jobs["batch-processing"])
+            raise NotRemovable(f"batch {bid} still has {count} job(s) processing; not removed")
         removed = []
         for d in ("batch-completed", "batch-failed", "batch-deleted"):
             for jid in jobs[d]:
@@ -852,7 +905,11 @@ class QueueStore:
                 except NotFound:  # a reference without its job: the batch removal drops it
                     pass
                 removed.append(jid)
-        ops = [Op("delete", p) for p in self._subtree(t.batch_path(bid)) if p != t.batch_node(bid, "status")]
+        ops = [
+            Op("delete", p)
+            for p in self._subtree(t.batch_path(bid))
+            if p != t.batch_node(bid, "status")
+        ]
         ops.insert(-1, Op("delete", t.batch_node(bid, "status"), version=batch.status_version))
         if batch.uuid and self.find_batch_by_uuid(batch.uuid) == bid:
             ops.append(Op("delete", t.batch_uuid_path(batch.uuid)))
@@ -917,7 +974,9 @@ class QueueStore:
             self._release_one(result, jid, mnemonic, message, self.get_job, self.release_job)
         for bid, st in self.batch_statuses().items():
             if st.get("status") == BatchStatus.HELD:
-                self._release_one(result, bid, mnemonic, message, self.get_batch, self.release_batch)
+                self._release_one(
+                    result, bid, mnemonic, message, self.get_batch, self.release_batch
+                )
         return result
 
     @staticmethod
@@ -930,8 +989,22 @@ class QueueStore:
         except QueueError as e:
             result.skipped[item_id] = str(e)
 
-    def lock_storage(self, ark: str) -> bool:
-        return self._persistent_flag(t.storage_lock(ark), True)
+    def lock_storage(self, ark: str, owner: str = "") -> bool:
+        """Take the persistent storage lock of ``ark``.
+
+        The lock outlives its holder's session, so it records the owner (a job
+        id): a job whose earlier run died while storing takes its own lock back.
+        """
+        path = t.storage_lock(ark)
+        self.stats["round_trips"] += 1
+        self.stats["writes"] += 1
+        try:
+            self.client.create(path, t.encode_str(owner))
+            return True
+        except NodeExistsError:  # held: ours from a run that died, or someone else's
+            pass
+        got = self._get_many([path])[path]
+        return bool(owner) and got is not None and t.decode_str(got[0]) == owner
 
     def unlock_storage(self, ark: str) -> bool:
         return self._persistent_flag(t.storage_lock(ark), False)
@@ -950,7 +1023,13 @@ class QueueStore:
 
     def locks(self) -> Iterator[tuple[str, Any]]:
         """Every lock node with its stat: queue, collection, storage, inventory, local id."""
-        for parent in (t.LOCK_QUEUE, t.LOCK_COLLECTIONS, t.LOCK_STORAGE, t.LOCK_INVENTORY, t.LOCK_LOCALID):
+        for parent in (
+            t.LOCK_QUEUE,
+            t.LOCK_COLLECTIONS,
+            t.LOCK_STORAGE,
+            t.LOCK_INVENTORY,
+            t.LOCK_LOCALID,
+        ):
             names = self._children(parent)
             got = self._get_many(f"{parent}/{n}" for n in names)
             for path, node in got.items():

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from datetime import datetime
 from typing import Any
 
@@ -165,7 +166,8 @@ def localid_lock(local_id: str) -> str:
 
 
 def now() -> str:
-    return datetime.now().astimezone().strftime(TIMESTAMP_FORMAT)
+    # time.strftime is several times cheaper than datetime's, and this runs on every move.
+    return time.strftime(TIMESTAMP_FORMAT, time.localtime())
 
 
 def parse_timestamp(text: str | None) -> datetime | None:
@@ -177,11 +179,14 @@ def parse_timestamp(text: str | None) -> datetime | None:
         return None
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
 def encode_json(value: Any) -> bytes:
     if value is None:
         return b""
     try:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+        return _ENCODER.encode(value).encode()
     except (TypeError, ValueError) as e:
         raise InvalidData(f"value cannot be stored as JSON: {e}") from None
 
@@ -230,4 +235,3 @@ def batch_status_record(
     status: str, message: str = "", last_modified: str | None = None
 ) -> dict[str, Any]:
     return {"status": status, "last_modified": last_modified or now(), "message": message or ""}
-

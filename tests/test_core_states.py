@@ -133,7 +133,9 @@ def test_batch_directory_of_each_job_status():
 
 
 def test_paths_follow_the_wire_format():
-    assert t.job_index("Estimating", 2, "jid0000000007") == "/jobs/states/estimating/02-jid0000000007"
+    assert (
+        t.job_index("Estimating", 2, "jid0000000007") == "/jobs/states/estimating/02-jid0000000007"
+    )
     assert t.batch_job_ref("bid0000000042", "Failed", "jid0000000007") == (
         "/batches/bid0000000042/states/batch-failed/jid0000000007"
     )
@@ -161,9 +163,21 @@ def test_timestamps_are_local_time_with_offset():
 
 def test_status_records_have_the_wire_keys_in_order():
     rec = t.job_status_record("Pending", last_modified="x")
-    assert list(rec) == ["status", "last_successful_status", "last_modified", "retry_count", "message"]
-    assert rec["last_successful_status"] is None and rec["message"] == "" and rec["retry_count"] == 0
-    assert list(t.batch_status_record("Pending", last_modified="x")) == ["status", "last_modified", "message"]
+    assert list(rec) == [
+        "status",
+        "last_successful_status",
+        "last_modified",
+        "retry_count",
+        "message",
+    ]
+    assert (
+        rec["last_successful_status"] is None and rec["message"] == "" and rec["retry_count"] == 0
+    )
+    assert list(t.batch_status_record("Pending", last_modified="x")) == [
+        "status",
+        "last_modified",
+        "message",
+    ]
 
 
 @pytest.mark.parametrize("bad", [-1, 100, 2.5, "5", True, None])

@@ -68,7 +68,11 @@ def job_in(store: QueueStore, bid: str, status: str, **kw) -> str:
 def index_entries(client: KazooClient, jid: str) -> list[str]:
     found = []
     for status_dir in client.get_children(t.JOB_STATES):
-        found += [f"{status_dir}/{n}" for n in client.get_children(f"{t.JOB_STATES}/{status_dir}") if jid in n]
+        found += [
+            f"{status_dir}/{n}"
+            for n in client.get_children(f"{t.JOB_STATES}/{status_dir}")
+            if jid in n
+        ]
     return found
 
 
@@ -85,8 +89,11 @@ def test_create_batch_writes_submission_status_and_uuid(store, zk):
     assert created.id == "bid" + created.id[3:] and len(created.id) == 13 and not created.duplicate
     batch = store.get_batch(created.id)
     assert batch.status == "Pending" and batch.message == "" and not batch.acquired
-    assert zk.get(f"/batch-uuids/u-1")[0] == created.id.encode()
-    assert zk.get(f"/batches/{created.id}/submission")[0] == '{"batchID":"u-1","title":"Café"}'.encode()
+    assert zk.get("/batch-uuids/u-1")[0] == created.id.encode()
+    assert (
+        zk.get(f"/batches/{created.id}/submission")[0]
+        == '{"batchID":"u-1","title":"Café"}'.encode()
+    )
 
 
 def test_the_same_batch_uuid_twice_returns_the_first_batch_as_duplicate(store, zk):
@@ -128,7 +135,12 @@ def test_create_job_writes_every_node_and_both_index_entries(store, zk, batch):
     assert zk.exists(f"/jobs/states/pending/03-{jid}")
     assert zk.exists(f"/batches/{batch}/states/batch-processing/{jid}")
     job = store.get_job(jid)
-    assert (job.status, job.retry_count, job.last_successful_status, job.message) == ("Pending", 0, None, "")
+    assert (job.status, job.retry_count, job.last_successful_status, job.message) == (
+        "Pending",
+        0,
+        None,
+        "",
+    )
     assert job.identifiers == {"primary_id": "ark:/1/a", "local_id": ["x"]}
     assert job.metadata == {"erc_who": "w"} and job.inventory is None
 
@@ -182,9 +194,17 @@ def test_every_forbidden_job_move_is_refused_and_writes_nothing(store, zk, batch
 def test_last_successful_status_and_retry_count_through_a_failure_and_resume(store, batch):
     jid = job_in(store, batch, "Downloading")
     job = store.fail_job(jid, "404 at http://x/y")
-    assert (job.status, job.last_successful_status, job.message) == ("Failed", "Provisioning", "404 at http://x/y")
+    assert (job.status, job.last_successful_status, job.message) == (
+        "Failed",
+        "Provisioning",
+        "404 at http://x/y",
+    )
     job = store.resume_job(jid)
-    assert (job.status, job.retry_count, job.last_successful_status) == ("Downloading", 1, "Provisioning")
+    assert (job.status, job.retry_count, job.last_successful_status) == (
+        "Downloading",
+        1,
+        "Provisioning",
+    )
     job = store.transition_job(job, "Processing")
     assert (job.last_successful_status, job.retry_count) == ("Downloading", 1)
     assert store.get_job(jid) == job.__class__(**{**job.__dict__})
@@ -329,7 +349,10 @@ def test_workers_in_separate_processes_process_each_job_once(store, zk_config, b
     jids = {store.create_job(batch, {}) for _ in range(60)}
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
-    procs = [ctx.Process(target=_race_worker, args=(zk_config.hosts, zk_config.chroot, out)) for _ in range(4)]
+    procs = [
+        ctx.Process(target=_race_worker, args=(zk_config.hosts, zk_config.chroot, out))
+        for _ in range(4)
+    ]
     [p.start() for p in procs]
     [p.join(60) for p in procs]
     done = []
@@ -372,7 +395,9 @@ def test_a_batch_of_a_held_collection_goes_to_held_and_is_released_later(store, 
     bid = store.create_batch({"collection": "demo"}).id
     assert store.acquire_pending_batch() is None
     held = store.get_batch(bid)
-    assert held.status == "Held" and "collection demo is on hold" in held.message and not held.locked
+    assert (
+        held.status == "Held" and "collection demo is on hold" in held.message and not held.locked
+    )
     store.release_collection("demo")
     result = store.release_collection_items("demo")
     assert result.released == [bid]
@@ -400,7 +425,11 @@ def test_batch_reporting_waits_for_the_last_job(store, batch):
     reporting = store.acquire_batch_for_reporting()
     assert reporting.bid == batch and reporting.status == "Reporting"
     jobs = store.batch_jobs(batch)
-    assert jobs["batch-completed"] == [a] and jobs["batch-failed"] == [b] and jobs["batch-processing"] == []
+    assert (
+        jobs["batch-completed"] == [a]
+        and jobs["batch-failed"] == [b]
+        and jobs["batch-processing"] == []
+    )
     report = store.write_status_report(batch, jobs["batch-failed"], jobs["batch-completed"])
     assert store.get_batch(batch).status_report == report
     done = store.transition_batch(reporting, "Failed", "1 job failed", release_lock=True)
