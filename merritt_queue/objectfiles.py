@@ -1,0 +1,82 @@
+"""The files Processing writes beside the depositor's content.
+
+``mrt-erc.txt`` (ERC kernel metadata as ANVL), ``mrt-dc.xml`` (Dublin Core)
+and the checkm storage manifest listing every file with its size and digest.
+Depositor text is escaped, never interpreted.
+"""
+
+from __future__ import annotations
+
+import mimetypes
+from pathlib import Path
+from xml.sax.saxutils import escape
+
+from .digest import file_digests
+
+ERC_KEYS = (("who", "erc_who"), ("what", "erc_what"), ("when", "erc_when"))
+
+
+def _anvl_value(value: str) -> str:
+    # ANVL continues a value on lines that start with white space.
+    lines = [line.strip() for line in str(value).replace("%", "%25").splitlines()] or [""]
+    return "\n    ".join(line for line in lines if line) or "(:unav)"
+
+
+def erc_text(meta: dict, ark: str) -> str:
+    rows = [f"{key}: {_anvl_value(meta.get(field) or '(:unav)')}" for key, field in ERC_KEYS]
+    where = meta.get("erc_where")
+    rows.append(f"where: {ark}")
+    if where and where != ark:
+        rows.append(f"where: {_anvl_value(where)}")
+    return "erc:\n" + "\n".join(rows) + "\n"
+
+
+def dublin_core_xml(meta: dict, ark: str) -> str:
+    fields = (
+        ("creator", meta.get("erc_who")),
+        ("title", meta.get("erc_what")),
+        ("date", meta.get("erc_when")),
+        ("identifier", ark),
+    )
+    body = "".join(f"  <dc:{name}>{escape(str(v))}</dc:{name}>\n" for name, v in fields if v)
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        '<dc xmlns:dc="http://purl.org/dc/elements/1.1/">\n'
+        f"{body}</dc>\n"
+    )
+
+
+def describe_files(root: Path, subdirs: list[str]) -> list[dict]:
+    """Every file under ``root/<subdir>``: name relative to root, size, md5, sha256, mime type."""
+    entries = []
+    for sub in subdirs:
+        base = root / sub
+        for path in sorted(p for p in base.rglob("*") if p.is_file()) if base.exists() else []:
+            digests = file_digests(path, ["md5", "sha256"])
+            entries.append(
+                {
+                    "name": path.relative_to(root).as_posix(),
+                    "size": path.stat().st_size,
+                    "md5": digests["md5"],
+                    "sha256": digests["sha256"],
+                    "mime_type": mimetypes.guess_type(path.name)[0] or "application/octet-stream",
+                }
+            )
+    return entries
+
+
+def storage_manifest(entries: list[dict], root: Path) -> str:
+    head = [
+        "#%checkm_0.7",
+        "#%profile | http://uc3.cdlib.org/registry/ingest/manifest/mrt-ingest-manifest",
+        "#%prefix | mrt: | http://merritt.cdlib.org/terms#",
+        "#%prefix | nfo: | http://www.semanticdesktop.org/ontologies/2007/03/22/nfo#",
+        "#%fields | nfo:fileUrl | nfo:hashAlgorithm | nfo:hashValue | nfo:fileSize "
+        "| nfo:fileLastModified | nfo:fileName | mrt:mimeType",
+    ]
+    rows = [
+        f"{(root / e['name']).as_uri()} | sha256 | {e['sha256']} | {e['size']} |  | "
+        f"{e['name']} | {e['mime_type']}"
+        for e in entries
+    ]
+    return "\n".join([*head, *rows, "#%eof"]) + "\n"

@@ -1,0 +1,459 @@
+"""Fetching depositor content over HTTP(S).
+
+Guarantees:
+
+- Every URL, and every redirect hop, passes ``netpolicy.check_url`` before any connection is
+  made to it; redirects are followed by hand, at most ``max_redirects`` of them.
+- Memory stays bounded: bodies are streamed in ``chunk_size`` pieces straight to disk, with the
+  digests computed on the way.
+- ``dest`` appears only complete and verified: bytes go to ``<dest>.part``, which is renamed
+  onto ``dest`` after the size and digest checks pass, and removed on any error.
+- Connection errors, timeouts, 408, 429 and 5xx are retried with exponential backoff (a
+  server's Retry-After is honoured, up to 30 s); other 4xx are not. ``retries`` is the total
+  number of attempts.
+- ``head_sizes`` never raises for one URL: an unknown or failed size is None.
+
+Limit: an HTTP/1.1 client reads exactly the announced Content-Length, so a server that sends
+*more* bytes than it announced is seen as a body of the announced length; the expected size
+and digest from the manifest are what catch it. A body *shorter* than announced is detected.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urljoin
+
+import requests
+import urllib3.exceptions
+
+from ..digest import Hashers, normalise_algorithm
+from . import httputil
+from .errors import FetchError
+from .netpolicy import check_url
+
+log = logging.getLogger(__name__)
+
+# Content-Length then counts the bytes we store; a transparently gzipped body would not match.
+_HEADERS = {"Accept-Encoding": "identity"}
+
+
+@dataclass(frozen=True)
+class DownloadResult:
+    url: str
+    path: Path
+    size: int
+    digests: dict[str, str]
+
+
+@dataclass(frozen=True)
+class DownloadItem:
+    url: str
+    dest: Path
+    expected_size: int | None = None
+    digest: tuple[str, str] | None = None
+
+
+class _Transient(Exception):
+    """One attempt failed in a way that another attempt may fix."""
+
+    def __init__(self, reason: str, delay: float | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.delay = delay
+
+
+class _ConnectionClosed(_Transient):
+    """The body ended early or the connection broke (not a timeout)."""
+
+
+class Fetcher:
+    """Downloads and size estimates under one network policy; safe to share between threads."""
+
+    def __init__(
+        self,
+        timeout: float | tuple[float, float] = 30.0,
+        retries: int = 3,
+        backoff: float = 0.5,
+        max_workers: int = 8,
+        allow_loopback: bool = False,
+        allow_private: bool = False,
+        max_redirects: int = 5,
+        chunk_size: int = 1 << 20,
+        session_factory=requests.Session,
+    ) -> None:
+        if retries < 1:
+            raise ValueError("retries is the number of attempts and must be at least 1")
+        self.timeout = httputil.timeouts(timeout)
+        self.retries = retries
+        self.backoff = backoff
+        self.max_workers = max_workers
+        self.allow_loopback = allow_loopback
+        self.allow_private = allow_private
+        self.max_redirects = max_redirects
+        self.chunk_size = chunk_size
+        self.session_factory = session_factory
+
+    # -- size estimates -------------------------------------------------------------------
+
+    def head_sizes(self, urls: Iterable[str]) -> dict[str, int | None]:
+        """Content-Length of each URL by concurrent HEAD requests; None when unknown."""
+        unique = list(dict.fromkeys(urls))
+        if not unique:
+            return {}
+        with ThreadPoolExecutor(max_workers=min(self.max_workers, len(unique))) as pool:
+            sizes = list(pool.map(self._head_size, unique))
+        return dict(zip(unique, sizes, strict=True))
+
+    def _head_size(self, url: str) -> int | None:
+        try:
+            with closing(self.session_factory()) as session:
+                with self._open(session, "HEAD", url) as resp:
+                    return _content_length(resp) if resp.status_code == 200 else None
+        except Exception as exc:  # an estimate must never fail the job; None says "unknown"
+            log.info("HEAD %s gave no size: %s", url, exc)
+            return None
+
+    # -- downloads ------------------------------------------------------------------------
+
+    def download(
+        self,
+        url: str,
+        dest: Path,
+        *,
+        expected_size: int | None = None,
+        digest: tuple[str, str] | None = None,
+        extra_algorithms: Iterable[str] = ("md5",),
+        max_bytes: int | None = None,
+    ) -> DownloadResult:
+        """Stream ``url`` to ``dest``; raise ``FetchError`` and leave nothing behind on failure."""
+        dest = Path(dest)
+        expected = _expected_digest(url, digest)
+        algorithms = _algorithms(url, expected, extra_algorithms)
+        part = part_path(dest)
+        try:
+            _make_dir(dest.parent)
+            size, digests = self._download_with_retries(
+                url, part, algorithms, expected_size, max_bytes
+            )
+            _verify_digest(url, expected, digests)
+            _rename(part, dest)
+        except BaseException:
+            _unlink(part)
+            raise
+        return DownloadResult(url=url, path=dest, size=size, digests=digests)
+
+    def download_many(
+        self,
+        items: list[DownloadItem],
+        *,
+        extra_algorithms: Iterable[str] = ("md5",),
+        max_bytes: int | None = None,
+    ) -> list[DownloadResult]:
+        """Download concurrently; results in ``items`` order, or one error naming every failure.
+
+        On failure every download is still waited for, so no thread keeps writing after the
+        error is raised, and the partial files of the failed ones are removed. Completed
+        files are kept (a retry of the step may overwrite them).
+        """
+        if not items:
+            return []
+        _refuse_duplicate_destinations(items)
+        extra = tuple(extra_algorithms)
+        with ThreadPoolExecutor(max_workers=min(self.max_workers, len(items))) as pool:
+            futures = [
+                pool.submit(
+                    self.download,
+                    item.url,
+                    item.dest,
+                    expected_size=item.expected_size,
+                    digest=item.digest,
+                    extra_algorithms=extra,
+                    max_bytes=max_bytes,
+                )
+                for item in items
+            ]
+        failures = [(item, f.exception()) for item, f in zip(items, futures, strict=True)]
+        failures = [(item, exc) for item, exc in failures if exc is not None]
+        if failures:
+            for item, _ in failures:
+                _unlink(part_path(Path(item.dest)))
+            raise _combined_error(len(items), failures)
+        return [f.result() for f in futures]
+
+    # -- one download, attempt by attempt -------------------------------------------------
+
+    def _download_with_retries(
+        self,
+        url: str,
+        part: Path,
+        algorithms: list[str],
+        expected_size: int | None,
+        max_bytes: int | None,
+    ) -> tuple[int, dict[str, str]]:
+        last: _Transient | None = None
+        for attempt in range(1, self.retries + 1):
+            try:
+                return self._attempt(url, part, algorithms, expected_size, max_bytes)
+            except _Transient as exc:
+                last = exc
+                _unlink(part)
+                if attempt < self.retries:
+                    log.warning("GET %s attempt %d failed (%s); retrying", url, attempt, exc)
+                    httputil.sleep_before_retry(exc.delay, self.backoff, attempt)
+        assert last is not None
+        raise FetchError(
+            f"GET {url} failed after {httputil.attempts_text(self.retries)}: {last.reason}",
+            retryable=True,
+        )
+
+    def _attempt(
+        self,
+        url: str,
+        part: Path,
+        algorithms: list[str],
+        expected_size: int | None,
+        max_bytes: int | None,
+    ) -> tuple[int, dict[str, str]]:
+        with closing(self.session_factory()) as session:
+            try:
+                resp = self._open(session, "GET", url)
+            except requests.RequestException as exc:
+                raise _as_transient_or_fatal(url, exc) from exc
+            with resp:
+                _raise_for_status(url, resp)
+                announced = _content_length(resp)
+                _check_announced(url, announced, expected_size, max_bytes)
+                size, digests = self._stream(url, resp, part, algorithms, announced, max_bytes)
+        if expected_size is not None and size != expected_size:
+            raise FetchError(f"size mismatch for {url}: expected {expected_size} bytes, got {size}")
+        return size, digests
+
+    def _open(self, session: requests.Session, method: str, url: str) -> requests.Response:
+        """Send ``method``, following redirects by hand so every hop passes the policy."""
+        current = url
+        for _ in range(self.max_redirects + 1):
+            check_url(current, allow_loopback=self.allow_loopback, allow_private=self.allow_private)
+            resp = session.request(
+                method,
+                current,
+                headers=_HEADERS,
+                stream=True,
+                allow_redirects=False,
+                timeout=self.timeout,
+            )
+            if resp.status_code not in httputil.REDIRECT_STATUSES:
+                return resp
+            location = resp.headers.get("Location")
+            resp.close()
+            if not location:
+                raise FetchError(
+                    f"{current} answered {httputil.status_text(resp)} without a Location header"
+                )
+            current = urljoin(current, location)
+        raise FetchError(f"{url}: more than {self.max_redirects} redirects; gave up")
+
+    def _stream(
+        self,
+        url: str,
+        resp: requests.Response,
+        part: Path,
+        algorithms: list[str],
+        announced: int | None,
+        max_bytes: int | None,
+    ) -> tuple[int, dict[str, str]]:
+        hasher = Hashers(algorithms)
+        received = 0
+        with _open_for_writing(part) as out:
+            try:
+                for chunk in self._chunks(url, resp):
+                    received += len(chunk)
+                    if max_bytes is not None and received > max_bytes:
+                        raise FetchError(
+                            f"{url} sent more than the limit of {max_bytes} bytes; stopped"
+                        )
+                    hasher.update(chunk)
+                    _write(out, chunk, part)
+            except _ConnectionClosed as exc:
+                sent = max(received, _bytes_read(resp))
+                if announced is not None and sent < announced:
+                    raise _Transient(
+                        f"{url}: server sent {sent} bytes, announced {announced}"
+                    ) from exc
+                raise
+            _write_done(out, part)
+        if announced is not None and received != announced:
+            raise _Transient(f"{url}: server sent {received} bytes, announced {announced}")
+        return received, hasher.hexdigests()
+
+    def _chunks(self, url: str, resp: requests.Response) -> Iterator[bytes]:
+        # Raw bytes, never decoded: what the server holds is what we keep and digest.
+        try:
+            yield from resp.raw.stream(self.chunk_size, decode_content=False)
+        except urllib3.exceptions.ReadTimeoutError:
+            raise _Transient(
+                f"{url}: no data for {self.timeout[1]:g} s while reading the body (read timeout)"
+            ) from None
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise _ConnectionClosed(
+                f"{url}: connection broke while reading the body ({exc})"
+            ) from exc
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+
+def _bytes_read(resp: requests.Response) -> int:
+    """Body bytes urllib3 took off the socket, including a partial chunk never handed to us."""
+    try:
+        return int(resp.raw.tell())
+    except (AttributeError, TypeError, ValueError, OSError):
+        return 0
+
+
+def part_path(dest: Path) -> Path:
+    """Where ``dest`` is written before it is complete."""
+    return dest.with_suffix(dest.suffix + ".part")
+
+
+def _unlink(path: Path) -> None:
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass
+
+
+def _expected_digest(url: str, digest: tuple[str, str] | None) -> tuple[str, str] | None:
+    if digest is None:
+        return None
+    algorithm, value = digest
+    try:
+        return normalise_algorithm(algorithm), value.strip().lower()
+    except ValueError as exc:
+        raise FetchError(f"cannot check {url}: {exc}") from None
+
+
+def _algorithms(url: str, expected: tuple[str, str] | None, extra: Iterable[str]) -> list[str]:
+    names = [expected[0]] if expected else []
+    try:
+        names += [normalise_algorithm(a) for a in extra]
+    except ValueError as exc:
+        raise FetchError(f"cannot fetch {url}: {exc}") from None
+    return list(dict.fromkeys(names))
+
+
+def _verify_digest(url: str, expected: tuple[str, str] | None, digests: dict[str, str]) -> None:
+    if expected is None:
+        return
+    algorithm, value = expected
+    if digests[algorithm] != value:
+        raise FetchError(
+            f"{algorithm} mismatch for {url}: expected {value}, got {digests[algorithm]}"
+        )
+
+
+def _content_length(resp: requests.Response) -> int | None:
+    value = resp.headers.get("Content-Length", "").strip()
+    return int(value) if value.isdigit() else None
+
+
+def _raise_for_status(url: str, resp: requests.Response) -> None:
+    code = resp.status_code
+    if 200 <= code < 300:
+        return
+    if httputil.is_retryable_status(code):
+        raise _Transient(f"{url} returned {httputil.status_text(resp)}", httputil.retry_after(resp))
+    raise FetchError(f"{url} returned {httputil.status_text(resp)}")
+
+
+def _check_announced(
+    url: str, announced: int | None, expected_size: int | None, max_bytes: int | None
+) -> None:
+    """Refuse before reading a byte when the announced size already tells us it is wrong."""
+    if announced is None:
+        return
+    if max_bytes is not None and announced > max_bytes:
+        raise FetchError(f"{url} is {announced} bytes, more than the limit of {max_bytes} bytes")
+    if expected_size is not None and announced != expected_size:
+        raise FetchError(
+            f"size mismatch for {url}: expected {expected_size} bytes, got {announced} "
+            "(announced by the server)"
+        )
+
+
+def _as_transient_or_fatal(url: str, exc: requests.RequestException) -> Exception:
+    if httputil.is_transient(exc):
+        return _Transient(f"{url}: {httputil.describe(exc)}")
+    return FetchError(f"cannot fetch {url}: {httputil.describe(exc)}")
+
+
+def _disk_error(path: Path, exc: OSError) -> FetchError:
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return FetchError(f"working disk full while writing {path}", retryable=True)
+    return FetchError(f"cannot write {path}: {exc.strerror or exc}")
+
+
+def _make_dir(path: Path) -> None:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _disk_error(path, exc) from exc
+
+
+def _rename(part: Path, dest: Path) -> None:
+    try:
+        os.replace(part, dest)
+    except OSError as exc:
+        raise _disk_error(dest, exc) from exc
+
+
+def _open_for_writing(path: Path):
+    try:
+        return open(path, "wb")
+    except OSError as exc:
+        raise _disk_error(path, exc) from exc
+
+
+def _write(out, chunk: bytes, path: Path) -> None:
+    try:
+        out.write(chunk)
+    except OSError as exc:
+        raise _disk_error(path, exc) from exc
+
+
+def _write_done(out, path: Path) -> None:
+    """Flush to the disk: a verified download must survive a crash right after the rename."""
+    try:
+        out.flush()
+        os.fsync(out.fileno())
+    except OSError as exc:
+        raise _disk_error(path, exc) from exc
+
+
+def _refuse_duplicate_destinations(items: list[DownloadItem]) -> None:
+    seen: set[Path] = set()
+    for item in items:
+        dest = Path(item.dest).resolve()
+        if dest in seen:
+            raise ValueError(f"two downloads write to {item.dest}")
+        seen.add(dest)
+
+
+def _combined_error(total: int, failures: list[tuple[DownloadItem, BaseException]]) -> FetchError:
+    lines = []
+    for item, exc in failures:
+        text = str(exc) or type(exc).__name__
+        lines.append(text if item.url in text else f"{item.url}: {text}")
+    retryable = all(getattr(exc, "retryable", False) for _, exc in failures)
+    err = FetchError(
+        f"{len(failures)} of {total} downloads failed:\n" + "\n".join(f"- {t}" for t in lines),
+        retryable=retryable,
+    )
+    err.failures = [(item.url, exc) for item, exc in failures]
+    return err

@@ -1,0 +1,246 @@
+"""Minting ARK identifiers.
+
+Guarantees:
+
+- ``LocalMinter`` never returns the same identifier twice, across threads and processes on one
+  host: the per-shoulder counter is read and advanced under an exclusive ``flock``, and the new
+  value is on disk (written to a temporary file, fsynced, renamed) before the identifier is
+  returned. A crash can skip an identifier, never repeat one. Identifiers are NOID-style:
+  ``ark:/NAAN/<shoulder><blade><check>``, the check character being NOID's NCDA over
+  ``NAAN/<shoulder><blade>``.
+- ``EzidMinter`` sends one POST per call and never retries on its own: a POST whose answer was
+  lost may have minted already, so repeating it is the caller's decision (``retryable``).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+from contextlib import closing
+from pathlib import Path
+from typing import Protocol
+from urllib.parse import quote
+
+import requests
+
+from . import httputil
+from .errors import MinterError
+
+# NOID's "extended digits"; their positions are the ordinals NCDA uses.
+NOID_DIGITS = "0123456789bcdfghjkmnpqrstvwxz"
+# The blade's digits start with letters so a blade never reads as a number.
+BLADE_DIGITS = "bcdfghjkmnpqrstvwxz0123456789"
+BLADE_MIN_LENGTH = 6
+
+_ORDINAL = {c: i for i, c in enumerate(NOID_DIGITS)}
+_SHOULDER = re.compile(r"ark:/(?P<naan>[0-9bcdfghjkmnpqrstvwxz]{5,})/(?P<prefix>[0-9a-z]+)")
+
+
+class Minter(Protocol):
+    def mint(
+        self,
+        shoulder: str,
+        *,
+        who: str = "",
+        what: str = "",
+        when: str = "",
+        where: str = "",
+        target: str = "",
+    ) -> str: ...
+
+
+def parse_shoulder(shoulder: str) -> tuple[str, str]:
+    """``ark:/99999/fk4`` -> (``99999``, ``fk4``); MinterError when malformed."""
+    match = _SHOULDER.fullmatch(shoulder)
+    if not match:
+        raise MinterError(
+            f"shoulder {shoulder!r} is not of the form ark:/NAAN/prefix "
+            "(NAAN of 5 or more digits, prefix of lower-case letters and digits)"
+        )
+    return match["naan"], match["prefix"]
+
+
+def ncda(text: str) -> str:
+    """NOID Check Digit Algorithm: the check character for ``text`` (e.g. ``13030/xf93gt2``)."""
+    total = sum((i + 1) * _ORDINAL.get(c, 0) for i, c in enumerate(text))
+    return NOID_DIGITS[total % len(NOID_DIGITS)]
+
+
+def ncda_valid(ark: str) -> bool:
+    """True when the last character of ``ark`` is the NCDA check of the rest."""
+    body = ark.removeprefix("ark:/")
+    return len(body) > 1 and ncda(body[:-1]) == body[-1]
+
+
+def blade(n: int) -> str:
+    """The counter ``n`` in base 29, at least ``BLADE_MIN_LENGTH`` characters."""
+    digits = []
+    while True:
+        n, d = divmod(n, len(BLADE_DIGITS))
+        digits.append(BLADE_DIGITS[d])
+        if n == 0:
+            break
+    return "".join(reversed(digits)).rjust(BLADE_MIN_LENGTH, BLADE_DIGITS[0])
+
+
+class LocalMinter:
+    """Noid-style minter keeping one counter file per shoulder under ``state_dir``."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.state_dir = Path(state_dir)
+
+    def mint(
+        self,
+        shoulder: str,
+        *,
+        who: str = "",
+        what: str = "",
+        when: str = "",
+        where: str = "",
+        target: str = "",
+    ) -> str:
+        naan, prefix = parse_shoulder(shoulder)
+        n = self._advance(f"{naan}-{prefix}")
+        body = f"{naan}/{prefix}{blade(n)}"
+        return f"ark:/{body}{ncda(body)}"
+
+    def _advance(self, name: str) -> int:
+        """Return the counter's value and store value + 1, under an exclusive lock."""
+        counter = self.state_dir / f"{name}.counter"
+        try:
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+            # A separate lock file: the counter file itself is replaced on every write,
+            # and a lock on a replaced inode would no longer exclude anybody.
+            with open(self.state_dir / f"{name}.lock", "a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                value = _read_counter(counter)
+                _write_counter(counter, value + 1)
+                return value
+        except OSError as exc:
+            raise MinterError(
+                f"cannot update the minter counter {counter}: {exc.strerror or exc}",
+                retryable=True,
+            ) from exc
+
+
+def _read_counter(path: Path) -> int:
+    try:
+        text = path.read_text(encoding="ascii").strip()
+    except FileNotFoundError:
+        return 0
+    if not text.isdigit():
+        # Starting again from 0 would re-mint identifiers already handed out.
+        raise MinterError(f"minter counter {path} is corrupt ({text[:40]!r}); fix it by hand")
+    return int(text)
+
+
+def _write_counter(path: Path, value: int) -> None:
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w", encoding="ascii") as f:
+        f.write(f"{value}\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+# -- EZID ---------------------------------------------------------------------------------
+
+
+def anvl_escape(text: str, *, name: bool = False) -> str:
+    """EZID's ANVL escaping: ``%`` and line ends always, ``:`` in element names too."""
+    pattern = "[%:\r\n]" if name else "[%\r\n]"
+    return re.sub(pattern, lambda m: f"%{ord(m.group(0)):02X}", text)
+
+
+def anvl_unescape(text: str) -> str:
+    return re.sub(r"%([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1), 16)), text)
+
+
+def anvl(metadata: dict[str, str]) -> str:
+    return "\n".join(
+        f"{anvl_escape(k, name=True)}: {anvl_escape(v)}" for k, v in metadata.items() if v
+    )
+
+
+class EzidMinter:
+    """Mints through EZID's API: ``POST {base_url}/shoulder/{shoulder}``."""
+
+    def __init__(
+        self,
+        base_url: str,
+        username: str,
+        password: str,
+        timeout: float = 30,
+        session_factory=requests.Session,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.username = username
+        self.password = password
+        self.timeout = timeout
+        self.session_factory = session_factory
+
+    def mint(
+        self,
+        shoulder: str,
+        *,
+        who: str = "",
+        what: str = "",
+        when: str = "",
+        where: str = "",
+        target: str = "",
+    ) -> str:
+        parse_shoulder(shoulder)
+        body = anvl(
+            {
+                "_target": target,
+                "erc.who": who,
+                "erc.what": what,
+                "erc.when": when,
+                "erc.where": where,
+            }
+        )
+        url = f"{self.base_url}/shoulder/{quote(shoulder, safe=':/')}"
+        resp = self._post(url, body)
+        return self._parse(shoulder, resp)
+
+    def _post(self, url: str, body: str) -> requests.Response:
+        try:
+            with closing(self.session_factory()) as session:
+                return session.post(
+                    url,
+                    data=body.encode("utf-8"),
+                    headers={"Content-Type": "text/plain; charset=UTF-8", "Accept": "text/plain"},
+                    auth=(self.username, self.password),
+                    timeout=self.timeout,
+                    allow_redirects=False,
+                )
+        except requests.RequestException as exc:
+            raise MinterError(
+                f"EZID at {self.base_url} could not be reached: {httputil.describe(exc)}",
+                retryable=httputil.is_transient(exc),
+            ) from exc
+
+    def _parse(self, shoulder: str, resp: requests.Response) -> str:
+        text = resp.content.decode("utf-8", "replace").strip()
+        first = text.splitlines()[0] if text else ""
+        status = httputil.status_text(resp)
+        if resp.status_code == 201 and first.startswith("success:"):
+            ark = anvl_unescape(first.removeprefix("success:").split("|")[0].strip())
+            if not ark.startswith(shoulder):
+                raise MinterError(f"EZID minted {ark!r}, which is not on shoulder {shoulder}")
+            return ark
+        said = anvl_unescape(first.removeprefix("error:").strip()) or "(no message)"
+        if resp.status_code == 401:
+            raise MinterError(
+                f"EZID refused the credentials of user {self.username!r} ({status}): {said}"
+            )
+        raise MinterError(
+            f"EZID could not mint on {shoulder} ({status}): {said}",
+            retryable=httputil.is_retryable_status(resp.status_code),
+        )

@@ -1,0 +1,92 @@
+"""Which URLs the ingest may fetch from or call back.
+
+Guarantees: ``check_url`` returns only when the scheme is allowed, the URL names a host, and
+every address that host resolves to is public (or loopback/private, when explicitly allowed).
+Link-local (cloud metadata at 169.254.169.254), multicast, reserved and unspecified addresses
+are always refused. It never opens a connection: it only resolves the name.
+
+Limit: the name is resolved again when the connection is made, so a DNS server that answers
+differently a second time (DNS rebinding) is not caught here.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from urllib.parse import urlsplit
+
+from .errors import FetchError
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def check_url(
+    url: str,
+    *,
+    allow_loopback: bool = False,
+    allow_private: bool = False,
+    schemes: tuple[str, ...] = ("http", "https"),
+) -> None:
+    """Raise ``FetchError(retryable=False)`` unless ``url`` may be contacted."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme not in schemes:
+        allowed = ", ".join(schemes)
+        raise FetchError(
+            f"refused {url}: scheme {scheme or '(none)'!r} is not allowed (only {allowed})"
+        )
+    host = parts.hostname
+    if not host:
+        raise FetchError(f"refused {url}: the URL names no host")
+    try:
+        port = parts.port or _DEFAULT_PORTS.get(scheme, 0)
+    except ValueError:
+        raise FetchError(f"refused {url}: the port is not a number between 0 and 65535") from None
+    for address in _resolve(url, host, port):
+        problem = _address_problem(address, allow_loopback, allow_private)
+        if problem:
+            raise FetchError(f"refused {url}: host {host} resolves to {problem} address {address}")
+
+
+def _resolve(url: str, host: str, port: int) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        # EAI_AGAIN is a DNS server that did not answer in time: worth another try later.
+        temporary = exc.errno == socket.EAI_AGAIN
+        raise FetchError(
+            f"cannot resolve the host of {url}: {exc.strerror or exc}", retryable=temporary
+        ) from None
+    except UnicodeError:
+        raise FetchError(f"refused {url}: the host name is not valid") from None
+    addresses = []
+    for info in infos:
+        text = str(info[4][0]).split("%", 1)[0]  # drop an IPv6 zone id such as %eth0
+        address = ipaddress.ip_address(text)
+        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
+            address = address.ipv4_mapped
+        addresses.append(address)
+    if not addresses:
+        raise FetchError(f"cannot resolve the host of {url}: no address", retryable=True)
+    return addresses
+
+
+def _address_problem(
+    address: ipaddress.IPv4Address | ipaddress.IPv6Address,
+    allow_loopback: bool,
+    allow_private: bool,
+) -> str | None:
+    """The kind of forbidden address, or None when it may be contacted."""
+    if address.is_unspecified:
+        return "an unspecified"
+    if address.is_loopback:
+        return None if allow_loopback else "a loopback"
+    if address.is_link_local:
+        return "a link-local"
+    if address.is_multicast:
+        return "a multicast"
+    if address.is_reserved:
+        return "a reserved"
+    if address.is_private or not address.is_global:
+        return None if allow_private else "a private"
+    return None

@@ -1,0 +1,93 @@
+"""Notifying a depositor's callback URL that a job finished.
+
+Guarantees: the URL passes ``netpolicy.check_url`` before any connection; the payload is POSTed
+as JSON with the same ``Idempotency-Key`` header on every attempt, so a receiver can drop the
+duplicates that retries after a lost answer produce (delivery is at least once, not exactly
+once); connection errors, timeouts, 408, 429 and 5xx are retried with exponential backoff
+(Retry-After honoured up to 30 s), ``retries`` being the total number of attempts; redirects
+are not followed. Failure raises ``NotifyError`` naming the URL and the last status or reason.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from contextlib import closing
+
+import requests
+
+from . import httputil
+from .errors import FetchError, NotifyError
+from .netpolicy import check_url
+
+log = logging.getLogger(__name__)
+
+
+class CallbackNotifier:
+    def __init__(
+        self,
+        timeout: float | tuple[float, float] = 10,
+        retries: int = 3,
+        backoff: float = 0.5,
+        allow_loopback: bool = False,
+        allow_private: bool = False,
+        session_factory=requests.Session,
+    ) -> None:
+        if retries < 1:
+            raise ValueError("retries is the number of attempts and must be at least 1")
+        self.timeout = httputil.timeouts(timeout)
+        self.retries = retries
+        self.backoff = backoff
+        self.allow_loopback = allow_loopback
+        self.allow_private = allow_private
+        self.session_factory = session_factory
+
+    def notify(self, url: str, payload: dict, *, idempotency_key: str | None = None) -> None:
+        """POST ``payload`` as JSON to ``url``; ``NotifyError`` when it cannot be delivered."""
+        try:
+            check_url(url, allow_loopback=self.allow_loopback, allow_private=self.allow_private)
+        except FetchError as exc:
+            raise NotifyError(f"callback {exc.message}", retryable=exc.retryable) from exc
+        body = json.dumps(payload, sort_keys=True).encode("utf-8")
+        headers = {
+            "Content-Type": "application/json",
+            "Idempotency-Key": idempotency_key or uuid.uuid4().hex,
+        }
+        for attempt in range(1, self.retries + 1):
+            try:
+                return self._attempt(url, body, headers)
+            except _Retry as exc:
+                if attempt == self.retries:
+                    raise NotifyError(
+                        f"callback {url} failed after {httputil.attempts_text(attempt)}: "
+                        f"{exc.reason}",
+                        retryable=True,
+                    ) from None
+                log.warning("callback %s attempt %d failed (%s); retrying", url, attempt, exc)
+                httputil.sleep_before_retry(exc.delay, self.backoff, attempt)
+
+    def _attempt(self, url: str, body: bytes, headers: dict) -> None:
+        try:
+            with closing(self.session_factory()) as session:
+                resp = session.post(
+                    url, data=body, headers=headers, timeout=self.timeout, allow_redirects=False
+                )
+                resp.close()
+        except requests.RequestException as exc:
+            if not httputil.is_transient(exc):
+                raise NotifyError(f"callback {url} failed: {httputil.describe(exc)}") from exc
+            raise _Retry(httputil.describe(exc)) from exc
+        if 200 <= resp.status_code < 300:
+            return
+        status = httputil.status_text(resp)
+        if httputil.is_retryable_status(resp.status_code):
+            raise _Retry(status, httputil.retry_after(resp))
+        raise NotifyError(f"callback {url} refused the notification: {status}")
+
+
+class _Retry(Exception):
+    def __init__(self, reason: str, delay: float | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.delay = delay

@@ -1,0 +1,427 @@
+"""A real HTTP server on 127.0.0.1 for the service adapter tests, and fakes built on it.
+
+``http_server`` serves files from ``.root`` (GET and HEAD, correct Content-Length) and lets a
+test program any path with ``behave(path, ...)``: status, delay, stalls mid-body, a lying
+Content-Length, redirects, a number of failures before success, a generated body (for large
+downloads without disk), or a custom handler. Every request is recorded (method, path,
+lower-cased headers, body). ``ezid_server`` and ``merritt_storage_server`` add EZID-like and
+Merritt-storage-like endpoints on the same server.
+
+Only 127.0.0.1 is ever listened on or contacted (the Merritt fake fetches file URLs, and
+refuses any that are not on 127.0.0.1).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import threading
+import urllib.request
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from email import policy
+from email.parser import BytesParser
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import quote, unquote, urlsplit
+
+import pytest
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str  # as sent, with the query
+    headers: dict[str, str]  # lower-cased names
+    body: bytes
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    body: bytes = b""
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Behaviour:
+    status: int = 200
+    body: bytes | None = None  # None: the file under root, or ``generate``
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0  # before the status line
+    stall_after: int | None = None  # send this many body bytes, then wait ``stall`` seconds
+    stall: float = 0.0
+    announce: int | None = None  # Content-Length to announce instead of the true one
+    no_length: bool = False  # send no Content-Length; the body ends when the connection closes
+    redirect: str | None = None  # a path on this server or an absolute URL
+    redirect_status: int = 302
+    failures: int = 0  # answer ``failure_status`` to the first N requests
+    failure_status: int = 503
+    failure_headers: dict[str, str] = field(default_factory=dict)
+    generate: tuple[int, Callable[[], Iterable[bytes]]] | None = None  # (size, chunks)
+    handler: Callable[[Recorded], Reply] | None = None
+
+
+class HttpServer:
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.requests: list[Recorded] = []
+        self.stopping = threading.Event()
+        self._lock = threading.Lock()
+        self._behaviours: dict[str, Behaviour] = {}
+        self._routes: list[tuple[str, Callable[[Recorded], Reply]]] = []
+        self._counts: Counter[str] = Counter()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self._httpd.daemon_threads = True
+        self._httpd.block_on_close = False
+        self._httpd.owner = self  # type: ignore[attr-defined]
+        self.port = self._httpd.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+
+    def start(self) -> HttpServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def url_for(self, path: str) -> str:
+        return f"{self.url}{path}"
+
+    def behave(self, path: str, **kwargs) -> str:
+        """Program ``path``; returns its full URL."""
+        with self._lock:
+            self._behaviours[path] = Behaviour(**kwargs)
+        return self.url_for(path)
+
+    def route(self, prefix: str, handler: Callable[[Recorded], Reply]) -> None:
+        """Send every request whose path starts with ``prefix`` to ``handler``."""
+        with self._lock:
+            self._routes.append((prefix, handler))
+
+    def requests_for(self, path: str, method: str | None = None) -> list[Recorded]:
+        with self._lock:
+            return [
+                r
+                for r in self.requests
+                if urlsplit(r.path).path == path and (method is None or r.method == method)
+            ]
+
+    def _record(self, rec: Recorded) -> tuple[Behaviour | None, int, Callable | None]:
+        path = urlsplit(rec.path).path
+        with self._lock:
+            self.requests.append(rec)
+            self._counts[path] += 1
+            route = next((h for p, h in self._routes if path.startswith(p)), None)
+            return self._behaviours.get(path), self._counts[path], route
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        self._serve()
+
+    do_HEAD = do_POST = do_PUT = do_DELETE = do_GET
+
+    def log_message(self, format, *args) -> None:  # noqa: A002 - stdlib signature
+        pass
+
+    @property
+    def owner(self) -> HttpServer:
+        return self.server.owner  # type: ignore[attr-defined]
+
+    def _serve(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        rec = Recorded(self.command, self.path, headers, body)
+        behaviour, count, route = self.owner._record(rec)
+        if behaviour is None:
+            behaviour = Behaviour(handler=route)
+        try:
+            self._respond(rec, behaviour, count)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
+    def _respond(self, rec: Recorded, b: Behaviour, count: int) -> None:
+        if b.delay and self.owner.stopping.wait(b.delay):
+            return
+        if count <= b.failures:
+            body = f"failure {count} of {b.failures}\n".encode()
+            return self._reply(Reply(b.failure_status, body, b.failure_headers))
+        if b.handler:
+            return self._reply(b.handler(rec))
+        if b.redirect:
+            target = b.redirect if "://" in b.redirect else self.owner.url_for(b.redirect)
+            return self._reply(Reply(b.redirect_status, b"", {"Location": target}))
+        if b.status >= 300:
+            return self._reply(Reply(b.status, f"{b.status}\n".encode(), b.headers))
+        size, chunks = self._content(urlsplit(rec.path).path, b)
+        if size is None:
+            return self._reply(Reply(404, b"not found\n"))
+        self._send_body(b, size, chunks)
+
+    def _content(self, path: str, b: Behaviour):
+        if b.body is not None:
+            return len(b.body), lambda: [b.body]
+        if b.generate is not None:
+            return b.generate
+        file = (self.owner.root / unquote(path).lstrip("/")).resolve()
+        if not file.is_relative_to(self.owner.root.resolve()) or not file.is_file():
+            return None, None
+        return file.stat().st_size, lambda: _file_chunks(file)
+
+    def _send_body(self, b: Behaviour, size: int, chunks) -> None:
+        self.send_response(b.status)
+        for k, v in b.headers.items():
+            self.send_header(k, v)
+        if not b.no_length:
+            self.send_header("Content-Length", str(size if b.announce is None else b.announce))
+        lying = b.no_length or (b.announce is not None and b.announce != size)
+        if lying:
+            # The client can only see where the body ends when we close the connection.
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        self.end_headers()
+        if self.command == "HEAD":
+            return
+        sent = 0
+        for chunk in chunks():
+            if b.stall_after is not None and sent <= b.stall_after < sent + len(chunk):
+                cut = b.stall_after - sent
+                self.wfile.write(chunk[:cut])
+                self.wfile.flush()
+                if self.owner.stopping.wait(b.stall):
+                    return
+                chunk = chunk[cut:]
+                sent += cut
+            self.wfile.write(chunk)
+            sent += len(chunk)
+        self.wfile.flush()
+
+    def _reply(self, reply: Reply) -> None:
+        self.send_response(reply.status)
+        for k, v in reply.headers.items():
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(reply.body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(reply.body)
+
+
+def _file_chunks(path: Path) -> Iterable[bytes]:
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            yield chunk
+
+
+@pytest.fixture
+def http_server(tmp_path):
+    root = tmp_path / "served"
+    root.mkdir()
+    server = HttpServer(root).start()
+    yield server
+    server.stop()
+
+
+# -- EZID-like endpoint -------------------------------------------------------------------
+
+
+class FakeEzid:
+    """``POST /shoulder/<shoulder>`` with basic auth and an ANVL body, answering in ANVL."""
+
+    def __init__(self, server: HttpServer, username: str = "apitest", password: str = "secret"):
+        self.server = server
+        self.url = server.url
+        self.username = username
+        self.password = password
+        self.shoulders = {"ark:/99999/fk4"}
+        self.minted: list[tuple[str, dict[str, str]]] = []
+        server.route("/shoulder/", self._handle)
+
+    def _handle(self, rec: Recorded) -> Reply:
+        expected = base64.b64encode(f"{self.username}:{self.password}".encode()).decode()
+        if rec.headers.get("authorization") != f"Basic {expected}":
+            return _text(401, "error: unauthorized")
+        if rec.method != "POST":
+            return _text(405, "error: method not allowed")
+        if rec.headers.get("content-type", "").lower() != "text/plain; charset=utf-8":
+            return _text(400, "error: bad request - unsupported content type")
+        shoulder = unquote(urlsplit(rec.path).path.removeprefix("/shoulder/"))
+        if shoulder not in self.shoulders:
+            return _text(400, f"error: bad request - no such shoulder created: {shoulder}")
+        ark = f"{shoulder}{len(self.minted) + 1:06d}"
+        self.minted.append((ark, _parse_anvl(rec.body.decode("utf-8"))))
+        return _text(201, f"success: {ark}")
+
+
+def _parse_anvl(text: str) -> dict[str, str]:
+    def unescape(s: str) -> str:
+        return unquote(s)
+
+    pairs = (line.partition(":") for line in text.splitlines() if line.strip())
+    return {unescape(k.strip()): unescape(v.strip()) for k, _, v in pairs}
+
+
+def _text(status: int, text: str) -> Reply:
+    return Reply(status, (text + "\n").encode(), {"Content-Type": "text/plain; charset=UTF-8"})
+
+
+@pytest.fixture
+def ezid_server(http_server) -> FakeEzid:
+    return FakeEzid(http_server)
+
+
+# -- Merritt-storage-like endpoint --------------------------------------------------------
+
+
+class FakeMerrittStorage:
+    """``POST /add/<node>/<ark>`` (multipart checkm manifest) and ``GET /state/...?t=json``.
+
+    The add fetches every file URL of the manifest (127.0.0.1 only) and checks size and
+    sha256, as real storage does, answering 400 when they differ. ``fail_next`` holds statuses
+    to answer before doing any work.
+    """
+
+    def __init__(self, server: HttpServer, node: str = "7777") -> None:
+        self.server = server
+        self.url = server.url
+        self.node = node
+        self.objects: dict[str, list[list[dict]]] = {}
+        self.fail_next: list[int] = []
+        server.route("/add/", self._add)
+        server.route("/state/", self._state)
+
+    def _add(self, rec: Recorded) -> Reply:
+        if self.fail_next:
+            return _text(self.fail_next.pop(0), "storage is unwell")
+        node, ark = self._parts(rec)[:2]
+        form = _multipart(rec.headers.get("content-type", ""), rec.body)
+        if node != self.node or form.get("responseForm") != b"json" or "manifest" not in form:
+            return _text(400, "bad add request")
+        try:
+            files = [self._fetch(line) for line in _checkm_lines(form["manifest"])]
+        except ValueError as exc:
+            return _text(400, str(exc))
+        versions = self.objects.setdefault(ark, [])
+        versions.append(files)
+        return _json(200, {"ver:versionState": self._version_state(ark, len(versions))})
+
+    def _state(self, rec: Recorded) -> Reply:
+        parts = self._parts(rec)
+        versions = self.objects.get(parts[1]) if len(parts) > 1 else None
+        if parts[0] != self.node or not versions:
+            return _text(404, "not found")
+        if len(parts) == 2:
+            state = {"obj:identifier": parts[1], "obj:numVersions": len(versions)}
+            return _json(200, {"obj:objectState": state})
+        number = int(parts[2])
+        if not 1 <= number <= len(versions):
+            return _text(404, "no such version")
+        return _json(200, {"ver:versionState": self._version_state(parts[1], number)})
+
+    def _version_state(self, ark: str, number: int) -> dict:
+        files = self.objects[ark][number - 1]
+        return {
+            "ver:identifier": number,
+            "ver:numFiles": len(files),
+            "ver:totalSize": sum(f["fil:size"] for f in files),
+            "ver:version": f"{self.url}/content/{self.node}/{quote(ark, safe='')}/{number}",
+            "ver:fileStates": files,
+        }
+
+    @staticmethod
+    def _parts(rec: Recorded) -> list[str]:
+        path = urlsplit(rec.path).path
+        return [unquote(p) for p in path.split("/")[2:]]
+
+    @staticmethod
+    def _fetch(line: list[str]) -> dict:
+        url, algorithm, value, size, _modified, name = line[:6]
+        if urlsplit(url).hostname != "127.0.0.1":
+            raise ValueError(f"refusing to fetch {url}: tests only talk to 127.0.0.1")
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with opener.open(url, timeout=10) as resp:
+            data = resp.read()
+        if algorithm != "sha256" or hashlib.sha256(data).hexdigest() != value:
+            raise ValueError(f"digest mismatch for {name}")
+        if len(data) != int(size):
+            raise ValueError(f"size mismatch for {name}")
+        return {"fil:identifier": name, "fil:size": len(data), "fil:digest": f"sha256={value}"}
+
+
+def _checkm_lines(text: bytes) -> list[list[str]]:
+    lines = text.decode("utf-8").splitlines()
+    return [[c.strip() for c in line.split("|")] for line in lines if line and line[0] != "#"]
+
+
+def _multipart(content_type: str, body: bytes) -> dict[str, bytes]:
+    head = f"Content-Type: {content_type}\r\n\r\n".encode()
+    message = BytesParser(policy=policy.HTTP).parsebytes(head + body)
+    if not message.is_multipart():
+        return {}
+    return {
+        part.get_param("name", header="content-disposition"): part.get_payload(decode=True)
+        for part in message.iter_parts()
+    }
+
+
+def _json(status: int, data: dict) -> Reply:
+    return Reply(status, json.dumps(data).encode(), {"Content-Type": "application/json"})
+
+
+@pytest.fixture
+def merritt_storage_server(http_server) -> FakeMerrittStorage:
+    return FakeMerrittStorage(http_server)
+
+
+# -- network guard ------------------------------------------------------------------------
+
+LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "::1"}
+
+
+def direct_session():
+    """A requests session that ignores proxy variables: tests talk to 127.0.0.1 directly."""
+    import requests
+
+    session = requests.Session()
+    session.trust_env = False
+    return session
+
+
+@pytest.fixture
+def session_factory():
+    return direct_session
+
+
+@pytest.fixture
+def loopback_only(monkeypatch):
+    """Refuse (before connecting) and report any connection urllib3 tries off 127.0.0.1.
+
+    Yields the list of hosts connected to, so a test can also assert what was contacted.
+    """
+    import urllib3.util.connection as conn
+
+    real = conn.create_connection
+    contacted: list[str] = []
+    refused: list[str] = []
+
+    def guarded(address, *args, **kwargs):
+        host = str(address[0])
+        if host not in LOOPBACK_HOSTS:
+            refused.append(host)
+            raise OSError(f"test guard: refused to connect to {host}")
+        contacted.append(host)
+        return real(address, *args, **kwargs)
+
+    monkeypatch.setattr(conn, "create_connection", guarded)
+    yield contacted
+    assert not refused, f"code under test tried to connect off loopback: {refused}"

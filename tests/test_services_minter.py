@@ -1,0 +1,205 @@
+"""Local NOID-style minter (across processes) and the EZID client against a fake EZID."""
+
+import multiprocessing
+import re
+import threading
+from pathlib import Path
+
+import pytest
+
+from merritt_queue.services.errors import MinterError
+from merritt_queue.services.minter import (
+    EzidMinter,
+    LocalMinter,
+    anvl,
+    blade,
+    ncda,
+    ncda_valid,
+)
+
+pytest_plugins = ["tests.httpserver"]
+
+pytestmark = pytest.mark.usefixtures("loopback_only")
+
+SHOULDER = "ark:/99999/fk4"
+ID = re.compile(r"ark:/99999/fk4[bcdfghjkmnpqrstvwxz0-9]{6,}[0-9bcdfghjkmnpqrstvwxz]")
+
+
+# -- NOID pieces --------------------------------------------------------------------------
+
+
+def test_ncda_matches_the_noid_documentation_example():
+    assert ncda("13030/xf93gt2") == "q"
+    assert ncda_valid("ark:/13030/xf93gt2q")
+    assert not ncda_valid("ark:/13030/xf93gt2r")
+    assert not ncda_valid("ark:/13030/xf39gt2q")  # transposed digits are caught
+
+
+def test_blade_is_base_29_padded_to_six():
+    assert blade(0) == "bbbbbb"
+    assert blade(1) == "bbbbbc"
+    assert blade(28) == "bbbbb9"
+    assert blade(29) == "bbbbcb"
+    assert len(blade(29**6)) == 7
+
+
+# -- LocalMinter --------------------------------------------------------------------------
+
+
+def test_local_ids_have_the_noid_shape(tmp_path):
+    minter = LocalMinter(tmp_path)
+    first = minter.mint(SHOULDER, who="Jane", what="Thing")
+    assert first == "ark:/99999/fk4bbbbbb" + ncda("99999/fk4bbbbbb")
+    for ark in [first] + [minter.mint(SHOULDER) for _ in range(50)]:
+        assert ID.fullmatch(ark), ark
+        assert ncda_valid(ark)
+
+
+def test_local_counter_persists_across_instances(tmp_path):
+    first = [LocalMinter(tmp_path).mint(SHOULDER) for _ in range(3)]
+    again = LocalMinter(tmp_path).mint(SHOULDER)
+    assert again not in first
+    assert again == "ark:/99999/fk4bbbbbf" + ncda("99999/fk4bbbbbf")
+    assert (tmp_path / "99999-fk4.counter").read_text() == "4\n"
+
+
+def test_shoulders_have_their_own_counters(tmp_path):
+    minter = LocalMinter(tmp_path)
+    a = minter.mint("ark:/99999/fk4")
+    b = minter.mint("ark:/13030/m5")
+    assert a.startswith("ark:/99999/fk4bbbbbb") and b.startswith("ark:/13030/m5bbbbbb")
+
+
+@pytest.mark.parametrize("shoulder", ["99999/fk4", "ark:/99/fk4", "ark:/99999/", "ark:/99999/FK4"])
+def test_malformed_shoulder_is_refused(tmp_path, shoulder):
+    with pytest.raises(MinterError, match="is not of the form ark:/NAAN/prefix"):
+        LocalMinter(tmp_path).mint(shoulder)
+
+
+def test_corrupt_counter_is_not_silently_reset(tmp_path):
+    (tmp_path / "99999-fk4.counter").write_text("garbage")
+    with pytest.raises(MinterError, match="corrupt"):
+        LocalMinter(tmp_path).mint(SHOULDER)
+
+
+def test_local_ids_unique_across_threads(tmp_path):
+    minted: list[str] = []
+    lock = threading.Lock()
+
+    def work():
+        ids = [LocalMinter(tmp_path).mint(SHOULDER) for _ in range(50)]
+        with lock:
+            minted.extend(ids)
+
+    threads = [threading.Thread(target=work) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(minted) == len(set(minted)) == 300
+
+
+def _mint_many(state_dir: str, count: int, start, results) -> None:
+    minter = LocalMinter(Path(state_dir))
+    start.wait()  # all processes mint at the same time
+    results.put([minter.mint(SHOULDER) for _ in range(count)])
+
+
+def test_local_ids_unique_across_processes(tmp_path):
+    # spawn, not fork: a forked child could inherit a lock held by another test's thread.
+    ctx = multiprocessing.get_context("spawn")
+    start, results = ctx.Barrier(4), ctx.Queue()
+    procs = [
+        ctx.Process(target=_mint_many, args=(str(tmp_path), 200, start, results)) for _ in range(4)
+    ]
+    for p in procs:
+        p.start()
+    minted = [ark for _ in procs for ark in results.get(timeout=120)]
+    for p in procs:
+        p.join(30)
+        assert p.exitcode == 0
+    assert len(minted) == 800
+    assert len(set(minted)) == 800
+    assert all(ncda_valid(ark) for ark in minted)
+    assert (tmp_path / "99999-fk4.counter").read_text() == "800\n"
+
+
+# -- EZID ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def ezid_minter(ezid_server, session_factory):
+    def make(**kwargs) -> EzidMinter:
+        options = {
+            "base_url": ezid_server.url,
+            "username": ezid_server.username,
+            "password": ezid_server.password,
+            "session_factory": session_factory,
+        }
+        return EzidMinter(**(options | kwargs))
+
+    return make
+
+
+def test_anvl_escaping_follows_ezid_rules():
+    text = anvl({"erc.what": "50% off: now\r\nlater", "odd:name": "x", "empty": ""})
+    assert text == "erc.what: 50%25 off: now%0D%0Alater\nodd%3Aname: x"
+
+
+def test_ezid_mint_success(ezid_server, ezid_minter):
+    ark = ezid_minter().mint(
+        SHOULDER,
+        who="Doe, Jane",
+        what="Report: 100% done\nsecond line",
+        when="2024",
+        target="https://example.org/landing",
+    )
+    assert ark == "ark:/99999/fk4000001"
+    request = ezid_server.server.requests[-1]
+    assert request.method == "POST" and request.path == "/shoulder/ark:/99999/fk4"
+    assert request.headers["content-type"] == "text/plain; charset=UTF-8"
+    assert b"erc.what: Report: 100%25 done%0Asecond line" in request.body
+    assert ezid_server.minted == [
+        (
+            ark,
+            {
+                "_target": "https://example.org/landing",
+                "erc.who": "Doe, Jane",
+                "erc.what": "Report: 100% done\nsecond line",
+                "erc.when": "2024",
+            },
+        )
+    ]
+
+
+def test_ezid_error_is_reported(ezid_minter):
+    with pytest.raises(MinterError) as info:
+        ezid_minter().mint("ark:/99999/zz9")
+    assert str(info.value) == (
+        "EZID could not mint on ark:/99999/zz9 (400 Bad Request): "
+        "bad request - no such shoulder created: ark:/99999/zz9"
+    )
+    assert info.value.retryable is False
+
+
+def test_ezid_bad_credentials(ezid_minter):
+    with pytest.raises(MinterError) as info:
+        ezid_minter(password="wrong").mint(SHOULDER)
+    assert "EZID refused the credentials of user 'apitest' (401 Unauthorized)" in str(info.value)
+    assert info.value.retryable is False
+
+
+def test_ezid_server_error_is_retryable(ezid_server, ezid_minter):
+    ezid_server.server.behave("/shoulder/ark:/99999/fk4", status=503)
+    with pytest.raises(MinterError) as info:
+        ezid_minter().mint(SHOULDER)
+    assert "(503 Service Unavailable)" in str(info.value)
+    assert info.value.retryable is True
+    assert ezid_server.minted == []
+
+
+def test_ezid_down_is_retryable(ezid_minter):
+    with pytest.raises(MinterError) as info:
+        ezid_minter(base_url="http://127.0.0.1:1").mint(SHOULDER)
+    assert str(info.value) == "EZID at http://127.0.0.1:1 could not be reached: connection refused"
+    assert info.value.retryable is True
