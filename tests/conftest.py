@@ -12,6 +12,7 @@ import uuid
 
 import pytest
 from kazoo.client import KazooClient
+from redis import Redis
 
 from merritt_queue.store import QueueStore
 from merritt_queue.zk import ZkConfig, connect
@@ -78,3 +79,15 @@ def make_store(make_client):
         return QueueStore(make_client(**overrides))
 
     return make
+
+
+@pytest.fixture
+def redis():
+    """The throw-away Redis of ``make test``, emptied before and after each test."""
+    url = os.environ.get("REDIS_URL")
+    if not url:
+        pytest.fail("REDIS_URL is not set: run the suite with `make test`, which starts Redis")
+    conn = Redis.from_url(url)
+    conn.flushdb()
+    yield conn
+    conn.flushdb()

@@ -2,27 +2,14 @@
 
 from __future__ import annotations
 
-import os
 import uuid
 
 import pytest
-from redis import Redis
 from rq import Queue
 
 from merritt_queue import dispatcher as d
 from merritt_queue.dispatcher import Dispatcher, DispatcherConfig
 from merritt_queue.runner import Outcome, StepResult, run_job_step
-
-
-@pytest.fixture
-def redis():
-    url = os.environ.get("REDIS_URL")
-    if not url:
-        pytest.fail("REDIS_URL is not set: run the suite with `make test`, which starts Redis")
-    conn = Redis.from_url(url)
-    conn.flushdb()
-    yield conn
-    conn.flushdb()
 
 
 @pytest.fixture
@@ -166,8 +153,12 @@ def test_batches_pending_and_finished_are_enqueued(store, redis):
     store.start_processing(batch)
     store.transition_job(jid, "Failed", "x")
     Dispatcher(store, redis).sweep()
-    assert [j.args for j in Queue(d.BATCH_PENDING_QUEUE, connection=redis).jobs] == [(pending, "Pending")]
-    assert [j.args for j in Queue(d.BATCH_REPORT_QUEUE, connection=redis).jobs] == [(done, "Processing")]
+    assert [j.args for j in Queue(d.BATCH_PENDING_QUEUE, connection=redis).jobs] == [
+        (pending, "Pending")
+    ]
+    assert [j.args for j in Queue(d.BATCH_REPORT_QUEUE, connection=redis).jobs] == [
+        (done, "Processing")
+    ]
 
 
 def test_a_watch_wakes_the_dispatcher_when_a_job_arrives(store, redis, batch):

@@ -1,0 +1,33 @@
+from django.contrib import admin, messages
+
+from .models import ApiToken, Profile
+
+
+@admin.register(Profile)
+class ProfileAdmin(admin.ModelAdmin):
+    list_display = (
+        "name",
+        "collection",
+        "owner",
+        "default_priority",
+        "minter_shoulder",
+        "storage_node",
+    )
+    search_fields = ("name", "collection", "owner")
+    list_filter = ("collection", "storage_node")
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    list_display = ("name", "user", "created", "last_used", "revoked")
+    list_filter = ("revoked",)
+    fields = ("user", "name", "revoked", "created", "last_used")
+    readonly_fields = ("created", "last_used")
+
+    def save_model(self, request, obj, form, change):
+        if change:
+            return super().save_model(request, obj, form, change)
+        token, key = ApiToken.issue(obj.user, obj.name)
+        obj.pk, obj.key_hash = token.pk, token.key_hash
+        # Shown once: only the hash is kept.
+        messages.warning(request, f"The token's key is {key} — copy it now, it is not shown again.")

@@ -1,0 +1,27 @@
+from django import forms
+
+from merritt_queue.planning import SUBMISSION_TYPES
+
+from .models import Profile
+
+
+class SubmitForm(forms.Form):
+    profile = forms.ModelChoiceField(Profile.objects.all(), to_field_name="name")
+    type = forms.ChoiceField(choices=[(t, t) for t in SUBMISSION_TYPES])
+    payload_url = forms.URLField(required=False, assume_scheme="https")
+    file = forms.FileField(required=False)
+    batchID = forms.CharField(required=False, max_length=100, label="Batch id (optional)")
+    erc_who = forms.CharField(required=False, label="Who (creator)")
+    erc_what = forms.CharField(required=False, label="What (title)")
+    erc_when = forms.CharField(required=False, label="When (date)")
+    erc_where = forms.CharField(required=False, label="Where")
+    local_id = forms.CharField(required=False)
+    digest_type = forms.CharField(required=False)
+    digest_value = forms.CharField(required=False)
+    submission_mode = forms.ChoiceField(choices=[("add", "add"), ("update", "update")])
+
+    def service_data(self, submitter: str) -> dict:
+        data = {k: v for k, v in self.cleaned_data.items() if k != "file" and v}
+        data["profile"] = self.cleaned_data["profile"].name
+        data["submitter"] = submitter
+        return data

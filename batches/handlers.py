@@ -1,0 +1,180 @@
+"""Batch handlers: turn a Pending batch into jobs; report a batch whose jobs are done.
+
+Guarantees: a batch stays Pending (and locked) while its jobs are created and
+moves to Processing only when all exist, so creation interrupted by a crash
+is simply run again, skipping rows that already have a job. A bad manifest
+fails the batch with every problem listed and creates no job.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.conf import settings
+from django.core.mail import send_mail
+
+from jobs.services import Services
+from merritt_queue.errors import ChangedUnderYou, LockLost
+from merritt_queue.manifest import ManifestError, parse_manifest
+from merritt_queue.planning import MANIFEST_KIND, batch_priority, manifest_kind_problem, plan_jobs
+from merritt_queue.services.errors import ServiceError
+from merritt_queue.states import BatchStatus
+from merritt_queue.store import BatchRecord
+
+from .models import Profile
+
+log = logging.getLogger(__name__)
+
+
+def run_pending(s: Services, bid: str) -> str:
+    """Create the jobs of a Pending batch; what happened, in a word."""
+    store = s.store
+    if store.queue_paused():
+        return "paused"
+    batch = store.begin_batch(bid)
+    if batch is None:
+        return "skipped"
+    try:
+        message = create_jobs(s, batch)
+    except (LockLost, ChangedUnderYou) as e:
+        log.warning("batch %s creation abandoned: %s", bid, e)
+        return "abandoned"
+    except (ManifestError, ServiceError, ValueError) as e:
+        _fail_unplanned(s, batch, f"no jobs were created: {e}")
+        return "failed"
+    store.start_processing(batch, message)
+    return "processing"
+
+
+def create_jobs(s: Services, batch: BatchRecord) -> str:
+    submission = batch.submission or {}
+    manifest = _manifest(s, batch) if submission.get("type") in MANIFEST_KIND else None
+    specs = plan_jobs(submission, manifest)
+    if not specs:
+        raise ManifestError(["the manifest lists no objects"])
+    profile = Profile.objects.filter(name=submission.get("profile")).first()
+    priority = batch_priority(profile.default_priority if profile else 5, len(specs))
+    done = _existing_rows(s, batch.bid)
+    for spec in specs:
+        if spec.row in done:
+            continue
+        s.store.create_job(
+            batch.bid,
+            spec.configuration,
+            priority=priority,
+            identifiers=spec.identifiers,
+            metadata=spec.metadata,
+        )
+    if profile and profile.notify_on_queue:
+        _mail(batch, f"Batch {batch.bid} queued", f"{len(specs)} object(s) were queued for ingest.")
+    return f"{len(specs)} job(s) created at priority {priority}"
+
+
+def _manifest(s: Services, batch: BatchRecord):
+    submission = batch.submission
+    path = s.batch_dir(batch.bid) / "manifest.checkm"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    s.fetch(submission["payload_url"], path)
+    manifest = parse_manifest(path.read_bytes(), max_bytes=settings.MQ_MAX_MANIFEST_BYTES)
+    problem = manifest_kind_problem(submission["type"], manifest)
+    if problem:
+        raise ManifestError([problem])
+    return manifest
+
+
+def _existing_rows(s: Services, bid: str) -> set[int]:
+    jids = [j for group in s.store.batch_jobs(bid).values() for j in group]
+    return {(s.store.get_job(j).configuration or {}).get("batch_row") for j in jids}
+
+
+def _fail_unplanned(s: Services, batch: BatchRecord, message: str) -> None:
+    """Pending -> Processing -> Failed: the batch machine has no direct Pending -> Failed."""
+    moved = s.store.start_processing(batch, "checking the submission")
+    s.store.transition_batch(moved, BatchStatus.FAILED, message)
+    _mail(batch, f"Batch {batch.bid} failed", message)
+
+
+# --- reporting ---------------------------------------------------------------
+
+
+def run_report(s: Services, bid: str, status: str) -> str:
+    """Report a batch whose jobs are all finished, then Completed or Failed."""
+    store = s.store
+    batch = store.lock_batch(bid)
+    if batch is None:
+        return "skipped"
+    if batch.status != status or (
+        status != BatchStatus.REPORTING and not store.batch_is_finished(bid)
+    ):
+        store.unlock_batch(batch)
+        return "not ready"
+    try:
+        if batch.status == BatchStatus.PROCESSING:
+            batch = store.transition_batch(batch, BatchStatus.REPORTING, "reporting")
+        final, message = report(s, batch)
+        store.transition_batch(batch, final, message, release_lock=True)
+    except (LockLost, ChangedUnderYou) as e:
+        log.warning("batch %s report abandoned: %s", bid, e)
+        return "abandoned"
+    return final.lower()
+
+
+def report(s: Services, batch: BatchRecord) -> tuple[str, str]:
+    jobs = s.store.batch_jobs(batch.bid)
+    failed, done, deleted = jobs["batch-failed"], jobs["batch-completed"], jobs["batch-deleted"]
+    previous = batch.status_report or {}
+    s.store.write_status_report(batch.bid, failed, done)
+    message = f"{len(done)} completed, {len(failed)} failed, {len(deleted)} deleted"
+    body = _summary(s, batch, failed, done, deleted, previous)
+    _mail(batch, f"Batch {batch.bid}: {message}", body)
+    callback_error = _batch_callback(s, batch, failed, done, deleted)
+    if callback_error:
+        return BatchStatus.FAILED, f"{message}; {callback_error}"
+    return (BatchStatus.FAILED if failed else BatchStatus.COMPLETED), message
+
+
+def _summary(s, batch, failed, done, deleted, previous) -> str:
+    lines = [f"Batch {batch.bid} ({batch.uuid or 'no batchID'})", ""]
+    for jid in done:
+        ark = (s.store.get_job(jid).identifiers or {}).get("primary_id", "")
+        lines.append(f"completed  {jid}  {ark}")
+    for jid in failed:
+        lines.append(f"FAILED     {jid}  {s.store.get_job(jid).message}")
+    lines += [f"deleted    {jid}" for jid in deleted]
+    if previous:
+        was_failed = set(previous.get("failed_jobs", []))
+        lines += ["", "Since the last report:"]
+        lines += [f"now completed  {j}" for j in done if j in was_failed]
+        lines += [f"still failed   {j}" for j in failed if j in was_failed]
+        lines += [f"now deleted    {j}" for j in deleted if j in was_failed]
+    return "\n".join(lines) + "\n"
+
+
+def _recipients(batch: BatchRecord) -> list[str]:
+    submission = batch.submission or {}
+    profile = Profile.objects.filter(name=submission.get("profile")).first()
+    return (profile.emails if profile else []) or list(submission.get("notification") or [])
+
+
+def _mail(batch: BatchRecord, subject: str, body: str) -> None:
+    recipients = _recipients(batch)
+    if recipients:
+        send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, recipients)
+
+
+def _batch_callback(s, batch, failed, done, deleted) -> str | None:
+    profile = Profile.objects.filter(name=(batch.submission or {}).get("profile")).first()
+    if not profile or not profile.callback_url:
+        return None
+    payload = {
+        "batch_id": batch.bid,
+        "batchID": batch.uuid,
+        "completed_jobs": done,
+        "failed_jobs": failed,
+        "deleted_jobs": deleted,
+    }
+    try:
+        s.notifier.notify(profile.callback_url, payload)
+    except ServiceError as e:
+        return str(e)
+    return None

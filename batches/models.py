@@ -1,0 +1,83 @@
+"""Profiles (collection configuration) and API tokens; batches themselves live in ZooKeeper."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+from django.conf import settings
+from django.core.validators import MaxValueValidator, RegexValidator
+from django.db import models
+
+mnemonic_validator = RegexValidator(
+    r"^[a-z0-9][a-z0-9_-]{0,99}$",
+    "Use lower-case letters, digits, '-' and '_' (the collection's mnemonic).",
+)
+shoulder_validator = RegexValidator(
+    r"^ark:/\d{5,}/[a-z0-9]+$", "A minter shoulder looks like ark:/99999/fk4."
+)
+
+
+class Profile(models.Model):
+    """How a collection ingests: who is told, how it is identified and where it is stored."""
+
+    name = models.SlugField(
+        max_length=100, unique=True, help_text="The profile name depositors submit."
+    )
+    collection = models.CharField(max_length=100, validators=[mnemonic_validator], db_index=True)
+    owner = models.CharField(max_length=255, blank=True)
+    notification_emails = models.TextField(
+        blank=True, help_text="Addresses told about each batch, one per line or comma-separated."
+    )
+    notify_on_queue = models.BooleanField(
+        default=False, help_text="Also e-mail when a batch has been turned into jobs."
+    )
+    callback_url = models.URLField(blank=True, help_text="Called with JSON when a job completes.")
+    default_priority = models.PositiveSmallIntegerField(
+        default=5, validators=[MaxValueValidator(99)], help_text="0 is served first, 99 last."
+    )
+    minter_shoulder = models.CharField(max_length=100, validators=[shoulder_validator])
+    storage_node = models.CharField(max_length=100, default="local")
+    created = models.DateTimeField(auto_now_add=True)
+    modified = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def emails(self) -> list[str]:
+        raw = self.notification_emails.replace(",", "\n").splitlines()
+        return [e.strip() for e in raw if e.strip()]
+
+
+def _hash(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+class ApiToken(models.Model):
+    """A bearer token for the submission API; only its hash is kept."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
+    name = models.CharField(max_length=100)
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    created = models.DateTimeField(auto_now_add=True)
+    last_used = models.DateTimeField(null=True, blank=True)
+    revoked = models.BooleanField(default=False)
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.user})"
+
+    @classmethod
+    def issue(cls, user, name: str) -> tuple[ApiToken, str]:
+        """Create a token; the clear key is returned once and never stored."""
+        key = secrets.token_urlsafe(32)
+        return cls.objects.create(user=user, name=name, key_hash=_hash(key)), key
+
+    @classmethod
+    def lookup(cls, key: str) -> ApiToken | None:
+        return cls.objects.filter(key_hash=_hash(key), revoked=False).select_related("user").first()

@@ -1,0 +1,204 @@
+"""Submitting a batch: the one service behind the API, the web form and ``manage.py submit``.
+
+Guarantees: a request with any problem writes nothing and lists every problem;
+a valid one is written to ZooKeeper as one Pending batch and its id returned
+at once; the same ``batchID`` again returns the existing batch, flagged as a
+duplicate, and creates nothing.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from django.conf import settings
+
+from merritt_queue import tree
+from merritt_queue.digest import check_digest_format, normalise_algorithm
+from merritt_queue.planning import SUBMISSION_TYPES
+from merritt_queue.runtime import get_store
+
+from .models import Profile
+
+TEXT_FIELDS = {
+    "profile": 100,
+    "submitter": 255,
+    "type": 40,
+    "payload_url": 2048,
+    "filename": 255,
+    "batchID": 100,
+    "erc_who": 10_000,
+    "erc_what": 10_000,
+    "erc_when": 1_000,
+    "erc_where": 1_000,
+    "digest_type": 20,
+    "digest_value": 128,
+    "local_id": 255,
+    "primary_id": 255,
+    "submission_mode": 10,
+    "response_type": 20,
+}
+REQUIRED = ("profile", "submitter", "type")
+_BATCH_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$")
+_SAFE_NAME_RE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+class SubmissionError(ValueError):
+    def __init__(self, problems: list[str]):
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    bid: str
+    duplicate: bool
+    batch_uuid: str | None
+
+
+@dataclass(frozen=True)
+class Upload:
+    """An uploaded payload: a name and an open binary file."""
+
+    name: str
+    file: object
+    size: int
+
+
+def submit(data: Mapping, upload: Upload | None = None) -> SubmitResult:
+    """Validate ``data`` (and ``upload``), then write the batch; raises SubmissionError."""
+    clean, problems = validate(data, upload)
+    if problems:
+        raise SubmissionError(problems)
+    store = get_store()
+    if clean.get("batchID"):
+        existing = store.find_batch_by_uuid(clean["batchID"])
+        if existing:
+            return SubmitResult(existing, True, clean["batchID"])
+    saved = _save_upload(upload, clean) if upload else None
+    try:
+        created = store.create_batch(clean)
+    except Exception:
+        _remove_upload(saved)
+        raise
+    if created.duplicate:
+        _remove_upload(saved)
+    return SubmitResult(created.id, created.duplicate, clean.get("batchID"))
+
+
+def validate(data: Mapping, upload: Upload | None) -> tuple[dict, list[str]]:
+    if not isinstance(data, Mapping):
+        return {}, ["the request body must be an object of fields"]
+    problems = _field_problems(data)
+    clean = {
+        k: data[k].strip() for k in TEXT_FIELDS if isinstance(data.get(k), str) and data[k].strip()
+    }
+    problems += [f"{k} is required" for k in REQUIRED if k not in clean]
+    profile = _profile(clean, problems)
+    problems += _type_problems(clean)
+    problems += _payload_problems(clean, upload)
+    problems += _digest_problems(clean)
+    problems += _other_problems(clean)
+    if profile and not problems:
+        clean |= {
+            "collection": profile.collection,
+            "notification": profile.emails,
+            "submission_mode": clean.get("submission_mode", "add"),
+            "submitted": tree.now(),
+        }
+    return clean, problems
+
+
+def _field_problems(data: Mapping) -> list[str]:
+    problems = [f"unknown field {k!r}" for k in data if k not in TEXT_FIELDS and k != "file"]
+    for key, limit in TEXT_FIELDS.items():
+        value = data.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            problems.append(f"{key} must be a string, not {type(value).__name__}")
+        elif len(value) > limit:
+            problems.append(f"{key} is longer than {limit} characters")
+        elif "\x00" in value:
+            problems.append(f"{key} contains a NUL character")
+    return problems
+
+
+def _profile(clean: dict, problems: list[str]) -> Profile | None:
+    name = clean.get("profile")
+    if not name:
+        return None
+    profile = Profile.objects.filter(name=name).first()
+    if profile is None:
+        problems.append(f"profile {name!r} does not exist")
+    return profile
+
+
+def _type_problems(clean: dict) -> list[str]:
+    kind = clean.get("type")
+    if kind and kind not in SUBMISSION_TYPES:
+        return [f"type {kind!r} is not one of {', '.join(SUBMISSION_TYPES)}"]
+    return []
+
+
+def _payload_problems(clean: dict, upload: Upload | None) -> list[str]:
+    url = clean.get("payload_url")
+    if url and upload:
+        return ["give either payload_url or an uploaded file, not both"]
+    if not url and not upload:
+        return ["payload_url or an uploaded file is required"]
+    if upload:
+        limit = settings.MQ_MAX_UPLOAD_BYTES
+        return [f"the uploaded file is larger than {limit} bytes"] if upload.size > limit else []
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        return [f"payload_url must be an http or https URL, not {parts.scheme or 'a bare path'!r}"]
+    if not parts.hostname:
+        return ["payload_url has no host"]
+    return []
+
+
+def _digest_problems(clean: dict) -> list[str]:
+    alg, value = clean.get("digest_type"), clean.get("digest_value")
+    if not alg and not value:
+        return []
+    if not (alg and value):
+        return ["digest_type and digest_value go together: give both or neither"]
+    if clean.get("type") not in ("file", "container"):
+        return ["a digest applies to a single file or container submission only"]
+    try:
+        clean["digest_type"] = normalise_algorithm(alg)
+    except ValueError as e:
+        return [str(e)]
+    problem = check_digest_format(clean["digest_type"], value)
+    return [problem] if problem else []
+
+
+def _other_problems(clean: dict) -> list[str]:
+    problems = []
+    if clean.get("submission_mode", "add") not in ("add", "update"):
+        problems.append("submission_mode must be add or update")
+    if "batchID" in clean and not _BATCH_ID_RE.match(clean["batchID"]):
+        problems.append("batchID may hold letters, digits, '.', '_', ':' and '-' (at most 100)")
+    return problems
+
+
+def _save_upload(upload: Upload, clean: dict) -> Path:
+    name = _SAFE_NAME_RE.sub("_", Path(upload.name).name).strip("._") or "payload"
+    target = Path(settings.MQ_WORK_DIR) / "uploads" / uuid.uuid4().hex / name
+    target.parent.mkdir(parents=True)
+    with target.open("wb") as out:
+        shutil.copyfileobj(upload.file, out, 1 << 20)
+    clean["payload_url"] = target.as_uri()
+    clean.setdefault("filename", name)
+    return target
+
+
+def _remove_upload(path: Path | None) -> None:
+    if path is not None:
+        shutil.rmtree(path.parent, ignore_errors=True)

@@ -1,0 +1,29 @@
+from django.contrib import admin
+
+from .models import InventoryFile, InventoryObject, InventoryVersion, LocalIdentifier
+
+
+class VersionInline(admin.TabularInline):
+    model = InventoryVersion
+    extra = 0
+    readonly_fields = ("number", "job_id", "stored", "total_size", "file_count")
+
+
+@admin.register(InventoryObject)
+class InventoryObjectAdmin(admin.ModelAdmin):
+    list_display = ("ark", "collection", "title", "created")
+    search_fields = ("ark", "title", "creator")
+    list_filter = ("collection",)
+    inlines = [VersionInline]
+
+
+@admin.register(InventoryFile)
+class InventoryFileAdmin(admin.ModelAdmin):
+    list_display = ("name", "version", "size", "md5")
+    search_fields = ("name", "version__obj__ark")
+
+
+@admin.register(LocalIdentifier)
+class LocalIdentifierAdmin(admin.ModelAdmin):
+    list_display = ("local_id", "collection", "ark", "created")
+    search_fields = ("local_id", "ark")

@@ -1,0 +1,395 @@
+"""One handler per job state: plain functions from a locked job to an Outcome.
+
+Each step's side effects are safe to repeat, because a step whose commit was
+lost (worker killed, session expired) runs again: downloads restart into a
+clean directory, a minted ARK is saved to ZooKeeper before anything uses it,
+storage is keyed by the job id, inventory by (ARK, version).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from urllib.parse import urlsplit
+from urllib.request import url2pathname
+
+from django.conf import settings
+
+from batches.models import Profile
+from merritt_queue import objectfiles
+from merritt_queue.containers import ContainerError, unpack
+from merritt_queue.digest import check_digest_format, file_digests, normalise_algorithm
+from merritt_queue.manifest import ManifestError, parse_manifest
+from merritt_queue.runner import Outcome
+from merritt_queue.services.errors import ServiceError
+from merritt_queue.services.fetch import DownloadItem
+from merritt_queue.states import JobStatus
+from merritt_queue.store import JobRecord
+
+from .services import Services
+
+OBJECT_MANIFEST = "object-manifest.checkm"
+
+
+def handlers(services: Services) -> dict:
+    """The handler of each working state, bound to this process's services."""
+    table = {
+        JobStatus.PENDING: pending,
+        JobStatus.ESTIMATING: estimating,
+        JobStatus.PROVISIONING: provisioning,
+        JobStatus.DOWNLOADING: downloading,
+        JobStatus.PROCESSING: processing,
+        JobStatus.STORING: storing,
+        JobStatus.RECORDING: recording,
+        JobStatus.NOTIFY: notify,
+    }
+    return {status: _bind(fn, services) for status, fn in table.items()}
+
+
+def _bind(fn, services):
+    def handler(job: JobRecord) -> Outcome:
+        try:
+            return fn(services, job)
+        except (ServiceError, ManifestError, ContainerError) as e:
+            return Outcome.fail(str(e))
+
+    return handler
+
+
+def _config(job: JobRecord) -> dict:
+    return job.configuration or {}
+
+
+# --- Pending ---------------------------------------------------------------
+
+
+def pending(s: Services, job: JobRecord) -> Outcome:
+    if job.collection and s.store.collection_held(job.collection):
+        return Outcome.move(JobStatus.HELD, f"collection {job.collection} is on hold")
+    problem = _digest_problem(_config(job))
+    if problem:
+        return Outcome.fail(problem)
+    s.job_dir(job.jid).mkdir(parents=True, exist_ok=True)
+    return Outcome.success("working directory ready")
+
+
+def _digest_problem(config: dict) -> str | None:
+    alg, value = config.get("digest_type"), config.get("digest_value")
+    if not alg and not value:
+        return None
+    if not (alg and value):
+        return "the depositor's digest is incomplete: it needs both a type and a value"
+    try:
+        return check_digest_format(normalise_algorithm(alg), value)
+    except ValueError as e:
+        return str(e)
+
+
+# --- Estimating ------------------------------------------------------------
+
+
+def estimating(s: Services, job: JobRecord) -> Outcome:
+    files = _payload_files(s, job)
+    unknown_urls = [f.url for f in files if f.size is None and not f.url.startswith("file:")]
+    heads = s.fetcher.head_sizes(unknown_urls) if unknown_urls else {}
+    sizes = [f.size if f.size is not None else heads.get(f.url, _local_size(f.url)) for f in files]
+    total = sum(size or 0 for size in sizes)
+    s.store.set_space_needed(job.jid, total)
+    unknown = sum(size is None for size in sizes)
+    if unknown:
+        job = s.store.set_priority(job, min(99, job.priority + 1))
+    note = f"; {unknown} size(s) unknown, priority lowered to {job.priority}" if unknown else ""
+    return Outcome.success(f"{len(files)} file(s), {total} bytes{note}", job=job)
+
+
+class PayloadFile:
+    """One file a job downloads: where from, what it is called, what it must be."""
+
+    def __init__(self, url: str, name: str, size=None, alg=None, value=None):
+        self.url, self.name, self.size = url, name, size
+        self.digest = (alg, value) if alg and value else None
+
+
+def _payload_files(s: Services, job: JobRecord) -> list[PayloadFile]:
+    config = _config(job)
+    if config.get("payload_type") != "object-manifest":
+        return [
+            PayloadFile(
+                config["payload_url"],
+                config.get("filename") or "payload",
+                config.get("file_size"),
+                config.get("digest_type"),
+                config.get("digest_value"),
+            )
+        ]
+    manifest = _object_manifest(s, job)
+    return [
+        PayloadFile(r.url, r.file_name, r.file_size, r.hash_algorithm, r.hash_value)
+        for r in manifest.rows
+    ]
+
+
+def _object_manifest(s: Services, job: JobRecord):
+    """The job's object manifest, fetched once into its working directory."""
+    path = s.job_dir(job.jid) / OBJECT_MANIFEST
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        s.fetch(_config(job)["payload_url"], path)
+    manifest = parse_manifest(path.read_bytes(), max_bytes=settings.MQ_MAX_MANIFEST_BYTES)
+    if manifest.kind != "object":
+        raise ManifestError(
+            [f"{path.name}: expected an object manifest, got a {manifest.kind} manifest"]
+        )
+    return manifest
+
+
+def _local_size(url: str) -> int | None:
+    if not url.startswith("file:"):
+        return None
+    path = Path(url2pathname(urlsplit(url).path))
+    return path.stat().st_size if path.is_file() else None
+
+
+# --- Provisioning ----------------------------------------------------------
+
+
+def provisioning(s: Services, job: JobRecord) -> Outcome:
+    s.work_root.mkdir(parents=True, exist_ok=True)
+    usage = shutil.disk_usage(s.work_root)
+    projected = 100.0 * (usage.used + job.space_needed) / usage.total
+    threshold = settings.MQ_DISK_THRESHOLD
+    if projected > threshold:
+        return Outcome.later(
+            f"waiting for disk space: the working disk would be {projected:.0f}% full "
+            f"with this job's {job.space_needed} bytes (threshold {threshold}%)",
+            delay=settings.MQ_PROVISION_RETRY_SECONDS,
+        )
+    return Outcome.success(f"working disk {projected:.0f}% full after this job")
+
+
+# --- Downloading -----------------------------------------------------------
+
+
+def downloading(s: Services, job: JobRecord) -> Outcome:
+    work = s.job_dir(job.jid)
+    producer = work / "producer"
+    shutil.rmtree(producer, ignore_errors=True)  # a re-run starts clean
+    producer.mkdir(parents=True)
+    files = _payload_files(s, job)
+    if _config(job).get("payload_type") == "container":
+        _download_container(s, work, producer, files[0])
+    else:
+        _download_files(s, producer, files)
+    total = sum(p.stat().st_size for p in producer.rglob("*") if p.is_file())
+    count = sum(1 for p in producer.rglob("*") if p.is_file())
+    s.store.set_space_needed(job.jid, total)
+    return Outcome.success(f"downloaded {count} file(s), {total} bytes")
+
+
+def _download_files(s: Services, producer: Path, files: list[PayloadFile]) -> None:
+    remote = [f for f in files if not f.url.startswith("file:")]
+    for f in files:
+        (producer / f.name).parent.mkdir(parents=True, exist_ok=True)
+        if f.url.startswith("file:"):
+            s.fetch(f.url, producer / f.name)
+            _check_local(producer / f.name, f)
+    if remote:
+        s.fetcher.download_many(
+            [DownloadItem(f.url, producer / f.name, f.size, f.digest) for f in remote]
+        )
+
+
+def _check_local(path: Path, f: PayloadFile) -> None:
+    if f.digest:
+        alg = normalise_algorithm(f.digest[0])
+        got = file_digests(path, [alg])[alg]
+        if got.lower() != f.digest[1].lower():
+            raise ServiceError(
+                f"{alg} mismatch for {f.name}: expected {f.digest[1]}, got {got}", retryable=False
+            )
+
+
+def _download_container(s: Services, work: Path, producer: Path, f: PayloadFile) -> None:
+    archive = work / "container" / f.name
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    s.fetch(f.url, archive, digest=f.digest, size=f.size)
+    if f.url.startswith("file:"):
+        _check_local(archive, f)
+    shutil.rmtree(producer)
+    unpack(archive, producer, max_total_bytes=settings.MQ_MAX_CONTAINER_BYTES)
+
+
+# --- Processing ------------------------------------------------------------
+
+
+def processing(s: Services, job: JobRecord) -> Outcome:
+    config = _config(job)
+    collection = job.collection or ""
+    ids = job.identifiers or {}
+    local_ids = list(
+        ids.get("local_id") or ([config["local_id"]] if config.get("local_id") else [])
+    )
+    held = [lid for lid in local_ids if not s.store.lock_localid(f"{collection}:{lid}")]
+    if held:
+        _release_local_ids(s, collection, [i for i in local_ids if i not in held])
+        return Outcome.later(f"local id {held[0]} is being resolved by another job", delay=5)
+    try:
+        ark = _resolve_ark(s, job, collection, ids.get("primary_id") or "", local_ids)
+    finally:
+        _release_local_ids(s, collection, local_ids)
+    if ark.startswith("error:"):
+        return Outcome.fail(ark[len("error:") :])
+    _write_object_files(s, job, ark)
+    return Outcome.success(f"identified as {ark}")
+
+
+def _release_local_ids(s: Services, collection: str, local_ids: list[str]) -> None:
+    for lid in local_ids:
+        s.store.unlock_localid(f"{collection}:{lid}")
+
+
+def _resolve_ark(
+    s: Services, job: JobRecord, collection: str, primary: str, local_ids: list[str]
+) -> str:
+    """The job's ARK: supplied, bound to its local id, or newly minted (saved at once)."""
+    for lid in local_ids:
+        bound = s.inventory.ark_for_local_id(collection, lid)
+        if bound and primary and bound != primary:
+            return (
+                f"error:the supplied ARK {primary} disagrees with local id {lid}, which is {bound}"
+            )
+        primary = primary or bound or ""
+    if not primary:
+        primary = _mint(s, job)
+        # Saved before anything else uses it, so a retry reuses it instead of minting again.
+        s.store.save_job_data(
+            job.jid, "identifiers", {"primary_id": primary, "local_id": local_ids}
+        )
+    for lid in local_ids:
+        bound = s.inventory.bind_local_id(collection, lid, primary)
+        if bound != primary:
+            return f"error:local id {lid} was bound to {bound} meanwhile; not using {primary}"
+    if (job.identifiers or {}).get("primary_id") != primary:
+        s.store.save_job_data(
+            job.jid, "identifiers", {"primary_id": primary, "local_id": local_ids}
+        )
+    return primary
+
+
+def _mint(s: Services, job: JobRecord) -> str:
+    profile = Profile.objects.filter(name=_config(job).get("profile")).first()
+    if profile is None:
+        raise ServiceError(
+            f"profile {_config(job).get('profile')!r} no longer exists", retryable=False
+        )
+    meta = job.metadata or {}
+    return s.minter.mint(
+        profile.minter_shoulder,
+        who=meta.get("erc_who", ""),
+        what=meta.get("erc_what", ""),
+        when=meta.get("erc_when", ""),
+        where=meta.get("erc_where", ""),
+    )
+
+
+def _write_object_files(s: Services, job: JobRecord, ark: str) -> None:
+    work = s.job_dir(job.jid)
+    system = work / "system"
+    system.mkdir(parents=True, exist_ok=True)
+    meta = job.metadata or {}
+    (system / "mrt-erc.txt").write_text(objectfiles.erc_text(meta, ark), encoding="utf-8")
+    (system / "mrt-dc.xml").write_text(objectfiles.dublin_core_xml(meta, ark), encoding="utf-8")
+    entries = objectfiles.describe_files(work, ["producer", "system"])
+    manifest = work / "storage-manifest.checkm"
+    manifest.write_text(objectfiles.storage_manifest(entries, work), encoding="utf-8")
+    mode = _config(job).get("submission_mode", "add")
+    s.store.save_job_data(
+        job.jid, "store", {"manifest_url": manifest.as_uri(), "mode": mode, "delete": ""}
+    )
+    s.store.save_job_data(job.jid, "inventory", {"manifest_url": manifest.as_uri(), "mode": mode})
+
+
+# --- Storing ---------------------------------------------------------------
+
+
+def storing(s: Services, job: JobRecord) -> Outcome:
+    ark = _ark(job)
+    if not s.store.lock_storage(ark, owner=job.jid):
+        return Outcome.later(f"{ark} is being stored by another job", delay=10)
+    try:
+        work = s.job_dir(job.jid)
+        entries = objectfiles.describe_files(work, ["producer", "system"])
+        files = [(e["name"], work / e["name"]) for e in entries]
+        manifest = [
+            {"name": e["name"], "size": e["size"], "digests": {"sha256": e["sha256"]}}
+            for e in entries
+        ]
+        version = s.storage.store_version(ark, work, files, token=job.jid, manifest=manifest)
+    finally:
+        s.store.unlock_storage(ark)
+    data = dict(job.store or {}) | {"version": version.version}
+    s.store.save_job_data(job.jid, "store", data)
+    return Outcome.success(f"stored {ark} version {version.version}")
+
+
+def _ark(job: JobRecord) -> str:
+    ark = (job.identifiers or {}).get("primary_id")
+    if not ark:
+        raise ServiceError("the job has no ARK: resume it from Processing", retryable=False)
+    return ark
+
+
+# --- Recording -------------------------------------------------------------
+
+
+def recording(s: Services, job: JobRecord) -> Outcome:
+    ark = _ark(job)
+    version = (job.store or {}).get("version")
+    if not version:
+        return Outcome.fail("no stored version is recorded for this job: resume it from Storing")
+    if not s.store.lock_inventory(ark):
+        return Outcome.later(f"{ark} is being recorded by another job", delay=5)
+    try:
+        entries = objectfiles.describe_files(s.job_dir(job.jid), ["producer", "system"])
+        s.inventory.record(
+            ark=ark,
+            version=version,
+            job_id=job.jid,
+            collection=job.collection or "",
+            files=entries,
+            metadata=job.metadata,
+        )
+    finally:
+        s.store.unlock_inventory(ark)
+    return Outcome.success(f"recorded {ark} version {version} in inventory")
+
+
+# --- Notify ----------------------------------------------------------------
+
+
+def notify(s: Services, job: JobRecord) -> Outcome:
+    config = _config(job)
+    profile = Profile.objects.filter(name=config.get("profile")).first()
+    if profile and profile.callback_url:
+        s.notifier.notify(profile.callback_url, _callback_payload(job))
+    shutil.rmtree(s.job_dir(job.jid), ignore_errors=True)
+    note = (
+        f"callback {profile.callback_url} answered"
+        if profile and profile.callback_url
+        else "no callback"
+    )
+    return Outcome.success(f"completed; {note}")
+
+
+def _callback_payload(job: JobRecord) -> dict:
+    ids = job.identifiers or {}
+    return {
+        "job_id": job.jid,
+        "batch_id": job.bid,
+        "batchID": _config(job).get("batchID"),
+        "status": "Completed",
+        "ark": ids.get("primary_id"),
+        "local_id": ids.get("local_id") or [],
+        "version": (job.store or {}).get("version"),
+        "title": (job.metadata or {}).get("erc_what"),
+    }

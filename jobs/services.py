@@ -1,0 +1,103 @@
+"""The service adapters a worker uses, chosen by settings, built once per process."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+from urllib.request import url2pathname
+
+from django.conf import settings
+
+from inventory.recorder import LocalInventory
+from merritt_queue.runtime import get_store
+from merritt_queue.services.errors import ServiceError
+from merritt_queue.services.fetch import Fetcher
+from merritt_queue.services.minter import EzidMinter, LocalMinter
+from merritt_queue.services.notifier import CallbackNotifier
+from merritt_queue.services.storage import LocalStorage, MerrittStorageClient
+from merritt_queue.store import QueueStore
+
+
+@dataclass
+class Services:
+    store: QueueStore
+    fetcher: Fetcher
+    minter: object
+    storage: object
+    inventory: LocalInventory
+    notifier: CallbackNotifier
+    work_root: Path
+
+    @property
+    def uploads_root(self) -> Path:
+        return self.work_root / "uploads"
+
+    def job_dir(self, jid: str) -> Path:
+        return self.work_root / "jobs" / jid
+
+    def batch_dir(self, bid: str) -> Path:
+        return self.work_root / "batches" / bid
+
+    def fetch(self, url: str, dest: Path, *, digest=None, size=None) -> None:
+        """Fetch a payload: over HTTP, or copied from this queue's own uploads."""
+        if url.startswith("file:"):
+            self._copy_upload(url, dest)
+        else:
+            self.fetcher.download(url, dest, expected_size=size, digest=digest)
+
+    def _copy_upload(self, url: str, dest: Path) -> None:
+        src = Path(url2pathname(urlsplit(url).path)).resolve()
+        # A file: URL is accepted only inside our upload area, never elsewhere on disk.
+        if not src.is_relative_to(self.uploads_root.resolve()):
+            raise ServiceError(f"{url} is not an uploaded file of this queue", retryable=False)
+        if not src.is_file():
+            raise ServiceError(f"the uploaded file {src.name} is gone", retryable=False)
+        shutil.copyfile(src, dest)
+
+
+_cache: dict[int, Services] = {}
+
+
+def get_services() -> Services:
+    """This process's services (a forked worker builds its own)."""
+    pid = os.getpid()
+    if pid not in _cache:
+        _cache.clear()
+        _cache[pid] = build_services()
+    services = _cache[pid]
+    services.store = get_store()
+    return services
+
+
+def reset() -> None:
+    _cache.clear()
+
+
+def build_services() -> Services:
+    net = {"allow_loopback": settings.MQ_ALLOW_LOOPBACK, "allow_private": settings.MQ_ALLOW_PRIVATE}
+    return Services(
+        store=get_store(),
+        fetcher=Fetcher(
+            timeout=settings.MQ_FETCH_TIMEOUT, retries=settings.MQ_FETCH_RETRIES, **net
+        ),
+        minter=_minter(),
+        storage=_storage(),
+        inventory=LocalInventory(),
+        notifier=CallbackNotifier(retries=settings.MQ_CALLBACK_RETRIES, **net),
+        work_root=Path(settings.MQ_WORK_DIR),
+    )
+
+
+def _minter():
+    if settings.MQ_MINTER == "ezid":
+        return EzidMinter(settings.EZID_URL, settings.EZID_USER, settings.EZID_PASSWORD)
+    return LocalMinter(Path(settings.MQ_MINTER_DIR))
+
+
+def _storage():
+    if settings.MQ_STORAGE == "merritt":
+        return MerrittStorageClient(settings.MERRITT_STORAGE_URL, settings.MERRITT_STORAGE_NODE)
+    return LocalStorage(Path(settings.MQ_STORAGE_ROOT))

@@ -1,0 +1,99 @@
+"""Fixtures that run the real pipeline: ZooKeeper, Redis, RQ workers, a content server.
+
+Workers are RQ ``SimpleWorker``s in burst mode in the test process, so the
+test's settings and database are theirs; the dispatcher sweeps between bursts.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from rq import Queue, SimpleWorker
+
+from batches.models import Profile
+from batches.submission import submit
+from jobs import services
+from merritt_queue import runtime
+from merritt_queue.dispatcher import Dispatcher, DispatcherConfig, all_queue_names
+from merritt_queue.states import BatchStatus
+
+SAMPLE_PREFIX = "https://raw.githubusercontent.com/CDLUC3/mrt-doc/main/sampleFiles/"
+FIXTURES = Path(__file__).parent / "fixtures" / "merritt-sample-files"
+FINAL = {BatchStatus.COMPLETED, BatchStatus.FAILED, BatchStatus.DELETED}
+
+
+@pytest.fixture
+def content(http_server):
+    """Merritt's sample files served locally, manifests rewritten to point at the server."""
+    for f in FIXTURES.iterdir():
+        data = f.read_bytes()
+        if f.suffix == ".checkm":
+            data = data.replace(SAMPLE_PREFIX.encode(), f"{http_server.url}/".encode())
+        (http_server.root / f.name).write_bytes(data)
+    return http_server
+
+
+@dataclass
+class Pipeline:
+    store: object
+    redis: object
+    profile: Profile
+    root: Path
+
+    def submit(self, **data) -> str:
+        data.setdefault("profile", self.profile.name)
+        data.setdefault("submitter", "tester")
+        return submit(data).bid
+
+    def step(self) -> int:
+        """One dispatcher sweep and one burst of the workers; the RQ jobs run."""
+        Dispatcher(self.store, self.redis, DispatcherConfig(ahead=50)).sweep()
+        queues = [Queue(n, connection=self.redis) for n in all_queue_names()]
+        before = sum(q.count for q in queues)
+        SimpleWorker(queues, connection=self.redis).work(burst=True, logging_level="WARNING")
+        return before
+
+    def run(self, bid: str, timeout: float = 60, until=None):
+        """Run until the batch is final (or ``until(batch)``); the batch record."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            batch = self.store.get_batch(bid)
+            if (until or (lambda b: b.status in FINAL))(batch):
+                return batch
+            if not self.step():
+                time.sleep(0.05)
+        raise AssertionError(f"batch {bid} did not finish: {self.store.get_batch(bid)}")
+
+    def jobs(self, bid: str):
+        groups = self.store.batch_jobs(bid)
+        return [self.store.get_job(j) for g in groups.values() for j in g]
+
+
+@pytest.fixture
+def pipeline(zk_config, redis, settings, tmp_path, transactional_db):
+    root = tmp_path / "queue"
+    settings.ZK_HOSTS, settings.ZK_CHROOT = zk_config.hosts, zk_config.chroot
+    settings.MQ_WORK_DIR = str(root / "work")
+    settings.MQ_STORAGE_ROOT = str(root / "storage")
+    settings.MQ_MINTER_DIR = str(root / "minter")
+    settings.MQ_ALLOW_LOOPBACK = True
+    settings.MQ_FETCH_RETRIES = 2
+    settings.MQ_CALLBACK_RETRIES = 2
+    settings.MQ_PROVISION_RETRY_SECONDS = 0.2
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    runtime.close()
+    services.reset()
+    store = runtime.get_store()
+    store.init()
+    profile = Profile.objects.create(
+        name="demo",
+        collection="demo",
+        minter_shoulder="ark:/99999/fk4",
+        notification_emails="depositor@example.org",
+    )
+    yield Pipeline(store, redis, profile, root)
+    runtime.close()
+    services.reset()
