@@ -13,12 +13,16 @@ REDIS_PORT ?= 6379
 REDIS_URL ?= redis://127.0.0.1:$(REDIS_PORT)/0
 WEB_PORT ?= 8000
 
-# Extension point: every name in DEMO_PROCS is started by `make demo` and stopped by
-# `make stop` with var/run/NAME.pid and var/log/NAME.log; its command is PROC_NAME.
-# Add the dispatcher and workers here when they exist, e.g.
-#   PROC_worker = $(PY) manage.py rqworker default
-DEMO_PROCS := web
-PROC_web = $(PY) manage.py runserver 127.0.0.1:$(WEB_PORT)
+CONTENT_PORT ?= 8001
+# Every name in DEMO_PROCS is started by `make demo` and stopped by `make stop`, with
+# var/run/NAME.pid and var/log/NAME.log; its command is PROC_NAME.
+DEMO_PROCS := web content dispatcher worker1 worker2
+QUEUES = $$($(PY) -c 'from merritt_queue.dispatcher import all_queue_names as q; print(*q())')
+PROC_web = $(PY) manage.py runserver --noreload 127.0.0.1:$(WEB_PORT)
+PROC_content = $(PY) -m http.server $(CONTENT_PORT) --bind 127.0.0.1 --directory var/demo-content
+PROC_dispatcher = $(PY) manage.py run_dispatcher
+PROC_worker1 = $(PY) manage.py rqworker $(QUEUES)
+PROC_worker2 = $(PY) manage.py rqworker $(QUEUES)
 
 .PHONY: help venv test bench demo stop lint fmt clean
 
@@ -46,6 +50,8 @@ bench: venv
 
 demo: export ZK_HOSTS = 127.0.0.1:$(ZK_PORT)
 demo: export REDIS_URL := $(REDIS_URL)
+# The demo's content server is on loopback, which downloads refuse by default.
+demo: export MQ_ALLOW_LOOPBACK = true
 demo: venv
 	$(SERVICES) ensure-zookeeper
 	$(SERVICES) zk-start var/zookeeper $(ZK_PORT)
@@ -55,6 +61,7 @@ demo: venv
 		$(SERVICES) redis-start var/redis $(REDIS_PORT); \
 	fi
 	$(PY) manage.py migrate --verbosity 0
+	$(PY) manage.py load_demo --content-dir var/demo-content --content-url http://127.0.0.1:$(CONTENT_PORT)/
 	@if ! { test -s var/run/web.pid && kill -0 "$$(cat var/run/web.pid)" 2>/dev/null; }; then \
 		$(SERVICES) port-free $(WEB_PORT) \
 			|| { echo "port $(WEB_PORT) is taken by another program; run with WEB_PORT=<free port>"; exit 1; }; \

@@ -14,6 +14,7 @@ from .store import QueueStore
 from .zk import ClientHolder, ZkConfig
 
 _holder: ClientHolder | None = None
+_initialised: dict[ZkConfig, object] = {}
 _guard = threading.Lock()
 
 
@@ -30,7 +31,13 @@ def get_store() -> QueueStore:
             if _holder is not None:
                 _holder.close()
             _holder = ClientHolder(config)
-    return QueueStore(_holder.get())
+        client = _holder.get()
+        store = QueueStore(client)
+        if client is not _initialised.get(config):
+            # A fresh ensemble or chroot has no containers; creating them is idempotent.
+            store.init()
+            _initialised[config] = client
+    return store
 
 
 def close() -> None:
