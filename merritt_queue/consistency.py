@@ -1,0 +1,895 @@
+"""Consistency check of the queue tree (zk-tree.md), and its safe repairs.
+
+Guarantees:
+
+- Reading never writes. ``check_tree(store)`` issues only ``get`` and
+  ``get_children`` requests, pipelined (all of one level issued, then
+  collected), so a tree of 100,000 jobs is read in a handful of round trips.
+- ``check_tree(store, repair=True)`` makes only changes that are safe. Each
+  repair is one ZooKeeper ``multi``; where a job's or batch's status decides
+  what is right, the multi checks the status node at the version the check
+  read (and the ``priority`` or ``bid`` node where those decide it), so an item
+  that moved since it was read is left alone and the finding says so.
+- A batch or job that could hold a depositor's data is never deleted. The
+  only items removed are (a) provably empty half-created shells older than
+  the grace period: no ``status``, no ``submission``/``configuration``, no
+  lock, nothing naming them; and (b) an orphan job (its batch is gone) that is
+  Completed or Deleted, which cleanup removes anyway (zk-tree.md: only
+  Completed or Deleted items can be removed). Everything else deleted is
+  bookkeeping that holds no data: index entries, batch references, uuid
+  entries and persistent storage locks no job is using.
+- An ephemeral lock is never removed: it exists only while its owner's
+  session is alive, so removing it would let a second worker in. It is
+  reported with the owner session id.
+
+The tree may be moving while it is read: a job moved between two reads can
+show up as a finding that the next run no longer reports. Repairs never act
+on such a stale read; they fail with "changed since the check read it".
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import (
+    BadVersionError,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    RolledBackError,
+    RuntimeInconsistency,
+)
+from kazoo.protocol.states import ZnodeStat
+
+from . import tree as t
+from .errors import InvalidData
+from .states import REMOVABLE, BatchStatus, JobStatus, batch_dir_for
+
+if TYPE_CHECKING:
+    from .store import QueueStore
+
+DEFAULT_PRIORITY = 5
+# Requests in flight at once: pipelined, yet bounded in memory for huge trees.
+WINDOW = 5000
+# What a crashed non-atomic create (MerrittZK's) may leave under a job before
+# its configuration: a batch id and two numbers, no depositor data.
+SHELL_JOB_CHILDREN = frozenset({"bid", "priority", "space_needed"})
+# identifiers are read only when an old storage lock needs them (one node fewer per job).
+JOB_READS = ("bid", "priority", "status", "lock")
+BATCH_READS = ("submission", "status", "lock")
+FINISHED_JOB = frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.DELETED})
+# Batch statuses reached only through acquisition (Deleted is also reached from Held).
+PAST_PENDING = frozenset(
+    {
+        BatchStatus.PROCESSING,
+        BatchStatus.REPORTING,
+        BatchStatus.UPDATE_REPORTING,
+        BatchStatus.COMPLETED,
+        BatchStatus.FAILED,
+    }
+)
+JOB_STATUSES = frozenset(s.value for s in JobStatus)
+BATCH_STATUSES = frozenset(s.value for s in BatchStatus)
+
+Node = tuple[bytes, ZnodeStat]
+Op = tuple[str, str, Any]  # (create | delete | check, path, data or version)
+
+
+@dataclass
+class Finding:
+    kind: str
+    path: str
+    reason: str
+    repair: str | None
+    repaired: bool = False
+
+
+# --- reading -------------------------------------------------------------------
+
+
+def _pipelined(client: KazooClient, requests: list[tuple[str, str]]) -> dict[tuple[str, str], Any]:
+    """Run ``(op, path)`` reads, WINDOW at a time in flight; a missing node reads as None.
+
+    ``op`` is ``get``, ``children`` or ``children+stat``.
+    """
+    issue = {
+        "get": client.get_async,
+        "children": client.get_children_async,
+        "children+stat": lambda p: client.get_children_async(p, include_data=True),
+    }
+    out: dict[tuple[str, str], Any] = {}
+    for start in range(0, len(requests), WINDOW):
+        pending = [(req, issue[req[0]](req[1])) for req in requests[start : start + WINDOW]]
+        for req, result in pending:
+            try:
+                out[req] = result.get()
+            except NoNodeError:  # removed since its parent was listed: reads as absent
+                out[req] = None
+    return out
+
+
+@dataclass
+class _Item:
+    """A job or batch as read: its own stat, its children and the nodes read under it."""
+
+    id: str
+    stat: ZnodeStat
+    children: list[str]
+    nodes: dict[str, Node] = field(default_factory=dict)
+    status: str | None = None
+    problem: str | None = None  # why the status cannot be judged
+
+    def node(self, name: str) -> Node | None:
+        return self.nodes.get(name)
+
+    def version(self, name: str) -> int:
+        return self.nodes[name][1].version
+
+    @property
+    def has_status(self) -> bool:
+        return "status" in self.nodes
+
+
+@dataclass
+class _Job(_Item):
+    bid: str | None = None
+    priority: int | None = DEFAULT_PRIORITY
+    priority_problem: str | None = None
+
+
+@dataclass
+class _Batch(_Item):
+    submission: dict | None = None
+    submission_problem: str | None = None
+    refs: dict[str, list[str]] = field(default_factory=dict)  # batch-* dir -> names
+
+    @property
+    def uuid(self) -> str | None:
+        value = (self.submission or {}).get("batchID")
+        return str(value) if value else None
+
+
+@dataclass
+class _Tree:
+    jobs: dict[str, _Job]
+    batches: dict[str, _Batch]
+    index: dict[str, list[str]]  # state dir name -> entry names
+    uuids: dict[str, Node]
+    locks: dict[str, Node]  # path -> node, under /locks/{storage,inventory,localid}
+
+
+def read_tree(client: KazooClient) -> _Tree:
+    """Read everything the check judges, level by level, each level pipelined."""
+    roots = [t.JOBS, t.BATCHES, t.BATCH_UUIDS, t.JOB_STATES, *_LOCK_DIRS]
+    top = _pipelined(client, [("children", p) for p in roots])
+    names = {p: top[("children", p)] or [] for p in roots}
+    jids = sorted(n for n in names[t.JOBS] if t.is_job_id(n))
+    bids = sorted(n for n in names[t.BATCHES] if t.is_batch_id(n))
+    level2 = _read_level2(client, jids, bids, names)
+    jobs = {j: _job_item(j, level2[("children+stat", t.job_path(j))]) for j in jids}
+    batches = {b: _batch_item(b, level2[("children+stat", t.batch_path(b))]) for b in bids}
+    jobs = {j: v for j, v in jobs.items() if v}
+    batches = {b: v for b, v in batches.items() if v}
+    _read_item_nodes(client, jobs, batches)
+    uuids = {u: level2[("get", f"{t.BATCH_UUIDS}/{u}")] for u in names[t.BATCH_UUIDS]}
+    locks = {f"{d}/{n}": level2[("get", f"{d}/{n}")] for d in _LOCK_DIRS for n in names[d]}
+    return _Tree(
+        jobs=jobs,
+        batches=batches,
+        index={d: level2[("children", f"{t.JOB_STATES}/{d}")] or [] for d in names[t.JOB_STATES]},
+        uuids={u: node for u, node in uuids.items() if node},
+        locks={p: node for p, node in locks.items() if node},
+    )
+
+
+_LOCK_DIRS = (t.LOCK_STORAGE, t.LOCK_INVENTORY, t.LOCK_LOCALID)
+
+
+def _read_level2(client, jids, bids, names) -> dict:
+    reqs = [("children+stat", t.job_path(j)) for j in jids]
+    reqs += [("children+stat", t.batch_path(b)) for b in bids]
+    reqs += [("children", f"{t.JOB_STATES}/{d}") for d in names[t.JOB_STATES]]
+    reqs += [("get", f"{t.BATCH_UUIDS}/{u}") for u in names[t.BATCH_UUIDS]]
+    reqs += [("get", f"{d}/{n}") for d in _LOCK_DIRS for n in names[d]]
+    return _pipelined(client, reqs)
+
+
+def _job_item(jid: str, got) -> _Job | None:
+    return _Job(jid, got[1], got[0]) if got else None
+
+
+def _batch_item(bid: str, got) -> _Batch | None:
+    return _Batch(bid, got[1], got[0]) if got else None
+
+
+def _read_item_nodes(client, jobs: dict[str, _Job], batches: dict[str, _Batch]) -> None:
+    """Read the judged nodes of every job and batch, then every batch's reference dirs."""
+    reqs: list[tuple[str, str]] = []
+    for job in jobs.values():
+        # A shell is read whole: its removal must know every child's version.
+        wanted = job.children if "status" not in job.children else JOB_READS
+        reqs += [("get", t.job_node(job.id, n)) for n in wanted if n in job.children]
+    for batch in batches.values():
+        reqs += [("get", t.batch_node(batch.id, n)) for n in BATCH_READS if n in batch.children]
+        if "states" in batch.children:
+            reqs.append(("children", t.batch_states(batch.id)))
+    got = _pipelined(client, reqs)
+    for (op, path), value in got.items():
+        if op == "get" and value is not None:
+            root, item_id, name = path.strip("/").split("/")
+            (jobs if root == "jobs" else batches)[item_id].nodes[name] = value
+    dirs = [
+        (batch, d)
+        for batch in batches.values()
+        for d in got.get(("children", t.batch_states(batch.id))) or []
+    ]
+    refs = _pipelined(client, [("children", t.batch_job_dir(b.id, d)) for b, d in dirs])
+    for batch, d in dirs:
+        batch.refs[d] = refs[("children", t.batch_job_dir(batch.id, d))] or []
+    for job in jobs.values():
+        _parse_job(job)
+    for batch in batches.values():
+        _parse_batch(batch)
+
+
+def _parse_status(item: _Item, known) -> None:
+    node = item.node("status")
+    if node is None:
+        return
+    try:
+        value = json.loads(node[0].decode()) if node[0] else None
+    except (UnicodeDecodeError, ValueError) as e:
+        item.problem = f"its status is not valid JSON ({e})"
+        return
+    status = value.get("status") if isinstance(value, dict) else None
+    if status in known:
+        item.status = status
+    else:
+        item.problem = f"its status {node[0][:80]!r} does not name a known status"
+
+
+def _parse_job(job: _Job) -> None:
+    _parse_status(job, JOB_STATUSES)
+    if job.node("bid"):
+        job.bid = job.node("bid")[0].decode(errors="replace") or None
+    if job.node("priority"):
+        raw = job.node("priority")[0]
+        try:
+            job.priority = t.check_priority(int(raw.decode().strip()))
+        except (ValueError, UnicodeDecodeError, InvalidData):
+            job.priority, job.priority_problem = None, f"its priority {raw[:20]!r} is not 0-99"
+
+
+def _parse_batch(batch: _Batch) -> None:
+    _parse_status(batch, BATCH_STATUSES)
+    node = batch.node("submission")
+    if node is None or not node[0]:
+        return
+    try:
+        value = json.loads(node[0].decode())
+    except (UnicodeDecodeError, ValueError) as e:
+        batch.submission_problem = f"its submission is not valid JSON ({e})"
+        return
+    if isinstance(value, dict):
+        batch.submission = value
+    else:
+        batch.submission_problem = "its submission is not a JSON object"
+
+
+def _json_field(node: Node | None, name: str) -> str | None:
+    try:
+        value = json.loads(node[0].decode()) if node and node[0] else None
+    except (UnicodeDecodeError, ValueError):  # identifiers are optional to the check
+        return None
+    found = value.get(name) if isinstance(value, dict) else None
+    return found if isinstance(found, str) else None
+
+
+# --- repairing -----------------------------------------------------------------
+
+
+class RepairFailed(Exception):
+    """A repair was not made; the message says why, for the finding's reason."""
+
+
+def _commit(client: KazooClient, ops: list[Op]) -> None:
+    """Run ``ops`` as one multi; raise RepairFailed naming the op ZooKeeper refused."""
+    if not ops:
+        raise RepairFailed("nothing left to do; run the check again")
+    tx = client.transaction()
+    for kind, path, arg in ops:
+        if kind == "create":
+            tx.create(path, arg)
+        elif kind == "delete":
+            tx.delete(path, version=arg)
+        else:
+            tx.check(path, arg)
+    for (kind, path, _), result in zip(ops, tx.commit(), strict=False):
+        if isinstance(result, Exception) and not isinstance(
+            result, RolledBackError | RuntimeInconsistency
+        ):
+            raise RepairFailed(_explain(kind, path, result))
+
+
+def _explain(kind: str, path: str, err: Exception) -> str:
+    if isinstance(err, BadVersionError):
+        return f"{path} changed since the check read it; nothing was written, run the check again"
+    if isinstance(err, NoNodeError):
+        return f"{path} (or its parent) no longer exists; nothing was written"
+    if isinstance(err, NodeExistsError):
+        return f"{path} already exists; nothing was written"
+    if isinstance(err, NotEmptyError):
+        return f"{path} gained children since it was read; nothing was written"
+    return f"ZooKeeper refused {kind} {path}: {err!r}; nothing was written"
+
+
+def _exists(client: KazooClient, path: str) -> bool:
+    return client.exists(path) is not None
+
+
+# --- checking ------------------------------------------------------------------
+
+
+def _age(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+class _Checker:
+    def __init__(self, client, tree: _Tree, *, lock_max_age: float, grace: float, now: float):
+        self.client = client
+        self.tree = tree
+        self.lock_max_age = lock_max_age
+        self.grace = grace
+        self.now = now
+        self.findings: list[Finding] = []
+        self.plans: list[tuple[list[Finding], Callable[[], list[Op]]]] = []
+        self.index_by_jid: dict[str, list[str]] = defaultdict(list)
+        self.refs_by_jid: dict[str, list[tuple[str, str]]] = defaultdict(list)  # (bid, path)
+        self.jobs_by_batch = defaultdict(list)
+        self._by_ark: dict[str, list[_Job]] | None = None
+        self._index_tree()
+
+    def _index_tree(self) -> None:
+        for d, names in self.tree.index.items():
+            for name in names:
+                parsed = t.parse_index_name(name)
+                if parsed:
+                    self.index_by_jid[parsed[1]].append(f"{t.JOB_STATES}/{d}/{name}")
+        for batch in self._live_batches():
+            for d, names in batch.refs.items():
+                for name in names:
+                    self.refs_by_jid[name].append(
+                        (batch.id, t.batch_job_dir(batch.id, d) + "/" + name)
+                    )
+        for job in self.tree.jobs.values():
+            if job.bid:
+                self.jobs_by_batch[job.bid].append(job.id)
+
+    def _live_batches(self) -> list[_Batch]:
+        return [b for b in self.tree.batches.values() if b.has_status]
+
+    def add(self, kind, path, reason, repair=None, plan=None) -> Finding:
+        finding = Finding(kind, path, reason, repair)
+        self.findings.append(finding)
+        if plan is not None:
+            self.plans.append(([finding], plan))
+        return finding
+
+    def age(self, stat: ZnodeStat) -> float:
+        return self.now - stat.ctime / 1000
+
+    def run(self) -> None:
+        for batch in sorted(self.tree.batches.values(), key=lambda b: b.id):
+            self.check_batch(batch)
+        for job in sorted(self.tree.jobs.values(), key=lambda j: j.id):
+            self.check_job(job)
+        self.check_stray_index()
+        self.check_stray_refs()
+        self.check_uuids()
+        self.check_lock_dirs()
+
+    def repair(self) -> None:
+        for findings, plan in self.plans:
+            try:
+                _commit(self.client, plan())
+            except RepairFailed as e:
+                for f in findings:
+                    f.reason += f" Repair failed: {e}."
+            else:
+                for f in findings:
+                    f.repaired = True
+
+    # --- batches -----------------------------------------------------------
+
+    def check_batch(self, batch: _Batch) -> None:
+        path = t.batch_path(batch.id)
+        if not batch.has_status:
+            self.half_created_batch(batch)
+            return
+        if batch.problem:
+            self.add("bad-status", path, f"Batch {batch.id}: {batch.problem}.")
+            return
+        if batch.submission_problem:
+            self.add("bad-data", path, f"Batch {batch.id}: {batch.submission_problem}.")
+        if batch.status in PAST_PENDING and "states" not in batch.children:
+            self.not_acquired(batch)
+        if batch.node("lock"):
+            self.item_lock(
+                t.batch_node(batch.id, "lock"), batch.node("lock"), f"Batch {batch.id}'s lock"
+            )
+
+    def half_created_batch(self, batch: _Batch) -> None:
+        path, age = t.batch_path(batch.id), self.age(batch.stat)
+        head = f"Batch {batch.id} has no status node"
+        uuids = [u for u, n in self.tree.uuids.items() if n[0].decode(errors="replace") == batch.id]
+        named = self.jobs_by_batch.get(batch.id, []) + uuids
+        if batch.children or named:
+            holds = f"it holds {', '.join(sorted(batch.children))}" if batch.children else ""
+            names = f"{', '.join(sorted(named))} name(s) it" if named else ""
+            self.add(
+                "half-created-batch",
+                path,
+                f"{head}, but {' and '.join(x for x in (holds, names) if x)}; it may carry a "
+                "depositor's submission, so it is left for a person to judge.",
+            )
+        elif age < self.grace:
+            self.add("half-created-batch", path, self._young(head, age))
+        else:
+            version = batch.stat.version
+            self.add(
+                "half-created-batch",
+                path,
+                f"{head}: its creation was interrupted {_age(age)} ago and it is empty.",
+                f"remove the empty node {path}",
+                lambda: [("delete", path, version)],
+            )
+
+    def _young(self, head: str, age: float) -> str:
+        return (
+            f"{head}; it was created {_age(age)} ago, within the grace period of "
+            f"{_age(self.grace)}, and may still be being created, so it is only reported. "
+            "Check again later."
+        )
+
+    def not_acquired(self, batch: _Batch) -> None:
+        states, version = t.batch_states(batch.id), batch.version("status")
+        self.add(
+            "batch-not-acquired",
+            t.batch_path(batch.id),
+            f"Batch {batch.id} is {batch.status} but has no states node, as if it had never "
+            "been acquired; its jobs' references have nowhere to live.",
+            f"create {states}",
+            lambda: [("check", t.batch_node(batch.id, "status"), version), ("create", states, b"")],
+        )
+
+    # --- jobs --------------------------------------------------------------
+
+    def check_job(self, job: _Job) -> None:
+        path = t.job_path(job.id)
+        if not job.has_status:
+            self.half_created_job(job)
+            return
+        if job.problem:
+            self.add("bad-status", path, f"Job {job.id}: {job.problem}; it is left as it is.")
+            return
+        if job.node("lock"):
+            self.job_lock(job)
+        if self.orphan(job):
+            return
+        if job.priority_problem:
+            self.add("bad-data", path, f"Job {job.id}: {job.priority_problem}.")
+        else:
+            self.check_index(job)
+        self.check_refs(job)
+
+    def half_created_job(self, job: _Job) -> None:
+        age = self.age(job.stat)
+        head = f"Job {job.id} has no status node"
+        extra = [c for c in job.children if c not in SHELL_JOB_CHILDREN]
+        if extra:
+            self.add(
+                "half-created-job",
+                t.job_path(job.id),
+                f"{head}, but it holds {', '.join(sorted(extra))}, which may be a depositor's "
+                "data or a worker's lock, so it is left for a person to judge.",
+            )
+        elif age < self.grace:
+            self.add("half-created-job", t.job_path(job.id), self._young(head, age))
+        else:
+            ops = [("delete", t.job_node(job.id, c), self._version(job, c)) for c in job.children]
+            ops.append(("delete", t.job_path(job.id), job.stat.version))
+            held = f" (it holds only {', '.join(sorted(job.children))})" if job.children else ""
+            self.add(
+                "half-created-job",
+                t.job_path(job.id),
+                f"{head}: its creation was interrupted {_age(age)} ago and it holds no data{held}.",
+                f"remove the empty job {t.job_path(job.id)}",
+                lambda: ops,
+            )
+
+    def orphan(self, job: _Job) -> bool:
+        """Report a job whose batch is gone; True when its removal covers every other check."""
+        batch = self.tree.batches.get(job.bid) if job.bid else None
+        if batch is not None and batch.has_status:
+            return False
+        if not job.bid:
+            why = "has no batch id"
+        else:
+            gone = "does not exist" if batch is None else "is only half-created"
+            why = f"names batch {job.bid}, which {gone}"
+        path = t.job_path(job.id)
+        if job.status not in REMOVABLE or "lock" in job.children:
+            held = " and is locked" if "lock" in job.children else ""
+            self.add(
+                "orphan-job",
+                path,
+                f"Job {job.id} is {job.status}{held} and {why}; an administrator decides "
+                "whether to fail, delete or re-attach it.",
+            )
+            return False
+        entries = self.index_by_jid.get(job.id, []) + [
+            p for _, p in self.refs_by_jid.get(job.id, [])
+        ]
+        ops = [("delete", t.job_node(job.id, c), self._version(job, c)) for c in job.children]
+        ops += [("delete", path, -1)] + [("delete", p, -1) for p in entries]
+        self.add(
+            "orphan-job",
+            path,
+            f"Job {job.id} is {job.status} and {why}; "
+            "cleanup would have removed it with its batch.",
+            f"remove job {job.id} with its {len(entries)} index entry and reference node(s)",
+            lambda: ops,
+        )
+        return True
+
+    @staticmethod
+    def _version(item: _Item, name: str) -> int:
+        return item.version(name) if name in item.nodes else -1
+
+    def _job_guard(self, job: _Job, *names: str) -> list[Op]:
+        """Checks that the job's status (and the named nodes) are still as read."""
+        return [
+            ("check", t.job_node(job.id, n), job.version(n))
+            for n in ("status", *names)
+            if job.node(n)
+        ]
+
+    def check_index(self, job: _Job) -> None:
+        right = t.job_index(job.status, job.priority, job.id)
+        entries = self.index_by_jid.get(job.id, [])
+        wrong = sorted(p for p in entries if p != right)
+        has_right = right in entries
+        if has_right and not wrong:
+            return
+        group: list[Finding] = []
+        state = f"{job.status} with priority {job.priority:02d}"
+        if not has_right:
+            group.append(
+                self.add(
+                    "missing-index",
+                    right,
+                    f"Job {job.id} is {state} but has no entry in the {job.status} queue, "
+                    "so no worker will pick it up.",
+                    f"create {right}",
+                )
+            )
+        for p in wrong:
+            if has_right:
+                kind = "duplicate-index"
+                reason = (
+                    f"Job {job.id} is indexed {len(entries)} times; only {right} matches ({state})."
+                )
+            else:
+                kind = "stale-index"
+                reason = f"Index entry {p} names job {job.id}, which is {state}."
+            group.append(self.add(kind, p, reason, f"delete {p}"))
+        ops = self._job_guard(job, "priority")
+        ops += [] if has_right else [("create", right, b"")]
+        ops += [("delete", p, -1) for p in wrong]
+        self.plans.append((group, lambda: ops))
+
+    def check_refs(self, job: _Job) -> None:
+        refs = self.refs_by_jid.get(job.id, [])
+        for bid, p in refs:
+            if bid != job.bid:
+                self.add(
+                    "stale-batch-ref",
+                    p,
+                    f"Batch {bid} references job {job.id}, which belongs to "
+                    f"{'batch ' + job.bid if job.bid else 'no batch'}.",
+                    f"delete {p}",
+                    lambda p=p: [*self._job_guard(job, "bid"), ("delete", p, -1)],
+                )
+        batch = self.tree.batches.get(job.bid) if job.bid else None
+        if batch is None or not batch.has_status:
+            return
+        own = sorted(p for bid, p in refs if bid == job.bid)
+        right = t.batch_job_ref(job.bid, job.status, job.id)
+        wrong = [p for p in own if p != right]
+        if right in own and not wrong:
+            return
+        group: list[Finding] = []
+        home = batch_dir_for(job.status)
+        if right not in own:
+            group.append(
+                self.add(
+                    "missing-batch-ref",
+                    right,
+                    f"Job {job.id} is {job.status} but batch {job.bid} has no reference to it "
+                    f"under {home}, so the batch miscounts its jobs.",
+                    f"create {right}",
+                )
+            )
+        for p in wrong:
+            where = p.rsplit("/", 2)[1]
+            group.append(
+                self.add(
+                    "wrong-batch-dir",
+                    p,
+                    f"Job {job.id} is {job.status}, so batch {job.bid} should reference it under "
+                    f"{home}, not under {where}.",
+                    f"delete {p}" + ("" if right in own else f" (after creating {right})"),
+                )
+            )
+        self.plans.append((group, lambda: self._ref_ops(job, right, right in own, wrong)))
+
+    def _ref_ops(self, job: _Job, right: str, has_right: bool, wrong: list[str]) -> list[Op]:
+        ops = self._job_guard(job, "bid") + [("check", t.batch_node(job.bid, "status"), -1)]
+        if not has_right:
+            states = t.batch_states(job.bid)
+            parent = right.rsplit("/", 1)[0]
+            ops += [("create", p, b"") for p in (states, parent) if not _exists(self.client, p)]
+            ops.append(("create", right, b""))
+        return ops + [("delete", p, -1) for p in wrong]
+
+    # --- stray entries -----------------------------------------------------
+
+    def check_stray_index(self) -> None:
+        for d, names in sorted(self.tree.index.items()):
+            for name in sorted(names):
+                path = f"{t.JOB_STATES}/{d}/{name}"
+                parsed = t.parse_index_name(name)
+                if parsed is None:
+                    self.add(
+                        "foreign-index",
+                        path,
+                        f"{name!r} in the {d} queue is not a priority and job id "
+                        "(NN-jidNNNNNNNNNN); workers skip it. The queue did not write it.",
+                    )
+                elif not self._live(parsed[1]):
+                    self.stray("stale-index", path, parsed[1], f"Index entry {path}")
+
+    def check_stray_refs(self) -> None:
+        for batch in sorted(self._live_batches(), key=lambda b: b.id):
+            for d, names in sorted(batch.refs.items()):
+                for name in sorted(names):
+                    path = f"{t.batch_job_dir(batch.id, d)}/{name}"
+                    if not t.is_job_id(name):
+                        self.add(
+                            "stale-batch-ref",
+                            path,
+                            f"Batch {batch.id} has {name!r} under {d}, which is not a job id.",
+                            f"delete {path}",
+                            lambda path=path: [("delete", path, -1)],
+                        )
+                    elif not self._live(name):
+                        self.stray(
+                            "stale-batch-ref", path, name, f"Batch {batch.id}'s reference {path}"
+                        )
+
+    def _live(self, jid: str) -> bool:
+        job = self.tree.jobs.get(jid)
+        return job is not None and job.has_status
+
+    def stray(self, kind: str, path: str, jid: str, what: str) -> None:
+        """An entry naming a job that does not exist (or is only half-created)."""
+        shell = self.tree.jobs.get(jid)
+        if shell is not None and self.age(shell.stat) < self.grace:
+            head = f"{what} names job {jid}, which has no status node yet"
+            self.add(kind, path, self._young(head, self.age(shell.stat)))
+            return
+        state = "which is only half-created" if shell else "which does not exist"
+        self.add(
+            kind,
+            path,
+            f"{what} names job {jid}, {state}.",
+            f"delete {path}",
+            lambda: self._absent_ops(
+                t.job_node(jid, "status"), f"job {jid}", [("delete", path, -1)]
+            ),
+        )
+
+    def _absent_ops(self, must_be_absent: str | None, what: str, ops: list[Op]) -> list[Op]:
+        # ZooKeeper cannot check absence inside a multi; ids are never reused, so a
+        # fresh look right before the delete is enough.
+        if must_be_absent and _exists(self.client, must_be_absent):
+            raise RepairFailed(f"{what} exists now; run the check again")
+        return ops
+
+    # --- batch uuids -------------------------------------------------------
+
+    def check_uuids(self) -> None:
+        for uuid, node in sorted(self.tree.uuids.items()):
+            self.check_uuid(uuid, node)
+        for batch in sorted(self._live_batches(), key=lambda b: b.id):
+            if batch.uuid and not batch.problem:
+                self.missing_uuid(batch)
+
+    def check_uuid(self, uuid: str, node: Node) -> None:
+        path = f"{t.BATCH_UUIDS}/{uuid}"
+        bid = node[0].decode(errors="replace")
+        batch = self.tree.batches.get(bid)
+        delete = ("delete", path, node[1].version)
+        if batch is None:
+            self.add(
+                "dangling-uuid",
+                path,
+                f"batchID {uuid} points at batch {bid or '(empty)'}, which does not exist.",
+                f"delete {path}",
+                lambda: self._absent_ops(
+                    t.batch_path(bid) if bid else None, f"batch {bid}", [delete]
+                ),
+            )
+        elif batch.has_status and not batch.submission_problem and batch.uuid != uuid:
+            self.add(
+                "dangling-uuid",
+                path,
+                f"batchID {uuid} points at batch {bid}, whose submission has batchID "
+                f"{batch.uuid or '(none)'}.",
+                f"delete {path}",
+                lambda: [self._submission_guard(batch), delete],
+            )
+
+    @staticmethod
+    def _submission_guard(batch: _Batch) -> Op:
+        name = "submission" if batch.node("submission") else "status"
+        return ("check", t.batch_node(batch.id, name), batch.version(name))
+
+    def missing_uuid(self, batch: _Batch) -> None:
+        uuid, bid = batch.uuid, batch.id
+        try:
+            path = t.batch_uuid_path(uuid)
+        except InvalidData as e:
+            self.add("missing-uuid", t.batch_path(bid), f"Batch {bid}: {e}; it has no uuid entry.")
+            return
+        node = self.tree.uuids.get(uuid)
+        owner = node[0].decode(errors="replace") if node else None
+        if owner == bid:
+            return
+        other = self.tree.batches.get(owner) if owner else None
+        if other is not None and other.has_status and other.uuid == uuid:
+            self.add(
+                "missing-uuid",
+                t.batch_path(bid),
+                f"Batch {bid} has batchID {uuid}, but so does batch {owner}, which the uuid entry "
+                "names: two batches share one batchID.",
+            )
+            return
+        after = " once the dangling entry is removed" if node else ""
+        self.add(
+            "missing-uuid",
+            t.batch_path(bid),
+            f"Batch {bid} has batchID {uuid} but {path} does not name it, so a resubmission "
+            "would not be recognised as a duplicate.",
+            f"create {path} -> {bid}{after}",
+            lambda: [self._submission_guard(batch), ("create", path, t.encode_str(bid))],
+        )
+
+    # --- locks -------------------------------------------------------------
+
+    def job_lock(self, job: _Job) -> None:
+        path, node = t.job_node(job.id, "lock"), job.node("lock")
+        if job.status in FINISHED_JOB:
+            self.add(
+                "lock-on-finished",
+                path,
+                f"Job {job.id} is {job.status} but is locked{self._owner(node)}; a worker may "
+                "have died between its last move and releasing the lock.",
+            )
+        self.item_lock(path, node, f"Job {job.id}'s lock")
+
+    def item_lock(self, path: str, node: Node, label: str) -> None:
+        """A lock older than the limit; only a person can tell whether its holder is stuck."""
+        age = self.age(node[1])
+        if age <= self.lock_max_age:
+            return
+        if node[1].ephemeralOwner:
+            reason = (
+                f"{label} was taken {_age(age)} ago{self._owner(node)}; that session is alive, "
+                "so removing the lock would let a second worker in. Find the worker."
+            )
+        else:
+            reason = (
+                f"{label} is persistent and {_age(age)} old: no session end will ever release "
+                "it, and the queue cannot tell whose it is."
+            )
+        self.add("stale-lock", path, reason)
+
+    @staticmethod
+    def _owner(node: Node) -> str:
+        owner = node[1].ephemeralOwner
+        return f" by ZooKeeper session {owner:#x}" if owner else " (persistent lock)"
+
+    def check_lock_dirs(self) -> None:
+        for path, node in sorted(self.tree.locks.items()):
+            age = self.age(node[1])
+            if age <= self.lock_max_age:
+                continue
+            if path.startswith(t.LOCK_STORAGE + "/") and not node[1].ephemeralOwner:
+                self.storage_lock(path, node, age)
+            else:
+                kind, name = path.rsplit("/", 2)[1:]
+                self.item_lock(path, node, f"The {kind} lock {name}")
+
+    def jobs_by_ark_lock(self) -> dict[str, list[_Job]]:
+        """Live jobs by the storage lock name of their ark, read once, when first needed."""
+        if self._by_ark is None:
+            jobs = [
+                j for j in self.tree.jobs.values() if j.has_status and "identifiers" in j.children
+            ]
+            got = _pipelined(self.client, [("get", t.job_node(j.id, "identifiers")) for j in jobs])
+            self._by_ark = defaultdict(list)
+            for job in jobs:
+                ark = _json_field(got[("get", t.job_node(job.id, "identifiers"))], "primary_id")
+                if ark:
+                    self._by_ark[t.lock_name(ark)].append(job)
+        return self._by_ark
+
+    def storage_lock(self, path: str, node: Node, age: float) -> None:
+        name = path.rsplit("/", 1)[1]
+        owner = node[0].decode(errors="replace")
+        related = list(self.jobs_by_ark_lock().get(name, []))
+        job = self.tree.jobs.get(owner)
+        if job is not None and job.has_status and job not in related:
+            related.append(job)
+        storing = [j.id for j in related if j.status == JobStatus.STORING]
+        head = f"Storage lock {name} was taken {_age(age)} ago (owner {owner or 'unknown'})"
+        if storing:
+            self.add(
+                "stale-lock", path, f"{head}; job {', '.join(storing)} is Storing this object."
+            )
+            return
+        guards = [("check", t.job_node(j.id, "status"), j.version("status")) for j in related]
+        self.add(
+            "stale-lock",
+            path,
+            f"{head} and no job is storing this object, so it only blocks the next deposit.",
+            f"delete {path}",
+            lambda: [*guards, ("delete", path, node[1].version)],
+        )
+
+
+def check_tree(
+    store: QueueStore,
+    *,
+    repair: bool = False,
+    lock_max_age: float = 3600,
+    grace: float = 300,
+    now: float | None = None,
+) -> list[Finding]:
+    """Read the whole tree and report what is inconsistent; repair it when asked.
+
+    ``lock_max_age`` and ``grace`` are seconds; ``now`` (epoch seconds) is the
+    time ages are measured against. Findings come sorted by kind, then path.
+    """
+    checker = _Checker(
+        store.client,
+        read_tree(store.client),
+        lock_max_age=lock_max_age,
+        grace=grace,
+        now=time.time() if now is None else now,
+    )
+    checker.run()
+    if repair:
+        checker.repair()
+    return sorted(checker.findings, key=lambda f: (f.kind, f.path))
