@@ -192,7 +192,7 @@ class Dispatcher:
         statuses = self.store.batch_statuses()
         wanted = {b: st.get("status") for b, st in statuses.items()}
         reporting = [b for b, s in wanted.items() if s in REPORT_STATES]
-        processing_dirs = self.store._children_many(
+        processing_dirs = self.store.children_many(
             t.batch_job_dir(b, "batch-processing") for b in reporting
         )
         candidates = [b for b, s in wanted.items() if s == BatchStatus.PENDING]
@@ -220,7 +220,7 @@ class Dispatcher:
         return count
 
     def _locked(self, paths: Iterable[str]) -> list[bool]:
-        return self.store._exists_many(list(paths))
+        return self.store.exists_many(list(paths))
 
     def _enqueue(self, queue: Queue, func: str, args: tuple, job_id: str) -> bool:
         if self.redis.exists(_later_key(job_id)):

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from .errors import ChangedUnderYou, LockLost, NotFound, QueueError
+from .errors import ChangedUnderYou, InvalidData, LockLost, NotFound, QueueError
 from .store import JobRecord, QueueStore
 
 log = logging.getLogger(__name__)
@@ -98,7 +98,11 @@ def run_job_step(
     """
     if respect_pause and store.queue_paused():
         return StepReport(StepResult.PAUSED)
-    job = store.lock_job(jid)
+    try:
+        job = store.lock_job(jid)
+    except InvalidData as e:  # damaged data: nothing to run until check_tree or an admin fixes it
+        log.error("job %s step %s not run: %s", jid, status, e)
+        return StepReport(StepResult.ABANDONED)
     if job is None:
         return StepReport(StepResult.BUSY)
     if job.status != status:

@@ -22,8 +22,11 @@ def zk_config() -> ZkConfig:
     return ZkConfig(hosts=settings.ZK_HOSTS, chroot=settings.ZK_CHROOT, timeout=settings.ZK_TIMEOUT)
 
 
-def get_store() -> QueueStore:
-    """A store over this process's client; a forked child gets a client of its own."""
+def get_store(*, init: bool = True) -> QueueStore:
+    """A store over this process's client; a forked child gets a client of its own.
+
+    ``init=False`` for tools that promise not to write (the consistency check).
+    """
     global _holder
     with _guard:
         config = zk_config()
@@ -33,7 +36,7 @@ def get_store() -> QueueStore:
             _holder = ClientHolder(config)
         client = _holder.get()
         store = QueueStore(client)
-        if client is not _initialised.get(config):
+        if init and client is not _initialised.get(config):
             # A fresh ensemble or chroot has no containers; creating them is idempotent.
             store.init()
             _initialised[config] = client

@@ -214,7 +214,8 @@ class QueueStore:
         except NoNodeError:  # a lazily created directory that does not exist yet is empty
             return []
 
-    def _children_many(self, paths: Iterable[str]) -> dict[str, list[str] | None]:
+    def children_many(self, paths: Iterable[str]) -> dict[str, list[str] | None]:
+        """Children of many nodes in one pipelined round; a missing node gives None."""
         pending = [(p, self.client.get_children_async(p)) for p in paths]
         self.stats["round_trips"] += 1
         out: dict[str, list[str] | None] = {}
@@ -358,10 +359,11 @@ class QueueStore:
         status = got[paths[1]]
         if status is None:
             raise NotFound(f"batch {bid} does not exist")
-        flags = self._exists_many([t.batch_states(bid), t.batch_node(bid, "lock")])
+        flags = self.exists_many([t.batch_states(bid), t.batch_node(bid, "lock")])
         return self._batch_record(bid, got[paths[0]], status, got[paths[2]], *flags)
 
-    def _exists_many(self, paths: list[str]) -> list[bool]:
+    def exists_many(self, paths: list[str]) -> list[bool]:
+        """Whether each node exists, in one pipelined round."""
         pending = [self.client.exists_async(p) for p in paths]
         self.stats["round_trips"] += 1
         return [r.get() is not None for r in pending]
@@ -520,16 +522,16 @@ class QueueStore:
     def finished_batches(self, status: str = BatchStatus.PROCESSING) -> list[str]:
         """Batches in ``status`` whose ``batch-processing`` directory exists and is empty."""
         bids = [b for b, st in self.batch_statuses().items() if st.get("status") == status]
-        dirs = self._children_many(t.batch_job_dir(b, "batch-processing") for b in bids)
+        dirs = self.children_many(t.batch_job_dir(b, "batch-processing") for b in bids)
         return [b for b in bids if dirs[t.batch_job_dir(b, "batch-processing")] == []]
 
     def batch_is_finished(self, bid: str) -> bool:
         path = t.batch_job_dir(bid, "batch-processing")
-        return self._children_many([path])[path] == []
+        return self.children_many([path])[path] == []
 
     def batch_jobs(self, bid: str) -> dict[str, list[str]]:
         """Job ids by batch directory (``batch-processing``, ``batch-completed``, ...)."""
-        got = self._children_many(t.batch_job_dir(bid, d) for d in BATCH_JOB_DIRS)
+        got = self.children_many(t.batch_job_dir(bid, d) for d in BATCH_JOB_DIRS)
         return {d: sorted(got[t.batch_job_dir(bid, d)] or []) for d in BATCH_JOB_DIRS}
 
     def write_status_report(self, bid: str, failed: list[str], successful: list[str]) -> dict:
@@ -680,6 +682,13 @@ class QueueStore:
             node = got[t.job_node(jid, name)]
             return node[0] if node else None
 
+        try:
+            return self._job_record(jid, status, value, locked)
+        except (ValueError, TypeError, AttributeError) as e:
+            raise InvalidData(f"job {jid} has unreadable data ({e}); run check_tree") from None
+
+    @staticmethod
+    def _job_record(jid, status, value, locked) -> JobRecord:
         st = t.decode_json(status[0]) or {}
         return JobRecord(
             jid=jid,
@@ -715,7 +724,11 @@ class QueueStore:
         another status is skipped (and left for the consistency check).
         """
         for priority, jid in self.jobs_in_state(status):
-            job = self.lock_job(jid)
+            try:
+                job = self.lock_job(jid)
+            except InvalidData as e:  # leave a damaged job to check_tree, serve the others
+                log.error("skipping %s: %s", jid, e)
+                continue
             if job is None:
                 continue
             if job.status == status and job.priority == priority:
@@ -735,6 +748,9 @@ class QueueStore:
         except NotFound:
             self._unlock(t.job_node(jid, "lock"))
             return None
+        except BaseException:
+            self._unlock(t.job_node(jid, "lock"))
+            raise
 
     def unlock_job(self, job: JobRecord | str) -> None:
         jid = job if isinstance(job, str) else job.jid

@@ -539,3 +539,21 @@ def test_reading_never_writes(store, zk, batch):
     store.held_collections()
     list(store.locks())
     assert listing(zk) == before
+
+
+def test_a_job_with_unreadable_data_is_skipped_and_its_lock_released(store, zk, batch):
+    broken = store.create_job(batch, {}, priority=1)
+    fine = store.create_job(batch, {}, priority=5)
+    zk.set(t.job_node(broken, "priority"), b"high")
+    with pytest.raises(InvalidData, match=f"job {broken} has unreadable data"):
+        store.get_job(broken)
+    assert store.acquire_job("Pending").jid == fine
+    assert not zk.exists(t.job_node(broken, "lock"))
+
+
+def test_a_job_whose_earlier_run_died_while_storing_takes_its_storage_lock_back(store, make_store):
+    assert store.lock_storage("ark:/1/a", owner="jid0000000001")
+    other = make_store()
+    assert other.lock_storage("ark:/1/a", owner="jid0000000001")
+    assert not other.lock_storage("ark:/1/a", owner="jid0000000002")
+    assert not other.lock_storage("ark:/1/a")
