@@ -9,6 +9,8 @@ from django.conf import settings
 from django.core.validators import MaxValueValidator, RegexValidator
 from django.db import models
 
+from merritt_queue.states import BatchStatus
+
 mnemonic_validator = RegexValidator(
     r"^[a-z0-9][a-z0-9_-]{0,99}$",
     "Use lower-case letters, digits, '-' and '_' (the collection's mnemonic).",
@@ -81,3 +83,60 @@ class ApiToken(models.Model):
     @classmethod
     def lookup(cls, key: str) -> ApiToken | None:
         return cls.objects.filter(key_hash=_hash(key), revoked=False).select_related("user").first()
+
+
+# --- the mirror: read models filled by the reconciler, never written by views -----------
+
+BATCH_STATUS_CHOICES = [(s.value, s.value) for s in BatchStatus]
+
+
+class Batch(models.Model):
+    """A batch as last read from ZooKeeper (``/batches/BID``)."""
+
+    bid = models.CharField(max_length=20, unique=True)
+    uuid = models.CharField("batchID", max_length=100, blank=True, db_index=True)
+    collection = models.CharField(max_length=100, blank=True, db_index=True)
+    profile = models.CharField(max_length=100, blank=True)
+    submitter = models.CharField(max_length=255, blank=True, db_index=True)
+    type = models.CharField(max_length=40, blank=True)
+    title = models.TextField(blank=True)
+    submitted = models.DateTimeField(null=True, db_index=True)
+    status = models.CharField(max_length=20, choices=BATCH_STATUS_CHOICES, db_index=True)
+    message = models.TextField(blank=True)
+    last_modified = models.DateTimeField(null=True, db_index=True)
+    submission = models.JSONField(default=dict)
+    status_report = models.JSONField(null=True)
+    acquired = models.BooleanField(default=False)
+    locked = models.BooleanField(default=False)
+    # Jobs per status, kept by the reconciler so the list needs no per-row count query.
+    job_counts = models.JSONField(default=dict)
+    job_total = models.PositiveIntegerField(default=0)
+    status_version = models.IntegerField(default=-1)
+    read_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-bid"]
+        indexes = [
+            models.Index(fields=["status", "-bid"]),
+            models.Index(fields=["collection", "-bid"]),
+        ]
+
+    def __str__(self) -> str:
+        return self.bid
+
+
+class Collection(models.Model):
+    """A collection and its hold (``/locks/collections/<mnemonic>``)."""
+
+    mnemonic = models.CharField(max_length=100, unique=True)
+    held = models.BooleanField(default=False, db_index=True)
+    held_by = models.CharField(max_length=150, blank=True)
+    held_reason = models.TextField(blank=True)
+    held_at = models.DateTimeField(null=True)
+    read_at = models.DateTimeField(null=True)
+
+    class Meta:
+        ordering = ["mnemonic"]
+
+    def __str__(self) -> str:
+        return self.mnemonic

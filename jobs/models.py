@@ -1,1 +1,88 @@
-from django.db import models  # noqa: F401
+"""The job mirror: read models filled by the reconciler from ZooKeeper, never by views."""
+
+from django.db import models
+
+from merritt_queue.states import JobStatus
+
+JOB_STATUS_CHOICES = [(s.value, s.value) for s in JobStatus]
+
+
+class Job(models.Model):
+    """A job as last read from ZooKeeper (``/jobs/JID``)."""
+
+    jid = models.CharField(max_length=20, unique=True)
+    # No database constraint: the reconciler may see a job before its batch.
+    batch = models.ForeignKey(
+        "batches.Batch",
+        to_field="bid",
+        db_column="bid",
+        db_constraint=False,
+        null=True,
+        on_delete=models.DO_NOTHING,
+        related_name="jobs",
+    )
+    collection = models.CharField(max_length=100, blank=True, db_index=True)
+    profile = models.CharField(max_length=100, blank=True)
+    submitter = models.CharField(max_length=255, blank=True, db_index=True)
+    status = models.CharField(max_length=20, choices=JOB_STATUS_CHOICES)
+    last_successful_status = models.CharField(max_length=20, blank=True, db_index=True)
+    retry_count = models.PositiveIntegerField(default=0)
+    priority = models.PositiveSmallIntegerField(default=5)
+    space_needed = models.BigIntegerField(default=0)
+    local_id = models.CharField(max_length=255, blank=True, db_index=True)
+    ark = models.CharField(max_length=255, blank=True, db_index=True)
+    title = models.TextField(blank=True)
+    message = models.TextField(blank=True)
+    last_modified = models.DateTimeField(null=True, db_index=True)
+    configuration = models.JSONField(default=dict)
+    identifiers = models.JSONField(null=True)
+    metadata = models.JSONField(null=True)
+    inventory = models.JSONField(null=True)
+    store = models.JSONField(null=True)
+    locked = models.BooleanField(default=False)
+    status_version = models.IntegerField(default=-1)
+    read_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-jid"]
+        indexes = [
+            models.Index(fields=["status", "-jid"]),
+            models.Index(fields=["status", "priority", "jid"]),
+            models.Index(fields=["collection", "-jid"]),
+            models.Index(fields=["batch", "-jid"]),
+            models.Index(fields=["status", "last_successful_status"]),
+        ]
+
+    def __str__(self) -> str:
+        return self.jid
+
+
+class JobEvent(models.Model):
+    """One observed transition of a job: every status the mirror saw it take."""
+
+    jid = models.CharField(max_length=20, db_index=True)
+    bid = models.CharField(max_length=20, blank=True, db_index=True)
+    from_status = models.CharField(max_length=20, blank=True)
+    to_status = models.CharField(max_length=20, db_index=True)
+    at = models.DateTimeField(db_index=True)
+    message = models.TextField(blank=True)
+    retry_count = models.PositiveIntegerField(default=0)
+    # Who or what made it: "worker", "admin:<username>", "reconcile" (seen only afterwards).
+    actor = models.CharField(max_length=150, blank=True)
+    status_version = models.IntegerField(default=-1)
+
+    class Meta:
+        ordering = ["jid", "at", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["jid", "status_version"], name="one_event_per_status_write"
+            )
+        ]
+
+
+class MirrorState(models.Model):
+    """When the mirror was last brought up to date, and how (shown as its freshness)."""
+
+    name = models.CharField(max_length=50, unique=True)
+    at = models.DateTimeField()
+    detail = models.JSONField(default=dict)

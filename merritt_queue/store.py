@@ -162,6 +162,22 @@ class Op:
             tx.check(self.path, self.version)
 
 
+@dataclass(frozen=True)
+class Change:
+    """What a write changed, for listeners such as the Django mirror (write-through).
+
+    ``record`` is the item as written, or None when it was removed or when only a
+    data node changed (the listener re-reads it if it cares).
+    """
+
+    kind: str  # "job" | "batch"
+    id: str
+    old_status: str | None
+    record: JobRecord | BatchRecord | None
+    removed: bool = False
+    actor: str = ""
+
+
 @dataclass
 class ReleaseResult:
     released: list[str] = field(default_factory=list)
@@ -184,9 +200,23 @@ def _is_auto_dir(path: str) -> bool:
 class QueueStore:
     """All reads and writes of the queue tree over one kazoo client."""
 
-    def __init__(self, client: KazooClient):
+    def __init__(self, client: KazooClient, *, actor: str = "", listeners: list | None = None):
         self.client = client
         self.stats: Counter[str] = Counter()
+        # Who is writing ("worker", "admin:<user>"): recorded with each change.
+        self.actor = actor
+        self.listeners: list = list(listeners or [])
+
+    def _changed(self, kind: str, item_id: str, old_status, record=None, removed=False) -> None:
+        """Tell the listeners; a failing listener must never fail or undo the write."""
+        if not self.listeners:
+            return
+        change = Change(kind, item_id, old_status, record, removed, self.actor)
+        for listener in self.listeners:
+            try:
+                listener(change)
+            except Exception:
+                log.exception("change listener failed for %s %s", kind, item_id)
 
     # --- plumbing ------------------------------------------------------------
 
@@ -340,6 +370,7 @@ class QueueStore:
             if winner:
                 return Created(winner, duplicate=True)
             raise
+        self._changed("batch", bid, None)
         return Created(bid)
 
     def _delete_quietly(self, path: str) -> None:
@@ -537,6 +568,7 @@ class QueueStore:
     def write_status_report(self, bid: str, failed: list[str], successful: list[str]) -> dict:
         report = {"last_modified": t.now(), "failed_jobs": failed, "successful_jobs": successful}
         self._put(t.batch_node(bid, "status-report"), t.encode_json(report), f"batch {bid}")
+        self._changed("batch", bid, None)
         return report
 
     def _put(self, path: str, data: bytes, what: str) -> None:
@@ -585,7 +617,7 @@ class QueueStore:
             self._check_session(batch, what)
             ops.append(Op("delete", t.batch_node(batch.bid, "lock")))
         results = self._commit(ops, what)
-        return evolve(
+        moved = evolve(
             batch,
             status=new,
             message=record["message"],
@@ -596,6 +628,8 @@ class QueueStore:
             locked=batch.locked and not release_lock,
             lock_session=None if release_lock else batch.lock_session,
         )
+        self._changed("batch", batch.bid, batch.status, moved)
+        return moved
 
     def unlock_batch(self, batch: BatchRecord | str) -> None:
         bid = batch if isinstance(batch, str) else batch.bid
@@ -666,6 +700,7 @@ class QueueStore:
         except QueueError:
             self._delete_quietly(t.job_path(jid))
             raise
+        self._changed("job", jid, None)
         return jid
 
     def get_job(self, jid: str) -> JobRecord:
@@ -782,7 +817,7 @@ class QueueStore:
             self._check_session(job, what)
             ops.append(Op("delete", t.job_node(job.jid, "lock")))
         results = self._commit(ops, what)
-        return evolve(
+        moved = evolve(
             job,
             status=new,
             last_successful_status=record["last_successful_status"],
@@ -793,6 +828,8 @@ class QueueStore:
             locked=job.locked and not release_lock,
             lock_session=None if release_lock else job.lock_session,
         )
+        self._changed("job", job.jid, job.status, moved)
+        return moved
 
     def _move_ops(self, job: JobRecord, new_index: str, new_status: str) -> list[Op]:
         ops: list[Op] = []
@@ -832,18 +869,21 @@ class QueueStore:
             Op("create", moved.index_path, tolerant=True),
         ]
         self._commit(ops, f"job {job.jid} priority")
+        self._changed("job", job.jid, job.status, moved)
         return moved
 
     def set_space_needed(self, jid: str, space_needed: int) -> None:
         if space_needed < 0:
             raise InvalidData(f"space_needed must not be negative, not {space_needed}")
         self._put(t.job_node(jid, "space_needed"), t.encode_int(space_needed), f"job {jid}")
+        self._changed("job", jid, None)
 
     def save_job_data(self, jid: str, name: str, value: dict | None) -> None:
         """Write ``identifiers``, ``metadata``, ``inventory`` or ``store`` at once."""
         if name not in t.JOB_OPTIONAL_NODES:
             raise InvalidData(f"{name!r} is not one of {', '.join(t.JOB_OPTIONAL_NODES)}")
         self._put(t.job_node(jid, name), t.encode_json(value), f"job {jid}")
+        self._changed("job", jid, None)
 
     def hold_job(self, jid: str, message: str = "") -> JobRecord:
         return self.transition_job(jid, JobStatus.HELD, message)
@@ -893,6 +933,7 @@ class QueueStore:
         if job.bid:
             ops.append(Op("delete", t.batch_job_ref(job.bid, job.status, jid), tolerant=True))
         self._commit(ops, f"remove job {jid}")
+        self._changed("job", jid, job.status, removed=True)
 
     def purge_batch(self, bid: str) -> list[str]:
         """Remove a Completed or Deleted batch, all its jobs and its uuid entry.
@@ -930,6 +971,7 @@ class QueueStore:
         if batch.uuid and self.find_batch_by_uuid(batch.uuid) == bid:
             ops.append(Op("delete", t.batch_uuid_path(batch.uuid)))
         self._commit(ops, f"remove batch {bid}")
+        self._changed("batch", bid, batch.status, removed=True)
         return removed
 
     def _subtree(self, root: str) -> list[str]:

@@ -557,3 +557,22 @@ def test_a_job_whose_earlier_run_died_while_storing_takes_its_storage_lock_back(
     assert other.lock_storage("ark:/1/a", owner="jid0000000001")
     assert not other.lock_storage("ark:/1/a", owner="jid0000000002")
     assert not other.lock_storage("ark:/1/a")
+
+
+def test_listeners_hear_every_change_with_its_actor_and_cannot_break_a_write(store, batch):
+    heard = []
+    store.actor = "admin:ann"
+    store.listeners += [heard.append, lambda change: 1 / 0]
+    jid = store.create_job(batch, {})
+    store.transition_job(jid, "Held", "asked")
+    store.save_job_data(jid, "metadata", {"erc_what": "x"})
+    store.transition_job(jid, "Deleted")
+    store.purge_job(jid)
+    assert [(c.kind, c.id, c.old_status, c.removed) for c in heard] == [
+        ("job", jid, None, False),
+        ("job", jid, "Pending", False),
+        ("job", jid, None, False),
+        ("job", jid, "Held", False),
+        ("job", jid, "Deleted", True),
+    ]
+    assert heard[1].record.status == "Held" and {c.actor for c in heard} == {"admin:ann"}
