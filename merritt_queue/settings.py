@@ -78,7 +78,12 @@ INSTALLED_APPS = [
     "batches",
     "jobs",
     "inventory",
+    "dashboard",
 ]
+
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "login"
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",

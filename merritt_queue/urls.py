@@ -6,5 +6,8 @@ from . import views
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("healthz", views.healthz, name="healthz"),
+    path("accounts/", include("django.contrib.auth.urls")),
     path("", include("batches.urls")),
+    path("", include("jobs.urls")),
+    path("", include("dashboard.urls")),
 ]
