@@ -59,6 +59,9 @@ MQ_STORAGE = env_str("MQ_STORAGE", "local")
 MQ_STORAGE_ROOT = env_str("MQ_STORAGE_ROOT", str(VAR_DIR / "storage"))
 MERRITT_STORAGE_URL = env_str("MERRITT_STORAGE_URL", "")
 MERRITT_STORAGE_NODE = env_str("MERRITT_STORAGE_NODE", "")
+# Merritt storage fetches each file itself: the URL at which MQ_WORK_DIR is served to it
+# (e.g. https://ingest.example.org/work/). Needed when MQ_STORAGE is merritt.
+MERRITT_STORAGE_FILE_URL = env_str("MERRITT_STORAGE_FILE_URL", "")
 
 # Dispatcher: how many RQ jobs may wait per state, and the safety-net sweep period.
 MQ_DISPATCH_AHEAD = env_int("MQ_DISPATCH_AHEAD", 20)
@@ -79,6 +82,7 @@ INSTALLED_APPS = [
     "jobs",
     "inventory",
     "dashboard",
+    "steering",
 ]
 
 LOGIN_URL = "login"

@@ -885,6 +885,39 @@ class QueueStore:
         self._put(t.job_node(jid, name), t.encode_json(value), f"job {jid}")
         self._changed("job", jid, None)
 
+    def force_fail(self, job: JobRecord | str, message: str) -> JobRecord:
+        """Fail a job whatever holds it: its lock and its ARK's storage and inventory locks go too.
+
+        For an admin rescuing a stuck job. The worker that held the lock, if
+        alive, finds the job changed under it and commits nothing.
+        """
+        if isinstance(job, str):
+            job = self.get_job(job)
+        what = f"job {job.jid}"
+        JOB.check_move(job.status, JobStatus.FAILED, what)
+        record = t.job_status_record(
+            JobStatus.FAILED, job.last_successful_status, job.retry_count, message
+        )
+        ops = [Op("set", t.job_node(job.jid, "status"), t.encode_json(record), job.status_version)]
+        ops += self._move_ops(job, t.job_index(JobStatus.FAILED, job.priority, job.jid), "Failed")
+        locks = [t.job_node(job.jid, "lock")]
+        ark = (job.identifiers or {}).get("primary_id")
+        if ark:
+            locks += [t.storage_lock(ark), t.inventory_lock(ark)]
+        ops += [Op("delete", path, tolerant=True) for path in locks]
+        results = self._commit(ops, what)
+        failed = evolve(
+            job,
+            status=JobStatus.FAILED,
+            message=record["message"],
+            last_modified=record["last_modified"],
+            status_version=results[0].version,
+            locked=False,
+            lock_session=None,
+        )
+        self._changed("job", job.jid, job.status, failed)
+        return failed
+
     def hold_job(self, jid: str, message: str = "") -> JobRecord:
         return self.transition_job(jid, JobStatus.HELD, message)
 

@@ -576,3 +576,17 @@ def test_listeners_hear_every_change_with_its_actor_and_cannot_break_a_write(sto
         ("job", jid, "Deleted", True),
     ]
     assert heard[1].record.status == "Held" and {c.actor for c in heard} == {"admin:ann"}
+
+
+def test_force_fail_clears_the_jobs_lock_and_its_arks_object_locks(store, make_store, zk, batch):
+    jid = job_in(store, batch, "Storing")
+    store.save_job_data(jid, "identifiers", {"primary_id": "ark:/1/x", "local_id": []})
+    worker = make_store()
+    held = worker.lock_job(jid)
+    worker.lock_storage("ark:/1/x", owner=jid)
+    failed = store.force_fail(jid, "stuck for 3 days")
+    assert failed.status == "Failed" and failed.last_successful_status == "Processing"
+    assert not zk.exists(t.job_node(jid, "lock")) and not zk.exists("/locks/storage/ark_1_x")
+    with pytest.raises(ChangedUnderYou):
+        worker.succeed_job(held)
+    assert store.resume_job(jid).status == "Storing"

@@ -1,0 +1,62 @@
+"""The audit trail of admin actions, and who may act on which collections."""
+
+from django.conf import settings
+from django.db import models
+
+VIEWER, OPERATOR, ADMINISTRATOR = "viewer", "operator", "administrator"
+
+
+class AdminAction(models.Model):
+    """One action taken by a person: what, on what, why, and how each item fared."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL)
+    username = models.CharField(max_length=150)
+    action = models.CharField(max_length=40, db_index=True)
+    scope = models.CharField(max_length=20)
+    reason = models.TextField()
+    # The list filter behind "all N matching", as a query string, when that was the selection.
+    selection = models.TextField(blank=True)
+    params = models.JSONField(default=dict)
+    started = models.DateTimeField(auto_now_add=True, db_index=True)
+    finished = models.DateTimeField(null=True)
+    total = models.PositiveIntegerField(default=0)
+    done = models.PositiveIntegerField(default=0)
+    skipped = models.PositiveIntegerField(default=0)
+    failed = models.PositiveIntegerField(default=0)
+    # Guards double submits: the confirmation page's token may be executed once.
+    token = models.CharField(max_length=64, unique=True)
+
+    class Meta:
+        ordering = ["-started"]
+
+    def __str__(self) -> str:
+        return f"{self.action} by {self.username}"
+
+
+class AdminActionItem(models.Model):
+    RESULTS = [("done", "done"), ("skipped", "skipped"), ("failed", "failed")]
+
+    admin_action = models.ForeignKey(AdminAction, on_delete=models.CASCADE, related_name="items")
+    item_id = models.CharField(max_length=100, db_index=True)
+    collection = models.CharField(max_length=100, blank=True, db_index=True)
+    before_status = models.CharField(max_length=20, blank=True)
+    after_status = models.CharField(max_length=20, blank=True)
+    before_version = models.IntegerField(null=True)
+    after_version = models.IntegerField(null=True)
+    result = models.CharField(max_length=10, choices=RESULTS)
+    detail = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["admin_action", "id"]
+
+
+class CollectionScope(models.Model):
+    """Limits a person's actions to some collections; no row means every collection."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="scope"
+    )
+    collections = models.JSONField(default=list, help_text='Collection mnemonics, e.g. ["demo"].')
+
+    def __str__(self) -> str:
+        return f"{self.user}: {', '.join(self.collections)}"

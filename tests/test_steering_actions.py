@@ -1,0 +1,278 @@
+"""Admin actions through the service layer: states, permissions, versions, audit."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from django.contrib.auth.models import Group
+from django.core.exceptions import PermissionDenied
+
+from merritt_queue import runtime
+from merritt_queue.states import JOB
+from steering.actions import ACTIONS, Target, execute, plan, steps_again
+from steering.models import AdminAction, CollectionScope
+
+
+@pytest.fixture
+def queue(zk_config, settings, tmp_path, db):
+    settings.ZK_HOSTS, settings.ZK_CHROOT = zk_config.hosts, zk_config.chroot
+    settings.MQ_WORK_DIR = str(tmp_path / "work")
+    runtime.close()
+    store = runtime.get_store()
+    yield store
+    runtime.close()
+
+
+@pytest.fixture
+def people(django_user_model, db):
+    def make(name, *groups):
+        user = django_user_model.objects.create_user(name, password="pw")
+        user.groups.set(Group.objects.filter(name__in=groups))
+        return user
+
+    return {
+        "viewer": make("vera", "viewer"),
+        "operator": make("otto", "operator"),
+        "administrator": make("ada", "administrator"),
+    }
+
+
+def new_batch(store) -> str:
+    bid = store.create_batch({"batchID": uuid.uuid4().hex, "collection": "demo"}).id
+    return bid
+
+
+def job_in(store, status: str, collection: str = "demo") -> str:
+    bid = new_batch(store)
+    jid = store.create_job(bid, {"collection": collection})
+    route, s = [], "Pending"
+    if status in ("Held", "Failed"):
+        route = [status]
+    elif status == "Deleted":
+        route = ["Held", "Deleted"]
+    else:
+        while s != status:
+            s = JOB.success_of(s)
+            route.append(s)
+    for step in route:
+        store.transition_job(jid, step, "broke" if step == "Failed" else "")
+    return jid
+
+
+def run(user, name, store, jid, reason="because", **params):
+    job = store.get_job(jid)
+    return execute(
+        user,
+        ACTIONS[name],
+        [(jid, job.status_version)],
+        reason,
+        token=uuid.uuid4().hex,
+        params=params,
+    )
+
+
+JOB_CASES = [
+    ("job.hold", "Pending", "Held"),
+    ("job.release", "Held", "Pending"),
+    ("job.resume", "Failed", "Pending"),
+    ("job.force_fail", "Downloading", "Failed"),
+    ("job.delete", "Failed", "Deleted"),
+    ("job.delete", "Held", "Deleted"),
+]
+
+
+@pytest.mark.parametrize("name,before,after", JOB_CASES)
+def test_each_job_action_from_a_state_it_applies_to(queue, people, name, before, after):
+    jid = job_in(queue, before)
+    record = run(people["administrator"], name, queue, jid, "librarian asked")
+    item = record.items.get()
+    assert (item.result, item.before_status, item.after_status) == ("done", before, after)
+    job = queue.get_job(jid)
+    assert job.status == after and "ada: librarian asked" in job.message
+
+
+@pytest.mark.parametrize(
+    "name,status",
+    [
+        (n, s)
+        for n, a in ACTIONS.items()
+        if a.scope == "job"
+        for s in JOB.statuses
+        if s not in a.applies_to
+    ],
+)
+def test_each_job_action_is_refused_from_other_states_and_writes_nothing(
+    queue, people, name, status
+):
+    jid = job_in(queue, status)
+    before = queue.get_job(jid)
+    record = run(people["administrator"], name, queue, jid)
+    item = record.items.get()
+    assert item.result == "skipped" and f"it is {status}" in item.detail
+    assert queue.get_job(jid).status_version == before.status_version
+
+
+def test_an_item_changed_since_the_page_was_shown_is_skipped(queue, people):
+    jid = job_in(queue, "Pending")
+    shown = queue.get_job(jid).status_version
+    queue.transition_job(jid, "Estimating")
+    record = execute(people["operator"], ACTIONS["job.hold"], [(jid, shown)], "hold", token="t1")
+    item = record.items.get()
+    assert (
+        item.result == "skipped"
+        and "changed since the page was shown: it is now Estimating" in item.detail
+    )
+    assert queue.get_job(jid).status == "Estimating"
+
+
+def test_a_double_submit_acts_once(queue, people):
+    jid = job_in(queue, "Failed")
+    version = queue.get_job(jid).status_version
+    first = execute(
+        people["operator"], ACTIONS["job.resume"], [(jid, version)], "retry", token="same"
+    )
+    again = execute(
+        people["operator"], ACTIONS["job.resume"], [(jid, version)], "retry", token="same"
+    )
+    assert first.pk == again.pk and AdminAction.objects.count() == 1
+    assert queue.get_job(jid).retry_count == 1
+
+
+@pytest.mark.parametrize(
+    "who,name,allowed",
+    [
+        ("viewer", "job.hold", False),
+        ("operator", "job.hold", True),
+        ("operator", "job.resume", True),
+        ("operator", "job.force_fail", False),
+        ("operator", "job.delete", False),
+        ("operator", "queue.pause", False),
+        ("administrator", "job.force_fail", True),
+        ("administrator", "queue.pause", True),
+    ],
+)
+def test_each_group_can_take_exactly_its_actions(queue, people, who, name, allowed):
+    action = ACTIONS[name]
+    jid = job_in(queue, next(iter(action.applies_to)) if action.applies_to else "Pending")
+    items = (
+        [(jid, queue.get_job(jid).status_version)] if action.scope == "job" else [("ingest", None)]
+    )
+    if allowed:
+        assert execute(people[who], action, items, "ok", token=uuid.uuid4().hex).done == 1
+    else:
+        with pytest.raises(PermissionDenied, match=f"needs the {action.role} role"):
+            execute(people[who], action, items, "no", token=uuid.uuid4().hex)
+        assert AdminAction.objects.count() == 0
+
+
+def test_read_only_turns_every_action_off(queue, people, settings):
+    settings.READ_ONLY = True
+    jid = job_in(queue, "Pending")
+    with pytest.raises(PermissionDenied, match="read-only"):
+        run(people["administrator"], "job.hold", queue, jid)
+    assert queue.get_job(jid).status == "Pending"
+
+
+def test_a_person_limited_to_collections_acts_only_on_those(queue, people):
+    CollectionScope.objects.create(user=people["operator"], collections=["demo"])
+    mine, theirs = job_in(queue, "Pending", "demo"), job_in(queue, "Pending", "other")
+    record = execute(
+        people["operator"],
+        ACTIONS["job.hold"],
+        [(j, queue.get_job(j).status_version) for j in (mine, theirs)],
+        "hold",
+        token="scoped",
+    )
+    results = {i.item_id: (i.result, i.detail) for i in record.items.all()}
+    assert results[mine][0] == "done"
+    assert results[theirs] == ("skipped", "collection other is outside your collections")
+
+
+def test_a_reason_is_required(queue, people):
+    jid = job_in(queue, "Pending")
+    with pytest.raises(ValueError, match="reason is required"):
+        run(people["operator"], "job.hold", queue, jid, reason="  ")
+
+
+def test_the_plan_says_which_items_apply_and_why_not(queue, people):
+    targets = [
+        Target("jid1", "Pending", 0, "demo"),
+        Target("jid2", "Failed", 3, "demo"),
+        Target("jid3", "Pending", 0, "demo", locked=True),
+    ]
+    got = plan(people["operator"], ACTIONS["job.hold"], targets)
+    assert [p.applies for p in got] == [True, False, False]
+    assert "it is Failed; hold applies to Pending" == got[1].why
+    assert "locked" in got[2].why
+
+
+def test_release_warns_when_the_collection_is_still_held(queue, people):
+    queue.hold_collection("demo")
+    (item,) = plan(people["operator"], ACTIONS["job.release"], [Target("jid1", "Held", 0, "demo")])
+    assert item.applies and "collection demo is still on hold" in item.why
+
+
+def test_resume_says_which_steps_run_again(queue):
+    assert steps_again("Provisioning") == [
+        "Downloading",
+        "Processing",
+        "Storing",
+        "Recording",
+        "Notify",
+    ]
+    assert steps_again("Storing", step="Processing")[0] == "Processing"
+
+
+def test_resume_from_an_earlier_step_the_admin_picks(queue, people):
+    jid = job_in(queue, "Storing")
+    queue.fail_job(jid, "storage down")
+    run(people["operator"], "job.resume", queue, jid, step="Downloading")
+    assert queue.get_job(jid).status == "Downloading"
+
+
+def test_force_fail_racing_a_worker_one_wins_and_the_other_is_reported(queue, people, make_store):
+    jid = job_in(queue, "Downloading")
+    worker = make_store()
+    held = worker.lock_job(jid)
+    record = run(people["administrator"], "job.force_fail", queue, jid, "stuck")
+    assert record.done == 1
+    from merritt_queue.errors import ChangedUnderYou
+
+    with pytest.raises(ChangedUnderYou):
+        worker.succeed_job(held)
+    assert queue.get_job(jid).status == "Failed"
+
+
+def test_batch_delete_takes_the_jobs_that_can_go_and_names_the_others(queue, people):
+    bid = new_batch(queue)
+    failed = queue.create_job(bid, {"collection": "demo"})
+    running = queue.create_job(bid, {"collection": "demo"})
+    queue.transition_job(failed, "Failed", "x")
+    queue.transition_job(running, "Estimating")
+    queue.hold_batch(bid)
+    version = queue.get_batch(bid).status_version
+    record = execute(
+        people["administrator"], ACTIONS["batch.delete"], [(bid, version)], "gone", token="bd"
+    )
+    item = record.items.get()
+    assert item.result == "done" and f"{running} (Estimating)" in item.detail
+    assert (
+        queue.get_job(failed).status == "Deleted" and queue.get_job(running).status == "Estimating"
+    )
+
+
+def test_collection_and_queue_actions(queue, people):
+    admin = people["administrator"]
+    execute(admin, ACTIONS["collection.hold"], [("demo", None)], "audit", token="c1")
+    assert queue.collection_held("demo")
+    jid = job_in(queue, "Held")
+    execute(admin, ACTIONS["collection.release"], [("demo", None)], "done", token="c2")
+    record = execute(admin, ACTIONS["collection.release_all"], [("demo", None)], "go", token="c3")
+    assert (
+        "released 1 item(s)" in record.items.get().detail and queue.get_job(jid).status == "Pending"
+    )
+    execute(admin, ACTIONS["queue.pause"], [("ingest", None)], "maintenance", token="q1")
+    assert queue.queue_paused()
+    execute(admin, ACTIONS["queue.resume"], [("ingest", None)], "done", token="q2")
+    assert not queue.queue_paused()
