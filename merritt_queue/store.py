@@ -1024,13 +1024,13 @@ class QueueStore:
 
     # --- holds and locks -----------------------------------------------------
 
-    def _persistent_flag(self, path: str, on: bool) -> bool:
+    def _persistent_flag(self, path: str, on: bool, data: bytes = b"") -> bool:
         """Create or delete a persistent flag node; True when this call changed it."""
         self.stats["round_trips"] += 1
         self.stats["writes"] += 1
         try:
             if on:
-                self.client.create(path, b"")
+                self.client.create(path, data)
             else:
                 self.client.delete(path)
             return True
@@ -1046,8 +1046,20 @@ class QueueStore:
     def queue_paused(self) -> bool:
         return bool(self._exists(t.LOCK_QUEUE_INGEST))
 
-    def hold_collection(self, mnemonic: str) -> bool:
-        return self._persistent_flag(t.collection_lock(mnemonic), True)
+    def hold_collection(self, mnemonic: str, *, by: str = "", reason: str = "") -> bool:
+        """Hold a collection; who and why ride in the lock node's data (MerrittZK ignores it)."""
+        data = t.encode_json({"by": by, "reason": reason, "at": t.now()}) if by or reason else b""
+        return self._persistent_flag(t.collection_lock(mnemonic), True, data)
+
+    def collection_hold(self, mnemonic: str) -> dict | None:
+        """Who held a collection, why and when ({} when not recorded); None when not held."""
+        got = self._get_many([t.collection_lock(mnemonic)])[t.collection_lock(mnemonic)]
+        if got is None:
+            return None
+        try:
+            return t.decode_json(got[0]) or {}
+        except ValueError:  # written by another tool: held, details unknown
+            return {}
 
     def release_collection(self, mnemonic: str) -> bool:
         return self._persistent_flag(t.collection_lock(mnemonic), False)

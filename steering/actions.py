@@ -97,7 +97,11 @@ def _move(target: str, what: str, kind: str = "job"):
 
 def _collection(method: str):
     def run(store: QueueStore, mnemonic, params, note):
-        result = getattr(store, method)(mnemonic)
+        if method == "hold_collection":
+            by, _, reason = note.partition(": ")
+            result = store.hold_collection(mnemonic, by=by, reason=reason)
+        else:
+            result = getattr(store, method)(mnemonic)
         if method == "release_collection_items":
             skipped = "; ".join(f"{k}: {v}" for k, v in result.skipped.items())
             return None, f"released {len(result.released)} item(s)" + (
