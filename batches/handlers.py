@@ -42,6 +42,9 @@ def run_pending(s: Services, bid: str) -> str:
     except (ManifestError, ServiceError, ValueError) as e:
         _fail_unplanned(s, batch, f"no jobs were created: {e}")
         return "failed"
+    except BaseException:
+        _unlock_if_ours(store, batch)  # retried by the next sweep instead of staying locked
+        raise
     store.start_processing(batch, message)
     return "processing"
 
@@ -65,9 +68,12 @@ def create_jobs(s: Services, batch: BatchRecord) -> str:
             identifiers=spec.identifiers,
             metadata=spec.metadata,
         )
+    message = f"{len(specs)} job(s) created at priority {priority}"
     if profile and profile.notify_on_queue:
-        _mail(batch, f"Batch {batch.bid} queued", f"{len(specs)} object(s) were queued for ingest.")
-    return f"{len(specs)} job(s) created at priority {priority}"
+        body = f"{len(specs)} object(s) were queued for ingest."
+        mail_error = _mail(batch, f"Batch {batch.bid} queued", body)
+        message += f"; {mail_error}" if mail_error else ""
+    return message
 
 
 def _manifest(s: Services, batch: BatchRecord):
@@ -116,7 +122,15 @@ def run_report(s: Services, bid: str, status: str) -> str:
     except (LockLost, ChangedUnderYou) as e:
         log.warning("batch %s report abandoned: %s", bid, e)
         return "abandoned"
+    except BaseException:
+        _unlock_if_ours(store, batch)  # retried by the next sweep instead of staying locked
+        raise
     return final.lower()
+
+
+def _unlock_if_ours(store, batch: BatchRecord) -> None:
+    if batch.lock_session is not None and batch.lock_session == store.session_id:
+        store.unlock_batch(batch)
 
 
 def report(s: Services, batch: BatchRecord) -> tuple[str, str]:
@@ -126,10 +140,11 @@ def report(s: Services, batch: BatchRecord) -> tuple[str, str]:
     s.store.write_status_report(batch.bid, failed, done)
     message = f"{len(done)} completed, {len(failed)} failed, {len(deleted)} deleted"
     body = _summary(s, batch, failed, done, deleted, previous)
-    _mail(batch, f"Batch {batch.bid}: {message}", body)
+    mail_error = _mail(batch, f"Batch {batch.bid}: {message}", body)
     callback_error = _batch_callback(s, batch, failed, done, deleted)
-    if callback_error:
-        return BatchStatus.FAILED, f"{message}; {callback_error}"
+    errors = [e for e in (mail_error, callback_error) if e]
+    if errors:
+        return BatchStatus.FAILED, "; ".join([message, *errors])
     return (BatchStatus.FAILED if failed else BatchStatus.COMPLETED), message
 
 
@@ -156,10 +171,17 @@ def _recipients(batch: BatchRecord) -> list[str]:
     return (profile.emails if profile else []) or list(submission.get("notification") or [])
 
 
-def _mail(batch: BatchRecord, subject: str, body: str) -> None:
+def _mail(batch: BatchRecord, subject: str, body: str) -> str | None:
+    """E-mail the batch's recipients; why it could not be sent, or None."""
     recipients = _recipients(batch)
-    if recipients:
+    if not recipients:
+        return None
+    try:
         send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, recipients)
+    except OSError as e:  # SMTP errors are OSErrors too: say so instead of leaving it locked
+        log.warning("batch %s: e-mail %r not sent: %s", batch.bid, subject, e)
+        return f"the e-mail to {', '.join(recipients)} could not be sent: {type(e).__name__}: {e}"
+    return None
 
 
 def _batch_callback(s, batch, failed, done, deleted) -> str | None:

@@ -131,16 +131,22 @@ def _payload_files(s: Services, job: JobRecord) -> list[PayloadFile]:
 
 def _object_manifest(s: Services, job: JobRecord):
     """The job's object manifest, fetched once into its working directory."""
+    url = _config(job)["payload_url"]
     path = s.job_dir(job.jid) / OBJECT_MANIFEST
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        s.fetch(_config(job)["payload_url"], path)
-    manifest = parse_manifest(path.read_bytes(), max_bytes=settings.MQ_MAX_MANIFEST_BYTES)
-    if manifest.kind != "object":
-        raise ManifestError(
-            [f"{path.name}: expected an object manifest, got a {manifest.kind} manifest"]
-        )
-    return manifest
+        s.fetch(url, path)
+    try:
+        manifest = parse_manifest(path.read_bytes(), max_bytes=settings.MQ_MAX_MANIFEST_BYTES)
+    except ManifestError as e:  # say which manifest: a batch lists many
+        problems = [f"the object manifest {url} is refused:", *e.problems]
+    else:
+        if manifest.kind == "object":
+            return manifest
+        problems = [f"{url}: expected an object manifest, got a {manifest.kind} manifest"]
+    # Keep only a valid copy: once the depositor fixes the manifest, a resume fetches it again.
+    path.unlink(missing_ok=True)
+    raise ManifestError(problems)
 
 
 def _local_size(url: str) -> int | None:
@@ -371,7 +377,10 @@ def notify(s: Services, job: JobRecord) -> Outcome:
     config = _config(job)
     profile = Profile.objects.filter(name=config.get("profile")).first()
     if profile and profile.callback_url:
-        s.notifier.notify(profile.callback_url, _callback_payload(job))
+        # The same key on every run of this step: a receiver can drop a repeated notification.
+        s.notifier.notify(
+            profile.callback_url, _callback_payload(job), idempotency_key=f"{job.jid}:notify"
+        )
     shutil.rmtree(s.job_dir(job.jid), ignore_errors=True)
     note = (
         f"callback {profile.callback_url} answered"

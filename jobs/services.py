@@ -6,7 +6,7 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 from urllib.request import url2pathname
 
 from django.conf import settings
@@ -99,5 +99,24 @@ def _minter():
 
 def _storage():
     if settings.MQ_STORAGE == "merritt":
-        return MerrittStorageClient(settings.MERRITT_STORAGE_URL, settings.MERRITT_STORAGE_NODE)
+        return MerrittStorageClient(
+            settings.MERRITT_STORAGE_URL,
+            settings.MERRITT_STORAGE_NODE,
+            file_url=_work_file_url(Path(settings.MQ_WORK_DIR), settings.MERRITT_STORAGE_FILE_URL),
+        )
     return LocalStorage(Path(settings.MQ_STORAGE_ROOT))
+
+
+def _work_file_url(work_root: Path, base_url: str):
+    """Where Merritt storage fetches a file of the working directory (it pulls files itself)."""
+
+    def file_url(path: Path) -> str:
+        if not base_url:
+            raise ServiceError(
+                "MQ_STORAGE is merritt but MERRITT_STORAGE_FILE_URL is not set, so storage "
+                "cannot fetch the files: set it to the URL that serves MQ_WORK_DIR"
+            )
+        relative = Path(path).resolve().relative_to(work_root.resolve())
+        return f"{base_url.rstrip('/')}/{quote(relative.as_posix())}"
+
+    return file_url

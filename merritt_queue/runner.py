@@ -119,8 +119,9 @@ def run_job_step(
 
 def commit(store: QueueStore, job: JobRecord, outcome: Outcome) -> tuple:
     if outcome.action == "later":
-        store.unlock_job(job)
-        return StepResult.DEFERRED, outcome, job
+        # The librarian sees why the job waits; the lock goes in the same write.
+        waiting = store.note_job(outcome.job or job, outcome.message, release_lock=True)
+        return StepResult.DEFERRED, outcome, waiting
     # Handlers may have written data nodes, never the status: the version still holds.
     job = outcome.job or job
     if outcome.action == "success":

@@ -66,6 +66,9 @@ MERRITT_STORAGE_FILE_URL = env_str("MERRITT_STORAGE_FILE_URL", "")
 # Dispatcher: how many RQ jobs may wait per state, and the safety-net sweep period.
 MQ_DISPATCH_AHEAD = env_int("MQ_DISPATCH_AHEAD", 20)
 MQ_SWEEP_SECONDS = env_float("MQ_SWEEP_SECONDS", 10.0)
+# An RQ job "started" this many seconds ago whose item holds no ZooKeeper lock is taken as
+# dead (its worker was killed) and enqueued again; a needless repeat is harmless.
+MQ_STARTED_GRACE_SECONDS = env_float("MQ_STARTED_GRACE_SECONDS", 60.0)
 
 INSTALLED_APPS = [
     "django.contrib.admin",

@@ -831,6 +831,32 @@ class QueueStore:
         self._changed("job", job.jid, job.status, moved)
         return moved
 
+    def note_job(self, job: JobRecord, message: str, *, release_lock: bool = False) -> JobRecord:
+        """Replace the message of a job that stays where it is (e.g. waiting for disk space).
+
+        Not a move: the status, index entries and ``last_successful_status`` stay;
+        the write is checked on the status version and may drop the lock with it.
+        """
+        what = f"job {job.jid}"
+        record = t.job_status_record(
+            job.status, job.last_successful_status, job.retry_count, message
+        )
+        ops = [Op("set", t.job_node(job.jid, "status"), t.encode_json(record), job.status_version)]
+        if release_lock:
+            self._check_session(job, what)
+            ops.append(Op("delete", t.job_node(job.jid, "lock")))
+        results = self._commit(ops, what)
+        noted = evolve(
+            job,
+            message=record["message"],
+            last_modified=record["last_modified"],
+            status_version=results[0].version,
+            locked=job.locked and not release_lock,
+            lock_session=None if release_lock else job.lock_session,
+        )
+        self._changed("job", job.jid, job.status, noted)
+        return noted
+
     def _move_ops(self, job: JobRecord, new_index: str, new_status: str) -> list[Op]:
         ops: list[Op] = []
         old_index = job.index_path

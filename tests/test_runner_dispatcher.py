@@ -170,3 +170,13 @@ def test_a_watch_wakes_the_dispatcher_when_a_job_arrives(store, redis, batch):
     assert disp.wake.wait(5), "no watch event for a new pending job"
     assert disp.sweep_dirty() == 1
     disp.stop.set()
+
+
+def test_a_waiting_step_tells_why_without_moving_the_job(store, zk, batch):
+    jid = store.create_job(batch, {})
+    before = store.get_job(jid)
+    run_job_step(store, jid, "Pending", lambda job: Outcome.later("waiting for disk space", 1))
+    job = store.get_job(jid)
+    assert (job.status, job.message, job.locked) == ("Pending", "waiting for disk space", False)
+    assert job.status_version == before.status_version + 1
+    assert zk.get_children("/jobs/states/pending") == [f"05-{jid}"]

@@ -71,7 +71,7 @@ def test_store_writes_version_one(store, source):
         n: (len(d), digests(d)) for n, d in FILES.items()
     }
     version_dir = store.root / escape_ark(ARK) / "v1"
-    assert (version_dir / "producer" / "sub" / "b.bin").read_bytes() == FILES["sub/b.bin"]
+    assert (version_dir / "sub" / "b.bin").read_bytes() == FILES["sub/b.bin"]
     manifest = json.loads((version_dir / "manifest.json").read_text())
     assert manifest["token"] == "job-1" and manifest["ark"] == ARK and manifest["created"]
     assert store.get_version(ARK, 1) == stored
@@ -88,7 +88,7 @@ def test_versions_are_numbered_in_order(store, source):
 def test_explicit_file_list_names_the_stored_files(store, source):
     stored = store.store_version(ARK, source, [("renamed/alpha.txt", Path("a.txt"))], token="job-1")
     assert [f.name for f in stored.files] == ["renamed/alpha.txt"]
-    path = store.root / escape_ark(ARK) / "v1" / "producer" / "renamed" / "alpha.txt"
+    path = store.root / escape_ark(ARK) / "v1" / "renamed" / "alpha.txt"
     assert path.read_bytes() == FILES["a.txt"]
 
 

@@ -13,8 +13,8 @@ Guarantees of ``LocalStorage``:
 - When a manifest is given, every file it lists must be stored with the listed size and
   digests, checked on the copy before publishing; otherwise ``StorageError`` and nothing is
   left behind.
-- Names are relative POSIX paths under ``producer/``; absolute names, ``..``, symlinks and
-  duplicates are refused.
+- Names are relative POSIX paths inside the version (Merritt's ``producer/...`` and
+  ``system/...``); absolute names, ``..``, symlinks, duplicates and ``manifest.json`` are refused.
 
 Manifest entries are dicts: ``{"name": "dir/file.txt", "size": 123 (optional),
 "digests": {"sha256": "...", "md5": "..."} (optional; algorithm names such as ``SHA-256``
@@ -109,6 +109,8 @@ def check_name(name: str) -> str:
     """A stored file name must be a plain relative path; returns it normalised."""
     if "\0" in name or any(part in ("", ".", "..") for part in name.split("/")):
         raise StorageError(f"file name {name!r} is not a plain relative path; refused")
+    if name == "manifest.json":  # the version's own manifest lives there
+        raise StorageError("file name 'manifest.json' is reserved at the top of a version")
     return name
 
 
@@ -287,7 +289,7 @@ class LocalStorage:
         try:
             algorithms = _manifest_algorithms(manifest)
             stored = [
-                self._copy(src, tmp / "producer" / name, name, algorithms) for name, src in sources
+                self._copy(src, tmp / name, name, algorithms) for name, src in sources
             ]
             verify_against_manifest(manifest, stored)
             self._write_manifest(tmp, ark, token, stored)

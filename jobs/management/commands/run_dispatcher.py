@@ -22,7 +22,9 @@ class Command(BaseCommand):
         store = get_store()
         store.init()
         config = DispatcherConfig(
-            ahead=settings.MQ_DISPATCH_AHEAD, sweep_interval=settings.MQ_SWEEP_SECONDS
+            ahead=settings.MQ_DISPATCH_AHEAD,
+            sweep_interval=settings.MQ_SWEEP_SECONDS,
+            started_grace=settings.MQ_STARTED_GRACE_SECONDS,
         )
         dispatcher = Dispatcher(store, django_rq.get_connection("default"), config)
         if opts["once"]:
