@@ -7,7 +7,7 @@ import importlib
 import sys
 from pathlib import Path
 
-PARTS = ["zk"]
+PARTS = ["zk", "pipeline", "download"]
 OUT_DIR = Path(__file__).resolve().parent.parent / "var" / "bench"
 
 

@@ -82,6 +82,20 @@ def timer() -> Iterator[Timer]:
         t.end = time.perf_counter()
 
 
+def env_int(part: str, name: str, default: int) -> int:
+    """The whole number in environment variable ``name`` (at least 1), or ``default`` if unset."""
+    text = os.environ.get(name, "")
+    if not text:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise SystemExit(f"bench {part}: {name}={text!r} is not a whole number") from None
+    if value < 1:
+        raise SystemExit(f"bench {part}: {name} must be at least 1, not {value}")
+    return value
+
+
 def zk_hosts() -> str:
     hosts = os.environ.get("ZK_HOSTS")
     if not hosts:

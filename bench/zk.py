@@ -32,7 +32,7 @@ from merritt_queue import tree as t
 from merritt_queue.states import JobStatus
 from merritt_queue.store import QueueStore
 
-from .common import emit, percentile, summary, timer, zk_store
+from .common import emit, env_int, percentile, summary, timer, zk_store
 
 PART = "zk"
 DEFAULT_N = 2000
@@ -57,25 +57,12 @@ CONFIGURATION = {
 
 
 def run(args) -> None:
-    n = _env_int("BENCH_ZK_N", DEFAULT_N)
+    n = env_int(PART, "BENCH_ZK_N", DEFAULT_N)
     store, cleanup = zk_store(PART)
     try:
         _bench(store, n)
     finally:
         cleanup()
-
-
-def _env_int(name: str, default: int) -> int:
-    text = os.environ.get(name, "")
-    if not text:
-        return default
-    try:
-        value = int(text)
-    except ValueError:
-        raise SystemExit(f"bench {PART}: {name}={text!r} is not a whole number") from None
-    if value < 1:
-        raise SystemExit(f"bench {PART}: {name} must be at least 1, not {value}")
-    return value
 
 
 def _bench(store: QueueStore, n: int) -> None:
@@ -241,6 +228,19 @@ class RawNodes:
                     raise RuntimeError(f"bench {PART}: raw multi on {names[i]} failed: {results!r}")
                 versions[i] = results[0].version
         return tm.elapsed
+
+
+def raw_moves_per_s(client, n: int) -> float:
+    """The baseline alone: ``n`` fresh raw nodes under ``/raw``, each moved once by one multi.
+
+    The same loop as the baseline side of the rounds above (``RawNodes.move``, first step);
+    returns moves per second. Other parts call it to put their figures on the same scale.
+    """
+    raw = RawNodes(client, n)
+    old, new = STEPS[0]
+    payload = t.encode_json(t.job_status_record(new, old))
+    gc.collect()
+    return n / raw.move(0, n, old, new, payload, [])
 
 
 def _locked_steps(store: QueueStore, jids: list[str]) -> None:
