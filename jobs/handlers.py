@@ -265,21 +265,24 @@ def _resolve_ark(
                 f"error:the supplied ARK {primary} disagrees with local id {lid}, which is {bound}"
             )
         primary = primary or bound or ""
+    saved = (job.identifiers or {}).get("primary_id") == primary and bool(primary)
     if not primary:
         primary = _mint(s, job)
         # Saved before anything else uses it, so a retry reuses it instead of minting again.
-        s.store.save_job_data(
-            job.jid, "identifiers", {"primary_id": primary, "local_id": local_ids}
-        )
+        _save_identifiers(s, job, primary, local_ids)
+        saved = True
     for lid in local_ids:
         bound = s.inventory.bind_local_id(collection, lid, primary)
         if bound != primary:
             return f"error:local id {lid} was bound to {bound} meanwhile; not using {primary}"
-    if (job.identifiers or {}).get("primary_id") != primary:
-        s.store.save_job_data(
-            job.jid, "identifiers", {"primary_id": primary, "local_id": local_ids}
-        )
+    if not saved:
+        _save_identifiers(s, job, primary, local_ids)
     return primary
+
+
+def _save_identifiers(s: Services, job: JobRecord, primary: str, local_ids: list[str]) -> None:
+    value = {"primary_id": primary, "local_id": local_ids}
+    s.store.save_job_data(job.jid, "identifiers", value, exists=job.identifiers is not None)
 
 
 def _mint(s: Services, job: JobRecord) -> str:
@@ -310,9 +313,17 @@ def _write_object_files(s: Services, job: JobRecord, ark: str) -> None:
     manifest.write_text(objectfiles.storage_manifest(entries, work), encoding="utf-8")
     mode = _config(job).get("submission_mode", "add")
     s.store.save_job_data(
-        job.jid, "store", {"manifest_url": manifest.as_uri(), "mode": mode, "delete": ""}
+        job.jid,
+        "store",
+        {"manifest_url": manifest.as_uri(), "mode": mode, "delete": ""},
+        exists=job.store is not None,
     )
-    s.store.save_job_data(job.jid, "inventory", {"manifest_url": manifest.as_uri(), "mode": mode})
+    s.store.save_job_data(
+        job.jid,
+        "inventory",
+        {"manifest_url": manifest.as_uri(), "mode": mode},
+        exists=job.inventory is not None,
+    )
 
 
 # --- Storing ---------------------------------------------------------------

@@ -64,7 +64,14 @@ def job_queue_name(status: str) -> str:
 
 
 def all_queue_names() -> list[str]:
-    return [BATCH_PENDING_QUEUE, *(job_queue_name(s) for s in JOB_WORK_STATES), BATCH_REPORT_QUEUE]
+    """Every queue, in the order a worker should serve them: the end of the pipeline first.
+
+    RQ serves the first non-empty queue it is given; draining later states first
+    finishes work already started before taking new work, instead of moving the
+    whole backlog through the states in waves.
+    """
+    later_first = [job_queue_name(s) for s in reversed(JOB_WORK_STATES)]
+    return [BATCH_REPORT_QUEUE, *later_first, BATCH_PENDING_QUEUE]
 
 
 def rq_job_id(kind: str, item_id: str, status: str) -> str:
@@ -173,20 +180,37 @@ class Dispatcher:
         return count + (self.sweep_batches() if "batches" in dirty else 0)
 
     def sweep_job_state(self, status: str) -> int:
+        """Enqueue this state's unlocked jobs, in serving order, up to the look-ahead.
+
+        Jobs already queued are known from one read of the queue and skipped before
+        any other check, so a sweep costs a few round trips, not several per job.
+        """
         queue = Queue(job_queue_name(status), connection=self.redis)
-        budget = self.config.ahead - queue.count
+        queued = set(queue.get_job_ids())
+        budget = self.config.ahead - len(queued)
         if budget <= 0:
             return 0
-        entries = [jid for _, jid in self.store.jobs_in_state(status)]
+        entries = [
+            (jid, rq_job_id("job", jid, status))
+            for _, jid in self.store.jobs_in_state(status)
+            if rq_job_id("job", jid, status) not in queued
+        ]
         count = 0
         for chunk in _chunks(entries, max(budget * 2, 50)):
-            locks = self._locked(t.job_node(j, "lock") for j in chunk)
-            for jid in (j for j, locked in zip(chunk, locks, strict=True) if not locked):
+            locks = self._locked(t.job_node(jid, "lock") for jid, _ in chunk)
+            free = [e for e, locked in zip(chunk, locks, strict=True) if not locked]
+            for (jid, job_id), waiting in zip(
+                free, self._deferred(j for _, j in free), strict=True
+            ):
                 if count >= budget:
                     return count
-                job_id = rq_job_id("job", jid, status)
-                count += self._enqueue(queue, JOB_TASK, (jid, status), job_id)
+                if not waiting:
+                    count += self._enqueue(queue, JOB_TASK, (jid, status), job_id)
         return count
+
+    def _deferred(self, job_ids) -> list[bool]:
+        keys = [_later_key(j) for j in job_ids]
+        return [v is not None for v in self.redis.mget(keys)] if keys else []
 
     def sweep_batches(self) -> int:
         statuses = self.store.batch_statuses()
@@ -216,31 +240,35 @@ class Dispatcher:
                 queue, task = pending_q, BATCH_PENDING_TASK
             else:
                 queue, task = report_q, BATCH_REPORT_TASK
-            count += self._enqueue(queue, task, (bid, status), rq_job_id("batch", bid, status))
+            job_id = rq_job_id("batch", bid, status)
+            if not self.redis.exists(_later_key(job_id)):
+                count += self._enqueue(queue, task, (bid, status), job_id)
         return count
 
     def _locked(self, paths: Iterable[str]) -> list[bool]:
         return self.store.exists_many(list(paths))
 
     def _enqueue(self, queue: Queue, func: str, args: tuple, job_id: str) -> bool:
-        if self.redis.exists(_later_key(job_id)):
-            return False
-        if not self._clear_finished(job_id):
-            return False
-        try:
-            queue.enqueue_call(
-                func,
-                args=args,
-                job_id=job_id,
-                timeout=self.config.job_timeout,
-                result_ttl=0,
-                failure_ttl=self.config.failure_ttl,
-                unique=True,
-            )
-        except DuplicateJobError:  # another dispatcher, or a sweep racing a watch, got there first
-            return False
-        self.enqueued += 1
-        return True
+        for _ in range(2):
+            try:
+                queue.enqueue_call(
+                    func,
+                    args=args,
+                    job_id=job_id,
+                    timeout=self.config.job_timeout,
+                    result_ttl=0,
+                    failure_ttl=self.config.failure_ttl,
+                    unique=True,
+                )
+            except DuplicateJobError:
+                # An RQ job of this id exists: queued or running (leave it), or a failed or
+                # dead one (remove it and enqueue afresh).
+                if not self._clear_finished(job_id):
+                    return False
+                continue
+            self.enqueued += 1
+            return True
+        return False
 
     def _clear_finished(self, job_id: str) -> bool:
         """Remove a finished or dead RQ job of this id; False while it is queued or running."""
@@ -275,6 +303,8 @@ class Dispatcher:
                 log.warning("dispatch sweep failed, retrying: %s", e)
                 next_full = time.monotonic() + 1.0
             self.wake.wait(timeout=max(0.05, min(1.0, next_full - time.monotonic())))
+            # Let a burst of watch events coalesce into one sweep.
+            self.stop.wait(0.05)
             self.wake.clear()
 
 

@@ -23,6 +23,8 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import queue
+import threading
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
@@ -271,6 +273,7 @@ class Fetcher:
         hasher = Hashers(algorithms)
         received = 0
         with _open_for_writing(part) as out:
+            sink = _Sink(out, part, hasher)
             try:
                 for chunk in self._chunks(url, resp):
                     received += len(chunk)
@@ -278,16 +281,19 @@ class Fetcher:
                         raise FetchError(
                             f"{url} sent more than the limit of {max_bytes} bytes; stopped"
                         )
-                    hasher.update(chunk)
-                    _write(out, chunk, part)
+                    sink.put(chunk)
             except _ConnectionClosed as exc:
+                sink.abandon()
                 sent = max(received, _bytes_read(resp))
                 if announced is not None and sent < announced:
                     raise _Transient(
                         f"{url}: server sent {sent} bytes, announced {announced}"
                     ) from exc
                 raise
-            _write_done(out, part)
+            except BaseException:
+                sink.abandon()
+                raise
+            sink.close()
         if announced is not None and received != announced:
             raise _Transient(f"{url}: server sent {received} bytes, announced {announced}")
         return received, hasher.hexdigests()
@@ -427,13 +433,49 @@ def _write(out, chunk: bytes, path: Path) -> None:
         raise _disk_error(path, exc) from exc
 
 
-def _write_done(out, path: Path) -> None:
-    """Flush to the disk: a verified download must survive a crash right after the rename."""
-    try:
-        out.flush()
-        os.fsync(out.fileno())
-    except OSError as exc:
-        raise _disk_error(path, exc) from exc
+class _Sink:
+    """Digests and writes the body on a helper thread while the caller reads the socket.
+
+    hashlib and file writes release the GIL on large buffers, so reading, hashing and
+    writing overlap; the bounded queue keeps at most ``depth`` chunks in memory. No
+    fsync: a download lost in a crash is simply downloaded again by the re-run step.
+    """
+
+    def __init__(self, out, path: Path, hasher: Hashers, depth: int = 4) -> None:
+        self._out, self._path, self._hasher = out, path, hasher
+        self._queue: queue.Queue[bytes | None] = queue.Queue(maxsize=depth)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="fetch-sink", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while (chunk := self._queue.get()) is not None:
+            if self._error is None:
+                try:
+                    self._hasher.update(chunk)
+                    _write(self._out, chunk, self._path)
+                except BaseException as exc:  # handed to the reading thread
+                    self._error = exc
+
+    def put(self, chunk: bytes) -> None:
+        if self._error is not None:
+            raise self._error
+        self._queue.put(chunk)
+
+    def close(self) -> None:
+        """Wait for everything to be written; the writer's error, if any, is raised here."""
+        self._queue.put(None)
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        try:
+            self._out.flush()
+        except OSError as exc:
+            raise _disk_error(self._path, exc) from exc
+
+    def abandon(self) -> None:
+        self._queue.put(None)
+        self._thread.join()
 
 
 def _refuse_duplicate_destinations(items: list[DownloadItem]) -> None:
