@@ -7,4 +7,6 @@ app_name = "batches"
 urlpatterns = [
     path("api/v1/batches", api.submit_batch, name="api-submit"),
     path("submit/", views.submit_form, name="submit"),
+    path("batches/", views.batch_list, name="list"),
+    path("batches/<str:bid>/", views.batch_detail, name="detail"),
 ]

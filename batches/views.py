@@ -1,9 +1,19 @@
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.shortcuts import redirect, render
+from django.shortcuts import get_object_or_404, redirect, render
+from django_tables2 import RequestConfig
 
+from jobs.tables import EventTable, JobTable, event_rows, job_link, job_rows
+from jobs.views import collection_names, fields_of, filtered_table
+
+from .filters import BatchFilter
 from .forms import SubmitForm
+from .models import Batch
 from .submission import SubmissionError, Upload, submit
+from .tables import BatchTable, batch_rows, job_counts_text
+
+MAX_REPORT_LINKS = 500
+HISTORY_PER_PAGE = 25
 
 
 @login_required
@@ -22,3 +32,58 @@ def submit_form(request):
             messages.success(request, f"Batch {note} {result.bid}.")
             return redirect("batches:submit")
     return render(request, "batches/submit.html", {"form": form})
+
+
+@login_required
+def batch_list(request):
+    filterset, table = filtered_table(request, BatchFilter, batch_rows(), BatchTable)
+    return render(
+        request,
+        "batches/batch_list.html",
+        {"filter": filterset, "table": table, "collections": collection_names()},
+    )
+
+
+def report_lists(report) -> list[dict]:
+    """The status report's failed and successful jobs, at most MAX_REPORT_LINKS of each."""
+    if not isinstance(report, dict):
+        return []
+    out = []
+    for key, label, status in (
+        ("failed_jobs", "Failed jobs", "Failed"),
+        ("successful_jobs", "Successful jobs", "Completed"),
+    ):
+        jids = report.get(key) or []
+        if not isinstance(jids, list):
+            jids = [jids]
+        jids = [str(j) for j in jids]
+        out.append(
+            {
+                "label": label,
+                "status": status,
+                "links": [job_link(j) for j in jids[:MAX_REPORT_LINKS]],
+                "more": max(0, len(jids) - MAX_REPORT_LINKS),
+                "total": len(jids),
+            }
+        )
+    return out
+
+
+@login_required
+def batch_detail(request, bid: str):
+    batch = get_object_or_404(Batch, bid=bid)
+    jobs = JobTable(job_rows().filter(batch_id=batch.bid))
+    history = EventTable(event_rows().filter(bid=batch.bid), prefix="history-")
+    RequestConfig(request).configure(jobs)
+    RequestConfig(request, paginate={"per_page": HISTORY_PER_PAGE}).configure(history)
+    report = batch.status_report if isinstance(batch.status_report, dict) else None
+    context = {
+        "batch": batch,
+        "job_counts": job_counts_text(batch.job_counts),
+        "submission": fields_of(batch.submission),
+        "report": report,
+        "report_lists": report_lists(report),
+        "jobs": jobs,
+        "history": history,
+    }
+    return render(request, "batches/batch_detail.html", context)

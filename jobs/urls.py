@@ -1,5 +1,10 @@
 from django.urls import path
 
+from . import views
+
 app_name = "jobs"
 
-urlpatterns: list = []
+urlpatterns = [
+    path("jobs/", views.job_list, name="list"),
+    path("jobs/<str:jid>/", views.job_detail, name="detail"),
+]

@@ -1,0 +1,40 @@
+"""Filters of the batch list; every one is a query-string parameter on an indexed column."""
+
+from __future__ import annotations
+
+import django_filters as df
+from django import forms
+from django.db.models import Q
+
+from jobs.filters import DateRange, id_search
+
+from .models import BATCH_STATUS_CHOICES, Batch
+
+
+class BatchFilter(df.FilterSet):
+    q = df.CharFilter(method="search", label="Search", help_text="batch id, batchID or title")
+    status = df.MultipleChoiceFilter(
+        choices=BATCH_STATUS_CHOICES,
+        widget=forms.CheckboxSelectMultiple,
+        label="Status",
+        distinct=False,  # one row per job already; DISTINCT would make the count scan
+    )
+    collection = df.CharFilter(
+        label="Collection", widget=forms.TextInput(attrs={"list": "mq-collections"})
+    )
+    submitter = df.CharFilter(label="Submitter")
+    submitted = DateRange(label="Submitted")
+
+    class Meta:
+        model = Batch
+        fields: list[str] = []
+
+    def search(self, queryset, name, value):
+        value = value.strip()
+        if not value:
+            return queryset
+        match = Q(bid=value) | Q(uuid=value) | Q(title__icontains=value)
+        bid = id_search(value, "bid")
+        if bid:
+            match |= Q(bid=bid)
+        return queryset.filter(match)

@@ -1,0 +1,97 @@
+"""Filters of the job list; every one is a query-string parameter on an indexed column."""
+
+from __future__ import annotations
+
+import django_filters as df
+from django import forms
+from django.db.models import Q
+
+from merritt_queue.errors import InvalidTransition
+from merritt_queue.states import JOB_STEPS, JobStatus, resume_target
+
+from .models import JOB_STATUS_CHOICES, Job
+
+
+def failed_at_values() -> dict[str, list[str]]:
+    """For each step a job can fail in, the ``last_successful_status`` values that mean it.
+
+    A failed job's failed step is the one it would resume at: the successor of its last
+    successful status (none, or Held, means it failed while Pending).
+    """
+    steps: dict[str, list[str]] = {JobStatus.PENDING.value: [], **{s.value: [] for s in JOB_STEPS}}
+    for last in ("", *JobStatus):
+        try:
+            step = resume_target(last or None)
+        except InvalidTransition:  # Completed, Failed, Deleted have no successor
+            continue
+        if step in steps:
+            steps[step].append(str(last))
+    return steps
+
+
+FAILED_AT = failed_at_values()
+
+
+def id_search(value: str, prefix: str) -> str | None:
+    """``42`` or ``jid42`` -> ``jid0000000042``: ids are easier to type without the zeros."""
+    digits = value[len(prefix) :] if value.startswith(prefix) else value
+    if digits.isdigit() and len(digits) <= 10:
+        return f"{prefix}{int(digits):010d}"
+    return None
+
+
+class DateRange(df.DateFromToRangeFilter):
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("widget", df.widgets.DateRangeWidget(attrs={"type": "date"}))
+        super().__init__(*args, **kwargs)
+
+
+class JobFilter(df.FilterSet):
+    q = df.CharFilter(method="search", label="Search", help_text="job id, ARK, local id or title")
+    status = df.MultipleChoiceFilter(
+        choices=JOB_STATUS_CHOICES,
+        widget=forms.CheckboxSelectMultiple,
+        label="Status",
+        distinct=False,  # one row per job already; DISTINCT would make the count scan
+    )
+    failed_at = df.ChoiceFilter(
+        choices=[(step, step) for step in FAILED_AT],
+        method="filter_failed_at",
+        label="Failed at step",
+        empty_label="any",
+    )
+    collection = df.CharFilter(
+        label="Collection", widget=forms.TextInput(attrs={"list": "mq-collections"})
+    )
+    batch = df.CharFilter(field_name="batch_id", label="Batch")
+    submitter = df.CharFilter(label="Submitter")
+    # Exact: the dashboard links each frequent error message to the jobs that carry it.
+    message = df.CharFilter(label="Message (exact)", widget=forms.HiddenInput)
+    last_modified = DateRange(label="Last change")
+
+    class Meta:
+        model = Job
+        fields: list[str] = []
+
+    # Set when the search reads every row (a title search): the page then skips the count.
+    scans = False
+
+    def search(self, queryset, name, value):
+        """An exact job id, ARK or local id finds those jobs; any other text, the titles.
+
+        Identifiers are indexed; a title search reads every row, so it is the fallback.
+        """
+        value = value.strip()
+        if not value:
+            return queryset
+        ids = Q(jid=value) | Q(ark=value) | Q(local_id=value)
+        jid = id_search(value, "jid")
+        if jid:
+            ids |= Q(jid=jid)
+        if Job.objects.filter(ids).exists():
+            return queryset.filter(ids)
+        self.scans = True
+        return queryset.filter(title__icontains=value)
+
+    def filter_failed_at(self, queryset, name, value):
+        return queryset.filter(status=JobStatus.FAILED, last_successful_status__in=FAILED_AT[value])

@@ -1,0 +1,269 @@
+"""Job pages: the list and one job. They read the mirror; only ``?live=1`` asks ZooKeeper."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import get_object_or_404, render
+from django_tables2 import RequestConfig
+
+from batches.models import Batch, Collection
+from merritt_queue import runtime
+from merritt_queue.errors import InvalidTransition, NotFound, QueueError
+from merritt_queue.states import JobStatus, resume_target
+from merritt_queue.tree import is_job_id, parse_timestamp
+
+from .filters import JobFilter
+from .models import Job, JobEvent
+from .tables import JobTable, LazyKeyPaginator, job_rows, when
+
+log = logging.getLogger(__name__)
+
+MAX_WORK_FILES = 500
+
+
+# --- helpers shared with the batch pages ------------------------------------------------
+
+
+def filtered_table(request, filter_class, queryset, table_class, order_by=None):
+    """Filter (from the query string), sort and paginate; invalid filters show no rows.
+
+    ``order_by`` replaces the table's default order when the query string has no ``sort``.
+    """
+    filterset = filter_class(request.GET, queryset=queryset)
+    # Ignoring a bad value would quietly show unfiltered rows; show none, and the error.
+    rows = filterset.qs if filterset.is_valid() else queryset.none()
+    table = table_class(rows, order_by=order_by)
+    lazy = getattr(filterset, "scans", False)
+    RequestConfig(
+        request, paginate={"paginator_class": LazyKeyPaginator} if lazy else True
+    ).configure(table)
+    return filterset, table
+
+
+def collection_names() -> list[str]:
+    """Known collections, offered as suggestions in the collection filter."""
+    return list(Collection.objects.values_list("mnemonic", flat=True))
+
+
+def as_text(value: Any) -> str:
+    """A JSON value as text for a template (which escapes it); long structures indented."""
+    if isinstance(value, str):
+        return value
+    compact = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    if len(compact) <= 80:
+        return compact
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    text: str
+    block: bool  # an object or list, shown preformatted
+    empty: bool  # null or ""
+
+
+def fields_of(data: Any) -> list[Field]:
+    """The entries of a JSON object for a definition list (any other JSON as one entry)."""
+    if data is None:
+        return []
+    if not isinstance(data, dict):
+        return [Field("(value)", as_text(data), True, False)]
+    return [
+        Field(str(k), as_text(v), isinstance(v, dict | list), v is None or v == "")
+        for k, v in data.items()
+    ]
+
+
+# --- the list ---------------------------------------------------------------------------
+
+
+@login_required
+def job_list(request):
+    # Within a last-change range, the most recent change comes first: the index that finds
+    # the range then also gives the order, however wide the range.
+    by_change = "last_modified_after" in request.GET or "last_modified_before" in request.GET
+    filterset, table = filtered_table(
+        request, JobFilter, job_rows(), JobTable, "-last_modified" if by_change else None
+    )
+    return render(
+        request,
+        "jobs/job_list.html",
+        {"filter": filterset, "table": table, "collections": collection_names()},
+    )
+
+
+# --- one job ----------------------------------------------------------------------------
+
+
+def failed_step(job: Job) -> str | None:
+    """The step a Failed job failed in: the successor of its last successful status."""
+    if job.status != JobStatus.FAILED:
+        return None
+    try:
+        return resume_target(job.last_successful_status or None)
+    except InvalidTransition:
+        return None
+
+
+@dataclass(frozen=True)
+class WorkFile:
+    name: str
+    size: int | None
+    link: bool
+
+
+def working_files(jid: str, limit: int = MAX_WORK_FILES) -> tuple[list[WorkFile] | None, bool]:
+    """Files under the job's work directory, at most ``limit``; no symlink is followed.
+
+    Returns ``(None, False)`` when there is no directory, else ``(files, truncated)``.
+    Directories count toward a budget too, so a deep empty tree cannot stall the page.
+    """
+    if not is_job_id(jid):
+        return None, False
+    root = Path(settings.MQ_WORK_DIR) / "jobs" / jid
+    if root.is_symlink() or not root.is_dir():
+        return None, False
+    files: list[WorkFile] = []
+    dirs, budget = [root], 10 * limit
+    while dirs:
+        current = dirs.pop()
+        try:
+            with os.scandir(current) as entries:
+                for entry in entries:
+                    budget -= 1
+                    if len(files) >= limit or budget < 0:
+                        return sorted(files, key=lambda f: f.name), True
+                    name = os.path.relpath(entry.path, root)
+                    try:
+                        if entry.is_symlink():
+                            files.append(WorkFile(name, None, True))
+                        elif entry.is_dir(follow_symlinks=False):
+                            dirs.append(Path(entry.path))
+                        else:
+                            size = entry.stat(follow_symlinks=False).st_size
+                            files.append(WorkFile(name, size, False))
+                    except OSError:  # removed while we looked: the job moved on
+                        continue
+        except OSError:  # removed or unreadable while we looked
+            continue
+    return sorted(files, key=lambda f: f.name), False
+
+
+@dataclass(frozen=True)
+class LiveRow:
+    node: str
+    field: str
+    mirror: str
+    live: str
+    differs: bool
+
+
+def _json_or_none(value):
+    return value or None  # {} and null both mean "nothing there"
+
+
+def live_rows(job: Job, record) -> list[LiveRow]:
+    """The mirror's values beside ZooKeeper's, node by node, marking those that differ."""
+    node = f"/jobs/{job.jid}/"
+    mirror_time = job.last_modified
+    live_time = parse_timestamp(record.last_modified)
+    pairs = [
+        ("bid", "", job.batch_id or None, record.bid),
+        ("priority", "", job.priority, record.priority),
+        ("space_needed", "", job.space_needed, record.space_needed),
+        ("status", "status", job.status, record.status),
+        (
+            "status",
+            "last_successful_status",
+            job.last_successful_status or None,
+            record.last_successful_status or None,
+        ),
+        ("status", "retry_count", job.retry_count, record.retry_count),
+        ("status", "message", job.message, record.message),
+        ("status", "version", job.status_version, record.status_version),
+        ("lock", "held", job.locked, record.locked),
+    ]
+    for name in ("configuration", "identifiers", "metadata", "inventory", "store"):
+        pairs.append(
+            (name, "", _json_or_none(getattr(job, name)), _json_or_none(getattr(record, name)))
+        )
+    rows = [
+        LiveRow(node + name, field, _show(mine), _show(theirs), mine != theirs)
+        for name, field, mine, theirs in pairs
+    ]
+    # ZooKeeper keeps whole seconds; compare the instants, not their spelling.
+    if live_time and mirror_time:
+        time_differs = mirror_time.replace(microsecond=0) != live_time
+    else:  # equal only when neither has a time
+        time_differs = mirror_time is not None or bool(record.last_modified)
+    rows.insert(
+        4,
+        LiveRow(
+            node + "status", "last_modified", when(mirror_time), record.last_modified, time_differs
+        ),
+    )
+    return rows
+
+
+def _show(value) -> str:
+    if value is None:
+        return "null"
+    return as_text(value)
+
+
+def live_state(job: Job) -> dict:
+    """One read of the job in ZooKeeper; a failure becomes a message, never a 500."""
+    try:
+        record = runtime.get_store(init=False).get_job(job.jid)
+    except NotFound:
+        return {
+            "error": f"ZooKeeper has no job {job.jid}: it has been removed since the mirror "
+            "last saw it (cleanup), or it was never completely created."
+        }
+    except QueueError as e:
+        return {"error": f"ZooKeeper holds this job, but it cannot be read: {e}"}
+    except Exception as e:  # kazoo raises many kinds: timeout, connection loss, closed...
+        log.warning("live read of %s failed: %r", job.jid, e)
+        return {
+            "error": "ZooKeeper could not be reached, so the live state cannot be shown "
+            f"({type(e).__name__}: {str(e) or 'no answer'}). "
+            "The values above are the mirror's copy."
+        }
+    rows = live_rows(job, record)
+    return {"rows": rows, "differences": sum(r.differs for r in rows)}
+
+
+@login_required
+def job_detail(request, jid: str):
+    job = get_object_or_404(Job, jid=jid)
+    batch = (
+        Batch.objects.filter(bid=job.batch_id).only("bid", "status", "title").first()
+        if job.batch_id
+        else None
+    )
+    files, files_truncated = working_files(job.jid)
+    context = {
+        "job": job,
+        "batch": batch,
+        "failed_step": failed_step(job),
+        "events": JobEvent.objects.filter(jid=job.jid).order_by("at", "id"),
+        "configuration": fields_of(job.configuration),
+        "identifiers": fields_of(job.identifiers),
+        "metadata": fields_of(job.metadata),
+        "store": fields_of(job.store),
+        "inventory": fields_of(job.inventory),
+        "files": files,
+        "files_truncated": files_truncated,
+        "max_files": MAX_WORK_FILES,
+        "live": live_state(job) if request.GET.get("live") == "1" else None,
+    }
+    return render(request, "jobs/job_detail.html", context)
