@@ -40,10 +40,14 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $@
 
+test: export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD = 1
 test: venv
 	$(SERVICES) ensure-zookeeper
+	$(SERVICES) ensure-chromium
 	$(SERVICES) with-test-services $(PY) -m pytest $(PYTEST_ARGS)
 
+# The reconcile benchmark's 100,000 jobs need a larger ZooKeeper heap than the tests.
+bench: export ZK_HEAP ?= 1g
 bench: venv
 	$(SERVICES) ensure-zookeeper
 	$(SERVICES) with-test-services $(PY) -m bench $(if $(BENCH),--only $(BENCH),)

@@ -6,4 +6,7 @@ app_name = "dashboard"
 
 urlpatterns = [
     path("", views.dashboard, name="home"),
+    path("collections/", views.collections, name="collections"),
+    path("locks/", views.locks, name="locks"),
+    path("consistency/", views.consistency, name="consistency"),
 ]

@@ -1,7 +1,97 @@
+"""Dashboard, collections, locks and consistency: read-only pages over the mirror.
+
+Every page reads only the Django mirror (never ZooKeeper) with a fixed number
+of aggregate queries, whatever the number of jobs.
+"""
+
+from collections import Counter
+
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
+from django.utils import timezone
+
+from merritt_queue.states import BATCH, JOB
+
+from . import queries as q
+from .diagram import diagram
+
+# Findings shown on one consistency page; the rest are counted, and filtered by ?kind=.
+FINDINGS_SHOWN = 500
+
+
+def _unknown(counts: dict[str, int], known: tuple[str, ...]) -> dict[str, int]:
+    """Mirror rows whose status no machine knows: shown, never silently dropped."""
+    return {s: n for s, n in counts.items() if s not in known}
 
 
 @login_required
 def dashboard(request):
-    return render(request, "dashboard/home.html", {})
+    job_counts = q.status_counts(q.Job)
+    batch_counts = q.status_counts(q.Batch)
+    context = {
+        "job_diagram": diagram(JOB, job_counts, lambda s: q.jobs_url(status=s)),
+        "batch_diagram": diagram(BATCH, batch_counts, lambda s: q.batches_url(status=s)),
+        "job_total": sum(job_counts.values()),
+        "batch_total": sum(batch_counts.values()),
+        "job_unknown": _unknown(job_counts, JOB.statuses),
+        "batch_unknown": _unknown(batch_counts, BATCH.statuses),
+        "failed_by_step": q.failures_by_step(),
+        "failed_by_message": q.failures_by_message(),
+        "throughput": q.throughput(),
+        "throughput_cache_seconds": q.THROUGHPUT_CACHE_SECONDS,
+        "held": q.held_collections(),
+        "mirror": q.mirror_summary(),
+    }
+    return render(request, "dashboard/home.html", context)
+
+
+@login_required
+def collections(request):
+    rows = q.collection_rows()
+    context = {
+        "rows": rows,
+        "statuses": JOB.statuses,
+        "held": sum(1 for r in rows if r.hold and r.hold.held),
+        "cache_seconds": q.COLLECTION_COUNTS_CACHE_SECONDS,
+    }
+    return render(request, "dashboard/collections.html", context)
+
+
+@login_required
+def locks(request):
+    state = q.lock_state()
+    running, more = q.running_jobs()
+    batches = q.running_batches()
+    now = timezone.now()
+    for item in [*running, *batches]:  # when its own lock was taken, if the mirror read it
+        item.locked_age = q.age(
+            state.item_locked_at.get(getattr(item, "jid", None) or item.bid), now
+        )
+        item.status_age = q.age(item.last_modified, now)
+    context = {
+        "state": state,
+        "held": q.held_collections(),
+        "running_jobs": running,
+        "running_more": more,
+        "running_batches": batches,
+    }
+    return render(request, "dashboard/locks.html", context)
+
+
+@login_required
+def consistency(request):
+    check = q.last_check()
+    detail = check.detail if check else {}
+    findings = detail.get("findings") or []
+    kind = request.GET.get("kind", "")
+    shown = [f for f in findings if not kind or f.get("kind") == kind]
+    shown.sort(key=lambda f: bool(f.get("repaired")))  # what is still open first
+    context = {
+        "check": check,
+        "detail": detail,
+        "kinds": Counter(f.get("kind", "") for f in findings).most_common(),
+        "kind": kind,
+        "findings": shown[:FINDINGS_SHOWN],
+        "more": max(0, len(shown) - FINDINGS_SHOWN),
+    }
+    return render(request, "dashboard/consistency.html", context)

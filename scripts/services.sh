@@ -8,7 +8,12 @@ ZK_JAR=/usr/share/java/zookeeper.jar
 ZK_LOG_JARS=/usr/share/java/slf4j-log4j12.jar:/usr/share/java/log4j-1.2.jar
 ZK_MAIN=org.apache.zookeeper.server.quorum.QuorumPeerMain
 JAVA=${JAVA:-/usr/bin/java}
+# The browser tests drive Debian's chromium through Playwright; never a Playwright download.
+CHROMIUM=/usr/bin/chromium
 START_TIMEOUT=${START_TIMEOUT:-30}
+# ZooKeeper keeps the whole tree in its heap (about 400 bytes per znode): 256m holds some
+# 500,000 znodes; the 100,000-job reconcile benchmark (about 800,000) needs ZK_HEAP=1g.
+ZK_HEAP=${ZK_HEAP:-256m}
 SELF="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")"
 
 die() {
@@ -20,6 +25,8 @@ usage() {
     cat <<'EOF'
 usage: scripts/services.sh COMMAND [ARGS]
   ensure-zookeeper              install Debian's zookeeper package if missing (as root)
+  ensure-chromium               install Debian's chromium package if missing (as root), for the
+                                browser tests; does nothing when MQ_SKIP_BROWSER=1
   zk-start DIR PORT             start a standalone ZooKeeper with its config, data and log in DIR
   zk-stop DIR                   stop the ZooKeeper started in DIR
   redis-start DIR PORT          start a non-persistent redis-server with its pid and log in DIR
@@ -47,6 +54,20 @@ ensure_zookeeper() {
     [ -f "$ZK_JAR" ] || apt_install zookeeper
     [ -f "$ZK_JAR" ] || die "$ZK_JAR is still missing after installing 'zookeeper'"
     [ -x "$JAVA" ] || die "$JAVA not found; install the Debian package 'default-jre-headless'"
+}
+
+ensure_chromium() {
+    if [ "${MQ_SKIP_BROWSER:-}" = 1 ]; then
+        echo "services.sh: MQ_SKIP_BROWSER=1: browser tests skipped, chromium not checked" >&2
+        return 0
+    fi
+    [ -x "$CHROMIUM" ] && return 0
+    if [ "$(id -u)" -ne 0 ]; then
+        die "$CHROMIUM is missing; the browser tests need Debian's chromium:" \
+            "sudo apt-get install -y chromium (or run with MQ_SKIP_BROWSER=1 to skip those tests)"
+    fi
+    apt_install chromium
+    [ -x "$CHROMIUM" ] || die "$CHROMIUM is still missing after installing 'chromium'"
 }
 
 ensure_redis() {
@@ -155,7 +176,7 @@ EOF
     # setsid: the server outlives the shell that started it and ignores the terminal's Ctrl-C;
     # the inner bash records its own pid before exec so the pid file names java itself.
     setsid bash -c 'echo $$ >"$1"; shift; exec "$@"' _ "$dir/zookeeper.pid" \
-        "$JAVA" -Xmx256m -Xms32m -XX:+UseSerialGC \
+        "$JAVA" -Xmx"$ZK_HEAP" -Xms32m -XX:+UseSerialGC \
         -cp "$dir:$ZK_JAR:$ZK_LOG_JARS" \
         -Dzookeeper.log.dir="$dir" \
         -Dlog4j.configuration="file:$dir/log4j.properties" \
@@ -321,6 +342,7 @@ main() {
     shift || true
     case "$cmd" in
     ensure-zookeeper) ensure_zookeeper ;;
+    ensure-chromium) ensure_chromium ;;
     zk-start) zk_start "$@" ;;
     zk-stop) zk_stop "$@" ;;
     redis-start) redis_start "$@" ;;

@@ -1,7 +1,9 @@
 """``manage.py check_tree``: report (and with ``--repair`` mend) inconsistencies of the queue tree.
 
 Exit code 0 when nothing is left to fix, 1 when findings remain unrepaired.
-Without ``--repair`` nothing is written (see merritt_queue.consistency).
+Without ``--repair`` nothing is written to the tree (see merritt_queue.consistency).
+The findings and the time of the run are saved in the mirror, as
+``MirrorState(name="consistency")``, for the /consistency/ page.
 """
 
 import json
@@ -10,9 +12,33 @@ from dataclasses import asdict
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
+from django.utils import timezone
 
+from jobs.models import MirrorState
 from merritt_queue.consistency import Finding, check_tree
 from merritt_queue.runtime import get_store
+
+# Findings saved for the page; a tree broken beyond that is counted, not listed.
+MAX_SAVED_FINDINGS = 5000
+
+
+def save_findings(findings: list[Finding], repairing: bool, lock_max_age: float) -> None:
+    """Keep this run's findings in the mirror (one row, replaced by each run)."""
+    detail = {
+        "repair": repairing,
+        "lock_max_age": lock_max_age,
+        "total": len(findings),
+        "repaired": sum(f.repaired for f in findings),
+        "unrepaired": sum(not f.repaired for f in findings),
+        "truncated": len(findings) > MAX_SAVED_FINDINGS,
+        # Unrepaired first, so a cut list still shows what is left to do.
+        "findings": [asdict(f) for f in sorted(findings, key=lambda f: f.repaired)][
+            :MAX_SAVED_FINDINGS
+        ],
+    }
+    MirrorState.objects.update_or_create(
+        name="consistency", defaults={"at": timezone.now(), "detail": detail}
+    )
 
 
 def outcome(finding: Finding, repairing: bool) -> str:
@@ -45,6 +71,10 @@ class Command(BaseCommand):
             max_age = getattr(settings, "MQ_LOCK_STALE_SECONDS", 3600)
         # No store.init(): a check must not write, not even the empty containers.
         findings = check_tree(get_store(), repair=opts["repair"], lock_max_age=max_age)
+        try:
+            save_findings(findings, opts["repair"], max_age)
+        except Exception as e:  # the report below matters more than the page: still print it
+            self.stderr.write(f"check_tree: findings not saved to the mirror database: {e}")
         if opts["json"]:
             self.stdout.write(json.dumps([asdict(f) for f in findings], indent=2))
         else:
