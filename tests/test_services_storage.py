@@ -5,6 +5,7 @@ import hashlib
 import json
 import os
 import threading
+import time
 from pathlib import Path
 from urllib.parse import quote
 
@@ -312,3 +313,15 @@ def test_merritt_needs_file_urls(merritt, served_source):
 def test_merritt_refuses_names_that_break_checkm(merritt, served_source):
     with pytest.raises(StorageError, match="cannot be sent in a checkm manifest"):
         merritt().store_version(ARK, served_source, [("a | b.txt", Path("a.txt"))], token="job-1")
+
+
+def test_a_build_left_by_a_killed_writer_is_swept_after_a_day(store, source):
+    stale = store.root / ".tmp" / "dead-writer"
+    stale.mkdir(parents=True)
+    (stale / "half.bin").write_bytes(b"x")
+    old = time.time() - 2 * 86400
+    os.utime(stale, (old, old))
+    fresh = store.root / ".tmp" / "live-writer"
+    fresh.mkdir()
+    store.store_version(ARK, source, None, token="job-9")
+    assert not stale.exists() and fresh.exists()

@@ -31,6 +31,7 @@ import json
 import os
 import re
 import shutil
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
@@ -227,6 +228,7 @@ class LocalStorage:
         if existing is not None:
             return existing
         sources = source_files(source_dir, files)
+        self._sweep_stale_builds()
         tmp = self._build(ark, sources, token, manifest)
         try:
             with self._lock(ark):
@@ -270,6 +272,18 @@ class LocalStorage:
 
     # -- internals ----------------------------------------------------------------------
 
+    STALE_BUILD_SECONDS = 86400
+
+    def _sweep_stale_builds(self) -> None:
+        """Remove builds a killed writer left in ``.tmp``; a day-old build is nobody's."""
+        cutoff = time.time() - self.STALE_BUILD_SECONDS
+        for build in (self.root / ".tmp").glob("*"):
+            try:
+                if build.stat().st_mtime < cutoff:
+                    shutil.rmtree(build, ignore_errors=True)
+            except FileNotFoundError:  # another writer removed or published it meanwhile
+                continue
+
     def _object_dir(self, ark: str) -> Path:
         return self.root / escape_ark(ark)
 
@@ -288,9 +302,7 @@ class LocalStorage:
         tmp = self.root / ".tmp" / uuid.uuid4().hex
         try:
             algorithms = _manifest_algorithms(manifest)
-            stored = [
-                self._copy(src, tmp / name, name, algorithms) for name, src in sources
-            ]
+            stored = [self._copy(src, tmp / name, name, algorithms) for name, src in sources]
             verify_against_manifest(manifest, stored)
             self._write_manifest(tmp, ark, token, stored)
             for directory, _, _ in os.walk(tmp):
