@@ -69,6 +69,7 @@ def get_services() -> Services:
         _cache[pid] = build_services()
     services = _cache[pid]
     services.store = get_store()
+    services.store.actor = "worker"
     return services
 
 

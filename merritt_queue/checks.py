@@ -115,6 +115,19 @@ def check_lock_stale_seconds(app_configs=None, **kwargs) -> list[checks.CheckMes
     ]
 
 
+def check_reconcile_seconds(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    if settings.MQ_RECONCILE_SECONDS > 0:
+        return []
+    return [
+        checks.Error(
+            f"MQ_RECONCILE_SECONDS={settings.MQ_RECONCILE_SECONDS!r} must be positive.",
+            hint="Set MQ_RECONCILE_SECONDS to the period in seconds of the mirror's full "
+            "rebuild under `reconcile --watch`, e.g. 300.",
+            id="mq.E008",
+        )
+    ]
+
+
 def check_secret_key(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     if settings.DEBUG or settings.SECRET_KEY != DEV_SECRET_KEY:
         return []
@@ -135,6 +148,7 @@ ALL_CHECKS = [
     check_disk_threshold,
     check_work_dir,
     check_lock_stale_seconds,
+    check_reconcile_seconds,
     check_secret_key,
 ]
 

@@ -36,11 +36,20 @@ def get_store(*, init: bool = True) -> QueueStore:
             _holder = ClientHolder(config)
         client = _holder.get()
         store = QueueStore(client)
+        if getattr(settings, "MQ_MIRROR_WRITE_THROUGH", True):
+            store.listeners.append(_mirror_listener(store))
         if init and client is not _initialised.get(config):
             # A fresh ensemble or chroot has no containers; creating them is idempotent.
             store.init()
             _initialised[config] = client
     return store
+
+
+def _mirror_listener(store: QueueStore):
+    # Imported here: the core modules never import Django apps; this module is the glue.
+    from jobs.mirror import make_listener
+
+    return make_listener(store)
 
 
 def close() -> None:

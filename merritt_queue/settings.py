@@ -70,6 +70,12 @@ MQ_SWEEP_SECONDS = env_float("MQ_SWEEP_SECONDS", 10.0)
 # dead (its worker was killed) and enqueued again; a needless repeat is harmless.
 MQ_STARTED_GRACE_SECONDS = env_float("MQ_STARTED_GRACE_SECONDS", 60.0)
 
+# The Django mirror: every write made through the core in a Django process is copied to it at
+# once (write-through); `manage.py reconcile --watch` follows writes made elsewhere and rebuilds
+# the whole mirror every MQ_RECONCILE_SECONDS as a safety net.
+MQ_MIRROR_WRITE_THROUGH = env_bool("MQ_MIRROR_WRITE_THROUGH", True)
+MQ_RECONCILE_SECONDS = env_float("MQ_RECONCILE_SECONDS", 300.0)
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",
@@ -115,6 +121,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "jobs.context_processors.mirror_freshness",
             ],
         },
     },
@@ -127,8 +134,14 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3") and DATABASES["default"]["
     Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
     # Several workers write the inventory at once: take the write lock at BEGIN and wait
     # for it, instead of failing with "database is locked" on a lock upgrade.
+    # WAL lets pages read while a worker writes; synchronous=NORMAL is safe with WAL (a crash
+    # may lose the last commits, which the next reconcile restores from ZooKeeper).
     DATABASES["default"].setdefault("OPTIONS", {}).update(
-        {"timeout": 20, "transaction_mode": "IMMEDIATE"}
+        {
+            "timeout": 20,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
     )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

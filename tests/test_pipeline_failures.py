@@ -14,7 +14,6 @@ import socket
 import time
 import zipfile
 
-import pytest
 from django.core import mail
 from rq import Queue, SimpleWorker
 

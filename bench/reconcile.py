@@ -1,0 +1,275 @@
+"""How fast a full reconcile rebuilds the Django mirror from a big ZooKeeper tree.
+
+One process, one ZooKeeper (``ZK_HOSTS``), one fresh chroot, a temp SQLite file:
+
+- set-up (timed, reported apart): ``BENCH_RECONCILE_JOBS`` jobs (default 100,000) in
+  batches of 100, written with raw kazoo transactions of ``JOBS_PER_MULTI`` jobs, many in
+  flight, node for node as the store writes them (``tree`` helpers): the job's nodes,
+  its index entry and its batch reference; most jobs Completed with identifiers and
+  metadata, the rest spread over the other states.
+- Django is set up on a temp SQLite database (``DATABASE_URL`` set before
+  ``django.setup()``) and migrated.
+- timed: ``full_reconcile`` into the empty mirror (every row and one event per job
+  written), then once more with nothing to change (the periodic safety net's cost).
+
+The summary's ``jobs_per_s`` is the first, the target being at least 2,000.
+
+A tree of 100,000 jobs is about 900,000 znodes, some 400 MB of ZooKeeper heap: more than
+the 256 MB a test ZooKeeper gets, and enough to bring down a shared one. So the part
+first estimates the heap the tree needs (with the znodes already there, from ``mntr``)
+and refuses to start when it exceeds ``ZK_HEAP`` (default 256m), the heap
+``scripts/services.sh`` gives its servers; ``make bench`` starts its own with 1g.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import tempfile
+from pathlib import Path
+
+from merritt_queue import tree as t
+from merritt_queue.states import BatchStatus, JobStatus, batch_dir_for
+
+from .common import emit, env_int, summary, timer, zk_store
+
+PART = "reconcile"
+DEFAULT_JOBS = 100_000
+JOBS_PER_BATCH = 100
+JOBS_PER_MULTI = 50
+IN_FLIGHT = 32
+# Every 20 jobs: 14 Completed, the other six in the states a live queue holds.
+MIX = [JobStatus.COMPLETED] * 14 + [
+    JobStatus.PENDING,
+    JobStatus.HELD,
+    JobStatus.DOWNLOADING,
+    JobStatus.STORING,
+    JobStatus.NOTIFY,
+    JobStatus.FAILED,
+]
+LAST_SUCCESSFUL = {
+    JobStatus.COMPLETED: JobStatus.NOTIFY,
+    JobStatus.DOWNLOADING: JobStatus.PROVISIONING,
+    JobStatus.STORING: JobStatus.PROCESSING,
+    JobStatus.NOTIFY: JobStatus.RECORDING,
+    JobStatus.FAILED: JobStatus.PROVISIONING,
+}
+
+
+def run(args) -> None:
+    n = env_int(PART, "BENCH_RECONCILE_JOBS", DEFAULT_JOBS)
+    store, cleanup = zk_store(PART)
+    try:
+        with tempfile.TemporaryDirectory(prefix="mq-bench-reconcile-") as tmp:
+            _bench(store, n, Path(tmp))
+    finally:
+        try:
+            drop_tree(store.client)
+        finally:
+            cleanup()
+
+
+def _bench(store, n: int, tmp: Path) -> None:
+    emit(PART, event="config", jobs=n, jobs_per_batch=JOBS_PER_BATCH, zk=os.environ["ZK_HOSTS"])
+    check_room(n)
+    with timer() as build:
+        batches = build_tree(store.client, n)
+    emit(PART, event="tree", jobs=n, batches=batches, seconds=round(build.elapsed, 3))
+    _setup_django(tmp)
+    from jobs import mirror
+    from jobs.models import Job, JobEvent
+
+    with timer() as first:
+        drift = mirror.full_reconcile(store)
+    assert drift.jobs == n and len(drift.added) == n + batches, drift.summary()
+    assert Job.objects.count() == n and JobEvent.objects.count() == n
+    emit(PART, event="rebuild", **drift.summary())
+    with timer() as again:
+        unchanged = mirror.full_reconcile(store)
+    assert not unchanged.added and not unchanged.changed and not unchanged.removed
+    emit(PART, event="unchanged", **unchanged.summary())
+    summary(
+        PART,
+        jobs_per_s=round(n / first.elapsed, 1),
+        jobs=n,
+        seconds=round(first.elapsed, 3),
+        unchanged_jobs_per_s=round(n / again.elapsed, 1),
+        build_seconds=round(build.elapsed, 3),
+    )
+
+
+def _setup_django(tmp: Path) -> None:
+    from django.apps import apps
+
+    if apps.ready:
+        raise SystemExit(f"bench {PART}: Django is already set up in this process; run alone")
+    os.environ["DATABASE_URL"] = f"sqlite:///{tmp / 'db.sqlite3'}"
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "merritt_queue.settings")
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("migrate", verbosity=0)
+
+
+# --- the tree ---------------------------------------------------------------------------
+
+ZNODES_PER_JOB = 9.5  # the job's nodes, index entry and batch reference (MIX-weighted)
+HEAP_BYTES_PER_ZNODE = 400  # measured on ZooKeeper 3.8 with the job-shaped nodes here
+HEAP_USABLE = 0.6  # of -Xmx: the rest is ZooKeeper's own, its request log and GC headroom
+
+
+def check_room(n: int) -> None:
+    """Refuse to build a tree the ZooKeeper's heap cannot hold (it would fail for everyone)."""
+    heap = _heap_bytes(os.environ.get("ZK_HEAP", "256m"))
+    existing = _znode_count(os.environ["ZK_HOSTS"])
+    needed = (existing + n * ZNODES_PER_JOB) * HEAP_BYTES_PER_ZNODE / HEAP_USABLE
+    emit(
+        PART, event="room", znodes_before=existing, heap_mb=heap >> 20, needed_mb=int(needed) >> 20
+    )
+    if needed > heap:
+        raise SystemExit(
+            f"bench {PART}: {n} jobs on top of {existing} znodes need about "
+            f"{int(needed) >> 20} MB of ZooKeeper heap, and ZK_HEAP says the server has "
+            f"{heap >> 20} MB. Run `make bench BENCH=reconcile` (a throw-away ZooKeeper with "
+            "ZK_HEAP=1g), set BENCH_RECONCILE_JOBS lower, or set ZK_HEAP to your server's -Xmx."
+        )
+
+
+def _heap_bytes(text: str) -> int:
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    text = text.strip().lower()
+    try:
+        return int(float(text[:-1]) * units[text[-1]]) if text[-1:] in units else int(text)
+    except ValueError:
+        raise SystemExit(f"bench {PART}: ZK_HEAP={text!r} is not a heap size like 1g") from None
+
+
+def _znode_count(hosts: str) -> int:
+    """Znodes on the server now, from the ``mntr`` four-letter word (0 when it is refused)."""
+    host, _, port = hosts.split(",")[0].rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=5) as conn:
+            conn.sendall(b"mntr")
+            data = b"".join(iter(lambda: conn.recv(65536), b""))
+    except OSError:
+        return 0
+    for line in data.decode(errors="replace").splitlines():
+        if line.startswith("zk_znode_count"):
+            return int(line.split()[1])
+    return 0
+
+
+def build_tree(client, n: int) -> int:
+    """Write ``n`` jobs in batches of JOBS_PER_BATCH; the number of batches."""
+    for path in t.CONTAINERS:
+        client.ensure_path(path)
+    now = t.now()
+    bids = [f"{t.BATCH_PREFIX}{i:010d}" for i in range(-(-n // JOBS_PER_BATCH))]
+    _commit_all(client, [_batch_ops(bid, now) for bid in bids])
+    work = []
+    for start in range(0, n, JOBS_PER_MULTI):
+        jobs = range(start, min(n, start + JOBS_PER_MULTI))
+        work.append([op for i in jobs for op in _job_ops(i, bids[i // JOBS_PER_BATCH], now)])
+    _commit_all(client, work)
+    return len(bids)
+
+
+def drop_tree(client) -> None:
+    """Delete everything under the chroot, deepest first, 500 deletes per multi.
+
+    ``common.delete_tree`` sends one request per node: minutes for a million nodes.
+    """
+    from merritt_queue import multiread
+
+    levels, level = [], ["/"]
+    while level:
+        names = multiread.read_many(client, [(multiread.CHILDREN, p) for p in level])
+        level = [
+            f"{p.rstrip('/')}/{n}" for p, kids in zip(level, names, strict=True) for n in kids or []
+        ]
+        levels.append(level)
+    paths = [p for level in reversed(levels) for p in level]
+    _commit_all(client, [paths[i : i + 500] for i in range(0, len(paths), 500)], delete=True)
+
+
+def _commit_all(client, transactions: list[list], *, delete: bool = False) -> None:
+    """Commit each list of ops as one multi, IN_FLIGHT at a time; stop at the first refusal.
+
+    An op is ``(path, data)`` to create, or a path to delete (``delete=True``).
+    """
+    pending = []
+    for ops in transactions:
+        tx = client.transaction()
+        for op in ops:
+            tx.delete(op) if delete else tx.create(*op)
+        pending.append(tx.commit_async())
+        if len(pending) >= IN_FLIGHT:
+            _check(pending.pop(0).get())
+    for result in pending:
+        _check(result.get())
+
+
+def _check(results: list) -> None:
+    errors = [r for r in results if isinstance(r, Exception)]
+    if errors:
+        raise SystemExit(f"bench {PART}: building the tree failed: {errors[0]!r}")
+
+
+def _batch_ops(bid: str, now: str) -> list[tuple[str, bytes]]:
+    submission = {
+        "profile": "bench_content",
+        "collection": "bench",
+        "submitter": "bench/merritt-queue",
+        "type": "batch-manifest",
+        "payload_url": f"https://example.org/{bid}.checkm",
+        "batchID": f"bench-{bid}",
+        "submitted": now,
+    }
+    status = t.batch_status_record(BatchStatus.PROCESSING, last_modified=now)
+    ops = [
+        (t.batch_path(bid), b""),
+        (t.batch_node(bid, "submission"), t.encode_json(submission)),
+        (t.batch_node(bid, "status"), t.encode_json(status)),
+        (t.batch_states(bid), b""),
+        (t.batch_uuid_path(f"bench-{bid}"), t.encode_str(bid)),
+    ]
+    dirs = sorted({batch_dir_for(s) for s in MIX})
+    return ops + [(t.batch_job_dir(bid, d), b"") for d in dirs]
+
+
+def _job_ops(i: int, bid: str, now: str) -> list[tuple[str, bytes]]:
+    jid = f"{t.JOB_PREFIX}{i:010d}"
+    status = MIX[i % len(MIX)]
+    configuration = {
+        "profile": "bench_content",
+        "collection": "bench",
+        "submitter": "bench/merritt-queue",
+        "batch_row": i % JOBS_PER_BATCH,
+        "payload_url": f"https://example.org/content/{i}.pdf",
+        "payload_type": "file",
+        "filename": f"{i}.pdf",
+        "digest_type": "md5",
+        "digest_value": f"{i:032x}",
+        "local_id": f"bench-{i}",
+        "title": f"Bench object {i}",
+    }
+    record = t.job_status_record(status, LAST_SUCCESSFUL.get(status), 0, "", now)
+    ops = [
+        (t.job_path(jid), b""),
+        (t.job_node(jid, "bid"), t.encode_str(bid)),
+        (t.job_node(jid, "priority"), t.encode_int(5)),
+        (t.job_node(jid, "space_needed"), t.encode_int(0)),
+        (t.job_node(jid, "configuration"), t.encode_json(configuration)),
+        (t.job_node(jid, "status"), t.encode_json(record)),
+        (t.job_index(status, 5, jid), b""),
+        (t.batch_job_ref(bid, status, jid), b""),
+    ]
+    if status == JobStatus.COMPLETED:
+        ids = {"primary_id": f"ark:/99999/fk4bench{i}", "local_id": [f"bench-{i}"]}
+        meta = {"erc_who": "Bench", "erc_what": f"Bench object {i}", "erc_when": "2026"}
+        ops += [
+            (t.job_node(jid, "identifiers"), t.encode_json(ids)),
+            (t.job_node(jid, "metadata"), t.encode_json(meta)),
+        ]
+    return ops

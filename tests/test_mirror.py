@@ -1,0 +1,414 @@
+"""The Django mirror follows ZooKeeper: write-through, watches, full rebuilds and drift."""
+
+from __future__ import annotations
+
+import io
+import threading
+import time
+from datetime import timedelta
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.db import OperationalError
+from django.urls import reverse
+from django.utils import timezone
+from kazoo.client import KazooClient
+
+from batches.models import Batch, Collection, Profile
+from jobs import mirror
+from jobs.context_processors import freshness_text, mirror_freshness
+from jobs.follow import Follower
+from jobs.models import Job, JobEvent, MirrorState
+from merritt_queue import checks, multiread, runtime, snapshot
+from merritt_queue import tree as t
+from merritt_queue.states import JOB_STEPS
+
+pytest_plugins = ["tests.httpserver", "tests.pipeline"]
+
+SUBMISSION = {
+    "profile": "demo",
+    "collection": "demo",
+    "submitter": "sam",
+    "type": "file",
+    "erc_what": "A batch",
+    "batchID": "b-1",
+    "submitted": "2026-11-21 14:15:25 -0800",
+}
+CONFIG = {"profile": "demo", "collection": "demo", "submitter": "sam", "local_id": "conf-id"}
+
+
+@pytest.fixture
+def live(zk_config, settings):
+    """The Django process's own store (``runtime.get_store()``), on the test's chroot."""
+    settings.ZK_HOSTS, settings.ZK_CHROOT = zk_config.hosts, zk_config.chroot
+    runtime.close()
+    yield runtime.get_store()
+    runtime.close()
+
+
+def wait_for(check, timeout: float = 10.0):
+    """Poll ``check`` until it returns something true; the mirror is written by another thread."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            value = check()
+        except (OperationalError, Job.DoesNotExist, Batch.DoesNotExist):
+            value = None  # SQLite busy with the follower's write, or the row not there yet
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not true within {timeout} s: {check}")
+        time.sleep(0.05)
+
+
+def make_jobs(store, n: int, bid: str | None = None) -> tuple[str, list[str]]:
+    bid = bid or store.create_batch(dict(SUBMISSION, batchID=None)).id
+    return bid, [store.create_job(bid, dict(CONFIG, local_id=f"l{i}")) for i in range(n)]
+
+
+# --- write-through ------------------------------------------------------------------------
+
+
+def test_a_write_through_the_core_is_in_the_mirror_at_once_with_its_actor(live, db):
+    live.actor = "admin:ann"
+    bid = live.create_batch(SUBMISSION).id
+    batch = Batch.objects.get(bid=bid)
+    assert (batch.status, batch.uuid, batch.collection, batch.submitter) == (
+        "Pending",
+        "b-1",
+        "demo",
+        "sam",
+    )
+    assert batch.title == "A batch" and batch.submitted is not None
+    jid = live.create_job(
+        bid,
+        CONFIG,
+        identifiers={"primary_id": "ark:/99999/fk4x", "local_id": ["a", "b"]},
+        metadata={"erc_what": "The title"},
+    )
+    job = Job.objects.get(jid=jid)
+    assert (job.status, job.batch_id, job.ark, job.local_id, job.title) == (
+        "Pending",
+        bid,
+        "ark:/99999/fk4x",
+        "a",
+        "The title",
+    )
+    assert (job.collection, job.profile, job.submitter, job.status_version) == (
+        "demo",
+        "demo",
+        "sam",
+        0,
+    )
+    live.hold_job(jid, "asked by the depositor")
+    job.refresh_from_db()
+    assert job.status == "Held" and job.message == "asked by the depositor"
+    events = list(JobEvent.objects.filter(jid=jid).values_list("from_status", "to_status", "actor"))
+    assert events == [("", "Pending", "admin:ann"), ("Pending", "Held", "admin:ann")]
+    batch.refresh_from_db()
+    assert (batch.job_counts, batch.job_total) == ({"Held": 1}, 1)
+    assert MirrorState.objects.filter(name="write-through").exists()
+
+
+def test_data_writes_priority_and_removal_are_written_through(live, db):
+    bid, (jid,) = make_jobs(live, 1)
+    live.save_job_data(jid, "identifiers", {"primary_id": "ark:/1/z", "local_id": []})
+    live.set_priority(jid, 2)
+    job = Job.objects.get(jid=jid)
+    assert (job.ark, job.local_id, job.priority) == ("ark:/1/z", "l0", 2)
+    assert JobEvent.objects.filter(jid=jid).count() == 1  # neither is a status write
+    live.hold_job(jid)
+    live.delete_job(jid)
+    live.purge_job(jid)
+    assert not Job.objects.filter(jid=jid).exists()
+    assert JobEvent.objects.filter(jid=jid).count() == 3  # history outlives the row
+    assert Batch.objects.get(bid=bid).job_total == 0
+
+
+def test_an_older_record_never_overwrites_a_newer_row(live, db):
+    _, (jid,) = make_jobs(live, 1)
+    old = live.get_job(jid)
+    live.hold_job(jid)
+    mirror.apply_job(old, actor="late")
+    assert Job.objects.get(jid=jid).status == "Held"
+    assert not JobEvent.objects.filter(actor="late").exists()
+
+
+def test_a_failing_mirror_never_fails_the_write(live, db, monkeypatch, caplog):
+    def broken(*_):
+        raise RuntimeError("database on fire")
+
+    monkeypatch.setattr(mirror, "apply_change", broken)
+    bid = live.create_batch(SUBMISSION).id
+    assert live.get_batch(bid).status == "Pending"
+    assert "mirror write-through of batch" in caplog.text
+
+
+def test_without_django_set_up_the_listener_does_nothing(live, db, monkeypatch):
+    monkeypatch.setattr(mirror, "_django_ready", lambda: False)
+    live.create_batch(SUBMISSION)
+    assert not Batch.objects.exists()
+
+
+def test_write_through_can_be_switched_off(zk_config, settings, db):
+    settings.ZK_HOSTS, settings.ZK_CHROOT = zk_config.hosts, zk_config.chroot
+    settings.MQ_MIRROR_WRITE_THROUGH = False
+    runtime.close()
+    try:
+        assert runtime.get_store().listeners == []
+    finally:
+        runtime.close()
+
+
+# --- full reconcile -----------------------------------------------------------------------
+
+
+def test_a_full_rebuild_restores_every_batch_and_job_after_the_mirror_is_emptied(store, db):
+    bids = []
+    for _ in range(3):
+        bid, jids = make_jobs(store, 4)
+        bids.append(bid)
+        store.transition_job(jids[0], "Estimating")
+    first = mirror.full_reconcile(store)
+    assert (first.jobs, first.batches, len(first.added)) == (12, 3, 15)
+    Job.objects.all().delete()
+    Batch.objects.all().delete()
+    JobEvent.objects.all().delete()
+
+    drift = mirror.full_reconcile(store)
+    assert sorted(drift.added) == sorted(bids + store.list_job_ids())
+    assert not drift.changed and not drift.removed
+    assert Job.objects.count() == 12 and Batch.objects.count() == 3
+    for bid in bids:
+        batch = Batch.objects.get(bid=bid)
+        assert batch.job_counts == {"Estimating": 1, "Pending": 3} and batch.job_total == 4
+    events = set(JobEvent.objects.values_list("actor", "from_status"))
+    assert events == {("reconcile", "")} and JobEvent.objects.count() == 12
+    assert MirrorState.objects.get(name="full").detail["added"] == 15
+
+
+def test_the_drift_report_counts_added_changed_and_removed_rows(store, live, db):
+    # ``store`` has no listener: its writes are those of another host, seen by a rebuild only.
+    _, (kept, edited, purged) = make_jobs(store, 3)
+    mirror.full_reconcile(store)
+    Job.objects.filter(jid=edited).update(status="Failed", title="edited by hand")
+    store.hold_job(purged)
+    store.delete_job(purged)
+    store.purge_job(purged)
+    _, (added,) = make_jobs(store, 1, bid=store.get_job(kept).bid)
+
+    drift = mirror.full_reconcile(store)
+    assert (drift.added, drift.changed, drift.removed) == ([added], [edited], [purged])
+    assert Job.objects.get(jid=edited).status == "Pending"
+    out = io.StringIO()
+    call_command("reconcile", "--full", stdout=out)
+    assert "added: 0" in out.getvalue() and "jobs/s" in out.getvalue()
+
+
+def test_a_non_positive_reconcile_period_is_e008(settings):
+    settings.MQ_RECONCILE_SECONDS = 0
+    assert [m.id for m in checks.check_reconcile_seconds()] == ["mq.E008"]
+
+
+def test_reconcile_takes_exactly_one_of_full_and_watch(db):
+    for argv in ([], ["--full", "--watch"]):
+        with pytest.raises(CommandError):
+            call_command("reconcile", *argv)
+
+
+def test_a_row_written_while_the_rebuild_reads_is_not_removed(store, db, monkeypatch):
+    make_jobs(store, 1)
+    read_listing = snapshot.read_listing
+
+    def listing_then_a_new_job(client):
+        listing = read_listing(client)
+        _, (jid,) = make_jobs(store, 1)
+        mirror.apply_job(store.get_job(jid), actor="worker")  # a write-through meanwhile
+        return listing
+
+    monkeypatch.setattr(snapshot, "read_listing", listing_then_a_new_job)
+    drift = mirror.full_reconcile(store)
+    assert not drift.removed and Job.objects.count() == 2
+
+
+def test_collections_holds_and_locks_are_mirrored(store, make_store, db):
+    Profile.objects.create(name="demo", collection="demo", minter_shoulder="ark:/99999/fk4")
+    Collection.objects.create(mnemonic="kept", held_by="bob", held_reason="set by an admin")
+    store.hold_collection("kept")
+    store.hold_collection("audit", by="ann", reason="checking rights")
+    store.pause_queue()
+    _, (jid,) = make_jobs(store, 1)
+    store.lock_storage("ark:/1/a", owner=jid)
+    worker = make_store()
+    worker.lock_job(jid)
+
+    mirror.full_reconcile(store)
+    rows = {c.mnemonic: c for c in Collection.objects.all()}
+    assert {n: c.held for n, c in rows.items()} == {"audit": True, "demo": False, "kept": True}
+    assert (rows["audit"].held_by, rows["audit"].held_reason) == ("ann", "checking rights")
+    assert rows["audit"].held_at is not None
+    assert (rows["kept"].held_by, rows["kept"].held_reason) == ("bob", "set by an admin")
+    assert Job.objects.get(jid=jid).locked
+
+    detail = MirrorState.objects.get(name="locks").detail
+    assert detail["paused"] and detail["paused_at"]
+    locks = {entry["path"]: entry for entry in detail["locks"]}
+    assert locks["/locks/storage/ark_1_a"]["kind"] == "storage"
+    assert locks["/locks/storage/ark_1_a"]["data"] == jid
+    assert locks["/locks/collections/audit"]["kind"] == "collection"
+    job_lock = locks[t.job_node(jid, "lock")]
+    assert job_lock["kind"] == "job" and job_lock["owner"] == hex(worker.session_id)
+
+    store.release_collection("audit")
+    store.unpause_queue()
+    mirror.full_reconcile(store)
+    assert not Collection.objects.get(mnemonic="audit").held
+    assert not MirrorState.objects.get(name="locks").detail["paused"]
+
+
+def test_reads_without_multiread_give_the_same_records(store, monkeypatch):
+    _, jids = make_jobs(store, 3)
+    fast = snapshot.read_jobs(store.client, jids + ["jid9999999999"])
+    monkeypatch.setitem(multiread._support, store.client, False)
+    slow = snapshot.read_jobs(store.client, jids + ["jid9999999999"])
+    assert fast.records == slow.records == {j: store.get_job(j) for j in jids}
+    assert fast.missing == slow.missing == ["jid9999999999"]
+
+
+# --- following writes made by others ------------------------------------------------------
+
+
+@pytest.fixture
+def follower(make_store, transactional_db):
+    """``Follower.run`` in a thread on a client of its own; stopped after the test."""
+    stop = threading.Event()
+    runner = Follower(make_store(), reconcile_seconds=3600)
+    thread = threading.Thread(target=runner.run, args=(stop,), daemon=True)
+
+    def start():
+        thread.start()
+        wait_for(lambda: MirrorState.objects.filter(name="full").exists())
+        return runner
+
+    yield start
+    stop.set()
+    if thread.is_alive():
+        thread.join(timeout=10)
+
+
+def test_writes_by_another_client_appear_in_the_mirror_within_seconds(store, zk, follower):
+    assert store.listeners == []  # a plain store: nothing is written through
+    bid, (moved, raw, removed) = make_jobs(store, 3)
+    follower()
+    assert Job.objects.filter(batch_id=bid).count() == 3
+
+    store.transition_job(moved, "Estimating", "estimating elsewhere")
+    wait_for(lambda: Job.objects.get(jid=moved).status == "Estimating")
+    event = JobEvent.objects.get(jid=moved, to_status="Estimating")
+    assert (event.from_status, event.actor, event.message) == (
+        "Pending",
+        "watch",
+        "estimating elsewhere",
+    )
+
+    # Written the way MerrittZK does it: separate calls, no multi, no version check.
+    status = t.job_status_record("Held", "Pending", 0, "held by MerrittZK")
+    zk.set(t.job_node(raw, "status"), t.encode_json(status))
+    zk.delete(t.job_index("Pending", 5, raw))
+    zk.create(t.job_index("Held", 5, raw))
+    wait_for(lambda: Job.objects.get(jid=raw).message == "held by MerrittZK")
+
+    store.hold_job(removed)
+    store.delete_job(removed)
+    store.purge_job(removed)
+    wait_for(lambda: not Job.objects.filter(jid=removed).exists())
+    wait_for(lambda: Batch.objects.get(bid=bid).job_counts == {"Estimating": 1, "Held": 1})
+
+
+def test_batch_status_holds_and_pauses_by_another_client_are_followed(store, zk, follower):
+    old = store.create_batch(SUBMISSION).id
+    follower()
+    zk.set(t.batch_node(old, "status"), t.encode_json(t.batch_status_record("Held", "raw")))
+    wait_for(lambda: Batch.objects.get(bid=old).status == "Held")
+
+    new = store.create_batch(dict(SUBMISSION, batchID="b-2")).id
+    wait_for(lambda: Batch.objects.filter(bid=new, status="Pending").exists())
+    store.hold_batch(new, "on hold")
+    wait_for(lambda: Batch.objects.get(bid=new).status == "Held")
+
+    store.hold_collection("demo", by="ann", reason="rights")
+    wait_for(lambda: Collection.objects.filter(mnemonic="demo", held=True).exists())
+    store.pause_queue()
+    wait_for(lambda: MirrorState.objects.get(name="locks").detail["paused"])
+    assert MirrorState.objects.filter(name="watch").exists()
+
+
+def test_following_goes_on_after_the_zookeeper_session_is_lost(store, zk_config, follower):
+    bid, (jid,) = make_jobs(store, 1)
+    runner = follower()
+    client = runner.store.client
+    lost_session = client.client_id[0]
+    twin = KazooClient(hosts=zk_config.hosts, client_id=client.client_id)
+    twin.start(timeout=10)
+    twin.stop()  # closing the session under the follower's client: it must start a new one
+    twin.close()
+    wait_for(lambda: client.connected and client.client_id[0] != lost_session)
+    store.transition_job(jid, "Estimating")
+    wait_for(lambda: Job.objects.get(jid=jid).status == "Estimating")
+    store.hold_batch(bid)
+    wait_for(lambda: Batch.objects.get(bid=bid).status == "Held")
+
+
+def test_a_job_read_in_a_state_its_listing_missed_is_read_again(store, db):
+    _, (jid,) = make_jobs(store, 1)
+    mirror.full_reconcile(store)
+    runner = Follower(store, reconcile_seconds=3600)
+    # The listings: the job left Pending, and Held was listed after it had left it again.
+    runner._list_due = lambda: {"Pending": [], "Held": [], "Deleted": []}
+    store.hold_job(jid)
+    runner.step()
+    assert Job.objects.get(jid=jid).status == "Held" and jid in runner._recheck
+    store.delete_job(jid)
+    store.purge_job(jid)
+    runner.step()
+    assert not Job.objects.filter(jid=jid).exists() and not runner._recheck
+
+
+# --- the pipeline writes through ----------------------------------------------------------
+
+
+def test_the_pipeline_leaves_every_job_mirrored_with_its_whole_timeline(pipeline, content):
+    bid = pipeline.submit(
+        type="single-file-batch-manifest", payload_url=f"{content.url}/sampleBatchOfFiles.checkm"
+    )
+    assert pipeline.run(bid).status == "Completed"
+    batch = Batch.objects.get(bid=bid)
+    assert batch.status == "Completed" and batch.job_counts == {"Completed": 3}
+    steps = ["Pending", *JOB_STEPS, "Completed"]
+    for job in Job.objects.filter(batch_id=bid):
+        assert job.status == "Completed" and job.ark.startswith("ark:/99999/fk4")
+        events = JobEvent.objects.filter(jid=job.jid).order_by("status_version")
+        assert [e.to_status for e in events] == steps
+        assert [e.from_status for e in events] == ["", *steps[:-1]]
+
+
+# --- freshness ----------------------------------------------------------------------------
+
+
+def test_the_freshness_line_names_the_newest_update_and_the_last_full_reconcile(db):
+    now = timezone.now()
+    states = {"write-through": now - timedelta(seconds=3), "full": now - timedelta(minutes=2)}
+    assert freshness_text(states, now) == (
+        "Mirror updated 3 s ago (write-through); last full reconcile 2 min ago"
+    )
+    assert freshness_text({"full": now}, now) == "Mirror last fully reconciled 0 s ago"
+    assert "reconcile --full" in freshness_text({}, now)
+    mirror.mark("watch", now)
+    assert str(mirror_freshness(None)["mirror_freshness"]).startswith("Mirror updated 0 s ago")
+
+
+def test_every_page_shows_the_freshness_line(client, db):
+    mirror.mark("write-through")
+    mirror.mark("full")
+    page = client.get(reverse("login")).content.decode()
+    assert "Mirror updated 0 s ago (write-through); last full reconcile 0 s ago" in page
