@@ -1,6 +1,8 @@
 from django.contrib import admin, messages
 
-from .models import ApiToken, Profile
+from steering.admin import ReadOnlyAdmin, scope_actions
+
+from .models import ApiToken, Batch, Collection, Profile
 
 
 @admin.register(Profile)
@@ -31,3 +33,20 @@ class ApiTokenAdmin(admin.ModelAdmin):
         obj.pk, obj.key_hash = token.pk, token.key_hash
         # Shown once: only the hash is kept.
         messages.warning(request, f"The token's key is {key} — copy it now, it is not shown again.")
+
+
+@admin.register(Batch)
+class BatchAdmin(ReadOnlyAdmin):
+    list_display = ("bid", "uuid", "collection", "status", "submitter", "submitted", "job_total")
+    list_filter = ("status",)
+    search_fields = ("=bid", "=uuid", "=collection")
+    show_full_result_count = False
+    actions = scope_actions("batch", "bid")
+
+
+@admin.register(Collection)
+class CollectionAdmin(ReadOnlyAdmin):
+    list_display = ("mnemonic", "held", "held_by", "held_reason", "held_at")
+    list_filter = ("held",)
+    search_fields = ("mnemonic",)
+    actions = scope_actions("collection", "mnemonic")

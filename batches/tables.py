@@ -7,7 +7,7 @@ from datetime import timedelta
 import django_tables2 as tables
 from django.utils import timezone
 
-from jobs.tables import PageTable, batch_link, status_badge, truncated, when
+from jobs.tables import PageTable, batch_link, select_box, status_badge, truncated, when
 from merritt_queue.states import JobStatus
 
 from .models import Batch
@@ -86,3 +86,15 @@ class BatchTable(PageTable):
 
     def render_age(self, value):
         return age_text(timezone.now() - value)
+
+
+class SelectBatchTable(BatchTable):
+    """The batch list: each row can be selected for an admin action."""
+
+    select = tables.Column("", accessor="bid", orderable=False, empty_values=())
+
+    class Meta(BatchTable.Meta):
+        sequence = ("select", "...")
+
+    def render_select(self, record):
+        return select_box("mq-actions-batch", record.bid)

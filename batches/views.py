@@ -10,7 +10,7 @@ from .filters import BatchFilter
 from .forms import SubmitForm
 from .models import Batch
 from .submission import SubmissionError, Upload, submit
-from .tables import BatchTable, batch_rows, job_counts_text
+from .tables import SelectBatchTable, batch_rows, job_counts_text
 
 MAX_REPORT_LINKS = 500
 HISTORY_PER_PAGE = 25
@@ -36,7 +36,7 @@ def submit_form(request):
 
 @login_required
 def batch_list(request):
-    filterset, table = filtered_table(request, BatchFilter, batch_rows(), BatchTable)
+    filterset, table = filtered_table(request, BatchFilter, batch_rows(), SelectBatchTable)
     return render(
         request,
         "batches/batch_list.html",

@@ -1,1 +1,14 @@
-from django.contrib import admin  # noqa: F401
+from django.contrib import admin
+
+from steering.admin import ReadOnlyAdmin, scope_actions
+
+from .models import Job
+
+
+@admin.register(Job)
+class JobAdmin(ReadOnlyAdmin):
+    list_display = ("jid", "batch_id", "collection", "status", "retry_count", "last_modified")
+    list_filter = ("status",)
+    search_fields = ("=jid", "=ark", "=local_id", "=collection")
+    show_full_result_count = False
+    actions = scope_actions("job", "jid")

@@ -269,6 +269,29 @@ class JobTable(PageTable):
         return when(value)
 
 
+def select_box(form: str, item_id: str):
+    """A row's selection checkbox; it belongs to the list's action bar form."""
+    return format_html(
+        '<input type="checkbox" data-select name="ids" value="{}" form="{}"'
+        ' aria-label="select {}">',
+        item_id,
+        form,
+        item_id,
+    )
+
+
+class SelectJobTable(JobTable):
+    """The job list: each row can be selected for an admin action."""
+
+    select = tables.Column("", accessor="jid", orderable=False, empty_values=())
+
+    class Meta(JobTable.Meta):
+        sequence = ("select", "...")
+
+    def render_select(self, record):
+        return select_box("mq-actions-job", record.jid)
+
+
 class EventTable(PageTable):
     """A history of status changes, newest first (the order is fixed)."""
 

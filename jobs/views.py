@@ -22,7 +22,7 @@ from merritt_queue.tree import is_job_id, parse_timestamp
 
 from .filters import JobFilter
 from .models import Job, JobEvent
-from .tables import JobTable, LazyKeyPaginator, job_rows, when
+from .tables import LazyKeyPaginator, SelectJobTable, job_rows, when
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ def job_list(request):
     # the range then also gives the order, however wide the range.
     by_change = "last_modified_after" in request.GET or "last_modified_before" in request.GET
     filterset, table = filtered_table(
-        request, JobFilter, job_rows(), JobTable, "-last_modified" if by_change else None
+        request, JobFilter, job_rows(), SelectJobTable, "-last_modified" if by_change else None
     )
     return render(
         request,

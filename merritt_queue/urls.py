@@ -10,4 +10,5 @@ urlpatterns = [
     path("", include("batches.urls")),
     path("", include("jobs.urls")),
     path("", include("dashboard.urls")),
+    path("", include("steering.urls")),
 ]

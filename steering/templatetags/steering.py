@@ -1,0 +1,119 @@
+"""Action buttons, action bars and audit links for the item and list pages."""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+from django import template
+from django.conf import settings
+from django.urls import reverse
+from django.utils.html import format_html
+
+from jobs.tables import batch_link, job_link
+
+from ..actions import ACTIONS, RANK, role_of
+from ..models import AdminActionItem
+
+register = template.Library()
+
+
+def may(user, action) -> bool:
+    """``steering.actions.may``, with the person's role read once per request."""
+    role = getattr(user, "_mq_role", None)
+    if role is None:
+        role = user._mq_role = role_of(user)
+    return not settings.READ_ONLY and role >= RANK[action.role]
+
+
+def confirm_url(name: str, **query) -> str:
+    url = reverse("steering:confirm", args=[name])
+    return f"{url}?{urlencode(query)}" if query else url
+
+
+def actions_for(user, scope: str, status: str | None = None) -> list:
+    """The actions of ``scope`` the person may take (and that apply to ``status``)."""
+    return [
+        a
+        for a in ACTIONS.values()
+        if a.scope == scope and may(user, a) and (status is None or status in a.applies_to)
+    ]
+
+
+@register.simple_tag
+def item_link(scope: str, item_id: str):
+    if scope == "job":
+        return job_link(item_id)
+    if scope == "batch":
+        return batch_link(item_id)
+    if scope == "collection":
+        return format_html(
+            '<a href="/jobs/?{}">{}</a>', urlencode({"collection": item_id}), item_id
+        )
+    return item_id
+
+
+@register.inclusion_tag("steering/_buttons.html", takes_context=True)
+def item_actions(context, scope: str, item_id: str, status: str | None = None):
+    """Links to the confirmation page of each action on this item, and its audit trail."""
+    user = context["request"].user
+    links = [
+        (a, confirm_url(a.name, ids=item_id) if scope != "queue" else confirm_url(a.name))
+        for a in actions_for(user, scope, status)
+    ]
+    key = {"job": "job", "batch": "batch", "collection": "collection"}.get(scope)
+    audit = f"{reverse('steering:audit')}?{urlencode({key: item_id})}" if key else ""
+    return {"links": links, "audit": audit}
+
+
+@register.inclusion_tag("steering/_bar.html", takes_context=True)
+def action_bar(context, scope: str, table=None):
+    """The list pages' bar: an action, then "selected" or "all N matching this filter"."""
+    request = context["request"]
+    paginator = getattr(table, "paginator", None)
+    total = None if paginator is None or getattr(paginator, "lazy", False) else paginator.count
+    filters = [
+        (k, v)
+        for k in request.GET
+        if k not in ("page", "sort", "per_page", "ids", "all", "action", "mode")
+        for v in request.GET.getlist(k)
+    ]
+    return {
+        "actions": [a for a in ACTIONS.values() if a.scope == scope and may(request.user, a)],
+        "filters": filters,
+        "total": total,
+        "form_id": f"mq-actions-{scope}",
+    }
+
+
+@register.inclusion_tag("steering/_item_audit.html")
+def admin_actions_on(item_id: str):
+    """The admin actions taken on one item, newest first (shown under a job's timeline)."""
+    items = (
+        AdminActionItem.objects.filter(item_id=item_id)
+        .select_related("admin_action")
+        .order_by("-admin_action__started", "-id")[:100]
+    )
+    return {"items": items, "item_id": item_id}
+
+
+@register.inclusion_tag("steering/_buttons.html", takes_context=True)
+def collection_actions(context, mnemonic: str, held: bool = False):
+    """Hold or release a collection, release its held items, and its audit trail."""
+    user = context["request"].user
+    names = ["collection.release", "collection.release_all"] if held else ["collection.hold"]
+    if not held:
+        names.append("collection.release_all")
+    links = [(ACTIONS[n], confirm_url(n, ids=mnemonic)) for n in names if may(user, ACTIONS[n])]
+    audit = f"{reverse('steering:audit')}?{urlencode({'collection': mnemonic})}"
+    return {"links": links, "audit": audit}
+
+
+@register.inclusion_tag("steering/_buttons.html", takes_context=True)
+def queue_actions(context, paused=None):
+    """Pause or resume the queue (both when the mirror does not know which it is)."""
+    user = context["request"].user
+    names = {True: ["queue.resume"], False: ["queue.pause"]}.get(
+        paused, ["queue.pause", "queue.resume"]
+    )
+    links = [(ACTIONS[n], confirm_url(n)) for n in names if may(user, ACTIONS[n])]
+    return {"links": links, "audit": f"{reverse('steering:audit')}?scope=queue"}

@@ -1,0 +1,14 @@
+from django.urls import path
+
+from . import views
+
+app_name = "steering"
+
+urlpatterns = [
+    path("actions/", views.audit, name="audit"),
+    path("actions/export.csv", views.export, name="export"),
+    path("actions/choose", views.choose, name="choose"),
+    path("actions/<int:pk>/", views.result, name="result"),
+    path("actions/<str:action_name>/confirm", views.confirm, name="confirm"),
+    path("actions/<str:action_name>/execute", views.run, name="execute"),
+]

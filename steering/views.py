@@ -1,0 +1,383 @@
+"""Web side of admin actions: confirmation, execution, result and the audit trail.
+
+Every action goes through one confirmation page listing each item and whether the
+action applies to it. The page signs the items that apply, at the versions shown, with
+a fresh token; executing verifies that signature and hands exactly those items to
+``steering.actions.execute``, which re-checks permissions and versions and records
+everything. The token makes a double submit a no-op.
+"""
+
+from __future__ import annotations
+
+import csv
+import uuid
+from dataclasses import dataclass
+from urllib.parse import urlencode
+
+from django.contrib.auth.decorators import login_required
+from django.core import signing
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.db.models import Q
+from django.http import (
+    Http404,
+    HttpResponse,
+    HttpResponseBadRequest,
+    QueryDict,
+)
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from batches.filters import BatchFilter
+from batches.models import Batch
+from jobs.filters import JobFilter
+from jobs.models import Job
+from merritt_queue.errors import InvalidTransition
+from merritt_queue.states import resume_choices
+
+from .actions import ACTIONS, Action, PlanItem, Target, execute, plan, refusal, steps_again
+from .models import AdminAction, AdminActionItem
+
+SALT = "steering.confirm"
+MAX_AGE = 6 * 3600  # a confirmation page older than this must be shown again
+SHOWN = 200  # items listed on the confirmation page
+MAX_ITEMS = 10_000  # "all matching" beyond this must be narrowed first
+PER_PAGE = 50
+# Query-string keys that are not the list's filter.
+NOT_FILTER = {"all", "ids", "page", "sort", "per_page", "action", "mode"}
+
+
+# --- the selection ---------------------------------------------------------------------
+
+
+@dataclass
+class Selection:
+    targets: list[Target]
+    missing: list[str]  # ids asked for but not in the mirror
+    total: int
+    everything: bool  # "all N matching this filter"
+    query: str  # the filter, as a query string, when everything
+    too_many: bool = False
+    error: str = ""
+
+
+def _ids(request) -> list[str]:
+    raw = ",".join(request.GET.getlist("ids"))
+    seen: dict[str, None] = {}
+    for part in raw.split(","):
+        if part.strip():
+            seen.setdefault(part.strip(), None)
+    return list(seen)
+
+
+def _filter_query(request) -> str:
+    q = QueryDict(mutable=True)
+    for key in request.GET:
+        if key not in NOT_FILTER:
+            q.setlist(key, request.GET.getlist(key))
+    return q.urlencode()
+
+
+MIRROR = {
+    "job": (Job, "jid", JobFilter),
+    "batch": (Batch, "bid", BatchFilter),
+}
+
+
+def select(request, action: Action) -> Selection:
+    """The items the request names: ``?ids=`` or ``?all=1`` with the list's filter."""
+    if action.scope == "queue":
+        return Selection([Target("ingest")], [], 1, False, "")
+    if action.scope == "collection":
+        ids = _ids(request)
+        return Selection([Target(m) for m in ids], [], len(ids), False, "")
+    model, key, filter_class = MIRROR[action.scope]
+    fields = (key, "status", "status_version", "collection", "locked")
+    if request.GET.get("all") == "1":
+        query = _filter_query(request)
+        filterset = filter_class(QueryDict(query), queryset=model.objects.all())
+        if not filterset.is_valid():
+            return Selection([], [], 0, True, query, error="the list's filter is not valid")
+        rows = filterset.qs.order_by(f"-{key}").values_list(*fields)
+        total = rows.count()
+        if total > MAX_ITEMS:
+            return Selection([], [], total, True, query, too_many=True)
+        targets = [Target(r[0], r[1], r[2], r[3] or "", r[4]) for r in rows]
+        return Selection(targets, [], total, True, query)
+    ids = _ids(request)
+    found = {
+        r[0]: Target(r[0], r[1], r[2], r[3] or "", r[4])
+        for r in model.objects.filter(**{f"{key}__in": ids}).values_list(*fields)
+    }
+    missing = [i for i in ids if i not in found]
+    return Selection([found[i] for i in ids if i in found], missing, len(ids), False, "")
+
+
+# --- the confirmation page ---------------------------------------------------------------
+
+
+def _action(action_name: str) -> Action:
+    action = ACTIONS.get(action_name)
+    if action is None:
+        raise Http404(f"no action {action_name}")
+    return action
+
+
+def _refused(request, action: Action, why: str):
+    return render(request, "steering/refused.html", {"action": action, "why": why}, status=403)
+
+
+def _resume_options(action: Action, items: list[PlanItem]) -> list[dict]:
+    """For resuming one Failed job: the steps it may restart at, and what runs again."""
+    applying = [p for p in items if p.applies]
+    if action.name != "job.resume" or len(applying) != 1:
+        return []
+    last = (
+        Job.objects.filter(jid=applying[0].target.id)
+        .values_list("last_successful_status", flat=True)
+        .first()
+    ) or None
+    try:
+        choices = resume_choices(last)
+    except InvalidTransition:
+        return []
+    default = choices[-1]
+    return [{"step": s, "again": steps_again(last, s), "default": s == default} for s in choices]
+
+
+def _again(action: Action, items: list[PlanItem]) -> dict[str, list[str]]:
+    """For a resume: which steps each job runs again when restarted where it failed."""
+    if action.name != "job.resume":
+        return {}
+    ids = [p.target.id for p in items if p.applies]
+    last = dict(Job.objects.filter(jid__in=ids).values_list("jid", "last_successful_status"))
+    out = {}
+    for jid in ids:
+        try:
+            out[jid] = steps_again(last.get(jid) or None)
+        except InvalidTransition:
+            out[jid] = []
+    return out
+
+
+def confirmation(request, action: Action, *, error: str = "", reason: str = "", status=200):
+    problem = refusal(request.user, action)
+    if problem:
+        return _refused(request, action, problem)
+    selection = select(request, action)
+    items = plan(request.user, action, selection.targets)
+    items += [
+        PlanItem(Target(i), False, "not in the mirror (unknown id)") for i in selection.missing
+    ]
+    applying = [p for p in items if p.applies]
+    options = _resume_options(action, items)
+    token = uuid.uuid4().hex
+    payload = signing.dumps(
+        {
+            "action": action.name,
+            "user": request.user.pk,
+            "items": [[p.target.id, p.target.version] for p in applying],
+            "token": token,
+            "selection": selection.query if selection.everything else "",
+            "steps": [o["step"] for o in options],
+            "back": request.GET.urlencode(),
+        },
+        salt=SALT,
+        compress=True,
+    )
+    again = _again(action, items)
+    rows = [{"plan": p, "again": again.get(p.target.id)} for p in items[:SHOWN]]
+    context = {
+        "action": action,
+        "selection": selection,
+        "rows": rows,
+        "listed": len(rows),
+        "count": len(items),
+        "applying": len(applying),
+        "options": options,
+        "payload": payload,
+        "error": error,
+        "reason": reason,
+        "strong": action.name == "job.force_fail" or bool(action.warning),
+    }
+    return render(request, "steering/confirm.html", context, status=status)
+
+
+@login_required
+@require_GET
+def confirm(request, action_name: str):
+    return confirmation(request, _action(action_name))
+
+
+@login_required
+@require_GET
+def choose(request):
+    """The list pages' action bar: ``?action=job.hold&mode=selected|all&...`` -> confirm."""
+    action = _action(request.GET.get("action", ""))
+    q = QueryDict(mutable=True)
+    if request.GET.get("mode") == "all":
+        q["all"] = "1"
+        for key in request.GET:
+            if key not in NOT_FILTER:
+                q.setlist(key, request.GET.getlist(key))
+    else:
+        q["ids"] = ",".join(_ids(request))
+    return redirect(reverse("steering:confirm", args=[action.name]) + "?" + q.urlencode())
+
+
+# --- execution --------------------------------------------------------------------------
+
+
+@login_required
+@require_POST
+def run(request, action_name: str):
+    action = _action(action_name)
+    try:
+        data = signing.loads(request.POST.get("payload", ""), salt=SALT, max_age=MAX_AGE)
+    except signing.SignatureExpired:
+        return HttpResponseBadRequest("This confirmation page is too old: show it again.")
+    except signing.BadSignature:
+        return HttpResponseBadRequest("The confirmation was altered or is not valid.")
+    if data.get("action") != action.name or data.get("user") != request.user.pk:
+        return HttpResponseBadRequest("This confirmation was made for another action or person.")
+    problem = refusal(request.user, action)
+    if problem:
+        return _refused(request, action, problem)
+    reason = request.POST.get("reason", "").strip()
+    params = {}
+    step = request.POST.get("step", "")
+    if step:  # else a resumed job restarts at the step it failed in
+        if step not in data.get("steps", []):
+            return _again_page(request, action, data, f"{step} is not a step to resume at", reason)
+        params["step"] = step
+    if not reason:
+        return _again_page(request, action, data, "a reason is required", reason)
+    items = [(i, v) for i, v in data["items"]]
+    try:
+        record = execute(
+            request.user,
+            action,
+            items,
+            reason,
+            token=data["token"],
+            params=params,
+            selection=data.get("selection", ""),
+        )
+    except PermissionDenied as e:
+        return _refused(request, action, str(e))
+    return redirect("steering:result", pk=record.pk)
+
+
+def _again_page(request, action, data, error, reason):
+    """The confirmation page again, from the same selection, with the error."""
+    request.GET = QueryDict(data.get("back", ""))
+    return confirmation(request, action, error=error, reason=reason, status=400)
+
+
+# --- result and audit trail ---------------------------------------------------------------
+
+
+@login_required
+def result(request, pk: int):
+    record = get_object_or_404(AdminAction, pk=pk)
+    action = ACTIONS.get(record.action)
+    return render(
+        request,
+        "steering/result.html",
+        {"record": record, "action": action, "items": record.items.all()},
+    )
+
+
+FILTERS = ("job", "batch", "collection", "user", "action", "scope")
+
+
+def audit_queryset(params) -> tuple:
+    qs = AdminAction.objects.all()
+    shown = {k: params.get(k, "").strip() for k in FILTERS}
+    if shown["job"]:
+        qs = qs.filter(items__item_id=shown["job"])
+    if shown["batch"]:
+        qs = qs.filter(items__item_id=shown["batch"])
+    if shown["collection"]:
+        c = shown["collection"]
+        qs = qs.filter(Q(items__collection=c) | Q(scope="collection", items__item_id=c))
+    if shown["user"]:
+        qs = qs.filter(username=shown["user"])
+    if shown["action"]:
+        qs = qs.filter(action=shown["action"])
+    if shown["scope"]:
+        qs = qs.filter(scope=shown["scope"])
+    if shown["job"] or shown["batch"] or shown["collection"]:
+        # One row per action, whatever the number of its items that match.
+        qs = AdminAction.objects.filter(pk__in=qs.values("pk"))
+    return qs.order_by("-started", "-pk"), shown
+
+
+@login_required
+def audit(request):
+    qs, shown = audit_queryset(request.GET)
+    page = Paginator(qs, PER_PAGE).get_page(request.GET.get("page"))
+    filters = {k: v for k, v in shown.items() if v}
+    return render(
+        request,
+        "steering/audit.html",
+        {
+            "page": page,
+            "shown": shown,
+            "filtered": filters,
+            "query": urlencode(filters),
+            "actions": sorted(ACTIONS),
+        },
+    )
+
+
+@login_required
+def export(request):
+    qs, shown = audit_queryset(request.GET)
+    items = AdminActionItem.objects.filter(admin_action__in=qs).select_related("admin_action")
+    if shown["job"] or shown["batch"]:
+        items = items.filter(item_id=shown["job"] or shown["batch"])
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = 'attachment; filename="admin-actions.csv"'
+    out = csv.writer(response)
+    out.writerow(
+        [
+            "when",
+            "who",
+            "action",
+            "reason",
+            "item",
+            "collection",
+            "before_status",
+            "before_version",
+            "after_status",
+            "after_version",
+            "result",
+            "detail",
+        ]
+    )
+    for i in items.order_by("-admin_action__started", "admin_action_id", "id").iterator():
+        a = i.admin_action
+        out.writerow(
+            [
+                a.started.isoformat(),
+                a.username,
+                a.action,
+                _cell(a.reason),
+                _cell(i.item_id),
+                _cell(i.collection),
+                i.before_status,
+                "" if i.before_version is None else i.before_version,
+                i.after_status,
+                "" if i.after_version is None else i.after_version,
+                i.result,
+                _cell(i.detail),
+            ]
+        )
+    return response
+
+
+def _cell(text: str) -> str:
+    """No spreadsheet formulas from what people typed."""
+    return "'" + text if text[:1] in ("=", "+", "-", "@") else text
