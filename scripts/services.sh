@@ -12,7 +12,7 @@ JAVA=${JAVA:-/usr/bin/java}
 CHROMIUM=/usr/bin/chromium
 START_TIMEOUT=${START_TIMEOUT:-30}
 # ZooKeeper keeps the whole tree in its heap (about 400 bytes per znode): 256m holds some
-# 500,000 znodes; the 100,000-job reconcile benchmark (about 800,000) needs ZK_HEAP=1g.
+# 500,000 znodes; the 100,000-job reconcile benchmark (about 950,000) needs ZK_HEAP=1g.
 ZK_HEAP=${ZK_HEAP:-256m}
 SELF="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")"
 

@@ -266,7 +266,11 @@ def test_collection_and_queue_actions(queue, people):
     admin = people["administrator"]
     execute(admin, ACTIONS["collection.hold"], [("demo", None)], "audit", token="c1")
     assert queue.collection_held("demo")
-    assert queue.collection_hold("demo") | {"at": "x"} == {"by": "ada", "reason": "audit", "at": "x"}
+    assert queue.collection_hold("demo") | {"at": "x"} == {
+        "by": "ada",
+        "reason": "audit",
+        "at": "x",
+    }
     jid = job_in(queue, "Held")
     execute(admin, ACTIONS["collection.release"], [("demo", None)], "done", token="c2")
     record = execute(admin, ACTIONS["collection.release_all"], [("demo", None)], "go", token="c3")
