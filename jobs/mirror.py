@@ -30,7 +30,7 @@ import functools
 import logging
 import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -391,14 +391,39 @@ def _retrying(fn: Callable[[], Any]) -> Any:
     return None
 
 
-def _recounted(outcome: _Outcome) -> set[str]:
-    """The batches whose counts a job upsert changed: new jobs, and moves between statuses."""
-    bids = set()
+def _shift_counts(outcome: _Outcome) -> None:
+    """Move each written job's count to its new status on its batch's row.
+
+    Write-through runs this on every transition, so it adjusts the counts instead of
+    counting the batch's jobs again; a count that would go negative (the row was off)
+    gets a real recount.
+    """
+    deltas: dict[str, Counter] = defaultdict(Counter)
     for record in outcome.written:
         row = outcome.previous[record.jid]
-        if row is None or (row["status"], row["batch_id"]) != (record.status, record.bid):
-            bids |= {record.bid, row and row["batch_id"]}
-    return {b for b in bids if b}
+        old = (row["batch_id"], row["status"]) if row else (None, None)
+        if old == (record.bid, record.status):
+            continue
+        if old[0]:
+            deltas[old[0]][old[1]] -= 1
+        if record.bid:
+            deltas[record.bid][record.status] += 1
+    if not deltas:
+        return
+    rows, off = [], []
+    for pk, bid, counts in Batch.objects.filter(bid__in=list(deltas)).values_list(
+        "id", "bid", "job_counts"
+    ):
+        merged = Counter(counts or {})
+        merged.update(deltas[bid])
+        if any(n < 0 for n in merged.values()):
+            off.append(bid)
+            continue
+        clean = {k: n for k, n in sorted(merged.items()) if n}
+        rows.append({"id": pk, "job_counts": clean, "job_total": sum(clean.values())})
+    update(Batch, rows, ["job_counts", "job_total"])
+    if off:
+        recount(off)
 
 
 def apply_jobs(records: list[JobRecord], *, actor: str = "", at=None, since=None) -> _Outcome:
@@ -409,7 +434,7 @@ def apply_jobs(records: list[JobRecord], *, actor: str = "", at=None, since=None
         outcome = _upsert(JOBS, records, at=at, since=since)
         _write_events(outcome, actor, at)
         if since is None:  # a full rebuild recounts every batch once at its end
-            recount(_recounted(outcome))
+            _shift_counts(outcome)
         return outcome
 
     return _retrying(run)
