@@ -814,23 +814,65 @@ class QueueStore:
         """Move a job to ``new`` in one multi (status, index entry, batch reference, lock)."""
         if isinstance(job, str):
             job = self.get_job(job)
-        what = f"job {job.jid}"
-        JOB.check_move(job.status, new, what)
+        JOB.check_move(job.status, new, f"job {job.jid}")
         record = t.job_status_record(
             new,
             next_last_successful(job.status, new, job.last_successful_status),
             job.retry_count + (1 if retry else 0),
             message,
         )
+        moves = self._move_ops(job, t.job_index(new, job.priority, job.jid), new)
+        return self._write_status(job, record, moves, release_lock=release_lock)
+
+    def note_job(self, job: JobRecord, message: str, *, release_lock: bool = False) -> JobRecord:
+        """Replace the message of a job that stays where it is (e.g. waiting for disk space).
+
+        Not a move: the status, index entries and ``last_successful_status`` stay;
+        the write is checked on the status version and may drop the lock with it.
+        """
+        record = t.job_status_record(
+            job.status, job.last_successful_status, job.retry_count, message
+        )
+        return self._write_status(job, record, [], release_lock=release_lock)
+
+    def force_fail(self, job: JobRecord | str, message: str) -> JobRecord:
+        """Fail a job whatever holds it: its lock and its ARK's storage and inventory locks go too.
+
+        For an admin rescuing a stuck job. The worker that held the lock, if
+        alive, finds the job changed under it and commits nothing.
+        """
+        if isinstance(job, str):
+            job = self.get_job(job)
+        JOB.check_move(job.status, JobStatus.FAILED, f"job {job.jid}")
+        record = t.job_status_record(
+            JobStatus.FAILED, job.last_successful_status, job.retry_count, message
+        )
+        ops = self._move_ops(job, t.job_index(JobStatus.FAILED, job.priority, job.jid), "Failed")
+        locks = [t.job_node(job.jid, "lock")]
+        ark = (job.identifiers or {}).get("primary_id")
+        if ark:
+            locks += [t.storage_lock(ark), t.inventory_lock(ark)]
+        ops += [Op("delete", path, tolerant=True) for path in locks]
+        failed = self._write_status(job, record, ops, release_lock=False)
+        return evolve(failed, locked=False, lock_session=None)
+
+    def _write_status(
+        self, job: JobRecord, record: dict, extra: list[Op], *, release_lock: bool
+    ) -> JobRecord:
+        """1. Write ``record`` to the status node at the version read, with ``extra`` ops
+        (index moves, lock removals) and, when asked, the caller's lock, in one multi.
+        2. Tell the listeners, and return the job as written.
+        """
+        what = f"job {job.jid}"
         ops = [Op("set", t.job_node(job.jid, "status"), t.encode_json(record), job.status_version)]
-        ops += self._move_ops(job, t.job_index(new, job.priority, job.jid), new)
+        ops += extra
         if release_lock:
             self._check_session(job, what)
             ops.append(Op("delete", t.job_node(job.jid, "lock")))
         results = self._commit(ops, what)
-        moved = evolve(
+        written = evolve(
             job,
-            status=new,
+            status=record["status"],
             last_successful_status=record["last_successful_status"],
             retry_count=record["retry_count"],
             message=record["message"],
@@ -839,34 +881,8 @@ class QueueStore:
             locked=job.locked and not release_lock,
             lock_session=None if release_lock else job.lock_session,
         )
-        self._changed("job", job.jid, job.status, moved)
-        return moved
-
-    def note_job(self, job: JobRecord, message: str, *, release_lock: bool = False) -> JobRecord:
-        """Replace the message of a job that stays where it is (e.g. waiting for disk space).
-
-        Not a move: the status, index entries and ``last_successful_status`` stay;
-        the write is checked on the status version and may drop the lock with it.
-        """
-        what = f"job {job.jid}"
-        record = t.job_status_record(
-            job.status, job.last_successful_status, job.retry_count, message
-        )
-        ops = [Op("set", t.job_node(job.jid, "status"), t.encode_json(record), job.status_version)]
-        if release_lock:
-            self._check_session(job, what)
-            ops.append(Op("delete", t.job_node(job.jid, "lock")))
-        results = self._commit(ops, what)
-        noted = evolve(
-            job,
-            message=record["message"],
-            last_modified=record["last_modified"],
-            status_version=results[0].version,
-            locked=job.locked and not release_lock,
-            lock_session=None if release_lock else job.lock_session,
-        )
-        self._changed("job", job.jid, job.status, noted)
-        return noted
+        self._changed("job", job.jid, job.status, written)
+        return written
 
     def _move_ops(self, job: JobRecord, new_index: str, new_status: str) -> list[Op]:
         ops: list[Op] = []
@@ -927,39 +943,6 @@ class QueueStore:
             raise InvalidData(f"{name!r} is not one of {', '.join(t.JOB_OPTIONAL_NODES)}")
         self._put(t.job_node(jid, name), t.encode_json(value), f"job {jid}", exists=exists)
         self._changed("job", jid, None)
-
-    def force_fail(self, job: JobRecord | str, message: str) -> JobRecord:
-        """Fail a job whatever holds it: its lock and its ARK's storage and inventory locks go too.
-
-        For an admin rescuing a stuck job. The worker that held the lock, if
-        alive, finds the job changed under it and commits nothing.
-        """
-        if isinstance(job, str):
-            job = self.get_job(job)
-        what = f"job {job.jid}"
-        JOB.check_move(job.status, JobStatus.FAILED, what)
-        record = t.job_status_record(
-            JobStatus.FAILED, job.last_successful_status, job.retry_count, message
-        )
-        ops = [Op("set", t.job_node(job.jid, "status"), t.encode_json(record), job.status_version)]
-        ops += self._move_ops(job, t.job_index(JobStatus.FAILED, job.priority, job.jid), "Failed")
-        locks = [t.job_node(job.jid, "lock")]
-        ark = (job.identifiers or {}).get("primary_id")
-        if ark:
-            locks += [t.storage_lock(ark), t.inventory_lock(ark)]
-        ops += [Op("delete", path, tolerant=True) for path in locks]
-        results = self._commit(ops, what)
-        failed = evolve(
-            job,
-            status=JobStatus.FAILED,
-            message=record["message"],
-            last_modified=record["last_modified"],
-            status_version=results[0].version,
-            locked=False,
-            lock_session=None,
-        )
-        self._changed("job", job.jid, job.status, failed)
-        return failed
 
     def hold_job(self, jid: str, message: str = "") -> JobRecord:
         return self.transition_job(jid, JobStatus.HELD, message)
