@@ -16,13 +16,14 @@ WEB_PORT ?= 8000
 CONTENT_PORT ?= 8001
 # Every name in DEMO_PROCS is started by `make demo` and stopped by `make stop`, with
 # var/run/NAME.pid and var/log/NAME.log; its command is PROC_NAME.
-DEMO_PROCS := web content dispatcher worker1 worker2
+DEMO_PROCS := web content dispatcher worker1 worker2 reconciler
 QUEUES = $$($(PY) -c 'from merritt_queue.dispatcher import all_queue_names as q; print(*q())')
 PROC_web = $(PY) manage.py runserver --noreload 127.0.0.1:$(WEB_PORT)
 PROC_content = $(PY) -m http.server $(CONTENT_PORT) --bind 127.0.0.1 --directory var/demo-content
 PROC_dispatcher = $(PY) manage.py run_dispatcher
 PROC_worker1 = $(PY) manage.py rqworker $(QUEUES)
 PROC_worker2 = $(PY) manage.py rqworker $(QUEUES)
+PROC_reconciler = $(PY) manage.py reconcile --watch
 
 .PHONY: help venv test bench demo stop lint fmt clean
 
@@ -66,6 +67,7 @@ demo: venv
 	fi
 	$(PY) manage.py migrate --verbosity 0
 	$(PY) manage.py load_demo --content-dir var/demo-content --content-url http://127.0.0.1:$(CONTENT_PORT)/
+	$(PY) manage.py reconcile --full
 	@if ! { test -s var/run/web.pid && kill -0 "$$(cat var/run/web.pid)" 2>/dev/null; }; then \
 		$(SERVICES) port-free $(WEB_PORT) \
 			|| { echo "port $(WEB_PORT) is taken by another program; run with WEB_PORT=<free port>"; exit 1; }; \

@@ -66,7 +66,7 @@ class JobFilter(df.FilterSet):
     batch = df.CharFilter(field_name="batch_id", label="Batch")
     submitter = df.CharFilter(label="Submitter")
     # Exact: the dashboard links each frequent error message to the jobs that carry it.
-    message = df.CharFilter(label="Message (exact)", widget=forms.HiddenInput)
+    message = df.CharFilter(label="Message (exact)")
     last_modified = DateRange(label="Last change")
 
     class Meta:
