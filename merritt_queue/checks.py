@@ -128,6 +128,28 @@ def check_reconcile_seconds(app_configs=None, **kwargs) -> list[checks.CheckMess
     ]
 
 
+def check_services(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    problems = []
+    if settings.MQ_MINTER not in ("local", "ezid"):
+        problems.append(("MQ_MINTER", settings.MQ_MINTER, "local or ezid"))
+    if settings.MQ_STORAGE not in ("local", "merritt"):
+        problems.append(("MQ_STORAGE", settings.MQ_STORAGE, "local or merritt"))
+    if settings.MQ_STORAGE == "merritt":
+        for name in ("MERRITT_STORAGE_URL", "MERRITT_STORAGE_NODE", "MERRITT_STORAGE_FILE_URL"):
+            if not getattr(settings, name):
+                problems.append((name, "", "set when MQ_STORAGE=merritt"))
+    if settings.MQ_MINTER == "ezid" and not (settings.EZID_USER and settings.EZID_PASSWORD):
+        problems.append(("EZID_USER/EZID_PASSWORD", "", "set when MQ_MINTER=ezid"))
+    return [
+        checks.Error(
+            f"{name}={value!r} is not usable: it must be {need}.",
+            hint="A job would fail at that step; see the README's configuration table.",
+            id="mq.E009",
+        )
+        for name, value, need in problems
+    ]
+
+
 def check_secret_key(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     if settings.DEBUG or settings.SECRET_KEY != DEV_SECRET_KEY:
         return []
@@ -149,6 +171,7 @@ ALL_CHECKS = [
     check_work_dir,
     check_lock_stale_seconds,
     check_reconcile_seconds,
+    check_services,
     check_secret_key,
 ]
 

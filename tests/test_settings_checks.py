@@ -149,3 +149,23 @@ def test_env_helpers_parse_and_default(monkeypatch):
 
 def test_healthz_answers_ok(client):
     assert client.get("/healthz").json() == {"ok": True}
+
+
+def test_merritt_storage_without_its_urls_is_refused(settings):
+    from merritt_queue.checks import check_services
+
+    settings.MQ_STORAGE = "merritt"
+    settings.MERRITT_STORAGE_URL = "https://storage.example.org"
+    settings.MERRITT_STORAGE_NODE = "9501"
+    settings.MERRITT_STORAGE_FILE_URL = ""
+    (error,) = check_services()
+    assert error.id == "mq.E009" and "MERRITT_STORAGE_FILE_URL" in error.msg
+    settings.MQ_STORAGE, settings.MQ_MINTER = "cloud", "ezid"
+    ids = [e.msg.split("=")[0] for e in check_services()]
+    assert ids == ["MQ_STORAGE", "EZID_USER/EZID_PASSWORD"]
+
+
+def test_the_default_services_pass(settings):
+    from merritt_queue.checks import check_services
+
+    assert check_services() == []
