@@ -17,7 +17,7 @@ class BatchFilter(df.FilterSet):
         choices=BATCH_STATUS_CHOICES,
         widget=forms.CheckboxSelectMultiple,
         label="Status",
-        distinct=False,  # one row per job already; DISTINCT would make the count scan
+        distinct=False,  # one row per batch already; DISTINCT would make the count scan
     )
     collection = df.CharFilter(
         label="Collection", widget=forms.TextInput(attrs={"list": "mq-collections"})
