@@ -515,6 +515,9 @@ def _reread(store: QueueStore, change: Change):
 
 def apply_change(store: QueueStore, change: Change) -> None:
     """Reflect one store write in the mirror (re-reading the item when the change has no record)."""
+    if change.kind == "collection":
+        apply_collection(change.id, store.collection_hold(change.id))
+        return
     record = None if change.removed else change.record or _reread(store, change)
     if change.kind == "job":
         if record is None:
@@ -648,6 +651,14 @@ def sync_collections(holds: dict[str, dict], at: datetime) -> None:
         Collection.objects.bulk_create(new, batch_size=DB_BATCH)
         fields = ["held", "held_by", "held_reason", "held_at", "read_at"]
         Collection.objects.bulk_update(list(rows.values()), fields, batch_size=DB_BATCH)
+
+
+def apply_collection(mnemonic: str, hold: dict | None) -> None:
+    """One collection's hold as just written (None: released)."""
+    row, _ = Collection.objects.get_or_create(mnemonic=mnemonic)
+    _hold_into(row, hold)
+    row.read_at = timezone.now()
+    row.save()
 
 
 def _hold_into(row: Collection, hold: dict | None) -> None:

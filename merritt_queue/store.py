@@ -170,7 +170,7 @@ class Change:
     data node changed (the listener re-reads it if it cares).
     """
 
-    kind: str  # "job" | "batch"
+    kind: str  # "job" | "batch" | "collection"
     id: str
     old_status: str | None
     record: JobRecord | BatchRecord | None
@@ -1075,7 +1075,9 @@ class QueueStore:
     def hold_collection(self, mnemonic: str, *, by: str = "", reason: str = "") -> bool:
         """Hold a collection; who and why ride in the lock node's data (MerrittZK ignores it)."""
         data = t.encode_json({"by": by, "reason": reason, "at": t.now()}) if by or reason else b""
-        return self._persistent_flag(t.collection_lock(mnemonic), True, data)
+        changed = self._persistent_flag(t.collection_lock(mnemonic), True, data)
+        self._changed("collection", mnemonic, None)
+        return changed
 
     def collection_hold(self, mnemonic: str) -> dict | None:
         """Who held a collection, why and when ({} when not recorded); None when not held."""
@@ -1088,7 +1090,9 @@ class QueueStore:
             return {}
 
     def release_collection(self, mnemonic: str) -> bool:
-        return self._persistent_flag(t.collection_lock(mnemonic), False)
+        changed = self._persistent_flag(t.collection_lock(mnemonic), False)
+        self._changed("collection", mnemonic, None)
+        return changed
 
     def collection_held(self, mnemonic: str) -> bool:
         return bool(self._exists(t.collection_lock(mnemonic)))

@@ -412,3 +412,20 @@ def test_every_page_shows_the_freshness_line(client, db):
     mirror.mark("full")
     page = client.get(reverse("login")).content.decode()
     assert "Mirror updated 0 s ago (write-through); last full reconcile 0 s ago" in page
+
+
+def test_a_collection_hold_is_written_through_with_who_and_why(db, zk_config, settings):
+    from batches.models import Collection
+    from merritt_queue import runtime
+
+    settings.ZK_HOSTS, settings.ZK_CHROOT = zk_config.hosts, zk_config.chroot
+    runtime.close()
+    try:
+        store = runtime.get_store()
+        store.hold_collection("demo", by="ada", reason="audit")
+        row = Collection.objects.get(mnemonic="demo")
+        assert (row.held, row.held_by, row.held_reason) == (True, "ada", "audit")
+        store.release_collection("demo")
+        assert not Collection.objects.get(mnemonic="demo").held
+    finally:
+        runtime.close()
