@@ -50,6 +50,8 @@ JOB_WORK_STATES: tuple[str, ...] = (
     JobStatus.NOTIFY,
 )
 BATCH_PENDING_QUEUE = "mq-batch-pending"
+# Bulk admin actions (steering.tasks.run_admin_action): served before everything else.
+ADMIN_QUEUE = "mq-admin"
 BATCH_REPORT_QUEUE = "mq-batch-reporting"
 JOB_TASK = "jobs.tasks.run_job_step"
 BATCH_PENDING_TASK = "batches.tasks.run_batch_pending"
@@ -68,10 +70,11 @@ def all_queue_names() -> list[str]:
 
     RQ serves the first non-empty queue it is given; draining later states first
     finishes work already started before taking new work, instead of moving the
-    whole backlog through the states in waves.
+    whole backlog through the states in waves. Admin work (a bulk action a person
+    is waiting on) comes before all of it.
     """
     later_first = [job_queue_name(s) for s in reversed(JOB_WORK_STATES)]
-    return [BATCH_REPORT_QUEUE, *later_first, BATCH_PENDING_QUEUE]
+    return [ADMIN_QUEUE, BATCH_REPORT_QUEUE, *later_first, BATCH_PENDING_QUEUE]
 
 
 def rq_job_id(kind: str, item_id: str, status: str) -> str:

@@ -65,6 +65,9 @@ MERRITT_STORAGE_FILE_URL = env_str("MERRITT_STORAGE_FILE_URL", "")
 
 # Dispatcher: how many RQ jobs may wait per state, and the safety-net sweep period.
 MQ_DISPATCH_AHEAD = env_int("MQ_DISPATCH_AHEAD", 20)
+# An admin action on more items than this runs as an RQ job on the mq-admin queue (the
+# result page shows its progress); up to this many it runs inside the request.
+MQ_BULK_INLINE_MAX = env_int("MQ_BULK_INLINE_MAX", 200)
 MQ_SWEEP_SECONDS = env_float("MQ_SWEEP_SECONDS", 10.0)
 # An RQ job "started" this many seconds ago whose item holds no ZooKeeper lock is taken as
 # dead (its worker was killed) and enqueued again; a needless repeat is harmless.

@@ -24,6 +24,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
+from django.db.models import Count
 from django.utils import timezone
 
 from merritt_queue.errors import ChangedUnderYou, QueueError
@@ -320,29 +321,89 @@ def execute(
     selection: str = "",
 ) -> AdminAction:
     """Take ``action`` on ``items`` (id, version shown) and record it; idempotent by ``token``."""
+    record, created = start(
+        user, action, items, reason, token=token, params=params, selection=selection
+    )
+    if not created:  # the same confirmation submitted again: nothing is done twice
+        return record
+    return run_items(record)
+
+
+def start(
+    user,
+    action: Action,
+    items: list[tuple[str, int | None]],
+    reason: str,
+    *,
+    token: str,
+    params: dict | None = None,
+    selection: str = "",
+) -> tuple[AdminAction, bool]:
+    """Check and record the action, acting on nothing yet; the record and whether it is new.
+
+    ``run_items`` then acts, in the request or in ``steering.tasks.run_admin_action``.
+    """
     problem = refusal(user, action)
     if problem:
         raise PermissionDenied(problem)
     if not reason.strip():
         raise ValueError("a reason is required")
-    record = _start(user, action, reason, token, params or {}, selection, len(items))
-    if record.finished or record.items.exists():
+    pending = [[item_id, version] for item_id, version in items]
+    return _start(user, action, reason, token, params or {}, selection, pending)
+
+
+def run_items(record: AdminAction) -> AdminAction:
+    """Act on the record's pending items and finish it; safe to run again.
+
+    An item that already has an ``AdminActionItem`` is not acted on again, so a task
+    run twice (or resumed after its worker died) does each item at most once.
+    """
+    if record.finished:
         return record
+    action = ACTIONS[record.action]
+    user = record.user
+    handled = set(record.items.values_list("item_id", flat=True))
+    _recount(record)
     store = get_store()
-    store.actor = f"admin:{user.get_username()}"
-    scope = collections_of(user)
-    note = f"{user.get_username()}: {reason.strip()}"
-    for item_id, version in items:
-        _one(store, action, record, item_id, version, scope, params or {}, note)
+    store.actor = f"admin:{record.username}"
+    problem = refusal(user, action) if user is not None else "the person is gone"
+    scope = collections_of(user) if user is not None else set()
+    note = f"{record.username}: {record.reason}"
+    for item_id, version in record.pending_items:
+        if item_id in handled:
+            continue
+        if problem:
+            _record_skip(record, item_id, problem)
+        else:
+            _one(store, action, record, item_id, version, scope, record.params or {}, note)
+        handled.add(item_id)
+        record.save(update_fields=["done", "skipped", "failed"])  # the progress bar
     record.finished = timezone.now()
     record.save(update_fields=["finished", "done", "skipped", "failed"])
     return record
 
 
-def _start(user, action, reason, token, params, selection, total) -> AdminAction:
+def _recount(record: AdminAction) -> None:
+    rows = record.items.order_by().values("result").annotate(n=Count("id"))
+    counts = {r["result"]: r["n"] for r in rows}
+    record.done, record.skipped, record.failed = (
+        counts.get("done", 0),
+        counts.get("skipped", 0),
+        counts.get("failed", 0),
+    )
+
+
+def _record_skip(record: AdminAction, item_id: str, why: str) -> None:
+    AdminActionItem.objects.create(
+        admin_action=record, item_id=item_id, result="skipped", detail=why
+    )
+    record.skipped += 1
+
+
+def _start(user, action, reason, token, params, selection, pending) -> tuple[AdminAction, bool]:
     try:
         with transaction.atomic():
-            return AdminAction.objects.create(
+            record = AdminAction.objects.create(
                 user=user,
                 username=user.get_username(),
                 action=action.name,
@@ -350,11 +411,13 @@ def _start(user, action, reason, token, params, selection, total) -> AdminAction
                 reason=reason.strip(),
                 params=params,
                 selection=selection,
-                total=total,
+                total=len(pending),
                 token=token,
+                pending_items=pending,
             )
+            return record, True
     except IntegrityError:  # the same confirmation submitted again: nothing is done twice
-        return AdminAction.objects.get(token=token)
+        return AdminAction.objects.get(token=token), False
 
 
 def _load(store: QueueStore, action: Action, item_id: str):

@@ -25,12 +25,23 @@ class AdminAction(models.Model):
     failed = models.PositiveIntegerField(default=0)
     # Guards double submits: the confirmation page's token may be executed once.
     token = models.CharField(max_length=64, unique=True)
+    # The [id, version] pairs to act on, kept so a queued action (mq-admin) can run them.
+    pending_items = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["-started"]
 
     def __str__(self) -> str:
         return f"{self.action} by {self.username}"
+
+    @property
+    def progress(self) -> int:
+        """Items handled so far, whatever their result."""
+        return self.done + self.skipped + self.failed
+
+    @property
+    def percent(self) -> int:
+        return 100 if not self.total else min(100, self.progress * 100 // self.total)
 
 
 class AdminActionItem(models.Model):

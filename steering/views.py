@@ -10,10 +10,13 @@ everything. The token makes a double submit a no-op.
 from __future__ import annotations
 
 import csv
+import logging
 import uuid
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
+import django_rq
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core import signing
 from django.core.exceptions import PermissionDenied
@@ -28,6 +31,7 @@ from django.http import (
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
+from redis.exceptions import RedisError
 
 from batches.filters import BatchFilter
 from batches.models import Batch
@@ -36,8 +40,22 @@ from jobs.models import Job
 from merritt_queue.errors import InvalidTransition
 from merritt_queue.states import resume_choices
 
-from .actions import ACTIONS, Action, PlanItem, Target, execute, plan, refusal, steps_again
+from . import tasks
+from .actions import (
+    ACTIONS,
+    Action,
+    PlanItem,
+    Target,
+    execute,
+    plan,
+    refusal,
+    run_items,
+    start,
+    steps_again,
+)
 from .models import AdminAction, AdminActionItem
+
+log = logging.getLogger(__name__)
 
 SALT = "steering.confirm"
 MAX_AGE = 6 * 3600  # a confirmation page older than this must be shown again
@@ -254,19 +272,26 @@ def run(request, action_name: str):
     if not reason:
         return _again_page(request, action, data, "a reason is required", reason)
     items = [(i, v) for i, v in data["items"]]
+    how = dict(token=data["token"], params=params, selection=data.get("selection", ""))
     try:
-        record = execute(
-            request.user,
-            action,
-            items,
-            reason,
-            token=data["token"],
-            params=params,
-            selection=data.get("selection", ""),
-        )
+        if len(items) <= settings.MQ_BULK_INLINE_MAX:
+            record = execute(request.user, action, items, reason, **how)
+        else:
+            record, created = start(request.user, action, items, reason, **how)
+            if created:
+                _queue(record)
     except PermissionDenied as e:
         return _refused(request, action, str(e))
     return redirect("steering:result", pk=record.pk)
+
+
+def _queue(record: AdminAction) -> None:
+    """A bulk action runs on the mq-admin queue; without Redis, here and now instead."""
+    try:
+        tasks.enqueue(record, django_rq.get_connection("default"))
+    except RedisError:
+        log.exception("could not queue admin action %s; running it in the request", record.pk)
+        run_items(record)
 
 
 def _again_page(request, action, data, error, reason):
@@ -282,10 +307,16 @@ def _again_page(request, action, data, error, reason):
 def result(request, pk: int):
     record = get_object_or_404(AdminAction, pk=pk)
     action = ACTIONS.get(record.action)
+    running = record.finished is None
     return render(
         request,
         "steering/result.html",
-        {"record": record, "action": action, "items": record.items.all()},
+        {
+            "record": record,
+            "action": action,
+            "running": running,
+            "items": record.items.none() if running else record.items.all(),
+        },
     )
 
 

@@ -1,0 +1,106 @@
+"""Bulk admin actions: more than MQ_BULK_INLINE_MAX items run as an RQ job on mq-admin."""
+
+from __future__ import annotations
+
+import pytest
+from rq import Queue, SimpleWorker
+
+from merritt_queue.dispatcher import all_queue_names
+from steering import tasks
+from steering.models import AdminAction, AdminActionItem
+from tests import test_steering_actions as base
+from tests.test_steering_pages import confirm_and_execute, mirrored
+
+queue, people, job_in = base.queue, base.people, base.job_in  # the same fixtures and helper
+
+
+@pytest.fixture
+def bulk(settings, redis):
+    settings.MQ_BULK_INLINE_MAX = 2
+    url = redis.connection_pool.connection_kwargs
+    settings.RQ_QUEUES = {
+        "default": {
+            "HOST": url.get("host", "127.0.0.1"),
+            "PORT": url.get("port", 6379),
+            "DB": url.get("db", 0),
+        }
+    }
+    return Queue("mq-admin", connection=redis)
+
+
+def work(admin_queue: Queue) -> None:
+    SimpleWorker([admin_queue], connection=admin_queue.connection).work(
+        burst=True, logging_level="WARNING"
+    )
+
+
+def test_admin_queue_is_served_first():
+    names = all_queue_names()
+    assert names[0] == "mq-admin" and names[1:3] == ["mq-batch-reporting", "mq-job-notify"]
+    assert names[-1] == "mq-batch-pending" and len(names) == len(set(names))
+
+
+def test_a_bulk_resume_runs_on_the_admin_queue(client, queue, people, bulk):
+    jids = [job_in(queue, "Failed", "bulk") for _ in range(5)]
+    mirrored(queue, *jids)
+    client.force_login(people["operator"])
+    _, done, data = confirm_and_execute(client, "job.resume", "all=1&collection=bulk")
+    record = AdminAction.objects.get()
+    assert done.status_code == 302 and done.url == f"/actions/{record.pk}/"
+    # Nothing done yet: the request only recorded and queued it.
+    assert record.finished is None and record.progress == 0 and record.total == 5
+    assert AdminActionItem.objects.count() == 0
+    assert all(queue.get_job(j).status == "Failed" for j in jids)
+    assert bulk.count == 1
+    page = client.get(done.url).content.decode()
+    assert "0/5" in page and "<progress" in page and 'http-equiv="refresh"' in page
+    assert "result-items" not in page
+    # A double submit queues nothing more.
+    again = client.post("/actions/job.resume/execute", data)
+    assert again.url == done.url and bulk.count == 1 and AdminAction.objects.count() == 1
+
+    work(bulk)
+
+    record.refresh_from_db()
+    assert record.finished is not None and (record.done, record.skipped, record.failed) == (5, 0, 0)
+    assert all(queue.get_job(j).status == "Pending" for j in jids)
+    assert all(queue.get_job(j).retry_count == 1 for j in jids)
+    page = client.get(done.url).content.decode()
+    assert "5 done" in page and "result-items" in page and "<progress" not in page
+    assert 'http-equiv="refresh"' not in page
+    versions = {j: queue.get_job(j).status_version for j in jids}
+
+    # The task run again, queued or called, changes nothing.
+    tasks.enqueue(record, bulk.connection)
+    work(bulk)
+    assert tasks.run_admin_action(record.pk) == "already finished"
+    record.refresh_from_db()
+    assert (record.done, record.skipped, record.failed) == (5, 0, 0)
+    assert AdminActionItem.objects.count() == 5
+    assert {j: queue.get_job(j).status_version for j in jids} == versions
+
+
+def test_a_task_interrupted_midway_does_not_act_twice(client, queue, people, bulk):
+    jids = [job_in(queue, "Failed", "bulk") for _ in range(3)]
+    mirrored(queue, *jids)
+    client.force_login(people["operator"])
+    confirm_and_execute(client, "job.resume", "all=1&collection=bulk")
+    record = AdminAction.objects.get()
+    # As if a worker had acted on the first item and died before finishing.
+    first = record.pending_items[0][0]
+    queue.resume_job(first, message="by the first run")
+    AdminActionItem.objects.create(admin_action=record, item_id=first, result="done")
+    assert tasks.run_admin_action(record.pk) == "3 done"  # one before, two now
+    record.refresh_from_db()
+    assert (record.done, record.skipped, record.total) == (3, 0, 3) and record.finished
+    assert queue.get_job(first).retry_count == 1
+    assert all(queue.get_job(j).status == "Pending" for j in jids)
+
+
+def test_at_the_limit_it_runs_in_the_request(client, queue, people, bulk):
+    jids = [job_in(queue, "Failed", "small") for _ in range(2)]
+    mirrored(queue, *jids)
+    client.force_login(people["operator"])
+    confirm_and_execute(client, "job.resume", "all=1&collection=small")
+    record = AdminAction.objects.get()
+    assert record.finished is not None and record.done == 2 and bulk.count == 0
