@@ -91,6 +91,17 @@ BATCH_FIELDS = (
     "locked",
     "status_version",
 )
+# What a status write can change: all a ``partial`` record (``QueueStore.job_heads``) knows.
+JOB_STATUS_FIELDS = (
+    "status",
+    "last_successful_status",
+    "retry_count",
+    "priority",
+    "message",
+    "last_modified",
+    "locked",
+    "status_version",
+)
 WRITE_THROUGH, WATCH, FULL, LOCKS = "write-through", "watch", "full", "locks"
 # Rows per bulk UPDATE and per DELETE ... IN (...); rows per executemany of an INSERT.
 DB_BATCH = 500
@@ -444,6 +455,53 @@ def apply_job(record: JobRecord, *, actor: str = "", at=None) -> None:
     apply_jobs([record], actor=actor, at=at)
 
 
+def apply_job_statuses(
+    store: QueueStore, records: list[JobRecord], *, actor: str = "", at=None
+) -> None:
+    """Write status writes (``partial`` records) into existing rows: status fields only.
+
+    A job without a row yet is read whole and upserted, so nothing is lost.
+    """
+    at = at or timezone.now()
+    missing: list[str] = []
+
+    def run() -> _Outcome:
+        missing.clear()
+        rows = _rows(JOBS, [r.jid for r in records])
+        out, changed = _Outcome(), []
+        for record in records:
+            row = rows.get(record.jid)
+            if row is None:
+                missing.append(record.jid)
+                continue
+            if _stale(record, row, None):
+                continue
+            values = job_values(record)
+            values = {f: values[f] for f in JOB_STATUS_FIELDS}
+            if all(row[f] == values[f] for f in JOB_STATUS_FIELDS):
+                continue
+            changed.append({"id": row["id"], **values, "read_at": at})
+            out.changed.append(record.jid)
+            out.previous[record.jid] = row
+            out.written.append(record)
+        update(Job, changed, [*JOB_STATUS_FIELDS, "read_at"])
+        _write_events(out, actor, at)
+        _shift_counts(out)
+        return out
+
+    _retrying(run)
+    whole = [r for r in (_reread_job(store, jid) for jid in missing) if r is not None]
+    if whole:
+        apply_jobs(whole, actor=actor, at=at)
+
+
+def _reread_job(store: QueueStore, jid: str) -> JobRecord | None:
+    try:
+        return store.get_job(jid)
+    except NotFound:
+        return None
+
+
 def apply_batches(records: list[BatchRecord], *, at=None, since=None) -> _Outcome:
     at = at or timezone.now()
 
@@ -520,7 +578,9 @@ def apply_change(store: QueueStore, change: Change) -> None:
         return
     record = None if change.removed else change.record or _reread(store, change)
     if change.kind == "job":
-        if record is None:
+        if record is not None and record.partial:
+            apply_job_statuses(store, [record], actor=change.actor)
+        elif record is None:
             remove_job(change.id)
         else:
             apply_job(record, actor=change.actor)
@@ -528,6 +588,41 @@ def apply_change(store: QueueStore, change: Change) -> None:
         remove_batch(change.id)
     else:
         apply_batch(record, actor=change.actor)
+
+
+def apply_changes(store: QueueStore, changes: list[Change]) -> None:
+    """Reflect many store writes in order; runs of job moves go in one transaction each.
+
+    A run ends where the actor or the kind of record changes, or where a job comes
+    again (each of its writes must become its own timeline event).
+    """
+    run: list[JobRecord] = []
+    seen: set[str] = set()
+    key: tuple[str, bool] = ("", False)
+
+    def flush() -> None:
+        if not run:
+            return
+        actor, partial = key
+        if partial:
+            apply_job_statuses(store, list(run), actor=actor)
+        else:
+            apply_jobs(list(run), actor=actor)
+        run.clear()
+        seen.clear()
+
+    for change in changes:
+        record = change.record
+        if change.kind != "job" or record is None or change.removed:
+            flush()
+            apply_change(store, change)
+            continue
+        if (change.actor, record.partial) != key or change.id in seen:
+            flush()
+            key = (change.actor, record.partial)
+        run.append(record)
+        seen.add(change.id)
+    flush()
 
 
 class _Marker:
@@ -561,6 +656,16 @@ def make_listener(store: QueueStore) -> Callable[[Change], None]:
             # The write itself succeeded; the watches or the next full reconcile catch up.
             log.exception("mirror write-through of %s %s failed", change.kind, change.id)
 
+    def many(changes: list[Change]) -> None:
+        if not _django_ready():
+            return
+        try:
+            apply_changes(store, changes)
+            _mark_write_through()
+        except Exception:
+            log.exception("mirror write-through of %d changes failed", len(changes))
+
+    listener.many = many
     return listener
 
 

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import logging
 import posixpath
+import threading
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,6 +101,9 @@ class JobRecord:
     store: dict | None = None
     locked: bool = False
     lock_session: int | None = None
+    # Read by ``job_heads``: only the status, batch, priority and lock are known; the
+    # data fields are None because they were not read, not because they are empty.
+    partial: bool = False
 
     @property
     def collection(self) -> str | None:
@@ -206,17 +211,52 @@ class QueueStore:
         # Who is writing ("worker", "admin:<user>"): recorded with each change.
         self.actor = actor
         self.listeners: list = list(listeners or [])
+        # Per thread: the web app shares one store between its request threads.
+        self._local = threading.local()
 
     def _changed(self, kind: str, item_id: str, old_status, record=None, removed=False) -> None:
         """Tell the listeners; a failing listener must never fail or undo the write."""
         if not self.listeners:
             return
         change = Change(kind, item_id, old_status, record, removed, self.actor)
+        deferred = getattr(self._local, "deferred", None)
+        if deferred is not None:
+            deferred.append(change)
+            return
+        self._tell([change])
+
+    def _tell(self, changes: list[Change]) -> None:
         for listener in self.listeners:
-            try:
-                listener(change)
-            except Exception:
-                log.exception("change listener failed for %s %s", kind, item_id)
+            many = getattr(listener, "many", None)
+            if many is not None and len(changes) > 1:
+                try:
+                    many(changes)
+                except Exception:
+                    log.exception("change listener failed for %d changes", len(changes))
+                continue
+            for change in changes:
+                try:
+                    listener(change)
+                except Exception:
+                    log.exception("change listener failed for %s %s", change.kind, change.id)
+
+    @contextmanager
+    def deferred_changes(self) -> Iterator[None]:
+        """Hold the listeners' calls until the block ends, then give them all at once.
+
+        For bulk writes: a listener with a ``many`` attribute (the mirror) then
+        writes them in one database transaction instead of one per item.
+        """
+        if getattr(self._local, "deferred", None) is not None:  # nested: the outer block tells
+            yield
+            return
+        self._local.deferred = []
+        try:
+            yield
+        finally:
+            changes, self._local.deferred = self._local.deferred, None
+            if changes:
+                self._tell(changes)
 
     # --- plumbing ------------------------------------------------------------
 
@@ -303,6 +343,47 @@ class QueueStore:
             else:
                 raise self._error(op, err, what)
         raise QueueError(f"{what}: the tree kept changing while writing; nothing was written")
+
+    def _commit_many(self, batches: Sequence[tuple[list[Op], str]]) -> list[list[Any] | QueueError]:
+        """Run many independent multis pipelined on the connection; each result or error.
+
+        Each multi is still all-or-nothing and version-checked; only the waiting is
+        shared. One that needs mending (a tolerant index op) is redone by ``_commit``.
+        """
+        sent = []
+        for ops, _ in batches:
+            tx = self.client.transaction()
+            for op in ops:
+                op.add_to(tx)
+            sent.append(tx.commit_async())
+        self.stats["round_trips"] += 1
+        self.stats["writes"] += len(batches)
+        out: list[list[Any] | QueueError] = []
+        for (ops, what), pending in zip(batches, sent, strict=True):
+            try:
+                results = pending.get()
+            except Exception as e:  # connection lost: the multi may or may not have run
+                out.append(QueueError(f"{what}: ZooKeeper did not answer ({e!r}); reload to see"))
+                continue
+            failed = next(
+                (
+                    i
+                    for i, r in enumerate(results)
+                    if isinstance(r, Exception)
+                    and not isinstance(r, RolledBackError | RuntimeInconsistency)
+                ),
+                None,
+            )
+            if failed is None:
+                out.append(results)
+            elif ops[failed].tolerant:
+                try:
+                    out.append(self._commit(ops, what))
+                except QueueError as e:
+                    out.append(e)
+            else:
+                out.append(self._error(ops[failed], results[failed], what))
+        return out
 
     def _error(self, op: Op, err: Exception, what: str) -> QueueError:
         if isinstance(err, BadVersionError):
@@ -733,6 +814,45 @@ class QueueStore:
         except (ValueError, TypeError, AttributeError) as e:
             raise InvalidData(f"job {jid} has unreadable data ({e}); run check_tree") from None
 
+    def job_heads(self, jids: Sequence[str]) -> dict[str, JobRecord | QueueError]:
+        """What moving each job needs (status, batch, priority, lock), in one pipelined round.
+
+        The records are ``partial``: a bulk action moves thousands of jobs and reads
+        four small nodes of each instead of all thirteen.
+        """
+        names = ("status", "bid", "priority")
+        out: dict[str, JobRecord | QueueError] = {}
+        sent = {}
+        for jid in jids:
+            if not t.is_job_id(jid):
+                out[jid] = InvalidData(f"{jid!r} is not a valid job id")
+                continue
+            sent[jid] = (
+                [self.client.get_async(t.job_node(jid, n)) for n in names],
+                self.client.exists_async(t.job_node(jid, "lock")),
+            )
+        self.stats["round_trips"] += 1
+        for jid, (reads, lock) in sent.items():
+            got: dict[str, Any] = {}
+            for name, pending in zip(names, reads, strict=True):
+                try:
+                    got[name] = pending.get()
+                except NoNodeError:
+                    got[name] = None
+            if got["status"] is None:
+                out[jid] = NotFound(f"job {jid} does not exist")
+                continue
+            try:
+                locked = lock.get() is not None
+                record = self._job_record(
+                    jid, got["status"], lambda n, got=got: got[n][0] if got.get(n) else None, locked
+                )
+            except (ValueError, TypeError, AttributeError) as e:
+                out[jid] = InvalidData(f"job {jid} has unreadable data ({e}); run check_tree")
+                continue
+            out[jid] = evolve(record, partial=True)
+        return out
+
     @staticmethod
     def _job_record(jid, status, value, locked) -> JobRecord:
         st = t.decode_json(status[0]) or {}
@@ -814,6 +934,11 @@ class QueueStore:
         """Move a job to ``new`` in one multi (status, index entry, batch reference, lock)."""
         if isinstance(job, str):
             job = self.get_job(job)
+        record, moves = self._plan_move(job, new, message, retry)
+        return self._write_status(job, record, moves, release_lock=release_lock)
+
+    def _plan_move(self, job: JobRecord, new: str, message: str, retry: bool):
+        """The status record and the index moves of moving ``job`` to ``new``; checks the move."""
         JOB.check_move(job.status, new, f"job {job.jid}")
         record = t.job_status_record(
             new,
@@ -821,8 +946,38 @@ class QueueStore:
             job.retry_count + (1 if retry else 0),
             message,
         )
-        moves = self._move_ops(job, t.job_index(new, job.priority, job.jid), new)
-        return self._write_status(job, record, moves, release_lock=release_lock)
+        return record, self._move_ops(job, t.job_index(new, job.priority, job.jid), new)
+
+    def move_jobs(
+        self, moves: Sequence[tuple[JobRecord, str, str, bool]]
+    ) -> list[JobRecord | QueueError]:
+        """Move many jobs ``(job, new status, message, retry)``, each in its own multi.
+
+        Each move is exactly what ``transition_job`` writes (checked on the status
+        version read, all or nothing) but the multis are pipelined, so a bulk action
+        waits one round trip per chunk instead of one per job. Returns, in order, the
+        job as written or the error that refused its move (nothing written for it).
+        """
+        out: list[JobRecord | QueueError | None] = []
+        planned, batches = [], []
+        for job, new, message, retry in moves:
+            try:
+                record, ops = self._plan_move(job, new, message, retry)
+            except QueueError as e:
+                out.append(e)
+                continue
+            status_op = Op(
+                "set", t.job_node(job.jid, "status"), t.encode_json(record), job.status_version
+            )
+            planned.append((len(out), job, record))
+            batches.append(([status_op, *ops], f"job {job.jid}"))
+            out.append(None)
+        for (i, job, record), result in zip(planned, self._commit_many(batches), strict=True):
+            if isinstance(result, QueueError):
+                out[i] = result
+            else:
+                out[i] = self._written(job, record, result[0].version, release_lock=False)
+        return out  # type: ignore[return-value]
 
     def note_job(self, job: JobRecord, message: str, *, release_lock: bool = False) -> JobRecord:
         """Replace the message of a job that stays where it is (e.g. waiting for disk space).
@@ -870,6 +1025,10 @@ class QueueStore:
             self._check_session(job, what)
             ops.append(Op("delete", t.job_node(job.jid, "lock")))
         results = self._commit(ops, what)
+        return self._written(job, record, results[0].version, release_lock=release_lock)
+
+    def _written(self, job: JobRecord, record: dict, version: int, *, release_lock: bool):
+        """The job as a status write left it; tells the listeners."""
         written = evolve(
             job,
             status=record["status"],
@@ -877,7 +1036,7 @@ class QueueStore:
             retry_count=record["retry_count"],
             message=record["message"],
             last_modified=record["last_modified"],
-            status_version=results[0].version,
+            status_version=version,
             locked=job.locked and not release_lock,
             lock_session=None if release_lock else job.lock_session,
         )
@@ -959,6 +1118,11 @@ class QueueStore:
         """Restart a failed job at the step after its last successful one, or earlier."""
         if isinstance(job, str):
             job = self.get_job(job)
+        return self.transition_job(job, self.resume_step(job, to), message, retry=True)
+
+    @staticmethod
+    def resume_step(job: JobRecord, to: str | None = None) -> str:
+        """Where a failed job restarts: ``to`` if allowed, else after its last successful step."""
         if job.status != JobStatus.FAILED:
             raise InvalidTransition(
                 f"job {job.jid}: only a Failed job can be resumed, it is {job.status}"
@@ -970,7 +1134,7 @@ class QueueStore:
                 f"job {job.jid}: cannot resume at {target}; its last successful step was "
                 f"{job.last_successful_status or 'none'}, so it may resume at {', '.join(allowed)}"
             )
-        return self.transition_job(job, target, message, retry=True)
+        return target
 
     # --- removal -------------------------------------------------------------
 

@@ -27,6 +27,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count
 from django.utils import timezone
 
+from jobs.models import Job
 from merritt_queue.errors import ChangedUnderYou, QueueError
 from merritt_queue.runtime import get_store
 from merritt_queue.states import JOB_STEPS, BatchStatus, JobStatus, resume_target
@@ -36,6 +37,8 @@ from .models import ADMINISTRATOR, OPERATOR, AdminAction, AdminActionItem
 
 J, B = JobStatus, BatchStatus
 RUNNING = frozenset({J.PENDING, *JOB_STEPS})
+# Jobs per pipelined round of a bulk move: bounds the multis in flight and the progress step.
+MOVE_CHUNK = 500
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,13 @@ class Action:
     run: Callable = field(default=lambda store, item, params, note: None, repr=False)
     warning: str = ""
     locked_ok: bool = False  # may act on an item a worker holds
+    # Job actions that are one status move: ``move(store, job, params) -> (status, retry)``
+    # and ``after(job)`` once it is written. Bulk execution pipelines these.
+    move: Callable | None = field(default=None, repr=False)
+    after: Callable | None = field(default=None, repr=False)
+    what: str = ""  # the past tense the job's message gets: "resumed by <who>: <reason>"
+    # Why the action does not apply to a status, where "it applies to X" would not help.
+    refusals: dict = field(default_factory=dict, repr=False)
 
 
 # --- what each action does through the core ----------------------------------------
@@ -57,14 +67,32 @@ def _note(user_note: str, what: str) -> str:
     return f"{what} by {user_note}"
 
 
-def _job_resume(store: QueueStore, job, params, note):
-    return store.resume_job(job, to=params.get("step") or None, message=_note(note, "resumed"))
+def _job_move(name, label, role, applies_to, move, what, after=None, **extra) -> Action:
+    """An action that moves a job: the one-item path and the pipelined bulk path share ``move``."""
+
+    def run(store: QueueStore, job, params, note):
+        target, retry = move(store, job, params)
+        written = store.transition_job(job, target, _note(note, what), retry=retry)
+        if after is not None:
+            after(written)
+        return written
+
+    return Action(
+        name,
+        "job",
+        label,
+        role,
+        frozenset(applies_to),
+        run,
+        move=move,
+        after=after,
+        what=what,
+        **extra,
+    )
 
 
-def _job_delete(store: QueueStore, job, params, note):
-    deleted = store.transition_job(job, J.DELETED, _note(note, "deleted"))
+def _remove_work_dir(job) -> None:
     shutil.rmtree(Path(settings.MQ_WORK_DIR) / "jobs" / job.jid, ignore_errors=True)
-    return deleted
 
 
 def _batch_delete(store: QueueStore, batch, params, note):
@@ -88,10 +116,13 @@ def _batch_purge(store: QueueStore, batch, params, note):
     return None, f"removed with {len(removed)} job(s)"
 
 
-def _move(target: str, what: str, kind: str = "job"):
-    def run(store: QueueStore, item, params, note):
-        mover = store.transition_job if kind == "job" else store.transition_batch
-        return mover(item, target, _note(note, what))
+def _to(target: str):
+    return lambda store, job, params: (target, False)
+
+
+def _batch_to(target: str, what: str):
+    def run(store: QueueStore, batch, params, note):
+        return store.transition_batch(batch, target, _note(note, what))
 
     return run
 
@@ -123,16 +154,16 @@ def _queue(method: str):
 ACTIONS: dict[str, Action] = {
     a.name: a
     for a in (
-        Action("job.hold", "job", "Hold", OPERATOR, frozenset({J.PENDING}), _move(J.HELD, "held")),
-        Action(
-            "job.release",
-            "job",
-            "Release",
+        _job_move("job.hold", "Hold", OPERATOR, {J.PENDING}, _to(J.HELD), "held"),
+        _job_move("job.release", "Release", OPERATOR, {J.HELD}, _to(J.PENDING), "released"),
+        _job_move(
+            "job.resume",
+            "Resume",
             OPERATOR,
-            frozenset({J.HELD}),
-            _move(J.PENDING, "released"),
+            {J.FAILED},
+            lambda store, job, params: (store.resume_step(job, params.get("step") or None), True),
+            "resumed",
         ),
-        Action("job.resume", "job", "Resume", OPERATOR, frozenset({J.FAILED}), _job_resume),
         Action(
             "job.force_fail",
             "job",
@@ -144,8 +175,18 @@ ACTIONS: dict[str, Action] = {
             "worker still running this step is cut off and its work is not committed.",
             locked_ok=True,
         ),
-        Action(
-            "job.delete", "job", "Delete", ADMINISTRATOR, frozenset({J.FAILED, J.HELD}), _job_delete
+        _job_move(
+            "job.delete",
+            "Delete",
+            ADMINISTRATOR,
+            {J.FAILED, J.HELD},
+            _to(J.DELETED),
+            "deleted",
+            after=_remove_work_dir,
+            refusals={
+                J.COMPLETED: "Completed is final in the queue (zk-tree.md); a completed job "
+                "is removed with its batch (Purge now on the batch)"
+            },
         ),
         Action(
             "batch.hold",
@@ -153,7 +194,7 @@ ACTIONS: dict[str, Action] = {
             "Hold",
             OPERATOR,
             frozenset({B.PENDING}),
-            _move(B.HELD, "held", "batch"),
+            _batch_to(B.HELD, "held"),
         ),
         Action(
             "batch.release",
@@ -161,7 +202,7 @@ ACTIONS: dict[str, Action] = {
             "Release",
             OPERATOR,
             frozenset({B.HELD}),
-            _move(B.PENDING, "released", "batch"),
+            _batch_to(B.PENDING, "released"),
         ),
         Action(
             "batch.update_reporting",
@@ -169,7 +210,7 @@ ACTIONS: dict[str, Action] = {
             "Report again",
             OPERATOR,
             frozenset({B.FAILED}),
-            _move(B.UPDATE_REPORTING, "report requested", "batch"),
+            _batch_to(B.UPDATE_REPORTING, "report requested"),
         ),
         Action(
             "batch.delete",
@@ -178,6 +219,10 @@ ACTIONS: dict[str, Action] = {
             ADMINISTRATOR,
             frozenset({B.FAILED, B.HELD}),
             _batch_delete,
+            refusals={
+                B.COMPLETED: "Completed is final in the queue (zk-tree.md); use Purge now to "
+                "remove the batch and its jobs"
+            },
         ),
         Action(
             "batch.purge",
@@ -276,7 +321,9 @@ def plan(user, action: Action, targets: list[Target]) -> list[PlanItem]:
     return [_judge(action, t, scope) for t in targets]
 
 
-def _judge(action: Action, t: Target, scope: set[str] | None) -> PlanItem:
+def _judge(action: Action, t: Target, scope: set[str] | None, *, notes: bool = True) -> PlanItem:
+    if action.applies_to and t.status in action.refusals:
+        return PlanItem(t, False, f"it is {t.status}: {action.refusals[t.status]}")
     if action.applies_to and t.status not in action.applies_to:
         allowed = ", ".join(sorted(action.applies_to))
         return PlanItem(t, False, f"it is {t.status}; {action.label.lower()} applies to {allowed}")
@@ -287,7 +334,7 @@ def _judge(action: Action, t: Target, scope: set[str] | None) -> PlanItem:
         return PlanItem(
             t, False, f"collection {collection or '(none)'} is outside your collections"
         )
-    return PlanItem(t, True, _extra_note(action, t))
+    return PlanItem(t, True, _extra_note(action, t) if notes else "")
 
 
 def _extra_note(action: Action, t: Target) -> str:
@@ -369,18 +416,83 @@ def run_items(record: AdminAction) -> AdminAction:
     problem = refusal(user, action) if user is not None else "the person is gone"
     scope = collections_of(user) if user is not None else set()
     note = f"{record.username}: {record.reason}"
-    for item_id, version in record.pending_items:
-        if item_id in handled:
-            continue
-        if problem:
-            _record_skip(record, item_id, problem)
-        else:
-            _one(store, action, record, item_id, version, scope, record.params or {}, note)
-        handled.add(item_id)
-        record.save(update_fields=["done", "skipped", "failed"])  # the progress bar
+    todo = [(i, v) for i, v in record.pending_items if i not in handled]
+    if action.move is not None and not problem:
+        for start in range(0, len(todo), MOVE_CHUNK):
+            _move_chunk(store, action, record, todo[start : start + MOVE_CHUNK], scope, note)
+    else:
+        for item_id, version in todo:
+            if problem:
+                _record_skip(record, item_id, problem)
+            else:
+                _one(store, action, record, item_id, version, scope, record.params or {}, note)
+            record.save(update_fields=["done", "skipped", "failed"])  # the progress bar
     record.finished = timezone.now()
     record.save(update_fields=["finished", "done", "skipped", "failed"])
     return record
+
+
+def _move_chunk(store, action, record, chunk, scope, note) -> None:
+    """Judge and move a chunk of jobs with pipelined reads and multis; record each item.
+
+    The same checks as ``_one`` (version shown, status, lock, collection) on a fresh
+    read; each move is still its own version-checked multi. The audit rows and the
+    progress are written after the moves: if the process dies in between, the moved
+    jobs are at a new version, so running the action again skips them, never twice.
+    """
+    params = record.params or {}
+    ids = [item_id for item_id, _ in chunk]
+    heads = store.job_heads(ids)
+    collections = dict(Job.objects.filter(jid__in=ids).values_list("jid", "collection"))
+    rows, moves, moving = [], [], []
+    for item_id, version in chunk:
+        row = AdminActionItem(admin_action=record, item_id=item_id)
+        rows.append(row)
+        job = heads[item_id]
+        try:
+            if isinstance(job, QueueError):
+                raise job
+            if item_id not in collections:  # not mirrored yet: read its configuration
+                collections[item_id] = store.get_job(item_id).collection or ""
+            before = Target(
+                item_id, job.status, job.status_version, collections[item_id], job.locked
+            )
+            row.before_status, row.before_version, row.collection = (
+                before.status,
+                before.version,
+                before.collection,
+            )
+            if version is not None and before.version != version:
+                raise ChangedUnderYou(f"changed since the page was shown: it is now {job.status}")
+            judged = _judge(action, before, scope, notes=False)
+            if not judged.applies:
+                raise ChangedUnderYou(judged.why)
+            target, retry = action.move(store, job, params)
+        except ChangedUnderYou as e:
+            row.result, row.detail = "skipped", str(e)
+            continue
+        except QueueError as e:
+            row.result, row.detail = "failed", str(e)
+            continue
+        moves.append((job, target, _note(note, action.what), retry))
+        moving.append(row)
+    with store.deferred_changes():
+        written = store.move_jobs(moves)
+    for row, result in zip(moving, written, strict=True):
+        if isinstance(result, ChangedUnderYou):
+            row.result, row.detail = "skipped", str(result)
+        elif isinstance(result, QueueError):
+            row.result, row.detail = "failed", str(result)
+        else:
+            row.result = "done"
+            row.after_status, row.after_version = result.status, result.status_version
+            if action.after is not None:
+                action.after(result)
+    with transaction.atomic():
+        AdminActionItem.objects.bulk_create(rows, batch_size=500)
+        for row in rows:
+            setattr(record, row.result, getattr(record, row.result) + 1)
+        record.save(update_fields=["done", "skipped", "failed"])  # the progress bar
 
 
 def _recount(record: AdminAction) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 import threading
 import time
 from datetime import timedelta
@@ -411,7 +412,10 @@ def test_every_page_shows_the_freshness_line(client, db):
     mirror.mark("write-through")
     mirror.mark("full")
     page = client.get(reverse("login")).content.decode()
-    assert "Mirror updated 0 s ago (write-through); last full reconcile 0 s ago" in page
+    # Seconds, not exact: a loaded machine may take one between the mark and the page.
+    assert re.search(
+        r"Mirror updated \d s ago \(write-through\); last full reconcile \d s ago", page
+    )
 
 
 def test_a_collection_hold_is_written_through_with_who_and_why(db, zk_config, settings):

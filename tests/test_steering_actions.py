@@ -113,6 +113,14 @@ def test_each_job_action_is_refused_from_other_states_and_writes_nothing(
     assert queue.get_job(jid).status_version == before.status_version
 
 
+def test_deleting_a_completed_job_says_how_to_remove_it(queue, people):
+    jid = job_in(queue, "Completed")
+    item = run(people["administrator"], "job.delete", queue, jid).items.get()
+    assert item.result == "skipped"
+    assert "Completed is final in the queue" in item.detail and "Purge now" in item.detail
+    assert queue.get_job(jid).status == "Completed"
+
+
 def test_an_item_changed_since_the_page_was_shown_is_skipped(queue, people):
     jid = job_in(queue, "Pending")
     shown = queue.get_job(jid).status_version

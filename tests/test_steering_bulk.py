@@ -104,3 +104,49 @@ def test_at_the_limit_it_runs_in_the_request(client, queue, people, bulk):
     confirm_and_execute(client, "job.resume", "all=1&collection=small")
     record = AdminAction.objects.get()
     assert record.finished is not None and record.done == 2 and bulk.count == 0
+
+
+def test_a_pipelined_bulk_move_judges_each_item_on_a_fresh_read(queue, people, monkeypatch):
+    """One chunk mixing every outcome; the audit, the ZooKeeper tree and the mirror agree."""
+    from batches.models import Batch
+    from jobs.models import Job, JobEvent
+    from steering import actions
+
+    monkeypatch.setattr(actions, "MOVE_CHUNK", 4)  # several chunks, one item changing in each
+    ok = [job_in(queue, "Failed", "demo") for _ in range(5)]
+    changed, running, locked = (job_in(queue, s) for s in ("Failed", "Estimating", "Failed"))
+    mirrored(queue, *ok, changed, running, locked)
+    shown = {jid: queue.get_job(jid).status_version for jid in [*ok, changed, running, locked]}
+    queue.resume_job(changed, message="someone else resumed it")
+    assert queue.lock_job(locked) is not None  # a worker is running a step on it
+    items = [(jid, shown[jid]) for jid in [ok[0], changed, ok[1], running, locked, *ok[2:]]]
+    items.append(("jid0000000000", None))
+    record = actions.execute(
+        people["operator"], actions.ACTIONS["job.resume"], items, "storage back", token="t1"
+    )
+    results = dict(record.items.values_list("item_id", "result"))
+    assert [results[j] for j in ok] == ["done"] * 5
+    assert results[changed] == results[running] == results[locked] == "skipped"
+    assert results["jid0000000000"] == "failed"
+    assert (record.done, record.skipped, record.failed) == (5, 3, 1)
+    detail = dict(record.items.values_list("item_id", "detail"))
+    assert "changed since the page was shown" in detail[changed]
+    assert "locked" in detail[locked] and "Estimating" in detail[running]
+    for jid in ok:
+        job = queue.get_job(jid)
+        assert job.retry_count == 1 and job.status != "Failed"
+        row = Job.objects.get(jid=jid)
+        assert (row.status, row.status_version, row.retry_count) == (
+            job.status,
+            job.status_version,
+            job.retry_count,
+        )
+        assert row.collection == "demo" and row.configuration == {"collection": "demo"}
+        event = JobEvent.objects.filter(jid=jid).order_by("-status_version").first()
+        assert (event.from_status, event.to_status) == ("Failed", job.status)
+        assert event.actor == "admin:otto" and "resumed by otto: storage back" in event.message
+    assert queue.get_job(locked).status == "Failed"
+    # The batch counts moved with the jobs.
+
+    job = queue.get_job(ok[0])
+    assert Batch.objects.get(bid=job.bid).job_counts == {job.status: 1}
