@@ -222,7 +222,7 @@ def steer(session: requests.Session, q: Queue, action: str, jid: str, reason: st
     """Confirm and execute ``action`` on one job through the web forms; the result page."""
     page = session.get(f"{q.web}/actions/{action}/confirm", params={"ids": jid}, timeout=30)
     assert page.status_code == 200, page.text[:2000]
-    assert "1 of 1" in page.text or jid in page.text
+    assert jid in page.text
     done = session.post(
         f"{q.web}/actions/{action}/execute",
         data={
@@ -279,8 +279,7 @@ def test_web_dispatcher_and_workers_as_processes_on_postgresql(queue, content, s
     assert set(pending.values()) == {"Pending"}
     held = sorted(pending)[0]
     admin = log_in(q)
-    result = steer(admin, q, "job.hold", held, "multi-process test: hold")
-    assert "Held" in result or "held" in result
+    steer(admin, q, "job.hold", held, "multi-process test: hold")
     assert store.get_job(held).status == "Held"
     wait_for(
         "the hold in the mirror",
@@ -308,7 +307,8 @@ def test_web_dispatcher_and_workers_as_processes_on_postgresql(queue, content, s
         WAIT,
         all_alive=True,
     )
-    # The held job's RQ job was queued before the hold; the workers found it Held and left it.
+    # Whether or not the dispatcher had queued its Pending step before the hold, no worker
+    # ran it: a worker re-reads the status under the job's lock.
     assert store.get_job(held).status == "Held"
     assert store.get_batch(manifests).status == "Processing"
 
@@ -357,8 +357,9 @@ def test_web_dispatcher_and_workers_as_processes_on_postgresql(queue, content, s
     ) == [("job.hold", "admin", 1, held), ("job.release", "admin", 1, held)]
 
     # The pages show it all.
-    listing = page(admin, q, "/batches/")
-    assert files in listing and manifests in listing
+    rows = re.findall(r"<tr\b.*?</tr>", page(admin, q, "/batches/"), re.S)
+    for bid in (files, manifests):
+        assert [r for r in rows if bid in r and 'class="st st-completed"' in r], (bid, rows)
     for jid, ark in arks.items():
         detail = page(admin, q, f"/jobs/{jid}/")
         assert shows_status(detail, "Job", jid, "Completed")
