@@ -30,7 +30,7 @@ PROC_reconciler = $(PY) manage.py reconcile --watch
 help:
 	@echo "make demo    start ZooKeeper, Redis and the web app on http://127.0.0.1:$(WEB_PORT)/"
 	@echo "make stop    stop what demo started"
-	@echo "make test    run the tests against a throw-away ZooKeeper and Redis"
+	@echo "make test    run the tests against a throw-away ZooKeeper, Redis (and PostgreSQL)"
 	@echo "make bench [BENCH=zk]   run the benchmarks"
 	@echo "make lint | fmt | clean"
 
@@ -45,6 +45,7 @@ test: export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD = 1
 test: venv
 	$(SERVICES) ensure-zookeeper
 	$(SERVICES) ensure-chromium
+	$(SERVICES) ensure-postgres
 	$(SERVICES) with-test-services $(PY) -m pytest $(PYTEST_ARGS)
 
 # The reconcile benchmark's 100,000 jobs need a larger ZooKeeper heap than the tests.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Local ZooKeeper and Redis for development and tests; see `services.sh help`.
+# Local ZooKeeper, Redis and PostgreSQL for development and tests; see `services.sh help`.
 set -euo pipefail
 
 ZK_JAR=/usr/share/java/zookeeper.jar
@@ -27,10 +27,15 @@ usage: scripts/services.sh COMMAND [ARGS]
   ensure-zookeeper              install Debian's zookeeper package if missing (as root)
   ensure-chromium               install Debian's chromium package if missing (as root), for the
                                 browser tests; does nothing when MQ_SKIP_BROWSER=1
+  ensure-postgres               install Debian's postgresql package if missing (as root); does
+                                nothing when MQ_TEST_DATABASE_URL names a PostgreSQL server
   zk-start DIR PORT             start a standalone ZooKeeper with its config, data and log in DIR
   zk-stop DIR                   stop the ZooKeeper started in DIR
   redis-start DIR PORT          start a non-persistent redis-server with its pid and log in DIR
   redis-stop DIR                stop the redis-server started in DIR
+  pg-start DIR PORT             start a throw-away PostgreSQL cluster in DIR (trust auth, superuser
+                                postgres) on 127.0.0.1:PORT, its unix socket in DIR
+  pg-stop DIR                   stop the PostgreSQL cluster started in DIR
   free-port                     print a free TCP port on 127.0.0.1
   port-free PORT                exit 0 when PORT on 127.0.0.1 can be bound
   with-test-services CMD ARGS   run CMD against a throw-away ZooKeeper and Redis
@@ -68,6 +73,24 @@ ensure_chromium() {
     fi
     apt_install chromium
     [ -x "$CHROMIUM" ] || die "$CHROMIUM is still missing after installing 'chromium'"
+}
+
+# The newest Debian PostgreSQL's bin directory (initdb, pg_ctl), if one is installed.
+pg_bin() {
+    local dir
+    dir=$(find /usr/lib/postgresql -mindepth 2 -maxdepth 2 -name bin 2>/dev/null | sort -V | tail -n 1)
+    [ -n "$dir" ] && [ -x "$dir/initdb" ] && [ -x "$dir/pg_ctl" ] && echo "$dir"
+}
+
+ensure_postgres() {
+    case "${MQ_TEST_DATABASE_URL:-}" in
+    postgres://* | postgresql://*)
+        echo "services.sh: MQ_TEST_DATABASE_URL names a PostgreSQL server: the tests use it" >&2
+        return 0
+        ;;
+    esac
+    pg_bin >/dev/null || apt_install postgresql
+    pg_bin >/dev/null || die "no /usr/lib/postgresql/*/bin/initdb after installing 'postgresql'"
 }
 
 ensure_redis() {
@@ -239,6 +262,62 @@ redis_stop() {
     stop_pid "$dir/redis.pid" redis-server Redis
 }
 
+# initdb and postgres refuse to run as root: as root, the cluster belongs to the postgres
+# user that Debian's package creates. cd: runuser keeps the cwd, which that user may not read.
+as_pg() {
+    if [ "$(id -u)" -eq 0 ]; then
+        (cd / && runuser -u postgres -- "$@")
+    else
+        "$@"
+    fi
+}
+
+pg_start() {
+    [ $# -eq 2 ] || die "usage: pg-start DIR PORT"
+    local dir=$1 port=$2 bin
+    ensure_postgres
+    bin=$(pg_bin)
+    mkdir -p "$dir"
+    dir=$(cd "$dir" && pwd)
+    if [ -f "$dir/data/postmaster.pid" ] && as_pg "$bin/pg_ctl" -D "$dir/data" status >/dev/null; then
+        echo "PostgreSQL already running in $dir"
+        return 0
+    fi
+    port_free "$port" || die "port $port on 127.0.0.1 is taken by another process; pick another port"
+    if [ "$(id -u)" -eq 0 ]; then
+        id postgres >/dev/null 2>&1 || die "there is no 'postgres' user to run PostgreSQL as (root may not)"
+        chown postgres: "$dir"
+        runuser -u postgres -- test -w "$dir" ||
+            die "the postgres user cannot reach $dir: its parent directories must be traversable (o+x)"
+    fi
+    if [ ! -f "$dir/data/PG_VERSION" ]; then
+        # --no-sync and fsync=off below: a throw-away cluster need not survive a crash.
+        as_pg "$bin/initdb" -D "$dir/data" -U postgres --auth=trust --encoding=UTF8 --no-locale \
+            --no-sync >"$dir/initdb.log" 2>&1 ||
+            { show_log "$dir/initdb.log"; die "initdb failed in $dir/data"; }
+    fi
+    # The socket in DIR, not /var/run/postgresql: a system PostgreSQL may use the same port.
+    if ! as_pg "$bin/pg_ctl" -D "$dir/data" -l "$dir/postgres.log" -w -t "$START_TIMEOUT" \
+        -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off -c full_page_writes=off" \
+        start >/dev/null; then
+        show_log "$dir/postgres.log"
+        pg_stop "$dir" >/dev/null 2>&1 || true
+        die "PostgreSQL in $dir did not start on 127.0.0.1:$port within ${START_TIMEOUT}s"
+    fi
+    echo "PostgreSQL running in $dir on 127.0.0.1:$port (socket in $dir)"
+}
+
+pg_stop() {
+    [ $# -eq 1 ] || die "usage: pg-stop DIR"
+    [ -f "$1/data/postmaster.pid" ] || return 0
+    local dir bin
+    dir=$(cd "$1" && pwd)
+    bin=$(pg_bin) || die "PostgreSQL's binaries are gone; stop the cluster in $dir by hand"
+    # fast: roll back open sessions instead of waiting for them (a killed test leaves some).
+    as_pg "$bin/pg_ctl" -D "$dir/data" -m fast -w -t "$START_TIMEOUT" stop >/dev/null
+    echo "stopped PostgreSQL in $dir"
+}
+
 wait_http() {
     [ $# -ge 1 ] || die "usage: wait-http URL [SECONDS]"
     python3 - "$1" "${2:-$START_TIMEOUT}" <<'EOF'
@@ -309,6 +388,9 @@ with_test_services() {
     ensure_redis
     local tmp zk_port redis_port rc
     tmp=$(mktemp -d "${TMPDIR:-/tmp}/mq-test.XXXXXX")
+    # Traversable (not listable) by others: a PostgreSQL that a test starts as root runs as
+    # the postgres user and keeps its cluster in a directory under here.
+    chmod 711 "$tmp"
     # shellcheck disable=SC2064  # expand $tmp now: it is local to this function
     trap "cleanup_test_services '$tmp'" EXIT
     trap 'exit 130' INT
@@ -334,6 +416,13 @@ cleanup_test_services() {
     local tmp=$1
     zk_stop "$tmp/zookeeper" || true
     redis_stop "$tmp/redis" || true
+    # A PostgreSQL cluster that a test started and could not stop (the test was killed).
+    local cluster
+    for cluster in "$tmp"/*/; do
+        if [ -f "$cluster/data/postmaster.pid" ]; then
+            pg_stop "$cluster" || true
+        fi
+    done
     rm -rf "$tmp" 2>/dev/null || { sleep 1; rm -rf "$tmp"; }
 }
 
@@ -343,10 +432,13 @@ main() {
     case "$cmd" in
     ensure-zookeeper) ensure_zookeeper ;;
     ensure-chromium) ensure_chromium ;;
+    ensure-postgres) ensure_postgres ;;
     zk-start) zk_start "$@" ;;
     zk-stop) zk_stop "$@" ;;
     redis-start) redis_start "$@" ;;
     redis-stop) redis_stop "$@" ;;
+    pg-start) pg_start "$@" ;;
+    pg-stop) pg_stop "$@" ;;
     free-port) free_port ;;
     port-free) port_free "$@" ;;
     with-test-services) with_test_services "$@" ;;

@@ -23,92 +23,35 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from merritt_queue.dispatcher import all_queue_names
 from merritt_queue.services.minter import LocalMinter
 from merritt_queue.services.storage import LocalStorage, escape_ark
 from merritt_queue.tree import storage_lock
+from tests.procs import Procs, wait_for
 
 pytest_plugins = ["tests.httpserver"]
 
-REPO = Path(__file__).resolve().parent.parent
 SHOULDER = "ark:/99999/fk4"
 
 
-@dataclass
-class Cluster:
+class Cluster(Procs):
     """Worker and dispatcher subprocesses on one chroot, Redis, working dir and database."""
 
-    env: dict[str, str]
-    root: Path
-    db: Path
-    procs: list[tuple[str, subprocess.Popen]] = field(default_factory=list)
+    def __init__(self, env: dict[str, str], root: Path, db: Path) -> None:
+        super().__init__(env, root)
+        self.db = db
 
     @property
     def storage_root(self) -> Path:
         return self.root / "storage"
 
-    def manage(self, *args: str) -> str:
-        done = subprocess.run(
-            [sys.executable, "manage.py", *args],
-            cwd=REPO,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        if done.returncode:
-            raise AssertionError(f"manage.py {args[0]} failed:\n{done.stdout}\n{done.stderr}")
-        return done.stdout
-
-    def start(self, name: str, *args: str) -> subprocess.Popen:
-        log = open(self.root / f"{name}.log", "wb")  # the child keeps its own copy
-        proc = subprocess.Popen(
-            [sys.executable, "manage.py", *args],
-            cwd=REPO,
-            env=self.env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        log.close()
-        self.procs.append((name, proc))
-        return proc
-
-    def worker(self, name: str) -> subprocess.Popen:
-        return self.start(
-            name, "rqworker", "--worker-class", "rq.worker.SimpleWorker", *all_queue_names()
-        )
-
-    def dispatcher(self) -> subprocess.Popen:
-        return self.start("dispatcher", "run_dispatcher")
-
     def submit(self, **fields: str) -> str:
         args = [f"--{k.replace('_', '-')}={v}" for k, v in fields.items()]
         return self.manage("submit", "--profile=kill", "--submitter=tester", *args).split()[0]
-
-    def logs(self) -> str:
-        out = []
-        for name, _ in self.procs:
-            text = (self.root / f"{name}.log").read_text(errors="replace")
-            out.append(f"--- {name} ---\n" + "\n".join(text.splitlines()[-25:]))
-        return "\n".join(out)
-
-    def stop_all(self) -> None:
-        for _, proc in self.procs:
-            if proc.poll() is None:
-                proc.terminate()
-        for _, proc in self.procs:
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
 
     def inventory_versions(self, ark: str) -> list[tuple[int, str]]:
         with sqlite3.connect(self.db) as conn:
@@ -164,16 +107,6 @@ def cluster(zk_config, redis, tmp_path, migrated_db):
         yield c
     finally:
         c.stop_all()
-
-
-def wait_for(what: str, check, cluster: Cluster, timeout: float = 30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}\n{cluster.logs()}")
 
 
 def kill(proc: subprocess.Popen) -> None:
