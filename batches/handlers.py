@@ -158,7 +158,14 @@ def _summary(s, batch, failed, done, deleted, previous) -> str:
     lines += [f"deleted    {jid}" for jid in deleted]
     if previous:
         was_failed = set(previous.get("failed_jobs", []))
-        lines += ["", "Since the last report:"]
+        shown = len(was_failed)
+        total = previous.get("failed_count", shown)
+        if isinstance(total, int) and total > shown:
+            # The report node keeps a bounded list (QueueStore.write_status_report).
+            note = f"it listed {shown} of its {total} failed jobs"
+            lines += ["", f"Since the last report ({note}):"]
+        else:
+            lines += ["", "Since the last report:"]
         lines += [f"now completed  {j}" for j in done if j in was_failed]
         lines += [f"still failed   {j}" for j in failed if j in was_failed]
         lines += [f"now deleted    {j}" for j in deleted if j in was_failed]

@@ -57,13 +57,19 @@ def report_lists(report) -> list[dict]:
         if not isinstance(jids, list):
             jids = [jids]
         jids = [str(j) for j in jids]
+        links = [job_link(j) for j in jids[:MAX_REPORT_LINKS]]
+        # A big batch's report lists only some ids (QueueStore.write_status_report) and
+        # counts them all.
+        total = report.get(key.replace("_jobs", "_count"))
+        if not isinstance(total, int) or isinstance(total, bool) or total < len(jids):
+            total = len(jids)
         out.append(
             {
                 "label": label,
                 "status": status,
-                "links": [job_link(j) for j in jids[:MAX_REPORT_LINKS]],
-                "more": max(0, len(jids) - MAX_REPORT_LINKS),
-                "total": len(jids),
+                "links": links,
+                "more": total - len(links),
+                "total": total,
             }
         )
     return out

@@ -25,8 +25,7 @@ import time
 import uuid
 from pathlib import Path
 
-from .common import REPO_ROOT, emit, env_int, percentile, summary, timer, zk_store
-from .pipeline import read_zxid
+from .common import REPO_ROOT, emit, env_int, percentile, read_zxid, summary, timer, zk_store
 
 PART = "bulk"
 DEFAULT_N = 10_000

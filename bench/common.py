@@ -3,18 +3,31 @@
 Each part prints JSON lines (``emit``) while it runs and exactly one summary
 line ``bench <part> key=value ...`` at the end (``summary``), whose figures are
 also written to ``var/bench/<part>.json`` at the repository root.
+
+The second half serves the parts that run the whole queue as real processes
+(``pipeline``, ``scale``): a content server with a manifest of random files, the
+processes' environment, ``manage.py`` runs, the process group, waiting for a batch,
+and ZooKeeper's four-letter words.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import math
 import os
+import re
+import signal
+import socket
+import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -166,3 +179,383 @@ def _ignore(errors: tuple[type[Exception], ...], results: list) -> None:
             result.get()
         except errors:
             pass
+
+
+# --- the whole queue as processes (pipeline, scale) ----------------------------------
+
+FILE_MANIFEST_HEADER = (
+    "#%checkm_0.7\n"
+    "#%profile | http://uc3.cdlib.org/registry/ingest/manifest/mrt-single-file-batch-manifest\n"
+    "#%prefix | mrt: | http://merritt.cdlib.org/terms#\n"
+    "#%prefix | nfo: | http://www.semanticdesktop.org/ontologies/2007/03/22/nfo#\n"
+    "#%fields | nfo:fileUrl | nfo:hashAlgorithm | nfo:hashValue | nfo:fileSize "
+    "| nfo:fileLastModified | nfo:fileName | mrt:primaryIdentifier | mrt:localIdentifier "
+    "| mrt:creator | mrt:title | mrt:date\n"
+)
+MANIFEST_NAME = "bench-files.checkm"
+BENCH_PROFILE_CODE = (
+    "from batches.models import Profile; "
+    "Profile.objects.create(name='bench', collection='bench', minter_shoulder='ark:/99999/fk4')"
+)
+STOP_GRACE = 10.0
+
+
+class _QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, format, *args) -> None:  # noqa: A002 - the base class's name
+        pass
+
+
+class ContentServer:
+    """Files of ``root`` over HTTP on 127.0.0.1, from a thread of this process."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        root.mkdir(parents=True)
+        handler = functools.partial(_QuietHandler, directory=str(root))
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(timeout=5)
+
+
+def make_file_manifest(server: ContentServer, n: int, size: int) -> str:
+    """``n`` random files of ``size`` bytes and a single-file-batch manifest of them; its URL."""
+    from merritt_queue.manifest import parse_manifest
+
+    rows = []
+    for i in range(n):
+        name = f"file-{i:06d}.bin"
+        data = os.urandom(size)
+        (server.root / name).write_bytes(data)
+        md5 = hashlib.md5(data, usedforsecurity=False).hexdigest()
+        rows.append(
+            f"{server.url}/{name} | md5 | {md5} | {size} |  | {name} |  |  "
+            f"| bench | bench file {i} | 2024-01-01\n"
+        )
+    text = FILE_MANIFEST_HEADER + "".join(rows) + "#%eof\n"
+    parse_manifest(text)  # a bad manifest fails here, not after minutes of polling
+    (server.root / MANIFEST_NAME).write_text(text)
+    return f"{server.url}/{MANIFEST_NAME}"
+
+
+def redis_url(part: str) -> str:
+    url = os.environ.get("REDIS_URL")
+    if not url:
+        raise SystemExit(
+            f"bench {part}: REDIS_URL is not set; run `make bench BENCH={part}`, or export "
+            "REDIS_URL of a throw-away Redis (its database is flushed)"
+        )
+    return url
+
+
+def queue_env(tmp: Path, hosts: str, chroot: str, redis: str) -> dict[str, str]:
+    """The environment of the queue's processes: everything of theirs under ``tmp``."""
+    env = dict(os.environ)
+    env.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "merritt_queue.settings",
+            "ZK_HOSTS": hosts,
+            "ZK_CHROOT": chroot,
+            "REDIS_URL": redis,
+            "DATABASE_URL": f"sqlite:///{tmp.resolve()}/db.sqlite3",
+            "MQ_WORK_DIR": str(tmp / "work"),
+            "MQ_STORAGE_ROOT": str(tmp / "storage"),
+            "MQ_MINTER_DIR": str(tmp / "minter"),
+            "MQ_ALLOW_LOOPBACK": "true",
+            "MQ_SWEEP_SECONDS": "1",
+            "MQ_DISPATCH_AHEAD": "50",
+            "EMAIL_BACKEND": "django.core.mail.backends.locmem.EmailBackend",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    # A Sentinel set in the caller's environment would win over REDIS_URL.
+    for name in ("REDIS_SENTINELS", "REDIS_SENTINEL_MASTER"):
+        env.pop(name, None)
+    return env
+
+
+def flush_redis(url: str) -> None:
+    import redis
+
+    client = redis.Redis.from_url(url)
+    try:
+        client.flushdb()
+    finally:
+        client.close()
+
+
+def manage(part: str, env: dict[str, str], *argv: str) -> str:
+    """Run ``manage.py argv`` to the end; its stdout, or exit showing its output."""
+    done = subprocess.run(
+        [sys.executable, "manage.py", *argv],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if done.returncode != 0:
+        raise SystemExit(
+            f"bench {part}: manage.py {argv[0]} failed (exit {done.returncode}):\n"
+            f"{done.stdout}{done.stderr}"
+        )
+    return done.stdout
+
+
+def submit_manifest(part: str, env: dict[str, str], manifest_url: str) -> str:
+    """Submit the manifest as one batch of the ``bench`` profile; the batch id."""
+    out = manage(
+        part,
+        env,
+        "submit",
+        "--profile=bench",
+        "--submitter=bench",
+        "--type=single-file-batch-manifest",
+        f"--payload-url={manifest_url}",
+    )
+    return out.split()[0]
+
+
+def delete_chroot(part: str, hosts: str, chroot: str) -> None:
+    from merritt_queue.zk import ZkConfig, connect
+
+    try:
+        root = connect(ZkConfig(hosts=hosts))
+    except Exception as e:  # the run's own error matters more than the leftover chroot
+        print(f"bench {part}: could not remove {chroot}: {e!r}", file=sys.stderr)
+        return
+    try:
+        delete_tree(root, chroot)
+    finally:
+        root.stop()
+        root.close()
+
+
+class Processes:
+    """The queue's processes of one run, each with its log file; stopped by their own pids."""
+
+    def __init__(self, part: str, log_dir: Path, env: dict[str, str]) -> None:
+        self.part = part
+        self.log_dir = log_dir
+        self.env = env
+        self.procs: dict[str, subprocess.Popen] = {}
+        log_dir.mkdir(parents=True, exist_ok=True)
+
+    def start(self, name: str, *argv: str) -> None:
+        with open(self.log_dir / f"{name}.log", "wb") as log:
+            self.procs[name] = subprocess.Popen(
+                [sys.executable, "manage.py", *argv],
+                cwd=REPO_ROOT,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # a Ctrl-C reaches the bench only; it stops these
+            )
+
+    def pids(self) -> dict[str, int]:
+        return {name: p.pid for name, p in self.procs.items()}
+
+    def dead(self) -> list[str]:
+        return [
+            f"{name} (exit {p.returncode})"
+            for name, p in self.procs.items()
+            if p.poll() is not None
+        ]
+
+    def cpu(self) -> dict[str, float]:
+        """CPU seconds (user + system) each process has used so far."""
+        used = {name: cpu_seconds(p.pid) for name, p in self.procs.items()}
+        return {name: round(s, 2) for name, s in used.items() if s is not None}
+
+    def stop_all(self) -> None:
+        """SIGTERM to each, then SIGKILL to any still alive after ``STOP_GRACE`` seconds."""
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE
+        for name, p in self.procs.items():
+            try:
+                p.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                print(f"bench {self.part}: {name} ignored SIGTERM; killing it", file=sys.stderr)
+                p.kill()
+                p.wait()
+
+    def show_logs(self, lines: int = 30) -> None:
+        for name in self.procs:
+            path = self.log_dir / f"{name}.log"
+            if path.exists():
+                tail = path.read_text(errors="replace").splitlines()[-lines:]
+                print(f"---- last lines of {name}.log ----", file=sys.stderr)
+                print("\n".join(tail), file=sys.stderr, flush=True)
+
+
+def wait_batch(
+    part: str,
+    store,
+    bid: str,
+    start: float,
+    procs: Processes,
+    timeout: float,
+    *,
+    poll: float = 0.2,
+    progress_every: float = 3.0,
+    on_progress: Callable[[], dict] | None = None,
+):
+    """Poll the batch until it is final; (batch, seconds until the first job left Pending).
+
+    Every ``progress_every`` seconds a JSON line gives the jobs per state, plus what
+    ``on_progress()`` returns. A queue process that exits, or ``timeout`` seconds
+    after ``start``, ends the run with the processes' logs.
+    """
+    from merritt_queue.states import BatchStatus
+
+    final = {BatchStatus.COMPLETED, BatchStatus.FAILED}
+    next_progress = start + progress_every
+    first_move = None
+    while True:
+        batch = store.get_batch(bid)
+        now = time.perf_counter()
+        if batch.status in final:
+            return batch, first_move
+        if first_move is None or now >= next_progress:
+            counts = state_counts(store.client)
+            if first_move is None and any(c for s, c in counts.items() if s != "pending"):
+                first_move = now - start
+            if now >= next_progress:
+                extra = on_progress() if on_progress else {}
+                emit(
+                    part,
+                    event="progress",
+                    elapsed_s=round(now - start, 1),
+                    batch=batch.status,
+                    jobs=counts,
+                    **extra,
+                )
+                next_progress = now + progress_every
+        dead = procs.dead()
+        if dead:
+            procs.show_logs()
+            raise SystemExit(f"bench {part}: {', '.join(dead)} exited while the batch was running")
+        if now - start > timeout:
+            procs.show_logs()
+            raise SystemExit(
+                f"bench {part}: batch {bid} is still {batch.status} after {timeout:g} s; "
+                f"jobs by state: {state_counts(store.client)}"
+            )
+        time.sleep(poll)
+
+
+def state_counts(client) -> dict[str, int]:
+    """How many index entries each ``/jobs/states/<state>`` directory holds."""
+    from merritt_queue import tree as t
+
+    names = sorted(client.get_children(t.JOB_STATES))
+    stats = [client.exists_async(f"{t.JOB_STATES}/{s}") for s in names]
+    counts = {}
+    for name, result in zip(names, stats, strict=True):
+        stat = result.get()
+        counts[name] = stat.numChildren if stat else 0
+    return counts
+
+
+def verify_batch(part: str, store, batch, n: int, procs: Processes) -> None:
+    """Exit with the failures shown unless all ``n`` jobs of the batch completed."""
+    jobs = store.batch_jobs(batch.bid)
+    completed = len(jobs["batch-completed"])
+    if completed == n:
+        return
+    failed = jobs["batch-failed"]
+    emit(
+        part,
+        event="failure",
+        batch=batch.status,
+        batch_message=batch.message,
+        completed=completed,
+        failed=len(failed),
+        other={k: len(v) for k, v in jobs.items() if k not in ("batch-completed", "batch-failed")},
+    )
+    for jid in failed[:5]:
+        job = store.get_job(jid)
+        print(f"bench {part}: {jid} failed after {job.last_successful_status}: {job.message}")
+    procs.show_logs()
+    raise SystemExit(f"bench {part}: {completed} of {n} jobs completed (batch {batch.status})")
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of a live process, from ``/proc/<pid>/stat`` (Linux)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def service_cpu() -> dict[str, float]:
+    """CPU seconds of the throw-away ZooKeeper and Redis of ``with-test-services``, if known."""
+    root = os.environ.get("MQ_TEST_TMP")
+    if not root:
+        return {}
+    used = {}
+    for name, pidfile in (("zookeeper", "zookeeper/zookeeper.pid"), ("redis", "redis/redis.pid")):
+        try:
+            seconds = cpu_seconds(int((Path(root) / pidfile).read_text().strip()))
+        except (OSError, ValueError):
+            continue
+        if seconds is not None:
+            used[name] = seconds
+    return used
+
+
+def own_cpu() -> tuple[float, float]:
+    """CPU seconds of this process (content server, poller) and of its waited-for children."""
+    t = os.times()
+    return t.user + t.system, t.children_user + t.children_system
+
+
+def four_letter(hosts: str, word: str) -> str:
+    """The answer of the first ZooKeeper in ``hosts`` to a four-letter word (``srvr``, ``mntr``)."""
+    first = hosts.split(",")[0].split("/")[0]
+    host, port = first.rsplit(":", 1) if ":" in first else (first, "2181")
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        sock.sendall(word.encode())
+        data = b""
+        while chunk := sock.recv(4096):
+            data += chunk
+    text = data.decode(errors="replace")
+    if "is not executed because it is not in the whitelist" in text:
+        raise SystemExit(
+            f"bench: ZooKeeper {first} refuses {word!r}: add it to 4lw.commands.whitelist"
+        )
+    return text
+
+
+def read_zxid(hosts: str) -> int:
+    """The last zxid of the first ZooKeeper in ``hosts`` (four-letter word ``srvr``)."""
+    text = four_letter(hosts, "srvr")
+    match = re.search(r"^Zxid: 0x([0-9a-fA-F]+)", text, re.MULTILINE)
+    if not match:
+        raise SystemExit(
+            f"bench: ZooKeeper {hosts} answered srvr without a Zxid line "
+            f"(is srvr in 4lw.commands.whitelist?): {text[:200]!r}"
+        )
+    return int(match.group(1), 16)
+
+
+def read_mntr(hosts: str) -> dict[str, str]:
+    """ZooKeeper's ``mntr`` figures (``zk_znode_count``, ``zk_approximate_data_size``, ...)."""
+    figures = {}
+    for line in four_letter(hosts, "mntr").splitlines():
+        key, sep, value = line.partition("\t")
+        if sep:
+            figures[key.strip()] = value.strip()
+    if "zk_znode_count" not in figures:
+        raise SystemExit(f"bench: ZooKeeper {hosts} answered mntr without zk_znode_count")
+    return figures

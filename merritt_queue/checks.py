@@ -72,6 +72,30 @@ def check_redis_url(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     ]
 
 
+def check_redis_sentinel(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    problems = []
+    if settings.REDIS_SENTINELS and not settings.REDIS_SENTINEL_MASTER:
+        problems.append("REDIS_SENTINELS is set but REDIS_SENTINEL_MASTER is empty")
+    if settings.REDIS_SENTINEL_MASTER and not settings.REDIS_SENTINELS:
+        problems.append("REDIS_SENTINEL_MASTER is set but REDIS_SENTINELS is empty")
+    if settings.REDIS_SENTINELS and settings.REDIS_URL_IS_SET:
+        problems.append(
+            "both REDIS_URL and REDIS_SENTINELS are set; the queue would use the Sentinels "
+            "and ignore REDIS_URL"
+        )
+    if settings.REDIS_SENTINEL_DB < 0:
+        problems.append(f"REDIS_SENTINEL_DB={settings.REDIS_SENTINEL_DB} is negative")
+    return [
+        checks.Error(
+            f"Redis settings contradict each other: {problem}.",
+            hint="For one Redis set only REDIS_URL. For a Sentinel-managed Redis set "
+            "REDIS_SENTINELS=host:port,... and REDIS_SENTINEL_MASTER=<name> and unset REDIS_URL.",
+            id="mq.E010",
+        )
+        for problem in problems
+    ]
+
+
 def check_disk_threshold(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     if 1 <= settings.MQ_DISK_THRESHOLD <= 99:
         return []
@@ -167,6 +191,7 @@ ALL_CHECKS = [
     check_zk_chroot,
     check_zk_timeout,
     check_redis_url,
+    check_redis_sentinel,
     check_disk_threshold,
     check_work_dir,
     check_lock_stale_seconds,

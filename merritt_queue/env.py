@@ -45,3 +45,20 @@ def env_bool(name: str, default: bool) -> bool:
     if raw.strip().lower() in _FALSE:
         return False
     raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean: use true or false")
+
+
+def env_host_ports(name: str) -> list[tuple[str, int]]:
+    """A comma list of ``host:port`` (e.g. Redis Sentinels); empty when unset or blank."""
+    raw = os.environ.get(name, "")
+    out = []
+    for entry in (e.strip() for e in raw.split(",")):
+        if not entry:
+            continue
+        host, sep, port = entry.rpartition(":")
+        host = host.strip("[]")  # [::1]:26379
+        if not (sep and host and port.isdigit() and 0 < int(port) < 65536):
+            raise ImproperlyConfigured(
+                f"{name}={raw!r}: {entry!r} is not host:port (e.g. sentinel1:26379)"
+            )
+        out.append((host, int(port)))
+    return out

@@ -1,11 +1,12 @@
 """Settings read from environment variables; every default runs on one machine with SQLite."""
 
+import os
 from pathlib import Path
 
 import dj_database_url
 
 from .dispatcher import all_queue_names
-from .env import DEV_SECRET_KEY, env_bool, env_float, env_int, env_str
+from .env import DEV_SECRET_KEY, env_bool, env_float, env_host_ports, env_int, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"
@@ -21,9 +22,28 @@ ZK_CHROOT = env_str("ZK_CHROOT", "/merritt")
 ZK_TIMEOUT = env_float("ZK_TIMEOUT", 10.0)
 
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
+# Both set is a contradiction that check mq.E010 reports, rather than a silent preference.
+REDIS_URL_IS_SET = "REDIS_URL" in os.environ
+# A Sentinel-managed Redis: the Sentinels name the current master of REDIS_SENTINEL_MASTER,
+# and every connection (workers, dispatcher, web) follows it through a failover.
+REDIS_SENTINELS = env_host_ports("REDIS_SENTINELS")
+REDIS_SENTINEL_MASTER = env_str("REDIS_SENTINEL_MASTER", "")
+REDIS_SENTINEL_DB = env_int("REDIS_SENTINEL_DB", 0)
+REDIS_PASSWORD = env_str("REDIS_PASSWORD", "")
+REDIS_SENTINEL_PASSWORD = env_str("REDIS_SENTINEL_PASSWORD", "")
+if REDIS_SENTINELS:
+    REDIS_CONNECTION = {
+        "SENTINELS": REDIS_SENTINELS,
+        "MASTER_NAME": REDIS_SENTINEL_MASTER,
+        "DB": REDIS_SENTINEL_DB,
+        "PASSWORD": REDIS_PASSWORD or None,
+        "SENTINEL_KWARGS": {"password": REDIS_SENTINEL_PASSWORD or None},
+    }
+else:
+    REDIS_CONNECTION = {"URL": REDIS_URL}
 # One queue per state (see merritt_queue.dispatcher); all on the same Redis.
 RQ_QUEUES = {
-    name: {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 3600} for name in ["default", *all_queue_names()]
+    name: {**REDIS_CONNECTION, "DEFAULT_TIMEOUT": 3600} for name in ["default", *all_queue_names()]
 }
 RQ = {
     # Enqueue on DB commit, so a worker never sees a rolled-back row.

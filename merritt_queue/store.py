@@ -60,6 +60,9 @@ from .states import (
 
 log = logging.getLogger(__name__)
 
+# Job ids kept in a status report: about 3.3 KB, however big the batch.
+STATUS_REPORT_MAX_JIDS = 200
+
 DEFAULT_PRIORITY = 5
 
 
@@ -647,7 +650,23 @@ class QueueStore:
         return {d: sorted(got[t.batch_job_dir(bid, d)] or []) for d in BATCH_JOB_DIRS}
 
     def write_status_report(self, bid: str, failed: list[str], successful: list[str]) -> dict:
-        report = {"last_modified": t.now(), "failed_jobs": failed, "successful_jobs": successful}
+        """Write ``/batches/BID/status-report``, its job lists cut to a bounded size.
+
+        Whole lists grow about 16 bytes a job: a batch of some 60,000 jobs would pass
+        ZooKeeper's 1 MB node limit and could never be reported. The lists keep at most
+        ``STATUS_REPORT_MAX_JIDS`` ids (failed ones first); ``failed_count`` and
+        ``successful_count`` give the totals, and the batch's ``states/batch-*``
+        directories hold every id.
+        """
+        kept_failed = failed[:STATUS_REPORT_MAX_JIDS]
+        kept_successful = successful[: STATUS_REPORT_MAX_JIDS - len(kept_failed)]
+        report = {
+            "last_modified": t.now(),
+            "failed_jobs": kept_failed,
+            "successful_jobs": kept_successful,
+            "failed_count": len(failed),
+            "successful_count": len(successful),
+        }
         self._put(t.batch_node(bid, "status-report"), t.encode_json(report), f"batch {bid}")
         self._changed("batch", bid, None)
         return report

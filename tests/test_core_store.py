@@ -20,7 +20,7 @@ from merritt_queue.errors import (
     NotRemovable,
 )
 from merritt_queue.states import JOB, JOB_STEPS
-from merritt_queue.store import QueueStore
+from merritt_queue.store import STATUS_REPORT_MAX_JIDS, QueueStore
 from merritt_queue.zk import ZkConfig, connect
 
 
@@ -434,6 +434,23 @@ def test_batch_reporting_waits_for_the_last_job(store, batch):
     assert store.get_batch(batch).status_report == report
     done = store.transition_batch(reporting, "Failed", "1 job failed", release_lock=True)
     assert done.status == "Failed" and not store.get_batch(batch).locked
+
+
+def test_a_big_batchs_status_report_stays_a_few_kilobytes(store, batch, zk):
+    # 60,000 ids would pass ZooKeeper's 1 MB node limit if written whole.
+    failed = [f"jid{i:010d}" for i in range(300)]
+    successful = [f"jid{i:010d}" for i in range(300, 60_300)]
+    report = store.write_status_report(batch, failed, successful)
+    assert report["failed_jobs"] == failed[:STATUS_REPORT_MAX_JIDS]
+    assert report["successful_jobs"] == []  # failed ones first: they are the ones to act on
+    assert (report["failed_count"], report["successful_count"]) == (300, 60_000)
+    _, stat = zk.get(t.batch_node(batch, "status-report"))
+    assert stat.dataLength < 4096
+    assert store.get_batch(batch).status_report == report
+
+    few = store.write_status_report(batch, failed[:2], successful[:3])
+    assert few["failed_jobs"] == failed[:2] and few["successful_jobs"] == successful[:3]
+    assert (few["failed_count"], few["successful_count"]) == (2, 3)
 
 
 def test_batch_hold_release_and_delete(store):

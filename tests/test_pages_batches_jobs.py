@@ -452,6 +452,23 @@ def test_the_batch_page_shows_its_report_jobs_and_history(browser):
     assert f'href="/jobs/?batch={bid(1)}"' in body
 
 
+def test_a_cut_status_report_shows_the_whole_counts(browser):
+    make_batch(
+        1,
+        "Failed",
+        status_report={
+            "last_modified": "2026-01-02 03:04:05 +0000",
+            "failed_jobs": [jid(2)],
+            "successful_jobs": [jid(1)],
+            "failed_count": 7,
+            "successful_count": 12000,
+        },
+    )
+    parts = browser.get(f"/batches/{bid(1)}/").context["report_lists"]
+    shown = [(p["total"], len(p["links"]), p["more"]) for p in parts]
+    assert shown == [(7, 1, 6), (12000, 1, 11999)]
+
+
 def test_the_batch_history_is_paginated_apart_from_its_jobs(browser):
     make_batch(1)
     job = make_job(1)

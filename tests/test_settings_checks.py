@@ -11,7 +11,14 @@ from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
 from merritt_queue import checks
-from merritt_queue.env import DEV_SECRET_KEY, env_bool, env_float, env_int, env_str
+from merritt_queue.env import (
+    DEV_SECRET_KEY,
+    env_bool,
+    env_float,
+    env_host_ports,
+    env_int,
+    env_str,
+)
 
 
 def ids(messages) -> list[str]:
@@ -71,6 +78,74 @@ def test_redis_url_with_wrong_scheme_is_e004(url):
 def test_redis_url_schemes_accepted(url):
     with override_settings(REDIS_URL=url):
         assert checks.check_redis_url() == []
+
+
+SENTINELS = [("s1", 26379), ("s2", 26379)]
+
+
+@pytest.mark.parametrize(
+    "overrides, problem",
+    [
+        ({"REDIS_SENTINELS": SENTINELS}, "REDIS_SENTINEL_MASTER is empty"),
+        ({"REDIS_SENTINEL_MASTER": "mq"}, "REDIS_SENTINELS is empty"),
+        (
+            {"REDIS_SENTINELS": SENTINELS, "REDIS_SENTINEL_MASTER": "mq", "REDIS_URL_IS_SET": True},
+            "both REDIS_URL and REDIS_SENTINELS",
+        ),
+        (
+            {"REDIS_SENTINELS": SENTINELS, "REDIS_SENTINEL_MASTER": "mq", "REDIS_SENTINEL_DB": -1},
+            "REDIS_SENTINEL_DB=-1",
+        ),
+    ],
+)
+def test_contradictory_redis_settings_are_e010(overrides, problem):
+    base = {"REDIS_SENTINELS": [], "REDIS_SENTINEL_MASTER": "", "REDIS_URL_IS_SET": False}
+    with override_settings(**(base | overrides)):
+        messages = checks.check_redis_sentinel()
+    assert ids(messages) == ["mq.E010"] and problem in messages[0].msg
+
+
+def test_a_sentinel_setup_without_redis_url_passes():
+    with override_settings(
+        REDIS_SENTINELS=SENTINELS, REDIS_SENTINEL_MASTER="mq", REDIS_URL_IS_SET=False
+    ):
+        assert checks.check_redis_sentinel() == []
+
+
+def test_sentinel_addresses_are_parsed(monkeypatch):
+    monkeypatch.setenv("MQ_T", " s1:26379, [::1]:26380 ,")
+    assert env_host_ports("MQ_T") == [("s1", 26379), ("::1", 26380)]
+    monkeypatch.setenv("MQ_T", "")
+    assert env_host_ports("MQ_T") == []
+
+
+@pytest.mark.parametrize("raw", ["s1", "s1:", ":26379", "s1:abc", "s1:0", "s1:26379,s2"])
+def test_malformed_sentinel_addresses_stop_startup(monkeypatch, raw):
+    monkeypatch.setenv("MQ_T", raw)
+    with pytest.raises(ImproperlyConfigured, match="MQ_T="):
+        env_host_ports("MQ_T")
+
+
+def test_sentinel_settings_make_every_rq_queue_use_the_sentinel(monkeypatch):
+    """settings.py read fresh with Sentinel variables: RQ_QUEUES as django-rq wants them."""
+    import importlib.util
+
+    from merritt_queue import settings as real
+
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    monkeypatch.setenv("REDIS_SENTINELS", "s1:26379,s2:26380")
+    monkeypatch.setenv("REDIS_SENTINEL_MASTER", "mq")
+    monkeypatch.setenv("REDIS_SENTINEL_DB", "2")
+    monkeypatch.setenv("REDIS_PASSWORD", "pw")
+    spec = importlib.util.spec_from_file_location("fresh_settings", real.__file__)
+    fresh = importlib.util.module_from_spec(spec)
+    fresh.__package__ = "merritt_queue"
+    spec.loader.exec_module(fresh)
+    assert fresh.REDIS_URL_IS_SET is False
+    for config in fresh.RQ_QUEUES.values():
+        assert "URL" not in config
+        assert config["SENTINELS"] == [("s1", 26379), ("s2", 26380)]
+        assert (config["MASTER_NAME"], config["DB"], config["PASSWORD"]) == ("mq", 2, "pw")
 
 
 @pytest.mark.parametrize("threshold", [0, 100, -5])

@@ -1,0 +1,346 @@
+"""One big batch through the whole queue: time, throughput, and how big ZooKeeper's tree gets.
+
+Set-up (untimed), under a fresh ``var/bench/tmp-scale-<uuid>`` removed at the end: the
+``pipeline`` part's machinery (``bench.common``) with ``BENCH_SCALE_JOBS`` (default 10,000)
+random 4 KiB files in one ``mrt-single-file-batch-manifest``, served from 127.0.0.1, a fresh
+ZooKeeper chroot, the throw-away Redis (flushed) and a file SQLite mirror.
+
+Timed, from just before ``manage.py submit`` until the batch is final: ``run_dispatcher``
+and ``WORKERS`` ``rqworker`` processes on every queue, all started fresh.
+
+While it runs, a thread asks ZooKeeper for ``mntr`` every second and keeps the peaks of
+``zk_znode_count`` and ``zk_approximate_data_size`` (the whole server's figures; the bench's
+chroot is nearly all of it on the throw-away ZooKeeper). The chroot is walked (every node's
+``dataLength`` from its stat) whenever the node count has grown by a quarter since the last
+walk, at most every ``WALK_EVERY`` seconds, and once more after the batch is final, when
+every job node and the batch's status report exist. A ZooKeeper node holds at most 1 MB
+(``jute.maxbuffer``), so a node whose data grows with the number of jobs caps how big a
+batch can be: any node under ``/batches/<bid>`` (other than the ``states/`` index
+directories, whose children, not data, grow) bigger than ``PER_BATCH_LIMIT``, and any node
+at all bigger than ``ANY_NODE_LIMIT``, is flagged, and the part exits non-zero after its
+summary. The largest child listing (the bytes a ``getChildren`` of an index directory
+returns) is reported too, for information: cleanup is what keeps those small.
+
+Summary: ``bench scale jobs=... seconds=... jobs_per_s=... znodes=... max_znode_bytes=...``
+(``znodes`` is the peak ``zk_znode_count``; ``max_znode_bytes`` the largest node seen in
+any walk). The machine has 2 cores: the 4 workers, the dispatcher, ZooKeeper, Redis and
+this process share them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .common import (
+    BENCH_PROFILE_CODE,
+    RESULTS_DIR,
+    ContentServer,
+    Processes,
+    delete_chroot,
+    emit,
+    env_int,
+    flush_redis,
+    make_file_manifest,
+    manage,
+    own_cpu,
+    queue_env,
+    read_mntr,
+    redis_url,
+    service_cpu,
+    submit_manifest,
+    summary,
+    verify_batch,
+    wait_batch,
+    zk_hosts,
+)
+
+PART = "scale"
+DEFAULT_N = 10_000
+FILE_SIZE = 4096
+WORKERS = 4
+SAMPLE_EVERY = 1.0
+WALK_EVERY = 60.0
+WALK_GROWTH = 1.25
+PROGRESS_EVERY = 10.0
+# "A few KB": a per-batch node above this is taken to grow with the batch's job count.
+PER_BATCH_LIMIT = 4096
+ANY_NODE_LIMIT = 100 * 1024
+ZK_NODE_LIMIT = 1024 * 1024
+WALK_CONCURRENCY = 2000
+
+
+def run(args) -> None:
+    n = env_int(PART, "BENCH_SCALE_JOBS", DEFAULT_N)
+    hosts = zk_hosts()
+    redis = redis_url(PART)
+    read_mntr(hosts)  # a ZooKeeper without mntr fails here, before the set-up
+    tag = uuid.uuid4().hex
+    tmp = RESULTS_DIR / f"tmp-{PART}-{tag}"
+    chroot = f"/mq-bench-{PART}-{tag}"
+    server = None
+    try:
+        tmp.mkdir(parents=True)
+        emit(
+            PART,
+            event="config",
+            jobs=n,
+            file_size=FILE_SIZE,
+            workers=WORKERS,
+            cores=os.cpu_count(),
+            tmp=str(tmp),
+            loadavg=os.getloadavg(),
+        )
+        setup_start = time.perf_counter()
+        server = ContentServer(tmp / "content")
+        manifest_url = make_file_manifest(server, n, FILE_SIZE)
+        env = queue_env(tmp, hosts, chroot, redis)
+        flush_redis(redis)
+        manage(PART, env, "migrate", "--verbosity", "0")
+        manage(PART, env, "shell", "-c", BENCH_PROFILE_CODE)
+        emit(PART, event="setup", seconds=round(time.perf_counter() - setup_start, 3))
+        seconds, monitor = _timed(env, tmp, hosts, chroot, manifest_url, n)
+    finally:
+        if server is not None:
+            server.stop()
+        delete_chroot(PART, hosts, chroot)
+        shutil.rmtree(tmp, ignore_errors=True)
+    largest = monitor.largest
+    summary(
+        PART,
+        jobs=n,
+        seconds=seconds,
+        jobs_per_s=n / seconds,
+        znodes=monitor.peak_znodes,
+        max_znode_bytes=largest.size if largest else 0,
+    )
+    if monitor.flagged:
+        raise SystemExit(
+            f"bench {PART}: {len(monitor.flagged)} node(s) grow with the batch: "
+            + "; ".join(f"{f.path} {f.size} bytes ({f.why})" for f in monitor.flagged.values())
+        )
+
+
+def _timed(
+    env: dict[str, str], tmp: Path, hosts: str, chroot: str, manifest_url: str, n: int
+) -> tuple[float, Monitor]:
+    from merritt_queue.dispatcher import all_queue_names
+    from merritt_queue.store import QueueStore
+    from merritt_queue.zk import ZkConfig, connect
+
+    client = connect(ZkConfig(hosts=hosts, chroot=chroot))
+    store = QueueStore(client)
+    procs = Processes(PART, tmp / "logs", env)
+    monitor = Monitor(hosts, client)
+    try:
+        services_before = service_cpu()
+        own_before = own_cpu()
+        start = time.perf_counter()
+        monitor.start()
+        bid = submit_manifest(PART, env, manifest_url)
+        submitted = time.perf_counter() - start
+        procs.start("dispatcher", "run_dispatcher")
+        for i in range(1, WORKERS + 1):
+            procs.start(f"worker{i}", "rqworker", *all_queue_names())
+        emit(PART, event="submitted", bid=bid, submit_s=round(submitted, 3), pids=procs.pids())
+        batch, first_move = wait_batch(
+            PART,
+            store,
+            bid,
+            start,
+            procs,
+            timeout=600.0 + n * 0.5,
+            progress_every=PROGRESS_EVERY,
+            on_progress=monitor.progress,
+        )
+        seconds = time.perf_counter() - start
+        monitor.stop()
+        cpu = procs.cpu() | {
+            name: round(after - services_before[name], 2)
+            for name, after in service_cpu().items()
+            if name in services_before
+        }
+        cpu["bench"] = round(own_cpu()[0] - own_before[0], 2)
+        emit(PART, event="cpu_seconds", wall=round(seconds, 2), **cpu)
+        emit(
+            PART,
+            event="finished",
+            bid=bid,
+            status=batch.status,
+            seconds=round(seconds, 3),
+            first_job_moved_s=None if first_move is None else round(first_move, 3),
+            loadavg=os.getloadavg(),
+            message=batch.message,
+        )
+        verify_batch(PART, store, batch, n, procs)
+        monitor.walk("after")  # every node exists now, the status report too
+        monitor.report()
+        return seconds, monitor
+    finally:
+        monitor.stop()
+        procs.stop_all()
+        client.stop()
+        client.close()
+
+
+@dataclass
+class Node:
+    path: str  # within the chroot
+    size: int
+    why: str = ""
+
+
+@dataclass
+class Walk:
+    label: str
+    nodes: int = 0
+    data_bytes: int = 0
+    seconds: float = 0.0
+    largest: Node | None = None
+    largest_listing: Node | None = None  # size: bytes of its children's names
+    flagged: list[Node] = field(default_factory=list)
+
+
+class Monitor:
+    """``mntr`` peaks from a sampling thread, and walks of the chroot for the largest node."""
+
+    def __init__(self, hosts: str, client) -> None:
+        self.hosts = hosts
+        self.client = client
+        self.peak_znodes = 0
+        self.peak_data_bytes = 0
+        self.samples = 0
+        self.walks: list[Walk] = []
+        self.flagged: dict[str, Node] = {}
+        self._last_walk_nodes = 0
+        self._last_walk_at = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample_loop, name="mntr", daemon=True)
+        self._lock = threading.Lock()
+        self.error: str | None = None
+
+    @property
+    def largest(self) -> Node | None:
+        sizes = [w.largest for w in self.walks if w.largest]
+        return max(sizes, key=lambda node: node.size, default=None)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=30)
+
+    def sample(self) -> int:
+        figures = read_mntr(self.hosts)
+        count = int(figures["zk_znode_count"])
+        data = int(figures.get("zk_approximate_data_size", 0))
+        with self._lock:
+            self.samples += 1
+            self.peak_znodes = max(self.peak_znodes, count)
+            self.peak_data_bytes = max(self.peak_data_bytes, data)
+        return count
+
+    def _sample_loop(self) -> None:
+        while not self._stop.wait(SAMPLE_EVERY):
+            try:
+                count = self.sample()
+                now = time.monotonic()
+                if (
+                    count >= self._last_walk_nodes * WALK_GROWTH
+                    and now - self._last_walk_at >= WALK_EVERY
+                ):
+                    self.walk("during")
+            except Exception as e:  # keep sampling: one refused connection is no reason to stop
+                self.error = repr(e)
+
+    def progress(self) -> dict:
+        with self._lock:
+            return {"znodes": self.peak_znodes, "zk_data_bytes": self.peak_data_bytes}
+
+    def walk(self, label: str) -> Walk:
+        """Every node of the chroot with its stat, level by level, many requests in flight."""
+        self.sample()
+        started = time.perf_counter()
+        w = Walk(label)
+        level = ["/"]
+        while level:
+            following = []
+            for i in range(0, len(level), WALK_CONCURRENCY):
+                chunk = level[i : i + WALK_CONCURRENCY]
+                pending = [(p, self.client.get_children_async(p, include_data=True)) for p in chunk]
+                for path, result in pending:
+                    try:
+                        children, stat = result.get()
+                    except Exception:  # gone meanwhile (an ephemeral lock, a job moved on)
+                        continue
+                    self._visit(w, path, stat.dataLength, children)
+                    following += [f"{path.rstrip('/')}/{c}" for c in children]
+            level = following
+        w.seconds = time.perf_counter() - started
+        self._last_walk_nodes = max(w.nodes, self.peak_znodes)
+        self._last_walk_at = time.monotonic()
+        self.walks.append(w)
+        emit(
+            PART,
+            event="walk",
+            label=label,
+            nodes=w.nodes,
+            data_bytes=w.data_bytes,
+            seconds=round(w.seconds, 2),
+            largest=_pair(w.largest),
+            largest_listing=_pair(w.largest_listing),
+            flagged=[[f.path, f.size, f.why] for f in w.flagged],
+        )
+        return w
+
+    def _visit(self, w: Walk, path: str, size: int, children: list[str]) -> None:
+        w.nodes += 1
+        w.data_bytes += size
+        if w.largest is None or size > w.largest.size:
+            w.largest = Node(path, size)
+        # What a getChildren answer carries: each name with its 4-byte length.
+        listing = sum(len(c) + 4 for c in children)
+        if w.largest_listing is None or listing > w.largest_listing.size:
+            w.largest_listing = Node(path, listing)
+        why = _too_big(path, size)
+        if why:
+            node = Node(path, size, why)
+            w.flagged.append(node)
+            self.flagged[path] = node
+
+    def report(self) -> None:
+        largest = self.largest
+        emit(
+            PART,
+            event="zookeeper",
+            peak_znodes=self.peak_znodes,
+            peak_data_bytes=self.peak_data_bytes,
+            mntr_samples=self.samples,
+            mntr_error=self.error,
+            largest_node=None if largest is None else largest.path,
+            largest_node_bytes=None if largest is None else largest.size,
+            share_of_1mb_limit=None if largest is None else round(largest.size / ZK_NODE_LIMIT, 4),
+            flagged=[[f.path, f.size, f.why] for f in self.flagged.values()],
+        )
+
+
+def _too_big(path: str, size: int) -> str:
+    """Why a node of ``size`` bytes at ``path`` is too big to scale, or ``""``."""
+    parts = path.strip("/").split("/")
+    if size > ANY_NODE_LIMIT:
+        return f"more than {ANY_NODE_LIMIT} bytes, a tenth of ZooKeeper's node limit"
+    per_batch = len(parts) >= 3 and parts[0] == "batches" and parts[2] != "states"
+    if per_batch and size > PER_BATCH_LIMIT:
+        return f"a per-batch node above {PER_BATCH_LIMIT} bytes grows with the job count"
+    return ""
+
+
+def _pair(node: Node | None) -> list | None:
+    return None if node is None else [node.path, node.size]

@@ -1,0 +1,77 @@
+"""The example systemd units under deploy/systemd/ stay true to the code and to systemd."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from django.core.management import get_commands
+
+from merritt_queue.dispatcher import all_queue_names
+
+REPO = Path(__file__).resolve().parent.parent
+UNITS = REPO / "deploy" / "systemd"
+INSTALL_DIR = "/opt/merritt-queue"
+
+
+def unit_files() -> list[Path]:
+    return sorted(p for p in UNITS.iterdir() if p.suffix in (".service", ".timer"))
+
+
+def exec_lines(path: Path) -> list[str]:
+    return re.findall(r"^Exec\w+=(.*)$", path.read_text(), re.MULTILINE)
+
+
+def test_the_worker_template_serves_every_queue_by_default():
+    text = (UNITS / "mq-worker@.service").read_text()
+    match = re.search(r'^Environment="MQ_WORKER_QUEUES=([^"]*)"$', text, re.MULTILINE)
+    assert match, "mq-worker@.service sets no default MQ_WORKER_QUEUES"
+    assert match[1].split() == all_queue_names()
+
+
+def test_every_unit_runs_a_command_that_exists():
+    commands = get_commands()
+    seen = set()
+    for path in unit_files():
+        for line in exec_lines(path):
+            if "manage.py" in line:
+                name = line.split("manage.py", 1)[1].split()[0]
+                assert name in commands, f"{path.name}: manage.py {name} does not exist"
+                seen.add(name)
+            elif "gunicorn" in line:
+                assert line.split()[-1] == "merritt_queue.wsgi"
+                seen.add("gunicorn")
+    assert seen == {"gunicorn", "run_dispatcher", "reconcile", "rqworker", "cleanup", "check_tree"}
+
+
+def test_every_service_reads_the_environment_file_and_each_timer_has_its_service():
+    for path in unit_files():
+        if path.suffix == ".service":
+            assert "EnvironmentFile=/etc/merritt-queue/env\n" in path.read_text(), path.name
+        else:
+            assert (UNITS / f"{path.stem}.service").exists(), f"{path.name} has no service"
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="no systemd-analyze here")
+def test_systemd_analyze_verify_finds_nothing(tmp_path):
+    """The units, with the install paths pointed at this checkout, verified by systemd itself."""
+    env_file = tmp_path / "env"
+    env_file.write_text("")
+    paths = []
+    for path in unit_files():
+        text = path.read_text().replace(INSTALL_DIR, str(REPO))
+        text = text.replace("/etc/merritt-queue/", f"{tmp_path}/etc-")
+        name = path.name.replace("@.", "@1.")  # a template is verified as one instance
+        (tmp_path / name).write_text(text)
+        paths.append(str(tmp_path / name))
+    done = subprocess.run(
+        ["systemd-analyze", "verify", "--man=no", *paths],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    # Unknown keys and bad values are only warnings: any output at all is a finding.
+    assert (done.returncode, done.stdout + done.stderr) == (0, "")
