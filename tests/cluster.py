@@ -15,6 +15,7 @@ Use it as a plugin: ``pytest_plugins = ["tests.cluster", "tests.httpserver"]``.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import socket
@@ -81,9 +82,7 @@ class Cluster:
         return proc
 
     def worker(self, name: str, **env: str) -> subprocess.Popen:
-        return self.start(
-            name, "rqworker", "--worker-class", "rq.worker.SimpleWorker", *all_queue_names(), **env
-        )
+        return self.start(name, "rqworker", *all_queue_names(), **env)
 
     def dispatcher(self, **env: str) -> subprocess.Popen:
         return self.start("dispatcher", "run_dispatcher", **env)
@@ -425,3 +424,34 @@ def own_store():
             client.close()
         except Exception:  # the server may be gone with the test
             pass
+
+
+# --- content ---------------------------------------------------------------------
+
+
+def serve_batch(http_server, n: int, size: int = 256 << 10, delay: float = 0.0):
+    """A single-file batch manifest of ``n`` random files on ``http_server``, each GET delayed
+    by ``delay`` seconds (so a batch is still mid-flight when a test breaks something).
+    Returns the manifest's URL."""
+    lines = [
+        "#%checkm_0.7",
+        "#%profile | http://uc3.cdlib.org/registry/ingest/manifest/mrt-single-file-batch-manifest",
+        "#%prefix | mrt: | http://merritt.cdlib.org/terms#",
+        "#%prefix | nfo: | http://www.semanticdesktop.org/ontologies/2007/03/22/nfo#",
+        "#%fields | nfo:fileUrl | nfo:hashAlgorithm | nfo:hashValue | nfo:fileSize "
+        "| nfo:fileLastModified | nfo:fileName | mrt:primaryIdentifier | mrt:localIdentifier "
+        "| mrt:creator | mrt:title | mrt:date",
+    ]
+    for i in range(n):
+        data = os.urandom(size)
+        name = f"file{i:03d}.bin"
+        url = http_server.behave(f"/{name}", body=data, delay=delay)
+        md5 = hashlib.md5(data).hexdigest()
+        lines.append(f"{url} | md5 | {md5} | {size} |  | {name} |  |  | tester | {name} | 2024")
+    lines.append("#%eof")
+    (http_server.root / "batch.checkm").write_text("\n".join(lines) + "\n")
+    return http_server.url_for("/batch.checkm")
+
+
+def completed_jobs(store: QueueStore, bid: str) -> int:
+    return len(store.batch_jobs(bid).get("batch-completed", []))
