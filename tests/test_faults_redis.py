@@ -59,6 +59,7 @@ def test_redis_flushed_mid_batch(make_cluster, zk_config, store, own_redis, http
     assert_survived(cluster, store, bid)
 
 
+@pytest.mark.slow
 def test_redis_restarted_empty_mid_batch(make_cluster, zk_config, store, own_redis, http_server):
     cluster = make_cluster(
         zk_hosts=zk_config.hosts, chroot=zk_config.chroot, redis_url=own_redis.url

@@ -49,7 +49,11 @@ from tests.httpserver import Reply
 pytest_plugins = ["tests.cluster", "tests.httpserver"]
 pytestmark = pytest.mark.faults
 
-STEPS = [str(s) for s in JOB_STEPS]
+# Downloading and Storing stay in `make test`; the other steps are left to `make test-faults`.
+STEPS = [
+    pytest.param(str(s), marks=() if s in ("Downloading", "Storing") else pytest.mark.slow)
+    for s in JOB_STEPS
+]
 
 
 class Seams:
