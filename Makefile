@@ -7,6 +7,8 @@ PY := $(VENV)/bin/python
 SERVICES := scripts/services.sh
 
 PYTEST_ARGS ?= -q
+# `make test` leaves the slowest fault tests to `make test-faults`; PYTEST_MARK= runs all.
+PYTEST_MARK ?= not slow
 BENCH ?=
 ZK_PORT ?= 2181
 REDIS_PORT ?= 6379
@@ -25,12 +27,13 @@ PROC_worker1 = $(PY) manage.py rqworker $(QUEUES)
 PROC_worker2 = $(PY) manage.py rqworker $(QUEUES)
 PROC_reconciler = $(PY) manage.py reconcile --watch
 
-.PHONY: help venv test bench demo stop lint fmt clean
+.PHONY: help venv test test-faults bench demo stop lint fmt clean
 
 help:
 	@echo "make demo    start ZooKeeper, Redis and the web app on http://127.0.0.1:$(WEB_PORT)/"
 	@echo "make stop    stop what demo started"
-	@echo "make test    run the tests against a throw-away ZooKeeper, Redis (and PostgreSQL)"
+	@echo "make test    run the tests against a throw-away ZooKeeper, Redis and PostgreSQL (not the slow ones)"
+	@echo "make test-faults   run every fault test: workers killed, ZooKeeper and Redis stopped"
 	@echo "make bench [BENCH=zk]   run the benchmarks"
 	@echo "make lint | fmt | clean"
 
@@ -46,7 +49,11 @@ test: venv
 	$(SERVICES) ensure-zookeeper
 	$(SERVICES) ensure-chromium
 	$(SERVICES) ensure-postgres
-	$(SERVICES) with-test-services $(PY) -m pytest $(PYTEST_ARGS)
+	$(SERVICES) with-test-services $(PY) -m pytest $(if $(PYTEST_MARK),-m "$(PYTEST_MARK)") $(PYTEST_ARGS)
+
+test-faults: venv
+	$(SERVICES) ensure-zookeeper
+	$(SERVICES) with-test-services $(PY) -m pytest -m faults $(PYTEST_ARGS) --durations=0
 
 # The reconcile benchmark's 100,000 jobs need a larger ZooKeeper heap than the tests.
 bench: export ZK_HEAP ?= 1g

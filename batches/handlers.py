@@ -9,6 +9,7 @@ fails the batch with every problem listed and creates no job.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 from django.conf import settings
 from django.core.mail import send_mail
@@ -118,6 +119,9 @@ def run_report(s: Services, bid: str, status: str) -> str:
         if batch.status == BatchStatus.PROCESSING:
             batch = store.transition_batch(batch, BatchStatus.REPORTING, "reporting")
         final, message = report(s, batch)
+        # ``batch`` was read before the report was written, and the commit hands its record to
+        # the mirror's write-through, which would otherwise keep the old (often empty) report.
+        batch = replace(batch, status_report=store.get_batch(bid).status_report)
         store.transition_batch(batch, final, message, release_lock=True)
     except (LockLost, ChangedUnderYou) as e:
         log.warning("batch %s report abandoned: %s", bid, e)

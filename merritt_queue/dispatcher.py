@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from kazoo.exceptions import KazooException
+from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.recipe.watchers import ChildrenWatch
 from redis import Redis
 from redis.exceptions import RedisError
@@ -302,7 +303,9 @@ class Dispatcher:
                     next_full = time.monotonic() + self.config.sweep_interval
                 else:
                     self.sweep_dirty()
-            except (KazooException, RedisError, OSError) as e:
+            # KazooTimeoutError is not a KazooException: a request made while ZooKeeper is
+            # away times out with it, and it must not end the loop.
+            except (KazooException, KazooTimeoutError, RedisError, OSError) as e:
                 log.warning("dispatch sweep failed, retrying: %s", e)
                 next_full = time.monotonic() + 1.0
             self.wake.wait(timeout=max(0.05, min(1.0, next_full - time.monotonic())))

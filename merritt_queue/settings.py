@@ -48,8 +48,9 @@ RQ_QUEUES = {
 RQ = {
     # Enqueue on DB commit, so a worker never sees a rolled-back row.
     "COMMIT_MODE": "on_db_commit",
-    # No fork per job: a worker process keeps one ZooKeeper session instead of one per job.
-    "WORKER_CLASS": "rq.worker.SimpleWorker",
+    # No fork per job (a worker process keeps one ZooKeeper session instead of one per job),
+    # and a Redis outage does not end the worker.
+    "WORKER_CLASS": "merritt_queue.worker.QueueWorker",
 }
 
 MQ_WORK_DIR = env_str("MQ_WORK_DIR", str(VAR_DIR / "work"))

@@ -31,6 +31,10 @@ usage: scripts/services.sh COMMAND [ARGS]
                                 nothing when MQ_TEST_DATABASE_URL names a PostgreSQL server
   zk-start DIR PORT             start a standalone ZooKeeper with its config, data and log in DIR
   zk-stop DIR                   stop the ZooKeeper started in DIR
+  zk-ensemble-start DIR         start a three-server ZooKeeper ensemble on free loopback ports
+                                (servers in DIR/node1..3; prints the ZK_HOSTS string, also in
+                                DIR/hosts); one server stops with zk-stop DIR/nodeN
+  zk-ensemble-stop DIR          stop every server of the ensemble in DIR
   redis-start DIR PORT          start a non-persistent redis-server with its pid and log in DIR
   redis-stop DIR                stop the redis-server started in DIR
   pg-start DIR PORT             start a throw-away PostgreSQL cluster in DIR (trust auth, superuser
@@ -189,22 +193,8 @@ clientPortAddress=127.0.0.1
 admin.enableServer=false
 4lw.commands.whitelist=ruok,stat,srvr,mntr
 EOF
-    cat >"$dir/log4j.properties" <<EOF
-log4j.rootLogger=INFO, FILE
-log4j.appender.FILE=org.apache.log4j.FileAppender
-log4j.appender.FILE.File=$dir/zookeeper.log
-log4j.appender.FILE.layout=org.apache.log4j.PatternLayout
-log4j.appender.FILE.layout.ConversionPattern=%d{ISO8601} %-5p [%t:%C{1}@%L] - %m%n
-EOF
-    # setsid: the server outlives the shell that started it and ignores the terminal's Ctrl-C;
-    # the inner bash records its own pid before exec so the pid file names java itself.
-    setsid bash -c 'echo $$ >"$1"; shift; exec "$@"' _ "$dir/zookeeper.pid" \
-        "$JAVA" -Xmx"$ZK_HEAP" -Xms32m -XX:+UseSerialGC \
-        -cp "$dir:$ZK_JAR:$ZK_LOG_JARS" \
-        -Dzookeeper.log.dir="$dir" \
-        -Dlog4j.configuration="file:$dir/log4j.properties" \
-        "$ZK_MAIN" "$dir/zoo.cfg" \
-        </dev/null >"$dir/zookeeper.out" 2>&1 &
+    zk_log4j "$dir"
+    zk_launch "$dir"
     for ((i = 0; i < START_TIMEOUT * 5; i++)); do
         sleep 0.2
         pid=$(live_pid "$dir/zookeeper.pid" "$dir/zoo.cfg") || { [ $i -lt 5 ] && continue; break; }
@@ -224,6 +214,119 @@ zk_stop() {
     local dir
     dir=$(cd "$1" && pwd)
     stop_pid "$dir/zookeeper.pid" "$dir/zoo.cfg" ZooKeeper
+}
+
+zk_log4j() {
+    cat >"$1/log4j.properties" <<EOF
+log4j.rootLogger=INFO, FILE
+log4j.appender.FILE=org.apache.log4j.FileAppender
+log4j.appender.FILE.File=$1/zookeeper.log
+log4j.appender.FILE.layout=org.apache.log4j.PatternLayout
+log4j.appender.FILE.layout.ConversionPattern=%d{ISO8601} %-5p [%t:%C{1}@%L] - %m%n
+EOF
+}
+
+# Start the server configured by DIR/zoo.cfg in the background, its pid in DIR/zookeeper.pid.
+# setsid: the server outlives the shell that started it and ignores the terminal's Ctrl-C;
+# the inner bash records its own pid before exec so the pid file names java itself.
+zk_launch() {
+    local dir=$1
+    setsid bash -c 'echo $$ >"$1"; shift; exec "$@"' _ "$dir/zookeeper.pid" \
+        "$JAVA" -Xmx"$ZK_HEAP" -Xms32m -XX:+UseSerialGC \
+        -cp "$dir:$ZK_JAR:$ZK_LOG_JARS" \
+        -Dzookeeper.log.dir="$dir" \
+        -Dlog4j.configuration="file:$dir/log4j.properties" \
+        "$ZK_MAIN" "$dir/zoo.cfg" \
+        </dev/null >"$dir/zookeeper.out" 2>&1 &
+}
+
+# The server's role from the 'srvr' four-letter word: leader, follower, standalone or nothing.
+zk_mode() {
+    python3 - "$1" <<'EOF'
+import socket, sys
+try:
+    with socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=1) as s:
+        s.sendall(b"srvr")
+        data = b""
+        while chunk := s.recv(4096):
+            data += chunk
+except OSError:
+    sys.exit(0)
+for line in data.decode(errors="replace").splitlines():
+    if line.startswith("Mode:"):
+        print(line.split(":", 1)[1].strip())
+EOF
+}
+
+zk_ensemble_start() {
+    [ $# -eq 1 ] || die "usage: zk-ensemble-start DIR"
+    ensure_zookeeper
+    local dir=$1 n i ports=() servers="" hosts="" node mode
+    mkdir -p "$dir"
+    dir=$(cd "$dir" && pwd)
+    for n in 1 2 3; do
+        if live_pid "$dir/node$n/zookeeper.pid" "$dir/node$n/zoo.cfg" >/dev/null; then
+            die "an ensemble already runs in $dir; stop it with: scripts/services.sh zk-ensemble-stop $dir"
+        fi
+    done
+    # Each server needs three ports (client, quorum, election); free_port may hand out a port
+    # again, so draw until nine differ.
+    while [ ${#ports[@]} -lt 9 ]; do
+        n=$(free_port)
+        [[ " ${ports[*]} " == *" $n "* ]] || ports+=("$n")
+    done
+    for n in 1 2 3; do
+        servers+="server.$n=127.0.0.1:${ports[3 * n - 2]}:${ports[3 * n - 1]}"$'\n'
+        hosts+="${hosts:+,}127.0.0.1:${ports[3 * n - 3]}"
+    done
+    for n in 1 2 3; do
+        node="$dir/node$n"
+        mkdir -p "$node/data"
+        echo "$n" >"$node/data/myid"
+        cat >"$node/zoo.cfg" <<EOF
+tickTime=2000
+initLimit=10
+syncLimit=5
+dataDir=$node/data
+clientPort=${ports[3 * n - 3]}
+clientPortAddress=127.0.0.1
+admin.enableServer=false
+4lw.commands.whitelist=ruok,stat,srvr,mntr
+$servers
+EOF
+        zk_log4j "$node"
+        zk_launch "$node"
+    done
+    echo "$hosts" >"$dir/hosts"
+    # An election among three fresh JVMs takes longer than one server's start.
+    for ((i = 0; i < START_TIMEOUT * 10; i++)); do
+        sleep 0.2
+        mode=""
+        for n in 1 2 3; do
+            mode+="$(zk_mode "${ports[3 * n - 3]}") "
+        done
+        if [[ $mode == *leader* ]] && [ "$(grep -o follower <<<"$mode" | wc -l)" -eq 2 ]; then
+            echo "ZooKeeper ensemble running in $dir ($mode)" >&2
+            echo "$hosts"
+            return 0
+        fi
+    done
+    for n in 1 2 3; do show_log "$dir/node$n/zookeeper.out" "$dir/node$n/zookeeper.log"; done
+    zk_ensemble_stop "$dir"
+    die "the ZooKeeper ensemble in $dir elected no leader within $((START_TIMEOUT * 2))s"
+}
+
+zk_ensemble_stop() {
+    [ $# -eq 1 ] || die "usage: zk-ensemble-stop DIR"
+    [ -d "$1" ] || return 0
+    local dir n
+    dir=$(cd "$1" && pwd)
+    for n in 1 2 3; do
+        if [ -d "$dir/node$n" ]; then
+            stop_pid "$dir/node$n/zookeeper.pid" "$dir/node$n/zoo.cfg" ZooKeeper
+        fi
+    done
+    return 0
 }
 
 redis_start() {
@@ -435,6 +538,8 @@ main() {
     ensure-postgres) ensure_postgres ;;
     zk-start) zk_start "$@" ;;
     zk-stop) zk_stop "$@" ;;
+    zk-ensemble-start) zk_ensemble_start "$@" ;;
+    zk-ensemble-stop) zk_ensemble_stop "$@" ;;
     redis-start) redis_start "$@" ;;
     redis-stop) redis_stop "$@" ;;
     pg-start) pg_start "$@" ;;

@@ -17,6 +17,9 @@ from redis import Redis
 from merritt_queue.store import QueueStore
 from merritt_queue.zk import ZkConfig, connect
 
+# Plugins the tests also import from: rewritten before any test module imports them.
+pytest.register_assert_rewrite("tests.cluster", "tests.httpserver")
+
 
 def _zk_hosts() -> str:
     hosts = os.environ.get("ZK_HOSTS")

@@ -1,0 +1,457 @@
+"""Real queue processes for the kill and fault tests, and servers a test owns.
+
+A ``Cluster`` runs ``manage.py rqworker`` workers and ``manage.py run_dispatcher`` as separate
+processes on one ZooKeeper chroot, one Redis and one file SQLite database that the test reads
+with ``sqlite3`` (pytest-django's test database is not used). ZooKeeper sessions are short
+(``ZK_TIMEOUT=2``) so a killed worker's job lock vanishes fast, and the dispatcher's
+``MQ_STARTED_GRACE_SECONDS=3`` re-enqueues the RQ job a dead worker had started.
+
+``OwnZooKeeper``, ``OwnEnsemble`` and ``OwnRedis`` are servers started by
+``scripts/services.sh`` for one test only, so a test may stop, kill or flush them without
+touching the suite's shared ZooKeeper and Redis.
+
+Use it as a plugin: ``pytest_plugins = ["tests.cluster", "tests.httpserver"]``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from merritt_queue.dispatcher import all_queue_names
+from merritt_queue.services.minter import LocalMinter
+from merritt_queue.services.storage import LocalStorage
+from merritt_queue.store import QueueStore
+from merritt_queue.zk import ZkConfig, connect
+
+REPO = Path(__file__).resolve().parent.parent
+SERVICES = REPO / "scripts" / "services.sh"
+SHOULDER = "ark:/99999/fk4"
+PROFILE = "kill"
+FINAL_BATCH = ("Completed", "Failed", "Deleted")
+
+
+@dataclass
+class Cluster:
+    """Worker and dispatcher subprocesses on one chroot, Redis, working dir and database."""
+
+    env: dict[str, str]
+    root: Path
+    db: Path
+    procs: list[tuple[str, subprocess.Popen]] = field(default_factory=list)
+
+    @property
+    def storage_root(self) -> Path:
+        return self.root / "storage"
+
+    def manage(self, *args: str, timeout: float = 120) -> str:
+        done = subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=REPO,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if done.returncode:
+            raise AssertionError(f"manage.py {args[0]} failed:\n{done.stdout}\n{done.stderr}")
+        return done.stdout
+
+    def start(self, name: str, *args: str, **env: str) -> subprocess.Popen:
+        log = open(self.root / f"{name}.log", "ab")  # the child keeps its own copy
+        proc = subprocess.Popen(
+            [sys.executable, "manage.py", *args],
+            cwd=REPO,
+            env=self.env | env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        log.close()
+        self.procs.append((name, proc))
+        return proc
+
+    def worker(self, name: str, **env: str) -> subprocess.Popen:
+        return self.start(name, "rqworker", *all_queue_names(), **env)
+
+    def dispatcher(self, **env: str) -> subprocess.Popen:
+        return self.start("dispatcher", "run_dispatcher", **env)
+
+    def proc(self, name: str) -> subprocess.Popen:
+        return [p for n, p in self.procs if n == name][-1]
+
+    def submit(self, **fields: str) -> str:
+        args = [f"--{k.replace('_', '-')}={v}" for k, v in fields.items()]
+        return self.manage("submit", f"--profile={PROFILE}", "--submitter=tester", *args).split()[0]
+
+    def log(self, name: str) -> str:
+        path = self.root / f"{name}.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def logs(self) -> str:
+        out = []
+        for name in dict.fromkeys(n for n, _ in self.procs):
+            out.append(f"--- {name} ---\n" + "\n".join(self.log(name).splitlines()[-25:]))
+        return "\n".join(out)
+
+    def stop_all(self) -> None:
+        for _, proc in self.procs:
+            if proc.poll() is None:
+                proc.terminate()
+        for _, proc in self.procs:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+
+    def sql(self, query: str, *params) -> list[tuple]:
+        with sqlite3.connect(self.db, timeout=30) as conn:
+            return conn.execute(query, params).fetchall()
+
+    def inventory_versions(self, ark: str) -> list[tuple[int, str]]:
+        return self.sql(
+            "SELECT v.number, v.job_id FROM inventory_inventoryversion v "
+            "JOIN inventory_inventoryobject o ON o.id = v.obj_id WHERE o.ark = ?",
+            ark,
+        )
+
+    def minted(self) -> int:
+        """How many ARKs the local minter handed out."""
+        counter = self.root / "minter" / "99999-fk4.counter"
+        return int(counter.read_text().strip()) if counter.exists() else 0
+
+
+def queue_env(root: Path, db: Path, *, zk_hosts: str, chroot: str, redis_url: str) -> dict:
+    return os.environ | {
+        "ZK_HOSTS": zk_hosts,
+        "ZK_CHROOT": chroot,
+        "ZK_TIMEOUT": "2",
+        "REDIS_URL": redis_url,
+        "DATABASE_URL": f"sqlite:///{db}",
+        "MQ_WORK_DIR": str(root / "work"),
+        "MQ_STORAGE_ROOT": str(root / "storage"),
+        "MQ_MINTER_DIR": str(root / "minter"),
+        "MQ_ALLOW_LOOPBACK": "true",
+        "MQ_SWEEP_SECONDS": "1",
+        "MQ_STARTED_GRACE_SECONDS": "3",
+        "MQ_PROVISION_RETRY_SECONDS": "1",
+        "MQ_FETCH_TIMEOUT": "60",
+        "EMAIL_BACKEND": "django.core.mail.backends.dummy.EmailBackend",
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+@pytest.fixture(scope="session")
+def migrated_db(tmp_path_factory) -> Path:
+    """A migrated SQLite file with the ``kill`` profile, copied by each test."""
+    root = tmp_path_factory.mktemp("cluster-db")
+    db = root / "template.sqlite3"
+    env = os.environ | {"DATABASE_URL": f"sqlite:///{db}", "MQ_WORK_DIR": str(root / "work")}
+    cluster = Cluster(env, root, db)
+    cluster.manage("migrate", "--verbosity=0")
+    cluster.manage(
+        "shell",
+        "-c",
+        "from batches.models import Profile; "
+        f"Profile.objects.create(name='{PROFILE}', collection='kill', "
+        f"minter_shoulder='{SHOULDER}')",
+    )
+    return db
+
+
+@pytest.fixture
+def make_cluster(tmp_path, migrated_db):
+    """``make(zk_hosts=..., chroot=..., redis_url=...)``: a cluster on servers of the test's
+    choosing, with a fresh copy of the migrated database; its processes end with the test."""
+    made: list[Cluster] = []
+
+    def make(*, zk_hosts: str, chroot: str, redis_url: str, name: str = "queue") -> Cluster:
+        root = tmp_path / name
+        root.mkdir()
+        db = root / "db.sqlite3"
+        db.write_bytes(migrated_db.read_bytes())
+        env = queue_env(root, db, zk_hosts=zk_hosts, chroot=chroot, redis_url=redis_url)
+        made.append(Cluster(env, root, db))
+        return made[-1]
+
+    yield make
+    for c in made:
+        c.stop_all()
+
+
+@pytest.fixture
+def cluster(zk_config, redis, make_cluster) -> Cluster:
+    """A cluster on the suite's ZooKeeper (the test's chroot) and Redis."""
+    return make_cluster(
+        zk_hosts=zk_config.hosts, chroot=zk_config.chroot, redis_url=os.environ["REDIS_URL"]
+    )
+
+
+# --- waiting and checking ------------------------------------------------------
+
+
+def wait_for(what: str, check, cluster: Cluster | None = None, timeout: float = 30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = check()
+        if got:
+            return got
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}\n{cluster.logs() if cluster else ''}")
+
+
+def kill(proc: subprocess.Popen) -> None:
+    os.kill(proc.pid, signal.SIGKILL)
+    assert proc.wait(timeout=10) == -signal.SIGKILL
+
+
+def batch_jobs(store: QueueStore, bid: str) -> list[str]:
+    return sorted(j for group in store.batch_jobs(bid).values() for j in group)
+
+
+def only_job(store: QueueStore, bid: str):
+    jids = batch_jobs(store, bid)
+    return store.get_job(jids[0]) if len(jids) == 1 else None
+
+
+def first_arks(tmp_path: Path, n: int = 1) -> list[str]:
+    """The ARKs a fresh local minter hands out first, in order."""
+    minter = LocalMinter(tmp_path / f"fresh-minter-{uuid.uuid4().hex}")
+    return [minter.mint(SHOULDER) for _ in range(n)]
+
+
+def first_ark(tmp_path: Path) -> str:
+    return first_arks(tmp_path)[0]
+
+
+def wait_final(cluster: Cluster, store: QueueStore, bid: str, timeout: float = 60):
+    return wait_for(
+        f"batch {bid} to finish",
+        lambda: (b := store.get_batch(bid)).status in FINAL_BATCH and b,
+        cluster,
+        timeout=timeout,
+    )
+
+
+def assert_batch_done_exactly_once(
+    cluster: Cluster, store: QueueStore, bid: str, timeout: float = 60
+) -> dict[str, str]:
+    """The batch completed; each job has its own ARK, one stored version and one inventory
+    row, and no lock is left. Returns {jid: ark}."""
+    batch = wait_final(cluster, store, bid, timeout)
+    jobs = [store.get_job(j) for j in batch_jobs(store, bid)]
+    messages = {j.jid: (j.status, j.message) for j in jobs}
+    assert batch.status == "Completed", (batch.message, messages, cluster.logs())
+    assert sorted(batch.status_report["successful_jobs"]) == [j.jid for j in jobs]
+    storage = LocalStorage(cluster.storage_root)
+    arks = {}
+    for job in jobs:
+        assert job.status == "Completed" and not job.locked, messages
+        assert job.retry_count == 0  # re-run by the queue itself, not resumed by a librarian
+        ark = job.identifiers["primary_id"]
+        arks[job.jid] = ark
+        assert storage.versions(ark) == [1], (job.jid, ark)
+        assert storage.get_version(ark, 1).token == job.jid
+        assert cluster.inventory_versions(ark) == [(1, job.jid)]
+    assert len(set(arks.values())) == len(jobs)
+    assert [path for path, _ in store.locks()] == []
+    return arks
+
+
+# --- servers a test owns -----------------------------------------------------------
+
+
+def services(*args: str, timeout: float = 120) -> str:
+    done = subprocess.run(
+        ["bash", str(SERVICES), *args], capture_output=True, text=True, timeout=timeout
+    )
+    if done.returncode:
+        raise AssertionError(f"services.sh {' '.join(args)} failed:\n{done.stdout}{done.stderr}")
+    return done.stdout.strip()
+
+
+def free_port() -> int:
+    return int(services("free-port"))
+
+
+def four_letter(port: int, word: str) -> str:
+    """A ZooKeeper four-letter word's answer, or "" when the server does not answer."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
+            s.sendall(word.encode())
+            chunks = []
+            while chunk := s.recv(4096):
+                chunks.append(chunk)
+            return b"".join(chunks).decode(errors="replace")
+    except OSError:
+        return ""
+
+
+class OwnZooKeeper:
+    """A standalone ZooKeeper of the test's own, on a fixed port across restarts."""
+
+    def __init__(self, root: Path) -> None:
+        self.dir = root
+        self.port = free_port()
+
+    @property
+    def hosts(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        services("zk-start", str(self.dir), str(self.port))
+
+    def stop(self) -> None:
+        services("zk-stop", str(self.dir))
+
+
+class OwnEnsemble:
+    """Three ZooKeeper servers in one ensemble on loopback (``services.sh zk-ensemble-*``)."""
+
+    def __init__(self, root: Path) -> None:
+        self.dir = root
+
+    def start(self) -> None:
+        self.hosts = services("zk-ensemble-start", str(self.dir), timeout=180)
+        self.ports = [int(h.rsplit(":", 1)[1]) for h in self.hosts.split(",")]
+
+    def stop(self) -> None:
+        services("zk-ensemble-stop", str(self.dir))
+
+    def mode(self, node: int) -> str:
+        for line in four_letter(self.ports[node - 1], "srvr").splitlines():
+            if line.startswith("Mode:"):
+                return line.split(":", 1)[1].strip()
+        return ""
+
+    def leader(self) -> int:
+        leaders = [n for n in (1, 2, 3) if self.mode(n) == "leader"]
+        assert len(leaders) == 1, [self.mode(n) for n in (1, 2, 3)]
+        return leaders[0]
+
+    def kill(self, node: int) -> None:
+        pid = int((self.dir / f"node{node}" / "zookeeper.pid").read_text())
+        os.kill(pid, signal.SIGKILL)
+        wait_for(f"ZooKeeper node {node} to die", lambda: not _alive(pid))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie (killed, not yet reaped by init) counts as dead.
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+class OwnRedis:
+    """A redis-server of the test's own, on a fixed port across restarts."""
+
+    def __init__(self, root: Path) -> None:
+        self.dir = root
+        self.port = free_port()
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        services("redis-start", str(self.dir), str(self.port))
+
+    def stop(self) -> None:
+        services("redis-stop", str(self.dir))
+
+    def kill(self) -> None:
+        pid = int((self.dir / "redis.pid").read_text())
+        os.kill(pid, signal.SIGKILL)
+        wait_for("redis-server to die", lambda: not _alive(pid))
+
+
+@pytest.fixture
+def own_zookeeper(tmp_path):
+    zk = OwnZooKeeper(tmp_path / "own-zookeeper")
+    zk.start()
+    yield zk
+    zk.stop()
+
+
+@pytest.fixture
+def own_ensemble(tmp_path):
+    ensemble = OwnEnsemble(tmp_path / "own-ensemble")
+    try:
+        ensemble.start()
+        yield ensemble
+    finally:
+        ensemble.stop()
+
+
+@pytest.fixture
+def own_redis(tmp_path):
+    r = OwnRedis(tmp_path / "own-redis")
+    r.start()
+    yield r
+    r.stop()
+
+
+@pytest.fixture
+def own_store():
+    """``make(hosts, chroot)``: a store of the test's own on a server it owns."""
+    clients = []
+
+    def make(hosts: str, chroot: str, timeout: float = 10) -> QueueStore:
+        client = connect(ZkConfig(hosts=hosts, chroot=chroot, timeout=timeout))
+        clients.append(client)
+        store = QueueStore(client)
+        store.init()
+        return store
+
+    yield make
+    for client in clients:
+        try:
+            client.stop()
+            client.close()
+        except Exception:  # the server may be gone with the test
+            pass
+
+
+# --- content ---------------------------------------------------------------------
+
+
+def serve_batch(http_server, n: int, size: int = 256 << 10, delay: float = 0.0):
+    """A single-file batch manifest of ``n`` random files on ``http_server``, each GET delayed
+    by ``delay`` seconds (so a batch is still mid-flight when a test breaks something).
+    Returns the manifest's URL."""
+    lines = [
+        "#%checkm_0.7",
+        "#%profile | http://uc3.cdlib.org/registry/ingest/manifest/mrt-single-file-batch-manifest",
+        "#%prefix | mrt: | http://merritt.cdlib.org/terms#",
+        "#%prefix | nfo: | http://www.semanticdesktop.org/ontologies/2007/03/22/nfo#",
+        "#%fields | nfo:fileUrl | nfo:hashAlgorithm | nfo:hashValue | nfo:fileSize "
+        "| nfo:fileLastModified | nfo:fileName | mrt:primaryIdentifier | mrt:localIdentifier "
+        "| mrt:creator | mrt:title | mrt:date",
+    ]
+    for i in range(n):
+        data = os.urandom(size)
+        name = f"file{i:03d}.bin"
+        url = http_server.behave(f"/{name}", body=data, delay=delay)
+        md5 = hashlib.md5(data).hexdigest()
+        lines.append(f"{url} | md5 | {md5} | {size} |  | {name} |  |  | tester | {name} | 2024")
+    lines.append("#%eof")
+    (http_server.root / "batch.checkm").write_text("\n".join(lines) + "\n")
+    return http_server.url_for("/batch.checkm")
+
+
+def completed_jobs(store: QueueStore, bid: str) -> int:
+    return len(store.batch_jobs(bid).get("batch-completed", []))

@@ -1,0 +1,121 @@
+"""The mirror database is lost (its SQLite file removed) with one batch done and one mid-flight.
+
+ZooKeeper holds every batch and job, so ``migrate`` and ``reconcile --full`` bring back the
+same mirror rows, field by field. What lives only in the database (profiles, the local
+inventory) is not in ZooKeeper: the test puts the profile back as an operator restoring the
+configuration would, and the restored mirror must equal the one before the loss.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from merritt_queue.services.storage import LocalStorage
+from tests.cluster import (
+    PROFILE,
+    SHOULDER,
+    batch_jobs,
+    completed_jobs,
+    serve_batch,
+    wait_final,
+    wait_for,
+)
+
+pytest_plugins = ["tests.cluster", "tests.httpserver"]
+pytestmark = pytest.mark.faults
+
+BATCH_FIELDS = (
+    "bid uuid collection profile submitter type title submitted status message last_modified "
+    "submission status_report acquired locked job_counts job_total status_version"
+).split()
+JOB_FIELDS = (
+    "jid bid collection profile submitter status last_successful_status retry_count priority "
+    "space_needed local_id ark title message last_modified configuration identifiers metadata "
+    "inventory store locked status_version"
+).split()
+
+
+def mirror(db) -> dict[str, dict]:
+    """Every batch and job row of the mirror, keyed by id, JSON fields decoded."""
+    with sqlite3.connect(db) as conn:
+        conn.row_factory = sqlite3.Row
+        batches = conn.execute(f"SELECT {', '.join(BATCH_FIELDS)} FROM batches_batch").fetchall()
+        jobs = conn.execute(f"SELECT {', '.join(JOB_FIELDS)} FROM jobs_job").fetchall()
+    rows = {}
+    for row in [*batches, *jobs]:
+        record = {k: _decoded(row[k]) for k in row.keys()}
+        rows[record.get("jid") or record["bid"]] = record
+    return rows
+
+
+def _decoded(value):
+    if isinstance(value, str) and value[:1] in "{[":
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known drift: the write-through mirror keeps a job's data nodes (e.g. /store with the "
+    "stored version) as read before its handler wrote them, since the step's commit hands the "
+    "listener the record read under the lock; reconcile --full has the true values",
+)
+def test_the_mirror_is_rebuilt_after_its_database_is_deleted(cluster, store, http_server):
+    done_manifest = serve_batch(http_server, 3)
+    cluster.worker("worker1")
+    cluster.dispatcher()
+    done = cluster.submit(type="single-file-batch-manifest", payload_url=done_manifest)
+    wait_final(cluster, store, done)
+    flight_manifest = serve_batch(http_server, 8, delay=0.5)
+    flight = cluster.submit(type="single-file-batch-manifest", payload_url=flight_manifest)
+    wait_for(
+        "the second batch mid-flight",
+        lambda: len(batch_jobs(store, flight)) == 8 and 1 <= completed_jobs(store, flight) < 6,
+        cluster,
+        timeout=90,
+    )
+    cluster.stop_all()  # a warm stop: each worker finishes its step, so no lock is held
+    before = mirror(cluster.db)
+    assert {done, flight} <= set(before)
+    assert before[flight]["status"] == "Processing"
+
+    for suffix in ("", "-wal", "-shm"):
+        cluster.db.with_name(cluster.db.name + suffix).unlink(missing_ok=True)
+    cluster.manage("migrate", "--verbosity=0")
+    cluster.manage(
+        "shell",
+        "-c",
+        "from batches.models import Profile; "
+        f"Profile.objects.create(name='{PROFILE}', collection='kill', "
+        f"minter_shoulder='{SHOULDER}')",
+    )
+    report = cluster.manage("reconcile", "--full")
+    after = mirror(cluster.db)
+
+    assert sorted(after) == sorted(before), report
+    for item_id, row in before.items():
+        for name, value in row.items():
+            assert after[item_id][name] == value, (item_id, name, value, after[item_id][name])
+    assert len(batch_jobs(store, done)) + len(batch_jobs(store, flight)) == len(after) - 2
+
+    # The queue carries on with the restored mirror; the mirror follows to the end.
+    cluster.worker("worker2")
+    cluster.dispatcher()
+    batch = wait_final(cluster, store, flight, timeout=120)
+    assert batch.status == "Completed", cluster.logs()
+    storage = LocalStorage(cluster.storage_root)
+    arks = set()
+    for jid in batch_jobs(store, flight):
+        job = store.get_job(jid)
+        assert job.status == "Completed" and job.retry_count == 0
+        arks.add(job.identifiers["primary_id"])
+        assert storage.versions(job.identifiers["primary_id"]) == [1]
+    assert len(arks) == 8 and cluster.minted() == 11
+    assert [path for path, _ in store.locks()] == []
+    assert "changed: 0" in cluster.manage("reconcile", "--full")
