@@ -350,7 +350,10 @@ def _last_events(jids: list[str]) -> dict[str, str]:
 
 def _write_events(outcome: _Outcome, actor: str, at: datetime) -> None:
     """One event per status write the rows had not seen yet."""
-    orphans = [r.jid for r in outcome.written if outcome.previous[r.jid] is None]
+    # A job at status version 0 was just created: it has no history to look up.
+    orphans = [
+        r.jid for r in outcome.written if outcome.previous[r.jid] is None and r.status_version != 0
+    ]
     before = _last_events(orphans) if orphans else {}
     events = []
     for record in outcome.written:

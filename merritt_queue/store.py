@@ -720,7 +720,23 @@ class QueueStore:
         except QueueError:
             self._delete_quietly(t.job_path(jid))
             raise
-        self._changed("job", jid, None)
+        if self.listeners:  # the job as written: listeners need not read it back
+            record = JobRecord(
+                jid=jid,
+                bid=bid,
+                priority=priority,
+                space_needed=space_needed,
+                configuration=configuration,
+                status=status["status"],
+                last_successful_status=status["last_successful_status"],
+                last_modified=status["last_modified"],
+                retry_count=status["retry_count"],
+                message=status["message"],
+                status_version=0,
+                identifiers=identifiers,
+                metadata=metadata,
+            )
+            self._changed("job", jid, None, record)
         return jid
 
     def get_job(self, jid: str) -> JobRecord:
