@@ -8,6 +8,7 @@ import uuid
 import pytest
 from rq import Queue
 
+from merritt_queue import checks
 from merritt_queue import dispatcher as d
 from merritt_queue.dispatcher import Dispatcher, DispatcherConfig
 from merritt_queue.pauseflag import pause_flag
@@ -332,3 +333,11 @@ def test_a_lock_taken_back_by_an_admin_ends_the_chain_without_touching_it(store,
     job = store.get_job(jid)
     assert job.status == "Estimating" and job.retry_count == 1
     assert job.locked, "the other worker's lock must stay"
+
+
+@pytest.mark.parametrize(("steps", "seconds"), [(0, 30.0), (8, -1.0)])
+def test_a_chain_budget_out_of_range_is_e010(settings, steps, seconds):
+    settings.MQ_CHAIN_STEPS, settings.MQ_CHAIN_SECONDS = steps, seconds
+    assert [m.id for m in checks.check_chain()] == ["mq.E010"]
+    settings.MQ_CHAIN_STEPS, settings.MQ_CHAIN_SECONDS = 1, 0.0
+    assert checks.check_chain() == []
