@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import close_old_connections
-from rq import get_current_job
+from rq import Worker, get_current_job
 
-from merritt_queue.dispatcher import defer
-from merritt_queue.runner import StepResult
-from merritt_queue.runner import run_job_step as run_step
+from merritt_queue.dispatcher import defer, job_queue_name, rq_job_id
+from merritt_queue.runner import ChainPolicy, StepResult, run_job_steps
 
 from .handlers import handlers
 from .services import get_services
 
 _handlers: dict[int, dict] = {}
+# The queues each worker (by name) serves: a worker's queues are fixed when it starts.
+_served: dict[str, frozenset[str]] = {}
 
 
 def run_job_step(jid: str, status: str) -> str:
+    """Run the job's step, and its next ones while this worker serves their queues."""
     close_old_connections()
     try:
         services = get_services()
@@ -23,11 +26,44 @@ def run_job_step(jid: str, status: str) -> str:
             _handlers.clear()
             _handlers[id(services)] = handlers(services)
         table = _handlers[id(services)]
-        report = run_step(services.store, jid, status, table[status])
-        if report.result == StepResult.DEFERRED:
-            current = get_current_job()
-            if current is not None:
-                defer(current.connection, current.id, report.outcome.delay)
+        current = get_current_job()
+        report = run_job_steps(services.store, jid, status, table, policy=_policy(current))
+        if report.result == StepResult.DEFERRED and current is not None:
+            # The sweep must leave alone the state the job waits in, which a chain may
+            # have reached after the one this RQ job was enqueued for.
+            waiting = report.job.status if report.job else status
+            defer(current.connection, rq_job_id("job", jid, waiting), report.outcome.delay)
         return report.result.value
     finally:
         close_old_connections()
+
+
+def _policy(current) -> ChainPolicy:
+    """Go on through the next states whose queues this worker serves, within the budget.
+
+    A worker started for some states only (say, a host near the storage service that
+    serves only ``mq-job-storing``) never runs another state's step this way.
+    """
+    if current is None or settings.MQ_CHAIN_STEPS <= 1:
+        return ChainPolicy()
+    served = _queues_of(current)
+    return ChainPolicy(
+        max_steps=settings.MQ_CHAIN_STEPS,
+        max_seconds=settings.MQ_CHAIN_SECONDS,
+        may_enter=lambda s: job_queue_name(s) in served,
+    )
+
+
+def _queues_of(current) -> frozenset[str]:
+    name = current.worker_name
+    if not name:
+        return frozenset()
+    if name not in _served:
+        worker = Worker.find_by_key(
+            Worker.redis_worker_namespace_prefix + name, connection=current.connection
+        )
+        if worker is None:  # not registered (yet): one step only, ask again next time
+            return frozenset()
+        _served.clear()
+        _served[name] = frozenset(worker.queue_names())
+    return _served[name]

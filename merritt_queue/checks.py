@@ -152,6 +152,22 @@ def check_reconcile_seconds(app_configs=None, **kwargs) -> list[checks.CheckMess
     ]
 
 
+def check_chain(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    steps, seconds = settings.MQ_CHAIN_STEPS, settings.MQ_CHAIN_SECONDS
+    if steps >= 1 and seconds >= 0:
+        return []
+    return [
+        checks.Error(
+            f"MQ_CHAIN_STEPS={steps!r} must be at least 1 and MQ_CHAIN_SECONDS={seconds!r} "
+            "must not be negative.",
+            hint="Set MQ_CHAIN_STEPS to the steps a worker may run in a row for one job "
+            "(1 for one step per RQ job, 8 for the whole pipeline) and MQ_CHAIN_SECONDS to "
+            "seconds, e.g. 30.",
+            id="mq.E011",
+        )
+    ]
+
+
 def check_services(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     problems = []
     if settings.MQ_MINTER not in ("local", "ezid"):
@@ -198,6 +214,7 @@ ALL_CHECKS = [
     check_reconcile_seconds,
     check_services,
     check_secret_key,
+    check_chain,
 ]
 
 

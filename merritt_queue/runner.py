@@ -1,4 +1,4 @@
-"""Running one step of a job: lock, re-check, run the handler, commit, unlock.
+"""Running the steps of a job: lock, re-check, run the handler, commit, unlock.
 
 Guarantees:
 
@@ -10,16 +10,22 @@ Guarantees:
   version keyed by job id, an ARK saved before use), so a repeated step never
   stores or mints twice.
 - A handler's exception fails the job with a message, never loses it.
+- A worker may carry a job on through its next steps without unlocking it
+  (``ChainPolicy``): each step still commits in its own multi, checked on the
+  status version and the lock, and the job is re-checked between steps.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
 from .errors import ChangedUnderYou, InvalidData, LockLost, NotFound, QueueError
+from .pauseflag import pause_flag
+from .states import JOB
 from .store import JobRecord, QueueStore
 
 log = logging.getLogger(__name__)
@@ -68,6 +74,7 @@ class StepReport:
     result: StepResult
     outcome: Outcome | None = None
     job: JobRecord | None = None
+    steps: int = 0  # handlers run
 
 
 Handler = Callable[[JobRecord], Outcome]
@@ -86,17 +93,54 @@ def run_handler(handler: Handler, job: JobRecord) -> Outcome:
         return Outcome.fail(f"internal error in {job.status}: {type(e).__name__}: {e}")
 
 
+@dataclass(frozen=True)
+class ChainPolicy:
+    """How far one call may carry a job through consecutive steps under one lock.
+
+    ``may_enter(status)`` says whether this worker may run that state's step (e.g. it
+    serves that state's queue); a chain stops at ``max_steps`` steps, and starts no new
+    step once ``max_seconds`` have passed since the first began.
+    """
+
+    max_steps: int = 1
+    max_seconds: float = 0.0
+    may_enter: Callable[[str], bool] = lambda _status: False
+
+
+ONE_STEP = ChainPolicy()
+
+
 def run_job_step(
     store: QueueStore, jid: str, status: str, handler: Handler, *, respect_pause: bool = True
 ) -> StepReport:
-    """Do one step of job ``jid`` if it is still in ``status``.
+    """Do one step of job ``jid`` if it is still in ``status`` (see ``run_job_steps``)."""
+    return run_job_steps(store, jid, status, {status: handler}, respect_pause=respect_pause)
+
+
+def run_job_steps(
+    store: QueueStore,
+    jid: str,
+    status: str,
+    handlers: Mapping[str, Handler],
+    *,
+    policy: ChainPolicy = ONE_STEP,
+    respect_pause: bool = True,
+) -> StepReport:
+    """Do the step of job ``jid`` if it is still in ``status``, then maybe the next ones.
 
     1. Skip when the queue is paused, or another worker holds the lock.
     2. Lock the job and re-read it; skip when its status moved on.
-    3. Run the handler.
-    4. Commit the outcome together with the unlock, or just unlock.
+    3. Run the handler of its status.
+    4. Commit the outcome together with the unlock, or just unlock; or, when the job
+       moved to a state ``policy`` lets this call enter, commit keeping the lock, check
+       that nobody changed the job meanwhile (a hold, a delete) and go to 3.
+
+    A chain keeps every guarantee of single steps: each step commits in its own
+    version-checked multi (which checks the lock instead of dropping it), and a worker
+    that dies mid-chain leaves the job in the state it reached, unlocked once its
+    session ends, for the dispatcher to enqueue like any other.
     """
-    if respect_pause and store.queue_paused():
+    if respect_pause and pause_flag(store.client).paused():
         return StepReport(StepResult.PAUSED)
     try:
         job = store.lock_job(jid)
@@ -108,16 +152,44 @@ def run_job_step(
     if job.status != status:
         store.unlock_job(job)
         return StepReport(StepResult.STALE, job=job)
-    try:
-        outcome = run_handler(handler, job)
-        return StepReport(*commit(store, job, outcome))
-    except (LockLost, ChangedUnderYou, NotFound) as e:
-        log.warning("job %s step %s abandoned: %s", jid, status, e)
-        _unlock_if_ours(store, job)
-        return StepReport(StepResult.ABANDONED, job=job)
+    started, steps = time.monotonic(), 0
+    while True:
+        try:
+            outcome = run_handler(handlers[job.status], job)
+            steps += 1
+            go_on = _may_go_on(store, job, outcome, handlers, policy, steps, started)
+            result, outcome, done = commit(store, job, outcome, keep_lock=go_on)
+        except (LockLost, ChangedUnderYou, NotFound) as e:
+            log.warning("job %s step %s abandoned: %s", jid, job.status, e)
+            _unlock_if_ours(store, job)
+            return StepReport(StepResult.ABANDONED, job=job, steps=steps)
+        if not go_on:
+            return StepReport(result, outcome, done, steps)
+        if not store.still_ours(done):
+            # Changed between steps (held, deleted, lock gone): the next step is not ours.
+            log.info("job %s changed after %s; not going on to %s", jid, job.status, done.status)
+            return StepReport(result, outcome, done, steps)
+        job = done
 
 
-def commit(store: QueueStore, job: JobRecord, outcome: Outcome) -> tuple:
+def _may_go_on(store, job, outcome, handlers, policy, steps, started) -> bool:
+    """Whether to commit ``outcome`` keeping the lock, to run the next step at once."""
+    if outcome.action == "success":
+        target = JOB.success_of(job.status)
+    elif outcome.action == "move":
+        target = outcome.target
+    else:
+        return False
+    return (
+        target in handlers
+        and steps < policy.max_steps
+        and time.monotonic() - started < policy.max_seconds
+        and policy.may_enter(target)
+        and not pause_flag(store.client).paused()
+    )
+
+
+def commit(store: QueueStore, job: JobRecord, outcome: Outcome, *, keep_lock=False) -> tuple:
     if outcome.action == "later":
         # The librarian sees why the job waits; the lock goes in the same write.
         waiting = store.note_job(outcome.job or job, outcome.message, release_lock=True)
@@ -125,11 +197,13 @@ def commit(store: QueueStore, job: JobRecord, outcome: Outcome) -> tuple:
     # Handlers may have written data nodes, never the status: the version still holds.
     job = outcome.job or job
     if outcome.action == "success":
-        done = store.succeed_job(job, outcome.message, release_lock=True)
+        done = store.succeed_job(job, outcome.message, keep_lock=keep_lock)
     elif outcome.action == "fail":
         done = store.fail_job(job, outcome.message, release_lock=True)
     elif outcome.action == "move":
-        done = store.transition_job(job, outcome.target, outcome.message, release_lock=True)
+        done = store.transition_job(
+            job, outcome.target, outcome.message, release_lock=not keep_lock, keep_lock=keep_lock
+        )
     else:
         raise ValueError(f"unknown outcome {outcome.action!r}")
     return StepResult.COMMITTED, outcome, done

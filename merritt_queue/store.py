@@ -184,6 +184,9 @@ class Change:
     record: JobRecord | BatchRecord | None
     removed: bool = False
     actor: str = ""
+    # A data-only write of a job: the nodes written (``space_needed`` or a JSON node) and
+    # their values, so a listener can apply them without reading the job back.
+    data: dict[str, Any] | None = None
 
 
 @dataclass
@@ -216,12 +219,18 @@ class QueueStore:
         self.listeners: list = list(listeners or [])
         # Per thread: the web app shares one store between its request threads.
         self._local = threading.local()
+        # Data nodes this store wrote since it last wrote the job's status: a handler
+        # writes them mid-step, and the record its commit returns (and tells the
+        # listeners) must carry them, not the values read before the step.
+        self._data_written: dict[str, dict[str, Any]] = {}
 
-    def _changed(self, kind: str, item_id: str, old_status, record=None, removed=False) -> None:
+    def _changed(
+        self, kind: str, item_id: str, old_status, record=None, removed=False, data=None
+    ) -> None:
         """Tell the listeners; a failing listener must never fail or undo the write."""
         if not self.listeners:
             return
-        change = Change(kind, item_id, old_status, record, removed, self.actor)
+        change = Change(kind, item_id, old_status, record, removed, self.actor, data)
         deferred = getattr(self._local, "deferred", None)
         if deferred is not None:
             deferred.append(change)
@@ -811,7 +820,23 @@ class QueueStore:
         except QueueError:
             self._delete_quietly(t.job_path(jid))
             raise
-        self._changed("job", jid, None)
+        if self.listeners:  # the job as written: listeners need not read it back
+            record = JobRecord(
+                jid=jid,
+                bid=bid,
+                priority=priority,
+                space_needed=space_needed,
+                configuration=configuration,
+                status=status["status"],
+                last_successful_status=status["last_successful_status"],
+                last_modified=status["last_modified"],
+                retry_count=status["retry_count"],
+                message=status["message"],
+                status_version=0,
+                identifiers=identifiers,
+                metadata=metadata,
+            )
+            self._changed("job", jid, None, record)
         return jid
 
     def get_job(self, jid: str) -> JobRecord:
@@ -937,6 +962,24 @@ class QueueStore:
             self._unlock(t.job_node(jid, "lock"))
             raise
 
+    def still_ours(self, job: JobRecord) -> bool:
+        """Whether ``job`` is still at its status version and locked by this session.
+
+        For a worker going on to the job's next step under its lock (one round trip).
+        When not, the lock is dropped if this session still holds it, and only then:
+        after an admin's force-fail it may be another worker's.
+        """
+        status = self.client.exists_async(t.job_node(job.jid, "status"))
+        lock = self.client.exists_async(t.job_node(job.jid, "lock"))
+        self.stats["round_trips"] += 1
+        status, lock = status.get(), lock.get()
+        ours = lock is not None and lock.ephemeralOwner == self.session_id == job.lock_session
+        if ours and status is not None and status.version == job.status_version:
+            return True
+        if ours:
+            self._unlock(t.job_node(job.jid, "lock"))
+        return False
+
     def unlock_job(self, job: JobRecord | str) -> None:
         jid = job if isinstance(job, str) else job.jid
         self._unlock(t.job_node(jid, "lock"))
@@ -949,8 +992,13 @@ class QueueStore:
         *,
         release_lock: bool = False,
         retry: bool = False,
+        keep_lock: bool = False,
     ) -> JobRecord:
-        """Move a job to ``new`` in one multi (status, index entry, batch reference, lock)."""
+        """Move a job to ``new`` in one multi (status, index entry, batch reference, lock).
+
+        ``keep_lock``: the caller holds the job's lock and goes on to the next step under
+        it; the multi checks the lock is still there instead of deleting it.
+        """
         if isinstance(job, str):
             job = self.get_job(job)
         record, moves = self._plan_move(job, new, message, retry)
@@ -1031,18 +1079,27 @@ class QueueStore:
         return evolve(failed, locked=False, lock_session=None)
 
     def _write_status(
-        self, job: JobRecord, record: dict, extra: list[Op], *, release_lock: bool
+        self,
+        job: JobRecord,
+        record: dict,
+        extra: list[Op],
+        *,
+        release_lock: bool,
+        keep_lock: bool = False,
     ) -> JobRecord:
         """1. Write ``record`` to the status node at the version read, with ``extra`` ops
         (index moves, lock removals) and, when asked, the caller's lock, in one multi.
-        2. Tell the listeners, and return the job as written.
+        ``keep_lock`` instead checks that the caller's lock is still there and keeps it.
+        2. Tell the listeners, and return the job as written (with the data nodes this
+        store wrote since reading it).
         """
         what = f"job {job.jid}"
         ops = [Op("set", t.job_node(job.jid, "status"), t.encode_json(record), job.status_version)]
         ops += extra
-        if release_lock:
+        if release_lock or keep_lock:
             self._check_session(job, what)
-            ops.append(Op("delete", t.job_node(job.jid, "lock")))
+            lock = t.job_node(job.jid, "lock")
+            ops.append(Op("delete", lock) if release_lock else Op("check", lock))
         results = self._commit(ops, what)
         return self._written(job, record, results[0].version, release_lock=release_lock)
 
@@ -1050,6 +1107,7 @@ class QueueStore:
         """The job as a status write left it; tells the listeners."""
         written = evolve(
             job,
+            **self._data_written.pop(job.jid, {}),
             status=record["status"],
             last_successful_status=record["last_successful_status"],
             retry_count=record["retry_count"],
@@ -1079,10 +1137,14 @@ class QueueStore:
         return self.transition_job(job, JobStatus.FAILED, message, release_lock=release_lock)
 
     def succeed_job(
-        self, job: JobRecord, message: str = "", *, release_lock: bool = True
+        self, job: JobRecord, message: str = "", *, release_lock: bool = True, keep_lock=False
     ) -> JobRecord:
         return self.transition_job(
-            job, JOB.success_of(job.status), message, release_lock=release_lock
+            job,
+            JOB.success_of(job.status),
+            message,
+            release_lock=release_lock and not keep_lock,
+            keep_lock=keep_lock,
         )
 
     def set_priority(self, job: JobRecord | str, priority: int) -> JobRecord:
@@ -1107,7 +1169,7 @@ class QueueStore:
         if space_needed < 0:
             raise InvalidData(f"space_needed must not be negative, not {space_needed}")
         self._put(t.job_node(jid, "space_needed"), t.encode_int(space_needed), f"job {jid}")
-        self._changed("job", jid, None)
+        self._data_changed(jid, "space_needed", space_needed)
 
     def save_job_data(
         self, jid: str, name: str, value: dict | None, *, exists: bool = True
@@ -1120,7 +1182,13 @@ class QueueStore:
         if name not in t.JOB_OPTIONAL_NODES:
             raise InvalidData(f"{name!r} is not one of {', '.join(t.JOB_OPTIONAL_NODES)}")
         self._put(t.job_node(jid, name), t.encode_json(value), f"job {jid}", exists=exists)
-        self._changed("job", jid, None)
+        self._data_changed(jid, name, value)
+
+    def _data_changed(self, jid: str, name: str, value: Any) -> None:
+        if len(self._data_written) > 1000:  # a store that writes data of jobs it never moves
+            self._data_written.clear()
+        self._data_written.setdefault(jid, {})[name] = value
+        self._changed("job", jid, None, data={name: value})
 
     def hold_job(self, jid: str, message: str = "") -> JobRecord:
         return self.transition_job(jid, JobStatus.HELD, message)

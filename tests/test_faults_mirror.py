@@ -60,12 +60,6 @@ def _decoded(value):
     return value
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known drift: the write-through mirror keeps a job's data nodes (e.g. /store with the "
-    "stored version) as read before its handler wrote them, since the step's commit hands the "
-    "listener the record read under the lock; reconcile --full has the true values",
-)
 def test_the_mirror_is_rebuilt_after_its_database_is_deleted(cluster, store, http_server):
     done_manifest = serve_batch(http_server, 3)
     cluster.worker("worker1")

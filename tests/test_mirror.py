@@ -126,6 +126,28 @@ def test_data_writes_priority_and_removal_are_written_through(live, db):
     assert Batch.objects.get(bid=bid).job_total == 0
 
 
+def test_data_written_mid_step_reaches_the_row_without_reading_the_job(live, db, monkeypatch):
+    _, (jid,) = make_jobs(live, 1)
+    before = Job.objects.get(jid=jid).read_at
+    monkeypatch.setattr(live, "get_job", pytest.fail)  # no read back from ZooKeeper
+    live.set_space_needed(jid, 4096)
+    live.save_job_data(jid, "store", {"manifest_url": "file:///m", "version": 2})
+    live.save_job_data(jid, "inventory", None)
+    job = Job.objects.get(jid=jid)
+    assert job.space_needed == 4096 and job.inventory is None
+    assert job.store == {"manifest_url": "file:///m", "version": 2}
+    assert job.read_at > before  # a full rebuild that read before this write keeps it
+
+
+def test_a_step_commit_carries_the_data_its_handler_wrote(live, db):
+    _, (jid,) = make_jobs(live, 1)
+    job = live.lock_job(jid)  # read before the handler writes its ARK
+    live.save_job_data(jid, "identifiers", {"primary_id": "ark:/1/m", "local_id": []})
+    live.fail_job(job, "then storage failed", release_lock=True)
+    row = Job.objects.get(jid=jid)
+    assert (row.status, row.ark, row.locked) == ("Failed", "ark:/1/m", False)
+
+
 def test_an_older_record_never_overwrites_a_newer_row(live, db):
     _, (jid,) = make_jobs(live, 1)
     old = live.get_job(jid)

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
 from rq import Queue
 
+from merritt_queue import checks
 from merritt_queue import dispatcher as d
 from merritt_queue.dispatcher import Dispatcher, DispatcherConfig
-from merritt_queue.runner import Outcome, StepResult, run_job_step
+from merritt_queue.pauseflag import pause_flag
+from merritt_queue.runner import ChainPolicy, Outcome, StepResult, run_job_step, run_job_steps
 
 
 @pytest.fixture
@@ -180,3 +183,161 @@ def test_a_waiting_step_tells_why_without_moving_the_job(store, zk, batch):
     assert (job.status, job.message, job.locked) == ("Pending", "waiting for disk space", False)
     assert job.status_version == before.status_version + 1
     assert zk.get_children("/jobs/states/pending") == [f"05-{jid}"]
+
+
+# --- carrying a job through several steps under one lock --------------------------------
+
+WORK = ["Pending", "Estimating", "Provisioning", "Downloading", "Processing", "Storing"]
+CHAIN = ChainPolicy(max_steps=8, max_seconds=60, may_enter=lambda status: True)
+
+
+def recording_handlers(seen: list, store=None):
+    """A handler per working state that notes the job as it got it and succeeds."""
+
+    def handler(job):
+        seen.append((job.status, job.locked, job.space_needed))
+        if job.status == "Estimating":
+            store.set_space_needed(job.jid, 4096)  # a data write mid-step, as handlers do
+        return Outcome.success(f"{job.status} done")
+
+    return {s: handler for s in [*WORK, "Recording", "Notify"]}
+
+
+def test_a_chain_runs_every_step_under_one_lock_and_commits_each(store, zk, batch):
+    jid = store.create_job(batch, {})
+    seen: list = []
+    versions = []
+    store.listeners.append(lambda change: change.record and versions.append(change.record))
+    report = run_job_steps(store, jid, "Pending", recording_handlers(seen, store), policy=CHAIN)
+    assert report.result == StepResult.COMMITTED and report.steps == 8
+    assert [s for s, _, _ in seen] == [*WORK, "Recording", "Notify"]
+    assert all(locked for _, locked, _ in seen)
+    # The step after the data write got the value written, not the one read before.
+    assert seen[2] == ("Provisioning", True, 4096)
+    job = store.get_job(jid)
+    assert (job.status, job.locked, job.space_needed) == ("Completed", False, 4096)
+    # One status write per step, each told to the listeners with its own version.
+    assert [r.status for r in versions] == [*WORK[1:], "Recording", "Notify", "Completed"]
+    assert [r.status_version for r in versions] == list(range(1, 9))
+    assert [r.locked for r in versions] == [True] * 7 + [False]
+    assert zk.get_children("/jobs/states/completed") == [f"05-{jid}"]
+
+
+def test_a_chain_stops_before_a_state_the_worker_does_not_serve(store, batch):
+    jid = store.create_job(batch, {})
+    seen: list = []
+    policy = ChainPolicy(8, 60, may_enter=lambda status: status != "Downloading")
+    report = run_job_steps(store, jid, "Pending", recording_handlers(seen, store), policy=policy)
+    assert report.steps == 3 and [s for s, _, _ in seen] == WORK[:3]
+    job = store.get_job(jid)
+    assert (job.status, job.locked) == ("Downloading", False)
+
+
+def test_a_chain_stops_at_its_step_budget_and_without_a_policy(store, batch):
+    jid = store.create_job(batch, {})
+    seen: list = []
+    policy = ChainPolicy(2, 60, may_enter=lambda status: True)
+    report = run_job_steps(store, jid, "Pending", recording_handlers(seen, store), policy=policy)
+    assert report.steps == 2
+    assert store.get_job(jid).status == "Provisioning"
+    handlers = recording_handlers(seen, store)
+    assert run_job_steps(store, jid, "Provisioning", handlers).steps == 1
+    job = store.get_job(jid)
+    assert (job.status, job.locked) == ("Downloading", False)
+
+
+def test_a_chain_stops_when_the_job_changes_between_steps(store, make_store, batch):
+    jid = store.create_job(batch, {})
+    admin = make_store()
+
+    def fail_after_pending(change):
+        if change.record is not None and change.record.status == "Estimating":
+            admin.fail_job(jid, "stopped by a librarian")
+
+    store.listeners.append(fail_after_pending)
+    seen: list = []
+    report = run_job_steps(store, jid, "Pending", recording_handlers(seen, store), policy=CHAIN)
+    assert report.result == StepResult.COMMITTED and report.steps == 1
+    assert [s for s, _, _ in seen] == ["Pending"]
+    job = store.get_job(jid)
+    assert (job.status, job.message, job.locked) == ("Failed", "stopped by a librarian", False)
+
+
+def test_a_chain_stops_when_the_queue_is_paused_mid_step(store, make_store, batch):
+    jid = store.create_job(batch, {})
+    admin = make_store()
+
+    def pausing(job):
+        admin.pause_queue()
+        # The worker learns of the pause by a watch: wait until it has.
+        deadline = time.monotonic() + 10
+        while not pause_flag(store.client).paused():
+            assert time.monotonic() < deadline, "the pause never reached the worker"
+            time.sleep(0.01)
+        return Outcome.success()
+
+    handlers = {"Pending": pausing, "Estimating": pytest.fail}
+    report = run_job_steps(store, jid, "Pending", handlers, policy=CHAIN)
+    assert report.steps == 1
+    job = store.get_job(jid)
+    assert (job.status, job.locked) == ("Estimating", False)
+    assert run_job_steps(store, jid, "Estimating", handlers).result == StepResult.PAUSED
+    admin.unpause_queue()
+    deadline = time.monotonic() + 10
+    while pause_flag(store.client).paused():
+        assert time.monotonic() < deadline, "the unpause never reached the worker"
+        time.sleep(0.01)
+
+
+def test_a_chain_that_must_wait_unlocks_in_the_state_it_reached(store, batch):
+    jid = store.create_job(batch, {})
+    handlers = {
+        "Pending": lambda job: Outcome.success(),
+        "Estimating": lambda job: Outcome.later("short of disk", 5),
+    }
+    report = run_job_steps(store, jid, "Pending", handlers, policy=CHAIN)
+    assert report.result == StepResult.DEFERRED and report.job.status == "Estimating"
+    job = store.get_job(jid)
+    assert (job.status, job.message, job.locked) == ("Estimating", "short of disk", False)
+
+
+def test_a_failure_mid_chain_keeps_the_data_the_step_wrote(store, batch):
+    jid = store.create_job(batch, {})
+    heard = []
+    store.listeners.append(lambda change: change.record and heard.append(change.record))
+
+    def minting(job):
+        store.save_job_data(jid, "identifiers", {"primary_id": "ark:/1/x", "local_id": []})
+        return Outcome.fail("storage is down")
+
+    handlers = {"Pending": lambda job: Outcome.success(), "Estimating": minting}
+    run_job_steps(store, jid, "Pending", handlers, policy=CHAIN)
+    assert heard[-1].status == "Failed"
+    assert heard[-1].identifiers == {"primary_id": "ark:/1/x", "local_id": []}
+    assert not store.get_job(jid).locked
+
+
+def test_a_lock_taken_back_by_an_admin_ends_the_chain_without_touching_it(store, make_store, batch):
+    jid = store.create_job(batch, {})
+    other = make_store()
+
+    def force_failed_and_relocked(change):
+        if change.record is not None and change.record.status == "Estimating":
+            other.force_fail(jid, "stuck")
+            other.resume_job(jid)
+            assert other.lock_job(jid) is not None
+
+    store.listeners.append(force_failed_and_relocked)
+    handlers = {s: (lambda job: Outcome.success()) for s in WORK}
+    run_job_steps(store, jid, "Pending", handlers, policy=CHAIN)
+    job = store.get_job(jid)
+    assert job.status == "Estimating" and job.retry_count == 1
+    assert job.locked, "the other worker's lock must stay"
+
+
+@pytest.mark.parametrize(("steps", "seconds"), [(0, 30.0), (8, -1.0)])
+def test_a_chain_budget_out_of_range_is_e011(settings, steps, seconds):
+    settings.MQ_CHAIN_STEPS, settings.MQ_CHAIN_SECONDS = steps, seconds
+    assert [m.id for m in checks.check_chain()] == ["mq.E011"]
+    settings.MQ_CHAIN_STEPS, settings.MQ_CHAIN_SECONDS = 1, 0.0
+    assert checks.check_chain() == []
