@@ -82,7 +82,10 @@ def build_services() -> Services:
     return Services(
         store=get_store(),
         fetcher=Fetcher(
-            timeout=settings.MQ_FETCH_TIMEOUT, retries=settings.MQ_FETCH_RETRIES, **net
+            timeout=settings.MQ_FETCH_TIMEOUT,
+            retries=settings.MQ_FETCH_RETRIES,
+            deadline=settings.MQ_FETCH_DEADLINE or None,
+            **net,
         ),
         minter=_minter(),
         storage=_storage(),
