@@ -84,7 +84,7 @@ def _manifest(s: Services, batch: BatchRecord):
     submission = batch.submission
     path = s.batch_dir(batch.bid) / "manifest.checkm"
     path.parent.mkdir(parents=True, exist_ok=True)
-    s.fetch(submission["payload_url"], path)
+    s.fetch(submission["payload_url"], path, max_bytes=settings.MQ_MAX_MANIFEST_BYTES)
     manifest = parse_manifest(path.read_bytes(), max_bytes=settings.MQ_MAX_MANIFEST_BYTES)
     problem = manifest_kind_problem(submission["type"], manifest)
     if problem:
