@@ -27,7 +27,6 @@ import errno
 import logging
 import os
 import queue
-import socket
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -340,8 +339,9 @@ class _Deadline:
     The read timeout applies to each socket read, so a server that trickles a byte now and
     then never trips it; only a wall-clock limit ends such a download. Shutting the socket
     down from a timer thread wakes the blocked read at once, whatever the streaming loop
-    does. A deadline hit is not retried at once (another attempt would take as long), but
-    it is retryable: the server may be faster later.
+    does (urllib3's ``HTTPResponse.shutdown`` exists for this). A deadline hit is not
+    retried at once (another attempt would take as long), but it is retryable: the server
+    may be faster later.
     """
 
     def __init__(self, url: str, resp: requests.Response, seconds: float | None, started: float):
@@ -364,13 +364,10 @@ class _Deadline:
 
     def _cut(self) -> None:
         self.expired.set()
-        connection = getattr(self.resp.raw, "connection", None)
-        sock = getattr(connection, "sock", None)
-        if sock is not None:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass  # already closed: the read has ended anyway
+        try:
+            self.resp.raw.shutdown()  # urllib3 >= 2.3: shuts the socket down for reading
+        except (ValueError, RuntimeError, OSError):
+            pass  # already released or closed: the read has ended anyway
 
     def raise_if_expired(self) -> None:
         if self.expired.is_set():
