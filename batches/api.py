@@ -16,7 +16,7 @@ from kazoo.exceptions import KazooException
 from merritt_queue.errors import QueueError
 
 from .models import ApiToken
-from .submission import SubmissionError, Upload, submit
+from .submission import SubmissionError, Upload, request_size_problem, submit
 
 
 def _token(request) -> ApiToken | None:
@@ -28,8 +28,6 @@ def _token(request) -> ApiToken | None:
 
 JSON = "application/json"
 FORMS = ("multipart/form-data", "application/x-www-form-urlencoded")
-# Room for the form's text fields beside an upload of the largest accepted size.
-FORM_OVERHEAD = 1024 * 1024
 
 
 class _Refused(Exception):
@@ -72,14 +70,8 @@ def _check_length(request, kind: str) -> None:
             raise _Refused(
                 413, [f"the JSON body is {length} bytes, over the limit of {limit} bytes"]
             )
-    elif length > settings.MQ_MAX_UPLOAD_BYTES + FORM_OVERHEAD:
-        raise _Refused(
-            413,
-            [
-                f"the request body is {length} bytes; uploads are limited to "
-                f"{settings.MQ_MAX_UPLOAD_BYTES} bytes (MQ_MAX_UPLOAD_BYTES)"
-            ],
-        )
+    elif problem := request_size_problem(length):
+        raise _Refused(413, [problem])
 
 
 def _json_payload(request) -> tuple[object, None]:

@@ -92,6 +92,21 @@ def submit(data: Mapping, upload: Upload | None = None) -> SubmitResult:
     return SubmitResult(created.id, created.duplicate, clean.get("batchID"))
 
 
+# Room for the form's text fields beside an upload of the largest accepted size.
+FORM_OVERHEAD = 1024 * 1024
+
+
+def request_size_problem(content_length: int) -> str | None:
+    """Why a form body of this many bytes is refused unread (an upload over the limit)."""
+    limit = settings.MQ_MAX_UPLOAD_BYTES
+    if content_length > limit + FORM_OVERHEAD:
+        return (
+            f"the request body is {content_length} bytes; uploads are limited to {limit} "
+            "bytes (MQ_MAX_UPLOAD_BYTES)"
+        )
+    return None
+
+
 def validate(data: Mapping, upload: Upload | None) -> tuple[dict, list[str]]:
     if not isinstance(data, Mapping):
         return {}, ["the request body must be an object of fields"]

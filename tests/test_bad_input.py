@@ -612,6 +612,24 @@ def test_an_upload_over_the_limit_within_the_form_allowance_is_refused_by_its_si
     }
 
 
+def test_the_web_form_refuses_an_oversized_upload_by_its_length(
+    client, queue, settings, django_user_model
+):
+    settings.MQ_MAX_UPLOAD_BYTES = 10
+    client.force_login(django_user_model.objects.create_user("librarian", password="pw"))
+    before = znodes(queue.client)
+    body, content_type = multipart(FORM, [("file", "big.bin", b"x" * (2 * 1024 * 1024))])
+    response = client.post("/submit/", body, content_type=content_type)
+    assert response.status_code == 413
+    assert response.context["refused"] == (
+        f"the request body is {len(body)} bytes; uploads are limited to 10 bytes "
+        "(MQ_MAX_UPLOAD_BYTES)"
+    )
+    assert "Nothing was submitted: the request body is" in response.content.decode()
+    assert znodes(queue.client) == before and Batch.objects.count() == 0
+    assert files_under(Path(settings.MQ_WORK_DIR)) == []
+
+
 def test_repeated_form_fields_two_files_and_stray_uploads_are_refused(api):
     body, content_type = multipart(
         [*FORM, ("type", "container")],
