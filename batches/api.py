@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 
+from django.conf import settings
+from django.core.exceptions import SuspiciousOperation
 from django.http import JsonResponse
+from django.http.multipartparser import MultiPartParserError
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
@@ -13,7 +16,7 @@ from kazoo.exceptions import KazooException
 from merritt_queue.errors import QueueError
 
 from .models import ApiToken
-from .submission import SubmissionError, Upload, submit
+from .submission import SubmissionError, Upload, request_size_problem, submit
 
 
 def _token(request) -> ApiToken | None:
@@ -23,16 +26,90 @@ def _token(request) -> ApiToken | None:
     return ApiToken.lookup(key.strip())
 
 
-def _payload(request) -> tuple[dict | None, Upload | None, str | None]:
-    if request.content_type == "application/json":
-        try:
-            data = json.loads(request.body or b"null")
-        except (ValueError, UnicodeDecodeError) as e:
-            return None, None, f"the body is not valid JSON: {e}"
-        return data, None, None
+JSON = "application/json"
+FORMS = ("multipart/form-data", "application/x-www-form-urlencoded")
+
+
+class _Refused(Exception):
+    """The request cannot be read as a submission; nothing was read further or written."""
+
+    def __init__(self, status: int, problems: list[str]):
+        super().__init__("; ".join(problems))
+        self.status, self.problems = status, problems
+
+
+def _payload(request) -> tuple[object, Upload | None]:
+    """The fields (and upload) of the request; ``_Refused`` before reading a body it refuses."""
+    kind = request.content_type
+    if kind != JSON and kind not in FORMS:
+        raise _Refused(
+            415,
+            [
+                f"unsupported Content-Type {kind or '(none)'!r}: send {JSON}, or "
+                "multipart/form-data with the payload in the field 'file'"
+            ],
+        )
+    _check_length(request, kind)
+    try:
+        return _json_payload(request) if kind == JSON else _form_payload(request)
+    except SuspiciousOperation as e:  # Django's own limits: too many fields, body too big
+        raise _Refused(400, [f"the request was refused: {e}"]) from None
+    except MultiPartParserError as e:
+        raise _Refused(400, [f"the multipart body is malformed: {e}"]) from None
+
+
+def _check_length(request, kind: str) -> None:
+    """Refuse an oversized body by its Content-Length, before a byte of it is read."""
+    try:
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        raise _Refused(400, ["the Content-Length header is not a number"]) from None
+    if kind == JSON:
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        if limit is not None and length > limit:
+            raise _Refused(
+                413, [f"the JSON body is {length} bytes, over the limit of {limit} bytes"]
+            )
+    elif problem := request_size_problem(length):
+        raise _Refused(413, [problem])
+
+
+def _json_payload(request) -> tuple[object, None]:
+    body = request.body
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise _Refused(
+            400, [f"the body is not UTF-8: byte 0x{body[e.start]:02x} at offset {e.start}"]
+        ) from None
+    try:
+        data = json.loads(text or "null")
+    except ValueError as e:
+        raise _Refused(400, [f"the body is not valid JSON: {e}"]) from None
+    if isinstance(data, dict) and "file" in data:
+        raise _Refused(400, ["file is accepted only as a multipart/form-data upload, not in JSON"])
+    return data, None
+
+
+def _form_payload(request) -> tuple[dict, Upload | None]:
+    problems = [
+        f"field {k!r} is given {len(request.POST.getlist(k))} times; give it once"
+        for k in request.POST
+        if len(request.POST.getlist(k)) > 1
+    ]
+    files = request.FILES.getlist("file")
+    if len(files) > 1:
+        problems.append(f"{len(files)} files were uploaded; a submission takes one")
+    problems += [
+        f"unknown upload field {k!r} (the payload goes in 'file')"
+        for k in request.FILES
+        if k != "file"
+    ]
+    if problems:
+        raise _Refused(400, problems)
     data = {k: request.POST.get(k) for k in request.POST}
-    f = request.FILES.get("file")
-    return data, Upload(f.name, f, f.size) if f else None, None
+    f = files[0] if files else None
+    return data, Upload(f.name, f, f.size) if f else None
 
 
 # A token API has no session cookie, so there is no CSRF to forge.
@@ -45,9 +122,10 @@ def submit_batch(request):
             {"errors": ["a valid API token is required (Authorization: Bearer <token>)"]},
             status=401,
         )
-    data, upload, error = _payload(request)
-    if error:
-        return JsonResponse({"errors": [error]}, status=400)
+    try:
+        data, upload = _payload(request)
+    except _Refused as e:
+        return JsonResponse({"errors": e.problems}, status=e.status)
     if isinstance(data, dict) and "submitter" not in data:
         data["submitter"] = token.user.get_username()
     try:

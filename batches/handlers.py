@@ -3,12 +3,14 @@
 Guarantees: a batch stays Pending (and locked) while its jobs are created and
 moves to Processing only when all exist, so creation interrupted by a crash
 is simply run again, skipping rows that already have a job. A bad manifest
-fails the batch with every problem listed and creates no job.
+fails the batch with every problem listed, creates no job and leaves no file in the
+working directory.
 """
 
 from __future__ import annotations
 
 import logging
+import shutil
 from dataclasses import replace
 
 from django.conf import settings
@@ -41,6 +43,8 @@ def run_pending(s: Services, bid: str) -> str:
         log.warning("batch %s creation abandoned: %s", bid, e)
         return "abandoned"
     except (ManifestError, ServiceError, ValueError) as e:
+        # The batch's message lists the problems; the refused manifest on disk would only linger.
+        shutil.rmtree(s.batch_dir(bid), ignore_errors=True)
         _fail_unplanned(s, batch, f"no jobs were created: {e}")
         return "failed"
     except BaseException:
@@ -81,7 +85,7 @@ def _manifest(s: Services, batch: BatchRecord):
     submission = batch.submission
     path = s.batch_dir(batch.bid) / "manifest.checkm"
     path.parent.mkdir(parents=True, exist_ok=True)
-    s.fetch(submission["payload_url"], path)
+    s.fetch(submission["payload_url"], path, max_bytes=settings.MQ_MAX_MANIFEST_BYTES)
     manifest = parse_manifest(path.read_bytes(), max_bytes=settings.MQ_MAX_MANIFEST_BYTES)
     problem = manifest_kind_problem(submission["type"], manifest)
     if problem:

@@ -22,6 +22,7 @@ from merritt_queue import tree
 from merritt_queue.digest import check_digest_format, normalise_algorithm
 from merritt_queue.planning import SUBMISSION_TYPES
 from merritt_queue.runtime import get_store
+from merritt_queue.services.netpolicy import userinfo_of
 
 from .models import Profile
 
@@ -91,6 +92,21 @@ def submit(data: Mapping, upload: Upload | None = None) -> SubmitResult:
     return SubmitResult(created.id, created.duplicate, clean.get("batchID"))
 
 
+# Room for the form's text fields beside an upload of the largest accepted size.
+FORM_OVERHEAD = 1024 * 1024
+
+
+def request_size_problem(content_length: int) -> str | None:
+    """Why a form body of this many bytes is refused unread (an upload over the limit)."""
+    limit = settings.MQ_MAX_UPLOAD_BYTES
+    if content_length > limit + FORM_OVERHEAD:
+        return (
+            f"the request body is {content_length} bytes; uploads are limited to {limit} "
+            "bytes (MQ_MAX_UPLOAD_BYTES)"
+        )
+    return None
+
+
 def validate(data: Mapping, upload: Upload | None) -> tuple[dict, list[str]]:
     if not isinstance(data, Mapping):
         return {}, ["the request body must be an object of fields"]
@@ -154,12 +170,22 @@ def _payload_problems(clean: dict, upload: Upload | None) -> list[str]:
         return ["payload_url or an uploaded file is required"]
     if upload:
         limit = settings.MQ_MAX_UPLOAD_BYTES
-        return [f"the uploaded file is larger than {limit} bytes"] if upload.size > limit else []
+        if upload.size > limit:
+            return [
+                f"the uploaded file is {upload.size} bytes, over the limit of {limit} bytes "
+                "(MQ_MAX_UPLOAD_BYTES)"
+            ]
+        return []
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https"):
         return [f"payload_url must be an http or https URL, not {parts.scheme or 'a bare path'!r}"]
     if not parts.hostname:
         return ["payload_url has no host"]
+    if userinfo_of(url):
+        return [
+            "payload_url holds a user name or password (user:password@host); "
+            "credentials in URLs are not accepted"
+        ]
     return []
 
 

@@ -9,7 +9,7 @@ from jobs.views import collection_names, fields_of, filtered_table
 from .filters import BatchFilter
 from .forms import SubmitForm
 from .models import Batch
-from .submission import SubmissionError, Upload, submit
+from .submission import SubmissionError, Upload, request_size_problem, submit
 from .tables import SelectBatchTable, batch_rows, job_counts_text
 
 MAX_REPORT_LINKS = 500
@@ -18,6 +18,10 @@ HISTORY_PER_PAGE = 25
 
 @login_required
 def submit_form(request):
+    too_large = request.method == "POST" and request_size_problem(_content_length(request))
+    if too_large:  # refused before Django reads the upload to a temporary file
+        context = {"form": SubmitForm(), "refused": too_large}
+        return render(request, "batches/submit.html", context, status=413)
     form = SubmitForm(request.POST or None, request.FILES or None)
     if request.method == "POST" and form.is_valid():
         f = form.cleaned_data.get("file")
@@ -32,6 +36,13 @@ def submit_form(request):
             messages.success(request, f"Batch {note} {result.bid}.")
             return redirect("batches:submit")
     return render(request, "batches/submit.html", {"form": form})
+
+
+def _content_length(request) -> int:
+    try:
+        return int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        return 0
 
 
 @login_required

@@ -135,7 +135,7 @@ def _object_manifest(s: Services, job: JobRecord):
     path = s.job_dir(job.jid) / OBJECT_MANIFEST
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        s.fetch(url, path)
+        s.fetch(url, path, max_bytes=settings.MQ_MAX_MANIFEST_BYTES)
     try:
         manifest = parse_manifest(path.read_bytes(), max_bytes=settings.MQ_MAX_MANIFEST_BYTES)
     except ManifestError as e:  # say which manifest: a batch lists many

@@ -41,12 +41,12 @@ class Services:
     def batch_dir(self, bid: str) -> Path:
         return self.work_root / "batches" / bid
 
-    def fetch(self, url: str, dest: Path, *, digest=None, size=None) -> None:
+    def fetch(self, url: str, dest: Path, *, digest=None, size=None, max_bytes=None) -> None:
         """Fetch a payload: over HTTP, or copied from this queue's own uploads."""
         if url.startswith("file:"):
             self._copy_upload(url, dest)
         else:
-            self.fetcher.download(url, dest, expected_size=size, digest=digest)
+            self.fetcher.download(url, dest, expected_size=size, digest=digest, max_bytes=max_bytes)
 
     def _copy_upload(self, url: str, dest: Path) -> None:
         src = Path(url2pathname(urlsplit(url).path)).resolve()
@@ -82,7 +82,10 @@ def build_services() -> Services:
     return Services(
         store=get_store(),
         fetcher=Fetcher(
-            timeout=settings.MQ_FETCH_TIMEOUT, retries=settings.MQ_FETCH_RETRIES, **net
+            timeout=settings.MQ_FETCH_TIMEOUT,
+            retries=settings.MQ_FETCH_RETRIES,
+            deadline=settings.MQ_FETCH_DEADLINE or None,
+            **net,
         ),
         minter=_minter(),
         storage=_storage(),

@@ -7,9 +7,12 @@ Guarantees of ``parse_manifest``:
 - problems tied to a line start with ``line N:``; the ones about the whole document
   (``no #%profile line``, ``no #%fields line``, ``no rows``, ``no #%eof line``) name none;
 - the size limit is checked before the bytes are decoded, the row limit while scanning;
+- a document that cannot be a checkm manifest (UTF-16/32, NUL bytes, an HTML or XML page)
+  is refused with that one sentence, not a problem per line;
 - columns are mapped by the ``#%fields`` header (field names are case-insensitive), never
   by position; unknown fields are ignored, unknown ``#%`` headers too;
-- every row URL uses an allowed scheme and has a host; every file name is relative,
+- every row URL uses an allowed scheme, has a host and holds no credentials (``user:pw@``,
+  never repeated in a message); every file name is relative,
   free of ``..``, backslashes and control characters, and is stored normalised
   (``./a//b`` -> ``a/b``); digest algorithms are stored by their hashlib name and digest
   values in lower case.
@@ -17,12 +20,14 @@ Guarantees of ``parse_manifest``:
 
 from __future__ import annotations
 
+import codecs
 import re
 import unicodedata
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit
 
 from .digest import check_digest_format, normalise_algorithm
+from .services.netpolicy import redact, userinfo_of
 
 MAX_BYTES = 10 * 1024 * 1024
 MAX_ROWS = 100_000
@@ -148,18 +153,48 @@ class _Problems:
 # --- decoding and scanning ---------------------------------------------------------------
 
 
+_WIDE_BOMS = (
+    (codecs.BOM_UTF32_LE, "UTF-32"),
+    (codecs.BOM_UTF32_BE, "UTF-32"),
+    (codecs.BOM_UTF16_LE, "UTF-16"),
+    (codecs.BOM_UTF16_BE, "UTF-16"),
+)
+
+
 def _decode(data: bytes | str, max_bytes: int, problems: _Problems) -> str:
     size = len(data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data)
     if size > max_bytes:
         raise ManifestError([f"the manifest is {size} bytes, over the limit of {max_bytes} bytes"])
     if isinstance(data, str):
         return data.removeprefix("\ufeff")
+    _refuse_non_text(data)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         line = len(_LINE_BREAK.split(data[: e.start].decode("utf-8-sig", "replace")))
         problems.add(f"not UTF-8: byte 0x{data[e.start]:02x} at offset {e.start}", line)
         return data.decode("utf-8-sig", "replace")
+
+
+def _refuse_non_text(data: bytes) -> None:
+    """UTF-16/32 and binary files: one clear sentence instead of a problem on every line."""
+    encoding = next((name for bom, name in _WIDE_BOMS if data.startswith(bom)), None)
+    if encoding:
+        raise ManifestError(
+            [
+                f"the manifest is {encoding} (it starts with a {encoding} byte order mark); "
+                "save it as UTF-8"
+            ]
+        )
+    nul = data.find(b"\0")
+    if nul >= 0:
+        line = data[:nul].count(b"\n") + 1
+        raise ManifestError(
+            [
+                f"line {line}: NUL byte at offset {nul}: the manifest is not a text file "
+                "(UTF-16 without a byte order mark, or binary); save it as UTF-8"
+            ]
+        )
 
 
 @dataclass
@@ -175,6 +210,14 @@ def _scan(text: str, max_rows: int, problems: _Problems) -> _Scan:
     lines = [(n, line.strip()) for n, line in numbered if line.strip()]
     if not lines:
         raise ManifestError(["the manifest is empty"])
+    if lines[0][1].startswith("<"):
+        # A login or error page served in place of the manifest: its lines mean nothing here.
+        raise ManifestError(
+            [
+                f"line {lines[0][0]}: this is an HTML or XML document, not a checkm manifest "
+                "(the URL may lead to a web page, a login or an error page)"
+            ]
+        )
     if _is_checkm_header(lines[0][1]):
         lines = lines[1:]
     else:
@@ -333,6 +376,11 @@ def _url_problem(url: str, schemes: tuple[str, ...]) -> str | None:
         return f"URL scheme {parts.scheme!r} is not allowed (allowed: {allowed})"
     if not parts.hostname:
         return f"URL {url!r} has no host"
+    if userinfo_of(url):
+        return (
+            f"URL {redact(url)!r} holds a user name or password (user:password@host); "
+            "credentials in URLs are not accepted"
+        )
     return None
 
 

@@ -19,6 +19,12 @@ MANIFEST_KIND = {
     "batch-manifest": "manifests",
     "container-batch-manifest": "containers",
 }
+KIND_TEXT = {
+    "object": "one object",
+    "files": "a batch of files",
+    "manifests": "a batch of object manifests",
+    "containers": "a batch of containers",
+}
 SUBMISSION_TYPES = ("file", "container", *MANIFEST_KIND)
 PAYLOAD_TYPE = {"files": "file", "manifests": "object-manifest", "containers": "container"}
 # Submission keys copied into every job's configuration.
@@ -46,7 +52,7 @@ def manifest_kind_problem(submission_type: str, manifest: Manifest) -> str | Non
     if expected and manifest.kind != expected:
         return (
             f"the submission type is {submission_type}, but the manifest's profile "
-            f"{manifest.profile} is a {manifest.kind} manifest"
+            f"{manifest.profile} is for {KIND_TEXT[manifest.kind]}"
         )
     return None
 

@@ -64,6 +64,10 @@ MQ_MAX_MANIFEST_BYTES = env_int("MQ_MAX_MANIFEST_BYTES", 10 * 1024**2)
 MQ_MAX_CONTAINER_BYTES = env_int("MQ_MAX_CONTAINER_BYTES", 100 * 1024**3)
 MQ_FETCH_TIMEOUT = env_float("MQ_FETCH_TIMEOUT", 30.0)
 MQ_FETCH_RETRIES = env_int("MQ_FETCH_RETRIES", 3)
+# Wall-clock limit of one download attempt, in seconds (0: none). The read timeout applies to
+# each read, so a server trickling a byte every few seconds would otherwise hold a worker
+# forever; 6 hours still lets 100 GB through at 5 MB/s.
+MQ_FETCH_DEADLINE = env_float("MQ_FETCH_DEADLINE", 21600.0)
 MQ_CALLBACK_RETRIES = env_int("MQ_CALLBACK_RETRIES", 3)
 # Downloads from loopback or private addresses are refused unless allowed (the demo allows
 # loopback).

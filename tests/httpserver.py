@@ -1,11 +1,11 @@
 """A real HTTP server on 127.0.0.1 for the service adapter tests, and fakes built on it.
 
 ``http_server`` serves files from ``.root`` (GET and HEAD, correct Content-Length) and lets a
-test program any path with ``behave(path, ...)``: status, delay, stalls mid-body, a lying
-Content-Length, redirects, a number of failures before success, a generated body (for large
-downloads without disk), or a custom handler. Every request is recorded (method, path,
-lower-cased headers, body). ``ezid_server`` and ``merritt_storage_server`` add EZID-like and
-Merritt-storage-like endpoints on the same server.
+test program any path with ``behave(path, ...)``: status, delay, stalls mid-body, a body
+trickled a byte at a time forever, a lying Content-Length, redirects, a number of failures
+before success, a generated body (for large downloads without disk), or a custom handler.
+Every request is recorded (method, path, lower-cased headers, body). ``ezid_server`` and
+``merritt_storage_server`` add EZID-like and Merritt-storage-like endpoints on the same server.
 
 Only 127.0.0.1 is ever listened on or contacted (the Merritt fake fetches file URLs, and
 refuses any that are not on 127.0.0.1).
@@ -61,6 +61,7 @@ class Behaviour:
     failure_status: int = 503
     failure_headers: dict[str, str] = field(default_factory=dict)
     generate: tuple[int, Callable[[], Iterable[bytes]]] | None = None  # (size, chunks)
+    trickle: float | None = None  # after the headers, one byte every this many seconds, forever
     handler: Callable[[Recorded], Reply] | None = None
 
 
@@ -193,6 +194,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if self.command == "HEAD":
             return
+        if b.trickle is not None:
+            return self._trickle(b.trickle)
         sent = 0
         for chunk in chunks():
             if b.stall_after is not None and sent <= b.stall_after < sent + len(chunk):
@@ -206,6 +209,13 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(chunk)
             sent += len(chunk)
         self.wfile.flush()
+
+    def _trickle(self, interval: float) -> None:
+        """Never finish, but never go quiet long enough for a read timeout either."""
+        self.close_connection = True
+        while not self.owner.stopping.wait(interval):
+            self.wfile.write(b".")
+            self.wfile.flush()
 
     def _reply(self, reply: Reply) -> None:
         self.send_response(reply.status)

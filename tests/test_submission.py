@@ -164,7 +164,9 @@ def test_an_oversized_upload_is_refused(client, queue, token, settings):
         HTTP_AUTHORIZATION=f"Bearer {token}",
     )
     assert response.status_code == 400
-    assert "larger than 4 bytes" in response.json()["errors"][0]
+    assert response.json()["errors"] == [
+        "the uploaded file is 9 bytes, over the limit of 4 bytes (MQ_MAX_UPLOAD_BYTES)"
+    ]
 
 
 def test_the_submit_command_prints_the_batch_id(queue, capsys):

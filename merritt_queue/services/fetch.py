@@ -3,7 +3,8 @@
 Guarantees:
 
 - Every URL, and every redirect hop, passes ``netpolicy.check_url`` before any connection is
-  made to it; redirects are followed by hand, at most ``max_redirects`` of them.
+  made to it; redirects are followed by hand, at most ``max_redirects`` of them. Once a hop
+  was a public host, every later hop must be public too (see ``netpolicy``).
 - Memory stays bounded: bodies are streamed in ``chunk_size`` pieces straight to disk, with the
   digests computed on the way.
 - ``dest`` appears only complete and verified: bytes go to ``<dest>.part``, which is renamed
@@ -12,6 +13,8 @@ Guarantees:
   server's Retry-After is honoured, up to 30 s); other 4xx are not. ``retries`` is the total
   number of attempts.
 - ``head_sizes`` never raises for one URL: an unknown or failed size is None.
+- With ``deadline``, no attempt streams a body for longer than that many seconds: a server
+  that trickles bytes slowly enough never to trip the read timeout is cut off all the same.
 
 Limit: an HTTP/1.1 client reads exactly the announced Content-Length, so a server that sends
 *more* bytes than it announced is seen as a body of the announced length; the expected size
@@ -25,6 +28,7 @@ import logging
 import os
 import queue
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
@@ -38,7 +42,7 @@ import urllib3.exceptions
 from ..digest import Hashers, normalise_algorithm
 from . import httputil
 from .errors import FetchError
-from .netpolicy import check_url
+from .netpolicy import check_url, is_public
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +93,7 @@ class Fetcher:
         max_redirects: int = 5,
         chunk_size: int = 1 << 20,
         session_factory=requests.Session,
+        deadline: float | None = None,
     ) -> None:
         if retries < 1:
             raise ValueError("retries is the number of attempts and must be at least 1")
@@ -101,6 +106,7 @@ class Fetcher:
         self.max_redirects = max_redirects
         self.chunk_size = chunk_size
         self.session_factory = session_factory
+        self.deadline = deadline
 
     # -- size estimates -------------------------------------------------------------------
 
@@ -223,25 +229,37 @@ class Fetcher:
         expected_size: int | None,
         max_bytes: int | None,
     ) -> tuple[int, dict[str, str]]:
+        started = time.monotonic()
         with closing(self.session_factory()) as session:
             try:
                 resp = self._open(session, "GET", url)
             except requests.RequestException as exc:
                 raise _as_transient_or_fatal(url, exc) from exc
-            with resp:
+            with resp, _Deadline(url, resp, self.deadline, started) as deadline:
                 _raise_for_status(url, resp)
                 announced = _content_length(resp)
                 _check_announced(url, announced, expected_size, max_bytes)
-                size, digests = self._stream(url, resp, part, algorithms, announced, max_bytes)
+                try:
+                    size, digests = self._stream(url, resp, part, algorithms, announced, max_bytes)
+                except _Transient:
+                    deadline.raise_if_expired()
+                    raise
+                deadline.raise_if_expired()
         if expected_size is not None and size != expected_size:
             raise FetchError(f"size mismatch for {url}: expected {expected_size} bytes, got {size}")
         return size, digests
 
     def _open(self, session: requests.Session, method: str, url: str) -> requests.Response:
         """Send ``method``, following redirects by hand so every hop passes the policy."""
-        current = url
+        current, from_public = url, False
         for _ in range(self.max_redirects + 1):
-            check_url(current, allow_loopback=self.allow_loopback, allow_private=self.allow_private)
+            addresses = check_url(
+                current,
+                allow_loopback=self.allow_loopback,
+                allow_private=self.allow_private,
+                from_public=from_public,
+            )
+            from_public = from_public or is_public(addresses)
             resp = session.request(
                 method,
                 current,
@@ -313,6 +331,52 @@ class Fetcher:
 
 
 # -- helpers ------------------------------------------------------------------------------
+
+
+class _Deadline:
+    """Cuts the connection when one attempt runs past ``seconds`` (from ``started``).
+
+    The read timeout applies to each socket read, so a server that trickles a byte now and
+    then never trips it; only a wall-clock limit ends such a download. Shutting the socket
+    down from a timer thread wakes the blocked read at once, whatever the streaming loop
+    does (urllib3's ``HTTPResponse.shutdown`` exists for this). A deadline hit is not
+    retried at once (another attempt would take as long), but it is retryable: the server
+    may be faster later.
+    """
+
+    def __init__(self, url: str, resp: requests.Response, seconds: float | None, started: float):
+        self.url, self.resp, self.seconds = url, resp, seconds
+        self.expired = threading.Event()
+        self._timer = None
+        if seconds is not None:
+            remaining = max(0.0, started + seconds - time.monotonic())
+            self._timer = threading.Timer(remaining, self._cut)
+            self._timer.daemon = True
+
+    def __enter__(self) -> _Deadline:
+        if self._timer is not None:
+            self._timer.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+    def _cut(self) -> None:
+        self.expired.set()
+        try:
+            self.resp.raw.shutdown()  # urllib3 >= 2.3: shuts the socket down for reading
+        except (ValueError, RuntimeError, OSError):
+            pass  # already released or closed: the read has ended anyway
+
+    def raise_if_expired(self) -> None:
+        if self.expired.is_set():
+            received = _bytes_read(self.resp)
+            raise FetchError(
+                f"{self.url}: still downloading after {self.seconds:g} s, the download "
+                f"deadline (MQ_FETCH_DEADLINE); stopped after {received} bytes",
+                retryable=True,
+            )
 
 
 def _bytes_read(resp: requests.Response) -> int:

@@ -1,9 +1,14 @@
 """Which URLs the ingest may fetch from or call back.
 
-Guarantees: ``check_url`` returns only when the scheme is allowed, the URL names a host, and
-every address that host resolves to is public (or loopback/private, when explicitly allowed).
-Link-local (cloud metadata at 169.254.169.254), multicast, reserved and unspecified addresses
-are always refused. It never opens a connection: it only resolves the name.
+Guarantees: ``check_url`` returns only when the scheme is allowed, the URL names a host and
+holds no user name or password, and every address that host resolves to is public (or
+loopback/private, when explicitly allowed). Link-local (cloud metadata at 169.254.169.254),
+multicast, reserved and unspecified addresses are always refused. A redirect from a public
+host (``from_public``) may only lead to another public address, whatever is allowed: allowing
+loopback lets the demo fetch from itself, not lets any server on the internet aim us at it.
+Numeric host forms (``2130706433``, ``0177.0.0.1``) are judged by the address they resolve
+to, as the connection would be. It never opens a connection: it only resolves the name.
+Messages never repeat a password found in a URL.
 
 Limit: the name is resolved again when the connection is made, so a DNS server that answers
 differently a second time (DNS rebinding) is not caught here.
@@ -20,35 +25,77 @@ from .errors import FetchError
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+
 def check_url(
     url: str,
     *,
     allow_loopback: bool = False,
     allow_private: bool = False,
     schemes: tuple[str, ...] = ("http", "https"),
-) -> None:
-    """Raise ``FetchError(retryable=False)`` unless ``url`` may be contacted."""
+    from_public: bool = False,
+) -> list[Address]:
+    """The addresses ``url`` resolves to; ``FetchError(retryable=False)`` unless allowed.
+
+    ``from_public``: ``url`` is where a public host redirected us, so only public
+    addresses are allowed.
+    """
+    shown = redact(url)
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     if scheme not in schemes:
         allowed = ", ".join(schemes)
         raise FetchError(
-            f"refused {url}: scheme {scheme or '(none)'!r} is not allowed (only {allowed})"
+            f"refused {shown}: scheme {scheme or '(none)'!r} is not allowed (only {allowed})"
+        )
+    if userinfo_of(url):
+        raise FetchError(
+            f"refused {shown}: the URL holds a user name or password (user:password@host); "
+            "credentials in URLs are not accepted"
         )
     host = parts.hostname
     if not host:
-        raise FetchError(f"refused {url}: the URL names no host")
+        raise FetchError(f"refused {shown}: the URL names no host")
     try:
         port = parts.port or _DEFAULT_PORTS.get(scheme, 0)
     except ValueError:
-        raise FetchError(f"refused {url}: the port is not a number between 0 and 65535") from None
-    for address in _resolve(url, host, port):
+        raise FetchError(f"refused {shown}: the port is not a number between 0 and 65535") from None
+    addresses = _resolve(shown, host, port)
+    for address in addresses:
         problem = _address_problem(address, allow_loopback, allow_private)
         if problem:
-            raise FetchError(f"refused {url}: host {host} resolves to {problem} address {address}")
+            raise FetchError(
+                f"refused {shown}: host {host} resolves to {problem} address {address}"
+            )
+        if from_public and not address.is_global:
+            raise FetchError(
+                f"refused {shown}: a public host redirected to {host}, which resolves to the "
+                f"non-public address {address}; a redirect from a public host must stay public"
+            )
+    return addresses
 
 
-def _resolve(url: str, host: str, port: int) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+def is_public(addresses: list[Address]) -> bool:
+    return all(a.is_global for a in addresses)
+
+
+def userinfo_of(url: str) -> str:
+    """The ``user:password`` part of ``url`` ("" when none)."""
+    netloc = urlsplit(url).netloc
+    return netloc.rpartition("@")[0]
+
+
+def redact(url: str) -> str:
+    """``url`` with any user name and password replaced by ``***``, fit for a message."""
+    if not userinfo_of(url):
+        return url
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    return parts._replace(netloc=f"***@{host}").geturl()
+
+
+def _resolve(url: str, host: str, port: int) -> list[Address]:
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except socket.gaierror as exc:
@@ -72,7 +119,7 @@ def _resolve(url: str, host: str, port: int) -> list[ipaddress.IPv4Address | ipa
 
 
 def _address_problem(
-    address: ipaddress.IPv4Address | ipaddress.IPv6Address,
+    address: Address,
     allow_loopback: bool,
     allow_private: bool,
 ) -> str | None:
