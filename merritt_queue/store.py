@@ -439,11 +439,19 @@ class QueueStore:
             return False
 
     def _unlock(self, path: str) -> None:
-        self.stats["round_trips"] += 1
+        """Drop a lock this session holds; another session's lock is left alone.
+
+        After a force-fail and a resume, another worker may hold a new lock on the
+        same path: deleting it blindly would let a third worker in beside it.
+        """
+        self.stats["round_trips"] += 2
         self.stats["writes"] += 1
+        stat = self.client.exists(path)
+        if stat is None or stat.ephemeralOwner != self.session_id:
+            return
         try:
-            self.client.delete(path)
-        except NoNodeError:  # already released (session gone, or repaired)
+            self.client.delete(path, version=stat.version)
+        except (NoNodeError, BadVersionError):  # released meanwhile (force-fail, repair)
             pass
 
     def _check_session(self, record, what: str) -> None:
