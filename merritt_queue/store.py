@@ -925,13 +925,18 @@ class QueueStore:
         if priority == job.priority:
             return job
         moved = evolve(job, priority=priority)
+        # The status is rewritten as read, not just checked: its version moves on, so a
+        # worker still holding the old record is refused instead of committing a move
+        # that re-creates the index entry at the old priority.
+        status = t.encode_json(job.status_json())
         ops = [
-            Op("check", t.job_node(job.jid, "status"), version=job.status_version),
+            Op("set", t.job_node(job.jid, "status"), status, job.status_version),
             Op("set", t.job_node(job.jid, "priority"), t.encode_int(priority)),
             Op("delete", job.index_path, tolerant=True),
             Op("create", moved.index_path, tolerant=True),
         ]
-        self._commit(ops, f"job {job.jid} priority")
+        results = self._commit(ops, f"job {job.jid} priority")
+        moved = evolve(moved, status_version=results[0].version)
         self._changed("job", job.jid, job.status, moved)
         return moved
 
