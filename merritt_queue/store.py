@@ -609,9 +609,7 @@ class QueueStore:
     ) -> BatchRecord:
         if isinstance(batch, str):
             batch = self.get_batch(batch)
-        # A batch in Processing must have ``states`` (zk-tree.md), however it got there.
-        extra = [self._states_op(batch.bid)] if new == BatchStatus.PROCESSING else None
-        return self._move_batch(batch, new, message, release_lock=release_lock, extra=extra)
+        return self._move_batch(batch, new, message, release_lock=release_lock)
 
     def _move_batch(
         self,
