@@ -532,11 +532,19 @@ class QueueStore:
             return False
 
     def _unlock(self, path: str) -> None:
-        self.stats["round_trips"] += 1
+        """Drop a lock this session holds; another session's lock is left alone.
+
+        After a force-fail and a resume, another worker may hold a new lock on the
+        same path: deleting it blindly would let a third worker in beside it.
+        """
+        self.stats["round_trips"] += 2
         self.stats["writes"] += 1
+        stat = self.client.exists(path)
+        if stat is None or stat.ephemeralOwner != self.session_id:
+            return
         try:
-            self.client.delete(path)
-        except NoNodeError:  # already released (session gone, or repaired)
+            self.client.delete(path, version=stat.version)
+        except (NoNodeError, BadVersionError):  # released meanwhile (force-fail, repair)
             pass
 
     def _check_session(self, record, what: str) -> None:
@@ -1155,13 +1163,18 @@ class QueueStore:
         if priority == job.priority:
             return job
         moved = evolve(job, priority=priority)
+        # The status is rewritten as read, not just checked: its version moves on, so a
+        # worker still holding the old record is refused instead of committing a move
+        # that re-creates the index entry at the old priority.
+        status = t.encode_json(job.status_json())
         ops = [
-            Op("check", t.job_node(job.jid, "status"), version=job.status_version),
+            Op("set", t.job_node(job.jid, "status"), status, job.status_version),
             Op("set", t.job_node(job.jid, "priority"), t.encode_int(priority)),
             Op("delete", job.index_path, tolerant=True),
             Op("create", moved.index_path, tolerant=True),
         ]
-        self._commit(ops, f"job {job.jid} priority")
+        results = self._commit(ops, f"job {job.jid} priority")
+        moved = evolve(moved, status_version=results[0].version)
         self._changed("job", job.jid, job.status, moved)
         return moved
 

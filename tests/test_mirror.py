@@ -117,12 +117,14 @@ def test_data_writes_priority_and_removal_are_written_through(live, db):
     live.set_priority(jid, 2)
     job = Job.objects.get(jid=jid)
     assert (job.ark, job.local_id, job.priority) == ("ark:/1/z", "l0", 2)
-    assert JobEvent.objects.filter(jid=jid).count() == 1  # neither is a status write
+    # The data write is not a status write; the priority change is (it moves the status
+    # version on so that a worker holding an older record cannot commit it).
+    assert JobEvent.objects.filter(jid=jid).count() == 2
     live.hold_job(jid)
     live.delete_job(jid)
     live.purge_job(jid)
     assert not Job.objects.filter(jid=jid).exists()
-    assert JobEvent.objects.filter(jid=jid).count() == 3  # history outlives the row
+    assert JobEvent.objects.filter(jid=jid).count() == 4  # history outlives the row
     assert Batch.objects.get(bid=bid).job_total == 0
 
 

@@ -1,0 +1,57 @@
+"""Plain regression tests for bugs the property test (test_core_stateful.py) found in the core."""
+
+from __future__ import annotations
+
+import pytest
+
+from merritt_queue import tree as t
+from merritt_queue.consistency import check_tree
+from merritt_queue.errors import ChangedUnderYou
+
+
+def test_a_priority_change_refuses_a_worker_still_holding_the_old_record(store, make_store, zk):
+    """A worker's commit used to re-create the index entry at the old priority."""
+    bid = store.create_batch({}).id
+    jid = store.create_job(bid, {}, priority=5)
+    worker = make_store()
+    held = worker.acquire_job("Pending")
+    read_earlier = store.get_job(jid)
+    store.set_priority(jid, 1)
+    with pytest.raises(ChangedUnderYou):
+        worker.succeed_job(held)
+    with pytest.raises(ChangedUnderYou):
+        store.transition_job(read_earlier, "Held")
+    worker.unlock_job(held)
+    assert store.jobs_in_state("Pending") == [(1, jid)]
+    assert check_tree(store) == []
+    assert worker.acquire_job("Pending").priority == 1
+
+
+def test_a_handler_that_changes_its_jobs_priority_commits_with_the_record_it_got_back(
+    store, make_store
+):
+    bid = store.create_batch({}).id
+    jid = store.create_job(bid, {}, priority=5)
+    worker = make_store()
+    held = worker.acquire_job("Pending")
+    lowered = worker.set_priority(held, 6)
+    assert lowered.status_version > held.status_version
+    worker.succeed_job(lowered)
+    assert store.jobs_in_state("Estimating") == [(6, jid)]
+    assert check_tree(store) == []
+
+
+def test_unlocking_a_stale_record_leaves_another_workers_new_lock(store, make_store, zk):
+    """The runner unlocks after a refused commit; it used to delete whoever's lock was there."""
+    bid = store.create_batch({}).id
+    jid = store.create_job(bid, {})
+    first, second, third = make_store(), make_store(), make_store()
+    stale = first.acquire_job("Pending")
+    store.force_fail(jid, "stuck")
+    store.resume_job(jid)
+    assert second.acquire_job("Pending").jid == jid
+    with pytest.raises(ChangedUnderYou):
+        first.succeed_job(stale)
+    first.unlock_job(stale)
+    assert zk.exists(t.job_node(jid, "lock")).ephemeralOwner == second.session_id
+    assert third.acquire_job("Pending") is None
