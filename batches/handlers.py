@@ -48,7 +48,7 @@ def run_pending(s: Services, bid: str) -> str:
         _fail_unplanned(s, batch, f"no jobs were created: {e}")
         return "failed"
     except BaseException:
-        _unlock_if_ours(store, batch)  # retried by the next sweep instead of staying locked
+        store.unlock_batch(batch)  # retried by the next sweep instead of staying locked
         raise
     store.start_processing(batch, message)
     return "processing"
@@ -131,14 +131,9 @@ def run_report(s: Services, bid: str, status: str) -> str:
         log.warning("batch %s report abandoned: %s", bid, e)
         return "abandoned"
     except BaseException:
-        _unlock_if_ours(store, batch)  # retried by the next sweep instead of staying locked
+        store.unlock_batch(batch)  # retried by the next sweep instead of staying locked
         raise
     return final.lower()
-
-
-def _unlock_if_ours(store, batch: BatchRecord) -> None:
-    if batch.lock_session is not None and batch.lock_session == store.session_id:
-        store.unlock_batch(batch)
 
 
 def report(s: Services, batch: BatchRecord) -> tuple[str, str]:

@@ -26,7 +26,7 @@ from enum import StrEnum
 from .errors import ChangedUnderYou, InvalidData, LockLost, NotFound, QueueError
 from .pauseflag import pause_flag
 from .states import JOB
-from .store import JobRecord, QueueStore
+from .store import CONNECTION_ERRORS, JobRecord, QueueStore
 
 log = logging.getLogger(__name__)
 
@@ -84,8 +84,8 @@ def run_handler(handler: Handler, job: JobRecord) -> Outcome:
     """Call the handler; turn any exception into a failure a librarian can read."""
     try:
         return handler(job)
-    except (LockLost, ChangedUnderYou):
-        raise
+    except (LockLost, ChangedUnderYou, *CONNECTION_ERRORS):
+        raise  # not the job's fault: the step is abandoned and runs again
     except QueueError as e:
         return Outcome.fail(str(e))
     except Exception as e:  # a bug or an unexpected service error must not lose the job
@@ -159,14 +159,17 @@ def run_job_steps(
             steps += 1
             go_on = _may_go_on(store, job, outcome, handlers, policy, steps, started)
             result, outcome, done = commit(store, job, outcome, keep_lock=go_on)
-        except (LockLost, ChangedUnderYou, NotFound) as e:
-            log.warning("job %s step %s abandoned: %s", jid, job.status, e)
-            _unlock_if_ours(store, job)
+            # Changed between steps (held, deleted, lock gone): the next step is not ours.
+            changed = go_on and not store.still_ours(done)
+        except (LockLost, ChangedUnderYou, NotFound, *CONNECTION_ERRORS) as e:
+            # ZooKeeper away: the commit may or may not have happened; either way the
+            # job's status says where it is, and the lock must not outlive the step.
+            log.warning("job %s step %s abandoned: %r", jid, job.status, e)
+            store.unlock_job(job)  # only if still this session's (or once ZooKeeper answers)
             return StepReport(StepResult.ABANDONED, job=job, steps=steps)
         if not go_on:
             return StepReport(result, outcome, done, steps)
-        if not store.still_ours(done):
-            # Changed between steps (held, deleted, lock gone): the next step is not ours.
+        if changed:
             log.info("job %s changed after %s; not going on to %s", jid, job.status, done.status)
             return StepReport(result, outcome, done, steps)
         job = done
@@ -207,8 +210,3 @@ def commit(store: QueueStore, job: JobRecord, outcome: Outcome, *, keep_lock=Fal
     else:
         raise ValueError(f"unknown outcome {outcome.action!r}")
     return StepResult.COMMITTED, outcome, done
-
-
-def _unlock_if_ours(store: QueueStore, job: JobRecord) -> None:
-    if job.lock_session == store.session_id:
-        store.unlock_job(job)

@@ -24,15 +24,20 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from kazoo.client import KazooClient
+from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
     BadVersionError,
+    ConnectionClosedError,
+    ConnectionLoss,
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
+    OperationTimeoutError,
     RolledBackError,
     RuntimeInconsistency,
+    SessionExpiredError,
 )
+from kazoo.handlers.threading import KazooTimeoutError
 
 from . import tree as t
 from .errors import (
@@ -59,6 +64,15 @@ from .states import (
 )
 
 log = logging.getLogger(__name__)
+
+# ZooKeeper did not answer: the request may or may not have been applied.
+CONNECTION_ERRORS = (
+    ConnectionLoss,
+    ConnectionClosedError,
+    OperationTimeoutError,
+    SessionExpiredError,
+    KazooTimeoutError,
+)
 
 # Job ids kept in a status report: about 3.3 KB, however big the batch.
 STATUS_REPORT_MAX_JIDS = 200
@@ -219,6 +233,10 @@ class QueueStore:
         self.listeners: list = list(listeners or [])
         # Per thread: the web app shares one store between its request threads.
         self._local = threading.local()
+        # Locks this session holds but could not release while ZooKeeper was away.
+        self._orphaned: set[str] = set()
+        self._orphan_guard = threading.Lock()
+        self._watching_state = False
         # Data nodes this store wrote since it last wrote the job's status: a handler
         # writes them mid-step, and the record its commit returns (and tells the
         # listeners) must carry them, not the values read before the step.
@@ -521,6 +539,8 @@ class QueueStore:
         }
 
     def _try_lock(self, path: str) -> bool:
+        if path in self._orphaned:  # ours from before an outage: free it, then take it anew
+            self.release_orphaned_locks()
         self.stats["round_trips"] += 1
         self.stats["writes"] += 1
         try:
@@ -530,15 +550,27 @@ class QueueStore:
             return False
         except NoNodeError:  # the item was removed since it was listed
             return False
+        except CONNECTION_ERRORS:
+            # The create may have been applied with its answer lost: if so the lock is
+            # ours and nobody else's, so it must go once ZooKeeper answers.
+            self._orphan(path)
+            raise
 
     def _unlock(self, path: str) -> None:
         """Drop a lock this session holds; another session's lock is left alone.
 
         After a force-fail and a resume, another worker may hold a new lock on the
-        same path: deleting it blindly would let a third worker in beside it.
+        same path: deleting it blindly would let a third worker in beside it. When
+        ZooKeeper does not answer, the lock is released once it does (see ``_orphan``).
         """
         self.stats["round_trips"] += 2
         self.stats["writes"] += 1
+        try:
+            self._delete_own(path)
+        except CONNECTION_ERRORS:
+            self._orphan(path)
+
+    def _delete_own(self, path: str) -> None:
         stat = self.client.exists(path)
         if stat is None or stat.ephemeralOwner != self.session_id:
             return
@@ -546,6 +578,42 @@ class QueueStore:
             self.client.delete(path, version=stat.version)
         except (NoNodeError, BadVersionError):  # released meanwhile (force-fail, repair)
             pass
+
+    def _orphan(self, path: str) -> None:
+        """Remember a lock to release when the connection is back.
+
+        A session can outlive an outage (ZooKeeper restarted and restored it, or the
+        client reconnected in time): a lock it failed to drop would then keep its item
+        from every worker for as long as this process lives.
+        """
+        log.warning("could not release %s: ZooKeeper did not answer; releasing it later", path)
+        with self._orphan_guard:
+            self._orphaned.add(path)
+            if not self._watching_state:
+                self._watching_state = True
+                self.client.add_listener(self._on_state)
+
+    def _on_state(self, state) -> bool:
+        # Runs on kazoo's connection thread, which must not block: release elsewhere.
+        if state == KazooState.CONNECTED and self._orphaned:
+            self.client.handler.spawn(self.release_orphaned_locks)
+        return False
+
+    def release_orphaned_locks(self) -> int:
+        """Release the locks left by an outage (those still ours); how many were handled."""
+        with self._orphan_guard:
+            paths = sorted(self._orphaned)
+        handled = 0
+        for path in paths:
+            try:
+                self._delete_own(path)
+            except CONNECTION_ERRORS:
+                break  # still away: the next reconnection tries again
+            with self._orphan_guard:
+                self._orphaned.discard(path)
+            handled += 1
+            log.info("released %s, left behind by a ZooKeeper outage", path)
+        return handled
 
     def _check_session(self, record, what: str) -> None:
         if record.lock_session is not None and record.lock_session != self.session_id:

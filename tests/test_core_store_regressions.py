@@ -55,3 +55,49 @@ def test_unlocking_a_stale_record_leaves_another_workers_new_lock(store, make_st
     first.unlock_job(stale)
     assert zk.exists(t.job_node(jid, "lock")).ephemeralOwner == second.session_id
     assert third.acquire_job("Pending") is None
+
+
+def test_a_lock_that_could_not_be_released_in_an_outage_is_released_on_reconnection(
+    store, make_store, monkeypatch
+):
+    """Found by the ZooKeeper-outage fault test: the session outlived the outage, and the
+    lock a failed step could not drop kept the job from every worker for good."""
+    import time
+
+    from kazoo.client import KazooState
+    from kazoo.exceptions import ConnectionLoss
+
+    bid = store.create_batch({}).id
+    jid = store.create_job(bid, {})
+    worker = make_store()
+    held = worker.acquire_job("Pending")
+    lock = t.job_node(jid, "lock")
+
+    def away(*_a, **_k):
+        raise ConnectionLoss()
+
+    with monkeypatch.context() as m:
+        m.setattr(worker.client, "exists", away)
+        worker.unlock_job(held)  # no error: the step goes on failing cleanly
+    assert store.client.exists(lock) is not None
+    worker._on_state(KazooState.CONNECTED)  # what kazoo calls when the connection is back
+    deadline = time.monotonic() + 10
+    while store.client.exists(lock) is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert store.client.exists(lock) is None
+    assert make_store().acquire_job("Pending").jid == jid
+
+
+def test_an_orphaned_lock_is_taken_anew_by_its_own_session(store, make_store, monkeypatch):
+    from kazoo.exceptions import ConnectionLoss
+
+    bid = store.create_batch({}).id
+    jid = store.create_job(bid, {})
+    worker = make_store()
+    held = worker.acquire_job("Pending")
+    with monkeypatch.context() as m:
+        m.setattr(worker.client, "exists", lambda *a, **k: (_ for _ in ()).throw(ConnectionLoss()))
+        worker.unlock_job(held)
+    again = worker.lock_job(jid)
+    assert again is not None and again.lock_session == worker.session_id
+    assert worker._orphaned == set()

@@ -54,10 +54,6 @@ def assert_survived(cluster, store, bid):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    reason="open bug: after ZooKeeper comes back the dispatcher reconnects (same session) but "
-    "enqueues nothing more, so the batch report never runs; every job itself completes once",
-)
 def test_zookeeper_stopped_for_30_seconds_mid_batch(
     make_cluster, redis, own_zookeeper, own_store, http_server
 ):
