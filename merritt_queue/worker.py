@@ -20,6 +20,7 @@ from uuid import uuid4
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+from rq.exceptions import StopRequested
 from rq.worker import SimpleWorker
 
 log = logging.getLogger(__name__)
@@ -41,12 +42,14 @@ class QueueWorker(SimpleWorker):
             except REDIS_DOWN as e:  # raised from RQ's teardown, when it reports its death
                 failed = e
                 worked = False
+            except StopRequested:  # a stop signal while this loop waited for Redis
+                return False
             # Any other end was asked for: a stop signal, burst, job or idle limits.
             if burst or max_jobs is not None or max_idle_time is not None:
                 if failed:
                     raise failed
                 return worked
-            if self._stop_requested:
+            if self._asked_to_stop():
                 return worked
             # RQ swallowed the reason (it logged it); by now Redis may already be back, so
             # any end nobody asked for starts the loop again, never faster than once a second.
@@ -54,6 +57,11 @@ class QueueWorker(SimpleWorker):
             self._wait_for_redis()
             self.name = uuid4().hex
             log.warning("Redis is back; working again as %s", self.name)
+
+    def _asked_to_stop(self) -> bool:
+        # An idle worker's stop signal ends RQ's loop without setting _stop_requested
+        # (only a busy one's does); the signal's date is set either way.
+        return self._stop_requested or self._shutdown_requested_date is not None
 
     def _redis_answers(self) -> bool:
         try:
@@ -63,7 +71,7 @@ class QueueWorker(SimpleWorker):
 
     def _wait_for_redis(self) -> None:
         wait = 0.5
-        while not self._stop_requested:
+        while not self._asked_to_stop():
             if self._redis_answers():
                 return
             log.warning("Redis does not answer; trying again in %.1f s", wait)
