@@ -206,7 +206,10 @@ def _batch_callback(s, batch, failed, done, deleted) -> str | None:
         "deleted_jobs": deleted,
     }
     try:
-        s.notifier.notify(profile.callback_url, payload)
+        # The same key when a killed worker's report is run again (same status version),
+        # so the receiver drops the repeat; a later UpdateReporting is a new report.
+        key = f"{batch.bid}:{batch.status}:{batch.status_version}"
+        s.notifier.notify(profile.callback_url, payload, idempotency_key=key)
     except ServiceError as e:
         return str(e)
     return None

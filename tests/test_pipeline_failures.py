@@ -416,6 +416,9 @@ def test_a_failing_callback_fails_notify_with_its_status_then_resumes_and_calls_
         if b'"job_id"' in r.body
     }
     assert keys == {f"{job.jid}:notify"}
+    # A batch report's key names the batch, its reporting state and that state's version.
+    batch_keys = [r.headers["idempotency-key"] for r in received if b'"completed_jobs"' in r.body]
+    assert len(batch_keys) == 1 and batch_keys[0].startswith(f"{bid}:UpdateReporting:")
     assert_stored(pipeline, job, ["call911.jpg"])
 
 
