@@ -457,16 +457,7 @@ def _move_chunk(store, action, record, chunk, scope, note) -> None:
             before = Target(
                 item_id, job.status, job.status_version, collections[item_id], job.locked
             )
-            row.before_status, row.before_version, row.collection = (
-                before.status,
-                before.version,
-                before.collection,
-            )
-            if version is not None and before.version != version:
-                raise ChangedUnderYou(f"changed since the page was shown: it is now {job.status}")
-            judged = _judge(action, before, scope, notes=False)
-            if not judged.applies:
-                raise ChangedUnderYou(judged.why)
+            _recheck(row, action, before, version, scope)
             target, retry = action.move(store, job, params)
         except ChangedUnderYou as e:
             row.result, row.detail = "skipped", str(e)
@@ -540,6 +531,21 @@ def _load(store: QueueStore, action: Action, item_id: str):
     return item_id
 
 
+def _recheck(row, action: Action, before: Target, version, scope) -> None:
+    """Record the item as read now; ``ChangedUnderYou`` unless it is as shown and the action
+    still applies to it."""
+    row.before_status, row.before_version, row.collection = (
+        before.status,
+        before.version,
+        before.collection,
+    )
+    if version is not None and before.version != version:
+        raise ChangedUnderYou(f"changed since the page was shown: it is now {before.status}")
+    judged = _judge(action, before, scope, notes=False)
+    if not judged.applies:
+        raise ChangedUnderYou(judged.why)
+
+
 def _one(store, action, record, item_id, version, scope, params, note) -> None:
     row = AdminActionItem(admin_action=record, item_id=item_id)
     try:
@@ -551,16 +557,7 @@ def _one(store, action, record, item_id, version, scope, params, note) -> None:
             getattr(item, "collection", None) or "",
             getattr(item, "locked", False),
         )
-        row.before_status, row.before_version, row.collection = (
-            before.status,
-            before.version,
-            before.collection,
-        )
-        if version is not None and before.version != version:
-            raise ChangedUnderYou(f"changed since the page was shown: it is now {before.status}")
-        judged = _judge(action, before, scope)
-        if not judged.applies:
-            raise ChangedUnderYou(judged.why)
+        _recheck(row, action, before, version, scope)
         _outcome(row, action.run(store, item, params, note))
         row.result = "done"
     except ChangedUnderYou as e:
