@@ -306,30 +306,29 @@ class OwnRedis(_OwnServer):
         wait_for("redis-server to die", lambda: not _alive(pid))
 
 
+def _running(server):
+    """Start ``server`` for the test and stop it afterwards, also when its start failed
+    halfway (a stop of what never started is a no-op in ``services.sh``)."""
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
 @pytest.fixture
 def own_zookeeper(tmp_path):
-    zk = OwnZooKeeper(tmp_path / "own-zookeeper")
-    zk.start()
-    yield zk
-    zk.stop()
+    yield from _running(OwnZooKeeper(tmp_path / "own-zookeeper"))
 
 
 @pytest.fixture
 def own_ensemble(tmp_path):
-    ensemble = OwnEnsemble(tmp_path / "own-ensemble")
-    try:
-        ensemble.start()
-        yield ensemble
-    finally:
-        ensemble.stop()
+    yield from _running(OwnEnsemble(tmp_path / "own-ensemble"))
 
 
 @pytest.fixture
 def own_redis(tmp_path):
-    r = OwnRedis(tmp_path / "own-redis")
-    r.start()
-    yield r
-    r.stop()
+    yield from _running(OwnRedis(tmp_path / "own-redis"))
 
 
 @pytest.fixture
