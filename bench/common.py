@@ -5,9 +5,10 @@ line ``bench <part> key=value ...`` at the end (``summary``), whose figures are
 also written to ``var/bench/<part>.json`` at the repository root.
 
 The second half serves the parts that run the whole queue as real processes
-(``pipeline``, ``scale``): a content server with a manifest of random files, the
-processes' environment, ``manage.py`` runs, the process group, waiting for a batch,
-and ZooKeeper's four-letter words.
+(``pipeline``, ``scale``): the untimed set-up of such a run (``queue_run``: a content
+server with a manifest of random files, the processes' environment and database), the
+process group, the timed submission and start, CPU accounting, waiting for and checking
+the batch, and ZooKeeper's four-letter words.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import json
 import math
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -27,6 +29,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -395,6 +398,136 @@ class Processes:
                 tail = path.read_text(errors="replace").splitlines()[-lines:]
                 print(f"---- last lines of {name}.log ----", file=sys.stderr)
                 print("\n".join(tail), file=sys.stderr, flush=True)
+
+
+@dataclass
+class QueueRun:
+    """What the set-up of a whole-queue run made: where its processes and files live."""
+
+    hosts: str
+    chroot: str
+    tmp: Path
+    env: dict[str, str]
+    manifest_url: str
+
+
+@contextmanager
+def queue_run(part: str, n: int, file_size: int, /, **config) -> Iterator[QueueRun]:
+    """The untimed set-up of a run of the whole queue, all of it removed at the end.
+
+    A fresh ``var/bench/tmp-<part>-<uuid>`` with ``n`` random files of ``file_size`` bytes
+    served from 127.0.0.1 and their manifest, a fresh chroot, the Redis flushed, the SQLite
+    mirror migrated with a ``bench`` profile. ``config`` goes into the ``config`` line.
+    """
+    hosts = zk_hosts()
+    redis = redis_url(part)
+    tag = uuid.uuid4().hex
+    tmp = RESULTS_DIR / f"tmp-{part}-{tag}"
+    chroot = f"/mq-bench-{part}-{tag}"
+    server = None
+    try:
+        tmp.mkdir(parents=True)
+        emit(
+            part,
+            event="config",
+            **config,
+            file_size=file_size,
+            tmp=str(tmp),
+            loadavg=os.getloadavg(),
+        )
+        setup_start = time.perf_counter()
+        server = ContentServer(tmp / "content")
+        manifest_url = make_file_manifest(server, n, file_size)
+        env = queue_env(tmp, hosts, chroot, redis)
+        flush_redis(redis)
+        manage(part, env, "migrate", "--verbosity", "0")
+        manage(part, env, "shell", "-c", BENCH_PROFILE_CODE)
+        emit(part, event="setup", seconds=round(time.perf_counter() - setup_start, 3))
+        yield QueueRun(hosts, chroot, tmp, env, manifest_url)
+    finally:
+        if server is not None:
+            server.stop()
+        delete_chroot(part, hosts, chroot)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextmanager
+def queue_processes(part: str, run: QueueRun) -> Iterator[tuple[QueueStore, Processes]]:
+    """A store on the run's chroot and the (not yet started) processes, both ended after."""
+    from merritt_queue.store import QueueStore
+    from merritt_queue.zk import ZkConfig, connect
+
+    client = connect(ZkConfig(hosts=run.hosts, chroot=run.chroot))
+    procs = Processes(part, run.tmp / "logs", run.env)
+    try:
+        yield QueueStore(client), procs
+    finally:
+        procs.stop_all()
+        client.stop()
+        client.close()
+
+
+def submit_and_start(part: str, run: QueueRun, procs: Processes, workers: int) -> tuple[str, float]:
+    """Submit the manifest, then start the dispatcher and ``workers`` workers on every queue;
+    (batch id, ``perf_counter`` at the start: the submission and start-ups are timed)."""
+    from merritt_queue.dispatcher import all_queue_names
+
+    start = time.perf_counter()
+    bid = submit_manifest(part, run.env, run.manifest_url)
+    submitted = time.perf_counter() - start
+    procs.start("dispatcher", "run_dispatcher")
+    for i in range(1, workers + 1):
+        procs.start(f"worker{i}", "rqworker", *all_queue_names())
+    emit(part, event="submitted", bid=bid, submit_s=round(submitted, 3), pids=procs.pids())
+    return bid, start
+
+
+class CpuMeter:
+    """CPU seconds from its creation on: the services', this process's and its children's."""
+
+    def __init__(self) -> None:
+        self.services = service_cpu()
+        self.own = own_cpu()
+
+    def used(self, procs: Processes) -> dict[str, float]:
+        """Each queue process's seconds (over its life), the services', ``bench`` (this
+        process: content server, poller) and ``submit`` (its waited-for children)."""
+        own = own_cpu()
+        return (
+            procs.cpu()
+            | {
+                name: round(after - self.services[name], 2)
+                for name, after in service_cpu().items()
+                if name in self.services
+            }
+            | {"bench": round(own[0] - self.own[0], 2), "submit": round(own[1] - self.own[1], 2)}
+        )
+
+
+def report_finished(
+    part: str,
+    store,
+    batch,
+    n: int,
+    procs: Processes,
+    meter: CpuMeter,
+    seconds: float,
+    first_move: float | None,
+) -> None:
+    """The ``cpu_seconds`` and ``finished`` lines; then exit unless all ``n`` jobs completed."""
+    cpu = meter.used(procs)
+    emit(part, event="cpu_seconds", wall=round(seconds, 2), cores=os.cpu_count(), **cpu)
+    emit(
+        part,
+        event="finished",
+        bid=batch.bid,
+        status=batch.status,
+        seconds=round(seconds, 3),
+        first_job_moved_s=None if first_move is None else round(first_move, 3),
+        loadavg=os.getloadavg(),
+        message=batch.message,
+    )
+    verify_batch(part, store, batch, n, procs)
 
 
 def wait_batch(

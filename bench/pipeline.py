@@ -26,33 +26,20 @@ second) and ``ratio = jobs_per_s * 9 / baseline_per_s``; the target is a ratio >
 
 from __future__ import annotations
 
-import os
-import shutil
 import time
-import uuid
-from pathlib import Path
 
 from .common import (
-    BENCH_PROFILE_CODE,
-    RESULTS_DIR,
-    ContentServer,
-    Processes,
-    delete_chroot,
+    CpuMeter,
+    QueueRun,
     emit,
     env_int,
-    flush_redis,
-    make_file_manifest,
-    manage,
-    own_cpu,
-    queue_env,
+    queue_processes,
+    queue_run,
     read_zxid,
-    redis_url,
-    service_cpu,
-    submit_manifest,
+    report_finished,
+    submit_and_start,
     summary,
-    verify_batch,
     wait_batch,
-    zk_hosts,
     zk_store,
 )
 
@@ -68,34 +55,10 @@ TARGET_RATIO = 0.25
 
 def run(args) -> None:
     n = env_int(PART, "BENCH_PIPELINE_N", DEFAULT_N)
-    hosts = zk_hosts()
-    redis = redis_url(PART)
-    tag = uuid.uuid4().hex
-    tmp = RESULTS_DIR / f"tmp-{PART}-{tag}"
-    chroot = f"/mq-bench-{PART}-{tag}"
-    server = None
-    try:
-        tmp.mkdir(parents=True)
-        emit(
-            PART,
-            event="config",
-            n=n,
-            file_size=FILE_SIZE,
-            workers=WORKERS,
-            tmp=str(tmp),
-            loadavg=os.getloadavg(),
-        )
-        setup_start = time.perf_counter()
-        server = ContentServer(tmp / "content")
-        manifest_url = make_file_manifest(server, n, FILE_SIZE)
-        env = queue_env(tmp, hosts, chroot, redis)
-        flush_redis(redis)
-        manage(PART, env, "migrate", "--verbosity", "0")
-        manage(PART, env, "shell", "-c", BENCH_PROFILE_CODE)
-        emit(PART, event="setup", seconds=round(time.perf_counter() - setup_start, 3))
+    with queue_run(PART, n, FILE_SIZE, n=n, workers=WORKERS) as queue:
         baseline = _baseline()
         emit(PART, event="baseline", moves=BASELINE_MOVES, baseline_per_s=round(baseline, 1))
-        seconds, writes = _timed(env, tmp, hosts, chroot, manifest_url, n)
+        seconds, writes = _timed(queue, n)
         # The same loop once more (not in the summary): how far the machine's load moved.
         after = _baseline()
         emit(
@@ -104,11 +67,6 @@ def run(args) -> None:
             baseline_per_s=round(after, 1),
             ratio_with_it=round(n / seconds * TRANSITIONS_PER_JOB / after, 3),
         )
-    finally:
-        if server is not None:
-            server.stop()
-        delete_chroot(PART, hosts, chroot)
-        shutil.rmtree(tmp, ignore_errors=True)
     jobs_per_s = n / seconds
     ratio = jobs_per_s * TRANSITIONS_PER_JOB / baseline
     if ratio < TARGET_RATIO:
@@ -136,55 +94,18 @@ def _baseline() -> float:
 # --- the timed run ---------------------------------------------------------------------
 
 
-def _timed(
-    env: dict[str, str], tmp: Path, hosts: str, chroot: str, manifest_url: str, n: int
-) -> tuple[float, int]:
+def _timed(queue: QueueRun, n: int) -> tuple[float, int]:
     """Submit, start the queue, wait for the batch; (seconds, ZooKeeper write transactions)."""
-    from merritt_queue.dispatcher import all_queue_names
     from merritt_queue.states import BatchStatus
-    from merritt_queue.store import QueueStore
-    from merritt_queue.zk import ZkConfig, connect
 
-    client = connect(ZkConfig(hosts=hosts, chroot=chroot))
-    store = QueueStore(client)
-    procs = Processes(PART, tmp / "logs", env)
-    try:
-        zxid_before = read_zxid(hosts)
-        services_cpu = service_cpu()
-        own_before = own_cpu()
-        start = time.perf_counter()
-        bid = submit_manifest(PART, env, manifest_url)
-        submitted = time.perf_counter() - start
-        procs.start("dispatcher", "run_dispatcher")
-        for i in range(1, WORKERS + 1):
-            procs.start(f"worker{i}", "rqworker", *all_queue_names())
-        emit(PART, event="submitted", bid=bid, submit_s=round(submitted, 3), pids=procs.pids())
+    with queue_processes(PART, queue) as (store, procs):
+        zxid_before = read_zxid(queue.hosts)
+        meter = CpuMeter()
+        bid, start = submit_and_start(PART, queue, procs, WORKERS)
         batch, first_move = wait_batch(PART, store, bid, start, procs, TIMEOUT)
         seconds = time.perf_counter() - start
-        zxid_after = read_zxid(hosts)
-        cpu = procs.cpu() | {
-            name: round(after - services_cpu[name], 2)
-            for name, after in service_cpu().items()
-            if name in services_cpu
-        }
-        own_after = own_cpu()
-        cpu["bench"] = round(own_after[0] - own_before[0], 2)
-        cpu["submit"] = round(own_after[1] - own_before[1], 2)
-        emit(PART, event="cpu_seconds", wall=round(seconds, 2), cores=os.cpu_count(), **cpu)
-        emit(
-            PART,
-            event="finished",
-            status=batch.status,
-            seconds=round(seconds, 3),
-            first_job_moved_s=None if first_move is None else round(first_move, 3),
-            loadavg=os.getloadavg(),
-            message=batch.message,
-        )
-        verify_batch(PART, store, batch, n, procs)
-        if batch.status != BatchStatus.COMPLETED:  # verify_batch raises first; belt and braces
+        zxid_after = read_zxid(queue.hosts)
+        report_finished(PART, store, batch, n, procs, meter, seconds, first_move)
+        if batch.status != BatchStatus.COMPLETED:  # report_finished exits first; belt and braces
             raise SystemExit(f"bench {PART}: batch {bid} ended {batch.status}")
         return seconds, zxid_after - zxid_before
-    finally:
-        procs.stop_all()
-        client.stop()
-        client.close()

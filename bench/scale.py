@@ -30,32 +30,21 @@ this process share them.
 from __future__ import annotations
 
 import os
-import shutil
 import threading
 import time
-import uuid
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from .common import (
-    BENCH_PROFILE_CODE,
-    RESULTS_DIR,
-    ContentServer,
-    Processes,
-    delete_chroot,
+    CpuMeter,
+    QueueRun,
     emit,
     env_int,
-    flush_redis,
-    make_file_manifest,
-    manage,
-    own_cpu,
-    queue_env,
+    queue_processes,
+    queue_run,
     read_mntr,
-    redis_url,
-    service_cpu,
-    submit_manifest,
+    report_finished,
+    submit_and_start,
     summary,
-    verify_batch,
     wait_batch,
     zk_hosts,
 )
@@ -77,39 +66,10 @@ WALK_CONCURRENCY = 2000
 
 def run(args) -> None:
     n = env_int(PART, "BENCH_SCALE_JOBS", DEFAULT_N)
-    hosts = zk_hosts()
-    redis = redis_url(PART)
-    read_mntr(hosts)  # a ZooKeeper without mntr fails here, before the set-up
-    tag = uuid.uuid4().hex
-    tmp = RESULTS_DIR / f"tmp-{PART}-{tag}"
-    chroot = f"/mq-bench-{PART}-{tag}"
-    server = None
-    try:
-        tmp.mkdir(parents=True)
-        emit(
-            PART,
-            event="config",
-            jobs=n,
-            file_size=FILE_SIZE,
-            workers=WORKERS,
-            cores=os.cpu_count(),
-            tmp=str(tmp),
-            loadavg=os.getloadavg(),
-        )
-        setup_start = time.perf_counter()
-        server = ContentServer(tmp / "content")
-        manifest_url = make_file_manifest(server, n, FILE_SIZE)
-        env = queue_env(tmp, hosts, chroot, redis)
-        flush_redis(redis)
-        manage(PART, env, "migrate", "--verbosity", "0")
-        manage(PART, env, "shell", "-c", BENCH_PROFILE_CODE)
-        emit(PART, event="setup", seconds=round(time.perf_counter() - setup_start, 3))
-        seconds, monitor = _timed(env, tmp, hosts, chroot, manifest_url, n)
-    finally:
-        if server is not None:
-            server.stop()
-        delete_chroot(PART, hosts, chroot)
-        shutil.rmtree(tmp, ignore_errors=True)
+    read_mntr(zk_hosts())  # a ZooKeeper without mntr fails here, before the set-up
+    config = {"jobs": n, "workers": WORKERS, "cores": os.cpu_count()}
+    with queue_run(PART, n, FILE_SIZE, **config) as queue:
+        seconds, monitor = _timed(queue, n)
     largest = monitor.largest
     summary(
         PART,
@@ -126,66 +86,31 @@ def run(args) -> None:
         )
 
 
-def _timed(
-    env: dict[str, str], tmp: Path, hosts: str, chroot: str, manifest_url: str, n: int
-) -> tuple[float, Monitor]:
-    from merritt_queue.dispatcher import all_queue_names
-    from merritt_queue.store import QueueStore
-    from merritt_queue.zk import ZkConfig, connect
-
-    client = connect(ZkConfig(hosts=hosts, chroot=chroot))
-    store = QueueStore(client)
-    procs = Processes(PART, tmp / "logs", env)
-    monitor = Monitor(hosts, client)
-    try:
-        services_before = service_cpu()
-        own_before = own_cpu()
-        start = time.perf_counter()
-        monitor.start()
-        bid = submit_manifest(PART, env, manifest_url)
-        submitted = time.perf_counter() - start
-        procs.start("dispatcher", "run_dispatcher")
-        for i in range(1, WORKERS + 1):
-            procs.start(f"worker{i}", "rqworker", *all_queue_names())
-        emit(PART, event="submitted", bid=bid, submit_s=round(submitted, 3), pids=procs.pids())
-        batch, first_move = wait_batch(
-            PART,
-            store,
-            bid,
-            start,
-            procs,
-            timeout=600.0 + n * 0.5,
-            progress_every=PROGRESS_EVERY,
-            on_progress=monitor.progress,
-        )
-        seconds = time.perf_counter() - start
-        monitor.stop()
-        cpu = procs.cpu() | {
-            name: round(after - services_before[name], 2)
-            for name, after in service_cpu().items()
-            if name in services_before
-        }
-        cpu["bench"] = round(own_cpu()[0] - own_before[0], 2)
-        emit(PART, event="cpu_seconds", wall=round(seconds, 2), **cpu)
-        emit(
-            PART,
-            event="finished",
-            bid=bid,
-            status=batch.status,
-            seconds=round(seconds, 3),
-            first_job_moved_s=None if first_move is None else round(first_move, 3),
-            loadavg=os.getloadavg(),
-            message=batch.message,
-        )
-        verify_batch(PART, store, batch, n, procs)
-        monitor.walk("after")  # every node exists now, the status report too
-        monitor.report()
-        return seconds, monitor
-    finally:
-        monitor.stop()
-        procs.stop_all()
-        client.stop()
-        client.close()
+def _timed(queue: QueueRun, n: int) -> tuple[float, Monitor]:
+    with queue_processes(PART, queue) as (store, procs):
+        monitor = Monitor(queue.hosts, store.client)
+        try:
+            meter = CpuMeter()
+            monitor.start()
+            bid, start = submit_and_start(PART, queue, procs, WORKERS)
+            batch, first_move = wait_batch(
+                PART,
+                store,
+                bid,
+                start,
+                procs,
+                timeout=600.0 + n * 0.5,
+                progress_every=PROGRESS_EVERY,
+                on_progress=monitor.progress,
+            )
+            seconds = time.perf_counter() - start
+            monitor.stop()
+            report_finished(PART, store, batch, n, procs, meter, seconds, first_move)
+            monitor.walk("after")  # every node exists now, the status report too
+            monitor.report()
+            return seconds, monitor
+        finally:
+            monitor.stop()
 
 
 @dataclass

@@ -1,10 +1,11 @@
 """Real queue processes for the kill and fault tests, and servers a test owns.
 
-A ``Cluster`` runs ``manage.py rqworker`` workers and ``manage.py run_dispatcher`` as separate
-processes on one ZooKeeper chroot, one Redis and one file SQLite database that the test reads
-with ``sqlite3`` (pytest-django's test database is not used). ZooKeeper sessions are short
-(``ZK_TIMEOUT=2``) so a killed worker's job lock vanishes fast, and the dispatcher's
-``MQ_STARTED_GRACE_SECONDS=3`` re-enqueues the RQ job a dead worker had started.
+A ``Cluster`` (``tests.procs.Procs`` with a database) runs ``manage.py rqworker`` workers
+and ``manage.py run_dispatcher`` as separate processes on one ZooKeeper chroot, one Redis
+and one file SQLite database that the test reads with ``sqlite3`` (pytest-django's test
+database is not used). ZooKeeper sessions are short (``ZK_TIMEOUT=2``) so a killed
+worker's job lock vanishes fast, and the dispatcher's ``MQ_STARTED_GRACE_SECONDS=3``
+re-enqueues the RQ job a dead worker had started.
 
 ``OwnZooKeeper``, ``OwnEnsemble`` and ``OwnRedis`` are servers started by
 ``scripts/services.sh`` for one test only, so a test may stop, kill or flush them without
@@ -21,21 +22,18 @@ import signal
 import socket
 import sqlite3
 import subprocess
-import sys
-import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from merritt_queue.dispatcher import all_queue_names
 from merritt_queue.services.minter import LocalMinter
 from merritt_queue.services.storage import LocalStorage
 from merritt_queue.store import QueueStore
 from merritt_queue.zk import ZkConfig, connect
+from tests.procs import REPO, Procs, queue_env, wait_for
 
-REPO = Path(__file__).resolve().parent.parent
 SERVICES = REPO / "scripts" / "services.sh"
 SHOULDER = "ark:/99999/fk4"
 PROFILE = "kill"
@@ -43,77 +41,29 @@ FINAL_BATCH = ("Completed", "Failed", "Deleted")
 
 
 @dataclass
-class Cluster:
+class Cluster(Procs):
     """Worker and dispatcher subprocesses on one chroot, Redis, working dir and database."""
 
-    env: dict[str, str]
-    root: Path
-    db: Path
-    procs: list[tuple[str, subprocess.Popen]] = field(default_factory=list)
+    db: Path = field(kw_only=True)
 
     @property
     def storage_root(self) -> Path:
         return self.root / "storage"
 
-    def manage(self, *args: str, timeout: float = 120) -> str:
-        done = subprocess.run(
-            [sys.executable, "manage.py", *args],
-            cwd=REPO,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
+    def set_up_database(self) -> None:
+        """Migrate the database and add the ``kill`` profile (which lives only there)."""
+        self.manage("migrate", "--verbosity=0")
+        self.manage(
+            "shell",
+            "-c",
+            "from batches.models import Profile; "
+            f"Profile.objects.create(name='{PROFILE}', collection='kill', "
+            f"minter_shoulder='{SHOULDER}')",
         )
-        if done.returncode:
-            raise AssertionError(f"manage.py {args[0]} failed:\n{done.stdout}\n{done.stderr}")
-        return done.stdout
-
-    def start(self, name: str, *args: str, **env: str) -> subprocess.Popen:
-        log = open(self.root / f"{name}.log", "ab")  # the child keeps its own copy
-        proc = subprocess.Popen(
-            [sys.executable, "manage.py", *args],
-            cwd=REPO,
-            env=self.env | env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        log.close()
-        self.procs.append((name, proc))
-        return proc
-
-    def worker(self, name: str, **env: str) -> subprocess.Popen:
-        return self.start(name, "rqworker", *all_queue_names(), **env)
-
-    def dispatcher(self, **env: str) -> subprocess.Popen:
-        return self.start("dispatcher", "run_dispatcher", **env)
-
-    def proc(self, name: str) -> subprocess.Popen:
-        return [p for n, p in self.procs if n == name][-1]
 
     def submit(self, **fields: str) -> str:
         args = [f"--{k.replace('_', '-')}={v}" for k, v in fields.items()]
         return self.manage("submit", f"--profile={PROFILE}", "--submitter=tester", *args).split()[0]
-
-    def log(self, name: str) -> str:
-        path = self.root / f"{name}.log"
-        return path.read_text(errors="replace") if path.exists() else ""
-
-    def logs(self) -> str:
-        out = []
-        for name in dict.fromkeys(n for n, _ in self.procs):
-            out.append(f"--- {name} ---\n" + "\n".join(self.log(name).splitlines()[-25:]))
-        return "\n".join(out)
-
-    def stop_all(self) -> None:
-        for _, proc in self.procs:
-            if proc.poll() is None:
-                proc.terminate()
-        for _, proc in self.procs:
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
 
     def sql(self, query: str, *params) -> list[tuple]:
         with sqlite3.connect(self.db, timeout=30) as conn:
@@ -132,24 +82,18 @@ class Cluster:
         return int(counter.read_text().strip()) if counter.exists() else 0
 
 
-def queue_env(root: Path, db: Path, *, zk_hosts: str, chroot: str, redis_url: str) -> dict:
-    return os.environ | {
-        "ZK_HOSTS": zk_hosts,
-        "ZK_CHROOT": chroot,
-        "ZK_TIMEOUT": "2",
-        "REDIS_URL": redis_url,
-        "DATABASE_URL": f"sqlite:///{db}",
-        "MQ_WORK_DIR": str(root / "work"),
-        "MQ_STORAGE_ROOT": str(root / "storage"),
-        "MQ_MINTER_DIR": str(root / "minter"),
-        "MQ_ALLOW_LOOPBACK": "true",
-        "MQ_SWEEP_SECONDS": "1",
-        "MQ_STARTED_GRACE_SECONDS": "3",
-        "MQ_PROVISION_RETRY_SECONDS": "1",
-        "MQ_FETCH_TIMEOUT": "60",
-        "EMAIL_BACKEND": "django.core.mail.backends.dummy.EmailBackend",
-        "PYTHONUNBUFFERED": "1",
-    }
+def cluster_env(root: Path, db: Path, *, zk_hosts: str, chroot: str, redis_url: str) -> dict:
+    return queue_env(
+        root,
+        database_url=f"sqlite:///{db}",
+        zk_hosts=zk_hosts,
+        chroot=chroot,
+        redis_url=redis_url,
+        ZK_TIMEOUT="2",
+        MQ_STARTED_GRACE_SECONDS="3",
+        MQ_PROVISION_RETRY_SECONDS="1",
+        MQ_FETCH_TIMEOUT="60",
+    )
 
 
 @pytest.fixture(scope="session")
@@ -158,15 +102,7 @@ def migrated_db(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("cluster-db")
     db = root / "template.sqlite3"
     env = os.environ | {"DATABASE_URL": f"sqlite:///{db}", "MQ_WORK_DIR": str(root / "work")}
-    cluster = Cluster(env, root, db)
-    cluster.manage("migrate", "--verbosity=0")
-    cluster.manage(
-        "shell",
-        "-c",
-        "from batches.models import Profile; "
-        f"Profile.objects.create(name='{PROFILE}', collection='kill', "
-        f"minter_shoulder='{SHOULDER}')",
-    )
+    Cluster(env, root, db=db).set_up_database()
     return db
 
 
@@ -181,8 +117,8 @@ def make_cluster(tmp_path, migrated_db):
         root.mkdir()
         db = root / "db.sqlite3"
         db.write_bytes(migrated_db.read_bytes())
-        env = queue_env(root, db, zk_hosts=zk_hosts, chroot=chroot, redis_url=redis_url)
-        made.append(Cluster(env, root, db))
+        env = cluster_env(root, db, zk_hosts=zk_hosts, chroot=chroot, redis_url=redis_url)
+        made.append(Cluster(env, root, db=db))
         return made[-1]
 
     yield make
@@ -199,16 +135,6 @@ def cluster(zk_config, redis, make_cluster) -> Cluster:
 
 
 # --- waiting and checking ------------------------------------------------------
-
-
-def wait_for(what: str, check, cluster: Cluster | None = None, timeout: float = 30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}\n{cluster.logs() if cluster else ''}")
 
 
 def kill(proc: subprocess.Popen) -> None:
@@ -298,22 +224,31 @@ def four_letter(port: int, word: str) -> str:
         return ""
 
 
-class OwnZooKeeper:
-    """A standalone ZooKeeper of the test's own, on a fixed port across restarts."""
+class _OwnServer:
+    """A server of the test's own, on a fixed port across restarts, started and stopped by
+    ``services.sh <kind>-start`` and ``<kind>-stop``."""
+
+    kind: str
 
     def __init__(self, root: Path) -> None:
         self.dir = root
         self.port = free_port()
 
+    def start(self) -> None:
+        services(f"{self.kind}-start", str(self.dir), str(self.port))
+
+    def stop(self) -> None:
+        services(f"{self.kind}-stop", str(self.dir))
+
+
+class OwnZooKeeper(_OwnServer):
+    """A standalone ZooKeeper."""
+
+    kind = "zk"
+
     @property
     def hosts(self) -> str:
         return f"127.0.0.1:{self.port}"
-
-    def start(self) -> None:
-        services("zk-start", str(self.dir), str(self.port))
-
-    def stop(self) -> None:
-        services("zk-stop", str(self.dir))
 
 
 class OwnEnsemble:
@@ -356,22 +291,14 @@ def _alive(pid: int) -> bool:
         return f.read().rsplit(")", 1)[1].split()[0] != "Z"
 
 
-class OwnRedis:
-    """A redis-server of the test's own, on a fixed port across restarts."""
+class OwnRedis(_OwnServer):
+    """A redis-server."""
 
-    def __init__(self, root: Path) -> None:
-        self.dir = root
-        self.port = free_port()
+    kind = "redis"
 
     @property
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        services("redis-start", str(self.dir), str(self.port))
-
-    def stop(self) -> None:
-        services("redis-stop", str(self.dir))
 
     def kill(self) -> None:
         pid = int((self.dir / "redis.pid").read_text())
@@ -379,30 +306,29 @@ class OwnRedis:
         wait_for("redis-server to die", lambda: not _alive(pid))
 
 
+def _running(server):
+    """Start ``server`` for the test and stop it afterwards, also when its start failed
+    halfway (a stop of what never started is a no-op in ``services.sh``)."""
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+
+
 @pytest.fixture
 def own_zookeeper(tmp_path):
-    zk = OwnZooKeeper(tmp_path / "own-zookeeper")
-    zk.start()
-    yield zk
-    zk.stop()
+    yield from _running(OwnZooKeeper(tmp_path / "own-zookeeper"))
 
 
 @pytest.fixture
 def own_ensemble(tmp_path):
-    ensemble = OwnEnsemble(tmp_path / "own-ensemble")
-    try:
-        ensemble.start()
-        yield ensemble
-    finally:
-        ensemble.stop()
+    yield from _running(OwnEnsemble(tmp_path / "own-ensemble"))
 
 
 @pytest.fixture
 def own_redis(tmp_path):
-    r = OwnRedis(tmp_path / "own-redis")
-    r.start()
-    yield r
-    r.stop()
+    yield from _running(OwnRedis(tmp_path / "own-redis"))
 
 
 @pytest.fixture
@@ -455,3 +381,34 @@ def serve_batch(http_server, n: int, size: int = 256 << 10, delay: float = 0.0):
 
 def completed_jobs(store: QueueStore, bid: str) -> int:
     return len(store.batch_jobs(bid).get("batch-completed", []))
+
+
+def wait_mid_batch(cluster: Cluster, store: QueueStore, bid: str, n: int) -> None:
+    """Until the batch of ``n`` jobs has them all, one or more done and three or more not:
+    a fault that strikes then finds work both behind and ahead of it."""
+    wait_for(
+        f"batch {bid} mid-flight: some jobs done, others not",
+        lambda: len(batch_jobs(store, bid)) == n and 1 <= completed_jobs(store, bid) < n - 2,
+        cluster,
+        timeout=90,
+    )
+
+
+def start_mid_batch(cluster: Cluster, store: QueueStore, http_server, n: int) -> str:
+    """Two workers and a dispatcher, a batch of ``n`` slow files; its id once it is under way."""
+    manifest = serve_batch(http_server, n, delay=0.5)
+    cluster.worker("worker1")
+    cluster.worker("worker2")
+    cluster.dispatcher()
+    bid = cluster.submit(type="single-file-batch-manifest", payload_url=manifest)
+    wait_mid_batch(cluster, store, bid, n)
+    return bid
+
+
+def assert_survived(cluster: Cluster, store: QueueStore, bid: str, n: int) -> None:
+    """The batch of ``start_mid_batch`` was done exactly once, and no process died for it."""
+    arks = assert_batch_done_exactly_once(cluster, store, bid, timeout=120)
+    assert len(arks) == n
+    assert cluster.minted() == n
+    for name in ("worker1", "worker2", "dispatcher"):
+        assert cluster.proc(name).poll() is None, f"{name} died\n{cluster.logs()}"

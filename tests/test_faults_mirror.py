@@ -14,15 +14,7 @@ import sqlite3
 import pytest
 
 from merritt_queue.services.storage import LocalStorage
-from tests.cluster import (
-    PROFILE,
-    SHOULDER,
-    batch_jobs,
-    completed_jobs,
-    serve_batch,
-    wait_final,
-    wait_for,
-)
+from tests.cluster import batch_jobs, serve_batch, wait_final, wait_mid_batch
 
 pytest_plugins = ["tests.cluster", "tests.httpserver"]
 pytestmark = pytest.mark.faults
@@ -68,12 +60,7 @@ def test_the_mirror_is_rebuilt_after_its_database_is_deleted(cluster, store, htt
     wait_final(cluster, store, done)
     flight_manifest = serve_batch(http_server, 8, delay=0.5)
     flight = cluster.submit(type="single-file-batch-manifest", payload_url=flight_manifest)
-    wait_for(
-        "the second batch mid-flight",
-        lambda: len(batch_jobs(store, flight)) == 8 and 1 <= completed_jobs(store, flight) < 6,
-        cluster,
-        timeout=90,
-    )
+    wait_mid_batch(cluster, store, flight, 8)
     cluster.stop_all()  # a warm stop: each worker finishes its step, so no lock is held
     before = mirror(cluster.db)
     assert {done, flight} <= set(before)
@@ -81,14 +68,7 @@ def test_the_mirror_is_rebuilt_after_its_database_is_deleted(cluster, store, htt
 
     for suffix in ("", "-wal", "-shm"):
         cluster.db.with_name(cluster.db.name + suffix).unlink(missing_ok=True)
-    cluster.manage("migrate", "--verbosity=0")
-    cluster.manage(
-        "shell",
-        "-c",
-        "from batches.models import Profile; "
-        f"Profile.objects.create(name='{PROFILE}', collection='kill', "
-        f"minter_shoulder='{SHOULDER}')",
-    )
+    cluster.set_up_database()
     report = cluster.manage("reconcile", "--full")
     after = mirror(cluster.db)
 

@@ -15,11 +15,10 @@ import pytest
 from merritt_queue.tree import job_node
 from tests.cluster import (
     assert_batch_done_exactly_once,
-    batch_jobs,
-    completed_jobs,
+    assert_survived,
     first_ark,
     only_job,
-    serve_batch,
+    start_mid_batch,
     wait_for,
 )
 
@@ -30,53 +29,30 @@ JOBS = 8
 CHROOT = "/mq-faults"
 
 
-def start_mid_batch(cluster, store, http_server):
-    manifest = serve_batch(http_server, JOBS, delay=0.5)
-    cluster.worker("worker1")
-    cluster.worker("worker2")
-    cluster.dispatcher()
-    bid = cluster.submit(type="single-file-batch-manifest", payload_url=manifest)
-    wait_for(
-        "some jobs done, others not",
-        lambda: len(batch_jobs(store, bid)) == JOBS and 1 <= completed_jobs(store, bid) < JOBS - 2,
-        cluster,
-        timeout=90,
-    )
-    return bid
-
-
-def assert_survived(cluster, store, bid):
-    arks = assert_batch_done_exactly_once(cluster, store, bid, timeout=120)
-    assert len(arks) == JOBS
-    assert cluster.minted() == JOBS
-    for name in ("worker1", "worker2", "dispatcher"):
-        assert cluster.proc(name).poll() is None, f"{name} died\n{cluster.logs()}"
+def mid_batch(make_cluster, own_store, hosts: str, http_server):
+    """A cluster and a store on the test's own ZooKeeper ``hosts``, a batch under way on it:
+    (cluster, store, batch id)."""
+    cluster = make_cluster(zk_hosts=hosts, chroot=CHROOT, redis_url=os.environ["REDIS_URL"])
+    store = own_store(hosts, CHROOT)
+    return cluster, store, start_mid_batch(cluster, store, http_server, JOBS)
 
 
 @pytest.mark.slow
 def test_zookeeper_stopped_for_30_seconds_mid_batch(
     make_cluster, redis, own_zookeeper, own_store, http_server
 ):
-    cluster = make_cluster(
-        zk_hosts=own_zookeeper.hosts, chroot=CHROOT, redis_url=os.environ["REDIS_URL"]
-    )
-    store = own_store(own_zookeeper.hosts, CHROOT)
-    bid = start_mid_batch(cluster, store, http_server)
+    cluster, store, bid = mid_batch(make_cluster, own_store, own_zookeeper.hosts, http_server)
     own_zookeeper.stop()
     time.sleep(30)
     own_zookeeper.start()
-    assert_survived(cluster, store, bid)
+    assert_survived(cluster, store, bid, JOBS)
 
 
 @pytest.mark.slow
 def test_zookeeper_leader_killed_mid_batch(
     make_cluster, redis, own_ensemble, own_store, http_server
 ):
-    cluster = make_cluster(
-        zk_hosts=own_ensemble.hosts, chroot=CHROOT, redis_url=os.environ["REDIS_URL"]
-    )
-    store = own_store(own_ensemble.hosts, CHROOT)
-    bid = start_mid_batch(cluster, store, http_server)
+    cluster, store, bid = mid_batch(make_cluster, own_store, own_ensemble.hosts, http_server)
     leader = own_ensemble.leader()
     own_ensemble.kill(leader)
     survivors = [n for n in (1, 2, 3) if n != leader]
@@ -86,7 +62,7 @@ def test_zookeeper_leader_killed_mid_batch(
         cluster,
         timeout=60,
     )
-    assert_survived(cluster, store, bid)
+    assert_survived(cluster, store, bid, JOBS)
 
 
 def test_a_worker_whose_session_expires_inside_a_step_commits_nothing(

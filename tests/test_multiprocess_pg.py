@@ -24,7 +24,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import subprocess
 import tempfile
 import uuid
@@ -37,7 +36,7 @@ import requests
 from psycopg import sql
 
 from merritt_queue.dispatcher import BATCH_PENDING_QUEUE
-from tests.procs import REPO, Procs, wait_for
+from tests.procs import REPO, Procs, free_port, queue_env, wait_for
 
 pytestmark = pytest.mark.multiprocess
 pytest_plugins = ["tests.httpserver", "tests.pipeline"]
@@ -46,12 +45,6 @@ SERVICES = REPO / "scripts" / "services.sh"
 SHOULDER = "ark:/99999/fk4"
 ADMIN_PASSWORD = "multi-process-admin-pw"
 WAIT = 120  # seconds: generous, only a bound on a hang
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _services(*args: str) -> subprocess.CompletedProcess:
@@ -64,7 +57,7 @@ def _start_cluster(directory: Path) -> int:
     """A throw-away PostgreSQL cluster in ``directory``; its port."""
     errors = []
     for _ in range(3):  # another program may take the free port before the server does
-        port = _free_port()
+        port = free_port()
         done = _services("pg-start", str(directory), str(port))
         if done.returncode == 0:
             return port
@@ -120,19 +113,14 @@ class Queue(Procs):
 def queue(pg_url, zk_config, store, redis, tmp_path):
     root = tmp_path / "queue"
     root.mkdir()
-    env = os.environ | {
-        "DATABASE_URL": pg_url,
-        "ZK_HOSTS": zk_config.hosts,
-        "ZK_CHROOT": zk_config.chroot,
-        "REDIS_URL": os.environ["REDIS_URL"],
-        "MQ_WORK_DIR": str(root / "work"),
-        "MQ_STORAGE_ROOT": str(root / "storage"),
-        "MQ_MINTER_DIR": str(root / "minter"),
-        "MQ_ALLOW_LOOPBACK": "true",
-        "MQ_SWEEP_SECONDS": "2",
-        "EMAIL_BACKEND": "django.core.mail.backends.dummy.EmailBackend",
-        "PYTHONUNBUFFERED": "1",
-    }
+    env = queue_env(
+        root,
+        database_url=pg_url,
+        zk_hosts=zk_config.hosts,
+        chroot=zk_config.chroot,
+        redis_url=os.environ["REDIS_URL"],
+        MQ_SWEEP_SECONDS="2",
+    )
     q = Queue(env, root)
     # One process for both: each Django start-up costs seconds on a busy machine.
     q.token = q.manage(
@@ -148,7 +136,7 @@ def queue(pg_url, zk_config, store, redis, tmp_path):
         f"Profile.objects.create(name='mp', collection='mp', minter_shoulder='{SHOULDER}')\n"
         "print(ApiToken.issue(User.objects.create_user('depositor'), 'multiprocess')[1])\n",
     ).strip()
-    port = _free_port()
+    port = free_port()
     q.web = f"http://127.0.0.1:{port}"
     try:
         q.start(

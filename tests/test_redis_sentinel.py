@@ -11,74 +11,47 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import subprocess
-import sys
-import time
-from pathlib import Path
+from dataclasses import dataclass, field
 
 import pytest
 from redis import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from merritt_queue.dispatcher import ADMIN_QUEUE, all_queue_names
+from merritt_queue.dispatcher import ADMIN_QUEUE
+from tests.procs import Procs, free_port, queue_env, wait_for
 
 pytest_plugins = ["tests.httpserver"]
 
-REPO = Path(__file__).resolve().parent.parent
 MASTER = "mq"
 DB = 3  # not 0: shows REDIS_SENTINEL_DB is used
+# A server still starting, or just killed, refuses the connection: that is "not yet".
+NOT_YET = (RedisConnectionError, OSError)
 
 pytestmark = pytest.mark.skipif(
     shutil.which("redis-server") is None, reason="redis-server is not installed"
 )
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+@dataclass
+class Servers(Procs):
+    """redis-server processes of one test, each in a directory of its own."""
 
+    ports: dict[str, int] = field(default_factory=dict)
 
-def wait_for(what: str, check, timeout: float = 30.0, logs=lambda: ""):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            got = check()
-        except (RedisConnectionError, OSError):
-            got = None
-        if got:
-            return got
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}\n{logs()}")
-
-
-class Servers:
-    """redis-server processes of one test, each with its own directory and log."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.procs: dict[str, subprocess.Popen] = {}
-        self.ports: dict[str, int] = {}
-
-    def start(self, name: str, *args: str) -> None:
+    def _server(self, name: str, *args: str) -> None:
         d = self.root / name
         d.mkdir()
-        log = open(d / "out.log", "wb")  # the child keeps its own copy
-        self.procs[name] = subprocess.Popen(
-            ["redis-server", *args], cwd=d, stdout=log, stderr=subprocess.STDOUT
-        )
-        log.close()
+        self.spawn(name, ["redis-server", *args], cwd=d)
 
     def redis(self, name: str, port: int, *extra: str) -> int:
-        self.start(
+        self._server(
             name,
             "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
             *extra,
         )  # fmt: skip
         self.ports[name] = port
         client = Redis(port=port)
-        wait_for(f"{name} to answer", client.ping, logs=self.logs)
+        wait_for(f"{name} to answer", client.ping, self, ignoring=NOT_YET)
         return port
 
     def sentinel(self, name: str, port: int, master_port: int) -> int:
@@ -90,45 +63,26 @@ class Servers:
             f"sentinel down-after-milliseconds {MASTER} 1000\n"
             f"sentinel failover-timeout {MASTER} 5000\n"
         )
-        self.start(name, str(conf), "--sentinel")
+        self._server(name, str(conf), "--sentinel")
         self.ports[name] = port
         client = Redis(port=port)
         wait_for(
             f"{name} to know the master",
             lambda: client.execute_command("SENTINEL", "get-master-addr-by-name", MASTER),
-            logs=self.logs,
+            self,
+            ignoring=NOT_YET,
         )
         return port
 
     def kill(self, name: str) -> None:
-        proc = self.procs[name]
+        proc = self.proc(name)
         proc.kill()
         proc.wait(timeout=10)
-
-    def logs(self) -> str:
-        out = []
-        for name in self.procs:
-            path = self.root / name / "out.log"
-            if path.exists():
-                tail = path.read_text(errors="replace").splitlines()[-15:]
-                out.append(f"--- {name} ---\n" + "\n".join(tail))
-        return "\n".join(out)
-
-    def stop_all(self) -> None:
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in self.procs.values():
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
 
 
 @pytest.fixture
 def servers(tmp_path):
-    s = Servers(tmp_path / "redis")
+    s = Servers(dict(os.environ), tmp_path / "redis")
     s.root.mkdir()
     try:
         yield s
@@ -137,41 +91,29 @@ def servers(tmp_path):
 
 
 @pytest.fixture
-def sentinel_env(servers, zk_config, tmp_path):
-    """A master, a replica and a Sentinel; the environment that points the queue at them."""
+def sentinel_queue(servers, zk_config, tmp_path):
+    """A master, a replica and a Sentinel; the queue's processes pointed at them, and the
+    master's port."""
     master = servers.redis("master", free_port())
     servers.redis("replica", free_port(), "--replicaof", "127.0.0.1", str(master))
     sentinel = servers.sentinel("sentinel", free_port(), master)
-    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
-    env |= {
-        "REDIS_SENTINELS": f"127.0.0.1:{sentinel}",
-        "REDIS_SENTINEL_MASTER": MASTER,
-        "REDIS_SENTINEL_DB": str(DB),
-        "ZK_HOSTS": zk_config.hosts,
-        "ZK_CHROOT": zk_config.chroot,
-        "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
-        "MQ_WORK_DIR": str(tmp_path / "work"),
-        "MQ_STORAGE_ROOT": str(tmp_path / "storage"),
-        "MQ_MINTER_DIR": str(tmp_path / "minter"),
-        "MQ_ALLOW_LOOPBACK": "true",
-        "MQ_SWEEP_SECONDS": "1",
-        "EMAIL_BACKEND": "django.core.mail.backends.dummy.EmailBackend",
-        "PYTHONUNBUFFERED": "1",
-    }
-    return env, master
-
-
-def manage(env: dict[str, str], *args: str, timeout: float = 120) -> str:
-    done = subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
+    root = tmp_path / "queue"
+    root.mkdir()
+    env = queue_env(
+        root,
+        database_url=f"sqlite:///{root / 'db.sqlite3'}",
+        zk_hosts=zk_config.hosts,
+        chroot=zk_config.chroot,
+        redis_url=None,
+        REDIS_SENTINELS=f"127.0.0.1:{sentinel}",
+        REDIS_SENTINEL_MASTER=MASTER,
+        REDIS_SENTINEL_DB=str(DB),
     )
-    assert done.returncode == 0, f"manage.py {args[0]} failed:\n{done.stdout}\n{done.stderr}"
-    return done.stdout
+    q = Procs(env, root)
+    try:
+        yield q, master
+    finally:
+        q.stop_all()
 
 
 ENQUEUE = (
@@ -181,15 +123,15 @@ ENQUEUE = (
 )
 
 
-def enqueue_getpid(env) -> tuple[str, str]:
+def enqueue_getpid(q: Procs) -> tuple[str, str]:
     """Enqueue ``os.getpid`` on the admin queue from a fresh process: (pool class, job id)."""
-    out = manage(env, "shell", "-c", ENQUEUE.format(queue=ADMIN_QUEUE))
+    out = q.manage("shell", "-c", ENQUEUE.format(queue=ADMIN_QUEUE))
     pool, job_id = out.split()[-2:]  # after anything the start-up printed
     return pool, job_id
 
 
-def run_burst_worker(env) -> None:
-    manage(env, "rqworker", "--burst", ADMIN_QUEUE)
+def run_burst_worker(q: Procs) -> None:
+    q.manage("rqworker", "--burst", ADMIN_QUEUE)
 
 
 def job_result(port: int, job_id: str):
@@ -198,90 +140,60 @@ def job_result(port: int, job_id: str):
     return Job.fetch(job_id, connection=Redis(port=port, db=DB))
 
 
-def test_a_job_enqueued_through_the_sentinel_is_run_by_a_worker(sentinel_env):
-    env, master = sentinel_env
-    pool, job_id = enqueue_getpid(env)
+def test_a_job_enqueued_through_the_sentinel_is_run_by_a_worker(sentinel_queue):
+    q, master = sentinel_queue
+    pool, job_id = enqueue_getpid(q)
     assert pool == "SentinelConnectionPool"
     # The job sits on the master the Sentinel named, in REDIS_SENTINEL_DB.
     assert job_result(master, job_id).get_status() == "queued"
-    run_burst_worker(env)
+    run_burst_worker(q)
     job = job_result(master, job_id)
     assert job.get_status() == "finished"
     assert isinstance(job.return_value(), int)  # the worker process's pid
 
 
 def test_the_dispatcher_and_workers_run_a_batch_through_the_sentinel(
-    sentinel_env, store, http_server, servers
+    sentinel_queue, store, http_server
 ):
-    env, master = sentinel_env
-    manage(env, "migrate", "--verbosity=0")
-    manage(
-        env,
+    q, master = sentinel_queue
+    q.manage("migrate", "--verbosity=0")
+    q.manage(
         "shell",
         "-c",
         "from batches.models import Profile; "
         "Profile.objects.create(name='s', collection='s', minter_shoulder='ark:/99999/fk4')",
     )
     url = http_server.behave("/one.txt", body=b"through the sentinel\n")
-    out = manage(env, "submit", "--profile=s", "--submitter=t", "--type=file", "--payload-url", url)
+    out = q.manage("submit", "--profile=s", "--submitter=t", "--type=file", "--payload-url", url)
     bid = out.split()[0]
-    procs = []
-    try:
-        for name, args in (
-            ("dispatcher", ["run_dispatcher"]),
-            ("worker", ["rqworker", *all_queue_names()]),
-        ):
-            log = open(servers.root / f"{name}.log", "wb")
-            procs.append(
-                subprocess.Popen(
-                    [sys.executable, "manage.py", *args],
-                    cwd=REPO,
-                    env=env,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                )
-            )
-            log.close()
-
-        def logs() -> str:
-            return "\n".join(
-                f"--- {n} ---\n" + (servers.root / f"{n}.log").read_text(errors="replace")[-3000:]
-                for n in ("dispatcher", "worker")
-            )
-
-        batch = wait_for(
-            "the batch to finish",
-            lambda: (b := store.get_batch(bid)).status in ("Completed", "Failed") and b,
-            timeout=90,
-            logs=logs,
-        )
-        assert batch.status == "Completed", (batch.message, logs())
-        # The RQ bookkeeping is on the Sentinel's master, in REDIS_SENTINEL_DB.
-        assert any(k.startswith(b"rq:") for k in Redis(port=master, db=DB).keys("rq:*"))
-    finally:
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+    q.dispatcher()
+    q.worker("worker")
+    batch = wait_for(
+        "the batch to finish",
+        lambda: (b := store.get_batch(bid)).status in ("Completed", "Failed") and b,
+        q,
+        timeout=90,
+    )
+    assert batch.status == "Completed", (batch.message, q.logs())
+    # The RQ bookkeeping is on the Sentinel's master, in REDIS_SENTINEL_DB.
+    assert any(k.startswith(b"rq:") for k in Redis(port=master, db=DB).keys("rq:*"))
 
 
-def test_after_a_failover_new_work_goes_to_the_promoted_replica(sentinel_env, servers):
-    env, master = sentinel_env
+def test_after_a_failover_new_work_goes_to_the_promoted_replica(sentinel_queue, servers):
+    q, _ = sentinel_queue
     replica = servers.ports["replica"]
     sentinel = Redis(port=servers.ports["sentinel"])
     wait_for(
         "the replica to be in sync",
         lambda: Redis(port=replica).info("replication").get("master_link_status") == "up",
+        servers,
+        ignoring=NOT_YET,
     )
     wait_for(
         "the Sentinel to know the replica",
         lambda: sentinel.execute_command("SENTINEL", "replicas", MASTER),
-        timeout=30,
-        logs=servers.logs,
+        servers,
+        ignoring=NOT_YET,
     )
     servers.kill("master")
     wait_for(
@@ -290,9 +202,10 @@ def test_after_a_failover_new_work_goes_to_the_promoted_replica(sentinel_env, se
             int(sentinel.execute_command("SENTINEL", "get-master-addr-by-name", MASTER)[1])
             == replica
         ),
+        servers,
         timeout=60,
-        logs=servers.logs,
+        ignoring=NOT_YET,
     )
-    _, job_id = enqueue_getpid(env)
-    run_burst_worker(env)
+    _, job_id = enqueue_getpid(q)
+    run_burst_worker(q)
     assert job_result(replica, job_id).get_status() == "finished"
