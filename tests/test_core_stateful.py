@@ -221,6 +221,17 @@ class QueueMachine(RuleBasedStateMachine):
         assert listing(self.admin.client) == before, f"{error.__name__} but the tree changed"
 
     @staticmethod
+    def commit_refusal(rec, store, m):
+        """The error a worker's commit of ``rec`` under its lock must get, or None."""
+        if rec.lock_session != store.session_id:
+            return LockLost
+        if m is None:
+            return NotFound
+        if m.version != rec.status_version:
+            return ChangedUnderYou
+        return None
+
+    @staticmethod
     def pick(data, legal, universe) -> str:
         """Mostly a legal target (so runs go deep), often enough an illegal one."""
         if legal and data.draw(st.integers(0, 3), label="legal?"):
@@ -346,16 +357,14 @@ class QueueMachine(RuleBasedStateMachine):
             self.refused(InvalidTransition, call)
             return
         del self.held_batches[w][bid]
-        if rec.lock_session != store.session_id:
-            self.refused(LockLost, call)
-        elif m is None:
-            self.refused(NotFound, call)
-        elif m.version != rec.status_version:
-            self.refused(ChangedUnderYou, call)
-            if rec.lock_session == store.session_id:  # as the batch handlers do
-                store.unlock_batch(rec)
-            if m.lock == w:
-                m.lock = None
+        error = self.commit_refusal(rec, store, m)
+        if error is not None:
+            self.refused(error, call)
+            if error is ChangedUnderYou:
+                if rec.lock_session == store.session_id:  # as the batch handlers do
+                    store.unlock_batch(rec)
+                if m.lock == w:
+                    m.lock = None
         else:
             assert m.lock == w
             call()
@@ -493,13 +502,11 @@ class QueueMachine(RuleBasedStateMachine):
                 self.refused(InvalidTransition, call)
                 return
         del self.held_jobs[w][jid]
-        if rec.lock_session != store.session_id:
-            self.refused(LockLost, call)
-        elif m is None:
-            self.refused(NotFound, call)
-        elif m.version != rec.status_version:
-            self.refused(ChangedUnderYou, call)
-            self._abandon(w, rec)
+        error = self.commit_refusal(rec, store, m)
+        if error is not None:
+            self.refused(error, call)
+            if error is ChangedUnderYou:
+                self._abandon(w, rec)
         else:
             assert m.lock == w, "the model lost track of a lock"
             done = call()

@@ -49,7 +49,7 @@ from tests.httpserver import Reply
 pytest_plugins = ["tests.cluster", "tests.httpserver"]
 pytestmark = pytest.mark.faults
 
-# Downloading and Storing stay in `make test`; the other steps are left to `make test-faults`.
+# Downloading and Storing are the quick subset (`PYTEST_MARK="not slow"`).
 STEPS = [
     pytest.param(str(s), marks=() if s in ("Downloading", "Storing") else pytest.mark.slow)
     for s in JOB_STEPS
