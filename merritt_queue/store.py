@@ -78,6 +78,8 @@ CONNECTION_ERRORS = (
 STATUS_REPORT_MAX_JIDS = 200
 
 DEFAULT_PRIORITY = 5
+# The nodes ``job_heads`` reads: all a move needs besides the lock.
+HEAD_NODES = ("status", "bid", "priority")
 
 
 def evolve(record, **changes):
@@ -934,43 +936,77 @@ class QueueStore:
         except (ValueError, TypeError, AttributeError) as e:
             raise InvalidData(f"job {jid} has unreadable data ({e}); run check_tree") from None
 
-    def job_heads(self, jids: Sequence[str]) -> dict[str, JobRecord | QueueError]:
-        """What moving each job needs (status, batch, priority, lock), in one pipelined round.
+    def job_heads(
+        self, jids: Sequence[str], known: dict[str, tuple[int, str | None, int]] | None = None
+    ) -> dict[str, JobRecord | QueueError]:
+        """What moving each job needs (status, batch, priority, lock), in pipelined rounds.
 
         The records are ``partial``: a bulk action moves thousands of jobs and reads
-        four small nodes of each instead of all thirteen.
+        four small nodes of each instead of all thirteen. ``known`` maps a job to the
+        ``(status version, batch, priority)`` seen elsewhere (the mirror row the
+        confirmation page showed): when the status node is still at that version, the
+        batch and priority are taken from it and not read, since a job never changes
+        batch and a priority change moves the status version (``set_priority``).
         """
-        names = ("status", "bid", "priority")
+        known = known or {}
         out: dict[str, JobRecord | QueueError] = {}
-        sent = {}
+        valid = []
         for jid in jids:
-            if not t.is_job_id(jid):
+            if t.is_job_id(jid):
+                valid.append(jid)
+            else:
                 out[jid] = InvalidData(f"{jid!r} is not a valid job id")
-                continue
-            sent[jid] = (
-                [self.client.get_async(t.job_node(jid, n)) for n in names],
-                self.client.exists_async(t.job_node(jid, "lock")),
-            )
-        self.stats["round_trips"] += 1
-        for jid, (reads, lock) in sent.items():
-            got: dict[str, Any] = {}
-            for name, pending in zip(names, reads, strict=True):
-                try:
-                    got[name] = pending.get()
-                except NoNodeError:
-                    got[name] = None
-            if got["status"] is None:
+        got = self._head_reads(valid, lambda jid: ("status",) if jid in known else HEAD_NODES)
+        again = [
+            jid
+            for jid in valid
+            if jid in known
+            and got[jid][0]["status"]
+            and got[jid][0]["status"][1].version != known[jid][0]
+        ]
+        got.update(self._head_reads(again, lambda jid: HEAD_NODES))
+        for jid in valid:
+            nodes, locked = got[jid]
+            if nodes["status"] is None:
                 out[jid] = NotFound(f"job {jid} does not exist")
                 continue
+            if "bid" not in nodes:
+                _, bid, priority = known[jid]  # as the nodes would read
+                nodes["bid"] = (t.encode_str(bid), None)
+                nodes["priority"] = (t.encode_int(priority), None)
             try:
-                locked = lock.get() is not None
                 record = self._job_record(
-                    jid, got["status"], lambda n, got=got: got[n][0] if got.get(n) else None, locked
+                    jid,
+                    nodes["status"],
+                    lambda n, nodes=nodes: nodes[n][0] if nodes.get(n) else None,
+                    locked,
                 )
             except (ValueError, TypeError, AttributeError) as e:
                 out[jid] = InvalidData(f"job {jid} has unreadable data ({e}); run check_tree")
                 continue
             out[jid] = evolve(record, partial=True)
+        return out
+
+    def _head_reads(self, jids, names_of) -> dict[str, tuple[dict[str, Any], bool]]:
+        """``names_of(jid)`` nodes and the lock's existence of each job, in one round."""
+        sent = {
+            jid: (
+                {n: self.client.get_async(t.job_node(jid, n)) for n in names_of(jid)},
+                self.client.exists_async(t.job_node(jid, "lock")),
+            )
+            for jid in jids
+        }
+        if sent:
+            self.stats["round_trips"] += 1
+        out = {}
+        for jid, (reads, lock) in sent.items():
+            nodes: dict[str, Any] = {}
+            for name, pending in reads.items():
+                try:
+                    nodes[name] = pending.get()
+                except NoNodeError:
+                    nodes[name] = None
+            out[jid] = (nodes, lock.get() is not None)
         return out
 
     @staticmethod

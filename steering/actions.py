@@ -442,8 +442,16 @@ def _move_chunk(store, action, record, chunk, scope, note) -> None:
     """
     params = record.params or {}
     ids = [item_id for item_id, _ in chunk]
-    heads = store.job_heads(ids)
-    collections = dict(Job.objects.filter(jid__in=ids).values_list("jid", "collection"))
+    shown = dict(chunk)
+    rows = Job.objects.filter(jid__in=ids).values_list(
+        "jid", "collection", "status_version", "batch_id", "priority"
+    )
+    collections, known = {}, {}
+    for jid, collection, version, bid, priority in rows:
+        collections[jid] = collection
+        if version == shown[jid]:  # the row the page showed: its batch and priority hold
+            known[jid] = (version, bid, priority)
+    heads = store.job_heads(ids, known)
     rows, moves, moving = [], [], []
     for item_id, version in chunk:
         row = AdminActionItem(admin_action=record, item_id=item_id)

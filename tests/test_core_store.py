@@ -607,3 +607,19 @@ def test_force_fail_clears_the_jobs_lock_and_its_arks_object_locks(store, make_s
     with pytest.raises(ChangedUnderYou):
         worker.succeed_job(held)
     assert store.resume_job(jid).status == "Storing"
+
+
+def test_job_heads_takes_batch_and_priority_from_a_row_at_the_same_version(store):
+    bid = store.create_batch({}).id
+    jid = store.create_job(bid, {}, priority=3)
+    job = store.get_job(jid)
+    store.stats.clear()
+    heads = store.job_heads([jid], {jid: (job.status_version, bid, 3)})
+    assert (heads[jid].bid, heads[jid].priority, heads[jid].partial) == (bid, 3, True)
+    assert store.stats["round_trips"] == 1
+    # A priority change moves the status version: the row's priority is not trusted then.
+    store.set_priority(jid, 7)
+    store.stats.clear()
+    heads = store.job_heads([jid], {jid: (job.status_version, bid, 3)})
+    assert heads[jid].priority == 7 and store.stats["round_trips"] == 2
+    assert isinstance(store.job_heads(["jid00000x"])["jid00000x"], InvalidData)
