@@ -96,16 +96,29 @@ def _remove_work_dir(job) -> None:
 
 
 def _batch_delete(store: QueueStore, batch, params, note):
-    """The batch and those of its jobs that can be deleted; the others are listed."""
+    """The batch and those of its jobs that can be deleted; the others are listed.
+
+    The jobs are read and moved in pipelined rounds (``job_heads``, ``move_jobs``), not
+    one round trip each: a batch can hold thousands.
+    """
     deleted = store.transition_batch(batch, B.DELETED, _note(note, "deleted"))
-    kept = []
-    for group in store.batch_jobs(batch.bid).values():
-        for jid in group:
-            job = store.get_job(jid)
-            if job.status in (J.FAILED, J.HELD):
-                store.transition_job(job, J.DELETED, _note(note, f"deleted with batch {batch.bid}"))
-            elif job.status != J.DELETED:
-                kept.append(f"{jid} ({job.status})")
+    jids = [jid for group in store.batch_jobs(batch.bid).values() for jid in group]
+    heads = store.job_heads(jids)
+    message = _note(note, f"deleted with batch {batch.bid}")
+    moves, kept = [], []
+    for jid in jids:
+        job = heads[jid]
+        if isinstance(job, QueueError):
+            raise job
+        if job.status in (J.FAILED, J.HELD):
+            moves.append((job, J.DELETED, message, False))
+        elif job.status != J.DELETED:
+            kept.append(f"{jid} ({job.status})")
+    with store.deferred_changes():
+        written = store.move_jobs(moves)
+    for result in written:
+        if isinstance(result, QueueError):
+            raise result
     if kept:
         return deleted, "not deleted, only Failed or Held jobs can be: " + ", ".join(kept)
     return deleted
@@ -120,11 +133,13 @@ def _to(target: str):
     return lambda store, job, params: (target, False)
 
 
-def _batch_to(target: str, what: str):
+def _batch_move(name: str, label: str, applies_to, target: str, what: str) -> Action:
+    """An operator's action that moves a batch from ``applies_to`` to ``target``."""
+
     def run(store: QueueStore, batch, params, note):
         return store.transition_batch(batch, target, _note(note, what))
 
-    return run
+    return Action(name, "batch", label, OPERATOR, frozenset(applies_to), run)
 
 
 def _collection(method: str):
@@ -188,29 +203,14 @@ ACTIONS: dict[str, Action] = {
                 "is removed with its batch (Purge now on the batch)"
             },
         ),
-        Action(
-            "batch.hold",
-            "batch",
-            "Hold",
-            OPERATOR,
-            frozenset({B.PENDING}),
-            _batch_to(B.HELD, "held"),
-        ),
-        Action(
-            "batch.release",
-            "batch",
-            "Release",
-            OPERATOR,
-            frozenset({B.HELD}),
-            _batch_to(B.PENDING, "released"),
-        ),
-        Action(
+        _batch_move("batch.hold", "Hold", {B.PENDING}, B.HELD, "held"),
+        _batch_move("batch.release", "Release", {B.HELD}, B.PENDING, "released"),
+        _batch_move(
             "batch.update_reporting",
-            "batch",
             "Report again",
-            OPERATOR,
-            frozenset({B.FAILED}),
-            _batch_to(B.UPDATE_REPORTING, "report requested"),
+            {B.FAILED},
+            B.UPDATE_REPORTING,
+            "report requested",
         ),
         Action(
             "batch.delete",
