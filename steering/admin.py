@@ -48,16 +48,7 @@ class ItemInline(admin.TabularInline):
     model = AdminActionItem
     extra = 0
     can_delete = False
-    fields = (
-        "item_id",
-        "collection",
-        "before_status",
-        "before_version",
-        "after_status",
-        "after_version",
-        "result",
-        "detail",
-    )
+    fields = AdminActionItem.AUDIT_FIELDS
     readonly_fields = fields
 
     def has_add_permission(self, request, obj=None):

@@ -46,6 +46,17 @@ class AdminAction(models.Model):
 
 class AdminActionItem(models.Model):
     RESULTS = [("done", "done"), ("skipped", "skipped"), ("failed", "failed")]
+    # What the audit shows of each item, in order (the admin's inline, the CSV export).
+    AUDIT_FIELDS = (
+        "item_id",
+        "collection",
+        "before_status",
+        "before_version",
+        "after_status",
+        "after_version",
+        "result",
+        "detail",
+    )
 
     admin_action = models.ForeignKey(AdminAction, on_delete=models.CASCADE, related_name="items")
     item_id = models.CharField(max_length=100, db_index=True)

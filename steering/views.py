@@ -372,39 +372,14 @@ def export(request):
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = 'attachment; filename="admin-actions.csv"'
     out = csv.writer(response)
-    out.writerow(
-        [
-            "when",
-            "who",
-            "action",
-            "reason",
-            "item",
-            "collection",
-            "before_status",
-            "before_version",
-            "after_status",
-            "after_version",
-            "result",
-            "detail",
-        ]
-    )
+    out.writerow(["when", "who", "action", "reason", "item", *AdminActionItem.AUDIT_FIELDS[1:]])
     for i in items.order_by("-admin_action__started", "admin_action_id", "id").iterator():
         a = i.admin_action
+        values = (
+            "" if (v := getattr(i, f)) is None else str(v) for f in AdminActionItem.AUDIT_FIELDS
+        )
         out.writerow(
-            [
-                a.started.isoformat(),
-                a.username,
-                a.action,
-                _cell(a.reason),
-                _cell(i.item_id),
-                _cell(i.collection),
-                i.before_status,
-                "" if i.before_version is None else i.before_version,
-                i.after_status,
-                "" if i.after_version is None else i.after_version,
-                i.result,
-                _cell(i.detail),
-            ]
+            [a.started.isoformat(), a.username, a.action, _cell(a.reason), *map(_cell, values)]
         )
     return response
 
