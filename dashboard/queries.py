@@ -18,6 +18,7 @@ from django.db.models.functions import Substr, TruncHour
 from django.utils import timezone
 
 from batches.models import Batch, Collection
+from batches.tables import age_text
 from jobs.models import Job, JobEvent, MirrorState
 from merritt_queue.errors import InvalidTransition
 from merritt_queue.states import JOB, JOB_STEPS, JobStatus, resume_target
@@ -316,16 +317,7 @@ KIND_ALIASES = {
 
 def age(since: datetime | None, now: datetime) -> str:
     """A short age, "45 s", "12 min", "3 h 5 min", "2 d 4 h" (cheaper than timesince)."""
-    if since is None:
-        return "—"
-    s = max(0, int((now - since).total_seconds()))
-    if s < 60:
-        return f"{s} s"
-    if s < 3600:
-        return f"{s // 60} min"
-    if s < 86400:
-        return f"{s // 3600} h {s % 3600 // 60} min"
-    return f"{s // 86400} d {s % 86400 // 3600} h"
+    return "—" if since is None else age_text(now - since)
 
 
 def stamp(when: datetime | None) -> str:
