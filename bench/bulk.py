@@ -18,14 +18,21 @@ from __future__ import annotations
 
 import gc
 import os
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
 
-from .common import REPO_ROOT, emit, env_int, percentile, read_zxid, summary, timer, zk_store
+from .common import (
+    emit,
+    env_int,
+    percentile,
+    ran_in_own_process,
+    read_zxid,
+    summary,
+    timer,
+    zk_store,
+)
 
 PART = "bulk"
 DEFAULT_N = 10_000
@@ -43,12 +50,7 @@ CONFIGURATION = {
 
 
 def run(args) -> None:
-    from django.apps import apps
-
-    if apps.ready:  # another part set Django up on its own database: use a process
-        done = subprocess.run([sys.executable, "-m", "bench.bulk"], cwd=REPO_ROOT)
-        if done.returncode:
-            raise SystemExit(f"bench {PART}: failed (exit {done.returncode})")
+    if ran_in_own_process(PART, "bench.bulk"):
         return
     n = env_int(PART, "BENCH_BULK_N", DEFAULT_N)
     store, cleanup = zk_store(PART)

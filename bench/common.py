@@ -692,3 +692,16 @@ def read_mntr(hosts: str) -> dict[str, str]:
     if "zk_znode_count" not in figures:
         raise SystemExit(f"bench: ZooKeeper {hosts} answered mntr without zk_znode_count")
     return figures
+
+
+def ran_in_own_process(part: str, module: str) -> bool:
+    """Run ``python -m module`` instead when another part already set Django up in this
+    process (on its own database); whether it did."""
+    from django.conf import settings
+
+    if not settings.configured:
+        return False
+    done = subprocess.run([sys.executable, "-m", module], cwd=REPO_ROOT)
+    if done.returncode:
+        raise SystemExit(f"bench {part}: failed (exit {done.returncode})")
+    return True

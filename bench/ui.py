@@ -17,14 +17,12 @@ from __future__ import annotations
 
 import os
 import random
-import subprocess
-import sys
 import tempfile
 import time
 from datetime import UTC, timedelta
 from pathlib import Path
 
-from .common import REPO_ROOT, emit, env_int, percentile, summary
+from .common import emit, env_int, percentile, ran_in_own_process, summary
 
 PART = "ui"
 SMALL = 1_000
@@ -379,12 +377,7 @@ def _setup(tmp: Path) -> None:
 
 
 def run(args) -> None:
-    from django.conf import settings
-
-    if settings.configured:  # another part set Django up on its own database: use a process
-        done = subprocess.run([sys.executable, "-m", "bench.ui"], cwd=REPO_ROOT)
-        if done.returncode:
-            raise SystemExit(f"bench {PART}: failed (exit {done.returncode})")
+    if ran_in_own_process(PART, "bench.ui"):
         return
     big = env_int(PART, "MQ_BENCH_UI_JOBS", 100_000)
     runs = env_int(PART, "MQ_BENCH_UI_RUNS", 50)
