@@ -281,6 +281,9 @@ class Dispatcher:
         except NoSuchJobError:
             return True
         status = job.get_status(refresh=False)
+        if status == RQStatus.QUEUED and self._lost_in_dequeue(job):
+            job.delete()
+            return True
         if status in _QUEUED:
             return False
         if status == RQStatus.STARTED and job.started_at:
@@ -289,6 +292,21 @@ class Dispatcher:
                 return False
         job.delete()
         return True
+
+    def _lost_in_dequeue(self, job: Job) -> bool:
+        """Whether a job marked queued is in no queue any more, for longer than the grace.
+
+        A worker stopped between taking a job off its queue and marking it started
+        (RQ raises StopRequested from the signal handler) leaves it so; left alone, its
+        item would never be enqueued again. Running a step twice is harmless: the
+        worker re-checks the item under its lock.
+        """
+        enqueued = job.enqueued_at
+        if enqueued is None:
+            return False
+        if (datetime.now(UTC) - _aware(enqueued)).total_seconds() < self.config.started_grace:
+            return False
+        return Queue(job.origin, connection=self.redis).get_job_position(job.id) is None
 
     # --- the loop ----------------------------------------------------------------
 

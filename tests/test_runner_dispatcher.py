@@ -140,6 +140,20 @@ def test_a_deferred_step_waits_for_its_delay(store, redis, batch):
     assert Dispatcher(store, redis).sweep() == 0
 
 
+def test_a_job_taken_off_its_queue_but_never_started_is_enqueued_again(store, redis, batch):
+    """A worker stopped between dequeueing and starting leaves the RQ job marked queued in
+    no queue (found by the mirror fault test under load); the item must not be lost."""
+    jid = store.create_job(batch, {})
+    queue = Queue(d.job_queue_name("Pending"), connection=redis)
+    disp = Dispatcher(store, redis, DispatcherConfig(started_grace=0))
+    assert disp.sweep() == 1
+    assert queue.pop_job_id() == d.rq_job_id("job", jid, "Pending")  # what the worker took
+    assert Dispatcher(store, redis, DispatcherConfig(started_grace=3600)).sweep() == 0
+    assert disp.sweep() == 1
+    assert queue.job_ids == [d.rq_job_id("job", jid, "Pending")]
+    assert disp.sweep() == 0  # queued and in its queue: left alone
+
+
 def test_look_ahead_bounds_how_many_wait_per_state(store, redis, batch):
     for _ in range(8):
         store.create_job(batch, {})
