@@ -131,7 +131,9 @@ except OSError:
     sys.exit(1)' "$1"
 }
 
-zk_ok() { probe "$1" ruok imok; }
+# 'srvr', not 'ruok': a server answers 'imok' as soon as its port is open, before it serves
+# sessions; 'srvr' says "not currently serving requests" until it does.
+zk_ok() { probe "$1" srvr "Zookeeper version"; }
 redis_ok() { probe "$1" $'PING\r\n' +PONG; }
 
 # The pid in FILE when that process is alive and its command line contains MARK (guards pid reuse).

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from kazoo.handlers.threading import KazooTimeoutError
 
 from merritt_queue.services.minter import LocalMinter
 from merritt_queue.services.storage import LocalStorage
@@ -224,6 +225,29 @@ def four_letter(port: int, word: str) -> str:
         return ""
 
 
+def start_client(hosts: str, chroot: str = "", timeout: float = 10, patience: float = 90):
+    """A started client on a server the test has just started.
+
+    A fresh JVM on a busy machine has been seen to leave a session's first ConnectRequest
+    unanswered for longer than the session timeout (CI, 2026-11-22), so a start that times
+    out is tried again until ``patience`` runs out, instead of failing the test.
+    """
+    return wait_for(
+        f"a ZooKeeper session on {hosts}",
+        lambda: connect(ZkConfig(hosts=hosts, chroot=chroot, timeout=timeout)),
+        timeout=patience,
+        ignoring=(KazooTimeoutError,),
+    )
+
+
+def wait_for_session(hosts: str) -> None:
+    """Return once ``hosts`` has served a whole session, so the test's own clients and
+    processes meet a warm server."""
+    client = start_client(hosts)
+    client.stop()
+    client.close()
+
+
 class _OwnServer:
     """A server of the test's own, on a fixed port across restarts, started and stopped by
     ``services.sh <kind>-start`` and ``<kind>-stop``."""
@@ -250,6 +274,10 @@ class OwnZooKeeper(_OwnServer):
     def hosts(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    def start(self) -> None:
+        super().start()
+        wait_for_session(self.hosts)
+
 
 class OwnEnsemble:
     """Three ZooKeeper servers in one ensemble on loopback (``services.sh zk-ensemble-*``)."""
@@ -260,6 +288,7 @@ class OwnEnsemble:
     def start(self) -> None:
         self.hosts = services("zk-ensemble-start", str(self.dir), timeout=180)
         self.ports = [int(h.rsplit(":", 1)[1]) for h in self.hosts.split(",")]
+        wait_for_session(self.hosts)
 
     def stop(self) -> None:
         services("zk-ensemble-stop", str(self.dir))
@@ -337,7 +366,7 @@ def own_store():
     clients = []
 
     def make(hosts: str, chroot: str, timeout: float = 10) -> QueueStore:
-        client = connect(ZkConfig(hosts=hosts, chroot=chroot, timeout=timeout))
+        client = start_client(hosts, chroot, timeout)
         clients.append(client)
         store = QueueStore(client)
         store.init()
