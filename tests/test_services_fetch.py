@@ -134,9 +134,13 @@ def test_download_with_md5_and_sha256(served, out, fetcher):
     assert result.digests == {"md5": MD5}
     assert (out / "fox.txt").read_bytes() == CONTENT
 
+    # Only the digest to check is computed (Processing digests the files it describes)...
     result = fetcher().download(url, out / "fox2.txt", digest=("SHA-256", SHA256.upper()))
+    assert result.digests == {"sha256": SHA256}
+    # ... unless more are asked for.
+    result = fetcher().download(url, out / "fox3.txt", extra_algorithms=("md5", "sha256"))
     assert result.digests == {"sha256": SHA256, "md5": MD5}
-    assert leftovers(out) == ["fox.txt", "fox2.txt"]
+    assert leftovers(out) == ["fox.txt", "fox2.txt", "fox3.txt"]
 
 
 def test_request_asks_for_identity_encoding(served, out, fetcher):

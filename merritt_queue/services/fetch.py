@@ -137,7 +137,7 @@ class Fetcher:
         *,
         expected_size: int | None = None,
         digest: tuple[str, str] | None = None,
-        extra_algorithms: Iterable[str] = ("md5",),
+        extra_algorithms: Iterable[str] = (),
         max_bytes: int | None = None,
     ) -> DownloadResult:
         """Stream ``url`` to ``dest``; raise ``FetchError`` and leave nothing behind on failure."""
@@ -161,7 +161,7 @@ class Fetcher:
         self,
         items: list[DownloadItem],
         *,
-        extra_algorithms: Iterable[str] = ("md5",),
+        extra_algorithms: Iterable[str] = (),
         max_bytes: int | None = None,
     ) -> list[DownloadResult]:
         """Download concurrently; results in ``items`` order, or one error naming every failure.
