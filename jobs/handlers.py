@@ -298,6 +298,7 @@ def _mint(s: Services, job: JobRecord) -> str:
         what=meta.get("erc_what", ""),
         when=meta.get("erc_when", ""),
         where=meta.get("erc_where", ""),
+        token=job.jid,
     )
 
 

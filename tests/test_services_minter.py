@@ -203,3 +203,16 @@ def test_ezid_down_is_retryable(ezid_minter):
         ezid_minter(base_url="http://127.0.0.1:1").mint(SHOULDER)
     assert str(info.value) == "EZID at http://127.0.0.1:1 could not be reached: connection refused"
     assert info.value.retryable is True
+
+
+def test_a_token_mints_once_so_a_re_run_step_gets_the_same_ark(tmp_path):
+    minter = LocalMinter(tmp_path)
+    first = minter.mint(SHOULDER, token="jid0000000001")
+    assert LocalMinter(tmp_path).mint(SHOULDER, token="jid0000000001") == first
+    other = minter.mint(SHOULDER, token="jid0000000002")
+    untokened = minter.mint(SHOULDER)
+    assert len({first, other, untokened}) == 3
+    # The same job under another shoulder is another identifier.
+    assert minter.mint("ark:/13030/m5", token="jid0000000001").startswith("ark:/13030/m5")
+    with pytest.raises(MinterError, match="plain name"):
+        minter.mint(SHOULDER, token="../x")

@@ -8,8 +8,13 @@ Guarantees:
   returned. A crash can skip an identifier, never repeat one. Identifiers are NOID-style:
   ``ark:/NAAN/<shoulder><blade><check>``, the check character being NOID's NCDA over
   ``NAAN/<shoulder><blade>``.
+- With a ``token`` (the job's id), ``LocalMinter`` mints once per token and shoulder: a
+  step re-run after its ARK was minted but not saved (a worker killed, ZooKeeper away) gets
+  the same ARK back. The token's ARK is written after the counter, under the same lock, so
+  a crash between the two wastes an identifier and never hands one out twice.
 - ``EzidMinter`` sends one POST per call and never retries on its own: a POST whose answer was
   lost may have minted already, so repeating it is the caller's decision (``retryable``).
+  EZID keeps no tokens: there, a re-run after such a loss mints a second ARK.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ BLADE_DIGITS = "bcdfghjkmnpqrstvwxz0123456789"
 BLADE_MIN_LENGTH = 6
 
 _ORDINAL = {c: i for i, c in enumerate(NOID_DIGITS)}
+_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 _SHOULDER = re.compile(r"ark:/(?P<naan>[0-9bcdfghjkmnpqrstvwxz]{5,})/(?P<prefix>[0-9a-z]+)")
 
 
@@ -47,6 +53,7 @@ class Minter(Protocol):
         when: str = "",
         where: str = "",
         target: str = "",
+        token: str = "",
     ) -> str: ...
 
 
@@ -99,24 +106,29 @@ class LocalMinter:
         when: str = "",
         where: str = "",
         target: str = "",
+        token: str = "",
     ) -> str:
         naan, prefix = parse_shoulder(shoulder)
-        n = self._advance(f"{naan}-{prefix}")
-        body = f"{naan}/{prefix}{blade(n)}"
-        return f"ark:/{body}{ncda(body)}"
-
-    def _advance(self, name: str) -> int:
-        """Return the counter's value and store value + 1, under an exclusive lock."""
+        if token and not _TOKEN.fullmatch(token):
+            raise MinterError(f"a minting token must be a plain name, not {token!r}")
+        name = f"{naan}-{prefix}"
         counter = self.state_dir / f"{name}.counter"
+        remembered = self.state_dir / f"{name}.tokens" / token
         try:
-            self.state_dir.mkdir(parents=True, exist_ok=True)
+            remembered.parent.mkdir(parents=True, exist_ok=True)
             # A separate lock file: the counter file itself is replaced on every write,
             # and a lock on a replaced inode would no longer exclude anybody.
             with open(self.state_dir / f"{name}.lock", "a") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)
+                if token and remembered.exists():
+                    return remembered.read_text(encoding="ascii").strip()
                 value = _read_counter(counter)
-                _write_counter(counter, value + 1)
-                return value
+                _write_durably(counter, f"{value + 1}\n")
+                body = f"{naan}/{prefix}{blade(value)}"
+                ark = f"ark:/{body}{ncda(body)}"
+                if token:
+                    _write_durably(remembered, f"{ark}\n")
+                return ark
         except OSError as exc:
             raise MinterError(
                 f"cannot update the minter counter {counter}: {exc.strerror or exc}",
@@ -135,10 +147,10 @@ def _read_counter(path: Path) -> int:
     return int(text)
 
 
-def _write_counter(path: Path, value: int) -> None:
+def _write_durably(path: Path, text: str) -> None:
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     with open(tmp, "w", encoding="ascii") as f:
-        f.write(f"{value}\n")
+        f.write(text)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
@@ -194,6 +206,7 @@ class EzidMinter:
         when: str = "",
         where: str = "",
         target: str = "",
+        token: str = "",  # EZID keeps none (see the module's guarantees)
     ) -> str:
         parse_shoulder(shoulder)
         body = anvl(
