@@ -22,7 +22,7 @@ from merritt_queue.manifest import ManifestError, parse_manifest
 from merritt_queue.planning import MANIFEST_KIND, batch_priority, manifest_kind_problem, plan_jobs
 from merritt_queue.services.errors import ServiceError
 from merritt_queue.states import BatchStatus
-from merritt_queue.store import BatchRecord
+from merritt_queue.store import BatchRecord, NewJob
 
 from .models import Profile
 
@@ -63,16 +63,14 @@ def create_jobs(s: Services, batch: BatchRecord) -> str:
     profile = Profile.objects.filter(name=submission.get("profile")).first()
     priority = batch_priority(profile.default_priority if profile else 5, len(specs))
     done = _existing_rows(s, batch.bid)
-    for spec in specs:
-        if spec.row in done:
-            continue
-        s.store.create_job(
-            batch.bid,
-            spec.configuration,
-            priority=priority,
-            identifiers=spec.identifiers,
-            metadata=spec.metadata,
-        )
+    new = [
+        NewJob(spec.configuration, priority, identifiers=spec.identifiers, metadata=spec.metadata)
+        for spec in specs
+        if spec.row not in done
+    ]
+    # The new rows reach the mirror a second's worth at a time, not a transaction each.
+    with s.store.deferred_changes(max_delay=settings.MQ_MIRROR_DELAY):
+        s.store.create_jobs(batch.bid, new)
     message = f"{len(specs)} job(s) created at priority {priority}"
     if profile and profile.notify_on_queue:
         body = f"{len(specs)} object(s) were queued for ingest."
@@ -95,7 +93,8 @@ def _manifest(s: Services, batch: BatchRecord):
 
 def _existing_rows(s: Services, bid: str) -> set[int]:
     jids = [j for group in s.store.batch_jobs(bid).values() for j in group]
-    return {(s.store.get_job(j).configuration or {}).get("batch_row") for j in jids}
+    configurations = s.store.job_node_values(jids, "configuration")
+    return {(c or {}).get("batch_row") for c in configurations.values()}
 
 
 def _fail_unplanned(s: Services, batch: BatchRecord, message: str) -> None:
@@ -153,11 +152,13 @@ def report(s: Services, batch: BatchRecord) -> tuple[str, str]:
 
 def _summary(s, batch, failed, done, deleted, previous) -> str:
     lines = [f"Batch {batch.bid} ({batch.uuid or 'no batchID'})", ""]
+    identifiers = s.store.job_node_values(done, "identifiers")
+    statuses = s.store.job_node_values(failed, "status")
     for jid in done:
-        ark = (s.store.get_job(jid).identifiers or {}).get("primary_id", "")
+        ark = (identifiers[jid] or {}).get("primary_id", "")
         lines.append(f"completed  {jid}  {ark}")
     for jid in failed:
-        lines.append(f"FAILED     {jid}  {s.store.get_job(jid).message}")
+        lines.append(f"FAILED     {jid}  {(statuses[jid] or {}).get('message', '')}")
     lines += [f"deleted    {jid}" for jid in deleted]
     if previous:
         was_failed = set(previous.get("failed_jobs", []))

@@ -94,12 +94,12 @@ def estimating(s: Services, job: JobRecord) -> Outcome:
     heads = s.fetcher.head_sizes(unknown_urls) if unknown_urls else {}
     sizes = [f.size if f.size is not None else heads.get(f.url, _local_size(f.url)) for f in files]
     total = sum(size or 0 for size in sizes)
-    s.store.set_space_needed(job.jid, total)
     unknown = sum(size is None for size in sizes)
     if unknown:
         job = s.store.set_priority(job, min(99, job.priority + 1))
     note = f"; {unknown} size(s) unknown, priority lowered to {job.priority}" if unknown else ""
-    return Outcome.success(f"{len(files)} file(s), {total} bytes{note}", job=job)
+    message = f"{len(files)} file(s), {total} bytes{note}"
+    return Outcome.success(message, job=job, data={"space_needed": total})
 
 
 class PayloadFile:
@@ -188,8 +188,8 @@ def downloading(s: Services, job: JobRecord) -> Outcome:
         _download_files(s, producer, files)
     total = sum(p.stat().st_size for p in producer.rglob("*") if p.is_file())
     count = sum(1 for p in producer.rglob("*") if p.is_file())
-    s.store.set_space_needed(job.jid, total)
-    return Outcome.success(f"downloaded {count} file(s), {total} bytes")
+    message = f"downloaded {count} file(s), {total} bytes"
+    return Outcome.success(message, data={"space_needed": total})
 
 
 def _download_files(s: Services, producer: Path, files: list[PayloadFile]) -> None:
@@ -245,8 +245,7 @@ def processing(s: Services, job: JobRecord) -> Outcome:
         _release_local_ids(s, collection, local_ids)
     if ark.startswith("error:"):
         return Outcome.fail(ark[len("error:") :])
-    _write_object_files(s, job, ark)
-    return Outcome.success(f"identified as {ark}")
+    return Outcome.success(f"identified as {ark}", data=_write_object_files(s, job, ark))
 
 
 def _release_local_ids(s: Services, collection: str, local_ids: list[str]) -> None:
@@ -302,7 +301,8 @@ def _mint(s: Services, job: JobRecord) -> str:
     )
 
 
-def _write_object_files(s: Services, job: JobRecord, ark: str) -> None:
+def _write_object_files(s: Services, job: JobRecord, ark: str) -> dict:
+    """Write the object's files; the ``store`` and ``inventory`` data that point at them."""
     work = s.job_dir(job.jid)
     system = work / "system"
     system.mkdir(parents=True, exist_ok=True)
@@ -313,18 +313,10 @@ def _write_object_files(s: Services, job: JobRecord, ark: str) -> None:
     manifest = work / "storage-manifest.checkm"
     manifest.write_text(objectfiles.storage_manifest(entries, work), encoding="utf-8")
     mode = _config(job).get("submission_mode", "add")
-    s.store.save_job_data(
-        job.jid,
-        "store",
-        {"manifest_url": manifest.as_uri(), "mode": mode, "delete": ""},
-        exists=job.store is not None,
-    )
-    s.store.save_job_data(
-        job.jid,
-        "inventory",
-        {"manifest_url": manifest.as_uri(), "mode": mode},
-        exists=job.inventory is not None,
-    )
+    return {
+        "store": {"manifest_url": manifest.as_uri(), "mode": mode, "delete": ""},
+        "inventory": {"manifest_url": manifest.as_uri(), "mode": mode},
+    }
 
 
 # --- Storing ---------------------------------------------------------------
@@ -346,8 +338,7 @@ def storing(s: Services, job: JobRecord) -> Outcome:
     finally:
         s.store.unlock_storage(ark)
     data = dict(job.store or {}) | {"version": version.version}
-    s.store.save_job_data(job.jid, "store", data)
-    return Outcome.success(f"stored {ark} version {version.version}")
+    return Outcome.success(f"stored {ark} version {version.version}", data={"store": data})
 
 
 def _ark(job: JobRecord) -> str:

@@ -314,11 +314,14 @@ def _stale(record, row: dict, since: datetime | None) -> bool:
 
 
 def _upsert(kind: _Kind, records: list, *, at: datetime, since=None) -> _Outcome:
-    """Write the rows of ``records`` that differ; in the caller's transaction."""
-    rows = _rows(kind, [getattr(r, kind.key) for r in records])
+    """Write the rows of ``records`` that differ; in the caller's transaction.
+
+    Several records of one item (in the order written) make one row write, of the last.
+    """
+    latest = {getattr(record, kind.key): record for record in records}
+    rows = _rows(kind, list(latest))
     out, new, changed = _Outcome(), [], []
-    for record in records:
-        key = getattr(record, kind.key)
+    for key, record in latest.items():
         values, row = kind.values(record), rows.get(key)
         if row is None:
             new.append({kind.key: key, **values, "read_at": at})
@@ -373,6 +376,17 @@ def _write_events(outcome: _Outcome, actor: str, at: datetime) -> None:
             continue
         status = row["status"] if row is not None else before.get(record.jid, "")
         events.append(_event_of(record, status, actor, at))
+    insert(JobEvent, events, ignore_conflicts=True)
+
+
+def _write_told_events(records: list[JobRecord], befores: dict, actor: str, at) -> None:
+    """An event for each record whose writer told the status it moved from; one already
+    there for that status version (a watcher's, or this write's seen before) stays."""
+    events = [
+        _event_of(record, befores[key] or "", actor, at)
+        for record in records
+        if (key := (record.jid, record.status_version)) in befores
+    ]
     insert(JobEvent, events, ignore_conflicts=True)
 
 
@@ -440,13 +454,26 @@ def _shift_counts(outcome: _Outcome) -> None:
         recount(off)
 
 
-def apply_jobs(records: list[JobRecord], *, actor: str = "", at=None, since=None) -> _Outcome:
-    """Upsert job rows, their events and their batches' counts, in one transaction."""
+def apply_jobs(
+    records: list[JobRecord], *, actor: str = "", at=None, since=None, befores=None
+) -> _Outcome:
+    """Upsert job rows, their events and their batches' counts, in one transaction.
+
+    ``befores`` maps ``(jid, status version)`` to the status each write moved from, as its
+    writer told (write-through): then each record gets its event from it, even one a row
+    has already gone past, and several records of one job each get theirs. A watcher that
+    read the job between a worker's writes and the worker's delayed flush would otherwise
+    leave those steps out of the timeline. Without it (records read back), the events
+    follow from the rows.
+    """
     at = at or timezone.now()
 
     def run() -> _Outcome:
         outcome = _upsert(JOBS, records, at=at, since=since)
-        _write_events(outcome, actor, at)
+        if befores is None:
+            _write_events(outcome, actor, at)
+        else:
+            _write_told_events(records, befores, actor, at)
         if since is None:  # a full rebuild recounts every batch once at its end
             _shift_counts(outcome)
         return outcome
@@ -454,8 +481,9 @@ def apply_jobs(records: list[JobRecord], *, actor: str = "", at=None, since=None
     return _retrying(run)
 
 
-def apply_job(record: JobRecord, *, actor: str = "", at=None) -> None:
-    apply_jobs([record], actor=actor, at=at)
+def apply_job(record: JobRecord, *, actor: str = "", at=None, before: str | None = None) -> None:
+    befores = None if before is None else {(record.jid, record.status_version): before}
+    apply_jobs([record], actor=actor, at=at, befores=befores)
 
 
 def apply_job_statuses(
@@ -588,7 +616,7 @@ def apply_change(store: QueueStore, change: Change) -> None:
         elif record is None:
             remove_job(change.id)
         else:
-            apply_job(record, actor=change.actor)
+            apply_job(record, actor=change.actor, before=change.old_status or "")
     elif record is None:
         remove_batch(change.id)
     else:
@@ -599,9 +627,13 @@ def apply_changes(store: QueueStore, changes: list[Change]) -> None:
     """Reflect many store writes in order; runs of job moves go in one transaction each.
 
     A run ends where the actor or the kind of record changes, or where a job comes
-    again (each of its writes must become its own timeline event).
+    again in a run of ``partial`` records (whole records of one job can share a run:
+    each still becomes its own timeline event). A data write that a later whole record
+    of its job carries is left out: that record writes it.
     """
+    changes = _without_carried_data(changes)
     run: list[JobRecord] = []
+    befores: dict[tuple[str, int], str] = {}
     seen: set[str] = set()
     key: tuple[str, bool] = ("", False)
 
@@ -612,8 +644,9 @@ def apply_changes(store: QueueStore, changes: list[Change]) -> None:
         if partial:
             apply_job_statuses(store, list(run), actor=actor)
         else:
-            apply_jobs(list(run), actor=actor)
+            apply_jobs(list(run), actor=actor, befores=dict(befores))
         run.clear()
+        befores.clear()
         seen.clear()
 
     for change in changes:
@@ -622,12 +655,33 @@ def apply_changes(store: QueueStore, changes: list[Change]) -> None:
             flush()
             apply_change(store, change)
             continue
-        if (change.actor, record.partial) != key or change.id in seen:
+        if (change.actor, record.partial) != key or (record.partial and change.id in seen):
             flush()
             key = (change.actor, record.partial)
         run.append(record)
+        befores[(change.id, record.status_version)] = change.old_status or ""
         seen.add(change.id)
     flush()
+
+
+def _without_carried_data(changes: list[Change]) -> list[Change]:
+    later: dict[str, JobRecord] = {}  # the next whole record of each job, walking backwards
+    kept: list[Change] = []
+    for change in reversed(changes):
+        record = change.record
+        if change.kind == "job" and record is not None and not record.partial:
+            later[change.id] = record
+        elif change.kind == "job" and change.removed:
+            later.pop(change.id, None)
+        elif change.kind == "job" and change.data and change.record is None:
+            record = later.get(change.id)
+            if record is not None and all(
+                getattr(record, name, None) == value for name, value in change.data.items()
+            ):
+                continue
+        kept.append(change)
+    kept.reverse()
+    return kept
 
 
 # Data nodes whose columns follow from the node alone (identifiers and metadata feed columns

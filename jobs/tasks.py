@@ -44,13 +44,15 @@ def _policy(current) -> ChainPolicy:
     A worker started for some states only (say, a host near the storage service that
     serves only ``mq-job-storing``) never runs another state's step this way.
     """
+    delay = settings.MQ_MIRROR_DELAY
     if current is None or settings.MQ_CHAIN_STEPS <= 1:
-        return ChainPolicy()
+        return ChainPolicy(changes_delay=delay)
     served = _queues_of(current)
     return ChainPolicy(
         max_steps=settings.MQ_CHAIN_STEPS,
         max_seconds=settings.MQ_CHAIN_SECONDS,
         may_enter=lambda s: job_queue_name(s) in served,
+        changes_delay=delay,
     )
 
 

@@ -154,15 +154,16 @@ def check_reconcile_seconds(app_configs=None, **kwargs) -> list[checks.CheckMess
 
 def check_chain(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     steps, seconds = settings.MQ_CHAIN_STEPS, settings.MQ_CHAIN_SECONDS
-    if steps >= 1 and seconds >= 0:
+    delay = settings.MQ_MIRROR_DELAY
+    if steps >= 1 and seconds >= 0 and delay >= 0:
         return []
     return [
         checks.Error(
-            f"MQ_CHAIN_STEPS={steps!r} must be at least 1 and MQ_CHAIN_SECONDS={seconds!r} "
-            "must not be negative.",
+            f"MQ_CHAIN_STEPS={steps!r} must be at least 1, and MQ_CHAIN_SECONDS={seconds!r} "
+            f"and MQ_MIRROR_DELAY={delay!r} must not be negative.",
             hint="Set MQ_CHAIN_STEPS to the steps a worker may run in a row for one job "
-            "(1 for one step per RQ job, 8 for the whole pipeline) and MQ_CHAIN_SECONDS to "
-            "seconds, e.g. 30.",
+            "(1 for one step per RQ job, 8 for the whole pipeline), MQ_CHAIN_SECONDS to "
+            "seconds, e.g. 30, and MQ_MIRROR_DELAY to seconds, e.g. 1 (0: no delay).",
             id="mq.E011",
         )
     ]

@@ -42,10 +42,15 @@ class Outcome:
     # A handler that changed the job's priority passes the record it got back,
     # so the commit moves the index entry it really has.
     job: JobRecord | None = None
+    # Data nodes the step found (space needed, storage and inventory data): written in
+    # the commit's own multi, only if the step commits.
+    data: dict | None = None
 
     @classmethod
-    def success(cls, message: str = "", job: JobRecord | None = None) -> Outcome:
-        return cls("success", message, job=job)
+    def success(
+        cls, message: str = "", job: JobRecord | None = None, data: dict | None = None
+    ) -> Outcome:
+        return cls("success", message, job=job, data=data)
 
     @classmethod
     def fail(cls, message: str) -> Outcome:
@@ -100,11 +105,16 @@ class ChainPolicy:
     ``may_enter(status)`` says whether this worker may run that state's step (e.g. it
     serves that state's queue); a chain stops at ``max_steps`` steps, and starts no new
     step once ``max_seconds`` have passed since the first began.
+
+    ``changes_delay``: the store's listeners (the mirror) hear of the call's writes
+    together, at its end or once the first has waited that many seconds; 0 tells them
+    of each write at once.
     """
 
     max_steps: int = 1
     max_seconds: float = 0.0
     may_enter: Callable[[str], bool] = lambda _status: False
+    changes_delay: float = 0.0
 
 
 ONE_STEP = ChainPolicy()
@@ -142,6 +152,11 @@ def run_job_steps(
     """
     if respect_pause and pause_flag(store.client).paused():
         return StepReport(StepResult.PAUSED)
+    with store.deferred_changes(max_delay=policy.changes_delay):
+        return _run_steps(store, jid, status, handlers, policy)
+
+
+def _run_steps(store, jid, status, handlers, policy) -> StepReport:
     try:
         job = store.lock_job(jid)
     except InvalidData as e:  # damaged data: nothing to run until check_tree or an admin fixes it
@@ -200,7 +215,7 @@ def commit(store: QueueStore, job: JobRecord, outcome: Outcome, *, keep_lock=Fal
     # Handlers may have written data nodes, never the status: the version still holds.
     job = outcome.job or job
     if outcome.action == "success":
-        done = store.succeed_job(job, outcome.message, keep_lock=keep_lock)
+        done = store.succeed_job(job, outcome.message, keep_lock=keep_lock, data=outcome.data)
     elif outcome.action == "fail":
         done = store.fail_job(job, outcome.message, release_lock=True)
     elif outcome.action == "move":

@@ -104,6 +104,11 @@ MQ_STARTED_GRACE_SECONDS = env_float("MQ_STARTED_GRACE_SECONDS", 60.0)
 # high-priority job start sooner.
 MQ_CHAIN_STEPS = env_int("MQ_CHAIN_STEPS", 8)
 MQ_CHAIN_SECONDS = env_float("MQ_CHAIN_SECONDS", 30.0)
+# A worker's writes reach the mirror together, in one transaction, at the end of its RQ job
+# or once the first has waited MQ_MIRROR_DELAY seconds, whichever is sooner (0: each write
+# at once, a transaction each). The mirror then lags ZooKeeper by at most this much while a
+# worker carries a job through its steps.
+MQ_MIRROR_DELAY = env_float("MQ_MIRROR_DELAY", 1.0)
 
 # The Django mirror: every write made through the core in a Django process is copied to it at
 # once (write-through); `manage.py reconcile --watch` follows writes made elsewhere and rebuilds

@@ -83,6 +83,11 @@ def pipeline(zk_config, redis, settings, tmp_path, transactional_db):
     settings.MQ_FETCH_RETRIES = 2
     settings.MQ_CALLBACK_RETRIES = 2
     settings.MQ_PROVISION_RETRY_SECONDS = 0.2
+    # The workers share the test's in-memory SQLite database, in which a second thread's
+    # write fails at once instead of waiting: a chain's writes reach the mirror at the end
+    # of its RQ job, from the worker's own thread (tests/test_changebuffer.py covers the
+    # delayed flush from another thread).
+    settings.MQ_MIRROR_DELAY = 3600
     settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
     runtime.close()
     services.reset()

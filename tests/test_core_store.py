@@ -20,7 +20,7 @@ from merritt_queue.errors import (
     NotRemovable,
 )
 from merritt_queue.states import JOB, JOB_STEPS
-from merritt_queue.store import STATUS_REPORT_MAX_JIDS, QueueStore
+from merritt_queue.store import STATUS_REPORT_MAX_JIDS, NewJob, QueueStore
 from merritt_queue.zk import ZkConfig, connect
 
 
@@ -149,6 +149,33 @@ def test_create_job_in_a_missing_batch_is_refused_and_writes_nothing(store, zk):
     before = listing(zk)
     with pytest.raises(NotFound, match="batch bid0000000099 does not exist"):
         store.create_job("bid0000000099", {})
+    assert listing(zk) == before
+
+
+def test_create_jobs_writes_what_create_job_does_in_order_in_pipelined_rounds(
+    store, zk, batch, monkeypatch
+):
+    monkeypatch.setattr("merritt_queue.store.CREATE_CHUNK", 2)
+    heard = []
+    store.listeners.append(lambda change: heard.append(change.record))
+    new = [NewJob({"row": i}, priority=4, metadata={"erc_what": f"t{i}"}) for i in range(5)]
+    jids = store.create_jobs(batch, new)
+    assert jids == sorted(jids) and len(set(jids)) == 5
+    for i, jid in enumerate(jids):
+        job = store.get_job(jid)
+        assert (job.status, job.priority, job.configuration) == ("Pending", 4, {"row": i})
+        assert job.metadata == {"erc_what": f"t{i}"} and job.identifiers is None
+        assert zk.exists(f"/jobs/states/pending/04-{jid}")
+        assert zk.exists(f"/batches/{batch}/states/batch-processing/{jid}")
+    assert [r.jid for r in heard] == jids and all(r.status_version == 0 for r in heard)
+
+
+def test_create_jobs_in_a_missing_batch_is_refused_and_writes_nothing(store, zk):
+    before = listing(zk)
+    with pytest.raises(NotFound, match="batch bid0000000099 does not exist"):
+        store.create_jobs("bid0000000099", [NewJob({})])
+    with pytest.raises(InvalidData):
+        store.create_jobs("bid0000000099", [NewJob({}), NewJob({}, priority=100)])
     assert listing(zk) == before
 
 

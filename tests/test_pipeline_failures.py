@@ -546,3 +546,18 @@ def test_jobs_of_a_higher_priority_profile_leave_pending_first(pipeline, content
     for bid, count in ((high, 1), (low, 3)):
         pipeline.run(bid)
         assert_batch_completed(pipeline, bid, count)
+
+
+def test_creating_a_batch_s_jobs_again_after_a_crash_adds_only_the_missing_rows(pipeline, content):
+    bid = pipeline.submit(
+        type="single-file-batch-manifest", payload_url=f"{content.url}/sampleBatchOfFiles.checkm"
+    )
+    batch = pipeline.store.begin_batch(bid)
+    s = services.get_services()
+    batch_handlers.create_jobs(s, batch)
+    first = sorted(job.jid for job in pipeline.jobs(bid))
+    # A worker that died after creating the jobs leaves the batch Pending: the re-run's.
+    batch_handlers.create_jobs(s, batch)
+    jobs = pipeline.jobs(bid)
+    assert sorted(job.jid for job in jobs) == first and len(first) == 3
+    assert sorted(job.configuration["batch_row"] for job in jobs) == [0, 1, 2]

@@ -11,6 +11,7 @@ from rq import Queue
 from merritt_queue import checks
 from merritt_queue import dispatcher as d
 from merritt_queue.dispatcher import Dispatcher, DispatcherConfig
+from merritt_queue.errors import ChangedUnderYou
 from merritt_queue.pauseflag import pause_flag
 from merritt_queue.runner import ChainPolicy, Outcome, StepResult, run_job_step, run_job_steps
 
@@ -355,3 +356,28 @@ def test_a_chain_budget_out_of_range_is_e011(settings, steps, seconds):
     assert [m.id for m in checks.check_chain()] == ["mq.E011"]
     settings.MQ_CHAIN_STEPS, settings.MQ_CHAIN_SECONDS = 1, 0.0
     assert checks.check_chain() == []
+
+
+def test_a_step_s_data_is_written_in_its_commit_and_only_if_it_commits(store, batch):
+    jid = store.create_job(batch, {})
+    writes = store.stats["writes"]
+    data = {"space_needed": 42, "store": {"version": 1}}
+    report = run_job_step(store, jid, "Pending", lambda job: Outcome.success("ok", data=data))
+    assert store.stats["writes"] - writes == 2  # the lock, then one multi
+    job = store.get_job(jid)
+    assert (job.status, job.space_needed, job.store) == ("Estimating", 42, {"version": 1})
+    assert (report.job.space_needed, report.job.store) == (42, {"version": 1})
+    store.set_priority(jid, 3)
+    stale = report.job  # its status version is gone: the commit is refused, data and all
+    with pytest.raises(ChangedUnderYou):
+        store.succeed_job(stale, data={"space_needed": 7})
+    assert store.get_job(jid).space_needed == 42
+
+
+def test_a_data_node_the_record_did_not_know_of_is_still_written(store, batch):
+    jid = store.create_job(batch, {})
+    job = store.lock_job(jid)
+    store.save_job_data(jid, "inventory", None)  # there now, though the record says None
+    done = store.succeed_job(job, data={"inventory": {"mode": "add"}})
+    assert done.status == "Estimating"
+    assert store.get_job(jid).inventory == {"mode": "add"}
