@@ -35,6 +35,7 @@ from rq.job import Job
 from rq.job import JobStatus as RQStatus
 
 from . import tree as t
+from .pauseflag import pause_flag
 from .states import BatchStatus, JobStatus
 from .store import QueueStore
 
@@ -96,6 +97,9 @@ class DispatcherConfig:
     ahead: int = 20  # queued RQ jobs per state beyond which nothing more is enqueued
     sweep_interval: float = 10.0
     started_grace: float = 60.0  # an RQ job "started" this long with no ZK lock is dead
+    # Watch events that come within this many seconds make one sweep. Under load every
+    # step moves a job between directories; one sweep per event costs more than the steps.
+    settle: float = 0.25
     job_timeout: int = 3600
     failure_ttl: int = 86400
 
@@ -112,6 +116,8 @@ class Dispatcher:
         self._dirty: set[str] = set()
         self._dirty_lock = threading.Lock()
         self._watched_batches: set[str] = set()
+        # One callable per state directory, so re-arming a watch never adds a second one.
+        self._state_watchers = {s: self._one_shot(f"job:{s}") for s in JOB_WORK_STATES}
         self.enqueued = 0
 
     # --- watches: callbacks only mark what changed and wake the loop ----------
@@ -122,13 +128,20 @@ class Dispatcher:
         self.wake.set()
 
     def install_watches(self) -> None:
+        """Watches on the batches and the pause; the state directories' watches are armed
+        by each sweep's own listing (see ``sweep_job_state``)."""
         client = self.store.client
         for status in JOB_WORK_STATES:
-            path = t.job_state_dir(status)
-            client.ensure_path(path)
-            self._watch(path, f"job:{status}")
+            client.ensure_path(t.job_state_dir(status))
         self._watch(t.BATCHES, "batches")
         self._watch(t.LOCK_QUEUE, "all")
+
+    def _one_shot(self, what: str):
+        def watcher(_event) -> None:
+            if not self.stop.is_set():
+                self._mark(what)
+
+        return watcher
 
     def _watch(self, path: str, what: str) -> None:
         # allow_session_lost: keep watching after a session expiry (ZooKeeper restarts).
@@ -164,9 +177,12 @@ class Dispatcher:
 
     # --- sweeps ----------------------------------------------------------------
 
+    def _paused(self) -> bool:
+        return pause_flag(self.store.client).paused()
+
     def sweep(self) -> int:
         """Enqueue everything that has work; the number of RQ jobs enqueued."""
-        if self.store.queue_paused():
+        if self._paused():
             return 0
         count = sum(self.sweep_job_state(s) for s in JOB_WORK_STATES)
         return count + self.sweep_batches()
@@ -178,7 +194,7 @@ class Dispatcher:
             return 0
         if "all" in dirty:
             return self.sweep()
-        if self.store.queue_paused():
+        if self._paused():
             return 0
         count = sum(self.sweep_job_state(w[4:]) for w in dirty if w.startswith("job:"))
         return count + (self.sweep_batches() if "batches" in dirty else 0)
@@ -188,19 +204,27 @@ class Dispatcher:
 
         Jobs already queued are known from one read of the queue and skipped before
         any other check, so a sweep costs a few round trips, not several per job.
+
+        The listing arms a one-shot watch on the directory: its next change marks the
+        state for another sweep. A full queue is not listed (a listing of a long backlog
+        is the costly part); the state stays marked instead, and is looked at again
+        after ``settle`` seconds, until the workers have made room.
         """
         queue = Queue(job_queue_name(status), connection=self.redis)
         queued = set(queue.get_job_ids())
         budget = self.config.ahead - len(queued)
         if budget <= 0:
+            self._mark(f"job:{status}")
             return 0
         entries = [
             (jid, rq_job_id("job", jid, status))
-            for _, jid in self.store.jobs_in_state(status)
+            for _, jid in self.store.jobs_in_state(status, watch=self._state_watchers[status])
             if rq_job_id("job", jid, status) not in queued
         ]
         count = 0
-        for chunk in _chunks(entries, max(budget * 2, 50)):
+        # Locked jobs (running, or chained through by a worker) sit at the head of the
+        # order: look a little past the budget, not through the whole backlog.
+        for chunk in _chunks(entries, budget + 8):
             locks = self._locked(t.job_node(jid, "lock") for jid, _ in chunk)
             free = [e for e, locked in zip(chunk, locks, strict=True) if not locked]
             for (jid, job_id), waiting in zip(
@@ -328,7 +352,7 @@ class Dispatcher:
                 next_full = time.monotonic() + 1.0
             self.wake.wait(timeout=max(0.05, min(1.0, next_full - time.monotonic())))
             # Let a burst of watch events coalesce into one sweep.
-            self.stop.wait(0.05)
+            self.stop.wait(self.config.settle)
             self.wake.clear()
 
 
