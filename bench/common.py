@@ -271,8 +271,8 @@ def queue_env(tmp: Path, hosts: str, chroot: str, redis: str) -> dict[str, str]:
             "MQ_STORAGE_ROOT": str(tmp / "storage"),
             "MQ_MINTER_DIR": str(tmp / "minter"),
             "MQ_ALLOW_LOOPBACK": "true",
-            "MQ_SWEEP_SECONDS": "1",
-            "MQ_DISPATCH_AHEAD": "50",
+            # As deployed (deploy/env.example): DEBUG keeps every SQL query in memory.
+            "DEBUG": "false",
             "EMAIL_BACKEND": "django.core.mail.backends.locmem.EmailBackend",
             "PYTHONUNBUFFERED": "1",
         }
@@ -351,9 +351,13 @@ class Processes:
         log_dir.mkdir(parents=True, exist_ok=True)
 
     def start(self, name: str, *argv: str) -> None:
+        # BENCH_PROFILE_DIR: each process runs under cProfile and leaves <name>.pstats there
+        # when it stops (SIGTERM ends the queue's processes normally, so the stats are written).
+        profile_dir = os.environ.get("BENCH_PROFILE_DIR")
+        runner = ["-m", "cProfile", "-o", f"{profile_dir}/{name}.pstats"] if profile_dir else []
         with open(self.log_dir / f"{name}.log", "wb") as log:
             self.procs[name] = subprocess.Popen(
-                [sys.executable, "manage.py", *argv],
+                [sys.executable, *runner, "manage.py", *argv],
                 cwd=REPO_ROOT,
                 env=self.env,
                 stdin=subprocess.DEVNULL,
@@ -467,34 +471,76 @@ def queue_processes(part: str, run: QueueRun) -> Iterator[tuple[QueueStore, Proc
         client.close()
 
 
-def submit_and_start(part: str, run: QueueRun, procs: Processes, workers: int) -> tuple[str, float]:
-    """Submit the manifest, then start the dispatcher and ``workers`` workers on every queue;
-    (batch id, ``perf_counter`` at the start: the submission and start-ups are timed)."""
+def submit_and_start(
+    part: str, run: QueueRun, procs: Processes, workers: int, meter: CpuMeter | None = None
+) -> tuple[str, float]:
+    """Start the dispatcher and ``workers`` workers on every queue, wait until they are up,
+    then submit the manifest; (batch id, ``perf_counter`` at the start: the submission is
+    timed, the processes' start-up is not, as a running queue has none). ``meter`` then
+    counts the processes' CPU from the start on."""
     from merritt_queue.dispatcher import all_queue_names
 
-    start = time.perf_counter()
-    bid = submit_manifest(part, run.env, run.manifest_url)
-    submitted = time.perf_counter() - start
+    up = time.perf_counter()
     procs.start("dispatcher", "run_dispatcher")
     for i in range(1, workers + 1):
         procs.start(f"worker{i}", "rqworker", *all_queue_names())
-    emit(part, event="submitted", bid=bid, submit_s=round(submitted, 3), pids=procs.pids())
+    _wait_until_up(part, run, procs, workers)
+    emit(part, event="started", seconds=round(time.perf_counter() - up, 3), pids=procs.pids())
+    if meter is not None:
+        meter.start_processes(procs)
+    start = time.perf_counter()
+    bid = submit_manifest(part, run.env, run.manifest_url)
+    emit(part, event="submitted", bid=bid, submit_s=round(time.perf_counter() - start, 3))
     return bid, start
+
+
+def _wait_until_up(part: str, run: QueueRun, procs: Processes, workers: int) -> None:
+    """Until the dispatcher has begun dispatching and every worker is registered in Redis."""
+    import redis
+    from rq import Worker
+
+    client = redis.Redis.from_url(run.env["REDIS_URL"])
+    log = procs.log_dir / "dispatcher.log"
+    deadline = time.monotonic() + 120
+    try:
+        while True:
+            dispatching = log.exists() and b"dispatching to" in log.read_bytes()
+            if dispatching and Worker.count(connection=client) >= workers:
+                return
+            if procs.dead() or time.monotonic() > deadline:
+                procs.show_logs()
+                dead = ", ".join(procs.dead()) or "none exited"
+                raise SystemExit(f"bench {part}: the queue's processes did not start ({dead})")
+            time.sleep(0.1)
+    finally:
+        client.close()
 
 
 class CpuMeter:
     """CPU seconds from its creation on: the services', this process's and its children's."""
 
     def __init__(self) -> None:
+        self._start({})
+
+    def start_processes(self, procs: Processes) -> None:
+        """Count every second from now on (the queue processes' start-up left out)."""
+        self._start(procs.cpu())
+
+    def _start(self, processes: dict[str, float]) -> None:
+        self.processes = processes
         self.services = service_cpu()
         self.own = own_cpu()
 
     def used(self, procs: Processes) -> dict[str, float]:
-        """Each queue process's seconds (over its life), the services', ``bench`` (this
-        process: content server, poller) and ``submit`` (its waited-for children)."""
+        """Each queue process's seconds (since ``start_processes``, else over its life), the
+        services', ``bench`` (this process: content server, poller) and ``submit`` (its
+        waited-for children)."""
         own = own_cpu()
         return (
-            procs.cpu()
+            {
+                name: round(seconds - self.processes.get(name, 0.0), 2)
+                for name, seconds in procs.cpu().items()
+            }
             | {
                 name: round(after - self.services[name], 2)
                 for name, after in service_cpu().items()

@@ -9,6 +9,8 @@ so the server limits neither client).
 Then ``ROUNDS`` rounds, each running both sides once (the side that goes first alternates):
 
 - curl: ``curl -s -o <dest> <url>``, timed around the process;
+- curl+md5sum: ``curl -s <url> | tee <dest> | md5sum``, the same work as ours (the file
+  kept and its md5 checked) with the usual tools, timed around the pipeline;
 - ours: a fresh Python process (so its peak RSS is its own) runs
   ``Fetcher(allow_loopback=True).download(url, dest, expected_size=size, digest=("md5", md5))``
   as the Downloading step does: streaming to ``<dest>.part``, computing the md5, checking
@@ -17,8 +19,12 @@ Then ``ROUNDS`` rounds, each running both sides once (the side that goes first a
 
 Each download is deleted right after it is timed. Summary (MB = 2**20 bytes): medians
 ``ours_mb_per_s`` and ``curl_mb_per_s``, ``ratio = ours / curl`` (target >= 0.8) and
-``peak_rss_mb``, the highest of our runs (target < 100). Below the target ratio, our side is
-run once more under cProfile on a ``PROFILE_MB`` file, and where its time goes is printed.
+``peak_rss_mb``, the highest of our runs (target < 100); then ``curl_md5sum_mb_per_s``,
+``ratio_md5sum = ours / curl+md5sum`` and ``md5_mb_per_s``, hashlib's md5 over the same
+number of bytes in memory: no download that checks an md5 can beat it, and on a machine
+where it is below 0.8 x curl the target ratio cannot be met while checking the digest.
+Below the target ratio, our side is run once more under cProfile on a ``PROFILE_MB`` file,
+and where its time goes is printed.
 """
 
 from __future__ import annotations
@@ -100,9 +106,11 @@ def run(args) -> None:
             curl=version.split("\n", 1)[0],
             python=sys.version.split()[0],
         )
-        ours, curls, rss = _rounds(server.url, tmp, size_mb * MB, md5, curl)
+        ours, curls, piped, rss = _rounds(server.url, tmp, size_mb * MB, md5, curl)
         ours_rate, curl_rate = statistics.median(ours), statistics.median(curls)
+        piped_rate = statistics.median(piped)
         ratio = ours_rate / curl_rate
+        md5_rate = _md5_rate(size_mb * MB)
         peak_rss = max(rss)
         if ratio < TARGET_RATIO:
             _profile(tmp, server)
@@ -118,7 +126,23 @@ def run(args) -> None:
         curl_mb_per_s=curl_rate,
         ratio=ratio,
         peak_rss_mb=peak_rss,
+        curl_md5sum_mb_per_s=piped_rate,
+        ratio_md5sum=ours_rate / piped_rate,
+        md5_mb_per_s=md5_rate,
     )
+
+
+def _md5_rate(size: int) -> float:
+    """MB/s of hashlib's md5 over ``size`` bytes already in memory (the best of 3)."""
+    block, blocks = os.urandom(BLOCK), max(1, size // BLOCK)
+    best = 0.0
+    for _ in range(3):
+        with timer() as elapsed:
+            md5 = hashlib.md5(usedforsecurity=False)
+            for _ in range(blocks):
+                md5.update(block)
+        best = max(best, blocks * BLOCK / MB / elapsed.elapsed)
+    return best
 
 
 def make_file(path: Path, size: int) -> str:
@@ -191,39 +215,52 @@ class FileServer:
 
 
 def _rounds(url: str, tmp: Path, size: int, md5: str, curl: str):
-    """Both sides ``ROUNDS`` times; (our MB/s, curl's MB/s, our peak RSS in MB) per round."""
-    ours: list[float] = []
-    curls: list[float] = []
-    rss: list[float] = []
+    """Every side ``ROUNDS`` times; MB/s of ours, curl's and curl+md5sum's, and our peak RSS
+    in MB, per round."""
     dest = tmp / "dest.bin"
+    rss: list[float] = []
+
+    def ours() -> tuple[float, dict]:
+        got = _ours(url, dest, size, md5)
+        rss.append(got["maxrss_kib"] / 1024)
+        return got["seconds"], {"peak_rss_mb": round(rss[-1], 1)}
+
+    # Each side: its seconds and what else its line shows.
+    sides = {
+        "curl": lambda: (_curl(curl, url, dest, size), {}),
+        "ours": ours,
+        "curl+md5sum": lambda: (_curl_md5sum(curl, url, dest, size, md5), {}),
+    }
+    rates: dict[str, list[float]] = {side: [] for side in sides}
     for k in range(1, ROUNDS + 1):
-        for side in ("curl", "ours") if k % 2 else ("ours", "curl"):
-            if side == "curl":
-                seconds = _curl(curl, url, dest, size)
-                curls.append(size / MB / seconds)
-                emit(
-                    PART,
-                    event="run",
-                    round=k,
-                    side=side,
-                    seconds=round(seconds, 3),
-                    mb_per_s=round(curls[-1], 1),
-                )
-            else:
-                got = _ours(url, dest, size, md5)
-                ours.append(size / MB / got["seconds"])
-                rss.append(got["maxrss_kib"] / 1024)
-                emit(
-                    PART,
-                    event="run",
-                    round=k,
-                    side=side,
-                    seconds=round(got["seconds"], 3),
-                    mb_per_s=round(ours[-1], 1),
-                    peak_rss_mb=round(rss[-1], 1),
-                )
+        for side in list(sides) if k % 2 else reversed(sides):
+            seconds, shown = sides[side]()
+            rates[side].append(size / MB / seconds)
             dest.unlink(missing_ok=True)
-    return ours, curls, rss
+            emit(
+                PART,
+                event="run",
+                round=k,
+                side=side,
+                seconds=round(seconds, 3),
+                mb_per_s=round(rates[side][-1], 1),
+                **shown,
+            )
+    return rates["ours"], rates["curl"], rates["curl+md5sum"], rss
+
+
+def _curl_md5sum(curl: str, url: str, dest: Path, size: int, md5: str) -> float:
+    script = 'set -o pipefail; "$1" -s -S "$2" | tee "$3" | md5sum'
+    start = time.perf_counter()
+    done = subprocess.run(
+        ["bash", "-c", script, "bash", curl, url, str(dest)], capture_output=True, text=True
+    )
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"bench {PART}: curl | md5sum failed: {done.stderr}")
+    if done.stdout.split()[0] != md5 or dest.stat().st_size != size:
+        raise SystemExit(f"bench {PART}: curl | md5sum got {done.stdout.strip()}, not {md5}")
+    return seconds
 
 
 def _curl(curl: str, url: str, dest: Path, size: int) -> float:
@@ -277,13 +314,6 @@ def _profile(tmp: Path, server: FileServer) -> None:
         seconds=round(total, 3),
         mb_per_s=round(PROFILE_MB / total, 1),
     )
-    block = os.urandom(BLOCK)
-    with timer() as md5_time:
-        md5 = hashlib.md5(usedforsecurity=False)
-        for _ in range(size // BLOCK):
-            md5.update(block)
-    # hashlib alone over the same bytes in memory: no download that digests can beat it.
-    emit(PART, event="md5_ceiling", mb_per_s=round(PROFILE_MB / md5_time.elapsed, 1))
     for (filename, line, name), (_cc, calls, own, cumulative, _callers) in rows[:PROFILE_TOP]:
         emit(
             PART,

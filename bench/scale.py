@@ -92,7 +92,7 @@ def _timed(queue: QueueRun, n: int) -> tuple[float, Monitor]:
         try:
             meter = CpuMeter()
             monitor.start()
-            bid, start = submit_and_start(PART, queue, procs, WORKERS)
+            bid, start = submit_and_start(PART, queue, procs, WORKERS, meter)
             batch, first_move = wait_batch(
                 PART,
                 store,
