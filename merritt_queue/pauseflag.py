@@ -28,19 +28,21 @@ class PauseFlag:
         self._generation = 0
         client.add_listener(self._on_state)
 
-    def _forget(self, *_args) -> None:
+    def forget(self, *_args) -> None:
+        """Drop the cached answer. A pause or release written through this client calls it
+        at once: the watch event that also would comes later, on kazoo's event thread."""
         self._generation += 1
         self._value = None
 
     def _on_state(self, _state: KazooState) -> None:
-        self._forget()
+        self.forget()
 
     def paused(self) -> bool:
         value = self._value
         if value is not None and self.client.connected:
             return value
         generation = self._generation
-        value = self.client.exists(t.LOCK_QUEUE_INGEST, watch=self._forget) is not None
+        value = self.client.exists(t.LOCK_QUEUE_INGEST, watch=self.forget) is not None
         if generation == self._generation:
             self._value = value
         return value

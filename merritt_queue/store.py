@@ -51,6 +51,7 @@ from .errors import (
     NotRemovable,
     QueueError,
 )
+from .pauseflag import pause_flag
 from .states import (
     BATCH,
     BATCH_JOB_DIRS,
@@ -1568,10 +1569,16 @@ class QueueStore:
             return False
 
     def pause_queue(self) -> bool:
-        return self._persistent_flag(t.LOCK_QUEUE_INGEST, True)
+        try:
+            return self._persistent_flag(t.LOCK_QUEUE_INGEST, True)
+        finally:
+            pause_flag(self.client).forget()
 
     def unpause_queue(self) -> bool:
-        return self._persistent_flag(t.LOCK_QUEUE_INGEST, False)
+        try:
+            return self._persistent_flag(t.LOCK_QUEUE_INGEST, False)
+        finally:
+            pause_flag(self.client).forget()
 
     def queue_paused(self) -> bool:
         return bool(self._exists(t.LOCK_QUEUE_INGEST))
