@@ -24,7 +24,7 @@ from merritt_queue.runner import Outcome
 from merritt_queue.services.errors import ServiceError
 from merritt_queue.services.fetch import DownloadItem
 from merritt_queue.states import JobStatus
-from merritt_queue.store import JobRecord
+from merritt_queue.store import ItemLock, JobRecord
 
 from .services import Services
 
@@ -326,6 +326,7 @@ def storing(s: Services, job: JobRecord) -> Outcome:
     ark = _ark(job)
     if not s.store.lock_storage(ark, owner=job.jid):
         return Outcome.later(f"{ark} is being stored by another job", delay=10)
+    lock = ItemLock("storage", ark, owner=job.jid)
     try:
         work = s.job_dir(job.jid)
         entries = objectfiles.describe_files(work, ["producer", "system"])
@@ -335,10 +336,12 @@ def storing(s: Services, job: JobRecord) -> Outcome:
             for e in entries
         ]
         version = s.storage.store_version(ark, work, files, token=job.jid, manifest=manifest)
-    finally:
-        s.store.unlock_storage(ark)
+    except BaseException:
+        s.store.release(lock)
+        raise
     data = dict(job.store or {}) | {"version": version.version}
-    return Outcome.success(f"stored {ark} version {version.version}", data={"store": data})
+    message = f"stored {ark} version {version.version}"
+    return Outcome.success(message, data={"store": data}, unlock=(lock,))
 
 
 def _ark(job: JobRecord) -> str:
@@ -358,6 +361,7 @@ def recording(s: Services, job: JobRecord) -> Outcome:
         return Outcome.fail("no stored version is recorded for this job: resume it from Storing")
     if not s.store.lock_inventory(ark):
         return Outcome.later(f"{ark} is being recorded by another job", delay=5)
+    lock = ItemLock("inventory", ark)
     try:
         entries = objectfiles.describe_files(s.job_dir(job.jid), ["producer", "system"])
         s.inventory.record(
@@ -368,9 +372,10 @@ def recording(s: Services, job: JobRecord) -> Outcome:
             files=entries,
             metadata=job.metadata,
         )
-    finally:
-        s.store.unlock_inventory(ark)
-    return Outcome.success(f"recorded {ark} version {version} in inventory")
+    except BaseException:
+        s.store.release(lock)
+        raise
+    return Outcome.success(f"recorded {ark} version {version} in inventory", unlock=(lock,))
 
 
 # --- Notify ----------------------------------------------------------------

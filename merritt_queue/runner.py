@@ -26,7 +26,7 @@ from enum import StrEnum
 from .errors import ChangedUnderYou, InvalidData, LockLost, NotFound, QueueError
 from .pauseflag import pause_flag
 from .states import JOB
-from .store import CONNECTION_ERRORS, JobRecord, QueueStore
+from .store import CONNECTION_ERRORS, ItemLock, JobRecord, QueueStore
 
 log = logging.getLogger(__name__)
 
@@ -45,12 +45,19 @@ class Outcome:
     # Data nodes the step found (space needed, storage and inventory data): written in
     # the commit's own multi, only if the step commits.
     data: dict | None = None
+    # Item locks the step still holds: deleted in the commit's multi, or released by the
+    # runner when the commit fails.
+    unlock: tuple[ItemLock, ...] = ()
 
     @classmethod
     def success(
-        cls, message: str = "", job: JobRecord | None = None, data: dict | None = None
+        cls,
+        message: str = "",
+        job: JobRecord | None = None,
+        data: dict | None = None,
+        unlock: tuple[ItemLock, ...] = (),
     ) -> Outcome:
-        return cls("success", message, job=job, data=data)
+        return cls("success", message, job=job, data=data, unlock=unlock)
 
     @classmethod
     def fail(cls, message: str) -> Outcome:
@@ -208,6 +215,26 @@ def _may_go_on(store, job, outcome, handlers, policy, steps, started) -> bool:
 
 
 def commit(store: QueueStore, job: JobRecord, outcome: Outcome, *, keep_lock=False) -> tuple:
+    try:
+        result = _commit(store, job, outcome, keep_lock)
+    except BaseException:
+        _release(store, outcome.unlock)
+        raise
+    if outcome.action != "success":  # only a success's multi lets go of them
+        _release(store, outcome.unlock)
+    return result
+
+
+def _release(store: QueueStore, locks: tuple[ItemLock, ...]) -> None:
+    for lock in locks:
+        try:
+            store.release(lock)
+        except CONNECTION_ERRORS as e:
+            # A storage lock left behind names this job: its next run takes it back.
+            log.warning("could not release %s: %r", lock.path, e)
+
+
+def _commit(store: QueueStore, job: JobRecord, outcome: Outcome, keep_lock: bool) -> tuple:
     if outcome.action == "later":
         # The librarian sees why the job waits; the lock goes in the same write.
         waiting = store.note_job(outcome.job or job, outcome.message, release_lock=True)
@@ -215,7 +242,9 @@ def commit(store: QueueStore, job: JobRecord, outcome: Outcome, *, keep_lock=Fal
     # Handlers may have written data nodes, never the status: the version still holds.
     job = outcome.job or job
     if outcome.action == "success":
-        done = store.succeed_job(job, outcome.message, keep_lock=keep_lock, data=outcome.data)
+        done = store.succeed_job(
+            job, outcome.message, keep_lock=keep_lock, data=outcome.data, unlock=outcome.unlock
+        )
     elif outcome.action == "fail":
         done = store.fail_job(job, outcome.message, release_lock=True)
     elif outcome.action == "move":

@@ -112,6 +112,25 @@ class NewJob:
 
 
 @dataclass(frozen=True)
+class ItemLock:
+    """A storage or inventory lock a step took, to let go of in the step's own commit
+    (``Outcome.success(unlock=...)``) instead of in a write of its own.
+
+    Deleting it in the commit is safe because the commit checks the job's status version:
+    only a force-fail (which changes that version) or a repair of a lock whose job is not
+    in Storing takes such a lock away from its holder.
+    """
+
+    kind: str  # storage | inventory
+    ark: str
+    owner: str = ""  # the job id a storage lock records
+
+    @property
+    def path(self) -> str:
+        return t.storage_lock(self.ark) if self.kind == "storage" else t.inventory_lock(self.ark)
+
+
+@dataclass(frozen=True)
 class Created:
     id: str
     duplicate: bool = False
@@ -1197,17 +1216,20 @@ class QueueStore:
         retry: bool = False,
         keep_lock: bool = False,
         data: dict[str, Any] | None = None,
+        unlock: Sequence[ItemLock] = (),
     ) -> JobRecord:
         """Move a job to ``new`` in one multi (status, index entry, batch reference, lock).
 
         ``keep_lock``: the caller holds the job's lock and goes on to the next step under
         it; the multi checks the lock is still there instead of deleting it.
         ``data``: data nodes (``space_needed`` and ``JOB_OPTIONAL_NODES``) written in the
-        same multi, so a step's results cost no write of their own.
+        same multi, so a step's results cost no write of their own. ``unlock``: item locks
+        the step held, deleted in the same multi (one already gone is no error).
         """
         if isinstance(job, str):
             job = self.get_job(job)
         record, moves = self._plan_move(job, new, message, retry)
+        moves = moves + [Op("delete", lock.path, tolerant=True) for lock in unlock]
         return self._write_status(
             job, record, moves, release_lock=release_lock, keep_lock=keep_lock, data=data
         )
@@ -1385,6 +1407,7 @@ class QueueStore:
         release_lock: bool = True,
         keep_lock=False,
         data: dict[str, Any] | None = None,
+        unlock: Sequence[ItemLock] = (),
     ) -> JobRecord:
         return self.transition_job(
             job,
@@ -1393,6 +1416,7 @@ class QueueStore:
             release_lock=release_lock and not keep_lock,
             keep_lock=keep_lock,
             data=data,
+            unlock=unlock,
         )
 
     def set_priority(self, job: JobRecord | str, priority: int) -> JobRecord:
@@ -1650,14 +1674,27 @@ class QueueStore:
         got = self._get_many([path])[path]
         return bool(owner) and got is not None and t.decode_str(got[0]) == owner
 
-    def unlock_storage(self, ark: str) -> bool:
-        return self._persistent_flag(t.storage_lock(ark), False)
+    def release(self, lock: ItemLock) -> None:
+        """Let go of ``lock`` if it is still this holder's: a step whose commit failed.
+
+        After a force-fail another job may hold a storage lock of the same ARK, so the
+        owner recorded in it is compared first; an inventory lock is this session's or
+        left alone (``_unlock``).
+        """
+        if lock.kind == "inventory":
+            self._unlock(lock.path)
+            return
+        self.stats["round_trips"] += 2
+        self.stats["writes"] += 1
+        try:
+            data, stat = self.client.get(lock.path)
+            if (t.decode_str(data) or "") == lock.owner:
+                self.client.delete(lock.path, version=stat.version)
+        except (NoNodeError, BadVersionError):  # gone, or changed hands meanwhile
+            pass
 
     def lock_inventory(self, ark: str) -> bool:
         return self._try_lock(t.inventory_lock(ark))
-
-    def unlock_inventory(self, ark: str) -> None:
-        self._unlock(t.inventory_lock(ark))
 
     def lock_localid(self, local_id: str) -> bool:
         return self._try_lock(t.localid_lock(local_id))

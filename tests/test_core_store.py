@@ -20,7 +20,7 @@ from merritt_queue.errors import (
     NotRemovable,
 )
 from merritt_queue.states import JOB, JOB_STEPS
-from merritt_queue.store import STATUS_REPORT_MAX_JIDS, NewJob, QueueStore
+from merritt_queue.store import STATUS_REPORT_MAX_JIDS, ItemLock, NewJob, QueueStore
 from merritt_queue.zk import ZkConfig, connect
 
 
@@ -548,13 +548,20 @@ def test_queue_pause_and_collection_holds(store):
 
 def test_object_locks_are_exclusive_and_named_per_the_wire_format(store, make_store, zk):
     other = make_store()
-    assert store.lock_storage("ark:/13030/m5abc") and not other.lock_storage("ark:/13030/m5abc")
+    ark = "ark:/13030/m5abc"
+    assert store.lock_storage(ark, "jid1") and not other.lock_storage(ark, "jid2")
     assert zk.exists("/locks/storage/ark_13030_m5abc")
     assert store.lock_inventory("ark:/1/x") and not other.lock_inventory("ark:/1/x")
     assert store.lock_localid("loc 1") and not other.lock_localid("loc 1")
-    store.unlock_storage("ark:/13030/m5abc")
-    store.unlock_inventory("ark:/1/x")
-    assert other.lock_storage("ark:/13030/m5abc") and other.lock_inventory("ark:/1/x")
+    # Another holder's release leaves a lock alone: the owner a storage lock records, the
+    # session an inventory lock belongs to.
+    other.release(ItemLock("storage", ark, owner="jid2"))
+    other.release(ItemLock("inventory", "ark:/1/x"))
+    assert zk.exists("/locks/storage/ark_13030_m5abc") and zk.exists("/locks/inventory/ark_1_x")
+    store.release(ItemLock("storage", ark, owner="jid1"))
+    store.release(ItemLock("inventory", "ark:/1/x"))
+    store.release(ItemLock("inventory", "ark:/1/x"))  # twice: no error
+    assert other.lock_storage(ark, "jid2") and other.lock_inventory("ark:/1/x")
     # The storage lock is persistent: it outlives the session that took it.
     other.client.stop()
     other.client.close()

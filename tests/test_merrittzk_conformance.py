@@ -28,7 +28,7 @@ from kazoo.client import KazooClient
 from merritt_queue import tree as t
 from merritt_queue.errors import InvalidTransition, NotFound, NotRemovable
 from merritt_queue.states import REMOVABLE
-from merritt_queue.store import JobRecord, QueueStore
+from merritt_queue.store import ItemLock, JobRecord, QueueStore
 
 # --- listing -----------------------------------------------------------------
 
@@ -1088,13 +1088,13 @@ def exists(store: QueueStore, path: str) -> bool:
 
 
 def _lock_cycle(store: QueueStore, kind: str, ark: str) -> None:
-    lock, unlock = getattr(store, f"lock_{kind}"), getattr(store, f"unlock_{kind}")
+    lock = getattr(store, f"lock_{kind}")
     path = getattr(t, f"{kind}_lock")(ark)
     assert not exists(store, path)
     assert lock(ark) is True
     assert exists(store, path)
     assert lock(ark) is False
-    unlock(ark)
+    store.release(ItemLock(kind, ark))
     assert not exists(store, path)
     assert lock(ark) is True
     assert exists(store, path)

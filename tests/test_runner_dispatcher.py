@@ -14,6 +14,7 @@ from merritt_queue.dispatcher import Dispatcher, DispatcherConfig
 from merritt_queue.errors import ChangedUnderYou
 from merritt_queue.pauseflag import pause_flag
 from merritt_queue.runner import ChainPolicy, Outcome, StepResult, run_job_step, run_job_steps
+from merritt_queue.store import ItemLock
 
 
 @pytest.fixture
@@ -381,3 +382,40 @@ def test_a_data_node_the_record_did_not_know_of_is_still_written(store, batch):
     done = store.succeed_job(job, data={"inventory": {"mode": "add"}})
     assert done.status == "Estimating"
     assert store.get_job(jid).inventory == {"mode": "add"}
+
+
+ARK = "ark:/99999/fk4lock"
+
+
+def _locking_handler(store, then=lambda: None):
+    """A step that takes the ARK's storage and inventory locks and hands them to its commit."""
+
+    def handler(job):
+        assert store.lock_storage(ARK, owner=job.jid) and store.lock_inventory(ARK)
+        then()
+        locks = (ItemLock("storage", ARK, owner=job.jid), ItemLock("inventory", ARK))
+        return Outcome.success("stored", unlock=locks)
+
+    return handler
+
+
+def test_a_step_lets_go_of_its_item_locks_in_its_commit(store, zk, batch):
+    jid = store.create_job(batch, {})
+    writes = store.stats["writes"]
+    report = run_job_step(store, jid, "Pending", _locking_handler(store))
+    assert report.result == StepResult.COMMITTED
+    assert store.stats["writes"] - writes == 4  # job lock, the two item locks, one multi
+    assert not zk.exists(ItemLock("storage", ARK).path)
+    assert not zk.exists(ItemLock("inventory", ARK).path)
+
+
+def test_a_refused_commit_still_lets_go_of_the_step_s_item_locks(store, make_store, zk, batch):
+    jid = store.create_job(batch, {})
+    admin = make_store()
+    report = run_job_step(
+        store, jid, "Pending", _locking_handler(store, then=lambda: admin.set_priority(jid, 2))
+    )
+    assert report.result == StepResult.ABANDONED
+    assert store.get_job(jid).status == "Pending"
+    assert not zk.exists(ItemLock("storage", ARK).path)
+    assert not zk.exists(ItemLock("inventory", ARK).path)
