@@ -95,6 +95,9 @@ def defer(redis: Redis, job_id: str, seconds: float) -> None:
 @dataclass
 class DispatcherConfig:
     ahead: int = 20  # queued RQ jobs per state beyond which nothing more is enqueued
+    # ... up to this many times ``ahead`` while the workers empty a state's queue between
+    # two sweeps: with fast steps a fixed look-ahead caps the rate at ``ahead / settle``.
+    ahead_growth: int = 8
     sweep_interval: float = 10.0
     started_grace: float = 60.0  # an RQ job "started" this long with no ZK lock is dead
     # Watch events that come within this many seconds make one sweep. Under load every
@@ -118,6 +121,9 @@ class Dispatcher:
         self._watched_batches: set[str] = set()
         # One callable per state directory, so re-arming a watch never adds a second one.
         self._state_watchers = {s: self._one_shot(f"job:{s}") for s in JOB_WORK_STATES}
+        # Per state: the look-ahead now, and whether the last sweep left work behind.
+        self._ahead = dict.fromkeys(JOB_WORK_STATES, self.config.ahead)
+        self._backlog = dict.fromkeys(JOB_WORK_STATES, False)
         self.enqueued = 0
 
     # --- watches: callbacks only mark what changed and wake the loop ----------
@@ -212,7 +218,7 @@ class Dispatcher:
         """
         queue = Queue(job_queue_name(status), connection=self.redis)
         queued = set(queue.get_job_ids())
-        budget = self.config.ahead - len(queued)
+        budget = self._look_ahead(status, len(queued)) - len(queued)
         if budget <= 0:
             self._mark(f"job:{status}")
             return 0
@@ -222,6 +228,7 @@ class Dispatcher:
             if rq_job_id("job", jid, status) not in queued
         ]
         count = 0
+        self._backlog[status] = False
         # Locked jobs (running, or chained through by a worker) sit at the head of the
         # order: look a little past the budget, not through the whole backlog.
         for chunk in _chunks(entries, budget + 8):
@@ -231,10 +238,27 @@ class Dispatcher:
                 free, self._deferred(j for _, j in free), strict=True
             ):
                 if count >= budget:
+                    self._backlog[status] = True
                     return count
                 if not waiting:
                     count += self._enqueue(queue, JOB_TASK, (jid, status), job_id)
         return count
+
+    def _look_ahead(self, status: str, queued: int) -> int:
+        """How many RQ jobs of ``status`` may wait now.
+
+        Doubled (up to ``ahead_growth`` times ``ahead``) when the workers emptied the queue
+        since a sweep that left work behind: they may have sat idle. Halved (down to
+        ``ahead``) when more than half is still waiting: the workers are the slower side,
+        and a shorter queue lets a later high-priority job start sooner.
+        """
+        ahead = self._ahead[status]
+        if queued == 0 and self._backlog[status]:
+            ahead = min(ahead * 2, self.config.ahead * self.config.ahead_growth)
+        elif queued > ahead // 2:
+            ahead = max(ahead // 2, self.config.ahead)
+        self._ahead[status] = ahead
+        return ahead
 
     def _deferred(self, job_ids) -> list[bool]:
         keys = [_later_key(j) for j in job_ids]

@@ -164,6 +164,24 @@ def test_look_ahead_bounds_how_many_wait_per_state(store, redis, batch):
     assert Queue(d.job_queue_name("Pending"), connection=redis).count == 3
 
 
+def test_the_look_ahead_grows_while_workers_empty_the_queue_and_shrinks_back(store, redis, batch):
+    for _ in range(40):
+        store.create_job(batch, {})
+    queue = Queue(d.job_queue_name("Pending"), connection=redis)
+    disp = Dispatcher(store, redis, DispatcherConfig(ahead=3, ahead_growth=4))
+    grown = []
+    for _ in range(4):
+        disp.sweep()
+        grown.append(queue.count)
+        queue.empty()  # fast workers took everything before the next sweep
+    assert grown == [3, 6, 12, 12]  # at most ahead_growth times ahead
+    assert disp.sweep() == 12
+    assert disp.sweep() == disp.sweep() == 0  # slow workers: everything still waiting
+    for _ in range(10):
+        queue.pop_job_id()
+    assert disp.sweep() == 1  # back at the floor of 3 with 2 still waiting
+
+
 def test_batches_pending_and_finished_are_enqueued(store, redis):
     pending = store.create_batch({}).id
     done = store.create_batch({}).id
