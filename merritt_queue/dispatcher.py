@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -118,7 +118,8 @@ class Dispatcher:
         self.stop = threading.Event()
         self._dirty: set[str] = set()
         self._dirty_lock = threading.Lock()
-        self._watched_batches: set[str] = set()
+        # One callable per batch in flight (see ``_batch_watcher``).
+        self._batch_watchers: dict[str, Callable] = {}
         # One callable per state directory, so re-arming a watch never adds a second one.
         self._state_watchers = {s: self._one_shot(f"job:{s}") for s in JOB_WORK_STATES}
         # Per state: the look-ahead now, and whether the last sweep left work behind.
@@ -162,24 +163,13 @@ class Dispatcher:
 
         return callback
 
-    def _watch_batch(self, bid: str) -> None:
-        """Notice a batch's last job finishing the moment it happens."""
-        if bid in self._watched_batches:
-            return
-        self._watched_batches.add(bid)
-        path = t.batch_job_dir(bid, "batch-processing")
-
-        def callback(children) -> bool:
-            if self.stop.is_set() or bid not in self._watched_batches:
-                return False
-            if not children:
-                self._mark("batches")
-            return True
-
-        try:
-            ChildrenWatch(self.store.client, path, callback, allow_session_lost=True)
-        except KazooException:  # the directory vanished (batch removed): the sweep copes
-            self._watched_batches.discard(bid)
+    def _batch_watcher(self, bid: str):
+        """The one-shot watcher of a batch's status node (while Pending) and of its
+        processing directory (while Processing): either change marks the batch alone."""
+        watcher = self._batch_watchers.get(bid)
+        if watcher is None:
+            watcher = self._batch_watchers[bid] = self._one_shot(f"batch:{bid}")
+        return watcher
 
     # --- sweeps ----------------------------------------------------------------
 
@@ -203,7 +193,10 @@ class Dispatcher:
         if self._paused():
             return 0
         count = sum(self.sweep_job_state(w[4:]) for w in dirty if w.startswith("job:"))
-        return count + (self.sweep_batches() if "batches" in dirty else 0)
+        if "batches" in dirty:
+            return count + self.sweep_batches()
+        marked = sorted(w[6:] for w in dirty if w.startswith("batch:"))
+        return count + (self.sweep_batches(marked) if marked else 0)
 
     def sweep_job_state(self, status: str) -> int:
         """Enqueue this state's unlocked jobs, in serving order, up to the look-ahead.
@@ -264,21 +257,31 @@ class Dispatcher:
         keys = [_later_key(j) for j in job_ids]
         return [v is not None for v in self.redis.mget(keys)] if keys else []
 
-    def sweep_batches(self) -> int:
-        statuses = self.store.batch_statuses()
+    def sweep_batches(self, bids: list[str] | None = None) -> int:
+        """Enqueue the batches that have work: every batch, or only ``bids``.
+
+        The reads arm one-shot watches, so a batch is looked at again the moment it moves
+        on: a Pending batch's status node (it becomes Processing once turned into jobs),
+        and a Processing batch's directory of jobs still processing (its last job leaving
+        it makes the batch ready to report). Either marks that batch alone.
+        """
+        statuses = self.store.batch_statuses(bids)
         wanted = {b: st.get("status") for b, st in statuses.items()}
-        reporting = [b for b, s in wanted.items() if s in REPORT_STATES]
-        processing_dirs = self.store.children_many(
-            t.batch_job_dir(b, "batch-processing") for b in reporting
+        pending = [b for b, s in wanted.items() if s == BatchStatus.PENDING]
+        # Processing, UpdateReporting: ready to report once no job is left processing.
+        waiting = [
+            b for b, s in wanted.items() if s in REPORT_STATES and s != BatchStatus.REPORTING
+        ]
+        if bids is None:  # forget the watchers of batches no longer in flight
+            live = set(pending + waiting)
+            self._batch_watchers = {b: w for b, w in self._batch_watchers.items() if b in live}
+        self.store.watch_nodes({t.batch_node(b, "status"): self._batch_watcher(b) for b in pending})
+        dirs = {b: t.batch_job_dir(b, "batch-processing") for b in waiting}
+        jobs_left = self.store.children_many(
+            dirs.values(), watches={path: self._batch_watcher(b) for b, path in dirs.items()}
         )
-        candidates = [b for b, s in wanted.items() if s == BatchStatus.PENDING]
-        for bid in reporting:
-            if wanted[bid] == BatchStatus.PROCESSING:
-                self._watch_batch(bid)
-            jobs_left = processing_dirs[t.batch_job_dir(bid, "batch-processing")]
-            if wanted[bid] == BatchStatus.REPORTING or jobs_left == []:
-                candidates.append(bid)
-        self._watched_batches &= {b for b, s in wanted.items() if s == BatchStatus.PROCESSING}
+        candidates = pending + [b for b in waiting if jobs_left[dirs[b]] == []]
+        candidates += [b for b, s in wanted.items() if s == BatchStatus.REPORTING]
         return self._enqueue_batches(sorted(candidates), wanted)
 
     def _enqueue_batches(self, bids: list[str], status_of: dict[str, str]) -> int:

@@ -19,7 +19,7 @@ import logging
 import posixpath
 import threading
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -355,9 +355,13 @@ class QueueStore:
         except NoNodeError:  # a lazily created directory that does not exist yet is empty
             return []
 
-    def children_many(self, paths: Iterable[str]) -> dict[str, list[str] | None]:
-        """Children of many nodes in one pipelined round; a missing node gives None."""
-        pending = [(p, self.client.get_children_async(p)) for p in paths]
+    def children_many(
+        self, paths: Iterable[str], watches: Mapping[str, Callable] | None = None
+    ) -> dict[str, list[str] | None]:
+        """Children of many nodes in one pipelined round; a missing node gives None.
+        ``watches``: a one-shot watch to arm on some of them, by path."""
+        watches = watches or {}
+        pending = [(p, self.client.get_children_async(p, watch=watches.get(p))) for p in paths]
         self.stats["round_trips"] += 1
         out: dict[str, list[str] | None] = {}
         for path, result in pending:
@@ -366,6 +370,16 @@ class QueueStore:
             except NoNodeError:  # caller tells "missing" from "empty"
                 out[path] = None
         return out
+
+    def watch_nodes(self, watches: Mapping[str, Callable]) -> None:
+        """Arm a one-shot watch on each node (path: watcher), in one pipelined round: it
+        fires when the node changes, is created or is deleted."""
+        if not watches:
+            return
+        pending = [self.client.exists_async(p, watch=fn) for p, fn in watches.items()]
+        self.stats["round_trips"] += 1
+        for result in pending:
+            result.get()
 
     def _exists(self, path: str) -> Any:
         self.stats["round_trips"] += 1

@@ -209,6 +209,34 @@ def test_a_watch_wakes_the_dispatcher_when_a_job_arrives(store, redis, batch):
     disp.stop.set()
 
 
+def test_watches_alone_take_a_new_batch_from_pending_to_its_report(store, redis):
+    """No full sweep after the first: the batch's move to Processing and its last job
+    leaving must each wake the dispatcher (a full sweep comes only every 10 s)."""
+    disp = Dispatcher(store, redis)
+    disp.install_watches()
+    bid = store.create_batch({}).id
+    disp.sweep()
+    assert [j.args for j in Queue(d.BATCH_PENDING_QUEUE, connection=redis).jobs] == [
+        (bid, "Pending")
+    ]
+    batch = store.begin_batch(bid)
+    jid = store.create_job(bid, {})
+    disp.wake.clear()
+    store.start_processing(batch)
+    assert disp.wake.wait(5), "no watch event for the batch's move to Processing"
+    time.sleep(0.1)  # the job's own directory event may come as well
+    disp.sweep_dirty()
+    assert Queue(d.BATCH_REPORT_QUEUE, connection=redis).count == 0  # its job still runs
+    disp.wake.clear()
+    store.transition_job(jid, "Failed", "x")
+    assert disp.wake.wait(5), "no watch event for the batch's last job leaving"
+    disp.sweep_dirty()
+    assert [j.args for j in Queue(d.BATCH_REPORT_QUEUE, connection=redis).jobs] == [
+        (bid, "Processing")
+    ]
+    disp.stop.set()
+
+
 def test_a_waiting_step_tells_why_without_moving_the_job(store, zk, batch):
     jid = store.create_job(batch, {})
     before = store.get_job(jid)
