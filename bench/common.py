@@ -343,21 +343,26 @@ def delete_chroot(part: str, hosts: str, chroot: str) -> None:
 class Processes:
     """The queue's processes of one run, each with its log file; stopped by their own pids."""
 
-    def __init__(self, part: str, log_dir: Path, env: dict[str, str]) -> None:
+    def __init__(
+        self, part: str, log_dir: Path, env: dict[str, str], script: str = "manage.py"
+    ) -> None:
         self.part = part
         self.log_dir = log_dir
         self.env = env
+        self.script = script
         self.procs: dict[str, subprocess.Popen] = {}
         log_dir.mkdir(parents=True, exist_ok=True)
 
     def start(self, name: str, *argv: str) -> None:
-        # BENCH_PROFILE_DIR: each process runs under cProfile and leaves <name>.pstats there
+        # BENCH_PROFILE_DIR: each process runs under cProfile and leaves
+        # <logs dir>-<name>.pstats there
         # when it stops (SIGTERM ends the queue's processes normally, so the stats are written).
         profile_dir = os.environ.get("BENCH_PROFILE_DIR")
-        runner = ["-m", "cProfile", "-o", f"{profile_dir}/{name}.pstats"] if profile_dir else []
+        stats = f"{profile_dir}/{self.log_dir.name}-{name}.pstats"
+        runner = ["-m", "cProfile", "-o", stats] if profile_dir else []
         with open(self.log_dir / f"{name}.log", "wb") as log:
             self.procs[name] = subprocess.Popen(
-                [sys.executable, *runner, "manage.py", *argv],
+                [sys.executable, *runner, self.script, *argv],
                 cwd=REPO_ROOT,
                 env=self.env,
                 stdin=subprocess.DEVNULL,
@@ -452,17 +457,23 @@ def queue_run(part: str, n: int, file_size: int, /, **config) -> Iterator[QueueR
         if server is not None:
             server.stop()
         delete_chroot(part, hosts, chroot)
-        shutil.rmtree(tmp, ignore_errors=True)
+        if os.environ.get("BENCH_KEEP"):  # the mirror's events and the logs, to look into
+            emit(part, event="kept", tmp=str(tmp))
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 @contextmanager
-def queue_processes(part: str, run: QueueRun) -> Iterator[tuple[QueueStore, Processes]]:
-    """A store on the run's chroot and the (not yet started) processes, both ended after."""
+def queue_processes(
+    part: str, run: QueueRun, script: str = "manage.py"
+) -> Iterator[tuple[QueueStore, Processes]]:
+    """A store on the run's chroot and the (not yet started) processes, both ended after;
+    ``script`` runs them (``bench/machinery.py``: with handlers that do nothing)."""
     from merritt_queue.store import QueueStore
     from merritt_queue.zk import ZkConfig, connect
 
     client = connect(ZkConfig(hosts=run.hosts, chroot=run.chroot))
-    procs = Processes(part, run.tmp / "logs", run.env)
+    procs = Processes(part, run.tmp / f"logs-{Path(script).stem}", run.env, script)
     try:
         yield QueueStore(client), procs
     finally:

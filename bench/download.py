@@ -15,14 +15,17 @@ Then ``ROUNDS`` rounds, each running both sides once (the side that goes first a
   ``Fetcher(allow_loopback=True).download(url, dest, expected_size=size, digest=("md5", md5))``
   as the Downloading step does: streaming to ``<dest>.part``, computing the md5, checking
   size and digest, fsync, rename. It times the call itself and reports its elapsed seconds
-  and ``ru_maxrss``.
+  and ``ru_maxrss``;
+- ours, no digest: the same with no digest supplied (a deposit without one), so nothing
+  is hashed: the transfer, the size check and the fsync alone.
 
 Each download is deleted right after it is timed. Summary (MB = 2**20 bytes): medians
 ``ours_mb_per_s`` and ``curl_mb_per_s``, ``ratio = ours / curl`` (target >= 0.8) and
 ``peak_rss_mb``, the highest of our runs (target < 100); then ``curl_md5sum_mb_per_s``,
 ``ratio_md5sum = ours / curl+md5sum`` and ``md5_mb_per_s``, hashlib's md5 over the same
 number of bytes in memory: no download that checks an md5 can beat it, and on a machine
-where it is below 0.8 x curl the target ratio cannot be met while checking the digest.
+where it is below 0.8 x curl the target ratio cannot be met while checking the digest;
+``no_digest_mb_per_s`` and ``ratio_no_digest`` show the download without it.
 Below the target ratio, our side is run once more under cProfile on a ``PROFILE_MB`` file,
 and where its time goes is printed.
 """
@@ -54,7 +57,8 @@ TARGET_RSS_MB = 100
 PROFILE_MB = 256
 PROFILE_TOP = 15
 
-# Our side, in a fresh interpreter: argv = url dest size md5 [profile-output].
+# Our side, in a fresh interpreter: argv = url dest size md5|- [profile-output]; "-": the
+# depositor supplied no digest, so none is computed.
 OURS = """
 import json, resource, sys, time
 from pathlib import Path
@@ -62,7 +66,8 @@ from merritt_queue.services.fetch import Fetcher
 
 url, dest, size, md5 = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 fetcher = Fetcher(allow_loopback=True)
-call = lambda: fetcher.download(url, dest, expected_size=size, digest=("md5", md5))
+digest = None if md5 == "-" else ("md5", md5)
+call = lambda: fetcher.download(url, dest, expected_size=size, digest=digest)
 profiler = None
 if len(sys.argv) > 5:
     import cProfile
@@ -72,7 +77,7 @@ result = profiler.runcall(call) if profiler else call()
 seconds = time.perf_counter() - start
 if profiler:
     profiler.dump_stats(sys.argv[5])
-assert result.size == size and result.digests["md5"] == md5, result
+assert result.size == size and result.digests.get("md5", "-") == md5, result
 print(json.dumps({
     "seconds": seconds,
     "maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
@@ -106,9 +111,9 @@ def run(args) -> None:
             curl=version.split("\n", 1)[0],
             python=sys.version.split()[0],
         )
-        ours, curls, piped, rss = _rounds(server.url, tmp, size_mb * MB, md5, curl)
-        ours_rate, curl_rate = statistics.median(ours), statistics.median(curls)
-        piped_rate = statistics.median(piped)
+        rates, rss = _rounds(server.url, tmp, size_mb * MB, md5, curl)
+        median = {side: statistics.median(got) for side, got in rates.items()}
+        ours_rate, curl_rate, piped_rate = median["ours"], median["curl"], median["curl+md5sum"]
         ratio = ours_rate / curl_rate
         md5_rate = _md5_rate(size_mb * MB)
         peak_rss = max(rss)
@@ -129,6 +134,8 @@ def run(args) -> None:
         curl_md5sum_mb_per_s=piped_rate,
         ratio_md5sum=ours_rate / piped_rate,
         md5_mb_per_s=md5_rate,
+        no_digest_mb_per_s=median["ours, no digest"],
+        ratio_no_digest=median["ours, no digest"] / curl_rate,
     )
 
 
@@ -215,21 +222,22 @@ class FileServer:
 
 
 def _rounds(url: str, tmp: Path, size: int, md5: str, curl: str):
-    """Every side ``ROUNDS`` times; MB/s of ours, curl's and curl+md5sum's, and our peak RSS
-    in MB, per round."""
+    """Every side ``ROUNDS`` times: the MB/s of each side per round, and our peak RSS in MB
+    per run."""
     dest = tmp / "dest.bin"
     rss: list[float] = []
 
-    def ours() -> tuple[float, dict]:
-        got = _ours(url, dest, size, md5)
+    def ours(digest: str) -> tuple[float, dict]:
+        got = _ours(url, dest, size, digest)
         rss.append(got["maxrss_kib"] / 1024)
         return got["seconds"], {"peak_rss_mb": round(rss[-1], 1)}
 
     # Each side: its seconds and what else its line shows.
     sides = {
         "curl": lambda: (_curl(curl, url, dest, size), {}),
-        "ours": ours,
+        "ours": lambda: ours(md5),
         "curl+md5sum": lambda: (_curl_md5sum(curl, url, dest, size, md5), {}),
+        "ours, no digest": lambda: ours("-"),
     }
     rates: dict[str, list[float]] = {side: [] for side in sides}
     for k in range(1, ROUNDS + 1):
@@ -246,7 +254,7 @@ def _rounds(url: str, tmp: Path, size: int, md5: str, curl: str):
                 mb_per_s=round(rates[side][-1], 1),
                 **shown,
             )
-    return rates["ours"], rates["curl"], rates["curl+md5sum"], rss
+    return rates, rss
 
 
 def _curl_md5sum(curl: str, url: str, dest: Path, size: int, md5: str) -> float:

@@ -24,8 +24,14 @@ so does a refused write). JSON lines show the jobs per state every few seconds, 
 seconds of each process over the run, and the baseline measured again afterwards (the
 machine's load may have moved; the summary keeps the one measured before).
 
+Then the same once more with the processes run by ``bench/machinery.py``: every job step's
+handler succeeds at once, so what is timed is the machinery around the handlers (the
+dispatcher, an RQ job per job and state, a ZooKeeper lock, commit and re-check per step, the
+batch's own steps, the mirror): the most any handlers could reach here.
+
 Summary: ``jobs_per_s``, ``zk_writes_per_job``, ``baseline_per_s`` (raw multis per
 second) and ``ratio = jobs_per_s * 9 / baseline_per_s``; the target is a ratio >= 0.25.
+Then ``machinery_jobs_per_s`` and ``machinery_ratio``, the same with handlers that do nothing.
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ FILE_SIZE = 4096
 WORKERS = 2
 BASELINE_MOVES = 2000
 TRANSITIONS_PER_JOB = 9
+MACHINERY = "bench/machinery.py"
 TIMEOUT = 15 * 60.0
 TARGET_RATIO = 0.25
 # Even warm, one round of the loop can be a third off the next: the baseline is a median.
@@ -85,8 +92,10 @@ def run(args) -> None:
             baseline_per_s=round(after, 1),
             ratio_with_it=round(n / seconds * TRANSITIONS_PER_JOB / after, 3),
         )
+        machinery_seconds, _ = _timed(queue, n, MACHINERY)
     jobs_per_s = n / seconds
     ratio = jobs_per_s * TRANSITIONS_PER_JOB / baseline
+    machinery_per_s = n / machinery_seconds
     if ratio < TARGET_RATIO:
         emit(PART, event="below_target", ratio=round(ratio, 3), target=TARGET_RATIO)
     summary(
@@ -96,6 +105,8 @@ def run(args) -> None:
         baseline_per_s=baseline,
         ratio=ratio,
         n=n,
+        machinery_jobs_per_s=machinery_per_s,
+        machinery_ratio=machinery_per_s * TRANSITIONS_PER_JOB / baseline,
     )
 
 
@@ -126,11 +137,11 @@ def _baseline() -> float:
 # --- the timed run ---------------------------------------------------------------------
 
 
-def _timed(queue: QueueRun, n: int) -> tuple[float, int]:
+def _timed(queue: QueueRun, n: int, script: str = "manage.py") -> tuple[float, int]:
     """Submit, start the queue, wait for the batch; (seconds, ZooKeeper write transactions)."""
     from merritt_queue.states import BatchStatus
 
-    with queue_processes(PART, queue) as (store, procs):
+    with queue_processes(PART, queue, script) as (store, procs):
         zxid_before = read_zxid(queue.hosts)
         meter = CpuMeter()
         bid, start = submit_and_start(PART, queue, procs, WORKERS, meter)
