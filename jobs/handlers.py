@@ -309,7 +309,8 @@ def _write_object_files(s: Services, job: JobRecord, ark: str) -> dict:
     meta = job.metadata or {}
     (system / "mrt-erc.txt").write_text(objectfiles.erc_text(meta, ark), encoding="utf-8")
     (system / "mrt-dc.xml").write_text(objectfiles.dublin_core_xml(meta, ark), encoding="utf-8")
-    entries = objectfiles.describe_files(work, ["producer", "system"])
+    entries = objectfiles.describe_files(work, objectfiles.OBJECT_SUBDIRS)
+    objectfiles.save_description(work, entries)
     manifest = work / "storage-manifest.checkm"
     manifest.write_text(objectfiles.storage_manifest(entries, work), encoding="utf-8")
     mode = _config(job).get("submission_mode", "add")
@@ -329,7 +330,7 @@ def storing(s: Services, job: JobRecord) -> Outcome:
     lock = ItemLock("storage", ark, owner=job.jid)
     try:
         work = s.job_dir(job.jid)
-        entries = objectfiles.describe_files(work, ["producer", "system"])
+        entries = objectfiles.object_files(work)
         files = [(e["name"], work / e["name"]) for e in entries]
         manifest = [
             {"name": e["name"], "size": e["size"], "digests": {"sha256": e["sha256"]}}
@@ -363,7 +364,7 @@ def recording(s: Services, job: JobRecord) -> Outcome:
         return Outcome.later(f"{ark} is being recorded by another job", delay=5)
     lock = ItemLock("inventory", ark)
     try:
-        entries = objectfiles.describe_files(s.job_dir(job.jid), ["producer", "system"])
+        entries = objectfiles.object_files(s.job_dir(job.jid))
         s.inventory.record(
             ark=ark,
             version=version,

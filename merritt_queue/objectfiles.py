@@ -1,12 +1,14 @@
 """The files Processing writes beside the depositor's content.
 
 ``mrt-erc.txt`` (ERC kernel metadata as ANVL), ``mrt-dc.xml`` (Dublin Core)
-and the checkm storage manifest listing every file with its size and digest.
+and the checkm storage manifest listing every file with its size and digest; beside the
+object, the description of its files that Storing and Recording read back.
 Depositor text is escaped, never interpreted.
 """
 
 from __future__ import annotations
 
+import json
 import mimetypes
 from pathlib import Path
 from xml.sax.saxutils import escape
@@ -63,6 +65,36 @@ def describe_files(root: Path, subdirs: list[str]) -> list[dict]:
                 }
             )
     return entries
+
+
+# The object's files as Processing described them, kept in the job's working directory
+# (outside producer/ and system/, so never stored as part of the object).
+DESCRIPTION = "object-files.json"
+OBJECT_SUBDIRS = ["producer", "system"]
+
+
+def save_description(root: Path, entries: list[dict]) -> None:
+    (root / DESCRIPTION).write_text(json.dumps(entries), encoding="utf-8")
+
+
+def object_files(root: Path) -> list[dict]:
+    """The object's files as Processing described them, read back instead of digested again.
+
+    Storing and Recording used to digest every file anew, two more md5 and sha256 passes
+    over the whole object. Reading the description is safe because storage checks every
+    byte it copies against these digests, so a file changed since Processing fails
+    Storing instead of being stored. Without a readable description (a directory from
+    before it existed, or a write lost in a crash) the files are described afresh.
+    """
+    try:
+        entries = json.loads((root / DESCRIPTION).read_text(encoding="utf-8"))
+        if isinstance(entries, list) and all(
+            isinstance(e, dict) and {"name", "size", "md5", "sha256"} <= e.keys() for e in entries
+        ):
+            return entries
+    except (OSError, ValueError):
+        pass
+    return describe_files(root, OBJECT_SUBDIRS)
 
 
 def storage_manifest(entries: list[dict], root: Path) -> str:

@@ -8,6 +8,7 @@ librarian sees, and, where the cause can be fixed, fixes it, resumes the job wit
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import socket
@@ -113,6 +114,34 @@ def test_a_digest_mismatch_fails_the_job_with_expected_and_actual(pipeline, cont
     assert not (pipeline.root / "storage").exists() or not any(
         (pipeline.root / "storage").iterdir()
     )
+
+
+def test_a_file_changed_after_processing_fails_storing_then_resumes_from_processing(
+    pipeline, content, settings
+):
+    """Storing copies the files Processing described without digesting them again, and
+    storage checks every byte it copies against that description."""
+    settings.MQ_CHAIN_STEPS = 1  # one step per round, to stop before Storing
+    bid = pipeline.submit(type="file", payload_url=f"{content.url}/call911.jpg")
+    pipeline.run(bid, until=lambda _batch: pipeline.jobs(bid))
+    job = only_job(pipeline, bid)
+    pipeline.run(bid, until=job_reaches(pipeline, job.jid, "Storing", *TERMINAL))
+    payload = pipeline.root / "work" / "jobs" / job.jid / "producer" / "call911.jpg"
+    payload.write_bytes(b"changed by hand after Processing")
+    pipeline.run(bid)
+    job = pipeline.store.get_job(job.jid)
+    assert job.status == "Failed" and job.last_successful_status == "Processing"
+    assert job.message.startswith("the files do not match the manifest; nothing was stored:")
+    assert "producer/call911.jpg: size mismatch" in job.message
+    assert_failed_batch(pipeline, bid, job)
+
+    mail.outbox.clear()
+    pipeline.store.resume_job(job.jid, to="Processing")
+    pipeline.run(bid, until=job_reaches(pipeline, job.jid, *TERMINAL))
+    job = pipeline.store.get_job(job.jid)
+    assert job.status == "Completed", job.message
+    changed = hashlib.md5(b"changed by hand after Processing").hexdigest()
+    assert_stored(pipeline, job, {"call911.jpg": changed})
 
 
 # --- manifests -------------------------------------------------------------------------
