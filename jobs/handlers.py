@@ -266,9 +266,12 @@ def _resolve_ark(
         primary = primary or bound or ""
     saved = (job.identifiers or {}).get("primary_id") == primary and bool(primary)
     if not primary:
-        primary = _mint(s, job)
-        # Saved before anything else uses it, so a retry reuses it instead of minting again.
+        shoulder = _shoulder(job)
+        primary = s.minter.mint(shoulder, token=job.jid, **_erc(job))
+        # Saved before anything else uses it, so a retry reuses it instead of minting again;
+        # from then on the minter need not remember it for this job.
         _save_identifiers(s, job, primary, local_ids)
+        s.minter.forget(shoulder, job.jid)
         saved = True
     for lid in local_ids:
         bound = s.inventory.bind_local_id(collection, lid, primary)
@@ -284,21 +287,18 @@ def _save_identifiers(s: Services, job: JobRecord, primary: str, local_ids: list
     s.store.save_job_data(job.jid, "identifiers", value, exists=job.identifiers is not None)
 
 
-def _mint(s: Services, job: JobRecord) -> str:
+def _shoulder(job: JobRecord) -> str:
     profile = Profile.objects.filter(name=_config(job).get("profile")).first()
     if profile is None:
         raise ServiceError(
             f"profile {_config(job).get('profile')!r} no longer exists", retryable=False
         )
+    return profile.minter_shoulder
+
+
+def _erc(job: JobRecord) -> dict[str, str]:
     meta = job.metadata or {}
-    return s.minter.mint(
-        profile.minter_shoulder,
-        who=meta.get("erc_who", ""),
-        what=meta.get("erc_what", ""),
-        when=meta.get("erc_when", ""),
-        where=meta.get("erc_where", ""),
-        token=job.jid,
-    )
+    return {key: meta.get(f"erc_{key}", "") for key in ("who", "what", "when", "where")}
 
 
 def _write_object_files(s: Services, job: JobRecord, ark: str) -> dict:

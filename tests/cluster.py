@@ -193,6 +193,8 @@ def assert_batch_done_exactly_once(
         assert cluster.inventory_versions(ark) == [(1, job.jid)]
     assert len(set(arks.values())) == len(jobs)
     assert [path for path, _ in store.locks()] == []
+    # Each ARK is saved with its job, so the minter keeps no token of a finished job.
+    assert list((cluster.root / "minter").glob("*.tokens/*")) == []
     return arks
 
 

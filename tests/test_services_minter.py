@@ -216,3 +216,14 @@ def test_a_token_mints_once_so_a_re_run_step_gets_the_same_ark(tmp_path):
     assert minter.mint("ark:/13030/m5", token="jid0000000001").startswith("ark:/13030/m5")
     with pytest.raises(MinterError, match="plain name"):
         minter.mint(SHOULDER, token="../x")
+
+
+def test_a_forgotten_token_leaves_nothing_behind_and_mints_anew(tmp_path):
+    minter = LocalMinter(tmp_path)
+    first = minter.mint(SHOULDER, token="jid0000000001")
+    minter.forget(SHOULDER, "jid0000000001")
+    minter.forget(SHOULDER, "jid0000000001")  # twice: no error
+    assert not any((tmp_path / "99999-fk4.tokens").iterdir())
+    assert minter.mint(SHOULDER, token="jid0000000001") != first
+    with pytest.raises(MinterError, match="plain name"):
+        minter.forget(SHOULDER, "../x")

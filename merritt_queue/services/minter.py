@@ -11,7 +11,9 @@ Guarantees:
 - With a ``token`` (the job's id), ``LocalMinter`` mints once per token and shoulder: a
   step re-run after its ARK was minted but not saved (a worker killed, ZooKeeper away) gets
   the same ARK back. The token's ARK is written after the counter, under the same lock, so
-  a crash between the two wastes an identifier and never hands one out twice.
+  a crash between the two wastes an identifier and never hands one out twice. Once the
+  caller has saved the ARK where a re-run finds it, ``forget`` drops the token, so the
+  tokens kept are those of mints in flight, not one file per job ever minted.
 - ``EzidMinter`` sends one POST per call and never retries on its own: a POST whose answer was
   lost may have minted already, so repeating it is the caller's decision (``retryable``).
   EZID keeps no tokens: there, a re-run after such a loss mints a second ARK.
@@ -55,6 +57,8 @@ class Minter(Protocol):
         target: str = "",
         token: str = "",
     ) -> str: ...
+
+    def forget(self, shoulder: str, token: str) -> None: ...
 
 
 def parse_shoulder(shoulder: str) -> tuple[str, str]:
@@ -134,6 +138,13 @@ class LocalMinter:
                 f"cannot update the minter counter {counter}: {exc.strerror or exc}",
                 retryable=True,
             ) from exc
+
+    def forget(self, shoulder: str, token: str) -> None:
+        """Drop ``token``'s ARK; not durable, as one left behind only takes a little room."""
+        naan, prefix = parse_shoulder(shoulder)
+        if not _TOKEN.fullmatch(token):
+            raise MinterError(f"a minting token must be a plain name, not {token!r}")
+        (self.state_dir / f"{naan}-{prefix}.tokens" / token).unlink(missing_ok=True)
 
 
 def _read_counter(path: Path) -> int:
@@ -221,6 +232,9 @@ class EzidMinter:
         url = f"{self.base_url}/shoulder/{quote(shoulder, safe=':/')}"
         resp = self._post(url, body)
         return self._parse(shoulder, resp)
+
+    def forget(self, shoulder: str, token: str) -> None:
+        """Nothing to drop: EZID keeps no tokens."""
 
     def _post(self, url: str, body: str) -> requests.Response:
         try:
