@@ -30,7 +30,7 @@ import queue
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
@@ -174,7 +174,10 @@ class Fetcher:
             return []
         _refuse_duplicate_destinations(items)
         extra = tuple(extra_algorithms)
-        with ThreadPoolExecutor(max_workers=min(self.max_workers, len(items))) as pool:
+        workers = min(self.max_workers, len(items))
+        # One item (most deposits) runs in the caller's thread: a pool would only add a
+        # thread's start and hand-over to every small download.
+        with ThreadPoolExecutor(max_workers=workers) if workers > 1 else _Inline() as pool:
             futures = [
                 pool.submit(
                     self.download,
@@ -331,6 +334,24 @@ class Fetcher:
 
 
 # -- helpers ------------------------------------------------------------------------------
+
+
+class _Inline:
+    """An executor that runs each call at once in the caller's thread."""
+
+    def __enter__(self) -> _Inline:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def submit(self, fn, /, *args, **kwargs) -> Future:
+        future: Future = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except Exception as exc:  # a failure is the future's, as in a pool
+            future.set_exception(exc)
+        return future
 
 
 class _Deadline:
