@@ -31,7 +31,7 @@ from pathlib import Path
 from merritt_queue import tree as t
 from merritt_queue.states import BatchStatus, JobStatus, batch_dir_for
 
-from .common import emit, env_int, summary, timer, zk_store
+from .common import emit, env_int, ran_in_own_process, summary, timer, zk_store
 
 PART = "reconcile"
 DEFAULT_JOBS = 100_000
@@ -57,6 +57,8 @@ LAST_SUCCESSFUL = {
 
 
 def run(args) -> None:
+    if ran_in_own_process(PART, "bench.reconcile"):
+        return
     n = env_int(PART, "BENCH_RECONCILE_JOBS", DEFAULT_JOBS)
     store, cleanup = zk_store(PART)
     try:
@@ -273,3 +275,9 @@ def _job_ops(i: int, bid: str, now: str) -> list[tuple[str, bytes]]:
             (t.job_node(jid, "metadata"), t.encode_json(meta)),
         ]
     return ops
+
+
+if __name__ == "__main__":
+    from types import SimpleNamespace
+
+    run(SimpleNamespace())
