@@ -21,7 +21,7 @@ from merritt_queue.containers import ContainerError, unpack
 from merritt_queue.digest import check_digest_format, file_digests, normalise_algorithm
 from merritt_queue.manifest import ManifestError, parse_manifest
 from merritt_queue.runner import Outcome
-from merritt_queue.services.errors import ServiceError
+from merritt_queue.services.errors import ManifestMismatch, ServiceError
 from merritt_queue.services.fetch import DownloadItem
 from merritt_queue.states import JobStatus
 from merritt_queue.store import ItemLock, JobRecord
@@ -337,6 +337,12 @@ def storing(s: Services, job: JobRecord) -> Outcome:
             for e in entries
         ]
         version = s.storage.store_version(ark, work, files, token=job.jid, manifest=manifest)
+    except ManifestMismatch as e:
+        s.store.release(lock)
+        return Outcome.fail(
+            f"{e}\nThe working copy changed after Processing described it: resume the job "
+            "from Processing to describe and store the files as they are now."
+        )
     except BaseException:
         s.store.release(lock)
         raise

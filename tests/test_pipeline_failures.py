@@ -133,6 +133,9 @@ def test_a_file_changed_after_processing_fails_storing_then_resumes_from_process
     assert job.status == "Failed" and job.last_successful_status == "Processing"
     assert job.message.startswith("the files do not match the manifest; nothing was stored:")
     assert "producer/call911.jpg: size mismatch" in job.message
+    assert job.message.endswith(
+        "resume the job from Processing to describe and store the files as they are now."
+    )
     assert_failed_batch(pipeline, bid, job)
 
     mail.outbox.clear()

@@ -12,7 +12,7 @@ from urllib.parse import quote
 import pytest
 
 from merritt_queue.services import storage as storage_module
-from merritt_queue.services.errors import StorageError
+from merritt_queue.services.errors import ManifestMismatch, StorageError
 from merritt_queue.services.storage import (
     LocalStorage,
     MerrittStorageClient,
@@ -157,7 +157,7 @@ def test_digest_mismatch_is_refused_and_leaves_nothing(store, source):
     manifest = manifest_for(FILES)
     manifest[0]["digests"] = {"MD5": "0" * 32}
     manifest[1]["size"] = 1
-    with pytest.raises(StorageError) as info:
+    with pytest.raises(ManifestMismatch) as info:  # a StorageError the handler tells apart
         store.store_version(ARK, source, None, token="job-1", manifest=manifest)
     text = str(info.value)
     assert text.startswith("the files do not match the manifest; nothing was stored:")

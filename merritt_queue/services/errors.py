@@ -43,6 +43,10 @@ class StorageError(ServiceError):
     """An object version could not be stored or read."""
 
 
+class ManifestMismatch(StorageError):
+    """The files to store are not those the manifest lists (size or digest)."""
+
+
 class InventoryError(ServiceError):
     """The stored version could not be recorded in the inventory."""
 

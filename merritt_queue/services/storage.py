@@ -45,7 +45,7 @@ import requests
 
 from ..digest import Hashers, normalise_algorithm
 from . import httputil
-from .errors import StorageError
+from .errors import ManifestMismatch, StorageError
 
 STORED_ALGORITHMS = ("sha256", "md5")
 _VERSION_DIR = re.compile(r"v([1-9][0-9]*)")
@@ -152,7 +152,7 @@ def verify_against_manifest(manifest: list[dict] | None, stored: list[StoredFile
         shown = problems[:_MAX_PROBLEMS_SHOWN]
         more = len(problems) - len(shown)
         tail = f"\n- and {more} more" if more > 0 else ""
-        raise StorageError(
+        raise ManifestMismatch(
             "the files do not match the manifest; nothing was stored:\n"
             + "\n".join(f"- {p}" for p in shown)
             + tail
