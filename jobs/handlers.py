@@ -9,6 +9,8 @@ storage is keyed by the job id, inventory by (ARK, version).
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
@@ -327,8 +329,7 @@ def storing(s: Services, job: JobRecord) -> Outcome:
     ark = _ark(job)
     if not s.store.lock_storage(ark, owner=job.jid):
         return Outcome.later(f"{ark} is being stored by another job", delay=10)
-    lock = ItemLock("storage", ark, owner=job.jid)
-    try:
+    with _held(s, ItemLock("storage", ark, owner=job.jid)) as lock:
         work = s.job_dir(job.jid)
         entries = objectfiles.object_files(work)
         files = [(e["name"], work / e["name"]) for e in entries]
@@ -336,19 +337,28 @@ def storing(s: Services, job: JobRecord) -> Outcome:
             {"name": e["name"], "size": e["size"], "digests": {"sha256": e["sha256"]}}
             for e in entries
         ]
-        version = s.storage.store_version(ark, work, files, token=job.jid, manifest=manifest)
-    except ManifestMismatch as e:
-        s.store.release(lock)
-        return Outcome.fail(
-            f"{e}\nThe working copy changed after Processing described it: resume the job "
-            "from Processing to describe and store the files as they are now."
-        )
-    except BaseException:
-        s.store.release(lock)
-        raise
+        try:
+            version = s.storage.store_version(ark, work, files, token=job.jid, manifest=manifest)
+        except ManifestMismatch as e:
+            raise ManifestMismatch(
+                f"{e}\nThe working copy changed after Processing described it: resume the job "
+                "from Processing to describe and store the files as they are now.",
+                retryable=e.retryable,
+            ) from None
     data = dict(job.store or {}) | {"version": version.version}
     message = f"stored {ark} version {version.version}"
     return Outcome.success(message, data={"store": data}, unlock=(lock,))
+
+
+@contextmanager
+def _held(s: Services, lock: ItemLock) -> Iterator[ItemLock]:
+    """A lock the step took: released here if the step raises, else handed to its outcome
+    (``Outcome.success(unlock=...)``) to go in the commit."""
+    try:
+        yield lock
+    except BaseException:
+        s.store.release(lock)
+        raise
 
 
 def _ark(job: JobRecord) -> str:
@@ -368,20 +378,15 @@ def recording(s: Services, job: JobRecord) -> Outcome:
         return Outcome.fail("no stored version is recorded for this job: resume it from Storing")
     if not s.store.lock_inventory(ark):
         return Outcome.later(f"{ark} is being recorded by another job", delay=5)
-    lock = ItemLock("inventory", ark)
-    try:
-        entries = objectfiles.object_files(s.job_dir(job.jid))
+    with _held(s, ItemLock("inventory", ark)) as lock:
         s.inventory.record(
             ark=ark,
             version=version,
             job_id=job.jid,
             collection=job.collection or "",
-            files=entries,
+            files=objectfiles.object_files(s.job_dir(job.jid)),
             metadata=job.metadata,
         )
-    except BaseException:
-        s.store.release(lock)
-        raise
     return Outcome.success(f"recorded {ark} version {version} in inventory", unlock=(lock,))
 
 
