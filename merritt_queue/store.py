@@ -1607,14 +1607,14 @@ class QueueStore:
             return False
 
     def pause_queue(self) -> bool:
-        try:
-            return self._persistent_flag(t.LOCK_QUEUE_INGEST, True)
-        finally:
-            pause_flag(self.client).forget()
+        return self._set_paused(True)
 
     def unpause_queue(self) -> bool:
+        return self._set_paused(False)
+
+    def _set_paused(self, on: bool) -> bool:
         try:
-            return self._persistent_flag(t.LOCK_QUEUE_INGEST, False)
+            return self._persistent_flag(t.LOCK_QUEUE_INGEST, on)
         finally:
             pause_flag(self.client).forget()
 
