@@ -113,24 +113,24 @@ class LocalMinter:
         token: str = "",
     ) -> str:
         naan, prefix = parse_shoulder(shoulder)
-        if token and not _TOKEN.fullmatch(token):
-            raise MinterError(f"a minting token must be a plain name, not {token!r}")
         name = f"{naan}-{prefix}"
         counter = self.state_dir / f"{name}.counter"
-        remembered = self.state_dir / f"{name}.tokens" / token
+        remembered = self._token_file(shoulder, token) if token else None
         try:
-            remembered.parent.mkdir(parents=True, exist_ok=True)
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+            if remembered:
+                remembered.parent.mkdir(exist_ok=True)
             # A separate lock file: the counter file itself is replaced on every write,
             # and a lock on a replaced inode would no longer exclude anybody.
             with open(self.state_dir / f"{name}.lock", "a") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)
-                if token and remembered.exists():
+                if remembered and remembered.exists():
                     return remembered.read_text(encoding="ascii").strip()
                 value = _read_counter(counter)
                 _write_durably(counter, f"{value + 1}\n")
                 body = f"{naan}/{prefix}{blade(value)}"
                 ark = f"ark:/{body}{ncda(body)}"
-                if token:
+                if remembered:
                     _write_durably(remembered, f"{ark}\n")
                 return ark
         except OSError as exc:
@@ -141,10 +141,13 @@ class LocalMinter:
 
     def forget(self, shoulder: str, token: str) -> None:
         """Drop ``token``'s ARK; not durable, as one left behind only takes a little room."""
+        self._token_file(shoulder, token).unlink(missing_ok=True)
+
+    def _token_file(self, shoulder: str, token: str) -> Path:
         naan, prefix = parse_shoulder(shoulder)
         if not _TOKEN.fullmatch(token):
             raise MinterError(f"a minting token must be a plain name, not {token!r}")
-        (self.state_dir / f"{naan}-{prefix}.tokens" / token).unlink(missing_ok=True)
+        return self.state_dir / f"{naan}-{prefix}.tokens" / token
 
 
 def _read_counter(path: Path) -> int:
