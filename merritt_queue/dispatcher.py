@@ -215,11 +215,9 @@ class Dispatcher:
         if budget <= 0:
             self._mark(f"job:{status}")
             return 0
-        entries = [
-            (jid, rq_job_id("job", jid, status))
-            for _, jid in self.store.jobs_in_state(status, watch=self._state_watchers[status])
-            if rq_job_id("job", jid, status) not in queued
-        ]
+        listed = self.store.jobs_in_state(status, watch=self._state_watchers[status])
+        ids = ((jid, rq_job_id("job", jid, status)) for _, jid in listed)
+        entries = [(jid, job_id) for jid, job_id in ids if job_id not in queued]
         count = 0
         self._backlog[status] = False
         # Locked jobs (running, or chained through by a worker) sit at the head of the
