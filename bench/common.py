@@ -354,9 +354,9 @@ class Processes:
         log_dir.mkdir(parents=True, exist_ok=True)
 
     def start(self, name: str, *argv: str) -> None:
-        # BENCH_PROFILE_DIR: each process runs under cProfile and leaves
-        # <logs dir>-<name>.pstats there
-        # when it stops (SIGTERM ends the queue's processes normally, so the stats are written).
+        # BENCH_PROFILE_DIR: each process runs under cProfile and leaves <logs dir>-<name>.pstats
+        # there when it stops (SIGTERM ends the queue's processes normally, so the stats are
+        # written).
         profile_dir = os.environ.get("BENCH_PROFILE_DIR")
         stats = f"{profile_dir}/{self.log_dir.name}-{name}.pstats"
         runner = ["-m", "cProfile", "-o", stats] if profile_dir else []
