@@ -9,10 +9,13 @@ else the machine's disk holds.
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import zipfile
 from pathlib import Path
+from urllib.parse import urlsplit
+from urllib.request import url2pathname
 
 import pytest
 
@@ -293,3 +296,87 @@ def test_the_threshold_counts_blocks_reserved_for_root_as_used(pipeline, content
     job = only_job(pipeline, bid)
     assert job.status == "Provisioning", job.message
     assert job.message.startswith("waiting for disk space: the working disk would be ")
+
+
+# --- uploaded payloads -------------------------------------------------------------------
+
+
+def upload_batch(pipeline, name: str, data: bytes, type_: str) -> tuple[str, Path]:
+    """A batch submitted with an uploaded payload; its id and its upload folder."""
+    from batches.submission import Upload, submit
+
+    upload = Upload(name, io.BytesIO(data), len(data))
+    bid = submit({"profile": "demo", "submitter": "tester", "type": type_}, upload).bid
+    url = pipeline.store.get_batch(bid).submission["payload_url"]
+    folder = Path(url2pathname(urlsplit(url).path)).parent
+    assert folder.parent == Path(settings_work_dir()) / "uploads" and folder.is_dir()
+    return bid, folder
+
+
+def settings_work_dir() -> str:
+    from django.conf import settings
+
+    return settings.MQ_WORK_DIR
+
+
+def test_an_upload_is_removed_when_its_batch_completes(pipeline, content):
+    data = (content.root / "call911.jpg").read_bytes()
+    bid, folder = upload_batch(pipeline, "call911.jpg", data, "file")
+    batch = pipeline.run(bid)
+    assert batch.status == "Completed", batch.message
+    assert not folder.exists()
+
+
+def test_an_upload_stays_while_a_job_may_be_resumed_and_goes_with_the_deleted_batch(
+    pipeline, django_user_model
+):
+    from steering.actions import ACTIONS, execute
+
+    bid, folder = upload_batch(pipeline, "broken.zip", b"not a zip archive at all", "container")
+    batch = pipeline.run(bid)
+    assert batch.status == "Failed" and only_job(pipeline, bid).status == "Failed"
+    assert folder.is_dir()  # the failed job may be resumed from Downloading: it needs it
+
+    admin = django_user_model.objects.create_superuser("root-admin", password="pw")
+    version = pipeline.store.get_batch(bid).status_version
+    record = execute(admin, ACTIONS["batch.delete"], [(bid, version)], "gone", token="u1")
+    assert record.items.get().result == "done"
+    assert only_job(pipeline, bid).status == "Deleted"
+    assert not folder.exists()
+
+
+def test_cleanup_removes_uploads_of_purged_batches_and_old_orphans_only(pipeline, monkeypatch):
+    from datetime import timedelta
+    from types import SimpleNamespace
+
+    from django.core.management import call_command
+    from django.utils import timezone
+
+    from steering.management.commands import cleanup
+
+    uploads = Path(settings_work_dir()) / "uploads"
+
+    def folder(name: str) -> Path:
+        (uploads / name).mkdir(parents=True)
+        (uploads / name / "payload.bin").write_bytes(b"payload")
+        return uploads / name
+
+    store = pipeline.store
+    purged, referenced = folder("a" * 32), folder("b" * 32)
+    orphan_old, orphan_new = folder("c" * 32), folder("d" * 32)
+    gone = store.create_batch({"type": "file", "payload_url": (purged / "payload.bin").as_uri()})
+    store.transition_batch(gone.id, "Held")
+    store.transition_batch(gone.id, "Deleted")
+    store.create_batch({"type": "file", "payload_url": (referenced / "payload.bin").as_uri()})
+    later = timezone.now() + timedelta(days=8)
+    future = (later + timedelta(days=1)).timestamp()
+    os.utime(orphan_new, (future, future))  # newer than the cutoff: maybe being submitted
+    monkeypatch.setattr(cleanup, "timezone", SimpleNamespace(now=lambda: later))
+
+    out = io.StringIO()
+    call_command("cleanup", "--older-than", "7d", stdout=out)
+    text = out.getvalue()
+    assert f"upload:{purged.name} (directory): removed upload" in text, text
+    assert "(its batch was purged)" in text and "(no batch refers to it)" in text
+    assert not purged.exists() and not orphan_old.exists()
+    assert referenced.is_dir() and orphan_new.is_dir()
