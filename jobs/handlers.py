@@ -209,17 +209,17 @@ def downloading(s: Services, job: JobRecord) -> Outcome:
 
 
 def _download_files(s: Services, producer: Path, files: list[PayloadFile]) -> None:
-    remote = [f for f in files if not f.url.startswith("file:")]
-    targets = {id(f): inside(producer, f.name) for f in files}
-    for f in files:
-        targets[id(f)].parent.mkdir(parents=True, exist_ok=True)
+    targets = [(f, inside(producer, f.name)) for f in files]
+    remote = []
+    for f, target in targets:
+        target.parent.mkdir(parents=True, exist_ok=True)
         if f.url.startswith("file:"):
-            s.fetch(f.url, targets[id(f)])
-            _check_local(targets[id(f)], f)
+            s.fetch(f.url, target)
+            _check_local(target, f)
+        else:
+            remote.append(DownloadItem(f.url, target, f.size, f.digest))
     if remote:
-        s.fetcher.download_many(
-            [DownloadItem(f.url, targets[id(f)], f.size, f.digest) for f in remote]
-        )
+        s.fetcher.download_many(remote)
 
 
 def _check_local(path: Path, f: PayloadFile) -> None:
@@ -274,7 +274,8 @@ def _unpack_refused(s: Services, job: JobRecord, archive: Path, f: PayloadFile) 
     projected = percent_used_after(s.work_root, unpacked)
     if projected <= threshold:
         return None
-    s.store.set_space_needed(job.jid, size + unpacked)
+    if job.space_needed != size + unpacked:  # the job page shows what it waits for
+        s.store.set_space_needed(job.jid, size + unpacked)
     share = percent_of_disk(s.work_root, size + unpacked)
     if share > threshold:
         archive.unlink(missing_ok=True)

@@ -380,3 +380,19 @@ def test_cleanup_removes_uploads_of_purged_batches_and_old_orphans_only(pipeline
     assert "(its batch was purged)" in text and "(no batch refers to it)" in text
     assert not purged.exists() and not orphan_old.exists()
     assert referenced.is_dir() and orphan_new.is_dir()
+
+
+@pytest.mark.parametrize(("depth", "length"), [(0, 1024), (32, 254), (32, 3073), (-1, 100)])
+def test_container_path_limits_out_of_range_fail_check_e050(settings, depth, length):
+    from merritt_queue import checks
+
+    settings.MQ_CONTAINER_MAX_DEPTH, settings.MQ_CONTAINER_MAX_PATH_BYTES = depth, length
+    (message,) = checks.check_container_paths()
+    assert message.id == "mq.E050"
+    assert "MQ_CONTAINER_MAX_DEPTH" in message.msg and "MQ_CONTAINER_MAX_PATH_BYTES" in message.msg
+
+
+def test_container_path_limits_by_default_pass_check_e050():
+    from merritt_queue import checks
+
+    assert checks.check_container_paths() == []
