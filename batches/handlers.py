@@ -23,6 +23,7 @@ from merritt_queue.planning import MANIFEST_KIND, batch_priority, manifest_kind_
 from merritt_queue.services.errors import ServiceError
 from merritt_queue.states import BatchStatus
 from merritt_queue.store import BatchRecord, NewJob
+from merritt_queue.uploads import remove_upload
 
 from .models import Profile
 
@@ -132,7 +133,15 @@ def run_report(s: Services, bid: str, status: str) -> str:
     except BaseException:
         store.unlock_batch(batch)  # retried by the next sweep instead of staying locked
         raise
+    _release_upload(s, batch)
     return final.lower()
+
+
+def _release_upload(s: Services, batch: BatchRecord) -> None:
+    """Remove the batch's uploaded payload once no job of it can be resumed to read it."""
+    if s.store.batch_jobs(batch.bid)["batch-failed"]:
+        return  # a Failed job resumed from Downloading copies the upload again
+    remove_upload(s.uploads_root, (batch.submission or {}).get("payload_url"))
 
 
 def report(s: Services, batch: BatchRecord) -> tuple[str, str]:

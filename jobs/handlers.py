@@ -8,6 +8,7 @@ storage is keyed by the job id, inventory by (ARK, version).
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,10 +20,12 @@ from django.conf import settings
 
 from batches.models import Profile
 from merritt_queue import objectfiles
-from merritt_queue.containers import ContainerError, unpack
+from merritt_queue.containers import ContainerError, unpack, unpacked_bound, unpacked_size
 from merritt_queue.digest import check_digest_format, file_digests, normalise_algorithm
+from merritt_queue.diskspace import percent_of_disk, percent_used_after
 from merritt_queue.manifest import ManifestError, parse_manifest
 from merritt_queue.runner import Outcome
+from merritt_queue.safepath import inside, safe_name
 from merritt_queue.services.errors import ManifestMismatch, ServiceError
 from merritt_queue.services.fetch import DownloadItem
 from merritt_queue.states import JobStatus
@@ -31,6 +34,9 @@ from merritt_queue.store import ItemLock, JobRecord
 from .services import Services
 
 OBJECT_MANIFEST = "object-manifest.checkm"
+# Beside a downloaded container kept while its unpacking waits for disk space: what it is
+# a copy of, so only a run that would download the same thing again reuses it.
+KEPT_ARCHIVE = ".kept-for-disk.json"
 
 
 def handlers(services: Services) -> dict:
@@ -108,8 +114,13 @@ class PayloadFile:
     """One file a job downloads: where from, what it is called, what it must be."""
 
     def __init__(self, url: str, name: str, size=None, alg=None, value=None):
-        self.url, self.name, self.size = url, name, size
+        # Checked as it is read from the tree: a refused name fails the job in Estimating,
+        # before anything is fetched.
+        self.url, self.name, self.size = url, safe_name(name), size
         self.digest = (alg, value) if alg and value else None
+
+    def identity(self) -> dict:
+        return {"url": self.url, "size": self.size, "digest": list(self.digest or ())}
 
 
 def _payload_files(s: Services, job: JobRecord) -> list[PayloadFile]:
@@ -162,9 +173,10 @@ def _local_size(url: str) -> int | None:
 
 
 def provisioning(s: Services, job: JobRecord) -> Outcome:
+    """Reserve what Downloading writes first: the files, or a container's archive (its
+    unpacked size is known, and checked, once the archive is on disk)."""
     s.work_root.mkdir(parents=True, exist_ok=True)
-    usage = shutil.disk_usage(s.work_root)
-    projected = 100.0 * (usage.used + job.space_needed) / usage.total
+    projected = percent_used_after(s.work_root, job.space_needed)
     threshold = settings.MQ_DISK_THRESHOLD
     if projected > threshold:
         return Outcome.later(
@@ -185,7 +197,9 @@ def downloading(s: Services, job: JobRecord) -> Outcome:
     producer.mkdir(parents=True)
     files = _payload_files(s, job)
     if _config(job).get("payload_type") == "container":
-        _download_container(s, work, producer, files[0])
+        waiting = _download_container(s, job, work, producer, files[0])
+        if waiting:
+            return waiting
     else:
         _download_files(s, producer, files)
     total = sum(p.stat().st_size for p in producer.rglob("*") if p.is_file())
@@ -195,16 +209,17 @@ def downloading(s: Services, job: JobRecord) -> Outcome:
 
 
 def _download_files(s: Services, producer: Path, files: list[PayloadFile]) -> None:
-    remote = [f for f in files if not f.url.startswith("file:")]
-    for f in files:
-        (producer / f.name).parent.mkdir(parents=True, exist_ok=True)
+    targets = [(f, inside(producer, f.name)) for f in files]
+    remote = []
+    for f, target in targets:
+        target.parent.mkdir(parents=True, exist_ok=True)
         if f.url.startswith("file:"):
-            s.fetch(f.url, producer / f.name)
-            _check_local(producer / f.name, f)
+            s.fetch(f.url, target)
+            _check_local(target, f)
+        else:
+            remote.append(DownloadItem(f.url, target, f.size, f.digest))
     if remote:
-        s.fetcher.download_many(
-            [DownloadItem(f.url, producer / f.name, f.size, f.digest) for f in remote]
-        )
+        s.fetcher.download_many(remote)
 
 
 def _check_local(path: Path, f: PayloadFile) -> None:
@@ -217,14 +232,72 @@ def _check_local(path: Path, f: PayloadFile) -> None:
             )
 
 
-def _download_container(s: Services, work: Path, producer: Path, f: PayloadFile) -> None:
-    archive = work / "container" / f.name
-    archive.parent.mkdir(parents=True, exist_ok=True)
-    s.fetch(f.url, archive, digest=f.digest, size=f.size)
-    if f.url.startswith("file:"):
-        _check_local(archive, f)
+def _download_container(
+    s: Services, job: JobRecord, work: Path, producer: Path, f: PayloadFile
+) -> Outcome | None:
+    """Download and unpack the container; an Outcome when it must wait or fail instead."""
+    archive = inside(work / "container", f.name)
+    kept = archive.parent / KEPT_ARCHIVE
+    if not (archive.is_file() and _kept_for(kept) == f.identity()):
+        kept.unlink(missing_ok=True)
+        archive.parent.mkdir(parents=True, exist_ok=True)
+        s.fetch(f.url, archive, digest=f.digest, size=f.size)
+        if f.url.startswith("file:"):
+            _check_local(archive, f)
+    refused = _unpack_refused(s, job, archive, f)
+    if refused:
+        return refused
+    kept.unlink(missing_ok=True)
     shutil.rmtree(producer)
-    unpack(archive, producer, max_total_bytes=settings.MQ_MAX_CONTAINER_BYTES)
+    unpack(
+        archive,
+        producer,
+        max_total_bytes=settings.MQ_MAX_CONTAINER_BYTES,
+        max_depth=settings.MQ_CONTAINER_MAX_DEPTH,
+        max_path_bytes=settings.MQ_CONTAINER_MAX_PATH_BYTES,
+    )
+    return None
+
+
+def _unpack_refused(s: Services, job: JobRecord, archive: Path, f: PayloadFile) -> Outcome | None:
+    """Provisioning reserved the archive; its unpacked size must fit the disk too.
+
+    Waits (keeping the archive) while other work holds the space, fails when the archive and
+    its contents would take more than the threshold of the whole disk: they never can fit."""
+    limit, threshold = settings.MQ_MAX_CONTAINER_BYTES, settings.MQ_DISK_THRESHOLD
+    size = archive.stat().st_size
+    # The archive is on the disk already; the most it may unpack to is known without reading
+    # it, and when even that fits, reading the listing (a tar.gz decompressed) is not needed.
+    if percent_used_after(s.work_root, unpacked_bound(size, limit)) <= threshold:
+        return None
+    unpacked = unpacked_size(archive, max_total_bytes=limit)
+    projected = percent_used_after(s.work_root, unpacked)
+    if projected <= threshold:
+        return None
+    if job.space_needed != size + unpacked:  # the job page shows what it waits for
+        s.store.set_space_needed(job.jid, size + unpacked)
+    share = percent_of_disk(s.work_root, size + unpacked)
+    if share > threshold:
+        archive.unlink(missing_ok=True)
+        return Outcome.fail(
+            f"{f.name} unpacks to {unpacked} bytes: with the archive that is {share:.0f}% of "
+            f"the working disk, more than MQ_DISK_THRESHOLD ({threshold}%) allows even with "
+            "nothing else on it; give the working disk more space or raise the threshold, "
+            "then resume the job"
+        )
+    archive.parent.joinpath(KEPT_ARCHIVE).write_text(json.dumps(f.identity()))
+    return Outcome.later(
+        f"waiting for disk space to unpack {f.name}: its {unpacked} bytes would take the "
+        f"working disk to {projected:.0f}% (threshold {threshold}%); the archive is kept",
+        delay=settings.MQ_PROVISION_RETRY_SECONDS,
+    )
+
+
+def _kept_for(kept: Path) -> dict | None:
+    try:
+        return json.loads(kept.read_text())
+    except (OSError, ValueError):
+        return None
 
 
 # --- Processing ------------------------------------------------------------
@@ -332,7 +405,7 @@ def storing(s: Services, job: JobRecord) -> Outcome:
     with _held(s, ItemLock("storage", ark, owner=job.jid)) as lock:
         work = s.job_dir(job.jid)
         entries = objectfiles.object_files(work)
-        files = [(e["name"], work / e["name"]) for e in entries]
+        files = [(e["name"], inside(work, e["name"])) for e in entries]
         manifest = [
             {"name": e["name"], "size": e["size"], "digests": {"sha256": e["sha256"]}}
             for e in entries

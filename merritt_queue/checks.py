@@ -191,6 +191,22 @@ def check_services(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     ]
 
 
+def check_container_paths(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    depth, length = settings.MQ_CONTAINER_MAX_DEPTH, settings.MQ_CONTAINER_MAX_PATH_BYTES
+    if 1 <= depth and 255 <= length <= 3072:
+        return []
+    return [
+        checks.Error(
+            f"MQ_CONTAINER_MAX_DEPTH={depth!r} must be at least 1, and "
+            f"MQ_CONTAINER_MAX_PATH_BYTES={length!r} must be between 255 and 3072.",
+            hint="Set MQ_CONTAINER_MAX_DEPTH to the deepest entry a container may hold, e.g. 32, "
+            "and MQ_CONTAINER_MAX_PATH_BYTES to its longest path in bytes, e.g. 1024 (the rest "
+            "of the 4096-byte PATH_MAX is left for the work directory and the storage root).",
+            id="mq.E050",
+        )
+    ]
+
+
 def check_secret_key(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     if settings.DEBUG or settings.SECRET_KEY != DEV_SECRET_KEY:
         return []
@@ -216,6 +232,7 @@ ALL_CHECKS = [
     check_services,
     check_secret_key,
     check_chain,
+    check_container_paths,
 ]
 
 

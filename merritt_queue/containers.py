@@ -14,6 +14,10 @@ Guarantees of ``unpack``:
   holding more or fewer bytes than it declares is refused. Memory stays bounded: data is
   copied in 1 MiB chunks, tar headers over 16 MiB are refused, and only stored and
   deflated zip entries are accepted (bzip2/lzma decompress without an output bound);
+- every name fits the file system: at most ``max_depth`` levels, ``max_path_bytes`` bytes
+  in all and ``NAME_MAX`` bytes per segment, checked on the listing before the entry (for
+  a zip, before any entry) is written, so a deep archive is refused by its rule instead of
+  failing later on the kernel's "file name too long";
 - corrupt archives (bad headers, CRC mismatches, truncated data, a damaged tar header
   that would silently end the listing early) are refused, never partially accepted; so
   are duplicate names, a file used as a directory, encrypted entries and archives that
@@ -46,6 +50,9 @@ MAX_FILES = 10_000
 MAX_RATIO = 200
 RATIO_MIN_BYTES = 1024 * 1024
 MAX_HEADER_READ = 16 * 1024 * 1024
+MAX_DEPTH = 32
+MAX_PATH_BYTES = 1024
+NAME_MAX = 255  # bytes per segment on Linux file systems (ext4, xfs)
 KINDS = ("zip", "tar", "tar.gz")
 _CORRUPT = (
     zipfile.BadZipFile,
@@ -99,14 +106,14 @@ def unpack(
     max_total_bytes: int = MAX_TOTAL_BYTES,
     max_files: int = MAX_FILES,
     max_ratio: float = MAX_RATIO,
+    max_depth: int = MAX_DEPTH,
+    max_path_bytes: int = MAX_PATH_BYTES,
 ) -> list[UnpackedFile]:
     """Unpack ``archive`` into ``dest`` (created if missing); the files, in archive order."""
     archive, dest = Path(archive), Path(dest)
-    kind = kind or detect_kind(archive)
-    if kind not in KINDS:
-        raise ContainerError(f"{archive.name}: not a zip, tar or tar.gz archive")
-    size = archive.stat().st_size
-    budget = _Budget(archive.name, size, max_total_bytes, max_files, max_ratio)
+    kind = _kind(archive, kind)
+    budget = _Budget(archive.name, archive.stat().st_size, max_total_bytes, max_files, max_ratio)
+    budget.max_depth, budget.max_path_bytes = max_depth, max_path_bytes
     dest.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{dest.name}.unpack-", dir=dest.parent))
     try:
@@ -120,6 +127,52 @@ def unpack(
     return [UnpackedFile(dest / name, name, n) for name, n in files]
 
 
+def unpacked_size(
+    archive: Path,
+    *,
+    kind: str | None = None,
+    max_total_bytes: int = MAX_TOTAL_BYTES,
+    max_files: int = MAX_FILES,
+    max_ratio: float = MAX_RATIO,
+) -> int:
+    """The bytes ``archive`` declares it unpacks to, read from its listing without writing
+    anything: the zip central directory, the tar member headers (a tar.gz is decompressed
+    to read them). A listing that ``unpack`` would refuse raises the same ContainerError."""
+    archive = Path(archive)
+    kind = _kind(archive, kind)
+    budget = _Budget(archive.name, archive.stat().st_size, max_total_bytes, max_files, max_ratio)
+    if kind == "zip":
+        try:
+            with zipfile.ZipFile(archive) as zf:
+                _plan_zip(zf.infolist(), budget)
+        except _CORRUPT as e:
+            raise ContainerError(f"{budget.label}: corrupt zip archive ({e})") from e
+        return budget.declared
+    with open(archive, "rb") as raw:
+        stream = gzip.GzipFile(fileobj=raw, mode="rb") if kind == "tar.gz" else raw
+        try:
+            with tarfile.open(fileobj=_Reader(stream, budget), mode="r:") as tf:
+                for member, _name in _members(tf, budget):
+                    if member.isreg():
+                        budget.declare(member.name, member.size)
+        except _CORRUPT as e:
+            raise ContainerError(f"{budget.label}: corrupt {kind} archive ({e})") from e
+    return budget.declared
+
+
+def unpacked_bound(archive_size: int, max_total_bytes: int = MAX_TOTAL_BYTES) -> int:
+    """The most an archive of ``archive_size`` bytes may unpack to before ``unpack`` refuses
+    it (the expansion ratio and total limits): known without reading the archive."""
+    return min(max_total_bytes, max(archive_size * MAX_RATIO, RATIO_MIN_BYTES))
+
+
+def _kind(archive: Path, kind: str | None) -> str:
+    kind = kind or detect_kind(archive)
+    if kind not in KINDS:
+        raise ContainerError(f"{archive.name}: not a zip, tar or tar.gz archive")
+    return kind
+
+
 # --- limits ------------------------------------------------------------------------------
 
 
@@ -130,6 +183,7 @@ class _Budget:
         self.label, self.archive_size = label, archive_size
         self.max_total, self.max_files, self.max_ratio = max_total, max_files, ratio
         self.entries = self.declared = self.written = 0
+        self.max_depth, self.max_path_bytes = MAX_DEPTH, MAX_PATH_BYTES
 
     def count_entry(self) -> None:
         self.entries += 1
@@ -183,6 +237,32 @@ def _entry_name(label: str, raw: str, is_dir: bool) -> str:
     if not name and not is_dir:
         raise ContainerError(f"{label}: entry {raw!r} has no file name")
     return name
+
+
+def _check_length(budget: _Budget, raw: str, name: str) -> None:
+    """Refuse a name the file system (or the paths built on it later) could not hold."""
+    label, parts = budget.label, name.split("/")
+    if len(parts) > budget.max_depth:
+        raise ContainerError(
+            f"{label}: entry {_shown(raw)} is {len(parts)} levels deep "
+            f"(the limit is {budget.max_depth}, MQ_CONTAINER_MAX_DEPTH)"
+        )
+    if len(name.encode("utf-8")) > budget.max_path_bytes:
+        raise ContainerError(
+            f"{label}: entry {_shown(raw)} has a path over {budget.max_path_bytes} bytes "
+            "(the limit, MQ_CONTAINER_MAX_PATH_BYTES)"
+        )
+    long = next((p for p in parts if len(p.encode("utf-8")) > NAME_MAX), None)
+    if long is not None:
+        raise ContainerError(
+            f"{label}: entry {_shown(raw)} has a name segment over {NAME_MAX} bytes "
+            "(the file system's limit)"
+        )
+
+
+def _shown(raw: str) -> str:
+    """A name as a message quotes it: a deep archive's names run to kilobytes."""
+    return repr(raw) if len(raw) <= 120 else f"{raw[:120]!r}..."
 
 
 def _check_characters(label: str, raw: str) -> None:
@@ -245,6 +325,7 @@ def _plan_zip(infos: list[zipfile.ZipInfo], budget: _Budget) -> list[tuple[zipfi
         _check_zip_entry(budget.label, info)
         is_dir = info.is_dir() or stat.S_ISDIR(info.external_attr >> 16)
         name = _entry_name(budget.label, info.filename, is_dir)
+        _check_length(budget, info.filename, name)
         tree.add(info.filename, name, is_dir)
         if not is_dir:
             budget.declare(info.filename, info.file_size, info.compress_size)
@@ -346,6 +427,7 @@ def _members(tf: tarfile.TarFile, budget: _Budget):
         budget.count_entry()
         _check_tar_type(budget.label, member)
         name = _entry_name(budget.label, member.name, member.isdir())
+        _check_length(budget, member.name, name)
         tree.add(member.name, name, member.isdir())
         yield member, name
 

@@ -62,6 +62,11 @@ MQ_PROVISION_RETRY_SECONDS = env_float("MQ_PROVISION_RETRY_SECONDS", 30.0)
 MQ_MAX_UPLOAD_BYTES = env_int("MQ_MAX_UPLOAD_BYTES", 2 * 1024**3)
 MQ_MAX_MANIFEST_BYTES = env_int("MQ_MAX_MANIFEST_BYTES", 10 * 1024**2)
 MQ_MAX_CONTAINER_BYTES = env_int("MQ_MAX_CONTAINER_BYTES", 100 * 1024**3)
+# Deepest and longest entry path a container may hold: deeper or longer ones are refused by
+# name on the archive's listing instead of failing on the file system's own limits later
+# (the path is rebuilt under the work directory and the storage root).
+MQ_CONTAINER_MAX_DEPTH = env_int("MQ_CONTAINER_MAX_DEPTH", 32)
+MQ_CONTAINER_MAX_PATH_BYTES = env_int("MQ_CONTAINER_MAX_PATH_BYTES", 1024)
 MQ_FETCH_TIMEOUT = env_float("MQ_FETCH_TIMEOUT", 30.0)
 MQ_FETCH_RETRIES = env_int("MQ_FETCH_RETRIES", 3)
 # Wall-clock limit of one download attempt, in seconds (0: none). The read timeout applies to

@@ -32,6 +32,7 @@ from merritt_queue.errors import ChangedUnderYou, QueueError
 from merritt_queue.runtime import get_store
 from merritt_queue.states import JOB_STEPS, BatchStatus, JobStatus, resume_target
 from merritt_queue.store import QueueStore
+from merritt_queue.uploads import remove_upload
 
 from .models import ADMINISTRATOR, OPERATOR, AdminAction, AdminActionItem
 
@@ -119,13 +120,21 @@ def _batch_delete(store: QueueStore, batch, params, note):
     for result in written:
         if isinstance(result, QueueError):
             raise result
-    if kept:
+    if kept:  # their upload stays while they run; cleanup removes it after the purge
         return deleted, "not deleted, only Failed or Held jobs can be: " + ", ".join(kept)
+    _remove_upload(batch)
     return deleted
+
+
+def _remove_upload(batch) -> None:
+    remove_upload(
+        Path(settings.MQ_WORK_DIR) / "uploads", (batch.submission or {}).get("payload_url")
+    )
 
 
 def _batch_purge(store: QueueStore, batch, params, note):
     removed = store.purge_batch(batch.bid)
+    _remove_upload(batch)
     return None, f"removed with {len(removed)} job(s)"
 
 

@@ -4,9 +4,11 @@
 
 Ages are read from ZooKeeper (each item's ``last_modified``), never from the mirror.
 Removed: Completed and Deleted batches with their jobs (``store.purge_batch``), Deleted
-jobs (``store.purge_job``), and ``MQ_WORK_DIR/jobs/<jid>`` directories whose job no
-longer exists. The run is recorded as an admin action by "cleanup"; ``--dry-run`` only
-says what would go, and writes nothing.
+jobs (``store.purge_job``), ``MQ_WORK_DIR/jobs/<jid>`` directories whose job no
+longer exists, the upload folders (``MQ_WORK_DIR/uploads/<uuid>``) of the batches it purged,
+and upload folders older than the cutoff that no batch in the tree refers to (upload ages
+are the folders' own). The run is recorded as an admin action by "cleanup"; ``--dry-run``
+only says what would go, and writes nothing.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from merritt_queue.errors import NotFound, QueueError
 from merritt_queue.runtime import get_store
 from merritt_queue.states import BatchStatus, JobStatus
 from merritt_queue.tree import is_job_id, parse_timestamp
+from merritt_queue.uploads import upload_folder
 from steering.models import AdminAction, AdminActionItem
 
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -60,22 +63,26 @@ class Command(BaseCommand):
         self.dry_run = dry_run
         self.rows: list[AdminActionItem] = []
         verb = "would remove" if dry_run else "removed"
+        uploads = Path(settings.MQ_WORK_DIR) / "uploads"
+        kept_uploads, purged_uploads = set(), set()
 
         for bid in store.list_batch_ids():
             try:
                 batch = store.get_batch(bid)
             except NotFound:
                 continue
-            if batch.status not in (BatchStatus.COMPLETED, BatchStatus.DELETED):
-                continue
-            if not _older(batch.last_modified, cutoff):
-                continue
-            self._do(
-                bid,
-                batch,
-                lambda bid=bid: f"{verb} with {len(store.purge_batch(bid))} job(s)",
-                f"{verb} with its jobs",
+            upload = upload_folder(uploads, (batch.submission or {}).get("payload_url"))
+            purged = (
+                batch.status in (BatchStatus.COMPLETED, BatchStatus.DELETED)
+                and _older(batch.last_modified, cutoff)
+                and self._do(
+                    bid,
+                    batch,
+                    lambda bid=bid: f"{verb} with {len(store.purge_batch(bid))} job(s)",
+                    f"{verb} with its jobs",
+                )
             )
+            (purged_uploads if purged else kept_uploads).add(upload)
 
         jids = set(store.list_job_ids())
         for jid in sorted(jids):
@@ -102,6 +109,8 @@ class Command(BaseCommand):
                     f"workdir:{entry.name}", "", None, "done", f"{verb} working directory {entry}"
                 )
 
+        self._uploads(uploads, kept_uploads, purged_uploads, cutoff, verb)
+
         done = sum(r.result == "done" for r in self.rows)
         failed = sum(r.result == "failed" for r in self.rows)
         self.stdout.write(
@@ -110,6 +119,22 @@ class Command(BaseCommand):
         )
         if not dry_run:
             self._record(older_than, done, failed)
+
+    def _uploads(self, uploads: Path, kept: set, purged: set, cutoff: datetime, verb: str):
+        """Upload folders of purged batches, and old ones no batch refers to."""
+        if not uploads.is_dir():
+            return
+        for entry in sorted(uploads.iterdir()):
+            folder = entry.resolve()
+            if entry.is_symlink() or not entry.is_dir() or folder in kept:
+                continue
+            modified = datetime.fromtimestamp(entry.stat().st_mtime, tz=UTC)
+            if folder not in purged and modified >= cutoff:
+                continue  # maybe a submission whose batch is being written right now
+            if not self.dry_run:
+                shutil.rmtree(entry, ignore_errors=True)
+            why = "its batch was purged" if folder in purged else "no batch refers to it"
+            self._row(f"upload:{entry.name}", "", None, "done", f"{verb} upload {entry} ({why})")
 
     def _do(self, item_id, record, purge, dry_text) -> bool:
         try:
