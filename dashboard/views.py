@@ -10,6 +10,7 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
 from django.utils import timezone
 
+from batches.capacity import usage
 from merritt_queue.states import BATCH, JOB
 
 from . import queries as q
@@ -41,6 +42,8 @@ def dashboard(request):
         "throughput_cache_seconds": q.THROUGHPUT_CACHE_SECONDS,
         "held": q.held_collections(),
         "mirror": q.mirror_summary(),
+        # The mirror's job count stands for the tree's (it follows it within seconds).
+        "capacity": usage(sum(job_counts.values())),
     }
     return render(request, "dashboard/home.html", context)
 

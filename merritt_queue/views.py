@@ -1,5 +1,36 @@
+"""``/healthz``: whether ZooKeeper and Redis answer, and how full the tree is."""
+
+from __future__ import annotations
+
+import django_rq
+from django.conf import settings
 from django.http import HttpRequest, JsonResponse
+from kazoo.exceptions import KazooException
+from redis.exceptions import RedisError
+
+from .errors import QueueError
+from .runtime import get_store
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
-    return JsonResponse({"ok": True})
+    """200 when ZooKeeper and Redis both answer, else 503 naming the one that does not.
+
+    ``capacity.warning`` turns true from 80 % of MQ_MAX_QUEUE_JOBS: the queue still works,
+    but will soon refuse submissions until ``cleanup`` purges finished jobs.
+    """
+    from batches.capacity import usage  # a Django app's module; this one loads with the URLs
+
+    body: dict = {}
+    try:
+        store = get_store(init=False, connected_within=settings.ZK_TIMEOUT)
+        body["capacity"] = usage(store.job_count())
+        body["zookeeper"] = {"ok": True}
+    except (QueueError, KazooException) as e:
+        body["zookeeper"] = {"ok": False, "error": f"ZooKeeper is down: {e}"}
+    try:
+        django_rq.get_connection("default").ping()
+        body["redis"] = {"ok": True}
+    except (RedisError, OSError) as e:
+        body["redis"] = {"ok": False, "error": f"Redis is down: {type(e).__name__}: {e}"}
+    body["ok"] = body["zookeeper"]["ok"] and body["redis"]["ok"]
+    return JsonResponse(body, status=200 if body["ok"] else 503)
