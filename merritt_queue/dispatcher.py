@@ -74,9 +74,19 @@ def all_queue_names() -> list[str]:
     finishes work already started before taking new work, instead of moving the
     whole backlog through the states in waves. Admin work (a bulk action a person
     is waiting on) comes before all of it.
+
+    A Pending batch comes just before Pending jobs: last, a new batch would wait until
+    every job queue is empty, which a big batch in flight keeps from happening; here
+    it waits only for the next job to start, and its jobs then queue by priority.
     """
     later_first = [job_queue_name(s) for s in reversed(JOB_WORK_STATES)]
-    return [ADMIN_QUEUE, BATCH_REPORT_QUEUE, *later_first, BATCH_PENDING_QUEUE]
+    return [
+        ADMIN_QUEUE,
+        BATCH_REPORT_QUEUE,
+        *later_first[:-1],
+        BATCH_PENDING_QUEUE,
+        later_first[-1],
+    ]
 
 
 def rq_job_id(kind: str, item_id: str, status: str) -> str:

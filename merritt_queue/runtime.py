@@ -9,7 +9,6 @@ from __future__ import annotations
 import threading
 
 from django.conf import settings
-
 from kazoo.handlers.threading import KazooTimeoutError
 
 from .errors import QueueError

@@ -1005,7 +1005,8 @@ class QueueStore:
     def job_count(self) -> int:
         """Jobs in the tree, any status, from one stat of ``/jobs`` (no listing)."""
         stat = self._exists(t.JOBS)
-        return stat.numChildren if stat else 0
+        # Besides the jobs, /jobs holds one container: the state index (``/jobs/states``).
+        return max(0, stat.numChildren - 1) if stat else 0
 
     def _require_batch(self, bid: str) -> None:
         if not self._exists(t.batch_node(bid, "status")):

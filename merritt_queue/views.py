@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
-import django_rq
 from django.conf import settings
 from django.http import HttpRequest, JsonResponse
+from django_rq.connection_utils import get_redis_connection
 from kazoo.exceptions import KazooException
 from redis.exceptions import RedisError
 
 from .errors import QueueError
 from .runtime import get_store
+
+# A Redis that accepts the connection but never answers must not hold the probe.
+REDIS_PING_SECONDS = 5.0
+
+
+def _redis():
+    """A connection to the workers' Redis, read from the settings at each call."""
+    conn = get_redis_connection(settings.RQ_QUEUES["default"])
+    conn.connection_pool.connection_kwargs.update(
+        socket_connect_timeout=REDIS_PING_SECONDS, socket_timeout=REDIS_PING_SECONDS
+    )
+    return conn
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
@@ -27,10 +39,13 @@ def healthz(request: HttpRequest) -> JsonResponse:
         body["zookeeper"] = {"ok": True}
     except (QueueError, KazooException) as e:
         body["zookeeper"] = {"ok": False, "error": f"ZooKeeper is down: {e}"}
+    redis = _redis()
     try:
-        django_rq.get_connection("default").ping()
+        redis.ping()
         body["redis"] = {"ok": True}
     except (RedisError, OSError) as e:
         body["redis"] = {"ok": False, "error": f"Redis is down: {type(e).__name__}: {e}"}
+    finally:
+        redis.close()
     body["ok"] = body["zookeeper"]["ok"] and body["redis"]["ok"]
     return JsonResponse(body, status=200 if body["ok"] else 503)
