@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import threading
 import time
 
 import pytest
+from django.conf import settings as django_settings
 from django.contrib.auth import get_user_model
 from django.core import mail
 from django.core.management import CommandError, call_command
@@ -26,9 +28,10 @@ from rq import Queue, SimpleWorker
 from batches import handlers as batch_handlers
 from batches.models import ApiToken, Batch, Profile
 from batches.submission import submit
+from bench.common import CAPACITY_DEFAULTS
 from jobs import services
 from jobs.models import Job
-from merritt_queue import runtime
+from merritt_queue import checks, runtime
 from merritt_queue.dispatcher import Dispatcher, DispatcherConfig, all_queue_names
 from merritt_queue.errors import InvalidData
 from merritt_queue.manifest import ManifestError, parse_manifest
@@ -435,3 +438,31 @@ def test_a_big_batch_does_not_starve_another_collections_small_one(pipeline, htt
     assert pipeline.store.get_batch(b).status == BatchStatus.COMPLETED
     a_jobs = pipeline.store.batch_jobs(a)
     assert len(a_jobs["batch-completed"]) <= n // 2, "B waited for most of A"
+
+
+# --- settings ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "overrides, expected",
+    [
+        ({"MQ_MAX_BATCH_JOBS": 0}, ["mq.E040"]),
+        ({"MQ_MAX_QUEUE_JOBS": -1}, ["mq.E040"]),
+        ({"MQ_MAX_COLLECTION_JOBS": 30_000}, ["mq.E041"]),
+        ({"MQ_MAX_BATCH_JOBS": 20_000}, ["mq.E041"]),
+        ({}, []),
+    ],
+)
+def test_capacity_settings_are_checked(settings, overrides, expected):
+    for name, value in overrides.items():
+        setattr(settings, name, value)
+    messages = checks.check_capacity()
+    assert [m.id for m in messages] == expected
+    for m, name in zip(messages, overrides, strict=False):
+        assert name in m.msg
+
+
+def test_the_bench_lets_its_batch_in_with_the_default_limits():
+    for name, default in CAPACITY_DEFAULTS.items():
+        if name not in os.environ:
+            assert getattr(django_settings, name) == default
