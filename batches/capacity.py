@@ -20,6 +20,8 @@ How exact the counts are:
 
 from __future__ import annotations
 
+import time
+
 from django.conf import settings
 
 from merritt_queue.planning import MANIFEST_KIND, SINGLE_TYPES
@@ -100,7 +102,13 @@ def check(store: QueueStore, collection: str, rows: int | None, *, new: int | No
 
 def manifest_rows(upload) -> int | None:
     """Rows of an uploaded manifest, counted as the parser counts them (not comments, not
-    ``#%`` headers, not blank lines); the file is left at its start."""
+    ``#%`` headers, not blank lines); the file is left at its start.
+
+    None for a file over MQ_MAX_MANIFEST_BYTES, which the batch handler refuses unparsed.
+    The batch handler counts again exactly (this count splits lines on LF only).
+    """
+    if upload.size > settings.MQ_MAX_MANIFEST_BYTES:
+        return None
     count = 0
     upload.file.seek(0)
     for line in upload.file:
@@ -120,5 +128,21 @@ def usage(jobs: int) -> dict:
         "max_jobs": limit,
         "percent": round(100 * jobs / limit, 1),
         "warning": jobs >= WARN_FRACTION * limit,
-        "znodes": znode_count(settings.ZK_HOSTS),
+        "znodes": _znodes(),
     }
+
+
+# ZooKeeper's figure changes slowly; a dashboard refreshing every few seconds, or a probe,
+# need not ask each time.
+ZNODES_CACHE_SECONDS = 10.0
+_znodes_seen: tuple[str, float, int | None] = ("", 0.0, None)
+
+
+def _znodes() -> int | None:
+    global _znodes_seen
+    hosts, at, count = _znodes_seen
+    now = time.monotonic()
+    if hosts != settings.ZK_HOSTS or now - at > ZNODES_CACHE_SECONDS:
+        count = znode_count(settings.ZK_HOSTS)
+        _znodes_seen = (settings.ZK_HOSTS, now, count)
+    return count

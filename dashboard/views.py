@@ -1,7 +1,8 @@
 """Dashboard, collections, locks and consistency: read-only pages over the mirror.
 
-Every page reads only the Django mirror (never ZooKeeper) with a fixed number
-of aggregate queries, whatever the number of jobs.
+Every page reads only the Django mirror (never ZooKeeper's tree) with a fixed number
+of aggregate queries, whatever the number of jobs; the dashboard also shows ZooKeeper's
+own znode count (``mntr``, cached for a few seconds).
 """
 
 from collections import Counter
