@@ -1080,6 +1080,17 @@ class QueueStore:
                 out[jid] = t.decode_json(node[0]) if node else None
         return out
 
+    def job_batches(self, jids: Sequence[str]) -> dict[str, str | None]:
+        """The batch id of each job, read in pipelined rounds; None for a missing job."""
+        out: dict[str, str | None] = {}
+        for start in range(0, len(jids), READ_CHUNK):
+            chunk = jids[start : start + READ_CHUNK]
+            got = self._get_many(t.job_node(jid, "bid") for jid in chunk)
+            for jid in chunk:
+                node = got[t.job_node(jid, "bid")]
+                out[jid] = t.decode_str(node[0]) if node else None
+        return out
+
     def job_heads(
         self, jids: Sequence[str], known: dict[str, tuple[int, str | None, int]] | None = None
     ) -> dict[str, JobRecord | QueueError]:

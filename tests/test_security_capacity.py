@@ -34,7 +34,9 @@ from jobs.models import Job
 from merritt_queue import checks, runtime
 from merritt_queue.dispatcher import Dispatcher, DispatcherConfig, all_queue_names
 from merritt_queue.errors import InvalidData
+from merritt_queue.fairness import Turns
 from merritt_queue.manifest import ManifestError, parse_manifest
+from merritt_queue.planning import batch_priority
 from merritt_queue.states import BatchStatus
 from merritt_queue.store import MAX_JOB_DATA_BYTES, NewJob
 from tests.cluster import free_port, wait_for
@@ -409,20 +411,19 @@ def test_with_zookeeper_down_submissions_and_healthz_answer_503_within_zk_timeou
 # --- one collection's big batch does not starve another's --------------------------------
 
 
-def test_a_big_batch_does_not_starve_another_collections_small_one(pipeline, http_server):
-    """Workers kept busy (each round does a few RQ jobs, fewer than are queued) while
-    collection A's batch is in flight: B's one-job batch, submitted later, completes long
-    before A's ends."""
-    n = 40
-    for i in range(n):
+def _race(pipeline, http_server, n: int, b_rows: int | None):
+    """Collection A's ``n``-job batch in flight with the workers kept busy (each round runs
+    a few RQ jobs, fewer than are queued), then collection B's batch (one file, or a manifest
+    of ``b_rows``) submitted; run until B is final. How many of A's jobs were completed."""
+    for i in range(max(n, b_rows or 0)):
         (http_server.root / f"f{i}.txt").write_bytes(b"a%d" % i)
     (http_server.root / "a.checkm").write_bytes(files_manifest(http_server.url, n))
-    (http_server.root / "b.txt").write_bytes(b"b")
     Profile.objects.create(name="b", collection="b", minter_shoulder="ark:/99999/fk4")
     queues = [Queue(name, connection=pipeline.redis) for name in all_queue_names()]
+    dispatcher = Dispatcher(pipeline.store, pipeline.redis, DispatcherConfig(ahead=4))
 
     def busy_round():
-        Dispatcher(pipeline.store, pipeline.redis, DispatcherConfig(ahead=4)).sweep()
+        dispatcher.sweep()
         SimpleWorker(queues, connection=pipeline.redis).work(
             burst=True, max_jobs=3, logging_level="WARNING"
         )
@@ -433,14 +434,71 @@ def test_a_big_batch_does_not_starve_another_collections_small_one(pipeline, htt
     while pipeline.store.get_batch(a).status == BatchStatus.PENDING:
         busy_round()
     busy_round()
-    b = pipeline.submit(profile="b", type="file", payload_url=http_server.url_for("/b.txt"))
-    for _ in range(200):
+    if b_rows is None:
+        (http_server.root / "b.txt").write_bytes(b"b")
+        b = pipeline.submit(profile="b", type="file", payload_url=http_server.url_for("/b.txt"))
+    else:
+        (http_server.root / "b.checkm").write_bytes(files_manifest(http_server.url, b_rows))
+        b = pipeline.submit(
+            profile="b",
+            type="single-file-batch-manifest",
+            payload_url=http_server.url_for("/b.checkm"),
+        )
+    for _ in range(300):
         if pipeline.store.get_batch(b).status in (BatchStatus.COMPLETED, BatchStatus.FAILED):
             break
         busy_round()
     assert pipeline.store.get_batch(b).status == BatchStatus.COMPLETED
-    a_jobs = pipeline.store.batch_jobs(a)
-    assert len(a_jobs["batch-completed"]) <= n // 2, "B waited for most of A"
+    return len(pipeline.store.batch_jobs(a)["batch-completed"])
+
+
+def test_a_big_batch_does_not_starve_another_collections_small_one(pipeline, http_server):
+    """B's one job (a higher priority than A's 40) completes long before A's batch ends."""
+    assert _race(pipeline, http_server, 40, None) <= 20, "B waited for most of A"
+
+
+def test_batches_of_the_same_priority_take_turns(pipeline, http_server):
+    """A's 40 jobs and B's 12 share a priority: B, submitted later, does not wait for A."""
+    assert batch_priority(5, 40) == batch_priority(5, 12)
+    assert _race(pipeline, http_server, 40, 12) <= 24, "B waited for most of A"
+
+
+def test_turns_go_to_the_least_served_batch_within_a_priority_only():
+    turns = Turns()
+    listed = [(5, "j1"), (6, "j2"), (6, "j3"), (6, "j4"), (6, "j5"), (6, "j6"), (7, "j7")]
+    batch_of = {"j1": "b1", "j2": "b1", "j3": "b1", "j4": "b2", "j5": "b1", "j6": "b3"}
+    batch_of["j7"] = "b1"
+    assert turns.order(listed, batch_of) == [
+        (5, "j1"),
+        (6, "j2"),
+        (6, "j4"),
+        (6, "j6"),
+        (6, "j3"),
+        (6, "j5"),
+        (7, "j7"),
+    ]
+    for _ in range(3):
+        turns.handed("b1")  # b1 was handed three jobs: b2 and b3 go first next time
+    listed = [(6, "j3"), (6, "j4"), (6, "j5"), (6, "j6"), (6, "j8")]
+    batch_of["j8"] = "b3"
+    assert turns.order(listed, batch_of, queued={"j4"}) == [
+        (6, "j6"),
+        (6, "j8"),
+        (6, "j3"),
+        (6, "j5"),
+    ]
+
+
+def test_a_lone_batch_is_served_in_index_order_and_a_newcomer_starts_level():
+    turns = Turns()
+    listed = [(6, f"a{i}") for i in range(5)]
+    batch_of = {f"a{i}": "A" for i in range(5)} | {"b0": "B", "b1": "B"}
+    assert turns.order(listed, batch_of) == listed
+    for _ in range(100):
+        turns.handed("A")
+    listed += [(6, "b0"), (6, "b1")]
+    # B starts level with A (100 handed), not at 0: the two alternate.
+    assert [jid for _, jid in turns.order(listed, batch_of)][:4] == ["a0", "b0", "a1", "b1"]
 
 
 # --- settings ----------------------------------------------------------------------------
