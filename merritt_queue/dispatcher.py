@@ -267,8 +267,9 @@ class Dispatcher:
         if missing:
             known.update(self.store.job_batches(missing))
         self._batch_of = {jid: known[jid] for jid in jids}
-        status = JobStatus.PENDING
-        handed = {jid for jid in jids if rq_job_id("job", jid, status) in queued}
+        # The queued RQ jobs (a few) name their jobs: mq-job-<jid>-pending.
+        head, tail = rq_job_id("job", "\0", JobStatus.PENDING).split("\0")
+        handed = {q[len(head) : -len(tail)] for q in queued if q.startswith(head)}
         return self._turns.order(listed, self._batch_of, handed)
 
     def _look_ahead(self, status: str, queued: int) -> int:
