@@ -24,6 +24,7 @@ import time
 
 from django.conf import settings
 
+from jobs.models import Job
 from merritt_queue.planning import MANIFEST_KIND, SINGLE_TYPES
 from merritt_queue.runtime import get_store
 from merritt_queue.store import QueueStore
@@ -59,8 +60,6 @@ def check_submission(clean: dict, upload) -> None:
 
 def collection_jobs(collection: str) -> int:
     """The collection's jobs in the tree, any status (from the mirror; see the module doc)."""
-    from jobs.models import Job
-
     return Job.objects.filter(collection=collection).count()
 
 
@@ -80,6 +79,8 @@ def check(store: QueueStore, collection: str, rows: int | None, *, new: int | No
             413,
         )
     adding = new if new is not None else max(rows or 1, 1)
+    if adding == 0:
+        return  # a rerun after a crash whose jobs were all written already
     problems = []
     in_tree, queue_limit = store.job_count(), settings.MQ_MAX_QUEUE_JOBS
     if in_tree + adding > queue_limit:
