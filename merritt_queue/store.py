@@ -946,6 +946,9 @@ class QueueStore:
 
         On an error the jobs of earlier rounds stay; those of the failing round that were
         written stay too, and the error names the first one refused.
+
+        Each job is its own multi (its own request), at most ``MAX_JOB_DATA_BYTES`` of data:
+        however many jobs a round pipelines, no request nears ZooKeeper's 1 MB limit.
         """
         if not jobs:
             return []

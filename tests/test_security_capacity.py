@@ -308,6 +308,15 @@ def test_the_store_refuses_a_job_over_the_data_limit_before_writing(queue):
     assert queue.client.connected
 
 
+def test_many_jobs_at_the_data_limit_never_make_one_request_too_large(queue):
+    """More than a round of jobs, each near the limit: megabytes in all, each its own multi."""
+    bid = fill(queue, 0)
+    near = "x" * (MAX_JOB_DATA_BYTES - 1024)
+    jids = queue.create_jobs(bid, [NewJob({"title": near, "batch_row": i}) for i in range(210)])
+    assert len(jids) == 210 and queue.client.connected
+    assert queue.get_job(jids[-1]).configuration["title"] == near
+
+
 def test_a_batch_whose_jobs_cannot_be_written_fails_once_with_the_reason(
     queue, http_server, settings, monkeypatch
 ):
