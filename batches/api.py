@@ -131,7 +131,7 @@ def submit_batch(request):
     try:
         result = submit(data, upload)
     except SubmissionError as e:
-        return JsonResponse({"errors": e.problems}, status=400)
+        return JsonResponse({"errors": e.problems}, status=getattr(e, "status", 400))
     except (QueueError, KazooException) as e:
         return JsonResponse(
             {"errors": [f"the queue is unavailable, nothing was written: {e}"]}, status=503

@@ -17,7 +17,7 @@ from django.conf import settings
 from django.core.mail import send_mail
 
 from jobs.services import Services
-from merritt_queue.errors import ChangedUnderYou, LockLost
+from merritt_queue.errors import ChangedUnderYou, InvalidData, LockLost
 from merritt_queue.manifest import ManifestError, parse_manifest
 from merritt_queue.planning import MANIFEST_KIND, batch_priority, manifest_kind_problem, plan_jobs
 from merritt_queue.services.errors import ServiceError
@@ -25,6 +25,7 @@ from merritt_queue.states import BatchStatus
 from merritt_queue.store import BatchRecord, NewJob
 from merritt_queue.uploads import remove_upload
 
+from . import capacity
 from .models import Profile
 
 log = logging.getLogger(__name__)
@@ -43,7 +44,7 @@ def run_pending(s: Services, bid: str) -> str:
     except (LockLost, ChangedUnderYou) as e:
         log.warning("batch %s creation abandoned: %s", bid, e)
         return "abandoned"
-    except (ManifestError, ServiceError, ValueError) as e:
+    except (ManifestError, ServiceError, ValueError, InvalidData) as e:
         # The batch's message lists the problems; the refused manifest on disk would only linger.
         shutil.rmtree(s.batch_dir(bid), ignore_errors=True)
         _fail_unplanned(s, batch, f"no jobs were created: {e}")
@@ -69,6 +70,9 @@ def create_jobs(s: Services, batch: BatchRecord) -> str:
         for spec in specs
         if spec.row not in done
     ]
+    # The exact row count is known only now for a manifest given by URL; a crash's rerun
+    # adds only the rows it had not written.
+    capacity.check(s.store, submission.get("collection", ""), len(specs), new=len(new))
     # The new rows reach the mirror a second's worth at a time, not a transaction each.
     with s.store.deferred_changes(max_delay=settings.MQ_MIRROR_DELAY):
         s.store.create_jobs(batch.bid, new)

@@ -76,6 +76,9 @@ def submit(data: Mapping, upload: Upload | None = None) -> SubmitResult:
     clean, problems = validate(data, upload)
     if problems:
         raise SubmissionError(problems)
+    from .capacity import check_submission  # here: its error subclasses this module's
+
+    check_submission(clean, upload)
     store = get_store()
     if clean.get("batchID"):
         existing = store.find_batch_by_uuid(clean["batchID"])

@@ -420,6 +420,13 @@ class QueueRun:
     manifest_url: str
 
 
+CAPACITY_DEFAULTS = {
+    "MQ_MAX_BATCH_JOBS": 10_000,
+    "MQ_MAX_COLLECTION_JOBS": 10_000,
+    "MQ_MAX_QUEUE_JOBS": 25_000,
+}
+
+
 @contextmanager
 def queue_run(part: str, n: int, file_size: int, /, **config) -> Iterator[QueueRun]:
     """The untimed set-up of a run of the whole queue, all of it removed at the end.
@@ -448,6 +455,10 @@ def queue_run(part: str, n: int, file_size: int, /, **config) -> Iterator[QueueR
         server = ContentServer(tmp / "content")
         manifest_url = make_file_manifest(server, n, file_size)
         env = queue_env(tmp, hosts, chroot, redis)
+        # The run is one batch of n jobs in one collection: the capacity limits (defaults as in
+        # merritt_queue/settings.py) must let it in; make bench gives ZooKeeper its own heap.
+        for name, default in CAPACITY_DEFAULTS.items():
+            env[name] = str(max(n, int(env.get(name, default))))
         flush_redis(redis)
         manage(part, env, "migrate", "--verbosity", "0")
         manage(part, env, "shell", "-c", BENCH_PROFILE_CODE)

@@ -1,7 +1,8 @@
 """Dashboard, collections, locks and consistency: read-only pages over the mirror.
 
-Every page reads only the Django mirror (never ZooKeeper) with a fixed number
-of aggregate queries, whatever the number of jobs.
+Every page reads only the Django mirror (never ZooKeeper's tree) with a fixed number
+of aggregate queries, whatever the number of jobs; the dashboard also shows ZooKeeper's
+own znode count (``mntr``, cached for a few seconds).
 """
 
 from collections import Counter
@@ -10,6 +11,7 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
 from django.utils import timezone
 
+from batches.capacity import usage
 from merritt_queue.states import BATCH, JOB
 
 from . import queries as q
@@ -41,6 +43,8 @@ def dashboard(request):
         "throughput_cache_seconds": q.THROUGHPUT_CACHE_SECONDS,
         "held": q.held_collections(),
         "mirror": q.mirror_summary(),
+        # The mirror's job count stands for the tree's (it follows it within seconds).
+        "capacity": usage(sum(job_counts.values())),
     }
     return render(request, "dashboard/home.html", context)
 

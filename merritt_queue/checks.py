@@ -207,6 +207,34 @@ def check_container_paths(app_configs=None, **kwargs) -> list[checks.CheckMessag
     ]
 
 
+def check_capacity(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    batch, collection = settings.MQ_MAX_BATCH_JOBS, settings.MQ_MAX_COLLECTION_JOBS
+    queue = settings.MQ_MAX_QUEUE_JOBS
+    out = [
+        checks.Error(
+            f"{name}={value!r} must be at least 1.",
+            hint=f"Set {name} to a number of jobs; see the README's configuration table.",
+            id="mq.E040",
+        )
+        for name, value in (
+            ("MQ_MAX_BATCH_JOBS", batch),
+            ("MQ_MAX_COLLECTION_JOBS", collection),
+            ("MQ_MAX_QUEUE_JOBS", queue),
+        )
+        if value < 1
+    ]
+    if not out and not batch <= collection <= queue:
+        out.append(
+            checks.Error(
+                f"MQ_MAX_BATCH_JOBS={batch} <= MQ_MAX_COLLECTION_JOBS={collection} <= "
+                f"MQ_MAX_QUEUE_JOBS={queue} does not hold: some batches could never be accepted.",
+                hint="Raise the larger limits or lower the smaller ones.",
+                id="mq.E041",
+            )
+        )
+    return out
+
+
 def check_secret_key(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     if settings.DEBUG or settings.SECRET_KEY != DEV_SECRET_KEY:
         return []
@@ -233,6 +261,7 @@ ALL_CHECKS = [
     check_secret_key,
     check_chain,
     check_container_paths,
+    check_capacity,
 ]
 
 

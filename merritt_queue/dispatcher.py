@@ -12,7 +12,8 @@ Guarantees:
 - While ``/locks/queue/ingest`` exists nothing new is enqueued; steps already
   running finish.
 - Priority: each state queue is filled in ``PP-JID`` order and only a few
-  items ahead, so a later high-priority job is not stuck behind a backlog.
+  items ahead, so a later high-priority job is not stuck behind a backlog. New
+  work (Pending) is shared: within a priority, batches take turns (``fairness``).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from rq.job import Job
 from rq.job import JobStatus as RQStatus
 
 from . import tree as t
+from .fairness import Turns
 from .pauseflag import pause_flag
 from .states import BatchStatus, JobStatus
 from .store import QueueStore
@@ -74,9 +76,19 @@ def all_queue_names() -> list[str]:
     finishes work already started before taking new work, instead of moving the
     whole backlog through the states in waves. Admin work (a bulk action a person
     is waiting on) comes before all of it.
+
+    A Pending batch comes just before Pending jobs: last, a new batch would wait until
+    every job queue is empty, which a big batch in flight keeps from happening; here
+    it waits only for the next job to start, and its jobs then queue by priority.
     """
     later_first = [job_queue_name(s) for s in reversed(JOB_WORK_STATES)]
-    return [ADMIN_QUEUE, BATCH_REPORT_QUEUE, *later_first, BATCH_PENDING_QUEUE]
+    return [
+        ADMIN_QUEUE,
+        BATCH_REPORT_QUEUE,
+        *later_first[:-1],
+        BATCH_PENDING_QUEUE,
+        later_first[-1],
+    ]
 
 
 def rq_job_id(kind: str, item_id: str, status: str) -> str:
@@ -122,6 +134,9 @@ class Dispatcher:
         self._batch_watchers: dict[str, Callable] = {}
         # One callable per state directory, so re-arming a watch never adds a second one.
         self._state_watchers = {s: self._one_shot(f"job:{s}") for s in JOB_WORK_STATES}
+        # The batch of each Pending job, and the turns batches take, for ``_fair``.
+        self._batch_of: dict[str, str | None] = {}
+        self._turns = Turns()
         # Per state: the look-ahead now, and whether the last sweep left work behind.
         self._ahead = dict.fromkeys(JOB_WORK_STATES, self.config.ahead)
         self._backlog = dict.fromkeys(JOB_WORK_STATES, False)
@@ -216,6 +231,8 @@ class Dispatcher:
             self._mark(f"job:{status}")
             return 0
         listed = self.store.jobs_in_state(status, watch=self._state_watchers[status])
+        if status == JobStatus.PENDING:
+            listed = self._fair(listed, queued)
         ids = ((jid, rq_job_id("job", jid, status)) for _, jid in listed)
         entries = [(jid, job_id) for jid, job_id in ids if job_id not in queued]
         count = 0
@@ -231,9 +248,29 @@ class Dispatcher:
                 if count >= budget:
                     self._backlog[status] = True
                     return count
-                if not waiting:
-                    count += self._enqueue(queue, JOB_TASK, (jid, status), job_id)
+                if not waiting and self._enqueue(queue, JOB_TASK, (jid, status), job_id):
+                    count += 1
+                    if status == JobStatus.PENDING:
+                        self._turns.handed(self._batch_of.get(jid))
         return count
+
+    def _fair(self, listed: list[tuple[int, str]], queued: set[str]) -> list[tuple[int, str]]:
+        """The Pending jobs not queued yet, batches taking turns within a priority
+        (``fairness``).
+
+        A job's batch never changes, so each is read once, when first listed, and forgotten
+        once it has left Pending.
+        """
+        jids = [jid for _, jid in listed]
+        known = self._batch_of
+        missing = [jid for jid in jids if jid not in known]
+        if missing:
+            known.update(self.store.job_batches(missing))
+        self._batch_of = {jid: known[jid] for jid in jids}
+        # The queued RQ jobs (a few) name their jobs: mq-job-<jid>-pending.
+        head, tail = rq_job_id("job", "\0", JobStatus.PENDING).split("\0")
+        handed = {q[len(head) : -len(tail)] for q in queued if q.startswith(head)}
+        return self._turns.order(listed, self._batch_of, handed)
 
     def _look_ahead(self, status: str, queued: int) -> int:
         """How many RQ jobs of ``status`` may wait now.

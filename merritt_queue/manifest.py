@@ -15,7 +15,8 @@ Guarantees of ``parse_manifest``:
   never repeated in a message); every file name is relative,
   free of ``..``, backslashes and control characters, and is stored normalised
   (``./a//b`` -> ``a/b``); digest algorithms are stored by their hashlib name and digest
-  values in lower case.
+  values in lower case;
+- no field is longer than its ``FIELD_LIMITS`` entry.
 """
 
 from __future__ import annotations
@@ -53,6 +54,23 @@ FIELDS = {
     "mrt:creator": "creator",
     "mrt:title": "title",
     "mrt:date": "date",
+}
+# Longest value of each field, in characters: every value ends up in a job's ZooKeeper
+# nodes, which must stay far below ZooKeeper's 1 MB request limit. Free text gets what a
+# submission's own erc fields get.
+FIELD_LIMITS = {
+    "nfo:fileUrl": 2048,
+    "nfo:hashAlgorithm": 32,
+    "nfo:hashValue": 256,
+    "nfo:fileSize": 20,
+    "nfo:fileLastModified": 64,
+    "nfo:fileName": 1024,
+    "mrt:mimeType": 255,
+    "mrt:primaryIdentifier": 255,
+    "mrt:localIdentifier": 255,
+    "mrt:creator": 10_000,
+    "mrt:title": 10_000,
+    "mrt:date": 1_000,
 }
 _CANONICAL = {name.lower(): name for name in FIELDS}
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
@@ -336,10 +354,15 @@ def _row(n: int, line: str, rules: _Rules, problems: _Problems) -> ManifestRow |
     if len(cells) > len(rules.fields):
         problems.add(f"{len(cells)} cells but #%fields lists {len(rules.fields)} (extra '|')", n)
         return None
+    before = len(problems)
+    for f, c in zip(rules.fields, cells, strict=False):
+        if f in FIELD_LIMITS and len(c) > FIELD_LIMITS[f]:
+            problems.add(f"{f} is longer than {FIELD_LIMITS[f]} characters", n)
+    if len(problems) > before:
+        return None  # the other checks would quote the oversized value back
     values = {
         FIELDS[f]: c or None for f, c in zip(rules.fields, cells, strict=False) if f in FIELDS
     }
-    before = len(problems)
     url = _check_url(n, values.get("url"), rules, problems)
     algorithm, digest = _check_digest(n, values, problems)
     size = _check_size(n, values.get("file_size"), problems)

@@ -9,9 +9,11 @@ from __future__ import annotations
 import threading
 
 from django.conf import settings
+from kazoo.handlers.threading import KazooTimeoutError
 
+from .errors import QueueError
 from .store import QueueStore
-from .zk import ClientHolder, ZkConfig
+from .zk import ClientHolder, ZkConfig, wait_connected
 
 _holder: ClientHolder | None = None
 _initialised: dict[ZkConfig, object] = {}
@@ -22,10 +24,12 @@ def zk_config() -> ZkConfig:
     return ZkConfig(hosts=settings.ZK_HOSTS, chroot=settings.ZK_CHROOT, timeout=settings.ZK_TIMEOUT)
 
 
-def get_store(*, init: bool = True) -> QueueStore:
+def get_store(*, init: bool = True, connected_within: float | None = None) -> QueueStore:
     """A store over this process's client; a forked child gets a client of its own.
 
     ``init=False`` for tools that promise not to write (the consistency check).
+    ``connected_within``: raise QueueError unless ZooKeeper answers within that many
+    seconds, instead of letting the first request wait for it without a limit.
     """
     global _holder
     with _guard:
@@ -34,7 +38,19 @@ def get_store(*, init: bool = True) -> QueueStore:
             if _holder is not None:
                 _holder.close()
             _holder = ClientHolder(config)
-        client = _holder.get()
+        try:
+            client = _holder.get()
+        except KazooTimeoutError:
+            if connected_within is None:
+                raise  # workers and the dispatcher handle it as they always have
+            raise QueueError(
+                f"ZooKeeper ({config.hosts}) did not answer within {config.timeout:g} s"
+            ) from None
+        if connected_within is not None and not wait_connected(client, connected_within):
+            raise QueueError(
+                f"ZooKeeper ({config.hosts}) is not connected and did not come back within "
+                f"{connected_within:g} s"
+            )
         store = QueueStore(client)
         if getattr(settings, "MQ_MIRROR_WRITE_THROUGH", True):
             store.listeners.append(_mirror_listener(store))

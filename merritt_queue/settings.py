@@ -67,6 +67,12 @@ MQ_MAX_CONTAINER_BYTES = env_int("MQ_MAX_CONTAINER_BYTES", 100 * 1024**3)
 # (the path is rebuilt under the work directory and the storage root).
 MQ_CONTAINER_MAX_DEPTH = env_int("MQ_CONTAINER_MAX_DEPTH", 32)
 MQ_CONTAINER_MAX_PATH_BYTES = env_int("MQ_CONTAINER_MAX_PATH_BYTES", 1024)
+# Capacity: ZooKeeper keeps the whole tree in its heap, so the jobs a submission may add are
+# bounded per batch, per collection and for the whole tree (any status, until `cleanup` purges
+# them); scripts/services.sh sizes ZooKeeper's heap from MQ_MAX_QUEUE_JOBS.
+MQ_MAX_BATCH_JOBS = env_int("MQ_MAX_BATCH_JOBS", 10_000)
+MQ_MAX_COLLECTION_JOBS = env_int("MQ_MAX_COLLECTION_JOBS", 10_000)
+MQ_MAX_QUEUE_JOBS = env_int("MQ_MAX_QUEUE_JOBS", 25_000)
 MQ_FETCH_TIMEOUT = env_float("MQ_FETCH_TIMEOUT", 30.0)
 MQ_FETCH_RETRIES = env_int("MQ_FETCH_RETRIES", 3)
 # Wall-clock limit of one download attempt, in seconds (0: none). The read timeout applies to

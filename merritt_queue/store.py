@@ -85,6 +85,10 @@ DEFAULT_PRIORITY = 5
 READ_CHUNK = 1000
 # Jobs ``create_jobs`` creates a round: ids, then the multis, pipelined.
 CREATE_CHUNK = 200
+# A job's nodes are written in one multi, and ZooKeeper drops the connection of a request
+# over its 1 MB limit (jute.maxbuffer) instead of answering: the request is refused here
+# first, far below that limit, so a job can never be a poison pill retried for ever.
+MAX_JOB_DATA_BYTES = 64 * 1024
 # The nodes ``job_heads`` reads: all a move needs besides the lock.
 HEAD_NODES = ("status", "bid", "priority")
 
@@ -942,6 +946,9 @@ class QueueStore:
 
         On an error the jobs of earlier rounds stay; those of the failing round that were
         written stay too, and the error names the first one refused.
+
+        Each job is its own multi (its own request), at most ``MAX_JOB_DATA_BYTES`` of data:
+        however many jobs a round pipelines, no request nears ZooKeeper's 1 MB limit.
         """
         if not jobs:
             return []
@@ -985,6 +992,24 @@ class QueueStore:
             raise InvalidData("a job configuration must be a JSON object")
         if new.space_needed < 0:
             raise InvalidData(f"space_needed must not be negative, not {new.space_needed}")
+        size = sum(
+            len(t.encode_json(value))
+            for value in (new.configuration, new.identifiers, new.metadata)
+            if value is not None
+        )
+        if size > MAX_JOB_DATA_BYTES:
+            row = new.configuration.get("manifest_line")
+            where = f"the job of manifest line {row}" if row else "the job"
+            raise InvalidData(
+                f"{where} would hold {size} bytes of data, over the limit of "
+                f"{MAX_JOB_DATA_BYTES} bytes per job; shorten its fields"
+            )
+
+    def job_count(self) -> int:
+        """Jobs in the tree, any status, from one stat of ``/jobs`` (no listing)."""
+        stat = self._exists(t.JOBS)
+        # Besides the jobs, /jobs holds one container: the state index (``/jobs/states``).
+        return max(0, stat.numChildren - 1) if stat else 0
 
     def _require_batch(self, bid: str) -> None:
         if not self._exists(t.batch_node(bid, "status")):
@@ -1056,6 +1081,17 @@ class QueueStore:
             for jid in chunk:
                 node = got[t.job_node(jid, name)]
                 out[jid] = t.decode_json(node[0]) if node else None
+        return out
+
+    def job_batches(self, jids: Sequence[str]) -> dict[str, str | None]:
+        """The batch id of each job, read in pipelined rounds; None for a missing job."""
+        out: dict[str, str | None] = {}
+        for start in range(0, len(jids), READ_CHUNK):
+            chunk = jids[start : start + READ_CHUNK]
+            got = self._get_many(t.job_node(jid, "bid") for jid in chunk)
+            for jid in chunk:
+                node = got[t.job_node(jid, "bid")]
+                out[jid] = t.decode_str(node[0]) if node else None
         return out
 
     def job_heads(

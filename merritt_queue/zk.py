@@ -12,7 +12,7 @@ import os
 import threading
 from dataclasses import dataclass
 
-from kazoo.client import KazooClient
+from kazoo.client import KazooClient, KazooState
 from kazoo.retry import KazooRetry
 
 log = logging.getLogger(__name__)
@@ -72,3 +72,26 @@ class ClientHolder:
                     log.exception("closing the ZooKeeper client failed")
             self._client = None
             self._pid = None
+
+
+def wait_connected(client: KazooClient, timeout: float) -> bool:
+    """Whether ``client`` is connected, waiting up to ``timeout`` seconds for it.
+
+    kazoo queues a request made while it reconnects and waits for the server without a
+    limit; a caller that must answer within a bound (a web request) asks this first.
+    """
+    if client.connected:
+        return True
+    event = threading.Event()
+
+    def listener(state) -> bool:
+        if state == KazooState.CONNECTED:
+            event.set()
+            return True  # kazoo removes a listener that returns True
+        return False
+
+    client.add_listener(listener)
+    try:
+        return client.connected or event.wait(timeout)
+    finally:
+        client.remove_listener(listener)

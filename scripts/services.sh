@@ -11,15 +11,24 @@ JAVA=${JAVA:-/usr/bin/java}
 # The browser tests drive Debian's chromium through Playwright; never a Playwright download.
 CHROMIUM=/usr/bin/chromium
 START_TIMEOUT=${START_TIMEOUT:-30}
-# ZooKeeper keeps the whole tree in its heap (about 400 bytes per znode): 256m holds some
-# 500,000 znodes; the 100,000-job reconcile benchmark (about 950,000) needs ZK_HEAP=1g.
-ZK_HEAP=${ZK_HEAP:-256m}
+# ZooKeeper keeps the whole tree in its heap (about 400 bytes per znode, some 12 znodes and
+# 1 KB of data per job). Unless ZK_HEAP is set, the heap is sized for the queue's capacity:
+# 64 MB plus 8 KB per job of MQ_MAX_QUEUE_JOBS (default 25,000: 260m), never below 256m.
+# The 100,000-job reconcile benchmark (about 950,000 znodes) needs ZK_HEAP=1g.
+zk_heap_default() {
+    local jobs=${MQ_MAX_QUEUE_JOBS:-25000} mb
+    [[ $jobs =~ ^[0-9]+$ ]] || die "MQ_MAX_QUEUE_JOBS=$jobs is not a whole number of jobs"
+    mb=$((64 + (jobs * 8 + 1023) / 1024))
+    echo "$((mb > 256 ? mb : 256))m"
+}
 SELF="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")"
 
 die() {
     echo "services.sh: $*" >&2
     exit 1
 }
+
+ZK_HEAP=${ZK_HEAP:-$(zk_heap_default)}
 
 usage() {
     cat <<'EOF'

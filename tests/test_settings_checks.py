@@ -222,8 +222,16 @@ def test_env_helpers_parse_and_default(monkeypatch):
     assert env_str("MQ_MISSING", "fallback") == "fallback"
 
 
-def test_healthz_answers_ok(client):
-    assert client.get("/healthz").json() == {"ok": True}
+def test_healthz_answers_ok(client, zk_config, settings):
+    from merritt_queue import runtime
+
+    settings.ZK_HOSTS, settings.ZK_CHROOT = zk_config.hosts, zk_config.chroot
+    runtime.close()
+    try:
+        response = client.get("/healthz")
+    finally:
+        runtime.close()
+    assert response.status_code == 200 and response.json()["ok"] is True
 
 
 def test_merritt_storage_without_its_urls_is_refused(settings):

@@ -37,7 +37,8 @@ def work(admin_queue: Queue) -> None:
 def test_admin_queue_is_served_first():
     names = all_queue_names()
     assert names[0] == "mq-admin" and names[1:3] == ["mq-batch-reporting", "mq-job-notify"]
-    assert names[-1] == "mq-batch-pending" and len(names) == len(set(names))
+    # A new batch waits for the next new job, not for every job queue to empty.
+    assert names[-2:] == ["mq-batch-pending", "mq-job-pending"] and len(names) == len(set(names))
 
 
 def test_a_bulk_resume_runs_on_the_admin_queue(client, queue, people, bulk):
