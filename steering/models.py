@@ -4,6 +4,8 @@ from django.conf import settings
 from django.db import models
 
 VIEWER, OPERATOR, ADMINISTRATOR = "viewer", "operator", "administrator"
+# Submitting is a right of its own, beside the steering ranks (batches.rights).
+DEPOSITOR = "depositor"
 
 
 class AdminAction(models.Model):
@@ -73,7 +75,11 @@ class AdminActionItem(models.Model):
 
 
 class CollectionScope(models.Model):
-    """Limits a person's actions to some collections; no row means every collection."""
+    """Limits a person's actions to some collections; no row means every collection.
+
+    For submitting, a depositor's row is an allow-list: a depositor with no row (or an empty
+    list) may submit to no collection (batches.rights).
+    """
 
     user = models.OneToOneField(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="scope"
