@@ -217,8 +217,13 @@ def _field_problems(data: Mapping) -> list[str]:
                 f"{key} contains a control character (tab, line break, NUL ...); "
                 "submitted fields are single lines of printable text"
             )
-    if isinstance(data.get("filename"), str) and data["filename"].strip():
-        if problem := name_problem(data["filename"].strip()):
+    name = data.get("filename")
+    if (
+        isinstance(name, str)
+        and name.strip()
+        and not any(p.startswith("filename ") for p in problems)
+    ):
+        if problem := name_problem(name.strip()):
             problems.append(f"filename: {problem}")
     return problems
 
