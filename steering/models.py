@@ -1,6 +1,7 @@
 """The audit trail of admin actions, and who may act on which collections."""
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 
 VIEWER, OPERATOR, ADMINISTRATOR = "viewer", "operator", "administrator"
@@ -88,3 +89,14 @@ class CollectionScope(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user}: {', '.join(self.collections)}"
+
+    def clean(self) -> None:
+        from batches.models import mnemonic_problem
+
+        if not isinstance(self.collections, list) or not all(
+            isinstance(m, str) for m in self.collections
+        ):
+            raise ValidationError({"collections": 'a list of mnemonics, e.g. ["demo"]'})
+        problems = [p for m in self.collections if (p := mnemonic_problem(m))]
+        if problems:
+            raise ValidationError({"collections": problems})

@@ -539,3 +539,18 @@ def test_the_audit_csv_neutralises_every_cell(client, person):
     rows = list(csv.reader(io.StringIO(client.get("/actions/export.csv").content.decode())))
     assert rows[1][1] == "'=HYPERLINK(1)"
     assert rows[1][-1] == "'@x"
+
+
+def test_a_collection_scope_takes_only_mnemonics(client, person):
+    admin = person("root", is_staff=True, is_superuser=True)
+    dep = person("dep", "depositor")
+    client.force_login(admin)
+    response = client.post(
+        "/admin/steering/collectionscope/add/", {"user": dep.pk, "collections": '["demo", ".."]'}
+    )
+    assert (
+        response.status_code == 200 and "is not a collection mnemonic" in response.content.decode()
+    )
+    assert not CollectionScope.objects.exists()
+    client.post("/admin/steering/collectionscope/add/", {"user": dep.pk, "collections": '["demo"]'})
+    assert CollectionScope.objects.get().collections == ["demo"]
