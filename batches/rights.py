@@ -17,7 +17,7 @@ from steering.models import ADMINISTRATOR, DEPOSITOR, CollectionScope
 SUBMIT_GROUPS = (DEPOSITOR, ADMINISTRATOR)
 
 
-def _fresh(user):
+def current(user):
     """The user as stored now (a token's or session's copy may predate a change)."""
     return get_user_model().objects.filter(pk=user.pk).first()
 
@@ -28,16 +28,16 @@ def is_administrator(user) -> bool:
 
 def submit_refusal(user, collection: str | None) -> str | None:
     """Why ``user`` may not submit to ``collection`` (None: may); read fresh every time."""
-    current = _fresh(user) if user is not None and user.pk else None
-    if current is None or not current.is_active:
+    now = current(user) if user is not None and user.pk else None
+    if now is None or not now.is_active:
         return "the account that submits is unknown or deactivated"
-    name = current.get_username()
-    administrator = is_administrator(current)
-    if not administrator and not current.groups.filter(name__in=SUBMIT_GROUPS).exists():
+    name = now.get_username()
+    administrator = is_administrator(now)
+    if not administrator and not now.groups.filter(name__in=SUBMIT_GROUPS).exists():
         return f"{name} may not submit: submitting needs the {DEPOSITOR} role"
     if collection is None:
         return None
-    scope = CollectionScope.objects.filter(user=current).first()
+    scope = CollectionScope.objects.filter(user=now).first()
     allowed = set(scope.collections) if scope and scope.collections else None
     if allowed is None and administrator:
         return None

@@ -160,16 +160,16 @@ def _as_user(data: Mapping, by) -> tuple[Mapping, list[str]]:
     name = by.get_username()
     claimed = data.get("submitter")
     behalf = data.get("on_behalf_of")
-    data = {k: v for k, v in data.items() if k not in ("submitter", "on_behalf_of")}
     if not isinstance(claimed, str | None) or not isinstance(behalf, str | None):
-        return data, ["submitter and on_behalf_of must be strings"]
+        return data, []  # validate() names the field that is not a string
+    data = {k: v for k, v in data.items() if k not in ("submitter", "on_behalf_of")}
     claimed, behalf = (claimed or "").strip(), (behalf or "").strip()
     if claimed and behalf and claimed != behalf:
         return data, ["submitter and on_behalf_of name different people; give on_behalf_of only"]
     person = behalf or claimed or name
     if person == name:
         return data | {"submitter": name}, []
-    if not rights.is_administrator(by):
+    if not rights.is_administrator(rights.current(by)):
         return data, [
             f"{name} may submit only as themselves, not as {person!r}: only an administrator "
             "may submit on someone's behalf (on_behalf_of)"
