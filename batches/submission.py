@@ -124,6 +124,7 @@ def submit(
     if clean.get("batchID"):
         existing = store.find_batch_by_uuid(clean["batchID"])
         if existing:
+            _check_owner(store, existing, clean, by)
             return SubmitResult(existing, True, clean["batchID"])
     saved = _save_upload(upload, clean) if upload else None
     try:
@@ -133,7 +134,19 @@ def submit(
         raise
     if created.duplicate:
         _remove_upload(saved)
+        _check_owner(store, created.id, clean, by)
     return SubmitResult(created.id, created.duplicate, clean.get("batchID"))
+
+
+def _check_owner(store, bid: str, clean: dict, by) -> None:
+    """A batchID names one submitter's batch: another depositor learns nothing of it."""
+    if by is None:
+        return
+    if store.get_batch(bid).submission.get("submitter") != clean["submitter"]:
+        raise SubmissionError(
+            [f"batchID {clean['batchID']!r} is already used by another submitter; choose another"],
+            status=409,
+        )
 
 
 # Room for the form's text fields beside an upload of the largest accepted size.

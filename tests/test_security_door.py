@@ -554,3 +554,17 @@ def test_a_collection_scope_takes_only_mnemonics(client, person):
     assert not CollectionScope.objects.exists()
     client.post("/admin/steering/collectionscope/add/", {"user": dep.pk, "collections": '["demo"]'})
     assert CollectionScope.objects.get().collections == ["demo"]
+
+
+def test_another_depositors_batch_id_is_refused_without_naming_their_batch(
+    client, queue, depositor, person
+):
+    first = post(client, key_of(depositor), GOOD | {"batchID": "mine"}).json()["batch_id"]
+    again = post(client, key_of(depositor), GOOD | {"batchID": "mine"})
+    assert again.status_code == 200 and again.json()["batch_id"] == first
+    other = person("dep2", "depositor", collections=["demo"])
+    response = post(client, key_of(other), GOOD | {"batchID": "mine"})
+    assert response.status_code == 409 and first not in response.content.decode()
+    assert response.json()["errors"] == [
+        "batchID 'mine' is already used by another submitter; choose another"
+    ]
