@@ -24,7 +24,7 @@ def _refuse(request, api: bool, status: int, problem: str):
         return JsonResponse({"errors": [problem]}, status=status)
     from .forms import SubmitForm  # the form's queryset needs the apps loaded
 
-    context = {"form": SubmitForm(), "refused": problem}
+    context = {"form": SubmitForm(), "refused": problem, "read_only": status == 503}
     return render(request, "batches/submit.html", context, status=status)
 
 

@@ -26,10 +26,10 @@ HISTORY_PER_PAGE = 25
 @login_required
 def submit_form(request):
     if settings.READ_ONLY:  # refused before the body is read, and the page says why
-        context = {"form": SubmitForm(), "refused": READ_ONLY_PROBLEM}
-        return render(
-            request, "batches/submit.html", context, status=503 if request.method == "POST" else 200
-        )
+        if request.method != "POST":  # no form to fill in
+            return render(request, "batches/submit.html", {"read_only": READ_ONLY_PROBLEM})
+        context = {"refused": READ_ONLY_PROBLEM, "read_only": READ_ONLY_PROBLEM}
+        return render(request, "batches/submit.html", context, status=503)
     too_large = request.method == "POST" and request_size_problem(_content_length(request))
     if too_large:  # refused before Django reads the upload to a temporary file
         context = {"form": SubmitForm(), "refused": too_large}
