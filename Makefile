@@ -66,6 +66,9 @@ demo: export ZK_HOSTS = 127.0.0.1:$(ZK_PORT)
 demo: export REDIS_URL := $(REDIS_URL)
 # The demo's content server is on loopback, which downloads refuse by default.
 demo: export MQ_ALLOW_LOOPBACK = true
+# DEBUG is off by default; the demo keeps it on (runserver then serves the static files,
+# and the development SECRET_KEY is accepted).
+demo: export DEBUG = true
 demo: venv
 	$(SERVICES) ensure-zookeeper
 	$(SERVICES) zk-start var/zookeeper $(ZK_PORT)

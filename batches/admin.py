@@ -22,9 +22,29 @@ class ProfileAdmin(admin.ModelAdmin):
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
     list_display = ("name", "user", "created", "last_used", "revoked")
-    list_filter = ("revoked",)
+    list_filter = ("revoked", "user__is_active")
+    search_fields = ("name", "user__username")
+    actions = ("revoke", "rotate")
     fields = ("user", "name", "revoked", "created", "last_used")
     readonly_fields = ("created", "last_used")
+
+    @admin.action(description="Revoke the selected tokens", permissions=["change"])
+    def revoke(self, request, queryset):
+        count = queryset.filter(revoked=False).update(revoked=True)
+        messages.success(request, f"{count} token(s) revoked; they are refused from now on.")
+
+    @admin.action(
+        description="Rotate: give the selected tokens new keys (old keys stop working)",
+        permissions=["change"],
+    )
+    def rotate(self, request, queryset):
+        for token in queryset.filter(revoked=False).select_related("user"):
+            key = token.rotate()
+            # Shown once: only the hash is kept.
+            messages.warning(
+                request,
+                f"The new key of {token} is {key} — copy it now, it is not shown again.",
+            )
 
     def save_model(self, request, obj, form, change):
         if change:

@@ -16,10 +16,16 @@ from kazoo.exceptions import KazooException
 from merritt_queue.errors import QueueError
 
 from .models import ApiToken
-from .submission import SubmissionError, Upload, request_size_problem, submit
+from .submission import (
+    READ_ONLY_PROBLEM,
+    SubmissionError,
+    Upload,
+    request_size_problem,
+    submit,
+)
 
 
-def _token(request) -> ApiToken | None:
+def token_of(request) -> ApiToken | None:
     scheme, _, key = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() not in ("bearer", "token") or not key.strip():
         return None
@@ -116,7 +122,9 @@ def _form_payload(request) -> tuple[dict, Upload | None]:
 @csrf_exempt
 @require_POST
 def submit_batch(request):
-    token = _token(request)
+    if settings.READ_ONLY:  # before the body is read
+        return JsonResponse({"errors": [READ_ONLY_PROBLEM]}, status=503)
+    token = token_of(request)
     if token is None:
         return JsonResponse(
             {"errors": ["a valid API token is required (Authorization: Bearer <token>)"]},
@@ -126,12 +134,10 @@ def submit_batch(request):
         data, upload = _payload(request)
     except _Refused as e:
         return JsonResponse({"errors": e.problems}, status=e.status)
-    if isinstance(data, dict) and "submitter" not in data:
-        data["submitter"] = token.user.get_username()
     try:
-        result = submit(data, upload)
+        result = submit(data, upload, by=token.user)
     except SubmissionError as e:
-        return JsonResponse({"errors": e.problems}, status=getattr(e, "status", 400))
+        return JsonResponse({"errors": e.problems}, status=e.status)
     except (QueueError, KazooException) as e:
         return JsonResponse(
             {"errors": [f"the queue is unavailable, nothing was written: {e}"]}, status=503

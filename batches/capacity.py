@@ -40,8 +40,7 @@ class CapacityError(SubmissionError):
     """A submission over a capacity limit; ``status`` is the HTTP answer (413 or 429)."""
 
     def __init__(self, problems: list[str], status: int):
-        super().__init__(problems)
-        self.status = status
+        super().__init__(problems, status=status)
 
 
 def check_submission(clean: dict, upload) -> None:

@@ -20,8 +20,8 @@ class SubmitForm(forms.Form):
     digest_value = forms.CharField(required=False)
     submission_mode = forms.ChoiceField(choices=[("add", "add"), ("update", "update")])
 
-    def service_data(self, submitter: str) -> dict:
+    def service_data(self) -> dict:
+        """The fields for ``submit``; the submitter is the logged-in user, passed as ``by``."""
         data = {k: v for k, v in self.cleaned_data.items() if k != "file" and v}
         data["profile"] = self.cleaned_data["profile"].name
-        data["submitter"] = submitter
         return data

@@ -15,6 +15,15 @@ mnemonic_validator = RegexValidator(
     r"^[a-z0-9][a-z0-9_-]{0,99}$",
     "Use lower-case letters, digits, '-' and '_' (the collection's mnemonic).",
 )
+
+
+def mnemonic_problem(mnemonic: str) -> str | None:
+    """Why ``mnemonic`` cannot name a collection (it becomes a ZooKeeper path segment)."""
+    if mnemonic_validator.regex.match(mnemonic):
+        return None
+    return f"{mnemonic[:100]!r} is not a collection mnemonic: {mnemonic_validator.message}"
+
+
 shoulder_validator = RegexValidator(
     r"^ark:/\d{5,}/[a-z0-9]+$", "A minter shoulder looks like ark:/99999/fk4."
 )
@@ -82,7 +91,16 @@ class ApiToken(models.Model):
 
     @classmethod
     def lookup(cls, key: str) -> ApiToken | None:
-        return cls.objects.filter(key_hash=_hash(key), revoked=False).select_related("user").first()
+        """The live token of this key; a revoked one, or one of a deactivated user, is none."""
+        tokens = cls.objects.filter(key_hash=_hash(key), revoked=False, user__is_active=True)
+        return tokens.select_related("user").first()
+
+    def rotate(self) -> str:
+        """Give the token a new key (the old one stops working at once); returns it once."""
+        key = secrets.token_urlsafe(32)
+        self.key_hash = _hash(key)
+        self.save(update_fields=["key_hash"])
+        return key
 
 
 # --- the mirror: read models filled by the reconciler, never written by views -----------

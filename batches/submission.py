@@ -4,12 +4,19 @@ Guarantees: a request with any problem writes nothing and lists every problem;
 a valid one is written to ZooKeeper as one Pending batch and its id returned
 at once; the same ``batchID`` again returns the existing batch, flagged as a
 duplicate, and creates nothing.
+
+Identity: the API and the web form pass the authenticated user as ``by``; the submitter is
+then that user, unless an administrator names another person in ``on_behalf_of`` (both are
+recorded: ``submitter`` and ``submitted_by``), and the user's rights are checked
+(batches.rights). Without ``by`` the caller is trusted (``manage.py submit``, tests) and
+names the submitter itself.
 """
 
 from __future__ import annotations
 
 import re
 import shutil
+import unicodedata
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -17,18 +24,22 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 
 from merritt_queue import tree
 from merritt_queue.digest import check_digest_format, normalise_algorithm
+from merritt_queue.manifest import file_name_problem
 from merritt_queue.planning import SUBMISSION_TYPES
 from merritt_queue.runtime import get_store
 from merritt_queue.services.netpolicy import userinfo_of
 
+from . import rights
 from .models import Profile
 
 TEXT_FIELDS = {
     "profile": 100,
     "submitter": 255,
+    "on_behalf_of": 150,
     "type": 40,
     "payload_url": 2048,
     "filename": 255,
@@ -49,10 +60,20 @@ _BATCH_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$")
 _SAFE_NAME_RE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
+# Longest file name (in UTF-8 bytes) that a Linux file system takes.
+MAX_NAME_BYTES = 255
+
+
 class SubmissionError(ValueError):
-    def __init__(self, problems: list[str]):
+    """Nothing was written; ``status`` is the HTTP status the API answers with."""
+
+    def __init__(self, problems: list[str], status: int = 400):
         super().__init__("; ".join(problems))
         self.problems = problems
+        self.status = status
+
+
+READ_ONLY_PROBLEM = "the queue is in read-only mode (READ_ONLY): nothing can be submitted"
 
 
 @dataclass(frozen=True)
@@ -71,11 +92,34 @@ class Upload:
     size: int
 
 
-def submit(data: Mapping, upload: Upload | None = None) -> SubmitResult:
-    """Validate ``data`` (and ``upload``), then write the batch; raises SubmissionError."""
+def submit(
+    data: Mapping, upload: Upload | None = None, *, by=None, via: str | None = None
+) -> SubmitResult:
+    """Validate ``data`` (and ``upload``), then write the batch; raises SubmissionError.
+
+    ``by`` is the authenticated user (API, form); ``via`` names a trusted caller for the
+    audit (``manage.py submit``) when there is no user.
+    """
+    if settings.READ_ONLY:
+        raise SubmissionError([READ_ONLY_PROBLEM], status=503)
+    if by is not None:
+        data, problems = _as_user(data, by)
+        if problems:
+            raise SubmissionError(problems, status=403)
+    elif isinstance(data, Mapping) and data.get("on_behalf_of"):
+        raise SubmissionError(
+            ["on_behalf_of is for a signed-in administrator; a trusted caller names the submitter"]
+        )
     clean, problems = validate(data, upload)
+    if by is not None and not problems:
+        if refusal := rights.submit_refusal(by, clean.get("collection")):
+            raise SubmissionError([refusal], status=403)
     if problems:
         raise SubmissionError(problems)
+    if by is not None:
+        clean["submitted_by"] = by.get_username()
+    elif via:
+        clean["submitted_by"] = via
     from .capacity import check_submission  # here: its error subclasses this module's
 
     check_submission(clean, upload)
@@ -83,6 +127,7 @@ def submit(data: Mapping, upload: Upload | None = None) -> SubmitResult:
     if clean.get("batchID"):
         existing = store.find_batch_by_uuid(clean["batchID"])
         if existing:
+            _check_owner(store, existing, clean, by)
             return SubmitResult(existing, True, clean["batchID"])
     saved = _save_upload(upload, clean) if upload else None
     try:
@@ -92,7 +137,19 @@ def submit(data: Mapping, upload: Upload | None = None) -> SubmitResult:
         raise
     if created.duplicate:
         _remove_upload(saved)
+        _check_owner(store, created.id, clean, by)
     return SubmitResult(created.id, created.duplicate, clean.get("batchID"))
+
+
+def _check_owner(store, bid: str, clean: dict, by) -> None:
+    """A batchID names one submitter's batch: another depositor learns nothing of it."""
+    if by is None:
+        return
+    if store.get_batch(bid).submission.get("submitter") != clean["submitter"]:
+        raise SubmissionError(
+            [f"batchID {clean['batchID']!r} is already used by another submitter; choose another"],
+            status=409,
+        )
 
 
 # Room for the form's text fields beside an upload of the largest accepted size.
@@ -108,6 +165,34 @@ def request_size_problem(content_length: int) -> str | None:
             "bytes (MQ_MAX_UPLOAD_BYTES)"
         )
     return None
+
+
+def _as_user(data: Mapping, by) -> tuple[Mapping, list[str]]:
+    """``data`` with the submitter set from the authenticated ``by``; problems if spoofed."""
+    if not isinstance(data, Mapping):
+        return data, []
+    if refusal := rights.submit_refusal(by, None):
+        return data, [refusal]
+    name = by.get_username()
+    claimed = data.get("submitter")
+    behalf = data.get("on_behalf_of")
+    if not isinstance(claimed, str | None) or not isinstance(behalf, str | None):
+        return data, []  # validate() names the field that is not a string
+    data = {k: v for k, v in data.items() if k not in ("submitter", "on_behalf_of")}
+    claimed, behalf = (claimed or "").strip(), (behalf or "").strip()
+    if claimed and behalf and claimed != behalf:
+        return data, ["submitter and on_behalf_of name different people; give on_behalf_of only"]
+    person = behalf or claimed or name
+    if person == name:
+        return data | {"submitter": name}, []
+    if not rights.is_administrator(rights.current(by)):
+        return data, [
+            f"{name} may submit only as themselves, not as {person!r}: only an administrator "
+            "may submit on someone's behalf (on_behalf_of)"
+        ]
+    if not get_user_model().objects.filter(username=person, is_active=True).exists():
+        return data, [f"on_behalf_of names {person!r}, who is not an active user"]
+    return data | {"submitter": person}, []
 
 
 def validate(data: Mapping, upload: Upload | None) -> tuple[dict, list[str]]:
@@ -143,9 +228,31 @@ def _field_problems(data: Mapping) -> list[str]:
             problems.append(f"{key} must be a string, not {type(value).__name__}")
         elif len(value) > limit:
             problems.append(f"{key} is longer than {limit} characters")
-        elif "\x00" in value:
-            problems.append(f"{key} contains a NUL character")
+        elif any(unicodedata.category(ch) == "Cc" for ch in value):
+            problems.append(
+                f"{key} contains a control character (tab, line break, NUL ...); "
+                "submitted fields are single lines of printable text"
+            )
+    name = data.get("filename")
+    if (
+        isinstance(name, str)
+        and name.strip()
+        and not any(p.startswith("filename ") for p in problems)
+    ):
+        if problem := name_problem(name.strip()):
+            problems.append(f"filename: {problem}")
     return problems
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be the one file a file or container submission stores."""
+    if problem := file_name_problem(name):
+        return problem
+    if "/" in name or name in (".", ".."):
+        return f"file name {name!r} must be one name, without '/'"
+    if len(name.encode("utf-8")) > MAX_NAME_BYTES:
+        return f"file name {name[:40]!r}... is longer than {MAX_NAME_BYTES} bytes in UTF-8"
+    return None
 
 
 def _profile(clean: dict, problems: list[str]) -> Profile | None:
@@ -172,6 +279,8 @@ def _payload_problems(clean: dict, upload: Upload | None) -> list[str]:
     if not url and not upload:
         return ["payload_url or an uploaded file is required"]
     if upload:
+        if problem := name_problem(upload.name):
+            return [f"the uploaded file's name: {problem}"]
         limit = settings.MQ_MAX_UPLOAD_BYTES
         if upload.size > limit:
             return [

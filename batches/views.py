@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
@@ -9,7 +10,13 @@ from jobs.views import collection_names, fields_of, filtered_table
 from .filters import BatchFilter
 from .forms import SubmitForm
 from .models import Batch
-from .submission import SubmissionError, Upload, request_size_problem, submit
+from .submission import (
+    READ_ONLY_PROBLEM,
+    SubmissionError,
+    Upload,
+    request_size_problem,
+    submit,
+)
 from .tables import SelectBatchTable, batch_rows, job_counts_text
 
 MAX_REPORT_LINKS = 500
@@ -18,6 +25,11 @@ HISTORY_PER_PAGE = 25
 
 @login_required
 def submit_form(request):
+    if settings.READ_ONLY:  # refused before the body is read, and the page says why
+        if request.method != "POST":  # no form to fill in
+            return render(request, "batches/submit.html", {"read_only": READ_ONLY_PROBLEM})
+        context = {"refused": READ_ONLY_PROBLEM, "read_only": READ_ONLY_PROBLEM}
+        return render(request, "batches/submit.html", context, status=503)
     too_large = request.method == "POST" and request_size_problem(_content_length(request))
     if too_large:  # refused before Django reads the upload to a temporary file
         context = {"form": SubmitForm(), "refused": too_large}
@@ -27,7 +39,7 @@ def submit_form(request):
         f = form.cleaned_data.get("file")
         upload = Upload(f.name, f, f.size) if f else None
         try:
-            result = submit(form.service_data(request.user.get_username()), upload)
+            result = submit(form.service_data(), upload, by=request.user)
         except SubmissionError as e:
             for problem in e.problems:
                 form.add_error(None, problem)

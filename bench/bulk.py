@@ -71,6 +71,7 @@ def _setup_django(tmp: Path, chroot: str) -> None:
     os.environ["DATABASE_URL"] = f"sqlite:///{tmp / 'bulk.sqlite3'}"
     os.environ["ZK_CHROOT"] = chroot
     os.environ["DEBUG"] = "false"
+    os.environ.setdefault("SECRET_KEY", "bench-only-" + "k" * 50)
     os.environ["ALLOWED_HOSTS"] = "testserver,127.0.0.1,localhost"
     os.environ["MQ_WORK_DIR"] = str(tmp / "work")
     import django

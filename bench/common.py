@@ -273,6 +273,8 @@ def queue_env(tmp: Path, hosts: str, chroot: str, redis: str) -> dict[str, str]:
             "MQ_ALLOW_LOOPBACK": "true",
             # As deployed (deploy/env.example): DEBUG keeps every SQL query in memory.
             "DEBUG": "false",
+            # With DEBUG off the development key is refused (check mq.E030).
+            "SECRET_KEY": "bench-only-" + "k" * 50,
             "EMAIL_BACKEND": "django.core.mail.backends.locmem.EmailBackend",
             "PYTHONUNBUFFERED": "1",
         }

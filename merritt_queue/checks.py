@@ -239,10 +239,12 @@ def check_secret_key(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     if settings.DEBUG or settings.SECRET_KEY != DEV_SECRET_KEY:
         return []
     return [
-        checks.Warning(
-            "SECRET_KEY is the development default while DEBUG is off.",
-            hint="Set SECRET_KEY to a long random value kept out of the repository.",
-            id="mq.W001",
+        checks.Error(
+            "SECRET_KEY is the development default while DEBUG is off: anyone could forge "
+            "sessions and signed confirmations.",
+            hint="Set SECRET_KEY to a long random value kept out of the repository "
+            "(or DEBUG=true on a development machine).",
+            id="mq.E030",
         )
     ]
 

@@ -32,6 +32,7 @@ INHERITED = (
     "profile",
     "collection",
     "submitter",
+    "submitted_by",
     "submission_mode",
     "response_type",
     "notification",

@@ -12,7 +12,10 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"
 
 SECRET_KEY = env_str("SECRET_KEY", DEV_SECRET_KEY)
-DEBUG = env_bool("DEBUG", True)
+# Off unless asked for (`make demo` and the tests turn it on): its error pages show settings.
+DEBUG = env_bool("DEBUG", False)
+# Error reports (the DEBUG page, mailed reports) mask credentials inside URLs.
+DEFAULT_EXCEPTION_REPORTER_FILTER = "merritt_queue.reporting.MaskingReporterFilter"
 ALLOWED_HOSTS = [h.strip() for h in env_str("ALLOWED_HOSTS", "127.0.0.1,localhost").split(",")]
 ALLOWED_HOSTS = [h for h in ALLOWED_HOSTS if h]
 READ_ONLY = env_bool("READ_ONLY", False)
@@ -153,8 +156,11 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
+    # The user is known from the session cookie alone, so a submission's body can be refused
+    # (UploadGuardMiddleware) before the CSRF check reads it.
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "batches.middleware.UploadGuardMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]

@@ -27,6 +27,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count
 from django.utils import timezone
 
+from batches.models import mnemonic_problem
 from jobs.models import Job
 from merritt_queue.errors import ChangedUnderYou, QueueError
 from merritt_queue.runtime import get_store
@@ -331,6 +332,8 @@ def plan(user, action: Action, targets: list[Target]) -> list[PlanItem]:
 
 
 def _judge(action: Action, t: Target, scope: set[str] | None, *, notes: bool = True) -> PlanItem:
+    if action.scope == "collection" and (why := mnemonic_problem(t.id)):
+        return PlanItem(t, False, why)
     if action.applies_to and t.status in action.refusals:
         return PlanItem(t, False, f"it is {t.status}: {action.refusals[t.status]}")
     if action.applies_to and t.status not in action.applies_to:

@@ -13,7 +13,7 @@ from django.shortcuts import redirect
 from django.urls import reverse
 
 from .actions import ACTIONS
-from .models import AdminAction, AdminActionItem
+from .models import AdminAction, AdminActionItem, CollectionScope
 
 
 def confirm_action(name: str, key: str):
@@ -65,3 +65,11 @@ class AdminActionAdmin(ReadOnlyAdmin):
     search_fields = ("username", "reason", "items__item_id")
     date_hierarchy = "started"
     inlines = [ItemInline]
+
+
+@admin.register(CollectionScope)
+class CollectionScopeAdmin(admin.ModelAdmin):
+    """Which collections a person acts on and, for a depositor, submits to (README: Security)."""
+
+    list_display = ("user", "collections")
+    search_fields = ("user__username",)

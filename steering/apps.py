@@ -4,3 +4,11 @@ from django.apps import AppConfig
 class SteeringConfig(AppConfig):
     name = "steering"
     verbose_name = "Steering: admin actions and audit trail"
+
+    def ready(self) -> None:
+        # Installed after django.contrib.admin, whose ready() has registered every admin.
+        from django.contrib import admin
+
+        from .readonly import guard_admin_site
+
+        guard_admin_site(admin.site)

@@ -1,9 +1,12 @@
 """The audit trail of admin actions, and who may act on which collections."""
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 
 VIEWER, OPERATOR, ADMINISTRATOR = "viewer", "operator", "administrator"
+# Submitting is a right of its own, beside the steering ranks (batches.rights).
+DEPOSITOR = "depositor"
 
 
 class AdminAction(models.Model):
@@ -73,7 +76,11 @@ class AdminActionItem(models.Model):
 
 
 class CollectionScope(models.Model):
-    """Limits a person's actions to some collections; no row means every collection."""
+    """Limits a person's actions to some collections; no row means every collection.
+
+    For submitting, a depositor's row is an allow-list: a depositor with no row (or an empty
+    list) may submit to no collection (batches.rights).
+    """
 
     user = models.OneToOneField(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="scope"
@@ -82,3 +89,14 @@ class CollectionScope(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user}: {', '.join(self.collections)}"
+
+    def clean(self) -> None:
+        from batches.models import mnemonic_problem
+
+        if not isinstance(self.collections, list) or not all(
+            isinstance(m, str) for m in self.collections
+        ):
+            raise ValidationError({"collections": 'a list of mnemonics, e.g. ["demo"]'})
+        problems = [p for m in self.collections if (p := mnemonic_problem(m))]
+        if problems:
+            raise ValidationError({"collections": problems})

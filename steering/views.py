@@ -372,18 +372,22 @@ def export(request):
     response = HttpResponse(content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = 'attachment; filename="admin-actions.csv"'
     out = csv.writer(response)
-    out.writerow(["when", "who", "action", "reason", "item", *AdminActionItem.AUDIT_FIELDS[1:]])
+    header = ["when", "who", "action", "reason", "item", *AdminActionItem.AUDIT_FIELDS[1:]]
+    out.writerow(header)
     for i in items.order_by("-admin_action__started", "admin_action_id", "id").iterator():
         a = i.admin_action
         values = (
             "" if (v := getattr(i, f)) is None else str(v) for f in AdminActionItem.AUDIT_FIELDS
         )
-        out.writerow(
-            [a.started.isoformat(), a.username, a.action, _cell(a.reason), *map(_cell, values)]
-        )
+        row = [a.started.isoformat(), a.username, a.action, a.reason, *values]
+        out.writerow(map(_cell, row))
     return response
 
 
+# What makes a spreadsheet read a cell as a formula (OWASP's list for CSV injection).
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
 def _cell(text: str) -> str:
-    """No spreadsheet formulas from what people typed."""
-    return "'" + text if text[:1] in ("=", "+", "-", "@") else text
+    """No spreadsheet formulas from any cell: user names, reasons and details alike."""
+    return "'" + text if text[:1] in FORMULA_STARTS else text

@@ -33,7 +33,7 @@ from merritt_queue.services.minter import LocalMinter
 from merritt_queue.services.storage import LocalStorage
 from merritt_queue.store import QueueStore
 from merritt_queue.zk import ZkConfig, connect
-from tests.procs import REPO, Procs, queue_env, wait_for
+from tests.procs import REPO, TEST_SECRET_KEY, Procs, queue_env, wait_for
 
 SERVICES = REPO / "scripts" / "services.sh"
 SHOULDER = "ark:/99999/fk4"
@@ -102,7 +102,11 @@ def migrated_db(tmp_path_factory) -> Path:
     """A migrated SQLite file with the ``kill`` profile, copied by each test."""
     root = tmp_path_factory.mktemp("cluster-db")
     db = root / "template.sqlite3"
-    env = os.environ | {"DATABASE_URL": f"sqlite:///{db}", "MQ_WORK_DIR": str(root / "work")}
+    env = os.environ | {
+        "DATABASE_URL": f"sqlite:///{db}",
+        "MQ_WORK_DIR": str(root / "work"),
+        "SECRET_KEY": TEST_SECRET_KEY,
+    }
     Cluster(env, root, db=db).set_up_database()
     return db
 

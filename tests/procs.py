@@ -34,6 +34,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+TEST_SECRET_KEY = "tests-only-" + "k" * 50
+
+
 def queue_env(
     root: Path,
     *,
@@ -50,6 +53,8 @@ def queue_env(
     caller are dropped, since they would win over it.
     """
     env = os.environ | {
+        # DEBUG is off by default, and then the development key is refused (mq.E030).
+        "SECRET_KEY": TEST_SECRET_KEY,
         "ZK_HOSTS": zk_hosts,
         "ZK_CHROOT": chroot,
         "DATABASE_URL": database_url,

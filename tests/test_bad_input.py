@@ -30,6 +30,7 @@ from django.core import mail
 
 from batches import handlers as batch_handlers
 from batches.models import ApiToken, Batch, Profile
+from batches.rights import grant_depositor
 from batches.submission import submit
 from jobs import services
 from jobs.models import Job
@@ -450,6 +451,7 @@ GOOD = {
 def api(client, queue, settings):
     """POST to the API with a valid token; afterwards, check that nothing was written."""
     user = get_user_model().objects.create_user("depositor", password="pw")
+    grant_depositor(user, ["demo"])
     token = ApiToken.issue(user, "tests")[1]
     before = znodes(queue.client)
 
@@ -616,7 +618,9 @@ def test_the_web_form_refuses_an_oversized_upload_by_its_length(
     client, queue, settings, django_user_model
 ):
     settings.MQ_MAX_UPLOAD_BYTES = 10
-    client.force_login(django_user_model.objects.create_user("librarian", password="pw"))
+    librarian = django_user_model.objects.create_user("librarian", password="pw")
+    grant_depositor(librarian, ["demo"])
+    client.force_login(librarian)
     before = znodes(queue.client)
     body, content_type = multipart(FORM, [("file", "big.bin", b"x" * (2 * 1024 * 1024))])
     response = client.post("/submit/", body, content_type=content_type)

@@ -134,7 +134,10 @@ def queue(pg_url, zk_config, store, redis, tmp_path):
         "User = get_user_model()\n"
         f"User.objects.create_superuser('admin', 'admin@example.org', '{ADMIN_PASSWORD}')\n"
         f"Profile.objects.create(name='mp', collection='mp', minter_shoulder='{SHOULDER}')\n"
-        "print(ApiToken.issue(User.objects.create_user('depositor'), 'multiprocess')[1])\n",
+        "from batches.rights import grant_depositor\n"
+        "depositor = User.objects.create_user('depositor')\n"
+        "grant_depositor(depositor, ['mp'])\n"
+        "print(ApiToken.issue(depositor, 'multiprocess')[1])\n",
     ).strip()
     port = free_port()
     q.web = f"http://127.0.0.1:{port}"

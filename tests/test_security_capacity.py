@@ -27,6 +27,7 @@ from rq import Queue, SimpleWorker
 
 from batches import handlers as batch_handlers
 from batches.models import ApiToken, Batch, Profile
+from batches.rights import grant_depositor
 from batches.submission import submit
 from bench.common import CAPACITY_DEFAULTS
 from jobs import services
@@ -81,6 +82,7 @@ def queue(zk_config, settings, tmp_path, db):
 @pytest.fixture
 def token(db):
     user = get_user_model().objects.create_user("depositor", password="pw")
+    grant_depositor(user, ["demo", "other"])
     return ApiToken.issue(user, "tests")[1]
 
 
@@ -184,7 +186,7 @@ def test_the_form_and_the_cli_name_the_limit_too(client, queue, settings, tmp_pa
             "--type=single-file-batch-manifest",
             f"--file={manifest}",
         )
-    get_user_model().objects.create_user("librarian", password="pw")
+    grant_depositor(get_user_model().objects.create_user("librarian", password="pw"), ["demo"])
     client.login(username="librarian", password="pw")
     upload = io.BytesIO(manifest.read_bytes())
     upload.name = "m.checkm"
@@ -400,6 +402,7 @@ def test_with_zookeeper_down_submissions_and_healthz_answer_503_within_zk_timeou
     runtime.close()
     Profile.objects.create(name="demo", collection="demo", minter_shoulder="ark:/99999/fk4")
     user = get_user_model().objects.create_user("depositor", password="pw")
+    grant_depositor(user, ["demo"])
     key = ApiToken.issue(user, "tests")[1]
     body = {"profile": "demo", "type": "file", "payload_url": "https://example.org/x"}
     try:

@@ -10,6 +10,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 
 from batches.models import ApiToken, Profile
+from batches.rights import grant_depositor
 from merritt_queue import runtime
 
 URL = "/api/v1/batches"
@@ -29,6 +30,7 @@ def queue(zk_config, settings, tmp_path, db):
 @pytest.fixture
 def token(db):
     user = get_user_model().objects.create_user("depositor", password="pw")
+    grant_depositor(user, ["demo"])
     return ApiToken.issue(user, "tests")[1]
 
 
@@ -184,6 +186,7 @@ def test_the_submit_command_lists_every_problem(queue):
 
 def test_the_form_submits_for_a_logged_in_user(client, queue, django_user_model):
     user = django_user_model.objects.create_user("librarian", password="pw")
+    grant_depositor(user, ["demo"])
     client.force_login(user)
     data = {
         "profile": "demo",

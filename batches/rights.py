@@ -1,0 +1,57 @@
+"""Who may submit, to which collections, and on whose behalf.
+
+Submitting is a right of its own, not a steering rank: a ``depositor`` submits to the
+collections of their CollectionScope row and steers nothing; an ``administrator`` (or a
+superuser) submits anywhere their scope allows and may name another submitter; an
+``operator`` or ``viewer`` steers or reads and does not submit unless also a depositor.
+Rights are read from the database at every call, so a deactivated user, a removed group or a
+narrowed scope takes effect at the next request, whatever token or session they hold.
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+
+from steering.models import ADMINISTRATOR, DEPOSITOR, CollectionScope
+
+SUBMIT_GROUPS = (DEPOSITOR, ADMINISTRATOR)
+
+
+def current(user):
+    """The user as stored now (a token's or session's copy may predate a change)."""
+    return get_user_model().objects.filter(pk=user.pk).first()
+
+
+def is_administrator(user) -> bool:
+    return user.is_superuser or user.groups.filter(name=ADMINISTRATOR).exists()
+
+
+def submit_refusal(user, collection: str | None) -> str | None:
+    """Why ``user`` may not submit to ``collection`` (None: may); read fresh every time."""
+    now = current(user) if user is not None and user.pk else None
+    if now is None or not now.is_active:
+        return "the account that submits is unknown or deactivated"
+    name = now.get_username()
+    administrator = is_administrator(now)
+    if not administrator and not now.groups.filter(name__in=SUBMIT_GROUPS).exists():
+        return f"{name} may not submit: submitting needs the {DEPOSITOR} role"
+    if collection is None:
+        return None
+    scope = CollectionScope.objects.filter(user=now).first()
+    allowed = set(scope.collections) if scope and scope.collections else None
+    if allowed is None and administrator:
+        return None
+    if allowed is None or collection not in allowed:
+        return (
+            f"{name} may not submit to collection {collection!r}: it is not among the "
+            "collections of their scope"
+        )
+    return None
+
+
+def grant_depositor(user, collections: list[str]) -> None:
+    """Make ``user`` a depositor of ``collections`` (load_demo, tests, administrators' shells)."""
+    from django.contrib.auth.models import Group
+
+    user.groups.add(Group.objects.get_or_create(name=DEPOSITOR)[0])
+    CollectionScope.objects.update_or_create(user=user, defaults={"collections": collections})
