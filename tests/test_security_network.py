@@ -428,3 +428,26 @@ def test_a_public_redirect_to_6to4_of_a_private_address_is_refused(resolves_to):
         FetchError, match=re.escape("carries a non-public IPv4 address 192.168.1.1")
     ):
         check_url("http://next.example/", allow_private=True, from_public=True)
+
+
+# -- settings ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "check_id"),
+    [
+        ("MQ_MAX_DOWNLOAD_BYTES", -1, "mq.E020"),
+        ("MQ_MAX_DOWNLOADS_PER_HOST", -1, "mq.E021"),
+        ("MQ_HOST_WAIT_SECONDS", 0, "mq.E021"),
+        ("MQ_FETCH_TIMEOUT", 0, "mq.E022"),
+        ("MQ_FETCH_DEADLINE", -5, "mq.E022"),
+    ],
+)
+def test_network_limits_out_of_range_fail_their_check(settings, name, value, check_id):
+    from merritt_queue import checks
+
+    assert checks.check_download_limits() == []
+    setattr(settings, name, value)
+    (error,) = checks.check_download_limits()
+    assert error.id == check_id
+    assert f"{name}={value!r}" in error.msg

@@ -496,13 +496,13 @@ def _check_announced(
     """Refuse before reading a byte when the announced size already tells us it is wrong."""
     if announced is None:
         return
-    if cap is not None and announced > cap.size:
-        raise FetchError(f"{url} is {announced} bytes, more than {cap.source}")
     if expected_size is not None and announced != expected_size:
         raise FetchError(
             f"size mismatch for {url}: expected {expected_size} bytes, got {announced} "
             "(announced by the server)"
         )
+    if cap is not None and announced > cap.size:
+        raise FetchError(f"{url} is {announced} bytes, more than {cap.source}")
 
 
 def _as_transient_or_fatal(url: str, exc: requests.RequestException) -> Exception:
