@@ -169,6 +169,17 @@ def test_trickled_headers_end_a_head_request_within_the_read_timeout(raw_server,
 
 
 @pytest.mark.usefixtures("loopback_only")
+def test_many_slow_head_requests_share_one_budget(raw_server, session_factory):
+    server = raw_server(trickled_headers)
+    urls = [f"{server.url}?{n}" for n in range(40)]
+    started = time.monotonic()
+    sizes = fetcher(session_factory, timeout=1, max_workers=1).head_sizes(urls)
+    # One after another, 40 HEADs of 1 s each; together they get 4 of them.
+    assert time.monotonic() - started < 4 + SLACK
+    assert sizes == dict.fromkeys(urls)
+
+
+@pytest.mark.usefixtures("loopback_only")
 def test_trickled_headers_end_a_callback_within_its_deadline(raw_server, session_factory):
     server = raw_server(trickled_headers)
     notifier = CallbackNotifier(

@@ -13,7 +13,8 @@ Guarantees:
   server's Retry-After is honoured, up to 30 s); other 4xx are not. ``retries`` is the total
   number of attempts.
 - ``head_sizes`` never raises for one URL: an unknown or failed size is None. Each HEAD
-  has a wall-clock limit of its own (``head_deadline``) from connect to last byte.
+  has a wall-clock limit of its own (``head_deadline``) from connect to last byte, and
+  the whole call a few of them (``HEAD_BUDGET``).
 - With ``deadline``, no download attempt takes longer than that many seconds from connect to
   last byte, headers included: a server that trickles its headers or body slowly enough
   never to trip the read timeout is cut off all the same (see ``transport``).
@@ -33,6 +34,7 @@ import logging
 import os
 import queue
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import closing
@@ -50,6 +52,9 @@ from .netpolicy import check_url, is_public
 from .transport import RequestDeadline
 
 log = logging.getLogger(__name__)
+
+# The HEADs of one ``head_sizes`` call share this many head deadlines in all.
+HEAD_BUDGET = 4
 
 # Content-Length then counts the bytes we store; a transparently gzipped body would not match.
 _HEADERS = {"Accept-Encoding": "identity"}
@@ -128,22 +133,31 @@ class Fetcher:
     # -- size estimates -------------------------------------------------------------------
 
     def head_sizes(self, urls: Iterable[str]) -> dict[str, int | None]:
-        """Content-Length of each URL by concurrent HEAD requests; None when unknown."""
+        """Content-Length of each URL by concurrent HEAD requests; None when unknown.
+
+        All of them together take at most ``HEAD_BUDGET`` head deadlines: many URLs on a
+        slow server must not hold the worker for one deadline each. Sizes not learned by
+        then are unknown, which only lowers the job's priority.
+        """
         unique = list(dict.fromkeys(urls))
         if not unique:
             return {}
+        ends = time.monotonic() + HEAD_BUDGET * self.head_deadline
         with ThreadPoolExecutor(max_workers=min(self.max_workers, len(unique))) as pool:
-            sizes = list(pool.map(self._head_size, unique))
+            sizes = list(pool.map(lambda url: self._head_size(url, ends), unique))
         return dict(zip(unique, sizes, strict=True))
 
-    def _head_size(self, url: str) -> int | None:
-        deadline = RequestDeadline(self.head_deadline)
+    def _head_size(self, url: str, ends: float) -> int | None:
+        remaining = ends - time.monotonic()
+        if remaining <= 0:
+            return None
+        deadline = RequestDeadline(min(self.head_deadline, remaining))
         try:
             with deadline, closing(self._session()) as session:
                 with self._open(session, "HEAD", url) as resp:
                     return _content_length(resp) if resp.status_code == 200 else None
         except Exception as exc:  # an estimate must never fail the job; None says "unknown"
-            reason = f"no answer within {self.head_deadline:g} s" if deadline.expired else exc
+            reason = f"no answer within {deadline.seconds:g} s" if deadline.expired else exc
             log.info("HEAD %s gave no size: %s", url, reason)
             return None
 
