@@ -330,6 +330,19 @@ def test_a_held_lease_is_renewed_past_its_ttl(redis):
     assert slots.in_flight("example.org") == 0
 
 
+def test_an_unreachable_redis_lets_downloads_run_unbounded():
+    from redis import Redis
+
+    from merritt_queue.services.hostslots import HostSlots
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dead = Redis(host="127.0.0.1", port=port, socket_connect_timeout=1)
+    with HostSlots(dead, limit=1).hold(["example.org"]) as lease:
+        assert lease.hosts == []
+
+
 def test_a_job_waits_in_downloading_while_its_host_is_full(pipeline, content, settings):
     from merritt_queue.services.hostslots import HostSlots
 
