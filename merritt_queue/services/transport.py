@@ -56,9 +56,6 @@ class RequestDeadline:
     def expired(self) -> bool:
         return self._expired.is_set()
 
-    def elapsed(self) -> float:
-        return time.monotonic() - self.started
-
     def __enter__(self) -> RequestDeadline:
         self._outer = getattr(_local, "deadline", None)
         _local.deadline = self
