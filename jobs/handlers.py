@@ -8,6 +8,8 @@ storage is keyed by the job id, inventory by (ARK, version).
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 import shutil
 from collections.abc import Iterator
@@ -28,6 +30,7 @@ from merritt_queue.runner import Outcome
 from merritt_queue.safepath import inside, safe_name
 from merritt_queue.services.errors import ManifestMismatch, ServiceError
 from merritt_queue.services.fetch import DownloadItem
+from merritt_queue.services.hostslots import HostFull
 from merritt_queue.states import JobStatus
 from merritt_queue.store import ItemLock, JobRecord
 
@@ -37,6 +40,7 @@ OBJECT_MANIFEST = "object-manifest.checkm"
 # Beside a downloaded container kept while its unpacking waits for disk space: what it is
 # a copy of, so only a run that would download the same thing again reuses it.
 KEPT_ARCHIVE = ".kept-for-disk.json"
+HEAD_SIZES = "head-sizes.json"
 
 
 def handlers(services: Services) -> dict:
@@ -100,6 +104,7 @@ def estimating(s: Services, job: JobRecord) -> Outcome:
     files = _payload_files(s, job)
     unknown_urls = [f.url for f in files if f.size is None and not f.url.startswith("file:")]
     heads = s.fetcher.head_sizes(unknown_urls) if unknown_urls else {}
+    _save_head_sizes(s, job, heads)
     sizes = [f.size if f.size is not None else heads.get(f.url, _local_size(f.url)) for f in files]
     total = sum(size or 0 for size in sizes)
     unknown = sum(size is None for size in sizes)
@@ -187,9 +192,55 @@ def provisioning(s: Services, job: JobRecord) -> Outcome:
     return Outcome.success(f"working disk {projected:.0f}% full after this job")
 
 
+def _save_head_sizes(s: Services, job: JobRecord, heads: dict[str, int | None]) -> None:
+    """Keep what the HEADs said: Downloading stops a file that grows past it."""
+    path = s.job_dir(job.jid) / HEAD_SIZES
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({u: n for u, n in heads.items() if n is not None}))
+
+
+def _head_sizes(s: Services, job: JobRecord) -> dict[str, int]:
+    try:
+        sizes = json.loads((s.job_dir(job.jid) / HEAD_SIZES).read_text())
+    except (OSError, ValueError):  # estimated on another host, or by an older version
+        return {}
+    return {u: n for u, n in sizes.items() if isinstance(n, int)} if isinstance(sizes, dict) else {}
+
+
 # --- Downloading -----------------------------------------------------------
 
 
+def _bounded(step):
+    """Downloading under a slot per remote host and the sizes learned in Estimating.
+
+    A job whose host already has ``MQ_MAX_DOWNLOADS_PER_HOST`` downloads in flight waits
+    here, its worker free, rather than join them: one depositor's slow server must not
+    occupy every worker.
+    """
+
+    @functools.wraps(step)
+    def bounded(s: Services, job: JobRecord) -> Outcome:
+        bounded_s = dataclasses.replace(
+            s, fetcher=s.fetcher.with_declared_sizes(_head_sizes(s, job))
+        )
+        if s.host_slots is None:
+            return step(bounded_s, job)
+        hosts = {urlsplit(f.url).hostname for f in _payload_files(s, job)} - {None}
+        try:
+            lease = s.host_slots.hold(hosts)
+        except HostFull as full:
+            return Outcome.later(
+                f"waiting for a download slot: {full.host} already has {full.limit} "
+                "download(s) in flight (MQ_MAX_DOWNLOADS_PER_HOST)",
+                delay=settings.MQ_HOST_WAIT_SECONDS,
+            )
+        with lease:
+            return step(bounded_s, job)
+
+    return bounded
+
+
+@_bounded
 def downloading(s: Services, job: JobRecord) -> Outcome:
     work = s.job_dir(job.jid)
     producer = work / "producer"

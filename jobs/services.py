@@ -9,12 +9,14 @@ from pathlib import Path
 from urllib.parse import quote, urlsplit
 from urllib.request import url2pathname
 
+import django_rq
 from django.conf import settings
 
 from inventory.recorder import LocalInventory
 from merritt_queue.runtime import get_store
 from merritt_queue.services.errors import ServiceError
 from merritt_queue.services.fetch import Fetcher
+from merritt_queue.services.hostslots import HostSlots
 from merritt_queue.services.minter import EzidMinter, LocalMinter
 from merritt_queue.services.notifier import CallbackNotifier
 from merritt_queue.services.storage import LocalStorage, MerrittStorageClient
@@ -30,6 +32,7 @@ class Services:
     inventory: LocalInventory
     notifier: CallbackNotifier
     work_root: Path
+    host_slots: HostSlots | None = None
 
     @property
     def uploads_root(self) -> Path:
@@ -85,6 +88,7 @@ def build_services() -> Services:
             timeout=settings.MQ_FETCH_TIMEOUT,
             retries=settings.MQ_FETCH_RETRIES,
             deadline=settings.MQ_FETCH_DEADLINE or None,
+            max_download_bytes=settings.MQ_MAX_DOWNLOAD_BYTES or None,
             **net,
         ),
         minter=_minter(),
@@ -92,6 +96,9 @@ def build_services() -> Services:
         inventory=LocalInventory(),
         notifier=CallbackNotifier(retries=settings.MQ_CALLBACK_RETRIES, **net),
         work_root=Path(settings.MQ_WORK_DIR),
+        host_slots=HostSlots(
+            django_rq.get_connection("default"), settings.MQ_MAX_DOWNLOADS_PER_HOST
+        ),
     )
 
 

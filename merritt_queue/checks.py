@@ -235,6 +235,42 @@ def check_capacity(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     return out
 
 
+def check_download_limits(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    errors = []
+    if settings.MQ_MAX_DOWNLOAD_BYTES < 0:
+        errors.append(
+            checks.Error(
+                f"MQ_MAX_DOWNLOAD_BYTES={settings.MQ_MAX_DOWNLOAD_BYTES!r} must not be negative.",
+                hint="Set MQ_MAX_DOWNLOAD_BYTES to the largest download of undeclared size in "
+                "bytes, e.g. 107374182400 (0: no limit).",
+                id="mq.E020",
+            )
+        )
+    if settings.MQ_MAX_DOWNLOADS_PER_HOST < 0 or settings.MQ_HOST_WAIT_SECONDS <= 0:
+        errors.append(
+            checks.Error(
+                f"MQ_MAX_DOWNLOADS_PER_HOST={settings.MQ_MAX_DOWNLOADS_PER_HOST!r} must not be "
+                f"negative, and MQ_HOST_WAIT_SECONDS={settings.MQ_HOST_WAIT_SECONDS!r} must be "
+                "positive.",
+                hint="Set MQ_MAX_DOWNLOADS_PER_HOST to the downloads one remote host may have "
+                "in flight across all workers, e.g. 2 (0: no bound), and MQ_HOST_WAIT_SECONDS "
+                "to seconds, e.g. 15.",
+                id="mq.E021",
+            )
+        )
+    if settings.MQ_FETCH_TIMEOUT <= 0 or settings.MQ_FETCH_DEADLINE < 0:
+        errors.append(
+            checks.Error(
+                f"MQ_FETCH_TIMEOUT={settings.MQ_FETCH_TIMEOUT!r} must be positive and "
+                f"MQ_FETCH_DEADLINE={settings.MQ_FETCH_DEADLINE!r} must not be negative.",
+                hint="Set MQ_FETCH_TIMEOUT to seconds, e.g. 30, and MQ_FETCH_DEADLINE to "
+                "seconds, e.g. 21600 (0: no deadline).",
+                id="mq.E022",
+            )
+        )
+    return errors
+
+
 def check_secret_key(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     if settings.DEBUG or settings.SECRET_KEY != DEV_SECRET_KEY:
         return []
@@ -264,6 +300,7 @@ ALL_CHECKS = [
     check_chain,
     check_container_paths,
     check_capacity,
+    check_download_limits,
 ]
 
 

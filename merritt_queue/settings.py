@@ -83,6 +83,15 @@ MQ_FETCH_RETRIES = env_int("MQ_FETCH_RETRIES", 3)
 # forever; 6 hours still lets 100 GB through at 5 MB/s.
 MQ_FETCH_DEADLINE = env_float("MQ_FETCH_DEADLINE", 21600.0)
 MQ_CALLBACK_RETRIES = env_int("MQ_CALLBACK_RETRIES", 3)
+# A download whose size nobody declared (manifest, HEAD) was not reserved by Provisioning:
+# this is how far one such file may grow. The same figure as MQ_MAX_CONTAINER_BYTES, the
+# most an unknown container may unpack to; 0: no limit.
+MQ_MAX_DOWNLOAD_BYTES = env_int("MQ_MAX_DOWNLOAD_BYTES", 100 * 1024**3)
+# Downloads in flight per remote host across all workers, so that one depositor's slow
+# server cannot hold every worker (0: no bound), and how long a job that found its host
+# full waits in Downloading before it tries again.
+MQ_MAX_DOWNLOADS_PER_HOST = env_int("MQ_MAX_DOWNLOADS_PER_HOST", 2)
+MQ_HOST_WAIT_SECONDS = env_float("MQ_HOST_WAIT_SECONDS", 15.0)
 # Downloads from loopback or private addresses are refused unless allowed (the demo allows
 # loopback).
 MQ_ALLOW_LOOPBACK = env_bool("MQ_ALLOW_LOOPBACK", False)

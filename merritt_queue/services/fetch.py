@@ -12,17 +12,23 @@ Guarantees:
 - Connection errors, timeouts, 408, 429 and 5xx are retried with exponential backoff (a
   server's Retry-After is honoured, up to 30 s); other 4xx are not. ``retries`` is the total
   number of attempts.
-- ``head_sizes`` never raises for one URL: an unknown or failed size is None.
-- With ``deadline``, no attempt streams a body for longer than that many seconds: a server
-  that trickles bytes slowly enough never to trip the read timeout is cut off all the same.
-
-Limit: an HTTP/1.1 client reads exactly the announced Content-Length, so a server that sends
-*more* bytes than it announced is seen as a body of the announced length; the expected size
-and digest from the manifest are what catch it. A body *shorter* than announced is detected.
+- ``head_sizes`` never raises for one URL: an unknown or failed size is None. Each HEAD
+  has a wall-clock limit of its own (``head_deadline``) from connect to last byte, and
+  the whole call a few of them (``HEAD_BUDGET``).
+- With ``deadline``, no download attempt takes longer than that many seconds from connect to
+  last byte, headers included: a server that trickles its headers or body slowly enough
+  never to trip the read timeout is cut off all the same (see ``transport``).
+- No file grows past its declared size: the expected size, the size a HEAD announced
+  (``with_declared_sizes``) or, when neither is known, ``max_download_bytes``; nor past
+  ``max_bytes``. The download stops as soon as the next chunk would pass the cap, so at
+  most the cap is ever written.
+- A response cut off inside its headers, shorter than its Content-Length, or with more bytes
+  than its Content-Length already received, is a failed attempt, never a stored file.
 """
 
 from __future__ import annotations
 
+import copy
 import errno
 import logging
 import os
@@ -40,11 +46,15 @@ import requests
 import urllib3.exceptions
 
 from ..digest import Hashers, normalise_algorithm
-from . import httputil
+from . import httputil, transport
 from .errors import FetchError
 from .netpolicy import check_url, is_public
+from .transport import RequestDeadline
 
 log = logging.getLogger(__name__)
+
+# The HEADs of one ``head_sizes`` call share this many head deadlines in all.
+HEAD_BUDGET = 4
 
 # Content-Length then counts the bytes we store; a transparently gzipped body would not match.
 _HEADERS = {"Accept-Encoding": "identity"}
@@ -94,6 +104,8 @@ class Fetcher:
         chunk_size: int = 1 << 20,
         session_factory=requests.Session,
         deadline: float | None = None,
+        head_deadline: float | None = None,
+        max_download_bytes: int | None = None,
     ) -> None:
         if retries < 1:
             raise ValueError("retries is the number of attempts and must be at least 1")
@@ -107,26 +119,50 @@ class Fetcher:
         self.chunk_size = chunk_size
         self.session_factory = session_factory
         self.deadline = deadline
+        # A HEAD is a size estimate: it gets no more than one read timeout in all.
+        self.head_deadline = head_deadline if head_deadline is not None else self.timeout[1]
+        self.max_download_bytes = max_download_bytes
+        self.declared_sizes: dict[str, int] = {}
+
+    def with_declared_sizes(self, sizes: dict[str, int | None]) -> Fetcher:
+        """A copy whose downloads of these URLs stop past these sizes (learned by HEAD)."""
+        bounded = copy.copy(self)
+        bounded.declared_sizes = {u: n for u, n in sizes.items() if n is not None}
+        return bounded
 
     # -- size estimates -------------------------------------------------------------------
 
     def head_sizes(self, urls: Iterable[str]) -> dict[str, int | None]:
-        """Content-Length of each URL by concurrent HEAD requests; None when unknown."""
+        """Content-Length of each URL by concurrent HEAD requests; None when unknown.
+
+        All of them together take at most ``HEAD_BUDGET`` head deadlines: many URLs on a
+        slow server must not hold the worker for one deadline each. Sizes not learned by
+        then are unknown, which only lowers the job's priority.
+        """
         unique = list(dict.fromkeys(urls))
         if not unique:
             return {}
+        ends = time.monotonic() + HEAD_BUDGET * self.head_deadline
         with ThreadPoolExecutor(max_workers=min(self.max_workers, len(unique))) as pool:
-            sizes = list(pool.map(self._head_size, unique))
+            sizes = list(pool.map(lambda url: self._head_size(url, ends), unique))
         return dict(zip(unique, sizes, strict=True))
 
-    def _head_size(self, url: str) -> int | None:
+    def _head_size(self, url: str, ends: float) -> int | None:
+        remaining = ends - time.monotonic()
+        if remaining <= 0:
+            return None
+        deadline = RequestDeadline(min(self.head_deadline, remaining))
         try:
-            with closing(self.session_factory()) as session:
+            with deadline, closing(self._session()) as session:
                 with self._open(session, "HEAD", url) as resp:
                     return _content_length(resp) if resp.status_code == 200 else None
         except Exception as exc:  # an estimate must never fail the job; None says "unknown"
-            log.info("HEAD %s gave no size: %s", url, exc)
+            reason = f"no answer within {deadline.seconds:g} s" if deadline.expired else exc
+            log.info("HEAD %s gave no size: %s", url, reason)
             return None
+
+    def _session(self) -> requests.Session:
+        return transport.strict_session(self.session_factory())
 
     # -- downloads ------------------------------------------------------------------------
 
@@ -232,25 +268,46 @@ class Fetcher:
         expected_size: int | None,
         max_bytes: int | None,
     ) -> tuple[int, dict[str, str]]:
-        started = time.monotonic()
-        with closing(self.session_factory()) as session:
+        cap = self._cap(expected_size, url, max_bytes)
+        deadline = RequestDeadline(self.deadline)
+        with deadline, closing(self._session()) as session:
             try:
                 resp = self._open(session, "GET", url)
             except requests.RequestException as exc:
+                _raise_if_expired(url, deadline, None)
                 raise _as_transient_or_fatal(url, exc) from exc
-            with resp, _Deadline(url, resp, self.deadline, started) as deadline:
+            except BaseException:
+                _raise_if_expired(url, deadline, None)
+                raise
+            with resp:
                 _raise_for_status(url, resp)
                 announced = _content_length(resp)
-                _check_announced(url, announced, expected_size, max_bytes)
+                _check_announced(url, announced, expected_size, cap)
                 try:
-                    size, digests = self._stream(url, resp, part, algorithms, announced, max_bytes)
-                except _Transient:
-                    deadline.raise_if_expired()
+                    size, digests = self._stream(url, resp, part, algorithms, announced, cap)
+                except (_Transient, FetchError):
+                    _raise_if_expired(url, deadline, resp)
                     raise
-                deadline.raise_if_expired()
+                _raise_if_expired(url, deadline, resp)
         if expected_size is not None and size != expected_size:
             raise FetchError(f"size mismatch for {url}: expected {expected_size} bytes, got {size}")
         return size, digests
+
+    def _cap(self, expected_size: int | None, url: str, max_bytes: int | None) -> _Cap | None:
+        """The most bytes ``url`` may give, and where that figure comes from."""
+        caps = []
+        if expected_size is not None:
+            caps.append(_Cap(expected_size, f"its declared size of {expected_size} bytes"))
+        head = self.declared_sizes.get(url)
+        if head is not None:
+            caps.append(_Cap(head, f"the size of {head} bytes its HEAD request gave"))
+        # A declared size was reserved on disk by Provisioning; an undeclared one was not.
+        if not caps and self.max_download_bytes:
+            limit = self.max_download_bytes
+            caps.append(_Cap(limit, f"the limit of {limit} bytes (MQ_MAX_DOWNLOAD_BYTES)"))
+        if max_bytes is not None:
+            caps.append(_Cap(max_bytes, f"the limit of {max_bytes} bytes"))
+        return min(caps, key=lambda c: c.size) if caps else None
 
     def _open(self, session: requests.Session, method: str, url: str) -> requests.Response:
         """Send ``method``, following redirects by hand so every hop passes the policy."""
@@ -289,19 +346,18 @@ class Fetcher:
         part: Path,
         algorithms: list[str],
         announced: int | None,
-        max_bytes: int | None,
+        cap: _Cap | None,
     ) -> tuple[int, dict[str, str]]:
         hasher = Hashers(algorithms)
+        limit = cap.size if cap is not None else None
         received = 0
         with _open_for_writing(part) as out:
             sink = _Sink(out, part, hasher)
             try:
                 for chunk in self._chunks(url, resp):
                     received += len(chunk)
-                    if max_bytes is not None and received > max_bytes:
-                        raise FetchError(
-                            f"{url} sent more than the limit of {max_bytes} bytes; stopped"
-                        )
+                    if limit is not None and received > limit:
+                        raise FetchError(f"{url} sent more than {cap.source}; stopped")
                     sink.put(chunk)
             except _ConnectionClosed as exc:
                 sink.abandon()
@@ -317,6 +373,11 @@ class Fetcher:
             sink.close()
         if announced is not None and received != announced:
             raise _Transient(f"{url}: server sent {received} bytes, announced {announced}")
+        if transport.overlong(resp):
+            raise FetchError(
+                f"{url}: the server sent more bytes than the {announced} of its Content-Length; "
+                "the response is not trusted and nothing was kept"
+            )
         return received, hasher.hexdigests()
 
     def _chunks(self, url: str, resp: requests.Response) -> Iterator[bytes]:
@@ -354,50 +415,30 @@ class _Inline:
         return future
 
 
-class _Deadline:
-    """Cuts the connection when one attempt runs past ``seconds`` (from ``started``).
+@dataclass(frozen=True)
+class _Cap:
+    size: int
+    source: str  # the figure and where it comes from, for the message
 
-    The read timeout applies to each socket read, so a server that trickles a byte now and
-    then never trips it; only a wall-clock limit ends such a download. Shutting the socket
-    down from a timer thread wakes the blocked read at once, whatever the streaming loop
-    does (urllib3's ``HTTPResponse.shutdown`` exists for this). A deadline hit is not
-    retried at once (another attempt would take as long), but it is retryable: the server
+
+def _raise_if_expired(url: str, deadline: RequestDeadline, resp: requests.Response | None):
+    """The deadline's own error once it has cut the request, whatever the cut looked like.
+
+    Not retried at once (another attempt would take as long), but retryable: the server
     may be faster later.
     """
-
-    def __init__(self, url: str, resp: requests.Response, seconds: float | None, started: float):
-        self.url, self.resp, self.seconds = url, resp, seconds
-        self.expired = threading.Event()
-        self._timer = None
-        if seconds is not None:
-            remaining = max(0.0, started + seconds - time.monotonic())
-            self._timer = threading.Timer(remaining, self._cut)
-            self._timer.daemon = True
-
-    def __enter__(self) -> _Deadline:
-        if self._timer is not None:
-            self._timer.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-
-    def _cut(self) -> None:
-        self.expired.set()
-        try:
-            self.resp.raw.shutdown()  # urllib3 >= 2.3: shuts the socket down for reading
-        except (ValueError, RuntimeError, OSError):
-            pass  # already released or closed: the read has ended anyway
-
-    def raise_if_expired(self) -> None:
-        if self.expired.is_set():
-            received = _bytes_read(self.resp)
-            raise FetchError(
-                f"{self.url}: still downloading after {self.seconds:g} s, the download "
-                f"deadline (MQ_FETCH_DEADLINE); stopped after {received} bytes",
-                retryable=True,
-            )
+    if not deadline.expired:
+        return
+    limit = f"{deadline.seconds:g} s, the download deadline (MQ_FETCH_DEADLINE)"
+    if resp is None:
+        raise FetchError(
+            f"{url}: the server is too slow: no complete response headers after {limit}",
+            retryable=True,
+        )
+    raise FetchError(
+        f"{url}: still downloading after {limit}; stopped after {_bytes_read(resp)} bytes",
+        retryable=True,
+    )
 
 
 def _bytes_read(resp: requests.Response) -> int:
@@ -464,21 +505,23 @@ def _raise_for_status(url: str, resp: requests.Response) -> None:
 
 
 def _check_announced(
-    url: str, announced: int | None, expected_size: int | None, max_bytes: int | None
+    url: str, announced: int | None, expected_size: int | None, cap: _Cap | None
 ) -> None:
     """Refuse before reading a byte when the announced size already tells us it is wrong."""
     if announced is None:
         return
-    if max_bytes is not None and announced > max_bytes:
-        raise FetchError(f"{url} is {announced} bytes, more than the limit of {max_bytes} bytes")
     if expected_size is not None and announced != expected_size:
         raise FetchError(
             f"size mismatch for {url}: expected {expected_size} bytes, got {announced} "
             "(announced by the server)"
         )
+    if cap is not None and announced > cap.size:
+        raise FetchError(f"{url} is {announced} bytes, more than {cap.source}")
 
 
 def _as_transient_or_fatal(url: str, exc: requests.RequestException) -> Exception:
+    if transport.truncated_headers(exc):
+        return _Transient(f"{url}: the server closed the connection inside the response headers")
     if httputil.is_transient(exc):
         return _Transient(f"{url}: {httputil.describe(exc)}")
     return FetchError(f"cannot fetch {url}: {httputil.describe(exc)}")

@@ -7,7 +7,11 @@ multicast, reserved and unspecified addresses are always refused. A redirect fro
 host (``from_public``) may only lead to another public address, whatever is allowed: allowing
 loopback lets the demo fetch from itself, not lets any server on the internet aim us at it.
 Numeric host forms (``2130706433``, ``0177.0.0.1``) are judged by the address they resolve
-to, as the connection would be. It never opens a connection: it only resolves the name.
+to, as the connection would be. An IPv6 address that carries an IPv4 address a translator or
+tunnel would deliver to (IPv4-mapped and -compatible, 6to4 ``2002::/16``, Teredo
+``2001::/32``, NAT64 ``64:ff9b::/96``) is judged by that IPv4 address too; the local-use
+NAT64 prefix ``64:ff9b:1::/48`` counts as private. It never opens a connection: it only
+resolves the name.
 Messages never repeat a password found in a URL.
 
 Limit: the name is resolved again when the connection is made, so a DNS server that answers
@@ -68,6 +72,20 @@ def check_url(
             raise FetchError(
                 f"refused {shown}: host {host} resolves to {problem} address {address}"
             )
+        if address in _NAT64_LOCAL and (from_public or not allow_private):
+            raise FetchError(
+                f"refused {shown}: host {host} resolves to {address}, an address of the "
+                "local-use NAT64 prefix 64:ff9b:1::/48, which may reach any private IPv4 address"
+            )
+        embedded = _embedded_ipv4(address)
+        if embedded is not None:
+            problem = _address_problem(embedded, allow_loopback, allow_private)
+            if problem or (from_public and not embedded.is_global):
+                kind = problem or "a non-public"
+                raise FetchError(
+                    f"refused {shown}: host {host} resolves to {address}, which carries "
+                    f"{kind} IPv4 address {embedded}"
+                )
         if from_public and not address.is_global:
             raise FetchError(
                 f"refused {shown}: a public host redirected to {host}, which resolves to the "
@@ -77,7 +95,36 @@ def check_url(
 
 
 def is_public(addresses: list[Address]) -> bool:
-    return all(a.is_global for a in addresses)
+    return all(_is_global(a) for a in addresses)
+
+
+def _is_global(address: Address) -> bool:
+    embedded = _embedded_ipv4(address)
+    return (
+        address.is_global
+        and address not in _NAT64_LOCAL
+        and (embedded is None or embedded.is_global)
+    )
+
+
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")
+_IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+
+
+def _embedded_ipv4(address: Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address that traffic to this IPv6 address would reach, if any."""
+    if not isinstance(address, ipaddress.IPv6Address):
+        return None
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if address.sixtofour is not None:
+        return address.sixtofour
+    if address.teredo is not None:
+        return address.teredo[1]  # (server, client): the client is where traffic goes
+    if address in _NAT64 or (address in _IPV4_COMPATIBLE and int(address) > 1):
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return None
 
 
 def userinfo_of(url: str) -> str:

@@ -6,6 +6,8 @@ duplicates that retries after a lost answer produce (delivery is at least once, 
 once); connection errors, timeouts, 408, 429 and 5xx are retried with exponential backoff
 (Retry-After honoured up to 30 s), ``retries`` being the total number of attempts; redirects
 are not followed. Failure raises ``NotifyError`` naming the URL and the last status or reason.
+Each attempt has one wall-clock ``deadline`` from connect to the answer's last byte (by
+default the read timeout), so a receiver that trickles its answer cannot hold the worker.
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ from contextlib import closing
 
 import requests
 
-from . import httputil
+from . import httputil, transport
 from .errors import FetchError, NotifyError
 from .netpolicy import check_url
+from .transport import RequestDeadline
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +36,7 @@ class CallbackNotifier:
         allow_loopback: bool = False,
         allow_private: bool = False,
         session_factory=requests.Session,
+        deadline: float | None = None,
     ) -> None:
         if retries < 1:
             raise ValueError("retries is the number of attempts and must be at least 1")
@@ -42,6 +46,7 @@ class CallbackNotifier:
         self.allow_loopback = allow_loopback
         self.allow_private = allow_private
         self.session_factory = session_factory
+        self.deadline = deadline if deadline is not None else self.timeout[1]
 
     def notify(self, url: str, payload: dict, *, idempotency_key: str | None = None) -> None:
         """POST ``payload`` as JSON to ``url``; ``NotifyError`` when it cannot be delivered."""
@@ -68,13 +73,25 @@ class CallbackNotifier:
                 httputil.sleep_before_retry(exc.delay, self.backoff, attempt)
 
     def _attempt(self, url: str, body: bytes, headers: dict) -> None:
+        deadline = RequestDeadline(self.deadline)
         try:
-            with closing(self.session_factory()) as session:
+            with deadline, closing(transport.strict_session(self.session_factory())) as session:
+                # Only the status matters: the answer's body is never read.
                 resp = session.post(
-                    url, data=body, headers=headers, timeout=self.timeout, allow_redirects=False
+                    url,
+                    data=body,
+                    headers=headers,
+                    timeout=self.timeout,
+                    allow_redirects=False,
+                    stream=True,
                 )
                 resp.close()
         except requests.RequestException as exc:
+            if deadline.expired:
+                raise _Retry(
+                    f"the receiver is too slow: no complete answer within {self.deadline:g} s "
+                    "(the callback deadline)"
+                ) from exc
             if not httputil.is_transient(exc):
                 raise NotifyError(f"callback {url} failed: {httputil.describe(exc)}") from exc
             raise _Retry(httputil.describe(exc)) from exc

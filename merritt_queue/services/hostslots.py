@@ -1,0 +1,140 @@
+"""A bound on the downloads in flight per remote host, shared by every worker process.
+
+Workers are separate processes on possibly separate machines, so the count lives in Redis:
+one sorted set per host whose members are leases, scored by the time they expire (Redis's
+own clock, so the workers' clocks need not agree). Taking a slot drops the expired leases
+and adds one only if fewer than ``limit`` remain, in one script, so two workers never both
+take the last slot.
+
+Guarantees: ``hold`` never waits: it takes a slot on every host or none, and says which host
+was full. A lease is renewed while it is held and expires ``ttl`` seconds after its holder
+stops renewing it (a killed or frozen worker), so no slot leaks for longer than that.
+A Redis error while renewing is logged and retried at the next renewal. While Redis cannot
+be reached, ``hold`` grants an empty lease: the bound is about sharing workers fairly, and
+a Redis outage must not fail jobs that are already running.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Iterable
+
+from redis.exceptions import RedisError
+
+log = logging.getLogger(__name__)
+
+KEY_PREFIX = "mq:hostslots:"
+
+# KEYS[1]: the host's set; ARGV: lease id, limit, ttl in ms. 1 when taken, 0 when full.
+_TAKE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[2]) then
+  return 0
+end
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[1])
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[3]))
+return 1
+"""
+
+# Renews a lease that is still there; a lease that expired meanwhile is not brought back.
+_RENEW = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) then
+  redis.call('ZADD', KEYS[1], 'XX', now + tonumber(ARGV[2]), ARGV[1])
+  redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[2]))
+  return 1
+end
+return 0
+"""
+
+
+class HostFull(Exception):
+    def __init__(self, host: str, limit: int) -> None:
+        super().__init__(f"{host} already has {limit} download(s) in flight")
+        self.host, self.limit = host, limit
+
+
+class HostSlots:
+    """``limit`` leases per host (0 or less: no bound), each expiring ``ttl`` seconds after
+    its last renewal."""
+
+    def __init__(self, redis, limit: int, ttl: float = 60.0) -> None:
+        self.redis, self.limit, self.ttl = redis, limit, ttl
+        self._take = redis.register_script(_TAKE)
+        self._renew = redis.register_script(_RENEW)
+
+    def hold(self, hosts: Iterable[str]) -> Lease:
+        """A slot on each of ``hosts``; ``HostFull`` naming the first full one."""
+        hosts = sorted({h.lower() for h in hosts if h})
+        if self.limit <= 0 or not hosts:
+            return Lease(self, [])
+        lease_id = uuid.uuid4().hex
+        ttl_ms = max(1, int(self.ttl * 1000))
+        taken: list[str] = []
+        try:
+            for host in hosts:
+                if not self._take(keys=[KEY_PREFIX + host], args=[lease_id, self.limit, ttl_ms]):
+                    self._release(lease_id, taken)
+                    raise HostFull(host, self.limit)
+                taken.append(host)
+        except RedisError:
+            log.warning("Redis unreachable: downloading from %s without a slot", hosts)
+            return Lease(self, taken, lease_id)
+        return Lease(self, taken, lease_id)
+
+    def in_flight(self, host: str) -> int:
+        """Leases of ``host`` not yet expired (by Redis's clock)."""
+        seconds, micros = self.redis.time()
+        now = seconds * 1000 + micros // 1000
+        return int(self.redis.zcount(KEY_PREFIX + host.lower(), f"({now}", "+inf"))
+
+    def _release(self, lease_id: str, hosts: list[str]) -> None:
+        for host in hosts:
+            self.redis.zrem(KEY_PREFIX + host, lease_id)
+
+    def _renew_all(self, lease_id: str, hosts: list[str]) -> None:
+        ttl_ms = max(1, int(self.ttl * 1000))
+        for host in hosts:
+            self._renew(keys=[KEY_PREFIX + host], args=[lease_id, ttl_ms])
+
+
+class Lease:
+    """Slots taken together; a context manager that renews them until it exits."""
+
+    def __init__(self, slots: HostSlots, hosts: list[str], lease_id: str = "") -> None:
+        self.slots, self.hosts, self.lease_id = slots, hosts, lease_id
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> Lease:
+        if self.hosts:
+            self._thread = threading.Thread(target=self._keep, name="host-slots", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+    def release(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self.hosts:
+            try:
+                self.slots._release(self.lease_id, self.hosts)
+            except Exception:  # the lease expires on its own; never mask the step's outcome
+                log.warning("could not release download slots of %s", self.hosts, exc_info=True)
+            self.hosts = []
+
+    def _keep(self) -> None:
+        while not self._stop.wait(self.slots.ttl / 3):
+            try:
+                self.slots._renew_all(self.lease_id, self.hosts)
+            except Exception:
+                log.warning("could not renew download slots of %s", self.hosts, exc_info=True)

@@ -1,0 +1,222 @@
+"""The HTTP transport under the fetcher and the notifier: cut by a deadline, strict on framing.
+
+Guarantees:
+
+- Inside ``with RequestDeadline(seconds):``, every connection the thread opens is shut down
+  once ``seconds`` have passed since the block began, whether the request is connecting,
+  waiting for its headers, reading them a byte at a time, or reading the body. Only a
+  wall-clock limit ends a server that trickles: the read timeout applies to each socket
+  read, and the headers arrive before any code of ours sees the response. The socket is
+  recorded the moment it exists (before TLS and before the request is sent), so a timer
+  thread can end the blocked read; a shutdown wakes it at once.
+- A response whose header block ends in end-of-file instead of a blank line raises
+  ``TruncatedHeaders``: ``http.client`` would otherwise take the EOF as the end of the
+  headers and hand over an empty, "complete" body.
+- A response with a Content-Length that has more bytes already waiting once the announced
+  body is read is flagged (``overlong``): ``http.client`` stops at the announced length and
+  would otherwise let the surplus pass unseen. Only bytes already received are seen; the
+  check costs one non-blocking read at the end of the body.
+
+Sessions get this transport from ``strict_session``; it works for any ``requests.Session``.
+"""
+
+from __future__ import annotations
+
+import http.client
+import socket
+import threading
+import time
+
+import requests
+import urllib3
+from requests.adapters import HTTPAdapter
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+
+_local = threading.local()
+
+
+class TruncatedHeaders(http.client.HTTPException):
+    """The connection ended inside the response's headers."""
+
+
+class RequestDeadline:
+    """One wall-clock limit over every connection the current thread opens inside it."""
+
+    def __init__(self, seconds: float | None) -> None:
+        self.seconds = seconds
+        self.started = time.monotonic()
+        self._sockets: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._expired = threading.Event()
+        self._timer: threading.Timer | None = None
+        self._outer: RequestDeadline | None = None
+
+    @property
+    def expired(self) -> bool:
+        return self._expired.is_set()
+
+    def __enter__(self) -> RequestDeadline:
+        self._outer = getattr(_local, "deadline", None)
+        _local.deadline = self
+        if self.seconds is not None:
+            remaining = max(0.0, self.started + self.seconds - time.monotonic())
+            self._timer = threading.Timer(remaining, self._cut)
+            self._timer.daemon = True
+            self._timer.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        _local.deadline = self._outer
+        with self._lock:
+            self._sockets.clear()
+
+    def attach(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._sockets.append(sock)
+        if self.expired:  # the deadline passed while this connection was being made
+            _shutdown(sock)
+
+    def _cut(self) -> None:
+        self._expired.set()
+        with self._lock:
+            sockets = list(self._sockets)
+        for sock in sockets:
+            _shutdown(sock)
+
+
+def _shutdown(sock: socket.socket) -> None:
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # already closed by its owner: its read has ended anyway
+
+
+class _WatchedLines:
+    """The response's file during the header block, noting whether a line read hit EOF."""
+
+    def __init__(self, fp) -> None:
+        self.fp = fp
+        self.hit_eof = False
+
+    def readline(self, limit: int = -1) -> bytes:
+        line = self.fp.readline(limit)
+        if not line:
+            self.hit_eof = True
+        return line
+
+    def __getattr__(self, name):
+        return getattr(self.fp, name)
+
+
+class _StrictResponse(http.client.HTTPResponse):
+    def __init__(self, sock, *args, **kwargs) -> None:
+        super().__init__(sock, *args, **kwargs)
+        self._mq_sock = sock
+        self._mq_announced: int | None = None
+        self.overlong = False
+
+    def begin(self) -> None:
+        if self.headers is not None:
+            return
+        real = self.fp
+        watch = self.fp = _WatchedLines(real)
+        try:
+            super().begin()
+        finally:
+            if self.fp is watch:
+                self.fp = real
+        if watch.hit_eof:
+            raise TruncatedHeaders("the server closed the connection inside the response headers")
+        if self._method != "HEAD" and not self.chunked and self.length is not None:
+            self._mq_announced = self.length
+
+    def _close_conn(self) -> None:
+        if self._mq_announced is not None and self.length == 0 and self.fp is not None:
+            self.overlong = _bytes_waiting(self.fp, self._mq_sock)
+        super()._close_conn()
+
+
+def _bytes_waiting(fp, sock: socket.socket) -> bool:
+    """Whether bytes past the announced body are already buffered or on the socket."""
+    try:
+        timeout = sock.gettimeout()
+        sock.settimeout(0)
+    except OSError:
+        return False
+    try:
+        return bool(fp.peek(1))
+    except (OSError, ValueError):  # nothing waiting (TLS says "want read"), or closed
+        return False
+    finally:
+        try:
+            sock.settimeout(timeout)
+        except OSError:
+            pass
+
+
+class _TrackedHTTPConnection(HTTPConnection):
+    response_class = _StrictResponse
+
+    def _new_conn(self) -> socket.socket:
+        sock = super()._new_conn()
+        deadline = getattr(_local, "deadline", None)
+        if deadline is not None:
+            deadline.attach(sock)
+        return sock
+
+
+class _TrackedHTTPSConnection(HTTPSConnection):
+    response_class = _StrictResponse
+
+    def _new_conn(self) -> socket.socket:
+        sock = super()._new_conn()
+        deadline = getattr(_local, "deadline", None)
+        if deadline is not None:
+            deadline.attach(sock)
+        return sock
+
+
+class _HTTPPool(HTTPConnectionPool):
+    ConnectionCls = _TrackedHTTPConnection
+
+
+class _HTTPSPool(HTTPSConnectionPool):
+    ConnectionCls = _TrackedHTTPSConnection
+
+
+class _StrictAdapter(HTTPAdapter):
+    def init_poolmanager(self, *args, **kwargs) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {"http": _HTTPPool, "https": _HTTPSPool}
+
+
+def strict_session(session: requests.Session) -> requests.Session:
+    """``session`` with this module's transport for http and https."""
+    session.mount("http://", _StrictAdapter())
+    session.mount("https://", _StrictAdapter())
+    return session
+
+
+def overlong(resp: requests.Response) -> bool:
+    """Whether the server sent more than the Content-Length it announced (seen so far)."""
+    return bool(getattr(getattr(resp.raw, "_fp", None), "overlong", False))
+
+
+def truncated_headers(exc: BaseException) -> bool:
+    """Whether ``exc`` (a requests or urllib3 error) comes from ``TruncatedHeaders``."""
+    seen: set[int] = set()
+    todo: list[object] = [exc]
+    while todo:
+        item = todo.pop()
+        if id(item) in seen or not isinstance(item, BaseException):
+            continue
+        seen.add(id(item))
+        if isinstance(item, TruncatedHeaders):
+            return True
+        todo.extend([item.__cause__, item.__context__, *item.args])
+        if isinstance(item, urllib3.exceptions.MaxRetryError):
+            todo.append(item.reason)
+    return False
