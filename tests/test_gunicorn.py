@@ -6,6 +6,7 @@ file SQLite database; requests over real HTTP.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -89,7 +90,8 @@ def gunicorn(tmp_path, zk_config):
 
 
 def test_gunicorn_serves_the_app(gunicorn):
-    assert get(gunicorn + "/healthz") == (200, '{"ok": true}')
+    status, body = get(gunicorn + "/healthz")
+    assert status == 200 and json.loads(body)["ok"] is True
     status, body = get(gunicorn + "/accounts/login/")
     assert status == 200 and 'name="password"' in body
     # Pages need a login: the redirect is the app's own, through gunicorn.

@@ -19,6 +19,7 @@ from urllib.request import url2pathname
 
 import pytest
 
+from jobs.handlers import HEAD_SIZES
 from merritt_queue.containers import ContainerError, unpack, unpacked_size
 from merritt_queue.safepath import UnsafePath, inside
 from merritt_queue.store import NewJob
@@ -273,7 +274,8 @@ def test_a_container_that_can_never_fit_fails_without_unpacking(
     assert job.status == "Failed" and job.last_successful_status == "Provisioning"
     assert job.message.startswith(f"huge.zip unpacks to {40 * MB + 6} bytes: with the archive ")
     assert "more than MQ_DISK_THRESHOLD (50%) allows even with nothing else on it" in job.message
-    assert files_under(work / "jobs" / job.jid) == []  # not unpacked; the archive removed
+    left = files_under(work / "jobs" / job.jid)
+    assert [p.name for p in left] == [HEAD_SIZES]  # not unpacked; the archive removed
 
 
 # --- the disk threshold: what is available to us ----------------------------------------

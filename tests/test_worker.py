@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+from tests.procs import TEST_SECRET_KEY
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -20,6 +22,7 @@ def test_an_idle_worker_stops_on_sigterm(redis, tmp_path):
         "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
         "REDIS_URL": os.environ["REDIS_URL"],
         "PYTHONUNBUFFERED": "1",
+        "SECRET_KEY": TEST_SECRET_KEY,
     }
     queue = "mq-admin"  # a configured queue; this Redis is the test's own
     log = open(tmp_path / "worker.log", "wb")
