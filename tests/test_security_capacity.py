@@ -114,6 +114,17 @@ def fill(store, n: int, profile: str = "demo") -> str:
     return bid
 
 
+def submit_manifest(http_server) -> str:
+    """A batch of the files listed in the server's ``m.checkm``, submitted by URL."""
+    data = {
+        "profile": "demo",
+        "submitter": "t",
+        "type": "single-file-batch-manifest",
+        "payload_url": http_server.url_for("/m.checkm"),
+    }
+    return submit(data).bid
+
+
 def run_pending(bid: str) -> str:
     return batch_handlers.run_pending(services.get_services(), bid)
 
@@ -211,14 +222,7 @@ def test_a_url_manifest_over_the_row_limit_fails_its_batch_before_any_job(
 ):
     settings.MQ_MAX_BATCH_JOBS = 4
     (http_server.root / "m.checkm").write_bytes(files_manifest(http_server.url, 5))
-    bid = submit(
-        {
-            "profile": "demo",
-            "submitter": "t",
-            "type": "single-file-batch-manifest",
-            "payload_url": http_server.url_for("/m.checkm"),
-        }
-    ).bid
+    bid = submit_manifest(http_server)
     assert run_pending(bid) == "failed"
     batch = queue.get_batch(bid)
     assert batch.status == BatchStatus.FAILED
@@ -233,14 +237,7 @@ def test_a_url_manifest_over_the_row_limit_fails_its_batch_before_any_job(
 def test_the_handler_rechecks_the_tree_with_the_exact_row_count(queue, http_server, settings):
     settings.MQ_MAX_QUEUE_JOBS = 6
     (http_server.root / "m.checkm").write_bytes(files_manifest(http_server.url, 4))
-    bid = submit(
-        {
-            "profile": "demo",
-            "submitter": "t",
-            "type": "single-file-batch-manifest",
-            "payload_url": http_server.url_for("/m.checkm"),
-        }
-    ).bid  # accepted: the row count is not known at the door
+    bid = submit_manifest(http_server)  # accepted: the row count is not known at the door
     fill(queue, 3, profile="other")
     assert run_pending(bid) == "failed"
     assert queue.get_batch(bid).message == (
@@ -276,14 +273,7 @@ def test_a_manifest_field_over_its_limit_is_refused_naming_line_and_field():
 def test_a_batch_with_a_600_kb_field_fails_once_and_writes_no_job(queue, http_server, settings):
     data = files_manifest(http_server.url, 2, title="x" * 600_000)
     (http_server.root / "m.checkm").write_bytes(data)
-    bid = submit(
-        {
-            "profile": "demo",
-            "submitter": "t",
-            "type": "single-file-batch-manifest",
-            "payload_url": http_server.url_for("/m.checkm"),
-        }
-    ).bid
+    bid = submit_manifest(http_server)
     assert run_pending(bid) == "failed"
     batch = queue.get_batch(bid)
     assert batch.status == BatchStatus.FAILED and not batch.locked
@@ -327,14 +317,7 @@ def test_a_batch_whose_jobs_cannot_be_written_fails_once_with_the_reason(
     (http_server.root / "m.checkm").write_bytes(
         files_manifest(http_server.url, 2, title="y" * 2000)
     )
-    bid = submit(
-        {
-            "profile": "demo",
-            "submitter": "t",
-            "type": "single-file-batch-manifest",
-            "payload_url": http_server.url_for("/m.checkm"),
-        }
-    ).bid
+    bid = submit_manifest(http_server)
     assert run_pending(bid) == "failed"
     message = queue.get_batch(bid).message
     assert message.startswith("no jobs were created: the job of manifest line 4 would hold ")

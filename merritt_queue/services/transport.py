@@ -157,7 +157,9 @@ def _bytes_waiting(fp, sock: socket.socket) -> bool:
             pass
 
 
-class _TrackedHTTPConnection(HTTPConnection):
+class _Tracked:
+    """Hands each new socket to the request's deadline before a byte is sent or read."""
+
     response_class = _StrictResponse
 
     def _new_conn(self) -> socket.socket:
@@ -168,15 +170,12 @@ class _TrackedHTTPConnection(HTTPConnection):
         return sock
 
 
-class _TrackedHTTPSConnection(HTTPSConnection):
-    response_class = _StrictResponse
+class _TrackedHTTPConnection(_Tracked, HTTPConnection):
+    pass
 
-    def _new_conn(self) -> socket.socket:
-        sock = super()._new_conn()
-        deadline = getattr(_local, "deadline", None)
-        if deadline is not None:
-            deadline.attach(sock)
-        return sock
+
+class _TrackedHTTPSConnection(_Tracked, HTTPSConnection):
+    pass
 
 
 class _HTTPPool(HTTPConnectionPool):
