@@ -20,6 +20,13 @@ class SubmitForm(forms.Form):
     digest_value = forms.CharField(required=False)
     submission_mode = forms.ChoiceField(choices=[("add", "add"), ("update", "update")])
 
+    def __init__(self, *args, collections: set[str] | None = None, **kwargs):
+        """``collections``: the only ones whose profiles are offered (None: all)."""
+        super().__init__(*args, **kwargs)
+        if collections is not None:
+            field = self.fields["profile"]
+            field.queryset = field.queryset.filter(collection__in=collections)
+
     def service_data(self) -> dict:
         """The fields for ``submit``; the submitter is the logged-in user, passed as ``by``."""
         data = {k: v for k, v in self.cleaned_data.items() if k != "file" and v}

@@ -37,16 +37,28 @@ def submit_refusal(user, collection: str | None) -> str | None:
         return f"{name} may not submit: submitting needs the {DEPOSITOR} role"
     if collection is None:
         return None
-    scope = CollectionScope.objects.filter(user=now).first()
-    allowed = set(scope.collections) if scope and scope.collections else None
-    if allowed is None and administrator:
-        return None
-    if allowed is None or collection not in allowed:
+    allowed = _scope(now, administrator)
+    if allowed is not None and collection not in allowed:
         return (
             f"{name} may not submit to collection {collection!r}: it is not among the "
             "collections of their scope"
         )
     return None
+
+
+def _scope(user, administrator: bool) -> set[str] | None:
+    """The collections ``user`` may submit to; None means every one (an unscoped administrator)."""
+    scope = CollectionScope.objects.filter(user=user).first()
+    if scope and scope.collections:
+        return set(scope.collections)
+    return None if administrator else set()
+
+
+def submit_collections(user) -> set[str] | None:
+    """What the submit form offers ``user``: their collections, None for all, empty for none."""
+    if submit_refusal(user, None) is not None:
+        return set()
+    return _scope(user, is_administrator(user))
 
 
 def grant_depositor(user, collections: list[str]) -> None:

@@ -7,6 +7,7 @@ from django_tables2 import RequestConfig
 from jobs.tables import EventTable, JobTable, event_rows, job_link, job_rows
 from jobs.views import collection_names, fields_of, filtered_table
 
+from . import rights
 from .filters import BatchFilter
 from .forms import SubmitForm
 from .models import Batch
@@ -34,7 +35,11 @@ def submit_form(request):
     if too_large:  # refused before Django reads the upload to a temporary file
         context = {"form": SubmitForm(), "refused": too_large}
         return render(request, "batches/submit.html", context, status=413)
-    form = SubmitForm(request.POST or None, request.FILES or None)
+    if refusal := rights.submit_refusal(request.user, None):  # POSTs never get here (guard)
+        context = {"refused": refusal, "cannot": True}
+        return render(request, "batches/submit.html", context, status=403)
+    collections = rights.submit_collections(request.user)
+    form = SubmitForm(request.POST or None, request.FILES or None, collections=collections)
     if request.method == "POST" and form.is_valid():
         f = form.cleaned_data.get("file")
         upload = Upload(f.name, f, f.size) if f else None

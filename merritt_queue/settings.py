@@ -188,6 +188,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "jobs.context_processors.mirror_freshness",
+                "batches.context_processors.may_submit",
             ],
         },
     },

@@ -35,7 +35,7 @@ from merritt_queue.states import JOB_STEPS, BatchStatus, JobStatus, resume_targe
 from merritt_queue.store import QueueStore
 from merritt_queue.uploads import remove_upload
 
-from .models import ADMINISTRATOR, OPERATOR, AdminAction, AdminActionItem
+from .models import ADMINISTRATOR, OPERATOR, AdminAction, AdminActionItem, group_names
 
 J, B = JobStatus, BatchStatus
 RUNNING = frozenset({J.PENDING, *JOB_STEPS})
@@ -282,8 +282,7 @@ def role_of(user) -> int:
         return 0
     if user.is_superuser:
         return RANK[ADMINISTRATOR]
-    names = set(user.groups.values_list("name", flat=True))
-    return max((RANK[n] for n in names if n in RANK), default=0)
+    return max((RANK[n] for n in group_names(user) if n in RANK), default=0)
 
 
 def may(user, action: Action) -> bool:

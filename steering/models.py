@@ -5,6 +5,17 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 VIEWER, OPERATOR, ADMINISTRATOR = "viewer", "operator", "administrator"
+
+
+def group_names(user) -> frozenset[str]:
+    """The user's groups, read once per user object (one request's pages ask several times)."""
+    names = getattr(user, "_mq_group_names", None)
+    if names is None:
+        names = frozenset(user.groups.values_list("name", flat=True))
+        user._mq_group_names = names
+    return names
+
+
 # Submitting is a right of its own, beside the steering ranks (batches.rights).
 DEPOSITOR = "depositor"
 

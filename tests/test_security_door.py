@@ -274,6 +274,23 @@ def test_the_form_refuses_a_user_who_may_not_submit(client, queue, person):
     assert nothing_written(queue)
 
 
+def test_the_submit_page_tells_a_viewer_up_front_and_the_navigation_hides_it(client, queue, person):
+    client.force_login(person("v", "viewer"))
+    page = client.get("/submit/")
+    text = page.content.decode()
+    assert page.status_code == 403
+    assert "You cannot submit here: v may not submit: submitting needs the depositor role" in text
+    assert '<form method="post" enctype' not in text
+    assert 'href="/submit/"' not in client.get("/batches/").content.decode()
+
+
+def test_the_submit_form_offers_only_the_depositors_own_profiles(client, queue, depositor):
+    client.force_login(depositor)
+    text = client.get("/submit/").content.decode()
+    assert '<option value="demo">' in text and '<option value="other">' not in text
+    assert 'href="/submit/"' in text
+
+
 def test_a_depositor_group_exists_after_migrating(db):
     assert Group.objects.filter(name="depositor").exists()
 
