@@ -461,6 +461,9 @@ def queue_run(part: str, n: int, file_size: int, /, **config) -> Iterator[QueueR
         # merritt_queue/settings.py) must let it in; make bench gives ZooKeeper its own heap.
         for name, default in CAPACITY_DEFAULTS.items():
             env[name] = str(max(n, int(env.get(name, default))))
+        # All its files come from one local server, which stands for many depositors' hosts:
+        # every worker may download from it at once (MQ_MAX_DOWNLOADS_PER_HOST).
+        env.setdefault("MQ_MAX_DOWNLOADS_PER_HOST", str(config.get("workers", 0)))
         flush_redis(redis)
         manage(part, env, "migrate", "--verbosity", "0")
         manage(part, env, "shell", "-c", BENCH_PROFILE_CODE)
