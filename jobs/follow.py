@@ -193,13 +193,28 @@ class Follower:
         bids = set(dirty_batches)
         if batch_names is not None:
             bids |= self._diff_batches(batch_names)
-        count = self._apply_jobs(jids) + self._apply_batches(bids)
-        if flags:
-            self._sync_locks(flags)
+        try:
+            count = self._apply_jobs(jids) + self._apply_batches(bids)
+            if flags:
+                self._sync_locks(flags)
+        except Exception:
+            self._put_back(jids, bids, flags)
+            raise
         if count or flags:
             mirror.mark(mirror.WATCH)
         self.applied += count
         return count
+
+    def _put_back(self, jids: set[str], bids: set[str], flags: set[str]) -> None:
+        """What a failed step took, for the next step: its listings are already counted as
+        seen, so without this a change would wait for the next full reconcile (a database
+        lock is usually gone a second later)."""
+        until = time.monotonic() + RECHECK_SECONDS
+        for jid in jids:
+            self._recheck.setdefault(jid, until)
+        with self._lock:
+            self._dirty_batches |= bids
+            self._flags |= flags
 
     # --- diffs ------------------------------------------------------------------------
 

@@ -413,6 +413,34 @@ def test_writes_by_another_client_appear_in_the_mirror_within_seconds(store, zk,
     wait_for(lambda: Batch.objects.get(bid=bid).job_counts == {"Estimating": 1, "Held": 1})
 
 
+def test_a_step_the_database_refused_is_applied_by_the_next_step_not_lost(
+    store, make_store, transactional_db, monkeypatch
+):
+    """SQLite's "database table is locked" once failed a step whose changes it had already
+    taken: they waited for the next full reconcile, which recorded them as its own."""
+    bid, (moved, _, _) = make_jobs(store, 3)
+    runner = Follower(make_store(), reconcile_seconds=3600)
+    runner.install_watches()
+    runner.reconcile()
+    runner.step()  # every state directory listed once: from now on only changes count
+    store.transition_job(moved, "Estimating", "estimating elsewhere")
+    wait_for(lambda: {"Pending", "Estimating"} <= runner._dirty_dirs)
+
+    real = mirror.apply_jobs
+
+    def locked(records, **kwargs):
+        raise OperationalError("database table is locked: jobs_job")
+
+    monkeypatch.setattr(mirror, "apply_jobs", locked)
+    with pytest.raises(OperationalError):
+        runner.step()
+    monkeypatch.setattr(mirror, "apply_jobs", real)
+    runner.step()
+    assert Job.objects.get(jid=moved).status == "Estimating"
+    event = JobEvent.objects.get(jid=moved, to_status="Estimating")
+    assert (event.from_status, event.actor) == ("Pending", "watch")
+
+
 def test_batch_status_holds_and_pauses_by_another_client_are_followed(store, zk, follower):
     old = store.create_batch(SUBMISSION).id
     follower()
