@@ -231,10 +231,10 @@ class Dispatcher:
             self._mark(f"job:{status}")
             return 0
         listed = self.store.jobs_in_state(status, watch=self._state_watchers[status])
+        id_of = {jid: rq_job_id("job", jid, status) for _, jid in listed}
         if status == JobStatus.PENDING:
-            listed = self._fair(listed, queued)
-        ids = ((jid, rq_job_id("job", jid, status)) for _, jid in listed)
-        entries = [(jid, job_id) for jid, job_id in ids if job_id not in queued]
+            listed = self._fair(listed, {jid for jid, job_id in id_of.items() if job_id in queued})
+        entries = [(jid, id_of[jid]) for _, jid in listed if id_of[jid] not in queued]
         count = 0
         self._backlog[status] = False
         # Locked jobs (running, or chained through by a worker) sit at the head of the
@@ -254,9 +254,9 @@ class Dispatcher:
                         self._turns.handed(self._batch_of.get(jid))
         return count
 
-    def _fair(self, listed: list[tuple[int, str]], queued: set[str]) -> list[tuple[int, str]]:
-        """The Pending jobs not queued yet, batches taking turns within a priority
-        (``fairness``).
+    def _fair(self, listed: list[tuple[int, str]], handed: set[str]) -> list[tuple[int, str]]:
+        """The Pending jobs not ``handed`` out (enqueued) yet, batches taking turns within a
+        priority (``fairness``).
 
         A job's batch never changes, so each is read once, when first listed, and forgotten
         once it has left Pending.
@@ -265,11 +265,8 @@ class Dispatcher:
         known = self._batch_of
         missing = [jid for jid in jids if jid not in known]
         if missing:
-            known.update(self.store.job_batches(missing))
+            known.update(self.store.job_node_values(missing, "bid", decode=t.decode_str))
         self._batch_of = {jid: known[jid] for jid in jids}
-        # The queued RQ jobs (a few) name their jobs: mq-job-<jid>-pending.
-        head, tail = rq_job_id("job", "\0", JobStatus.PENDING).split("\0")
-        handed = {q[len(head) : -len(tail)] for q in queued if q.startswith(head)}
         return self._turns.order(listed, self._batch_of, handed)
 
     def _look_ahead(self, status: str, queued: int) -> int:

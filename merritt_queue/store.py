@@ -1071,27 +1071,19 @@ class QueueStore:
         except (ValueError, TypeError, AttributeError) as e:
             raise InvalidData(f"job {jid} has unreadable data ({e}); run check_tree") from None
 
-    def job_node_values(self, jids: Sequence[str], name: str) -> dict[str, Any]:
+    def job_node_values(
+        self, jids: Sequence[str], name: str, decode: Callable[[bytes], Any] = t.decode_json
+    ) -> dict[str, Any]:
         """The decoded ``name`` node (``status``, ``identifiers``, ...) of each job, read in
-        pipelined rounds; None for a job or node that is missing."""
+        pipelined rounds; None for a job or node that is missing. Plain-text nodes (``bid``)
+        take ``decode=tree.decode_str``."""
         out: dict[str, Any] = {}
         for start in range(0, len(jids), READ_CHUNK):
             chunk = jids[start : start + READ_CHUNK]
             got = self._get_many(t.job_node(jid, name) for jid in chunk)
             for jid in chunk:
                 node = got[t.job_node(jid, name)]
-                out[jid] = t.decode_json(node[0]) if node else None
-        return out
-
-    def job_batches(self, jids: Sequence[str]) -> dict[str, str | None]:
-        """The batch id of each job, read in pipelined rounds; None for a missing job."""
-        out: dict[str, str | None] = {}
-        for start in range(0, len(jids), READ_CHUNK):
-            chunk = jids[start : start + READ_CHUNK]
-            got = self._get_many(t.job_node(jid, "bid") for jid in chunk)
-            for jid in chunk:
-                node = got[t.job_node(jid, "bid")]
-                out[jid] = t.decode_str(node[0]) if node else None
+                out[jid] = decode(node[0]) if node else None
         return out
 
     def job_heads(
