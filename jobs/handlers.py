@@ -9,11 +9,10 @@ storage is keyed by the job id, inventory by (ARK, version).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import shutil
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
@@ -210,43 +209,39 @@ def _head_sizes(s: Services, job: JobRecord) -> dict[str, int]:
 # --- Downloading -----------------------------------------------------------
 
 
-def _bounded(step):
-    """Downloading under a slot per remote host and the sizes learned in Estimating.
-
-    A job whose host already has ``MQ_MAX_DOWNLOADS_PER_HOST`` downloads in flight waits
-    here, its worker free, rather than join them: one depositor's slow server must not
-    occupy every worker.
-    """
-
-    @functools.wraps(step)
-    def bounded(s: Services, job: JobRecord) -> Outcome:
-        bounded_s = dataclasses.replace(
-            s, fetcher=s.fetcher.with_declared_sizes(_head_sizes(s, job))
-        )
-        if s.host_slots is None:
-            return step(bounded_s, job)
-        hosts = {urlsplit(f.url).hostname for f in _payload_files(s, job)} - {None}
-        try:
-            lease = s.host_slots.hold(hosts)
-        except HostFull as full:
-            return Outcome.later(
-                f"waiting for a download slot: {full.host} already has {full.limit} "
-                "download(s) in flight (MQ_MAX_DOWNLOADS_PER_HOST)",
-                delay=settings.MQ_HOST_WAIT_SECONDS,
-            )
-        with lease:
-            return step(bounded_s, job)
-
-    return bounded
-
-
-@_bounded
 def downloading(s: Services, job: JobRecord) -> Outcome:
+    """Download under a slot per remote host, each file stopped at the size learned for it.
+
+    A job whose host already has ``MQ_MAX_DOWNLOADS_PER_HOST`` downloads in flight waits,
+    its worker free, rather than join them: one depositor's slow server must not occupy
+    every worker.
+    """
+    files = _payload_files(s, job)
+    try:
+        lease = _host_slots(s, files)
+    except HostFull as full:
+        return Outcome.later(
+            f"waiting for a download slot: {full.host} already has {full.limit} "
+            "download(s) in flight (MQ_MAX_DOWNLOADS_PER_HOST)",
+            delay=settings.MQ_HOST_WAIT_SECONDS,
+        )
+    bounded = dataclasses.replace(s, fetcher=s.fetcher.with_declared_sizes(_head_sizes(s, job)))
+    with lease:
+        return _download(bounded, job, files)
+
+
+def _host_slots(s: Services, files: list[PayloadFile]):
+    """A held slot on every remote host of ``files`` (nothing to hold without HostSlots)."""
+    if s.host_slots is None:
+        return nullcontext()
+    return s.host_slots.hold({urlsplit(f.url).hostname for f in files} - {None})
+
+
+def _download(s: Services, job: JobRecord, files: list[PayloadFile]) -> Outcome:
     work = s.job_dir(job.jid)
     producer = work / "producer"
     shutil.rmtree(producer, ignore_errors=True)  # a re-run starts clean
     producer.mkdir(parents=True)
-    files = _payload_files(s, job)
     if _config(job).get("payload_type") == "container":
         waiting = _download_container(s, job, work, producer, files[0])
         if waiting:
