@@ -142,8 +142,12 @@ def run_report(s: Services, bid: str, status: str) -> str:
 
 
 def _release_upload(s: Services, batch: BatchRecord) -> None:
-    """Remove the batch's uploaded payload once no job of it can be resumed to read it."""
-    if s.store.batch_jobs(batch.bid)["batch-failed"]:
+    """Remove the batch's uploaded payload once no job of it can be resumed to read it.
+
+    ``batch`` carries the status report just written: its count of failed jobs, not a
+    listing of the batch's directories (a big batch's run to thousands of names)."""
+    report = batch.status_report or {}
+    if report.get("failed_count") or report.get("failed_jobs"):
         return  # a Failed job resumed from Downloading copies the upload again
     remove_upload(s.uploads_root, (batch.submission or {}).get("payload_url"))
 
