@@ -26,9 +26,8 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.contrib.auth import get_user_model
 
-from merritt_queue import tree
+from merritt_queue import safepath, tree
 from merritt_queue.digest import check_digest_format, normalise_algorithm
-from merritt_queue.manifest import file_name_problem
 from merritt_queue.planning import SUBMISSION_TYPES
 from merritt_queue.runtime import get_store
 from merritt_queue.services.netpolicy import userinfo_of
@@ -58,10 +57,6 @@ TEXT_FIELDS = {
 REQUIRED = ("profile", "submitter", "type")
 _BATCH_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$")
 _SAFE_NAME_RE = re.compile(r"[^A-Za-z0-9._-]+")
-
-
-# Longest file name (in UTF-8 bytes) that a Linux file system takes.
-MAX_NAME_BYTES = 255
 
 
 class SubmissionError(ValueError):
@@ -245,13 +240,12 @@ def _field_problems(data: Mapping) -> list[str]:
 
 
 def name_problem(name: str) -> str | None:
-    """Why ``name`` cannot be the one file a file or container submission stores."""
-    if problem := file_name_problem(name):
+    """Why ``name`` cannot be the one file a file or container submission stores: the
+    workers' rule (``safepath``), and one name, not a path."""
+    if problem := safepath.name_problem(name):
         return problem
-    if "/" in name or name in (".", ".."):
+    if "/" in name:
         return f"file name {name!r} must be one name, without '/'"
-    if len(name.encode("utf-8")) > MAX_NAME_BYTES:
-        return f"file name {name[:40]!r}... is longer than {MAX_NAME_BYTES} bytes in UTF-8"
     return None
 
 
