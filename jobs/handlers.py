@@ -295,14 +295,17 @@ def _download_container(
         return refused
     kept.unlink(missing_ok=True)
     shutil.rmtree(producer)
-    unpack(
-        archive,
-        producer,
-        max_total_bytes=settings.MQ_MAX_CONTAINER_BYTES,
-        max_depth=settings.MQ_CONTAINER_MAX_DEPTH,
-        max_path_bytes=settings.MQ_CONTAINER_MAX_PATH_BYTES,
-    )
+    unpack(archive, producer, **_unpack_limits())
     return None
+
+
+def _unpack_limits() -> dict[str, int]:
+    """The configured limits of a container, the same for its listing and its unpacking."""
+    return {
+        "max_total_bytes": settings.MQ_MAX_CONTAINER_BYTES,
+        "max_depth": settings.MQ_CONTAINER_MAX_DEPTH,
+        "max_path_bytes": settings.MQ_CONTAINER_MAX_PATH_BYTES,
+    }
 
 
 def _unpack_refused(s: Services, job: JobRecord, archive: Path, f: PayloadFile) -> Outcome | None:
@@ -316,7 +319,7 @@ def _unpack_refused(s: Services, job: JobRecord, archive: Path, f: PayloadFile) 
     # it, and when even that fits, reading the listing (a tar.gz decompressed) is not needed.
     if percent_used_after(s.work_root, unpacked_bound(size, limit)) <= threshold:
         return None
-    unpacked = unpacked_size(archive, max_total_bytes=limit)
+    unpacked = unpacked_size(archive, **_unpack_limits())
     projected = percent_used_after(s.work_root, unpacked)
     if projected <= threshold:
         return None

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .manifest import container_type
+from .safepath import NAME_MAX
 
 CHUNK = 1024 * 1024
 MAX_TOTAL_BYTES = 10 * 1024**3
@@ -52,7 +53,6 @@ RATIO_MIN_BYTES = 1024 * 1024
 MAX_HEADER_READ = 16 * 1024 * 1024
 MAX_DEPTH = 32
 MAX_PATH_BYTES = 1024
-NAME_MAX = 255  # bytes per segment on Linux file systems (ext4, xfs)
 KINDS = ("zip", "tar", "tar.gz")
 _CORRUPT = (
     zipfile.BadZipFile,
@@ -112,8 +112,15 @@ def unpack(
     """Unpack ``archive`` into ``dest`` (created if missing); the files, in archive order."""
     archive, dest = Path(archive), Path(dest)
     kind = _kind(archive, kind)
-    budget = _Budget(archive.name, archive.stat().st_size, max_total_bytes, max_files, max_ratio)
-    budget.max_depth, budget.max_path_bytes = max_depth, max_path_bytes
+    budget = _Budget(
+        archive.name,
+        archive.stat().st_size,
+        max_total_bytes,
+        max_files,
+        max_ratio,
+        max_depth,
+        max_path_bytes,
+    )
     dest.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{dest.name}.unpack-", dir=dest.parent))
     try:
@@ -134,13 +141,24 @@ def unpacked_size(
     max_total_bytes: int = MAX_TOTAL_BYTES,
     max_files: int = MAX_FILES,
     max_ratio: float = MAX_RATIO,
+    max_depth: int = MAX_DEPTH,
+    max_path_bytes: int = MAX_PATH_BYTES,
 ) -> int:
     """The bytes ``archive`` declares it unpacks to, read from its listing without writing
     anything: the zip central directory, the tar member headers (a tar.gz is decompressed
-    to read them). A listing that ``unpack`` would refuse raises the same ContainerError."""
+    to read them). A listing that ``unpack`` would refuse, under the same limits, raises
+    the same ContainerError."""
     archive = Path(archive)
     kind = _kind(archive, kind)
-    budget = _Budget(archive.name, archive.stat().st_size, max_total_bytes, max_files, max_ratio)
+    budget = _Budget(
+        archive.name,
+        archive.stat().st_size,
+        max_total_bytes,
+        max_files,
+        max_ratio,
+        max_depth,
+        max_path_bytes,
+    )
     if kind == "zip":
         try:
             with zipfile.ZipFile(archive) as zf:
@@ -179,11 +197,20 @@ def _kind(archive: Path, kind: str | None) -> str:
 class _Budget:
     """The limits of one archive, and how much of them its entries have used."""
 
-    def __init__(self, label: str, archive_size: int, max_total: int, max_files: int, ratio):
+    def __init__(
+        self,
+        label: str,
+        archive_size: int,
+        max_total: int,
+        max_files: int,
+        ratio,
+        max_depth: int = MAX_DEPTH,
+        max_path_bytes: int = MAX_PATH_BYTES,
+    ):
         self.label, self.archive_size = label, archive_size
         self.max_total, self.max_files, self.max_ratio = max_total, max_files, ratio
+        self.max_depth, self.max_path_bytes = max_depth, max_path_bytes
         self.entries = self.declared = self.written = 0
-        self.max_depth, self.max_path_bytes = MAX_DEPTH, MAX_PATH_BYTES
 
     def count_entry(self) -> None:
         self.entries += 1

@@ -230,6 +230,15 @@ def test_unpacked_size_reads_the_listing_without_writing(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.zip"]
 
 
+def test_the_listing_is_read_under_the_same_path_limits_as_the_unpacking(tmp_path):
+    """With MQ_CONTAINER_MAX_DEPTH raised, the disk check once refused (by the default depth)
+    an archive that unpacking would accept."""
+    entry = "/".join(["d"] * 40) + "/f.txt"
+    archive = zip_of(tmp_path / "deep.zip", {entry: b"deep\n"})
+    assert unpacked_size(archive, max_depth=64) == len(b"deep\n")
+    assert [f.name for f in unpack(archive, tmp_path / "out", max_depth=64)] == [entry]
+
+
 def test_a_container_waits_in_downloading_until_its_unpacked_size_fits_then_completes(
     pipeline, content, settings, small_disk
 ):
