@@ -31,6 +31,7 @@ from merritt_queue.digest import check_digest_format, normalise_algorithm
 from merritt_queue.planning import SUBMISSION_TYPES
 from merritt_queue.runtime import get_store
 from merritt_queue.services.netpolicy import userinfo_of
+from merritt_queue.uploads import uploads_root
 
 from . import rights
 from .models import Profile
@@ -322,7 +323,7 @@ def _other_problems(clean: dict) -> list[str]:
 
 def _save_upload(upload: Upload, clean: dict) -> Path:
     name = _SAFE_NAME_RE.sub("_", Path(upload.name).name).strip("._") or "payload"
-    target = Path(settings.MQ_WORK_DIR) / "uploads" / uuid.uuid4().hex / name
+    target = uploads_root(settings.MQ_WORK_DIR) / uuid.uuid4().hex / name
     target.parent.mkdir(parents=True)
     with target.open("wb") as out:
         shutil.copyfileobj(upload.file, out, 1 << 20)

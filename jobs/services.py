@@ -21,6 +21,7 @@ from merritt_queue.services.minter import EzidMinter, LocalMinter
 from merritt_queue.services.notifier import CallbackNotifier
 from merritt_queue.services.storage import LocalStorage, MerrittStorageClient
 from merritt_queue.store import QueueStore
+from merritt_queue.uploads import uploads_root
 
 
 @dataclass
@@ -36,7 +37,7 @@ class Services:
 
     @property
     def uploads_root(self) -> Path:
-        return self.work_root / "uploads"
+        return uploads_root(self.work_root)
 
     def job_dir(self, jid: str) -> Path:
         return self.work_root / "jobs" / jid

@@ -14,6 +14,11 @@ from urllib.parse import urlsplit
 from urllib.request import url2pathname
 
 
+def uploads_root(work_dir: str | Path) -> Path:
+    """Where uploads live: ``<MQ_WORK_DIR>/uploads``."""
+    return Path(work_dir) / "uploads"
+
+
 def upload_folder(uploads_root: Path, payload_url: object) -> Path | None:
     """The upload folder ``payload_url`` names, or None when it names no folder of ours.
 

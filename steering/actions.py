@@ -33,7 +33,7 @@ from merritt_queue.errors import ChangedUnderYou, QueueError
 from merritt_queue.runtime import get_store
 from merritt_queue.states import JOB_STEPS, BatchStatus, JobStatus, resume_target
 from merritt_queue.store import QueueStore
-from merritt_queue.uploads import remove_upload
+from merritt_queue.uploads import remove_upload, uploads_root
 
 from .models import ADMINISTRATOR, OPERATOR, AdminAction, AdminActionItem, group_names
 
@@ -128,9 +128,7 @@ def _batch_delete(store: QueueStore, batch, params, note):
 
 
 def _remove_upload(batch) -> None:
-    remove_upload(
-        Path(settings.MQ_WORK_DIR) / "uploads", (batch.submission or {}).get("payload_url")
-    )
+    remove_upload(uploads_root(settings.MQ_WORK_DIR), (batch.submission or {}).get("payload_url"))
 
 
 def _batch_purge(store: QueueStore, batch, params, note):

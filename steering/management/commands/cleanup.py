@@ -27,7 +27,7 @@ from merritt_queue.errors import NotFound, QueueError
 from merritt_queue.runtime import get_store
 from merritt_queue.states import BatchStatus, JobStatus
 from merritt_queue.tree import is_job_id, parse_timestamp
-from merritt_queue.uploads import upload_folder
+from merritt_queue.uploads import upload_folder, uploads_root
 from steering.models import AdminAction, AdminActionItem
 
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -63,7 +63,7 @@ class Command(BaseCommand):
         self.dry_run = dry_run
         self.rows: list[AdminActionItem] = []
         verb = "would remove" if dry_run else "removed"
-        uploads = Path(settings.MQ_WORK_DIR) / "uploads"
+        uploads = uploads_root(settings.MQ_WORK_DIR)
         kept_uploads, purged_uploads = set(), set()
 
         for bid in store.list_batch_ids():
