@@ -15,12 +15,12 @@ from kazoo.exceptions import KazooException
 
 from merritt_queue.errors import QueueError
 
+from .middleware import length_problem
 from .models import ApiToken
 from .submission import (
     READ_ONLY_PROBLEM,
     SubmissionError,
     Upload,
-    request_size_problem,
     submit,
 )
 
@@ -55,29 +55,15 @@ def _payload(request) -> tuple[object, Upload | None]:
                 "multipart/form-data with the payload in the field 'file'"
             ],
         )
-    _check_length(request, kind)
+    if problem := length_problem(request, api=True):  # the guard has judged it already
+        status, reason = problem
+        raise _Refused(status, [reason])
     try:
         return _json_payload(request) if kind == JSON else _form_payload(request)
     except SuspiciousOperation as e:  # Django's own limits: too many fields, body too big
         raise _Refused(400, [f"the request was refused: {e}"]) from None
     except MultiPartParserError as e:
         raise _Refused(400, [f"the multipart body is malformed: {e}"]) from None
-
-
-def _check_length(request, kind: str) -> None:
-    """Refuse an oversized body by its Content-Length, before a byte of it is read."""
-    try:
-        length = int(request.META.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        raise _Refused(400, ["the Content-Length header is not a number"]) from None
-    if kind == JSON:
-        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-        if limit is not None and length > limit:
-            raise _Refused(
-                413, [f"the JSON body is {length} bytes, over the limit of {limit} bytes"]
-            )
-    elif problem := request_size_problem(length):
-        raise _Refused(413, [problem])
 
 
 def _json_payload(request) -> tuple[object, None]:

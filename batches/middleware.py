@@ -28,7 +28,8 @@ def _refuse(request, api: bool, status: int, problem: str):
     return render(request, "batches/submit.html", context, status=status)
 
 
-def _length_problem(request, api: bool) -> tuple[int, str] | None:
+def length_problem(request, api: bool) -> tuple[int, str] | None:
+    """The status and reason that refuse this body by its headers alone, or None."""
     if "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower():
         return 411, "a submission needs a Content-Length header; chunked bodies are not accepted"
     try:
@@ -80,6 +81,6 @@ class UploadGuardMiddleware:
                 return redirect_to_login(request.get_full_path())
         if refusal := rights.submit_refusal(user, None):
             return _refuse(request, api, 403, refusal)
-        if problem := _length_problem(request, api):
+        if problem := length_problem(request, api):
             return _refuse(request, api, *problem)
         return None

@@ -10,12 +10,12 @@ from jobs.views import collection_names, fields_of, filtered_table
 from . import rights
 from .filters import BatchFilter
 from .forms import SubmitForm
+from .middleware import length_problem
 from .models import Batch
 from .submission import (
     READ_ONLY_PROBLEM,
     SubmissionError,
     Upload,
-    request_size_problem,
     submit,
 )
 from .tables import SelectBatchTable, batch_rows, job_counts_text
@@ -31,10 +31,11 @@ def submit_form(request):
             return render(request, "batches/submit.html", {"read_only": READ_ONLY_PROBLEM})
         context = {"refused": READ_ONLY_PROBLEM, "read_only": READ_ONLY_PROBLEM}
         return render(request, "batches/submit.html", context, status=503)
-    too_large = request.method == "POST" and request_size_problem(_content_length(request))
-    if too_large:  # refused before Django reads the upload to a temporary file
-        context = {"form": SubmitForm(), "refused": too_large}
-        return render(request, "batches/submit.html", context, status=413)
+    refused = request.method == "POST" and length_problem(request, api=False)
+    if refused:  # refused before Django reads the upload to a temporary file
+        status, reason = refused
+        context = {"form": SubmitForm(), "refused": reason}
+        return render(request, "batches/submit.html", context, status=status)
     if refusal := rights.submit_refusal(request.user, None):  # POSTs never get here (guard)
         context = {"refused": refusal, "cannot": True}
         return render(request, "batches/submit.html", context, status=403)
@@ -53,13 +54,6 @@ def submit_form(request):
             messages.success(request, f"Batch {note} {result.bid}.")
             return redirect("batches:submit")
     return render(request, "batches/submit.html", {"form": form})
-
-
-def _content_length(request) -> int:
-    try:
-        return int(request.META.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        return 0
 
 
 @login_required
