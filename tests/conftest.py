@@ -14,6 +14,7 @@ import pytest
 from kazoo.client import KazooClient
 from redis import Redis
 
+from merritt_queue import runtime
 from merritt_queue.store import QueueStore
 from merritt_queue.zk import ZkConfig, connect
 
@@ -74,6 +75,17 @@ def store(zk) -> QueueStore:
     s = QueueStore(zk)
     s.init()
     return s
+
+
+@pytest.fixture
+def process_store(zk_config, settings, tmp_path, db) -> QueueStore:
+    """The process's own store (``runtime.get_store``, as views and services get it) on the
+    test's chroot, with the working directory under the test's tmp_path."""
+    settings.ZK_HOSTS, settings.ZK_CHROOT = zk_config.hosts, zk_config.chroot
+    settings.MQ_WORK_DIR = str(tmp_path / "work")
+    runtime.close()
+    yield runtime.get_store()
+    runtime.close()
 
 
 @pytest.fixture

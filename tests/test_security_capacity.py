@@ -59,14 +59,10 @@ def files_manifest(base: str, n: int, title: str = "t") -> bytes:
 
 
 @pytest.fixture
-def queue(zk_config, settings, tmp_path, db):
-    settings.ZK_HOSTS, settings.ZK_CHROOT = zk_config.hosts, zk_config.chroot
-    settings.MQ_WORK_DIR = str(tmp_path / "work")
+def queue(process_store, settings):
     settings.MQ_ALLOW_LOOPBACK = True
     settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
-    runtime.close()
     services.reset()
-    store = runtime.get_store()
     Profile.objects.create(
         name="demo",
         collection="demo",
@@ -74,8 +70,7 @@ def queue(zk_config, settings, tmp_path, db):
         notification_emails="depositor@example.org",
     )
     Profile.objects.create(name="other", collection="other", minter_shoulder="ark:/99999/fk4")
-    yield store
-    runtime.close()
+    yield process_store
     services.reset()
 
 

@@ -24,7 +24,7 @@ from django.test import Client, RequestFactory
 from django.views.debug import technical_500_response
 
 from batches.models import ApiToken, Batch, Profile
-from merritt_queue import planning, runtime
+from merritt_queue import planning
 from steering.actions import ACTIONS, execute
 from steering.models import AdminAction, AdminActionItem, CollectionScope
 from tests.procs import REPO
@@ -34,15 +34,10 @@ GOOD = {"profile": "demo", "type": "file", "payload_url": "https://example.org/a
 
 
 @pytest.fixture
-def queue(zk_config, settings, tmp_path, db):
-    settings.ZK_HOSTS, settings.ZK_CHROOT = zk_config.hosts, zk_config.chroot
-    settings.MQ_WORK_DIR = str(tmp_path / "work")
-    runtime.close()
-    store = runtime.get_store()
+def queue(process_store):
     Profile.objects.create(name="demo", collection="demo", minter_shoulder="ark:/99999/fk4")
     Profile.objects.create(name="other", collection="other", minter_shoulder="ark:/99999/fk4")
-    yield store
-    runtime.close()
+    return process_store
 
 
 @pytest.fixture

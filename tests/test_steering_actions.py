@@ -8,20 +8,14 @@ import pytest
 from django.contrib.auth.models import Group
 from django.core.exceptions import PermissionDenied
 
-from merritt_queue import runtime
 from merritt_queue.states import JOB
 from steering.actions import ACTIONS, Target, execute, plan, steps_again
 from steering.models import AdminAction, CollectionScope
 
 
 @pytest.fixture
-def queue(zk_config, settings, tmp_path, db):
-    settings.ZK_HOSTS, settings.ZK_CHROOT = zk_config.hosts, zk_config.chroot
-    settings.MQ_WORK_DIR = str(tmp_path / "work")
-    runtime.close()
-    store = runtime.get_store()
-    yield store
-    runtime.close()
+def queue(process_store):
+    return process_store
 
 
 @pytest.fixture

@@ -11,20 +11,14 @@ from django.core.management import CommandError, call_command
 
 from batches.models import ApiToken, Profile
 from batches.rights import grant_depositor
-from merritt_queue import runtime
 
 URL = "/api/v1/batches"
 
 
 @pytest.fixture
-def queue(zk_config, settings, tmp_path, db):
-    settings.ZK_HOSTS, settings.ZK_CHROOT = zk_config.hosts, zk_config.chroot
-    settings.MQ_WORK_DIR = str(tmp_path / "work")
-    runtime.close()
-    store = runtime.get_store()
+def queue(process_store):
     Profile.objects.create(name="demo", collection="demo", minter_shoulder="ark:/99999/fk4")
-    yield store
-    runtime.close()
+    return process_store
 
 
 @pytest.fixture
