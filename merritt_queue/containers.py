@@ -112,15 +112,7 @@ def unpack(
     """Unpack ``archive`` into ``dest`` (created if missing); the files, in archive order."""
     archive, dest = Path(archive), Path(dest)
     kind = _kind(archive, kind)
-    budget = _Budget(
-        archive.name,
-        archive.stat().st_size,
-        max_total_bytes,
-        max_files,
-        max_ratio,
-        max_depth,
-        max_path_bytes,
-    )
+    budget = _budget(archive, max_total_bytes, max_files, max_ratio, max_depth, max_path_bytes)
     dest.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{dest.name}.unpack-", dir=dest.parent))
     try:
@@ -150,15 +142,7 @@ def unpacked_size(
     the same ContainerError."""
     archive = Path(archive)
     kind = _kind(archive, kind)
-    budget = _Budget(
-        archive.name,
-        archive.stat().st_size,
-        max_total_bytes,
-        max_files,
-        max_ratio,
-        max_depth,
-        max_path_bytes,
-    )
+    budget = _budget(archive, max_total_bytes, max_files, max_ratio, max_depth, max_path_bytes)
     if kind == "zip":
         try:
             with zipfile.ZipFile(archive) as zf:
@@ -182,6 +166,10 @@ def unpacked_bound(archive_size: int, max_total_bytes: int = MAX_TOTAL_BYTES) ->
     """The most an archive of ``archive_size`` bytes may unpack to before ``unpack`` refuses
     it (the expansion ratio and total limits): known without reading the archive."""
     return min(max_total_bytes, max(archive_size * MAX_RATIO, RATIO_MIN_BYTES))
+
+
+def _budget(archive: Path, *limits) -> _Budget:
+    return _Budget(archive.name, archive.stat().st_size, *limits)
 
 
 def _kind(archive: Path, kind: str | None) -> str:
