@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from merritt_queue.services import fetch as fetch_module
+from merritt_queue.services import partfile
 from merritt_queue.services.errors import FetchError
 from merritt_queue.services.fetch import DownloadItem, Fetcher
 from merritt_queue.services.netpolicy import check_url
@@ -312,9 +312,9 @@ def test_max_bytes_announced_and_streamed(served, out, fetcher):
 
 def test_disk_full_is_retryable_and_leaves_nothing(served, out, monkeypatch, fetcher):
     def full(out_file, chunk, path):
-        raise fetch_module._disk_error(path, OSError(errno.ENOSPC, "No space left on device"))
+        raise partfile.disk_error(path, OSError(errno.ENOSPC, "No space left on device"))
 
-    monkeypatch.setattr(fetch_module, "_write", full)
+    monkeypatch.setattr(partfile, "write", full)
     with pytest.raises(FetchError) as info:
         fetcher().download(served.url_for("/fox.txt"), out / "fox.txt")
     assert str(info.value) == f"working disk full while writing {out / 'fox.txt.part'}"

@@ -29,11 +29,7 @@ Guarantees:
 from __future__ import annotations
 
 import copy
-import errno
 import logging
-import os
-import queue
-import threading
 import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -49,6 +45,14 @@ from ..digest import Hashers, normalise_algorithm
 from . import httputil, transport
 from .errors import FetchError
 from .netpolicy import check_url, is_public
+from .partfile import (
+    Sink,
+    make_dir,
+    open_for_writing,
+    part_path,
+    rename_into_place,
+    unlink_quietly,
+)
 from .transport import RequestDeadline
 
 log = logging.getLogger(__name__)
@@ -182,14 +186,14 @@ class Fetcher:
         algorithms = _algorithms(url, expected, extra_algorithms)
         part = part_path(dest)
         try:
-            _make_dir(dest.parent)
+            make_dir(dest.parent)
             size, digests = self._download_with_retries(
                 url, part, algorithms, expected_size, max_bytes
             )
             _verify_digest(url, expected, digests)
-            _rename(part, dest)
+            rename_into_place(part, dest)
         except BaseException:
-            _unlink(part)
+            unlink_quietly(part)
             raise
         return DownloadResult(url=url, path=dest, size=size, digests=digests)
 
@@ -230,7 +234,7 @@ class Fetcher:
         failures = [(item, exc) for item, exc in failures if exc is not None]
         if failures:
             for item, _ in failures:
-                _unlink(part_path(Path(item.dest)))
+                unlink_quietly(part_path(Path(item.dest)))
             raise _combined_error(len(items), failures)
         return [f.result() for f in futures]
 
@@ -250,7 +254,7 @@ class Fetcher:
                 return self._attempt(url, part, algorithms, expected_size, max_bytes)
             except _Transient as exc:
                 last = exc
-                _unlink(part)
+                unlink_quietly(part)
                 if attempt < self.retries:
                     log.warning("GET %s attempt %d failed (%s); retrying", url, attempt, exc)
                     httputil.sleep_before_retry(exc.delay, self.backoff, attempt)
@@ -351,8 +355,8 @@ class Fetcher:
         hasher = Hashers(algorithms)
         limit = cap.size if cap is not None else None
         received = 0
-        with _open_for_writing(part) as out:
-            sink = _Sink(out, part, hasher)
+        with open_for_writing(part) as out:
+            sink = Sink(out, part, hasher)
             try:
                 for chunk in self._chunks(url, resp):
                     received += len(chunk)
@@ -449,18 +453,6 @@ def _bytes_read(resp: requests.Response) -> int:
         return 0
 
 
-def part_path(dest: Path) -> Path:
-    """Where ``dest`` is written before it is complete."""
-    return dest.with_suffix(dest.suffix + ".part")
-
-
-def _unlink(path: Path) -> None:
-    try:
-        path.unlink()
-    except FileNotFoundError:
-        pass
-
-
 def _expected_digest(url: str, digest: tuple[str, str] | None) -> tuple[str, str] | None:
     if digest is None:
         return None
@@ -525,85 +517,6 @@ def _as_transient_or_fatal(url: str, exc: requests.RequestException) -> Exceptio
     if httputil.is_transient(exc):
         return _Transient(f"{url}: {httputil.describe(exc)}")
     return FetchError(f"cannot fetch {url}: {httputil.describe(exc)}")
-
-
-def _disk_error(path: Path, exc: OSError) -> FetchError:
-    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-        return FetchError(f"working disk full while writing {path}", retryable=True)
-    return FetchError(f"cannot write {path}: {exc.strerror or exc}")
-
-
-def _make_dir(path: Path) -> None:
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise _disk_error(path, exc) from exc
-
-
-def _rename(part: Path, dest: Path) -> None:
-    try:
-        os.replace(part, dest)
-    except OSError as exc:
-        raise _disk_error(dest, exc) from exc
-
-
-def _open_for_writing(path: Path):
-    try:
-        return open(path, "wb")
-    except OSError as exc:
-        raise _disk_error(path, exc) from exc
-
-
-def _write(out, chunk: bytes, path: Path) -> None:
-    try:
-        out.write(chunk)
-    except OSError as exc:
-        raise _disk_error(path, exc) from exc
-
-
-class _Sink:
-    """Digests and writes the body on a helper thread while the caller reads the socket.
-
-    hashlib and file writes release the GIL on large buffers, so reading, hashing and
-    writing overlap; the bounded queue keeps at most ``depth`` chunks in memory. No
-    fsync: a download lost in a crash is simply downloaded again by the re-run step.
-    """
-
-    def __init__(self, out, path: Path, hasher: Hashers, depth: int = 4) -> None:
-        self._out, self._path, self._hasher = out, path, hasher
-        self._queue: queue.Queue[bytes | None] = queue.Queue(maxsize=depth)
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="fetch-sink", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while (chunk := self._queue.get()) is not None:
-            if self._error is None:
-                try:
-                    self._hasher.update(chunk)
-                    _write(self._out, chunk, self._path)
-                except BaseException as exc:  # handed to the reading thread
-                    self._error = exc
-
-    def put(self, chunk: bytes) -> None:
-        if self._error is not None:
-            raise self._error
-        self._queue.put(chunk)
-
-    def close(self) -> None:
-        """Wait for everything to be written; the writer's error, if any, is raised here."""
-        self._queue.put(None)
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        try:
-            self._out.flush()
-        except OSError as exc:
-            raise _disk_error(self._path, exc) from exc
-
-    def abandon(self) -> None:
-        self._queue.put(None)
-        self._thread.join()
 
 
 def _refuse_duplicate_destinations(items: list[DownloadItem]) -> None:
