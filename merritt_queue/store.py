@@ -21,7 +21,6 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
@@ -52,6 +51,18 @@ from .errors import (
     QueueError,
 )
 from .pauseflag import pause_flag
+from .records import (
+    DEFAULT_PRIORITY,
+    BatchRecord,
+    Change,
+    Created,
+    ItemLock,
+    JobRecord,
+    NewJob,
+    Op,
+    ReleaseResult,
+    evolve,
+)
 from .states import (
     BATCH,
     BATCH_JOB_DIRS,
@@ -79,7 +90,6 @@ CONNECTION_ERRORS = (
 # Job ids kept in a status report: about 3.3 KB, however big the batch.
 STATUS_REPORT_MAX_JIDS = 200
 
-DEFAULT_PRIORITY = 5
 # Reads of many jobs are pipelined this many at a time: enough to hide the round trip, few
 # enough that the requests in flight stay small.
 READ_CHUNK = 1000
@@ -91,165 +101,6 @@ CREATE_CHUNK = 200
 MAX_JOB_DATA_BYTES = 64 * 1024
 # The nodes ``job_heads`` reads: all a move needs besides the lock.
 HEAD_NODES = ("status", "bid", "priority")
-
-
-def evolve(record, **changes):
-    """``dataclasses.replace`` for our frozen records, without its per-call field scan.
-
-    It runs on every transition; replace() costs several times more.
-    """
-    new = object.__new__(type(record))
-    new.__dict__.update(record.__dict__)
-    new.__dict__.update(changes)
-    return new
-
-
-@dataclass(frozen=True)
-class NewJob:
-    """A job to create (``QueueStore.create_jobs``)."""
-
-    configuration: dict
-    priority: int = DEFAULT_PRIORITY
-    space_needed: int = 0
-    identifiers: dict | None = None
-    metadata: dict | None = None
-
-
-@dataclass(frozen=True)
-class ItemLock:
-    """A storage or inventory lock a step took, to let go of in the step's own commit
-    (``Outcome.success(unlock=...)``) instead of in a write of its own.
-
-    Deleting it in the commit is safe because the commit checks the job's status version:
-    only a force-fail (which changes that version) or a repair of a lock whose job is not
-    in Storing takes such a lock away from its holder.
-    """
-
-    kind: str  # storage | inventory
-    ark: str
-    owner: str = ""  # the job id a storage lock records
-
-    @property
-    def path(self) -> str:
-        return t.storage_lock(self.ark) if self.kind == "storage" else t.inventory_lock(self.ark)
-
-
-@dataclass(frozen=True)
-class Created:
-    id: str
-    duplicate: bool = False
-
-
-@dataclass(frozen=True)
-class JobRecord:
-    """A job as read at one moment; ``status_version`` guards every later move."""
-
-    jid: str
-    bid: str | None
-    priority: int
-    space_needed: int
-    configuration: dict | None
-    status: str
-    last_successful_status: str | None
-    last_modified: str
-    retry_count: int
-    message: str
-    status_version: int
-    identifiers: dict | None = None
-    metadata: dict | None = None
-    inventory: dict | None = None
-    store: dict | None = None
-    locked: bool = False
-    lock_session: int | None = None
-    # Read by ``job_heads``: only the status, batch, priority and lock are known; the
-    # data fields are None because they were not read, not because they are empty.
-    partial: bool = False
-
-    @property
-    def collection(self) -> str | None:
-        return (self.configuration or {}).get("collection")
-
-    @property
-    def index_path(self) -> str:
-        return t.job_index(self.status, self.priority, self.jid)
-
-    def status_json(self) -> dict[str, Any]:
-        return t.job_status_record(
-            self.status,
-            self.last_successful_status,
-            self.retry_count,
-            self.message,
-            self.last_modified,
-        )
-
-
-@dataclass(frozen=True)
-class BatchRecord:
-    bid: str
-    submission: dict | None
-    status: str
-    last_modified: str
-    message: str
-    status_version: int
-    acquired: bool = False
-    locked: bool = False
-    status_report: dict | None = None
-    lock_session: int | None = None
-
-    @property
-    def uuid(self) -> str | None:
-        return (self.submission or {}).get("batchID")
-
-    @property
-    def collection(self) -> str | None:
-        return (self.submission or {}).get("collection")
-
-
-@dataclass
-class Op:
-    """One operation of a multi. ``tolerant`` ops keep indexes and are mended, not fatal."""
-
-    kind: str  # create | delete | set | check
-    path: str
-    data: bytes = b""
-    version: int = -1
-    ephemeral: bool = False
-    tolerant: bool = False
-
-    def add_to(self, tx) -> None:
-        if self.kind == "create":
-            tx.create(self.path, self.data, ephemeral=self.ephemeral)
-        elif self.kind == "delete":
-            tx.delete(self.path, version=self.version)
-        elif self.kind == "set":
-            tx.set_data(self.path, self.data, version=self.version)
-        else:
-            tx.check(self.path, self.version)
-
-
-@dataclass(frozen=True)
-class Change:
-    """What a write changed, for listeners such as the Django mirror (write-through).
-
-    ``record`` is the item as written, or None when it was removed or when only a
-    data node changed (the listener re-reads it if it cares).
-    """
-
-    kind: str  # "job" | "batch" | "collection"
-    id: str
-    old_status: str | None
-    record: JobRecord | BatchRecord | None
-    removed: bool = False
-    actor: str = ""
-    # A data-only write of a job: the nodes written (``space_needed`` or a JSON node) and
-    # their values, so a listener can apply them without reading the job back.
-    data: dict[str, Any] | None = None
-
-
-@dataclass
-class ReleaseResult:
-    released: list[str] = field(default_factory=list)
-    skipped: dict[str, str] = field(default_factory=dict)
 
 
 def _is_auto_dir(path: str) -> bool:
