@@ -61,12 +61,30 @@ class StoredFile:
     digests: dict[str, str]
 
 
+CHANGES = ("added", "replaced", "carried", "deleted")
+
+
+@dataclass(frozen=True)
+class FileChange:
+    """What became of one name from the previous version to this one (``CHANGES``)."""
+
+    name: str
+    change: str
+
+
 @dataclass(frozen=True)
 class StoredVersion:
+    """A version: every file it holds (carried ones too), and what changed since the last.
+
+    ``unchanged``: nothing was written, because the version asked for would hold exactly the
+    files of the current one (``version``); a content duplicate is not a new version."""
+
     ark: str
     version: int
     files: list[StoredFile]
     token: str
+    changes: tuple[FileChange, ...] = ()
+    unchanged: bool = False
 
 
 class Storage(Protocol):
@@ -78,7 +96,12 @@ class Storage(Protocol):
         *,
         token: str,
         manifest: list[dict] | None = None,
-    ) -> StoredVersion: ...
+        mode: str = "add",
+        delete: tuple[str, ...] | list[str] = (),
+    ) -> StoredVersion:
+        """``add``: the version is exactly ``files``. ``update``: the current version's files
+        carried forward, ``files`` added or replacing the same names, ``delete`` removed."""
+        ...
 
     def get_version(self, ark: str, version: int) -> StoredVersion: ...
 
