@@ -17,9 +17,10 @@ from merritt_queue.runtime import get_store
 from merritt_queue.services.errors import ServiceError
 from merritt_queue.services.fetch import Fetcher
 from merritt_queue.services.hostslots import HostSlots
+from merritt_queue.services.merrittstorage import MerrittStorageClient
 from merritt_queue.services.minter import EzidMinter, LocalMinter
 from merritt_queue.services.notifier import CallbackNotifier
-from merritt_queue.services.storage import LocalStorage, MerrittStorageClient
+from merritt_queue.services.storage import LocalStorage
 from merritt_queue.store import QueueStore
 from merritt_queue.uploads import uploads_root
 

@@ -294,11 +294,14 @@ def ezid_server(http_server) -> FakeEzid:
 
 
 class FakeMerrittStorage:
-    """``POST /add/<node>/<ark>`` (multipart checkm manifest) and ``GET /state/...?t=json``.
+    """``POST /add/<node>/<ark>`` and ``POST /update/<node>/<ark>`` (multipart checkm manifest;
+    an update's ``delete`` field lists names, one a line) and ``GET /state/...?t=json``.
 
-    The add fetches every file URL of the manifest (127.0.0.1 only) and checks size and
-    sha256, as real storage does, answering 400 when they differ. ``fail_next`` holds statuses
-    to answer before doing any work.
+    Both fetch every file URL of the manifest (127.0.0.1 only) and check size and sha256, as
+    real storage does, answering 400 when they differ. An update carries the current version's
+    files forward, replaces or adds the manifest's and drops the deleted names, as mrt-store's
+    ``updateVersion`` does; on an object with no version it makes the first. ``fail_next``
+    holds statuses to answer before doing any work.
     """
 
     def __init__(self, server: HttpServer, node: str = "7777") -> None:
@@ -308,20 +311,34 @@ class FakeMerrittStorage:
         self.objects: dict[str, list[list[dict]]] = {}
         self.fail_next: list[int] = []
         server.route("/add/", self._add)
+        server.route("/update/", self._update)
         server.route("/state/", self._state)
 
     def _add(self, rec: Recorded) -> Reply:
+        return self._store(rec, update=False)
+
+    def _update(self, rec: Recorded) -> Reply:
+        return self._store(rec, update=True)
+
+    def _store(self, rec: Recorded, *, update: bool) -> Reply:
         if self.fail_next:
             return _text(self.fail_next.pop(0), "storage is unwell")
         node, ark = self._parts(rec)[:2]
         form = _multipart(rec.headers.get("content-type", ""), rec.body)
         if node != self.node or form.get("responseForm") != b"json" or "manifest" not in form:
             return _text(400, "bad add request")
+        if "delete" in form and not update:
+            return _text(400, "an add takes no delete list")
         try:
             files = [self._fetch(line) for line in _checkm_lines(form["manifest"])]
         except ValueError as exc:
             return _text(400, str(exc))
         versions = self.objects.setdefault(ark, [])
+        if update and versions:
+            deleted = set(form.get("delete", b"").decode("utf-8").splitlines())
+            new = {f["fil:identifier"] for f in files}
+            kept = [f for f in versions[-1] if f["fil:identifier"] not in deleted | new]
+            files = kept + files
         versions.append(files)
         return _json(200, {"ver:versionState": self._version_state(ark, len(versions))})
 

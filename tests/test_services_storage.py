@@ -13,9 +13,9 @@ import pytest
 
 from merritt_queue.services import storage as storage_module
 from merritt_queue.services.errors import ManifestMismatch, StorageError
+from merritt_queue.services.merrittstorage import MerrittStorageClient
 from merritt_queue.services.storage import (
     LocalStorage,
-    MerrittStorageClient,
     escape_ark,
     unescape_ark,
 )
@@ -26,6 +26,8 @@ pytestmark = pytest.mark.usefixtures("loopback_only")
 
 ARK = "ark:/99999/fk4bbbbbb7"
 FILES = {"a.txt": b"alpha\n", "sub/b.bin": bytes(range(256)) * 10}
+# As a job names them: the submitted files under producer/, what Processing wrote under system/.
+PRODUCER_FILES = {f"producer/{n}": d for n, d in FILES.items()} | {"system/mrt-erc.txt": b"erc:\n"}
 
 
 def digests(data: bytes) -> dict[str, str]:
@@ -79,9 +81,16 @@ def test_store_writes_version_one(store, source):
     assert tmp_leftovers(store) == []
 
 
+def own_file(source: Path, token: str) -> list[tuple[str, Path]]:
+    """A file list whose content is the token's own: distinct content makes a new version."""
+    (source / f"{token}.txt").write_text(token)
+    return [("a.txt", Path("a.txt")), ("token.txt", Path(f"{token}.txt"))]
+
+
 def test_versions_are_numbered_in_order(store, source):
     for i in range(1, 4):
-        assert store.store_version(ARK, source, None, token=f"job-{i}").version == i
+        files = own_file(source, f"job-{i}")
+        assert store.store_version(ARK, source, files, token=f"job-{i}").version == i
     assert store.versions(ARK) == [1, 2, 3]
     assert store.versions("ark:/99999/fk4nothing") == []
 
@@ -107,10 +116,13 @@ def test_same_token_returns_the_existing_version_and_copies_nothing(store, sourc
 def test_concurrent_writers_get_distinct_versions(store, source):
     results = {}
 
-    def write(token):
-        results[token] = store.store_version(ARK, source, None, token=token).version
+    def write(token, files):
+        results[token] = store.store_version(ARK, source, files, token=token).version
 
-    threads = [threading.Thread(target=write, args=(f"job-{i}",)) for i in range(8)]
+    threads = [
+        threading.Thread(target=write, args=(f"job-{i}", own_file(source, f"job-{i}")))
+        for i in range(8)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -137,20 +149,29 @@ def test_concurrent_writers_with_one_token_make_one_version(store, source):
     assert tmp_leftovers(store) == []
 
 
-def test_a_number_taken_by_an_unseen_writer_is_skipped(store, source, monkeypatch):
+def test_a_number_taken_by_an_unseen_writer_is_planned_again_on_top_of_it(
+    store, source, monkeypatch
+):
     # Another host (whose flock we cannot see) published v1 after we listed the versions.
     store.store_version(ARK, source, None, token="other-host")
     monkeypatch.setattr(store, "_lock", lambda ark: contextlib.nullcontext())
     renames = []
     real_rename = os.rename
-    monkeypatch.setattr(store, "versions", lambda ark: [])  # a stale view: "no versions yet"
+    real_latest = store._latest
+    stale = iter([None])  # a stale view, "no versions yet", for the first plan only
+    monkeypatch.setattr(store, "_latest", lambda ark: next(stale, "real") and real_latest(ark))
     monkeypatch.setattr(
         storage_module.os, "rename", lambda a, b: renames.append(Path(b).name) or real_rename(a, b)
     )
-    stored = store.store_version(ARK, source, None, token="job-1")
+    (source / "a.txt").write_bytes(b"changed\n")
+    stored = store.store_version(ARK, source, None, token="job-1", mode="update")
     assert renames == ["v1", "v2"]
     assert stored.version == 2
     assert store.get_version(ARK, 1).token == "other-host"
+    assert {c.name: c.change for c in stored.changes} == {
+        "a.txt": "replaced",
+        "sub/b.bin": "carried",
+    }
 
 
 def test_digest_mismatch_is_refused_and_leaves_nothing(store, source):
@@ -241,7 +262,7 @@ def merritt(merritt_storage_server, session_factory):
 @pytest.fixture
 def served_source(http_server) -> Path:
     src = http_server.root / "job-1"
-    for name, data in FILES.items():
+    for name, data in PRODUCER_FILES.items():
         (src / name).parent.mkdir(parents=True, exist_ok=True)
         (src / name).write_bytes(data)
     return src
@@ -250,18 +271,26 @@ def served_source(http_server) -> Path:
 def test_merritt_add_and_state(merritt, merritt_storage_server, served_source):
     client = merritt()
     stored = client.store_version(
-        ARK, served_source, None, token="job-1", manifest=manifest_for(FILES)
+        ARK, served_source, None, token="job-1", manifest=manifest_for(PRODUCER_FILES)
     )
     assert (stored.version, stored.token) == (1, "job-1")
     add = merritt_storage_server.server.requests_for(f"/add/7777/{quote(ARK, safe='')}")
     assert len(add) == 1 and add[0].method == "POST"
     assert b'name="responseForm"' in add[0].body and b"#%checkm_0.7" in add[0].body
     names = [f["fil:identifier"] for f in merritt_storage_server.objects[ARK][0]]
-    assert names == ["producer/a.txt", "producer/sub/b.bin", "system/mrt-queue-token-job-1.txt"]
+    # Merritt's names, as the job gives them: never producer/producer/... or producer/system/...
+    assert names == [
+        "producer/a.txt",
+        "producer/sub/b.bin",
+        "system/mrt-erc.txt",
+        "system/mrt-queue-token-job-1.txt",
+    ]
     assert client.versions(ARK) == [1]
     fetched = client.get_version(ARK, 1)
     assert fetched.token == "job-1"
-    assert [(f.name, f.size) for f in fetched.files] == [(n, len(d)) for n, d in FILES.items()]
+    assert [(f.name, f.size) for f in fetched.files] == [
+        (n, len(d)) for n, d in PRODUCER_FILES.items()
+    ]
     assert fetched.files[0].digests == {"sha256": digests(FILES["a.txt"])["sha256"]}
 
 
@@ -270,6 +299,7 @@ def test_merritt_same_token_does_not_add_again(merritt, merritt_storage_server, 
     first = client.store_version(ARK, served_source, None, token="job-1")
     again = client.store_version(ARK, served_source, None, token="job-1")
     assert again.version == first.version == 1
+    (served_source / "producer" / "a.txt").write_bytes(b"changed\n")
     assert client.store_version(ARK, served_source, None, token="job-2").version == 2
     assert len(merritt_storage_server.server.requests_for(f"/add/7777/{quote(ARK, safe='')}")) == 2
     assert client.find_by_token(ARK, "job-2").version == 2
@@ -290,9 +320,9 @@ def test_merritt_500_is_retryable(merritt, merritt_storage_server, served_source
 def test_merritt_manifest_mismatch_is_refused_before_posting(
     merritt, merritt_storage_server, served_source
 ):
-    manifest = manifest_for(FILES)
+    manifest = manifest_for(PRODUCER_FILES)
     manifest[0]["digests"] = {"sha256": "f" * 64}
-    with pytest.raises(StorageError, match="a.txt: sha256 mismatch"):
+    with pytest.raises(StorageError, match="producer/a.txt: sha256 mismatch"):
         merritt().store_version(ARK, served_source, None, token="job-1", manifest=manifest)
     assert [r for r in merritt_storage_server.server.requests if r.method == "POST"] == []
 
@@ -312,7 +342,9 @@ def test_merritt_needs_file_urls(merritt, served_source):
 
 def test_merritt_refuses_names_that_break_checkm(merritt, served_source):
     with pytest.raises(StorageError, match="cannot be sent in a checkm manifest"):
-        merritt().store_version(ARK, served_source, [("a | b.txt", Path("a.txt"))], token="job-1")
+        merritt().store_version(
+            ARK, served_source, [("a | b.txt", Path("producer/a.txt"))], token="job-1"
+        )
 
 
 def test_a_build_left_by_a_killed_writer_is_swept_after_a_day(store, source):

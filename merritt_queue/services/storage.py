@@ -1,26 +1,31 @@
-"""Storing object versions.
+"""Storing object versions on a local disk (and the checks every storage adapter shares).
 
 Guarantees of ``LocalStorage``:
 
 - A version appears whole or not at all: it is built under ``root/.tmp/<uuid>`` (files and
   ``manifest.json`` fsynced) and published by one ``os.rename`` to ``<object>/v<N>``. If another
-  writer took ``v<N>`` first, the rename fails and the next number is tried; versions are never
-  overwritten.
+  writer took ``v<N>`` first, the version is planned again on top of that one; versions are
+  never overwritten.
+- Add and update mean what they mean in Merritt (``versions.plan_version``): an update carries
+  the current version's files forward, replaces or adds the submitted ones and drops the
+  delete list's names. A file whose bytes the current version already holds (carried, or
+  submitted again unchanged) is hard-linked, never copied: an update costs the bytes of what
+  changed. Stored files are made read-only, since one inode may now serve many versions.
+- A version that would hold exactly the current files is not written (``unchanged``).
 - Idempotent by ``token`` (the job id): when a version of the ARK already carries the token, that
   version is returned and nothing is copied, so a worker killed after storing but before
-  committing never makes a second version. The check is repeated under a per-ARK ``flock``
-  right before publishing, which serialises writers of one ARK on one host.
+  committing never makes a second version. The whole store runs under a per-ARK ``flock``,
+  which serialises writers of one ARK on one host (the queue's storage lock in ZooKeeper
+  serialises them across hosts).
 - When a manifest is given, every file it lists must be stored with the listed size and
-  digests, checked on the copy before publishing; otherwise ``StorageError`` and nothing is
-  left behind.
+  digests, checked before publishing; otherwise ``StorageError`` and nothing is left behind.
 - Names are relative POSIX paths inside the version (Merritt's ``producer/...`` and
   ``system/...``); absolute names, ``..``, symlinks, duplicates and ``manifest.json`` are refused.
 
-Manifest entries are dicts: ``{"name": "dir/file.txt", "size": 123 (optional),
-"digests": {"sha256": "...", "md5": "..."} (optional; algorithm names such as ``SHA-256``
-are accepted)}``.
-
-``MerrittStorageClient`` speaks Merritt storage's add/state API; see its docstring.
+``manifest.json`` lists every file of the version (carried ones too) with its size and
+digests, the mode, the version it was made on and what changed. Manifest entries given to
+``store_version`` are dicts: ``{"name": "dir/file.txt", "size": 123 (optional), "digests":
+{"sha256": "...", "md5": "..."} (optional; algorithm names such as ``SHA-256`` are accepted)}``.
 """
 
 from __future__ import annotations
@@ -31,60 +36,39 @@ import json
 import os
 import re
 import shutil
+import stat
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import closing, contextmanager
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 from urllib.parse import quote, unquote
 
-import requests
-
 from ..digest import Hashers, normalise_algorithm
-from . import httputil
 from .errors import ManifestMismatch, StorageError
+from .versions import (
+    FileChange,
+    StoredFile,
+    StoredVersion,
+    VersionPlan,
+    check_mode,
+    diff,
+    plan_version,
+)
+
+__all__ = ["FileChange", "LocalStorage", "Storage", "StoredFile", "StoredVersion"]
 
 STORED_ALGORITHMS = ("sha256", "md5")
 _VERSION_DIR = re.compile(r"v([1-9][0-9]*)")
 _MAX_PROBLEMS_SHOWN = 20
 # Where MerrittStorageClient puts the token file in a source directory; never stored as content.
 TOKEN_SOURCE_NAME = ".mrt-queue-token.txt"
-
-
-@dataclass(frozen=True)
-class StoredFile:
-    name: str
-    size: int
-    digests: dict[str, str]
-
-
-CHANGES = ("added", "replaced", "carried", "deleted")
-
-
-@dataclass(frozen=True)
-class FileChange:
-    """What became of one name from the previous version to this one (``CHANGES``)."""
-
-    name: str
-    change: str
-
-
-@dataclass(frozen=True)
-class StoredVersion:
-    """A version: every file it holds (carried ones too), and what changed since the last.
-
-    ``unchanged``: nothing was written, because the version asked for would hold exactly the
-    files of the current one (``version``); a content duplicate is not a new version."""
-
-    ark: str
-    version: int
-    files: list[StoredFile]
-    token: str
-    changes: tuple[FileChange, ...] = ()
-    unchanged: bool = False
+# How often a store is planned again because another writer published the number it chose.
+_PUBLISH_ATTEMPTS = 10
+_READ_ONLY = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
 
 
 class Storage(Protocol):
@@ -122,7 +106,7 @@ def unescape_ark(name: str) -> str:
     return unquote(name)
 
 
-def _check_ark_and_token(ark: str, token: str) -> None:
+def check_ark_and_token(ark: str, token: str) -> None:
     if not ark.startswith("ark:") or any(c.isspace() for c in ark):
         raise StorageError(f"{ark!r} is not an ARK (expected ark:/NAAN/name)")
     if not token or not token.strip():
@@ -206,14 +190,28 @@ def _entry_digests(name: str, entry: dict) -> dict[str, str]:
         raise StorageError(f"manifest entry {name!r}: {exc}") from None
 
 
-def _manifest_algorithms(manifest: list[dict] | None) -> set[str]:
+def manifest_algorithms(manifest: list[dict] | None) -> set[str]:
     algorithms = set(STORED_ALGORITHMS)
     for entry in manifest or []:
         algorithms |= set(_entry_digests(str(entry.get("name", "")), entry))
     return algorithms
 
 
-def _storage_disk_error(path: Path, exc: OSError) -> StorageError:
+def describe_file(name: str, path: Path, algorithms) -> StoredFile:
+    """``path`` read once: its size and digests, stored under ``name``."""
+    hasher = Hashers(sorted(set(algorithms)))
+    size = 0
+    try:
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 20):
+                hasher.update(chunk)
+                size += len(chunk)
+    except OSError as exc:
+        raise StorageError(f"cannot read source file {path}: {exc.strerror or exc}") from exc
+    return StoredFile(name=name, size=size, digests=hasher.hexdigests())
+
+
+def storage_disk_error(path: Path, exc: OSError) -> StorageError:
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return StorageError(f"storage disk full while writing {path}", retryable=True)
     return StorageError(f"cannot write {path}: {exc.strerror or exc}")
@@ -230,8 +228,12 @@ def _fsync_dir(path: Path) -> None:
 # -- local storage ------------------------------------------------------------------------
 
 
+class _NumberTaken(Exception):
+    """Another writer published the version number this build was planned for."""
+
+
 class LocalStorage:
-    """Objects under ``root/<escaped ark>/v<N>/{producer/..., manifest.json}``."""
+    """Objects under ``root/<escaped ark>/v<N>/{producer/..., system/..., manifest.json}``."""
 
     def __init__(self, root: Path, chunk_size: int = 1 << 20) -> None:
         self.root = Path(root)
@@ -245,39 +247,42 @@ class LocalStorage:
         *,
         token: str,
         manifest: list[dict] | None = None,
+        mode: str = "add",
+        delete: tuple[str, ...] | list[str] = (),
     ) -> StoredVersion:
-        _check_ark_and_token(ark, token)
+        check_ark_and_token(ark, token)
+        check_mode(mode)
         existing = self.find_by_token(ark, token)
         if existing is not None:
             return existing
         sources = source_files(source_dir, files)
+        delete = tuple(check_name(n) for n in delete)
         self._sweep_stale_builds()
-        tmp = self._build(ark, sources, token, manifest)
-        try:
-            with self._lock(ark):
-                # Another worker with the same token may have published while we copied.
+        with self._lock(ark):
+            for _ in range(_PUBLISH_ATTEMPTS):
+                # Another worker with the same token may have published while we waited.
                 existing = self.find_by_token(ark, token)
                 if existing is not None:
                     return existing
-                version = self._publish(ark, tmp)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-        return self.get_version(ark, version)
+                latest = self._latest(ark)
+                try:
+                    return self._store_on(latest, ark, sources, token, manifest, mode, delete)
+                except _NumberTaken:
+                    continue
+        raise StorageError(
+            f"{ark}: other writers kept publishing versions while this one was built; try again",
+            retryable=True,
+        )
 
     def get_version(self, ark: str, version: int) -> StoredVersion:
-        path = self._object_dir(ark) / f"v{version}" / "manifest.json"
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise StorageError(f"{ark} has no version {version} in {self.root}") from None
-        except (OSError, ValueError) as exc:
-            raise StorageError(f"cannot read {path}: {exc}") from exc
-        return StoredVersion(
-            ark=ark,
-            version=version,
-            files=[StoredFile(f["name"], f["size"], f["digests"]) for f in data["files"]],
-            token=data["token"],
-        )
+        data = self._read_manifest(ark, version)
+        files = [StoredFile(f["name"], f["size"], f["digests"]) for f in data["files"]]
+        if "changes" in data:
+            changes = tuple(FileChange(c["name"], c["change"]) for c in data["changes"])
+        else:  # written before versions recorded their changes
+            before = self.get_version(ark, version - 1).files if version > 1 else None
+            changes = diff(before, files)
+        return StoredVersion(ark, version, files, data["token"], changes)
 
     def versions(self, ark: str) -> list[int]:
         try:
@@ -288,14 +293,106 @@ class LocalStorage:
 
     def find_by_token(self, ark: str, token: str) -> StoredVersion | None:
         for version in reversed(self.versions(ark)):
-            stored = self.get_version(ark, version)
-            if stored.token == token:
-                return stored
+            if self._read_manifest(ark, version).get("token") == token:
+                return self.get_version(ark, version)
         return None
+
+    def version_path(self, ark: str, version: int) -> Path:
+        return self._object_dir(ark) / f"v{version}"
 
     # -- internals ----------------------------------------------------------------------
 
     STALE_BUILD_SECONDS = 86400
+
+    def _store_on(
+        self,
+        latest: StoredVersion | None,
+        ark: str,
+        sources: list[tuple[str, Path]],
+        token: str,
+        manifest: list[dict] | None,
+        mode: str,
+        delete: tuple[str, ...],
+    ) -> StoredVersion:
+        algorithms = manifest_algorithms(manifest)
+        submitted = self._submitted(latest, sources, algorithms)
+        plan = plan_version(
+            latest.files if latest else None, list(submitted.values()), mode, delete
+        )
+        if latest is not None and plan.unchanged:
+            verify_against_manifest(manifest, [submitted[n] for n, _ in sources])
+            return replace(latest, changes=plan.changes, unchanged=True)
+        number = (latest.version if latest else 0) + 1
+        paths = dict(sources)
+        tmp = self._build(latest, plan, paths, submitted, algorithms, manifest, mode, token, ark)
+        try:
+            self._publish(ark, tmp, number)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return self.get_version(ark, number)
+
+    def _submitted(
+        self, latest: StoredVersion | None, sources: list[tuple[str, Path]], algorithms: set[str]
+    ) -> dict[str, StoredFile]:
+        """The submitted files as the plan needs them. Only a file the current version holds
+        under its name with its size can be unchanged, so only those are read now (to be
+        linked, not copied); the others' digests come from copying them."""
+        before = {f.name: f for f in latest.files} if latest else {}
+        described = {}
+        for name, path in sources:
+            size = path.stat().st_size
+            old = before.get(name)
+            if old is not None and old.size == size:
+                described[name] = describe_file(name, path, algorithms | set(old.digests))
+            else:
+                described[name] = StoredFile(name, size, {})
+        return described
+
+    def _build(
+        self, latest, plan: VersionPlan, paths, submitted, algorithms, manifest, mode, token, ark
+    ):
+        """A complete, verified, fsynced version directory under ``root/.tmp``."""
+        tmp = self.root / ".tmp" / uuid.uuid4().hex
+        try:
+            stored = []
+            for f in plan.files:
+                if f.name in plan.carried:
+                    old = self._link(latest, plan.carried[f.name], tmp / f.name)
+                    # A file submitted again unchanged was read by _submitted: its digests
+                    # cover every algorithm the manifest names.
+                    stored.append(submitted.get(f.name, old))
+                else:
+                    stored.append(self._copy(paths[f.name], tmp / f.name, f.name, algorithms))
+            verify_against_manifest(manifest, [f for f in stored if f.name in paths])
+            self._write_manifest(tmp, ark, token, mode, latest, stored, plan.changes)
+            for directory, _, _ in os.walk(tmp):
+                _fsync_dir(Path(directory))
+            return tmp
+        except OSError as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise storage_disk_error(tmp, exc) from exc
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
+    def _link(self, latest: StoredVersion, old: StoredFile, dest: Path) -> StoredFile:
+        """The previous version's bytes under ``dest``: a hard link, a copy only where the file
+        system cannot link (another device, the inode's link limit)."""
+        src = self.version_path(latest.ark, latest.version) / old.name
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(src, dest)
+            return old
+        except OSError as exc:
+            if exc.errno not in (errno.EXDEV, errno.EMLINK, errno.EPERM, errno.ENOTSUP):
+                raise
+        copied = self._copy(src, dest, old.name, set(old.digests))
+        if not copied.same_content(old):
+            raise StorageError(
+                f"{latest.ark} version {latest.version}: {old.name} no longer matches its "
+                "recorded digests; the stored copy is damaged, nothing was stored"
+            )
+        return old
 
     def _sweep_stale_builds(self) -> None:
         """Remove builds a killed writer left in ``.tmp``; a day-old build is nobody's."""
@@ -310,6 +407,19 @@ class LocalStorage:
     def _object_dir(self, ark: str) -> Path:
         return self.root / escape_ark(ark)
 
+    def _latest(self, ark: str) -> StoredVersion | None:
+        numbers = self.versions(ark)
+        return self.get_version(ark, numbers[-1]) if numbers else None
+
+    def _read_manifest(self, ark: str, version: int) -> dict:
+        path = self.version_path(ark, version) / "manifest.json"
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise StorageError(f"{ark} has no version {version} in {self.root}") from None
+        except (OSError, ValueError) as exc:
+            raise StorageError(f"cannot read {path}: {exc}") from exc
+
     @contextmanager
     def _lock(self, ark: str) -> Iterator[None]:
         locks = self.root / ".locks"
@@ -317,26 +427,6 @@ class LocalStorage:
         with open(locks / f"{escape_ark(ark)}.lock", "a") as f:
             fcntl.flock(f, fcntl.LOCK_EX)
             yield
-
-    def _build(
-        self, ark: str, sources: list[tuple[str, Path]], token: str, manifest: list[dict] | None
-    ) -> Path:
-        """A complete, verified, fsynced version directory under ``root/.tmp``."""
-        tmp = self.root / ".tmp" / uuid.uuid4().hex
-        try:
-            algorithms = _manifest_algorithms(manifest)
-            stored = [self._copy(src, tmp / name, name, algorithms) for name, src in sources]
-            verify_against_manifest(manifest, stored)
-            self._write_manifest(tmp, ark, token, stored)
-            for directory, _, _ in os.walk(tmp):
-                _fsync_dir(Path(directory))
-            return tmp
-        except OSError as exc:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise _storage_disk_error(tmp, exc) from exc
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
 
     def _copy(self, src: Path, dest: Path, name: str, algorithms: set[str]) -> StoredFile:
         dest.parent.mkdir(parents=True, exist_ok=True)
@@ -353,14 +443,18 @@ class LocalStorage:
                 size += len(chunk)
             fout.flush()
             os.fsync(fout.fileno())
+        os.chmod(dest, _READ_ONLY)
         return StoredFile(name=name, size=size, digests=hasher.hexdigests())
 
-    def _write_manifest(self, tmp: Path, ark: str, token: str, stored: list[StoredFile]) -> None:
+    def _write_manifest(self, tmp, ark, token, mode, latest, stored, changes) -> None:
         data = {
             "ark": ark,
             "token": token,
             "created": datetime.now(UTC).isoformat(timespec="seconds"),
+            "mode": mode,
+            "previous": latest.version if latest else None,
             "files": [{"name": f.name, "size": f.size, "digests": f.digests} for f in stored],
+            "changes": [{"name": c.name, "change": c.change} for c in changes],
         }
         tmp.mkdir(parents=True, exist_ok=True)
         with open(tmp / "manifest.json", "x", encoding="utf-8") as f:
@@ -368,220 +462,15 @@ class LocalStorage:
             f.flush()
             os.fsync(f.fileno())
 
-    def _publish(self, ark: str, tmp: Path) -> int:
-        """Rename ``tmp`` to the next free ``v<N>``; returns N."""
+    def _publish(self, ark: str, tmp: Path, number: int) -> None:
+        """Rename ``tmp`` to ``v<number>``; _NumberTaken if another writer has it."""
         obj = self._object_dir(ark)
         obj.mkdir(parents=True, exist_ok=True)
-        version = max(self.versions(ark), default=0) + 1
-        while True:
-            try:
-                os.rename(tmp, obj / f"v{version}")
-            except OSError as exc:
-                # Another host (whose lock we cannot see) took this number first.
-                if exc.errno in (errno.EEXIST, errno.ENOTEMPTY):
-                    version += 1
-                    continue
-                raise _storage_disk_error(obj, exc) from exc
-            _fsync_dir(obj)
-            return version
-
-
-# -- Merritt storage service --------------------------------------------------------------
-
-_TOKEN_PREFIX = "system/mrt-queue-token-"
-_CHECKM_HEADER = (
-    "#%checkm_0.7\n"
-    "#%profile | http://uc3.cdlib.org/registry/store/manifest/mrt-add-manifest\n"
-    "#%prefix | nfo:<http://www.semanticdesktop.org/ontologies/2007/03/22/nfo#>\n"
-    "#%prefix | nie:<http://www.semanticdesktop.org/ontologies/2007/01/19/nie/#>\n"
-    "#%prefix | mrt:<http://uc3.cdlib.org/ontology/mrt/mom#>\n"
-    "#%columns | nfo:fileURL | nfo:hashAlgorithm | nfo:hashValue | nfo:fileSize"
-    " | nfo:fileLastModified | nfo:fileName | nie:mimeType\n"
-)
-
-
-def token_file_name(token: str) -> str:
-    return f"{_TOKEN_PREFIX}{quote(token, safe='')}.txt"
-
-
-class MerrittStorageClient:
-    """Merritt storage: ``POST {base}/add/{node}/{ark}``, ``GET {base}/state/{node}/{ark}[/{v}]``.
-
-    Storage pulls the files itself, so ``file_url`` maps each local file to a URL storage can
-    fetch. Each version also gets ``system/mrt-queue-token-<token>.txt``: storage keeps no
-    token of ours, and that file is how ``find_by_token`` recognises a version already stored
-    (so a POST whose answer was lost is not repeated into a second version). The shape of the
-    version state's file list (``ver:fileStates``) follows our test double; check it against a
-    real node before production use.
-    """
-
-    def __init__(
-        self,
-        base_url: str,
-        node_id: str | int,
-        timeout: float = 60,
-        *,
-        file_url: Callable[[Path], str] | None = None,
-        session_factory=requests.Session,
-    ) -> None:
-        self.base_url = base_url.rstrip("/")
-        self.node_id = str(node_id)
-        self.timeout = timeout
-        self.file_url = file_url
-        self.session_factory = session_factory
-
-    def store_version(
-        self,
-        ark: str,
-        source_dir: Path,
-        files: list[tuple[str, Path]] | None,
-        *,
-        token: str,
-        manifest: list[dict] | None = None,
-    ) -> StoredVersion:
-        _check_ark_and_token(ark, token)
-        existing = self.find_by_token(ark, token)
-        if existing is not None:
-            return existing
-        if self.file_url is None:
-            raise StorageError(
-                "MerrittStorageClient needs file_url to tell storage where files are"
-            )
-        sources = source_files(source_dir, files)
-        _refuse_checkm_breaking_names(name for name, _ in sources)
-        algorithms = _manifest_algorithms(manifest)
-        stored = [_describe_file(name, path, algorithms) for name, path in sources]
-        verify_against_manifest(manifest, stored)
-        token_path = Path(source_dir) / TOKEN_SOURCE_NAME
         try:
-            token_path.write_text(token, encoding="utf-8")
+            os.rename(tmp, obj / f"v{number}")
         except OSError as exc:
-            raise _storage_disk_error(token_path, exc) from exc
-        lines = [
-            self._checkm_line(f"producer/{f.name}", p, f)
-            for f, (_, p) in zip(stored, sources, strict=True)
-        ]
-        token_file = _describe_file(token_file_name(token), token_path, STORED_ALGORITHMS)
-        lines.append(self._checkm_line(token_file.name, token_path, token_file))
-        version = self._add(ark, _CHECKM_HEADER + "".join(lines) + "#%eof\n")
-        return StoredVersion(ark=ark, version=version, files=stored, token=token)
-
-    def get_version(self, ark: str, version: int) -> StoredVersion:
-        data = self._get_json(f"/state/{self.node_id}/{quote(ark, safe='')}/{version}", ark)
-        if data is None:
-            raise StorageError(f"{ark} has no version {version} on storage node {self.node_id}")
-        state = data.get("ver:versionState") or {}
-        files, token = [], ""
-        for f in _as_list(state.get("ver:fileStates")):
-            name = str(f.get("fil:identifier", ""))
-            if name.startswith(_TOKEN_PREFIX) and name.endswith(".txt"):
-                token = unquote(name.removeprefix(_TOKEN_PREFIX).removesuffix(".txt"))
-            elif name.startswith("producer/"):
-                algorithm, _, value = str(f.get("fil:digest", "")).partition("=")
-                digests = {algorithm: value} if value else {}
-                files.append(
-                    StoredFile(name.removeprefix("producer/"), int(f.get("fil:size", 0)), digests)
-                )
-        return StoredVersion(ark=ark, version=version, files=files, token=token)
-
-    def versions(self, ark: str) -> list[int]:
-        data = self._get_json(f"/state/{self.node_id}/{quote(ark, safe='')}", ark)
-        if data is None:
-            return []
-        count = int((data.get("obj:objectState") or {}).get("obj:numVersions", 0))
-        return list(range(1, count + 1))
-
-    def find_by_token(self, ark: str, token: str) -> StoredVersion | None:
-        for version in reversed(self.versions(ark)):
-            stored = self.get_version(ark, version)
-            if stored.token == token:
-                return stored
-        return None
-
-    # -- internals ----------------------------------------------------------------------
-
-    def _checkm_line(self, name: str, path: Path, f: StoredFile) -> str:
-        assert self.file_url is not None
-        return f"{self.file_url(path)} | sha256 | {f.digests['sha256']} | {f.size} |  | {name} | \n"
-
-    def _add(self, ark: str, checkm: str) -> int:
-        url = f"{self.base_url}/add/{self.node_id}/{quote(ark, safe='')}"
-        resp = self._request(
-            "POST",
-            url,
-            ark,
-            files={"manifest": ("manifest.checkm", checkm.encode("utf-8"), "text/plain")},
-            data={"responseForm": "json"},
-        )
-        if resp.status_code != 200:
-            raise self._status_error(f"storing {ark}", url, resp)
-        try:
-            return int(resp.json()["ver:versionState"]["ver:identifier"])
-        except (ValueError, KeyError, TypeError):
-            # The version may exist; a retry finds it by token instead of adding another.
-            raise StorageError(
-                f"storage answered the add of {ark} with a response that names no version",
-                retryable=True,
-            ) from None
-
-    def _get_json(self, path: str, ark: str) -> dict | None:
-        url = f"{self.base_url}{path}"
-        resp = self._request("GET", url, ark, params={"t": "json"})
-        if resp.status_code == 404:
-            return None
-        if resp.status_code != 200:
-            raise self._status_error(f"reading {ark}", url, resp)
-        try:
-            return resp.json()
-        except ValueError:
-            raise StorageError(
-                f"storage sent a response that is not JSON for {url}", retryable=True
-            ) from None
-
-    def _request(self, method: str, url: str, ark: str, **kwargs) -> requests.Response:
-        try:
-            with closing(self.session_factory()) as session:
-                return session.request(
-                    method, url, timeout=self.timeout, allow_redirects=False, **kwargs
-                )
-        except requests.RequestException as exc:
-            raise StorageError(
-                f"storage at {self.base_url} could not be reached for {ark}: "
-                f"{httputil.describe(exc)}",
-                retryable=httputil.is_transient(exc),
-            ) from exc
-
-    @staticmethod
-    def _status_error(what: str, url: str, resp: requests.Response) -> StorageError:
-        body = resp.text.strip().replace("\n", " ")[:300]
-        return StorageError(
-            f"{what} failed: {url} returned {httputil.status_text(resp)}"
-            + (f": {body}" if body else ""),
-            retryable=httputil.is_retryable_status(resp.status_code),
-        )
-
-
-def _describe_file(name: str, path: Path, algorithms) -> StoredFile:
-    hasher = Hashers(sorted(set(algorithms)))
-    size = 0
-    try:
-        with open(path, "rb") as f:
-            while chunk := f.read(1 << 20):
-                hasher.update(chunk)
-                size += len(chunk)
-    except OSError as exc:
-        raise StorageError(f"cannot read source file {path}: {exc.strerror or exc}") from exc
-    return StoredFile(name=name, size=size, digests=hasher.hexdigests())
-
-
-def _refuse_checkm_breaking_names(names) -> None:
-    # checkm separates fields with "|" and entries with line ends; such a name cannot be sent.
-    for name in names:
-        if "|" in name or "\n" in name or "\r" in name:
-            raise StorageError(f"file name {name!r} cannot be sent in a checkm manifest; refused")
-
-
-def _as_list(value) -> list[dict]:
-    if isinstance(value, list):
-        return value
-    return [value] if isinstance(value, dict) else []
+            # Another host (whose lock we cannot see) took this number first.
+            if exc.errno in (errno.EEXIST, errno.ENOTEMPTY):
+                raise _NumberTaken() from None
+            raise storage_disk_error(obj, exc) from exc
+        _fsync_dir(obj)
