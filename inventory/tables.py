@@ -48,6 +48,7 @@ class ObjectTable(PageTable):
     last_stored = tables.Column("Last stored", order_by=("last_stored", "id"))
 
     class Meta(PageTable.Meta):
+        attrs = {"class": "mq-table objects"}
         order_by = "-last_stored"
         empty_text = "No objects match."
 
