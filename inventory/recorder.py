@@ -67,6 +67,12 @@ class LocalInventory:
         ``name``, ``size``, ``sha256`` and optionally ``md5``, ``mime_type`` and ``change``
         (added, replaced or carried); ``deleted`` names the files the version removed.
         """
+        if isinstance(deleted, str):  # list() would record its characters as names
+            raise InventoryError(
+                f"{ark} version {version}: deleted must be a list of names, not the text "
+                f"{deleted[:80]!r}; split the delete list into names first",
+                retryable=False,
+            )
         deleted = list(deleted)
         check_changes(ark, version, files, deleted, mode)
         existing = InventoryVersion.objects.filter(obj__ark=ark, number=version).first()

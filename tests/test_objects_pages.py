@@ -127,6 +127,7 @@ def test_recording_the_same_version_again_writes_nothing(inventory):
         ({"files": [file("a.txt", "moved")]}, "file 'a.txt' has change 'moved'; it must be one of"),
         ({"files": [], "mode": "replace"}, "mode 'replace' is neither add nor update"),
         ({"files": [], "deleted": [""]}, "deleted names must be non-empty file names"),
+        ({"files": [], "deleted": "a.txt\nb.txt"}, "deleted must be a list of names, not the"),
     ],
 )
 def test_a_change_the_pages_cannot_show_is_refused_and_nothing_is_written(db, kwargs, message):
