@@ -17,6 +17,8 @@ REDIS_URL ?= redis://127.0.0.1:$(REDIS_PORT)/0
 WEB_PORT ?= 8000
 
 CONTENT_PORT ?= 8001
+# `make demo` submits its update batch once the workers have stored the first version.
+DEMO_UPDATE_WAIT ?= 120
 # Every name in DEMO_PROCS is started by `make demo` and stopped by `make stop`, with
 # var/run/NAME.pid and var/log/NAME.log; its command is PROC_NAME.
 DEMO_PROCS := web content dispatcher worker1 worker2 reconciler
@@ -87,6 +89,8 @@ demo: venv
 	@$(foreach p,$(DEMO_PROCS),$(SERVICES) proc-start var/run/$(p).pid var/log/$(p).log $(PROC_$(p)) &&) true
 	@$(SERVICES) wait-http http://127.0.0.1:$(WEB_PORT)/healthz \
 		|| { tail -n 30 var/log/web.log; echo "the web app did not start; see var/log/web.log"; exit 1; }
+	@echo "waiting (at most $(DEMO_UPDATE_WAIT) s) for the demo object's first version, to submit its update"
+	$(PY) manage.py load_demo --updates --wait $(DEMO_UPDATE_WAIT) --content-url http://127.0.0.1:$(CONTENT_PORT)/
 	@echo
 	@echo "Merritt queue is running at http://127.0.0.1:$(WEB_PORT)/  (admin: /admin/, health: /healthz)"
 	@echo "ZooKeeper 127.0.0.1:$(ZK_PORT), Redis $$REDIS_URL, logs in var/log/. Stop with: make stop"

@@ -6,12 +6,23 @@ from .models import InventoryFile, InventoryObject, InventoryVersion, LocalIdent
 class VersionInline(admin.TabularInline):
     model = InventoryVersion
     extra = 0
-    readonly_fields = ("number", "job_id", "stored", "total_size", "file_count")
+    readonly_fields = (
+        "number",
+        "job_id",
+        "stored",
+        "mode",
+        "total_size",
+        "file_count",
+        "added_count",
+        "replaced_count",
+        "carried_count",
+        "deleted",
+    )
 
 
 @admin.register(InventoryObject)
 class InventoryObjectAdmin(admin.ModelAdmin):
-    list_display = ("ark", "collection", "title", "created")
+    list_display = ("ark", "collection", "title", "version_count", "last_stored")
     search_fields = ("ark", "title", "creator")
     list_filter = ("collection",)
     inlines = [VersionInline]
@@ -19,7 +30,7 @@ class InventoryObjectAdmin(admin.ModelAdmin):
 
 @admin.register(InventoryFile)
 class InventoryFileAdmin(admin.ModelAdmin):
-    list_display = ("name", "version", "size", "md5")
+    list_display = ("name", "version", "change", "size", "md5")
     search_fields = ("name", "version__obj__ark")
 
 

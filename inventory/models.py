@@ -16,9 +16,25 @@ class InventoryObject(models.Model):
     date = models.CharField(max_length=100, blank=True)
     created = models.DateTimeField(auto_now_add=True)
     modified = models.DateTimeField(auto_now=True)
+    # Kept by the recorder with each version, so the object list sorts and shows them
+    # from this row alone, however many objects there are.
+    version_count = models.PositiveIntegerField(default=0)
+    last_stored = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        # The object list's orders, each ending on id so that pages never overlap.
+        indexes = [
+            models.Index(fields=["last_stored", "id"], name="inv_obj_last_stored"),
+            models.Index(fields=["collection", "last_stored", "id"], name="inv_obj_coll_stored"),
+            models.Index(fields=["version_count", "id"], name="inv_obj_versions"),
+        ]
 
     def __str__(self) -> str:
         return self.ark
+
+
+MODES = ("add", "update")
+CHANGES = ("added", "replaced", "carried")
 
 
 class InventoryVersion(models.Model):
@@ -28,6 +44,13 @@ class InventoryVersion(models.Model):
     stored = models.DateTimeField()
     total_size = models.BigIntegerField(default=0)
     file_count = models.PositiveIntegerField(default=0)
+    # What the version changed; blank mode and zero counts on versions recorded before
+    # the inventory kept them (the page then says it does not know).
+    mode = models.CharField(max_length=10, blank=True, choices=[(m, m) for m in MODES])
+    deleted = models.JSONField(default=list, blank=True)  # names this version removed
+    added_count = models.PositiveIntegerField(default=0)
+    replaced_count = models.PositiveIntegerField(default=0)
+    carried_count = models.PositiveIntegerField(default=0)
 
     class Meta:
         constraints = [
@@ -46,6 +69,7 @@ class InventoryFile(models.Model):
     md5 = models.CharField(max_length=32, blank=True)
     sha256 = models.CharField(max_length=64, blank=True)
     mime_type = models.CharField(max_length=255, blank=True)
+    change = models.CharField(max_length=10, blank=True, choices=[(c, c) for c in CHANGES])
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["version", "name"], name="one_row_per_file")]
@@ -63,3 +87,5 @@ class LocalIdentifier(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["collection", "local_id"], name="one_ark_per_local_id")
         ]
+        # The object list's search finds a local id in any collection.
+        indexes = [models.Index(fields=["local_id"], name="inv_local_id")]

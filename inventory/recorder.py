@@ -7,13 +7,45 @@ to one ARK forever, the first binding winning a race.
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable
 from datetime import UTC, datetime
 
 from django.db import IntegrityError, transaction
 
 from merritt_queue.services.errors import InventoryError
 
-from .models import InventoryFile, InventoryObject, InventoryVersion, LocalIdentifier
+from .models import (
+    CHANGES,
+    MODES,
+    InventoryFile,
+    InventoryObject,
+    InventoryVersion,
+    LocalIdentifier,
+)
+
+
+def check_changes(ark: str, version: int, files: list[dict], deleted: list[str], mode: str):
+    """Refuse what the pages could not show truthfully, before anything is written."""
+    where = f"{ark} version {version}"
+    if mode and mode not in MODES:
+        raise InventoryError(
+            f"{where}: mode {mode!r} is neither {' nor '.join(MODES)}", retryable=False
+        )
+    for f in files:
+        change = f.get("change") or ""
+        if change and change not in CHANGES:
+            raise InventoryError(
+                f"{where}: file {f.get('name')!r} has change {change!r}; "
+                f"it must be one of {', '.join(CHANGES)}",
+                retryable=False,
+            )
+    bad = [name for name in deleted if not isinstance(name, str) or not name]
+    if bad:
+        raise InventoryError(
+            f"{where}: deleted names must be non-empty file names, not {bad[0]!r}",
+            retryable=False,
+        )
 
 
 class LocalInventory:
@@ -26,8 +58,23 @@ class LocalInventory:
         collection: str,
         files: list[dict],
         metadata: dict | None = None,
+        deleted: Iterable[str] = (),
+        mode: str = "",
     ) -> bool:
-        """Record one stored version; False when it was already recorded by the same job."""
+        """Record one stored version; False when it was already recorded by the same job.
+
+        ``files`` are every file of the version, carried ones included, each dict with
+        ``name``, ``size``, ``sha256`` and optionally ``md5``, ``mime_type`` and ``change``
+        (added, replaced or carried); ``deleted`` names the files the version removed.
+        """
+        if isinstance(deleted, str):  # list() would record its characters as names
+            raise InventoryError(
+                f"{ark} version {version}: deleted must be a list of names, not the text "
+                f"{deleted[:80]!r}; split the delete list into names first",
+                retryable=False,
+            )
+        deleted = list(deleted)
+        check_changes(ark, version, files, deleted, mode)
         existing = InventoryVersion.objects.filter(obj__ark=ark, number=version).first()
         if existing:
             if existing.job_id != job_id:
@@ -38,18 +85,19 @@ class LocalInventory:
             return False
         try:
             with transaction.atomic():
-                self._insert(ark, version, job_id, collection, files, metadata or {})
+                self._insert(ark, version, job_id, collection, files, metadata or {}, deleted, mode)
         except IntegrityError:  # a twin step recorded it between our check and insert
             return False
         return True
 
     @staticmethod
-    def _insert(ark, version, job_id, collection, files, metadata) -> None:
+    def _insert(ark, version, job_id, collection, files, metadata, deleted, mode) -> None:
         obj, _ = InventoryObject.objects.get_or_create(ark=ark, defaults={"collection": collection})
         obj.title = metadata.get("erc_what") or obj.title
         obj.creator = metadata.get("erc_who") or obj.creator
         obj.date = metadata.get("erc_when") or obj.date
-        obj.save()
+        # Counted once here, so that no page counts a version's files by their change.
+        counts = Counter(f.get("change") or "" for f in files)
         row = InventoryVersion.objects.create(
             obj=obj,
             number=version,
@@ -57,15 +105,24 @@ class LocalInventory:
             stored=datetime.now(UTC),
             total_size=sum(f["size"] for f in files),
             file_count=len(files),
+            mode=mode,
+            deleted=deleted,
+            added_count=counts["added"],
+            replaced_count=counts["replaced"],
+            carried_count=counts["carried"],
         )
+        obj.version_count = obj.versions.count()
+        obj.last_stored = max(filter(None, (obj.last_stored, row.stored)))
+        obj.save()
         InventoryFile.objects.bulk_create(
             InventoryFile(
                 version=row,
                 name=f["name"],
                 size=f["size"],
-                md5=f.get("md5", ""),
-                sha256=f.get("sha256", ""),
+                md5=f.get("md5") or "",
+                sha256=f.get("sha256") or "",
                 mime_type=f.get("mime_type") or "",
+                change=f.get("change") or "",
             )
             for f in files
         )

@@ -9,6 +9,7 @@ urlpatterns = [
     path("accounts/", include("django.contrib.auth.urls")),
     path("", include("batches.urls")),
     path("", include("jobs.urls")),
+    path("", include("inventory.urls")),
     path("", include("dashboard.urls")),
     path("", include("steering.urls")),
 ]

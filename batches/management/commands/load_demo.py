@@ -2,8 +2,13 @@
 
 Safe to run again: the profile and user are kept, and each demo batch has a
 fixed ``batchID``, so a second run is answered "duplicate" and creates nothing.
+
+``--updates`` is the demo's second stage, run once the workers are up: it waits
+until the first version of the demo's updated object is stored, then submits the
+update (an update of an object not yet stored would fail, or race the first version).
 """
 
+import time
 from pathlib import Path
 
 from django.conf import settings
@@ -12,17 +17,37 @@ from django.core.management.base import BaseCommand
 
 from batches.models import ApiToken, Profile
 from batches.submission import SubmissionError, submit
+from inventory.models import InventoryVersion, LocalIdentifier
+from merritt_queue.errors import NotFound
+from merritt_queue.runtime import get_store
+from merritt_queue.states import BatchStatus
 
 SAMPLES = Path(settings.BASE_DIR) / "tests" / "fixtures" / "merritt-sample-files"
 SAMPLE_PREFIX = "https://raw.githubusercontent.com/CDLUC3/mrt-doc/main/sampleFiles/"
+# batchID, type, payload, title, further fields
 DEMO_BATCHES = [
-    ("demo-file", "file", "goldenDragon.jpg", "Golden Dragon Restaurant Sign"),
-    ("demo-container", "container", "huskyChicken.zip", "Husky Chicken"),
-    ("demo-object-manifest", "object-manifest", "4blocks.checkm", "Motel Capri"),
-    ("demo-files", "single-file-batch-manifest", "sampleBatchOfFiles.checkm", ""),
-    ("demo-manifests", "batch-manifest", "sampleBatchOfManifests.checkm", ""),
-    ("demo-containers", "container-batch-manifest", "sampleBatchOfContainers.checkm", ""),
+    ("demo-file", "file", "goldenDragon.jpg", "Golden Dragon Restaurant Sign", {}),
+    ("demo-container", "container", "huskyChicken.zip", "Husky Chicken", {}),
+    ("demo-object-manifest", "object-manifest", "4blocks.checkm", "Motel Capri", {}),
+    ("demo-files", "single-file-batch-manifest", "sampleBatchOfFiles.checkm", "", {}),
+    ("demo-manifests", "batch-manifest", "sampleBatchOfManifests.checkm", "", {}),
+    ("demo-containers", "container-batch-manifest", "sampleBatchOfContainers.checkm", "", {}),
+    ("demo-brain-v1", "container", "brain_v1.zip", "Brain", {"local_id": "brain"}),
 ]
+# The second stage: Merritt's brain_v2 adds brain.tif to brain_v1's four images.
+UPDATE_LOCAL_ID = "brain"
+UPDATE_AFTER = "demo-brain-v1"
+DEMO_UPDATES = [
+    (
+        "demo-brain-v2",
+        "container",
+        "brain_v2.zip",
+        "Brain",
+        {"local_id": UPDATE_LOCAL_ID, "submission_mode": "update"},
+    ),
+]
+# A batch in one of these will not store the first version later: waiting longer is pointless.
+SETTLED = {BatchStatus.COMPLETED, BatchStatus.FAILED, BatchStatus.DELETED}
 
 
 class Command(BaseCommand):
@@ -34,13 +59,31 @@ class Command(BaseCommand):
         )
         parser.add_argument("--content-url", default="http://127.0.0.1:8001/")
         parser.add_argument("--password", default="admin", help="the demo admin's password")
+        parser.add_argument(
+            "--updates",
+            action="store_true",
+            help="submit the demo's update batch, once the object it updates is stored",
+        )
+        parser.add_argument(
+            "--wait",
+            type=float,
+            default=120,
+            help="with --updates: seconds to wait for the first version (then submit anyway)",
+        )
 
     def handle(self, *args, **opts):
         profile = self._profile()
-        self._user(opts["password"])
         base = opts["content_url"].rstrip("/") + "/"
+        if opts["updates"]:
+            self._wait_for_first_version(profile.collection, opts["wait"])
+            self._submit_all(profile, base, DEMO_UPDATES)
+            return
+        self._user(opts["password"])
         self._content(opts["content_dir"], base)
-        for batch_id, kind, name, title in DEMO_BATCHES:
+        self._submit_all(profile, base, DEMO_BATCHES)
+
+    def _submit_all(self, profile: Profile, base: str, batches) -> None:
+        for batch_id, kind, name, title, extra in batches:
             data = {
                 "profile": profile.name,
                 "submitter": "demo",
@@ -48,6 +91,7 @@ class Command(BaseCommand):
                 "payload_url": base + name,
                 "batchID": batch_id,
                 "erc_what": title,
+                **extra,
             }
             try:
                 result = submit({k: v for k, v in data.items() if v})
@@ -56,6 +100,48 @@ class Command(BaseCommand):
                 continue
             note = "already there" if result.duplicate else "submitted"
             self.stdout.write(f"{batch_id}: {note} as {result.bid}")
+
+    def _wait_for_first_version(self, collection: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            if self._stored(collection):
+                self.stdout.write(f"local id {UPDATE_LOCAL_ID!r} is stored; submitting its update")
+                return
+            status = self._batch_status(UPDATE_AFTER)
+            if status in SETTLED:
+                self.stdout.write(
+                    f"batch {UPDATE_AFTER} is {status} without storing local id "
+                    f"{UPDATE_LOCAL_ID!r}; submitting its update anyway (it may fail)"
+                )
+                return
+            if time.monotonic() >= deadline:
+                self.stdout.write(
+                    f"waited {timeout:g} s and local id {UPDATE_LOCAL_ID!r} is not stored yet "
+                    f"(batch {UPDATE_AFTER}: {status or 'not found'}); submitting its update "
+                    "anyway: it waits for the first version or fails with the reason"
+                )
+                return
+            time.sleep(1)
+
+    @staticmethod
+    def _stored(collection: str) -> bool:
+        ark = (
+            LocalIdentifier.objects.filter(collection=collection, local_id=UPDATE_LOCAL_ID)
+            .values_list("ark", flat=True)
+            .first()
+        )
+        return bool(ark) and InventoryVersion.objects.filter(obj__ark=ark).exists()
+
+    @staticmethod
+    def _batch_status(batch_id: str) -> str | None:
+        store = get_store()
+        bid = store.find_batch_by_uuid(batch_id)
+        if not bid:
+            return None
+        try:
+            return store.get_batch(bid).status
+        except NotFound:  # removed by cleanup meanwhile
+            return None
 
     def _profile(self) -> Profile:
         profile, created = Profile.objects.get_or_create(

@@ -1,0 +1,67 @@
+"""Object pages: the list and one object's versions. Read-only; they read the inventory."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import render
+
+from jobs.tables import job_link
+from jobs.views import collection_names, filtered_table
+
+from .filters import ObjectFilter
+from .models import InventoryFile, InventoryObject, InventoryVersion, LocalIdentifier
+from .tables import ObjectTable, object_rows
+
+# A version's files listed on the page; the rest are counted, not read.
+MAX_FILES = 1000
+
+
+@login_required
+def object_list(request):
+    filterset, table = filtered_table(request, ObjectFilter, object_rows(), ObjectTable)
+    return render(
+        request,
+        "inventory/object_list.html",
+        {"filter": filterset, "table": table, "collections": collection_names()},
+    )
+
+
+@dataclass(frozen=True)
+class VersionView:
+    row: InventoryVersion
+    files: list[InventoryFile]
+    more: int  # files not listed
+
+    @property
+    def known(self) -> bool:
+        """Whether the version was recorded with what it changed (older ones were not)."""
+        return bool(self.row.mode)
+
+    @property
+    def job(self):
+        return job_link(self.row.job_id)
+
+
+def version_views(obj: InventoryObject) -> list[VersionView]:
+    """The object's versions, newest first, each with its first MAX_FILES files by name."""
+    views = []
+    for row in obj.versions.order_by("-number"):
+        files = list(row.files.order_by("name")[:MAX_FILES])
+        views.append(VersionView(row, files, max(0, row.file_count - len(files))))
+    return views
+
+
+@login_required
+def object_detail(request, ark: str):
+    obj = InventoryObject.objects.filter(ark=ark).first()
+    if obj is None:
+        return render(request, "inventory/object_missing.html", {"ark": ark}, status=404)
+    context = {
+        "obj": obj,
+        "local_ids": LocalIdentifier.objects.filter(ark=ark).order_by("collection", "local_id"),
+        "versions": version_views(obj),
+        "max_files": MAX_FILES,
+    }
+    return render(request, "inventory/object_detail.html", context)

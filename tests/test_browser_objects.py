@@ -1,0 +1,60 @@
+"""The object pages in a real browser (Debian's chromium through Playwright), narrow and wide.
+
+As in tests/test_browser.py, ``MQ_SKIP_BROWSER=1`` skips.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth.models import User
+
+from inventory.recorder import LocalInventory
+from tests.test_browser import TIMEOUT_MS, browser  # noqa: F401 - the same browser fixture
+from tests.test_objects_pages import ARK, NOTES, record_brain
+
+PASSWORD = "a long password"
+
+
+@pytest.fixture(params=[390, 1400], ids=["phone", "desktop"])
+def page(request, browser, live_server, transactional_db):  # noqa: F811 - the imported fixture
+    User.objects.create_user("librarian", password=PASSWORD)
+    context = browser.new_context(viewport={"width": request.param, "height": 900})
+    context.set_default_timeout(TIMEOUT_MS)
+    page = context.new_page()
+    page.goto(f"{live_server.url}/accounts/login/")
+    page.fill("#id_username", "librarian")
+    page.fill("#id_password", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{live_server.url}/")
+    yield page
+    context.close()
+
+
+def fits(page) -> bool:
+    """Nothing makes the page itself scroll sideways (a wide table scrolls in its own box)."""
+    return page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+
+
+def test_from_the_navigation_to_an_object_and_its_versions(page, live_server, tmp_path):
+    record_brain(LocalInventory())
+    page.click("header.top nav a[href='/objects/']")
+    page.wait_for_url("**/objects/")
+    assert ARK in page.inner_text("main")
+    assert fits(page)
+    page.screenshot(path=str(tmp_path / "objects.png"), full_page=True)
+
+    page.fill("#id_q", "brain")
+    page.click("form.filters button[type=submit]")
+    page.wait_for_url("**q=brain**")
+    page.click(f"a[href='/objects/{ARK}/']")
+    page.wait_for_url(f"**/objects/{ARK}/")
+    newest, first = page.locator("details.version#v2"), page.locator("details.version#v1")
+    assert newest.get_attribute("open") is not None and first.get_attribute("open") is None
+    assert "1 added, 0 replaced, 1 deleted, 4 carried" in newest.locator("summary").inner_text()
+    assert newest.locator("tr.deleted-file").inner_text().startswith(NOTES)
+    assert newest.locator(".version-files .st-carried").count() == 4
+    assert fits(page)
+    first.locator("summary").click()
+    assert first.locator(".version-files .st-added").first.is_visible()
+    page.screenshot(path=str(tmp_path / "object.png"), full_page=True)
+    assert (tmp_path / "object.png").stat().st_size > 10_000
