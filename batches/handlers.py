@@ -17,6 +17,7 @@ from django.conf import settings
 from django.core.mail import send_mail
 
 from jobs.services import Services
+from jobs.versionfiles import UNCHANGED
 from merritt_queue.errors import ChangedUnderYou, InvalidData, LockLost
 from merritt_queue.manifest import ManifestError, parse_manifest
 from merritt_queue.planning import MANIFEST_KIND, batch_priority, manifest_kind_problem, plan_jobs
@@ -170,10 +171,17 @@ def report(s: Services, batch: BatchRecord) -> tuple[str, str]:
 def _summary(s, batch, failed, done, deleted, previous) -> str:
     lines = [f"Batch {batch.bid} ({batch.uuid or 'no batchID'})", ""]
     identifiers = s.store.job_node_values(done, "identifiers")
+    stores = s.store.job_node_values(done, "store")
     statuses = s.store.job_node_values(failed, "status")
     for jid in done:
         ark = (identifiers[jid] or {}).get("primary_id", "")
-        lines.append(f"completed  {jid}  {ark}")
+        stored = stores[jid] or {}
+        if stored.get("outcome") == UNCHANGED:
+            note = f"version {stored.get('version')} already holds these files"
+            lines.append(f"unchanged  {jid}  {ark}  ({UNCHANGED}: {note})")
+        else:
+            version = f"  version {stored['version']}" if stored.get("version") else ""
+            lines.append(f"completed  {jid}  {ark}{version}")
     for jid in failed:
         lines.append(f"FAILED     {jid}  {(statuses[jid] or {}).get('message', '')}")
     lines += [f"deleted    {jid}" for jid in deleted]

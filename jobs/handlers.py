@@ -20,7 +20,7 @@ from urllib.request import url2pathname
 from django.conf import settings
 
 from batches.models import Profile
-from merritt_queue import objectfiles
+from merritt_queue import deletelist, objectfiles
 from merritt_queue.containers import ContainerError, unpack, unpacked_bound, unpacked_size
 from merritt_queue.digest import check_digest_format, file_digests, normalise_algorithm
 from merritt_queue.diskspace import percent_of_disk, percent_used_after
@@ -33,7 +33,9 @@ from merritt_queue.services.hostslots import HostFull
 from merritt_queue.states import JobStatus
 from merritt_queue.store import ItemLock, JobRecord
 
+from . import versionfiles
 from .services import Services
+from .versionfiles import UNCHANGED
 
 OBJECT_MANIFEST = "object-manifest.checkm"
 # Beside a downloaded container kept while its unpacking waits for disk space: what it is
@@ -449,6 +451,7 @@ def _write_object_files(s: Services, job: JobRecord, ark: str) -> dict:
 
 def storing(s: Services, job: JobRecord) -> Outcome:
     ark = _ark(job)
+    action, delete = _store_request(job)
     if not s.store.lock_storage(ark, owner=job.jid):
         return Outcome.later(f"{ark} is being stored by another job", delay=10)
     with _held(s, ItemLock("storage", ark, owner=job.jid)) as lock:
@@ -460,16 +463,34 @@ def storing(s: Services, job: JobRecord) -> Outcome:
             for e in entries
         ]
         try:
-            version = s.storage.store_version(ark, work, files, token=job.jid, manifest=manifest)
+            version = s.storage.store_version(
+                ark, work, files, token=job.jid, manifest=manifest, mode=action, delete=delete
+            )
         except ManifestMismatch as e:
             raise ManifestMismatch(
                 f"{e}\nThe working copy changed after Processing described it: resume the job "
                 "from Processing to describe and store the files as they are now.",
                 retryable=e.retryable,
             ) from None
+    versionfiles.save(work, version, entries, action)
     data = dict(job.store or {}) | {"version": version.version}
-    message = f"stored {ark} version {version.version}"
+    if version.unchanged:
+        data["outcome"] = UNCHANGED
+        message = f"{UNCHANGED}: {ark} version {version.version} already holds exactly these files"
+    else:
+        message = f"stored {ark} version {version.version} ({versionfiles.summary(version)})"
     return Outcome.success(message, data={"store": data}, unlock=(lock,))
+
+
+def _store_request(job: JobRecord) -> tuple[str, list[str]]:
+    """add or update, and the names to delete, from the store node Processing (or Merritt's
+    ingest) wrote; the submission's mode when it says nothing."""
+    store = job.store or {}
+    action = deletelist.store_action(
+        store.get("mode"), default=_config(job).get("submission_mode", "add")
+    )
+    delete = deletelist.from_store_value(store.get("delete")) if action == "update" else []
+    return action, delete
 
 
 @contextmanager
@@ -498,15 +519,20 @@ def recording(s: Services, job: JobRecord) -> Outcome:
     version = (job.store or {}).get("version")
     if not version:
         return Outcome.fail("no stored version is recorded for this job: resume it from Storing")
+    if (job.store or {}).get("outcome") == UNCHANGED:
+        return Outcome.success(f"{UNCHANGED}: nothing to record; {ark} stays at version {version}")
     if not s.store.lock_inventory(ark):
         return Outcome.later(f"{ark} is being recorded by another job", delay=5)
     with _held(s, ItemLock("inventory", ark)) as lock:
+        stored = versionfiles.load(s.job_dir(job.jid), s.storage, ark, version)
         s.inventory.record(
             ark=ark,
             version=version,
             job_id=job.jid,
             collection=job.collection or "",
-            files=objectfiles.object_files(s.job_dir(job.jid)),
+            files=stored.files,
+            deleted=stored.deleted,
+            mode=stored.mode,
             metadata=job.metadata,
         )
     return Outcome.success(f"recorded {ark} version {version} in inventory", unlock=(lock,))
@@ -529,6 +555,8 @@ def notify(s: Services, job: JobRecord) -> Outcome:
         if profile and profile.callback_url
         else "no callback"
     )
+    if (job.store or {}).get("outcome") == UNCHANGED:
+        return Outcome.success(f"completed, {UNCHANGED}; {note}")
     return Outcome.success(f"completed; {note}")
 
 
@@ -542,5 +570,6 @@ def _callback_payload(job: JobRecord) -> dict:
         "ark": ids.get("primary_id"),
         "local_id": ids.get("local_id") or [],
         "version": (job.store or {}).get("version"),
+        "outcome": (job.store or {}).get("outcome") or "stored",
         "title": (job.metadata or {}).get("erc_what"),
     }

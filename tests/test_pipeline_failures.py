@@ -430,6 +430,7 @@ def test_a_failing_callback_fails_notify_with_its_status_then_resumes_and_calls_
             "ark": job.identifiers["primary_id"],
             "local_id": [],
             "version": 1,
+            "outcome": "stored",
             "title": None,
         }
     ]

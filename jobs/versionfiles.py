@@ -1,0 +1,95 @@
+"""What Storing stored, kept beside the job for Recording: every file of the new version.
+
+An update's version holds files the job never had (carried from the previous version), so
+Recording cannot describe the version from the job's own files. Storing writes the stored
+version here; Recording reads it back, or asks storage again when the file is gone (a step
+re-run on another host, a directory cleaned by hand).
+"""
+
+from __future__ import annotations
+
+import json
+import mimetypes
+from dataclasses import dataclass
+from pathlib import Path
+
+from merritt_queue.services.versions import StoredVersion, diff
+
+UNCHANGED = "unchanged: no new version"
+STORED = "stored-version.json"
+
+
+@dataclass(frozen=True)
+class RecordedVersion:
+    version: int
+    files: list[dict]
+    deleted: list[str]
+    mode: str
+
+
+def save(work: Path, version: StoredVersion, entries: list[dict], mode: str) -> None:
+    described = {e["name"]: e for e in entries}
+    changes = {c.name: c.change for c in version.changes}
+    files = []
+    for f in version.files:
+        own = described.get(f.name, {})
+        files.append(
+            {
+                "name": f.name,
+                "size": f.size,
+                "md5": f.digests.get("md5") or own.get("md5", ""),
+                "sha256": f.digests.get("sha256") or own.get("sha256", ""),
+                "mime_type": own.get("mime_type") or _mime(f.name),
+                "change": changes.get(f.name, ""),
+            }
+        )
+    data = {
+        "version": version.version,
+        "mode": mode,
+        "files": files,
+        "deleted": [c.name for c in version.changes if c.change == "deleted"],
+    }
+    (work / STORED).write_text(json.dumps(data), encoding="utf-8")
+
+
+def load(work: Path, storage, ark: str, version: int) -> RecordedVersion:
+    try:
+        data = json.loads((work / STORED).read_text(encoding="utf-8"))
+        if data.get("version") == version:
+            return RecordedVersion(version, data["files"], data["deleted"], data.get("mode", ""))
+    except (OSError, ValueError, KeyError, AttributeError):
+        pass
+    return _from_storage(storage, ark, version)
+
+
+def _from_storage(storage, ark: str, version: int) -> RecordedVersion:
+    stored = storage.get_version(ark, version)
+    changes = stored.changes
+    if not changes:
+        before = storage.get_version(ark, version - 1).files if version > 1 else None
+        changes = diff(before, stored.files)
+    kind = {c.name: c.change for c in changes}
+    files = [
+        {
+            "name": f.name,
+            "size": f.size,
+            "md5": f.digests.get("md5", ""),
+            "sha256": f.digests.get("sha256", ""),
+            "mime_type": _mime(f.name),
+            "change": kind.get(f.name, ""),
+        }
+        for f in stored.files
+    ]
+    deleted = [c.name for c in changes if c.change == "deleted"]
+    return RecordedVersion(version, files, deleted, "")
+
+
+def summary(version: StoredVersion) -> str:
+    """``1 added, 4 carried``: what a version changed, in words, zero counts left out."""
+    counts = version.counts()
+    words = [f"{n} {change}" for change, n in counts.items() if n]
+    return ", ".join(words) or "no files"
+
+
+def _mime(name: str) -> str:
+    return mimetypes.guess_type(name)[0] or "application/octet-stream"
