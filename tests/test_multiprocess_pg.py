@@ -354,5 +354,6 @@ def test_web_dispatcher_and_workers_as_processes_on_postgresql(queue, content, s
     for jid, ark in arks.items():
         detail = page(admin, q, f"/jobs/{jid}/")
         assert shows_status(detail, "Job", jid, "Completed")
-        assert f"<dt>ARK</dt><dd>{ark}</dd>" in detail
+        # Recorded in the inventory, so the ARK links to its object page.
+        assert f'<dt>ARK</dt><dd><a href="/objects/{ark}/">{ark}</a></dd>' in detail
     assert not q.exited(), q.logs()
