@@ -363,6 +363,9 @@ def processing(s: Services, job: JobRecord) -> Outcome:
     ids = job.identifiers or {}
     if refusal := _supplied_ark_refusal(config, collection, profile):
         return Outcome.fail(refusal)
+    # Read before an ARK is minted or a local id bound: a refused list leaves neither behind.
+    action = deletelist.store_action(config.get("submission_mode"))
+    deleted = _take_delete_file(s.job_dir(job.jid)) if action == "update" else []
     local_ids = list(
         ids.get("local_id") or ([config["local_id"]] if config.get("local_id") else [])
     )
@@ -376,8 +379,6 @@ def processing(s: Services, job: JobRecord) -> Outcome:
         _release_local_ids(s, collection, local_ids)
     if ark.startswith("error:"):
         return Outcome.fail(ark[len("error:") :])
-    action = deletelist.store_action(config.get("submission_mode"))
-    deleted = _take_delete_file(s.job_dir(job.jid)) if action == "update" else []
     data = _write_object_files(s, job, ark, action, profile, deleted)
     note = f"; {len(deleted)} file(s) to delete" if deleted else ""
     return Outcome.success(f"identified as {ark}{note}", data=data)
