@@ -51,9 +51,10 @@ def other_collection_refusal(collection: str, ark: str) -> Refusal | None:
     owner = owner_of(ark)
     if owner is None or owner == collection:
         return None
+    whose = f"collection {owner}" if owner else "no collection (it was recorded without one)"
     return Refusal.of(
-        f"{ark} belongs to collection {owner}; a submission to collection {collection} may "
-        "not add a version to it",
+        f"{ark} belongs to {whose}; a submission to collection {collection} may not add a "
+        "version to it",
         other_collection=True,
     )
 

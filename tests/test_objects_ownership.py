@@ -77,6 +77,12 @@ def test_the_rule_refuses_another_collections_object_naming_both(queue):
     assert "submission to collection other may not add a version" in refusal
 
 
+def test_an_object_recorded_without_a_collection_is_no_collections_to_change(queue):
+    InventoryObject.objects.create(ark="ark:/99999/fk4orphan", collection="")
+    refusal = change_refusal("other", "ark:/99999/fk4orphan", Profile.objects.get(name="other"))
+    assert refusal.other_collection and "belongs to no collection" in refusal
+
+
 # --- at the door: API, form, CLI --------------------------------------------------------
 
 
