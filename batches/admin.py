@@ -14,9 +14,10 @@ class ProfileAdmin(admin.ModelAdmin):
         "default_priority",
         "minter_shoulder",
         "storage_node",
+        "allow_external_ids",
     )
     search_fields = ("name", "collection", "owner")
-    list_filter = ("collection", "storage_node")
+    list_filter = ("collection", "storage_node", "allow_external_ids")
 
 
 @admin.register(ApiToken)

@@ -16,6 +16,12 @@ class SubmitForm(forms.Form):
     erc_when = forms.CharField(required=False, label="When (date)")
     erc_where = forms.CharField(required=False, label="Where")
     local_id = forms.CharField(required=False)
+    primary_id = forms.CharField(
+        required=False,
+        label="ARK (optional)",
+        help_text="To add a version to one of the collection's objects by its ARK; "
+        "leave empty to have a new object's ARK minted or found by its local id.",
+    )
     digest_type = forms.CharField(required=False)
     digest_value = forms.CharField(required=False)
     submission_mode = forms.ChoiceField(choices=[("add", "add"), ("update", "update")])

@@ -6,6 +6,7 @@ import hashlib
 import secrets
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, RegexValidator
 from django.db import models
 
@@ -29,6 +30,20 @@ shoulder_validator = RegexValidator(
 )
 
 
+def shoulder_lines(text: str) -> list[str]:
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def validate_shoulder_lines(text: str) -> None:
+    """Every line is one shoulder, as ``minter_shoulder`` is; the error names the bad ones."""
+    bad = [s for s in shoulder_lines(text) if not shoulder_validator.regex.match(s)]
+    if bad:
+        raise ValidationError(
+            f"{', '.join(repr(s[:100]) for s in bad)}: put one shoulder a line, each like "
+            "ark:/99999/fk4 (ark:/, the NAAN's digits, /, lower-case letters and digits)."
+        )
+
+
 class Profile(models.Model):
     """How a collection ingests: who is told, how it is identified and where it is stored."""
 
@@ -49,6 +64,23 @@ class Profile(models.Model):
     )
     minter_shoulder = models.CharField(max_length=100, validators=[shoulder_validator])
     storage_node = models.CharField(max_length=100, default="local")
+    allow_external_ids = models.BooleanField(
+        "accept identifiers minted elsewhere",
+        default=False,
+        help_text=(
+            "Let depositors give an ARK (primary_id) that this repository did not mint, to "
+            "start a new object under it. Only ARKs under the shoulders below are accepted. "
+            "Leave off unless the collection's ARKs come from another minter."
+        ),
+    )
+    external_shoulders = models.TextField(
+        "shoulders of identifiers minted elsewhere",
+        blank=True,
+        validators=[validate_shoulder_lines],
+        help_text=(
+            "One ARK shoulder a line, e.g. ark:/13030/m5. Used only when the box above is on."
+        ),
+    )
     created = models.DateTimeField(auto_now_add=True)
     modified = models.DateTimeField(auto_now=True)
 
@@ -57,6 +89,20 @@ class Profile(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        if self.allow_external_ids and not shoulder_lines(self.external_shoulders):
+            raise ValidationError(
+                {
+                    "external_shoulders": "Name at least one shoulder: identifiers minted "
+                    "elsewhere are accepted only under the shoulders listed here."
+                }
+            )
+
+    @property
+    def external_shoulder_list(self) -> list[str]:
+        """The shoulders under which a depositor's own ARK is accepted (when allowed)."""
+        return shoulder_lines(self.external_shoulders)
 
     @property
     def emails(self) -> list[str]:

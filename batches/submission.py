@@ -28,13 +28,14 @@ from django.contrib.auth import get_user_model
 
 from merritt_queue import safepath, tree
 from merritt_queue.digest import check_digest_format, normalise_algorithm
-from merritt_queue.planning import SUBMISSION_TYPES
+from merritt_queue.planning import SINGLE_TYPES, SUBMISSION_TYPES
 from merritt_queue.runtime import get_store
 from merritt_queue.services.netpolicy import userinfo_of
 from merritt_queue.uploads import uploads_root
 
 from . import rights
 from .models import Profile
+from .objects import ark_problem, change_refusal
 
 TEXT_FIELDS = {
     "profile": 100,
@@ -112,6 +113,7 @@ def submit(
             raise SubmissionError([refusal], status=403)
     if problems:
         raise SubmissionError(problems)
+    _check_object(clean)
     if by is not None:
         clean["submitted_by"] = by.get_username()
     elif via:
@@ -135,6 +137,17 @@ def submit(
         _remove_upload(saved)
         _check_owner(store, created.id, clean, by)
     return SubmitResult(created.id, created.duplicate, clean.get("batchID"))
+
+
+def _check_object(clean: dict) -> None:
+    """A single-object submission naming an ARK may change only its own collection's object
+    (batches.objects); a batch manifest's rows are checked at Processing, where they are read."""
+    ark = clean.get("primary_id")
+    if not ark or clean.get("type") not in SINGLE_TYPES:
+        return
+    profile = Profile.objects.filter(name=clean["profile"]).first()
+    if refusal := change_refusal(clean["collection"], ark, profile):
+        raise SubmissionError([refusal], status=403 if refusal.other_collection else 400)
 
 
 def _check_owner(store, bid: str, clean: dict, by) -> None:
@@ -316,6 +329,14 @@ def _other_problems(clean: dict) -> list[str]:
     problems = []
     if clean.get("submission_mode", "add") not in ("add", "update"):
         problems.append("submission_mode must be add or update")
+    if "primary_id" in clean:
+        if problem := ark_problem(clean["primary_id"]):
+            problems.append(problem)
+        elif clean.get("type") not in (None, *SINGLE_TYPES):
+            problems.append(
+                "primary_id names the one object of a file, container or object-manifest "
+                "submission; a batch manifest gives each row's own (mrt:primaryIdentifier)"
+            )
     if "batchID" in clean and not _BATCH_ID_RE.match(clean["batchID"]):
         problems.append("batchID may hold letters, digits, '.', '_', ':' and '-' (at most 100)")
     return problems

@@ -20,6 +20,7 @@ from urllib.request import url2pathname
 from django.conf import settings
 
 from batches.models import Profile
+from batches.objects import change_refusal, other_collection_refusal
 from merritt_queue import deletelist, objectfiles
 from merritt_queue.containers import ContainerError, unpack, unpacked_bound, unpacked_size
 from merritt_queue.digest import check_digest_format, file_digests, normalise_algorithm
@@ -355,9 +356,18 @@ def _kept_for(kept: Path) -> dict | None:
 
 
 def processing(s: Services, job: JobRecord) -> Outcome:
+    """Identify the object (checking who may change it), then describe its files.
+
+    A refusal fails the job before anything is minted, bound or written."""
     config = _config(job)
     collection = job.collection or ""
+    profile = _profile(job)
     ids = job.identifiers or {}
+    if refusal := _supplied_ark_refusal(config, collection, profile):
+        return Outcome.fail(refusal)
+    # Read before an ARK is minted or a local id bound: a refused list leaves neither behind.
+    action = deletelist.store_action(config.get("submission_mode"))
+    deleted = _take_delete_file(s.job_dir(job.jid)) if action == "update" else []
     local_ids = list(
         ids.get("local_id") or ([config["local_id"]] if config.get("local_id") else [])
     )
@@ -371,7 +381,21 @@ def processing(s: Services, job: JobRecord) -> Outcome:
         _release_local_ids(s, collection, local_ids)
     if ark.startswith("error:"):
         return Outcome.fail(ark[len("error:") :])
-    return Outcome.success(f"identified as {ark}", data=_write_object_files(s, job, ark))
+    data = _write_object_files(s, job, ark, action, profile, deleted)
+    note = f"; {len(deleted)} file(s) to delete" if deleted else ""
+    return Outcome.success(f"identified as {ark}{note}", data=data)
+
+
+def _supplied_ark_refusal(config: dict, collection: str, profile: Profile) -> str | None:
+    """Why the depositor's own ARK may not be used (batches.objects).
+
+    Only a job planned with ``primary_id`` in its configuration tells the depositor's ARK
+    from one minted here on an earlier run; for the others (Merritt's, an older version's)
+    ``_resolve_ark`` still refuses an ARK that belongs to another collection."""
+    supplied = config.get("primary_id")
+    if not supplied:
+        return None
+    return change_refusal(collection, supplied, profile)
 
 
 def _release_local_ids(s: Services, collection: str, local_ids: list[str]) -> None:
@@ -390,6 +414,8 @@ def _resolve_ark(
                 f"error:the supplied ARK {primary} disagrees with local id {lid}, which is {bound}"
             )
         primary = primary or bound or ""
+    if primary and (refusal := other_collection_refusal(collection, primary)):
+        return f"error:{refusal}"
     saved = (job.identifiers or {}).get("primary_id") == primary and bool(primary)
     if not primary:
         shoulder = _shoulder(job)
@@ -414,12 +440,16 @@ def _save_identifiers(s: Services, job: JobRecord, primary: str, local_ids: list
 
 
 def _shoulder(job: JobRecord) -> str:
+    return _profile(job).minter_shoulder
+
+
+def _profile(job: JobRecord) -> Profile:
     profile = Profile.objects.filter(name=_config(job).get("profile")).first()
     if profile is None:
         raise ServiceError(
             f"profile {_config(job).get('profile')!r} no longer exists", retryable=False
         )
-    return profile.minter_shoulder
+    return profile
 
 
 def _erc(job: JobRecord) -> dict[str, str]:
@@ -427,8 +457,30 @@ def _erc(job: JobRecord) -> dict[str, str]:
     return {key: meta.get(f"erc_{key}", "") for key in ("who", "what", "when", "where")}
 
 
-def _write_object_files(s: Services, job: JobRecord, ark: str) -> dict:
-    """Write the object's files; the ``store`` and ``inventory`` data that point at them."""
+def _take_delete_file(work: Path) -> list[str]:
+    """The names an update's ``mrt-delete.txt`` removes; the file itself moved to ``system/``
+    first, as Merritt's HandlerDescribe does, so it is stored as the job's record of the
+    deletion and not as content. A re-run finds it there already."""
+    source = work / "producer" / deletelist.DELETE_FILE
+    target = work / "system" / deletelist.DELETE_FILE
+    if not source.is_file():
+        return deletelist.parse_delete_file(target.read_bytes()) if target.is_file() else []
+    try:
+        names = deletelist.parse_delete_file(source.read_bytes())
+    except ManifestError as e:  # say which file: the problems name only its lines
+        raise ManifestError(
+            [f"the update's delete list producer/{deletelist.DELETE_FILE} is refused:", *e.problems]
+        ) from None
+    target.parent.mkdir(parents=True, exist_ok=True)
+    source.replace(target)
+    return names
+
+
+def _write_object_files(
+    s: Services, job: JobRecord, ark: str, action: str, profile: Profile, deleted: list[str]
+) -> dict:
+    """Write the object's files; the ``store`` and ``inventory`` data that point at them,
+    in the shape Merritt's ingest writes (``mode`` is its storage path for the store)."""
     work = s.job_dir(job.jid)
     system = work / "system"
     system.mkdir(parents=True, exist_ok=True)
@@ -439,10 +491,14 @@ def _write_object_files(s: Services, job: JobRecord, ark: str) -> dict:
     objectfiles.save_description(work, entries)
     manifest = work / "storage-manifest.checkm"
     manifest.write_text(objectfiles.storage_manifest(entries, work), encoding="utf-8")
-    mode = _config(job).get("submission_mode", "add")
+    url = manifest.as_uri()
     return {
-        "store": {"manifest_url": manifest.as_uri(), "mode": mode, "delete": ""},
-        "inventory": {"manifest_url": manifest.as_uri(), "mode": mode},
+        "store": {
+            "manifest_url": url,
+            "mode": deletelist.store_mode(action, profile.storage_node, ark),
+            "delete": deletelist.as_store_value(deleted),
+        },
+        "inventory": {"manifest_url": url, "mode": action},
     }
 
 

@@ -86,7 +86,7 @@ def _single_job(submission: dict) -> JobSpec:
     }
     return JobSpec(
         0,
-        _clean(config),
+        _with_primary(_clean(config), submission.get("primary_id")),
         _identifiers(submission.get("primary_id"), submission.get("local_id")),
         _metadata(
             submission.get("erc_who"),
@@ -115,10 +115,18 @@ def _row_job(submission: dict, i: int, row: ManifestRow, payload_type: str) -> J
     when = row.date or submission.get("erc_when")
     return JobSpec(
         i,
-        _clean(config),
+        _with_primary(_clean(config), row.primary_id),
         _identifiers(row.primary_id, row.local_id),
         _metadata(who, what, when, submission.get("erc_where")),
     )
+
+
+def _with_primary(config: dict, primary: str | None) -> dict:
+    """The depositor's ARK, kept even when empty: Processing tells by it an ARK the
+    depositor chose (checked against the ownership rule) from one this queue minted and
+    saved in ``identifiers`` on an earlier run, and a job planned before this key existed
+    (or by Merritt) from one with no ARK given."""
+    return config | {"primary_id": primary or ""}
 
 
 def _identifiers(primary: str | None, local: str | None) -> dict | None:
