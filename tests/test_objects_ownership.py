@@ -133,7 +133,12 @@ def test_the_form_refuses_another_collections_ark_and_writes_nothing(client, que
     assert queue.list_batch_ids() == []
 
 
-def test_the_submit_command_refuses_another_collections_ark(queue):
+@pytest.mark.parametrize(
+    "ark, mode, refusal",
+    [(THEIRS, "update", f"{THEIRS} belongs to collection demo"), (NEVER, "add", NEVER)],
+    ids=["another-collections-ark", "never-minted-ark"],
+)
+def test_the_submit_command_refuses(queue, ark, mode, refusal):
     with pytest.raises(CommandError) as refused:
         call_command(
             "submit",
@@ -141,24 +146,10 @@ def test_the_submit_command_refuses_another_collections_ark(queue):
             "--submitter=me",
             "--type=file",
             "--payload-url=https://example.org/a.txt",
-            f"--primary-id={THEIRS}",
-            "--submission-mode=update",
+            f"--primary-id={ark}",
+            f"--submission-mode={mode}",
         )
-    assert f"{THEIRS} belongs to collection demo" in str(refused.value)
-    assert queue.list_batch_ids() == []
-
-
-def test_the_submit_command_refuses_a_never_minted_ark(queue):
-    with pytest.raises(CommandError) as refused:
-        call_command(
-            "submit",
-            "--profile=other",
-            "--submitter=me",
-            "--type=file",
-            "--payload-url=https://example.org/a.txt",
-            f"--primary-id={NEVER}",
-        )
-    assert NEVER in str(refused.value)
+    assert refusal in str(refused.value)
     assert queue.list_batch_ids() == []
 
 
