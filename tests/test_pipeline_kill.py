@@ -10,8 +10,8 @@ holding the job's lock, until the test kills it; what would happen in production
   that lands after the step committed is detected (the lock is gone) and tried again.
 - Downloading: the content server sends half the payload, then stalls.
 - Processing: the test holds the local minter's counter ``flock`` (a second minter on this host).
-- Storing: the test holds the per-ARK ``flock`` that ``LocalStorage`` takes right before it
-  publishes a version (a second writer of the same ARK on this host).
+- Storing: the test holds the per-ARK ``flock`` that ``LocalStorage`` holds while it plans,
+  builds and publishes a version (a second writer of the same ARK on this host).
 - Recording: the test holds the SQLite write lock (a long write by another process), so the
   inventory insert waits.
 - Notify: the depositor's callback does not answer the first notification.
@@ -156,7 +156,8 @@ class Seams:
         if self.step == "Processing":
             return _has_open(self.cluster.proc("worker1").pid, root / "minter" / "99999-fk4.lock")
         if self.step == "Storing":
-            return any((self.cluster.storage_root / ".tmp").glob("*/manifest.json"))
+            lock = self.cluster.storage_root / ".locks" / f"{escape_ark(self.ark)}.lock"
+            return _has_open(self.cluster.proc("worker1").pid, lock)
         if self.step == "Recording":
             return store.client.exists(inventory_lock(self.ark)) is not None
         if self.step == "Notify":
