@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from inventory.models import InventoryObject, LocalIdentifier
-from jobs.handlers import _take_delete_file
+from jobs.identify import _take_delete_file
 from merritt_queue.manifest import ManifestError
 from merritt_queue.store import QueueStore
 from tests.objectfixtures import (

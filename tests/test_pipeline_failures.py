@@ -21,7 +21,7 @@ from rq import Queue, SimpleWorker
 from batches import handlers as batch_handlers
 from batches.models import Profile
 from inventory.models import InventoryVersion
-from jobs import handlers as job_handlers
+from jobs import identify as job_identify
 from jobs import services
 from merritt_queue.dispatcher import (
     Dispatcher,
@@ -329,12 +329,12 @@ def test_a_minted_ark_is_kept_when_processing_fails_after_minting(
     settings.MQ_MINTER, settings.EZID_URL = "ezid", ezid_server.url
     settings.EZID_USER, settings.EZID_PASSWORD = ezid_server.username, ezid_server.password
     services.reset()
-    real = job_handlers._write_object_files
+    real = job_identify._write_object_files
 
     def broken(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(job_handlers, "_write_object_files", broken)
+    monkeypatch.setattr(job_identify, "_write_object_files", broken)
     bid = pipeline.submit(type="file", payload_url=f"{content.url}/call911.jpg", erc_what="Bell")
     pipeline.run(bid)
     job = only_job(pipeline, bid)
@@ -346,7 +346,7 @@ def test_a_minted_ark_is_kept_when_processing_fails_after_minting(
     assert sent["erc.what"] == "Bell"
     assert job.identifiers == {"primary_id": ark, "local_id": []}
 
-    monkeypatch.setattr(job_handlers, "_write_object_files", real)
+    monkeypatch.setattr(job_identify, "_write_object_files", real)
     resume_and_report(pipeline, bid, job.jid)
     assert len(ezid_server.minted) == 1, "the resumed step minted a second ARK"
     job = pipeline.store.get_job(job.jid)

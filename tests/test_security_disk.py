@@ -19,7 +19,7 @@ from urllib.request import url2pathname
 
 import pytest
 
-from jobs.handlers import HEAD_SIZES
+from jobs.payload import HEAD_SIZES
 from merritt_queue.containers import ContainerError, unpack, unpacked_size
 from merritt_queue.safepath import UnsafePath, inside
 from merritt_queue.store import NewJob

@@ -1,0 +1,174 @@
+"""Downloading: a job's files fetched into its ``producer/`` folder, a container unpacked.
+
+A remote host serves at most ``MQ_MAX_DOWNLOADS_PER_HOST`` downloads at once (its jobs wait
+with their workers free), each file stops at the size learned for it, and a container's
+unpacked size must fit the working disk before it is unpacked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from contextlib import nullcontext
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from django.conf import settings
+
+from merritt_queue.containers import unpack, unpacked_bound, unpacked_size
+from merritt_queue.digest import file_digests, normalise_algorithm
+from merritt_queue.diskspace import percent_of_disk, percent_used_after
+from merritt_queue.runner import Outcome
+from merritt_queue.safepath import inside
+from merritt_queue.services.errors import ServiceError
+from merritt_queue.services.fetch import DownloadItem
+from merritt_queue.services.hostslots import HostFull
+from merritt_queue.store import JobRecord
+
+from .payload import PayloadFile, head_sizes, job_config, payload_files
+from .services import Services
+
+# Beside a downloaded container kept while its unpacking waits for disk space: what it is
+# a copy of, so only a run that would download the same thing again reuses it.
+KEPT_ARCHIVE = ".kept-for-disk.json"
+
+
+def downloading(s: Services, job: JobRecord) -> Outcome:
+    """Download under a slot per remote host, each file stopped at the size learned for it.
+
+    A job whose host already has ``MQ_MAX_DOWNLOADS_PER_HOST`` downloads in flight waits,
+    its worker free, rather than join them: one depositor's slow server must not occupy
+    every worker.
+    """
+    files = payload_files(s, job)
+    try:
+        lease = _host_slots(s, files)
+    except HostFull as full:
+        return Outcome.later(
+            f"waiting for a download slot: {full.host} already has {full.limit} "
+            "download(s) in flight (MQ_MAX_DOWNLOADS_PER_HOST)",
+            delay=settings.MQ_HOST_WAIT_SECONDS,
+        )
+    bounded = dataclasses.replace(s, fetcher=s.fetcher.with_declared_sizes(head_sizes(s, job)))
+    with lease:
+        return _download(bounded, job, files)
+
+
+def _host_slots(s: Services, files: list[PayloadFile]):
+    """A held slot on every remote host of ``files`` (nothing to hold without HostSlots)."""
+    if s.host_slots is None:
+        return nullcontext()
+    return s.host_slots.hold({urlsplit(f.url).hostname for f in files} - {None})
+
+
+def _download(s: Services, job: JobRecord, files: list[PayloadFile]) -> Outcome:
+    work = s.job_dir(job.jid)
+    producer = work / "producer"
+    shutil.rmtree(producer, ignore_errors=True)  # a re-run starts clean
+    producer.mkdir(parents=True)
+    if job_config(job).get("payload_type") == "container":
+        waiting = _download_container(s, job, work, producer, files[0])
+        if waiting:
+            return waiting
+    else:
+        _download_files(s, producer, files)
+    total = sum(p.stat().st_size for p in producer.rglob("*") if p.is_file())
+    count = sum(1 for p in producer.rglob("*") if p.is_file())
+    message = f"downloaded {count} file(s), {total} bytes"
+    return Outcome.success(message, data={"space_needed": total})
+
+
+def _download_files(s: Services, producer: Path, files: list[PayloadFile]) -> None:
+    targets = [(f, inside(producer, f.name)) for f in files]
+    remote = []
+    for f, target in targets:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if f.url.startswith("file:"):
+            s.fetch(f.url, target)
+            _check_local(target, f)
+        else:
+            remote.append(DownloadItem(f.url, target, f.size, f.digest))
+    if remote:
+        s.fetcher.download_many(remote)
+
+
+def _check_local(path: Path, f: PayloadFile) -> None:
+    if f.digest:
+        alg = normalise_algorithm(f.digest[0])
+        got = file_digests(path, [alg])[alg]
+        if got.lower() != f.digest[1].lower():
+            raise ServiceError(
+                f"{alg} mismatch for {f.name}: expected {f.digest[1]}, got {got}", retryable=False
+            )
+
+
+def _download_container(
+    s: Services, job: JobRecord, work: Path, producer: Path, f: PayloadFile
+) -> Outcome | None:
+    """Download and unpack the container; an Outcome when it must wait or fail instead."""
+    archive = inside(work / "container", f.name)
+    kept = archive.parent / KEPT_ARCHIVE
+    if not (archive.is_file() and _kept_for(kept) == f.identity()):
+        kept.unlink(missing_ok=True)
+        archive.parent.mkdir(parents=True, exist_ok=True)
+        s.fetch(f.url, archive, digest=f.digest, size=f.size)
+        if f.url.startswith("file:"):
+            _check_local(archive, f)
+    refused = _unpack_refused(s, job, archive, f)
+    if refused:
+        return refused
+    kept.unlink(missing_ok=True)
+    shutil.rmtree(producer)
+    unpack(archive, producer, **_unpack_limits())
+    return None
+
+
+def _unpack_limits() -> dict[str, int]:
+    """The configured limits of a container, the same for its listing and its unpacking."""
+    return {
+        "max_total_bytes": settings.MQ_MAX_CONTAINER_BYTES,
+        "max_depth": settings.MQ_CONTAINER_MAX_DEPTH,
+        "max_path_bytes": settings.MQ_CONTAINER_MAX_PATH_BYTES,
+    }
+
+
+def _unpack_refused(s: Services, job: JobRecord, archive: Path, f: PayloadFile) -> Outcome | None:
+    """Provisioning reserved the archive; its unpacked size must fit the disk too.
+
+    Waits (keeping the archive) while other work holds the space, fails when the archive and
+    its contents would take more than the threshold of the whole disk: they never can fit."""
+    limit, threshold = settings.MQ_MAX_CONTAINER_BYTES, settings.MQ_DISK_THRESHOLD
+    size = archive.stat().st_size
+    # The archive is on the disk already; the most it may unpack to is known without reading
+    # it, and when even that fits, reading the listing (a tar.gz decompressed) is not needed.
+    if percent_used_after(s.work_root, unpacked_bound(size, limit)) <= threshold:
+        return None
+    unpacked = unpacked_size(archive, **_unpack_limits())
+    projected = percent_used_after(s.work_root, unpacked)
+    if projected <= threshold:
+        return None
+    if job.space_needed != size + unpacked:  # the job page shows what it waits for
+        s.store.set_space_needed(job.jid, size + unpacked)
+    share = percent_of_disk(s.work_root, size + unpacked)
+    if share > threshold:
+        archive.unlink(missing_ok=True)
+        return Outcome.fail(
+            f"{f.name} unpacks to {unpacked} bytes: with the archive that is {share:.0f}% of "
+            f"the working disk, more than MQ_DISK_THRESHOLD ({threshold}%) allows even with "
+            "nothing else on it; give the working disk more space or raise the threshold, "
+            "then resume the job"
+        )
+    archive.parent.joinpath(KEPT_ARCHIVE).write_text(json.dumps(f.identity()))
+    return Outcome.later(
+        f"waiting for disk space to unpack {f.name}: its {unpacked} bytes would take the "
+        f"working disk to {projected:.0f}% (threshold {threshold}%); the archive is kept",
+        delay=settings.MQ_PROVISION_RETRY_SECONDS,
+    )
+
+
+def _kept_for(kept: Path) -> dict | None:
+    try:
+        return json.loads(kept.read_text())
+    except (OSError, ValueError):
+        return None

@@ -1,0 +1,169 @@
+"""Processing: which object a job makes a version of, whether its depositor may, and the
+files Processing writes beside the content (ERC, Dublin Core, the storage manifest).
+
+The ARK is the depositor's, the one their local id is bound to within the collection, or a
+new one minted (saved to ZooKeeper before anything uses it, so a re-run never mints twice).
+An update's ``mrt-delete.txt`` is read here, as Merritt's HandlerDescribe does.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from batches.models import Profile
+from batches.objects import change_refusal, other_collection_refusal
+from merritt_queue import deletelist, objectfiles
+from merritt_queue.manifest import ManifestError
+from merritt_queue.runner import Outcome
+from merritt_queue.services.errors import ServiceError
+from merritt_queue.store import JobRecord
+
+from .payload import job_config
+from .services import Services
+
+
+def processing(s: Services, job: JobRecord) -> Outcome:
+    """Identify the object (checking who may change it), then describe its files.
+
+    A refusal fails the job before anything is minted, bound or written."""
+    config = job_config(job)
+    collection = job.collection or ""
+    profile = _profile(job)
+    ids = job.identifiers or {}
+    if refusal := _supplied_ark_refusal(config, collection, profile):
+        return Outcome.fail(refusal)
+    # Read before an ARK is minted or a local id bound: a refused list leaves neither behind.
+    action = deletelist.store_action(config.get("submission_mode"))
+    deleted = _take_delete_file(s.job_dir(job.jid)) if action == "update" else []
+    local_ids = list(
+        ids.get("local_id") or ([config["local_id"]] if config.get("local_id") else [])
+    )
+    held = [lid for lid in local_ids if not s.store.lock_localid(f"{collection}:{lid}")]
+    if held:
+        _release_local_ids(s, collection, [i for i in local_ids if i not in held])
+        return Outcome.later(f"local id {held[0]} is being resolved by another job", delay=5)
+    try:
+        ark = _resolve_ark(s, job, collection, ids.get("primary_id") or "", local_ids)
+    finally:
+        _release_local_ids(s, collection, local_ids)
+    if ark.startswith("error:"):
+        return Outcome.fail(ark[len("error:") :])
+    data = _write_object_files(s, job, ark, action, profile, deleted)
+    note = f"; {len(deleted)} file(s) to delete" if deleted else ""
+    return Outcome.success(f"identified as {ark}{note}", data=data)
+
+
+def _supplied_ark_refusal(config: dict, collection: str, profile: Profile) -> str | None:
+    """Why the depositor's own ARK may not be used (batches.objects).
+
+    Only a job planned with ``primary_id`` in its configuration tells the depositor's ARK
+    from one minted here on an earlier run; for the others (Merritt's, an older version's)
+    ``_resolve_ark`` still refuses an ARK that belongs to another collection."""
+    supplied = config.get("primary_id")
+    if not supplied:
+        return None
+    return change_refusal(collection, supplied, profile)
+
+
+def _release_local_ids(s: Services, collection: str, local_ids: list[str]) -> None:
+    for lid in local_ids:
+        s.store.unlock_localid(f"{collection}:{lid}")
+
+
+def _resolve_ark(
+    s: Services, job: JobRecord, collection: str, primary: str, local_ids: list[str]
+) -> str:
+    """The job's ARK: supplied, bound to its local id, or newly minted (saved at once)."""
+    for lid in local_ids:
+        bound = s.inventory.ark_for_local_id(collection, lid)
+        if bound and primary and bound != primary:
+            return (
+                f"error:the supplied ARK {primary} disagrees with local id {lid}, which is {bound}"
+            )
+        primary = primary or bound or ""
+    if primary and (refusal := other_collection_refusal(collection, primary)):
+        return f"error:{refusal}"
+    saved = (job.identifiers or {}).get("primary_id") == primary and bool(primary)
+    if not primary:
+        shoulder = _shoulder(job)
+        primary = s.minter.mint(shoulder, token=job.jid, **_erc(job))
+        # Saved before anything else uses it, so a retry reuses it instead of minting again;
+        # from then on the minter need not remember it for this job.
+        _save_identifiers(s, job, primary, local_ids)
+        s.minter.forget(shoulder, job.jid)
+        saved = True
+    for lid in local_ids:
+        bound = s.inventory.bind_local_id(collection, lid, primary)
+        if bound != primary:
+            return f"error:local id {lid} was bound to {bound} meanwhile; not using {primary}"
+    if not saved:
+        _save_identifiers(s, job, primary, local_ids)
+    return primary
+
+
+def _save_identifiers(s: Services, job: JobRecord, primary: str, local_ids: list[str]) -> None:
+    value = {"primary_id": primary, "local_id": local_ids}
+    s.store.save_job_data(job.jid, "identifiers", value, exists=job.identifiers is not None)
+
+
+def _shoulder(job: JobRecord) -> str:
+    return _profile(job).minter_shoulder
+
+
+def _profile(job: JobRecord) -> Profile:
+    profile = Profile.objects.filter(name=job_config(job).get("profile")).first()
+    if profile is None:
+        raise ServiceError(
+            f"profile {job_config(job).get('profile')!r} no longer exists", retryable=False
+        )
+    return profile
+
+
+def _erc(job: JobRecord) -> dict[str, str]:
+    meta = job.metadata or {}
+    return {key: meta.get(f"erc_{key}", "") for key in ("who", "what", "when", "where")}
+
+
+def _take_delete_file(work: Path) -> list[str]:
+    """The names an update's ``mrt-delete.txt`` removes; the file itself moved to ``system/``
+    first, as Merritt's HandlerDescribe does, so it is stored as the job's record of the
+    deletion and not as content. A re-run finds it there already."""
+    source = work / "producer" / deletelist.DELETE_FILE
+    target = work / "system" / deletelist.DELETE_FILE
+    if not source.is_file():
+        return deletelist.parse_delete_file(target.read_bytes()) if target.is_file() else []
+    try:
+        names = deletelist.parse_delete_file(source.read_bytes())
+    except ManifestError as e:  # say which file: the problems name only its lines
+        raise ManifestError(
+            [f"the update's delete list producer/{deletelist.DELETE_FILE} is refused:", *e.problems]
+        ) from None
+    target.parent.mkdir(parents=True, exist_ok=True)
+    source.replace(target)
+    return names
+
+
+def _write_object_files(
+    s: Services, job: JobRecord, ark: str, action: str, profile: Profile, deleted: list[str]
+) -> dict:
+    """Write the object's files; the ``store`` and ``inventory`` data that point at them,
+    in the shape Merritt's ingest writes (``mode`` is its storage path for the store)."""
+    work = s.job_dir(job.jid)
+    system = work / "system"
+    system.mkdir(parents=True, exist_ok=True)
+    meta = job.metadata or {}
+    (system / "mrt-erc.txt").write_text(objectfiles.erc_text(meta, ark), encoding="utf-8")
+    (system / "mrt-dc.xml").write_text(objectfiles.dublin_core_xml(meta, ark), encoding="utf-8")
+    entries = objectfiles.describe_files(work, objectfiles.OBJECT_SUBDIRS)
+    objectfiles.save_description(work, entries)
+    manifest = work / "storage-manifest.checkm"
+    manifest.write_text(objectfiles.storage_manifest(entries, work), encoding="utf-8")
+    url = manifest.as_uri()
+    return {
+        "store": {
+            "manifest_url": url,
+            "mode": deletelist.store_mode(action, profile.storage_node, ark),
+            "delete": deletelist.as_store_value(deleted),
+        },
+        "inventory": {"manifest_url": url, "mode": action},
+    }
