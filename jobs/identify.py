@@ -38,14 +38,15 @@ def processing(s: Services, job: JobRecord) -> Outcome:
     local_ids = list(
         ids.get("local_id") or ([config["local_id"]] if config.get("local_id") else [])
     )
-    held = [lid for lid in local_ids if not s.store.lock_localid(f"{collection}:{lid}")]
+    keys = {lid: localid_lock_key(lid, profile) for lid in local_ids}
+    held = [lid for lid, key in keys.items() if not s.store.lock_localid(key)]
     if held:
-        _release_local_ids(s, collection, [i for i in local_ids if i not in held])
+        _release_local_ids(s, [key for lid, key in keys.items() if lid not in held])
         return Outcome.later(f"local id {held[0]} is being resolved by another job", delay=5)
     try:
         ark = _resolve_ark(s, job, collection, ids.get("primary_id") or "", local_ids)
     finally:
-        _release_local_ids(s, collection, local_ids)
+        _release_local_ids(s, list(keys.values()))
     if ark.startswith("error:"):
         return Outcome.fail(ark[len("error:") :])
     data = _write_object_files(s, job, ark, action, profile, deleted)
@@ -65,9 +66,16 @@ def _supplied_ark_refusal(config: dict, collection: str, profile: Profile) -> st
     return change_refusal(collection, supplied, profile)
 
 
-def _release_local_ids(s: Services, collection: str, local_ids: list[str]) -> None:
-    for lid in local_ids:
-        s.store.unlock_localid(f"{collection}:{lid}")
+def localid_lock_key(local_id: str, profile: Profile) -> str:
+    """The local-id lock's name as Merritt's ingest takes it (ProcessManager: the local id,
+    ``_``, the profile's owner ARK), so a job of either side waits for the other's; a
+    profile without an owner falls back to its collection, the scope local ids live in."""
+    return f"{local_id}_{profile.owner or profile.collection}"
+
+
+def _release_local_ids(s: Services, keys: list[str]) -> None:
+    for key in keys:
+        s.store.unlock_localid(key)
 
 
 def _resolve_ark(

@@ -130,13 +130,15 @@ def test_a_manifest_row_with_a_local_id_goes_to_that_ids_object(pipeline, conten
 # --- the local-id lock -----------------------------------------------------------------
 
 WAITING = "local id same is being resolved by another job"
+# The demo profile has no owner ARK: its local ids are locked within its collection.
+SAME_LOCK = "same_demo"
 
 
 def held_elsewhere(make_client) -> QueueStore:
     """Another ZooKeeper session holding the local-id lock of demo:same, as a job on
     another worker would while it resolves the id."""
     other = QueueStore(make_client())
-    assert other.lock_localid("demo:same")
+    assert other.lock_localid(SAME_LOCK)
     return other
 
 
@@ -147,7 +149,21 @@ def test_processing_waits_while_another_session_holds_the_local_id(pipeline, con
     job = only_job(pipeline, bid)
     assert job.status == "Processing" and not job.locked
     assert minted(pipeline) == 0 and not LocalIdentifier.objects.exists()
-    other.unlock_localid("demo:same")
+    other.unlock_localid(SAME_LOCK)
+    job = completed(pipeline, bid)
+    assert minted(pipeline) == 1 and versions(pipeline, ark_of(job)) == [1]
+
+
+def test_processing_waits_for_merritts_own_local_id_lock(pipeline, content, make_client):
+    # MerrittZK's lockObjectLocalID(localID + "_" + owner), with ":/" runs made "_".
+    pipeline.profile.owner = "ark:/13030/j2owner"
+    pipeline.profile.save()
+    merritt = make_client()
+    merritt.create("/locks/localid/same_ark_13030_j2owner", ephemeral=True)
+    bid = submit_file(pipeline, content, "call911.jpg", local_id="same")
+    pipeline.run(bid, until=lambda b: WAITING in message_of(pipeline, bid))
+    assert minted(pipeline) == 0
+    merritt.delete("/locks/localid/same_ark_13030_j2owner")
     job = completed(pipeline, bid)
     assert minted(pipeline) == 1 and versions(pipeline, ark_of(job)) == [1]
 
@@ -162,7 +178,7 @@ def test_two_jobs_with_one_new_local_id_in_flight_end_with_one_ark(pipeline, con
 
     pipeline.run(first, until=both_waiting)
     assert minted(pipeline) == 0
-    other.unlock_localid("demo:same")
+    other.unlock_localid(SAME_LOCK)
     one, two = completed(pipeline, first), completed(pipeline, second)
     assert ark_of(one) == ark_of(two)
     assert minted(pipeline) == 1
