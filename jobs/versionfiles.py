@@ -8,6 +8,7 @@ re-run on another host, a directory cleaned by hand).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import mimetypes
 from dataclasses import dataclass
@@ -28,7 +29,27 @@ class RecordedVersion:
 
 
 def save(work: Path, version: StoredVersion, entries: list[dict], mode: str) -> None:
-    described = {e["name"]: e for e in entries}
+    """``entries``: the job's own files as Processing described them, whose md5 and mime type
+    fill in what storage did not report."""
+    recorded = _recorded(version, mode, {e["name"]: e for e in entries})
+    (work / STORED).write_text(json.dumps(dataclasses.asdict(recorded)), encoding="utf-8")
+
+
+def load(work: Path, storage, ark: str, version: int) -> RecordedVersion:
+    try:
+        data = json.loads((work / STORED).read_text(encoding="utf-8"))
+        if data.get("version") == version:
+            return RecordedVersion(version, data["files"], data["deleted"], data.get("mode", ""))
+    except (OSError, ValueError, KeyError, AttributeError):
+        pass
+    stored = storage.get_version(ark, version)
+    if not stored.changes:
+        before = storage.get_version(ark, version - 1).files if version > 1 else None
+        stored = dataclasses.replace(stored, changes=diff(before, stored.files))
+    return _recorded(stored, "", {})
+
+
+def _recorded(version: StoredVersion, mode: str, described: dict[str, dict]) -> RecordedVersion:
     changes = {c.name: c.change for c in version.changes}
     files = []
     for f in version.files:
@@ -43,45 +64,8 @@ def save(work: Path, version: StoredVersion, entries: list[dict], mode: str) -> 
                 "change": changes.get(f.name, ""),
             }
         )
-    data = {
-        "version": version.version,
-        "mode": mode,
-        "files": files,
-        "deleted": [c.name for c in version.changes if c.change == "deleted"],
-    }
-    (work / STORED).write_text(json.dumps(data), encoding="utf-8")
-
-
-def load(work: Path, storage, ark: str, version: int) -> RecordedVersion:
-    try:
-        data = json.loads((work / STORED).read_text(encoding="utf-8"))
-        if data.get("version") == version:
-            return RecordedVersion(version, data["files"], data["deleted"], data.get("mode", ""))
-    except (OSError, ValueError, KeyError, AttributeError):
-        pass
-    return _from_storage(storage, ark, version)
-
-
-def _from_storage(storage, ark: str, version: int) -> RecordedVersion:
-    stored = storage.get_version(ark, version)
-    changes = stored.changes
-    if not changes:
-        before = storage.get_version(ark, version - 1).files if version > 1 else None
-        changes = diff(before, stored.files)
-    kind = {c.name: c.change for c in changes}
-    files = [
-        {
-            "name": f.name,
-            "size": f.size,
-            "md5": f.digests.get("md5", ""),
-            "sha256": f.digests.get("sha256", ""),
-            "mime_type": _mime(f.name),
-            "change": kind.get(f.name, ""),
-        }
-        for f in stored.files
-    ]
-    deleted = [c.name for c in changes if c.change == "deleted"]
-    return RecordedVersion(version, files, deleted, "")
+    deleted = [c.name for c in version.changes if c.change == "deleted"]
+    return RecordedVersion(version.version, files, deleted, mode)
 
 
 def summary(version: StoredVersion) -> str:
