@@ -48,7 +48,10 @@ def owner_of(ark: str) -> str | None:
 
 def other_collection_refusal(collection: str, ark: str) -> Refusal | None:
     """The refusal when ``ark`` is an object of another collection than ``collection``."""
-    owner = owner_of(ark)
+    return _owner_refusal(collection, ark, owner_of(ark))
+
+
+def _owner_refusal(collection: str, ark: str, owner: str | None) -> Refusal | None:
     if owner is None or owner == collection:
         return None
     whose = f"collection {owner}" if owner else "no collection (it was recorded without one)"
@@ -66,7 +69,7 @@ def change_refusal(collection: str, ark: str, profile) -> Refusal | None:
         return Refusal.of(problem)
     owner = owner_of(ark)
     if owner is not None:
-        return other_collection_refusal(collection, ark)
+        return _owner_refusal(collection, ark, owner)
     if LocalIdentifier.objects.filter(collection=collection, ark=ark).exists():
         return None  # minted here for this collection; its first version is on its way
     allowed = profile is not None and profile.allow_external_ids

@@ -323,3 +323,21 @@ def test_merritt_update_of_a_missing_object_makes_version_one(
 def test_the_storage_directory_name_of_an_ark_is_its_escaped_form(local, tmp_path):
     store_v1(local, tmp_path)
     assert (local.root / escape_ark(ARK) / "v1" / "manifest.json").is_file()
+
+
+def test_merritt_update_reads_the_object_once_before_posting(
+    merritt, merritt_storage_server, http_server
+):
+    store_v1(merritt, http_server.root)
+    server = merritt_storage_server.server
+    before = len(server.requests)
+    work = write(http_server.root / "job-2", {"producer/new.txt": b"new\n"})
+    merritt.store_version(ARK, work, None, token="job-2", mode="update")
+    quoted = quote(ARK, safe="")
+    made = [(r.method, r.path.split("?")[0]) for r in server.requests[before:]]
+    file_fetches = [m for m in made if not m[1].startswith(("/state/", "/update/", "/add/"))]
+    assert [m for m in made if m not in file_fetches] == [
+        ("GET", f"/state/7777/{quoted}"),
+        ("GET", f"/state/7777/{quoted}/1"),
+        ("POST", f"/update/7777/{quoted}"),
+    ]

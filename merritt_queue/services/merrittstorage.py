@@ -96,7 +96,7 @@ class MerrittStorageClient:
     ) -> StoredVersion:
         check_ark_and_token(ark, token)
         check_mode(mode)
-        existing = self.find_by_token(ark, token)
+        existing, latest, old_tokens = self._scan(ark, token)
         if existing is not None:
             return existing
         if self.file_url is None:
@@ -109,7 +109,6 @@ class MerrittStorageClient:
         algorithms = manifest_algorithms(manifest)
         stored = [describe_file(name, path, algorithms) for name, path in sources]
         verify_against_manifest(manifest, stored)
-        latest, old_tokens = self._latest(ark)
         plan = plan_version(latest.files if latest else None, stored, mode, delete)
         if latest is not None and plan.unchanged:
             return replace(latest, changes=plan.changes, unchanged=True)
@@ -148,14 +147,21 @@ class MerrittStorageClient:
 
     # -- internals ----------------------------------------------------------------------
 
-    def _latest(self, ark: str) -> tuple[StoredVersion | None, list[str]]:
-        """The current version and the names of its token files (an update deletes them)."""
-        numbers = self.versions(ark)
-        if not numbers:
-            return None, []
-        files, tokens = self._version_files(ark, numbers[-1])
-        version = StoredVersion(ark, numbers[-1], files, (tokens or [""])[-1])
-        return version, [token_file_name(t) for t in tokens]
+    def _scan(
+        self, ark: str, token: str
+    ) -> tuple[StoredVersion | None, StoredVersion | None, list[str]]:
+        """One walk of the object's versions, newest first: the version that already carries
+        ``token`` (a POST whose answer was lost), the current version, and the names of its
+        token files (an update deletes them)."""
+        latest, old_tokens = None, []
+        for number in reversed(self.versions(ark)):
+            files, tokens = self._version_files(ark, number)
+            if token in tokens:
+                return StoredVersion(ark, number, files, token), latest, old_tokens
+            if latest is None:
+                latest = StoredVersion(ark, number, files, (tokens or [""])[-1])
+                old_tokens = [token_file_name(t) for t in tokens]
+        return None, latest, old_tokens
 
     def _version_files(self, ark: str, version: int) -> tuple[list[StoredFile], list[str]]:
         data = self._get_json(f"/state/{self.node_id}/{quote(ark, safe='')}/{version}", ark)

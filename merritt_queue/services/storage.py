@@ -324,12 +324,14 @@ class LocalStorage:
             return replace(latest, changes=plan.changes, unchanged=True)
         number = (latest.version if latest else 0) + 1
         paths = dict(sources)
-        tmp = self._build(latest, plan, paths, submitted, algorithms, manifest, mode, token, ark)
+        tmp, stored = self._build(
+            latest, plan, paths, submitted, algorithms, manifest, mode, token, ark
+        )
         try:
             self._publish(ark, tmp, number)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-        return self.get_version(ark, number)
+        return StoredVersion(ark, number, stored, token, plan.changes)
 
     def _submitted(
         self, latest: StoredVersion | None, sources: list[tuple[str, Path]], algorithms: set[str]
@@ -351,7 +353,7 @@ class LocalStorage:
     def _build(
         self, latest, plan: VersionPlan, paths, submitted, algorithms, manifest, mode, token, ark
     ):
-        """A complete, verified, fsynced version directory under ``root/.tmp``."""
+        """A complete, verified, fsynced version directory under ``root/.tmp``, and its files."""
         tmp = self.root / ".tmp" / uuid.uuid4().hex
         try:
             stored = []
@@ -367,7 +369,7 @@ class LocalStorage:
             self._write_manifest(tmp, ark, token, mode, latest, stored, plan.changes)
             for directory, _, _ in os.walk(tmp):
                 _fsync_dir(Path(directory))
-            return tmp
+            return tmp, stored
         except OSError as exc:
             shutil.rmtree(tmp, ignore_errors=True)
             raise storage_disk_error(tmp, exc) from exc
