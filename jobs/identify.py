@@ -44,7 +44,7 @@ def processing(s: Services, job: JobRecord) -> Outcome:
         _release_local_ids(s, [key for lid, key in keys.items() if lid not in held])
         return Outcome.later(f"local id {held[0]} is being resolved by another job", delay=5)
     try:
-        ark = _resolve_ark(s, job, collection, ids.get("primary_id") or "", local_ids)
+        ark = _resolve_ark(s, job, profile, ids.get("primary_id") or "", local_ids)
     finally:
         _release_local_ids(s, list(keys.values()))
     if ark.startswith("error:"):
@@ -79,9 +79,10 @@ def _release_local_ids(s: Services, keys: list[str]) -> None:
 
 
 def _resolve_ark(
-    s: Services, job: JobRecord, collection: str, primary: str, local_ids: list[str]
+    s: Services, job: JobRecord, profile: Profile, primary: str, local_ids: list[str]
 ) -> str:
     """The job's ARK: supplied, bound to its local id, or newly minted (saved at once)."""
+    collection = job.collection or ""
     for lid in local_ids:
         bound = s.inventory.ark_for_local_id(collection, lid)
         if bound and primary and bound != primary:
@@ -93,7 +94,7 @@ def _resolve_ark(
         return f"error:{refusal}"
     saved = (job.identifiers or {}).get("primary_id") == primary and bool(primary)
     if not primary:
-        shoulder = _shoulder(job)
+        shoulder = profile.minter_shoulder
         primary = s.minter.mint(shoulder, token=job.jid, **_erc(job))
         # Saved before anything else uses it, so a retry reuses it instead of minting again;
         # from then on the minter need not remember it for this job.
@@ -112,10 +113,6 @@ def _resolve_ark(
 def _save_identifiers(s: Services, job: JobRecord, primary: str, local_ids: list[str]) -> None:
     value = {"primary_id": primary, "local_id": local_ids}
     s.store.save_job_data(job.jid, "identifiers", value, exists=job.identifiers is not None)
-
-
-def _shoulder(job: JobRecord) -> str:
-    return _profile(job).minter_shoulder
 
 
 def _profile(job: JobRecord) -> Profile:
