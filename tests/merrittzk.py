@@ -49,14 +49,28 @@ JOB_NEXT = {
     "Storing": {"Failed", "Recording"},
     "Recording": {"Failed", "Notify"},
     "Notify": {"Failed", "Completed"},
-    "Failed": {"Pending", "Estimating", "Provisioning", "Downloading", "Processing",
-               "Storing", "Recording", "Notify", "Deleted"},
+    "Failed": {
+        "Pending",
+        "Estimating",
+        "Provisioning",
+        "Downloading",
+        "Processing",
+        "Storing",
+        "Recording",
+        "Notify",
+        "Deleted",
+    },
     "Completed": {"Deleted"},
     "Deleted": set(),
 }
 JOB_SUCCESS = {
-    "Estimating": "Provisioning", "Provisioning": "Downloading", "Downloading": "Processing",
-    "Processing": "Storing", "Storing": "Recording", "Recording": "Notify", "Notify": "Completed",
+    "Estimating": "Provisioning",
+    "Provisioning": "Downloading",
+    "Downloading": "Processing",
+    "Processing": "Storing",
+    "Storing": "Recording",
+    "Recording": "Notify",
+    "Notify": "Completed",
 }
 
 
@@ -454,6 +468,21 @@ class MerrittIngest:
             assert job is not None
             jobs.append(job)
         return jobs
+
+    def consume_batch(self) -> Item | None:
+        """BatchConsumer and BatchConsumeData: acquire a Pending batch, create its jobs, set
+        it Reporting. A submission not in Merritt's format (``getBoolean("update")`` throws)
+        is abandoned Processing, its lock gone with the consumer's session."""
+        batch = self.zk.acquire_pending_batch()
+        if batch is None:
+            return None
+        if not isinstance(batch.data.get("update"), bool):
+            self.zk.unlock(batch)
+            return batch
+        self.create_jobs(batch, 1)
+        self.zk.set_status(batch, "Reporting")
+        self.zk.unlock(batch)
+        return batch
 
     def initialize(self) -> Item | None:
         """InitializeConsumer: take a Pending job, hold it if its profile's collection is
