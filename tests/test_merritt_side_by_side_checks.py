@@ -8,16 +8,23 @@ MerrittZK is asked to do what it could not before.
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
 
+from batches.models import Batch
+from jobs import mirror
+from jobs.filters import JobFilter
+from jobs.follow import Follower
+from jobs.models import Job, MirrorState
 from merritt_queue import consistency
 from merritt_queue import tree as t
 from merritt_queue.consistency import Finding, check_tree
 from merritt_queue.store import QueueStore
 from tests.merrittzk import MerrittIngest, MerrittStateError, MerrittZK
 from tests.test_check_tree import listing
+from tests.test_mirror import wait_for
 
 SUBMISSION = {"submitter": "merritt-tester", "profile": "demo_profile", "type": "file"}
 
@@ -25,6 +32,25 @@ SUBMISSION = {"submitter": "merritt-tester", "profile": "demo_profile", "type": 
 @pytest.fixture
 def merritt(make_client) -> MerrittZK:
     return MerrittZK(make_client())
+
+
+@pytest.fixture
+def follower(make_store, transactional_db):
+    """``Follower.run`` in a thread on a client of its own, started by calling this; stopped
+    after the test."""
+    stop = threading.Event()
+    runner = Follower(make_store(), reconcile_seconds=3600)
+    thread = threading.Thread(target=runner.run, args=(stop,), daemon=True)
+
+    def start() -> Follower:
+        thread.start()
+        wait_for(lambda: MirrorState.objects.filter(name="full").exists())
+        return runner
+
+    yield start
+    stop.set()
+    if thread.is_alive():
+        thread.join(timeout=10)
 
 
 def check(store: QueueStore, **kw) -> list[Finding]:
@@ -226,3 +252,56 @@ def test_deleted_batch_repair_leaves_a_node_that_gained_a_job(store):
     left = only(checker.findings, "deleted-batch-blocks-reporting")
     assert not left.repaired and "nothing was written" in left.reason
     assert store.client.exists(f"{node}/jid9999999999")
+
+
+# --- the mirror follows MerrittZK's locks and local ids -------------------------------
+
+
+def test_mirror_follows_locks_merritt_takes_and_releases_without_a_status_write(
+    store, merritt, follower
+):
+    ingest = MerrittIngest(merritt)
+    batch = ingest.submit("demo_profile")
+    jid = merritt.batch_jobs(batch, "batch-processing")[0]
+    follower()
+    assert not Job.objects.get(jid=jid).locked
+
+    job = merritt.acquire_job("Pending")  # a lock, no status write
+    wait_for(lambda: Job.objects.get(jid=jid).locked)
+    merritt.unlock(job)
+    wait_for(lambda: not Job.objects.get(jid=jid).locked)
+
+    job = merritt.acquire_job("Pending")
+    merritt.set_status(job, "Estimating")  # the status, then the unlock in its own call
+    wait_for(lambda: Job.objects.get(jid=jid).status == "Estimating")
+    merritt.unlock(job)
+    wait_for(lambda: not Job.objects.get(jid=jid).locked)
+
+    assert merritt.lock(batch)  # batches too
+    wait_for(lambda: Batch.objects.get(bid=batch.id).locked)
+    merritt.unlock(batch)
+    wait_for(lambda: not Batch.objects.get(bid=batch.id).locked)
+
+
+def test_mirror_keeps_every_local_id_and_search_finds_a_job_by_any_of_them(
+    store, merritt, follower
+):
+    merritt.create_batch(SUBMISSION)
+    bid = merritt.acquire_pending_batch().id  # MerrittZK creates jobs in an acquired batch
+    ids = {"primary_id": "", "local_id": ["lid-a", "lid-b", "lid-c"]}
+    jid = merritt.create_job(bid, {"profile": "demo_profile"}, 5, ids).id
+    other = merritt.create_job(bid, {"profile": "demo_profile"}, 5, {"local_id": ["lid-bb"]}).id
+    follower()
+    assert Job.objects.get(jid=jid).local_id == "lid-a; lid-b; lid-c"
+    for value in ("lid-a", "lid-b", "lid-c"):
+        assert [j.jid for j in JobFilter({"q": value}, queryset=Job.objects.all()).qs] == [jid]
+    assert [j.jid for j in JobFilter({"q": "lid-bb"}, queryset=Job.objects.all()).qs] == [other]
+    assert not JobFilter({"q": "lid"}, queryset=Job.objects.all()).qs.exists()
+
+
+def test_local_ids_that_overflow_the_column_keep_only_whole_ids():
+    many = {"local_id": ["x" * 200, "y" * 40, "z" * 20]}
+    assert mirror.local_ids_text(many, {}) == "x" * 200 + "; " + "y" * 40
+    assert mirror.local_ids_text({"local_id": "single"}, {}) == "single"
+    assert mirror.local_ids_text({"local_id": []}, {"local_id": "from-conf"}) == "from-conf"
+    assert mirror.local_ids_text({}, {}) == ""
