@@ -135,6 +135,14 @@ def _finished_early(checker: _Checker, batch: _Batch) -> None:
             "tell the depositor of their outcome from the batch's page.",
         )
         return
+    if batch.node("lock"):
+        checker.add(
+            "batch-finished-early",
+            path,
+            f"{head} It is locked, so a reporter may still be at work on it; it is only "
+            "reported. Check again later: unlocked, it is moved to UpdateReporting.",
+        )
+        return
     record = t.encode_json(
         t.batch_status_record(
             BatchStatus.UPDATE_REPORTING,

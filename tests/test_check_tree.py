@@ -50,7 +50,7 @@ def new_batch(store: QueueStore, uuid: str = "uuid-1") -> str:
     """
     bid = store.create_batch({"batchID": uuid, "collection": "demo"}).id
     store.unlock_batch(store.acquire_pending_batch())
-    store.client.create(t.batch_job_dir(bid, "batch-processing"))
+    store.client.ensure_path(t.batch_job_dir(bid, "batch-processing"))
     return bid
 
 
