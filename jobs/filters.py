@@ -9,7 +9,20 @@ from django.db.models import Q
 from merritt_queue.errors import InvalidTransition
 from merritt_queue.states import JOB_STEPS, JobStatus, resume_target
 
+from .mirror import LOCAL_ID_SEPARATOR
 from .models import JOB_STATUS_CHOICES, Job
+
+
+def local_id_first(value: str) -> Q:
+    """Jobs whose only or first local id is ``value``: both forms use the column's index."""
+    return Q(local_id=value) | Q(local_id__startswith=value + LOCAL_ID_SEPARATOR)
+
+
+def local_id_later(value: str) -> Q:
+    """Jobs that have ``value`` as a later one of their local ids (the column joins them
+    all): a scan of every row, as a title search is."""
+    sep = LOCAL_ID_SEPARATOR
+    return Q(local_id__endswith=sep + value) | Q(local_id__contains=sep + value + sep)
 
 
 def failed_at_values() -> dict[str, list[str]]:
@@ -77,21 +90,22 @@ class JobFilter(df.FilterSet):
     scans = False
 
     def search(self, queryset, name, value):
-        """An exact job id, ARK or local id finds those jobs; any other text, the titles.
+        """An exact job id, ARK or local id finds those jobs; any other text, the titles
+        (and the jobs that have it as a later one of several local ids).
 
         Identifiers are indexed; a title search reads every row, so it is the fallback.
         """
         value = value.strip()
         if not value:
             return queryset
-        ids = Q(jid=value) | Q(ark=value) | Q(local_id=value)
+        ids = Q(jid=value) | Q(ark=value) | local_id_first(value)
         jid = id_search(value, "jid")
         if jid:
             ids |= Q(jid=jid)
         if Job.objects.filter(ids).exists():
             return queryset.filter(ids)
         self.scans = True
-        return queryset.filter(title__icontains=value)
+        return queryset.filter(Q(title__icontains=value) | local_id_later(value))
 
     def filter_failed_at(self, queryset, name, value):
         return queryset.filter(status=JobStatus.FAILED, last_successful_status__in=FAILED_AT[value])

@@ -20,6 +20,13 @@ Guarantees:
   node (also set on a new batch before its status exists).
 - Holds and the queue pause are seen through ``/locks/collections`` and
   ``/locks/queue``.
+- An item's ``locked`` flag follows its ``lock`` node, which another writer
+  (MerrittZK) creates and deletes with no status write, or in a separate call
+  after one: an exists watch on the lock of every job and batch that is not
+  final, or is locked. Each watch is armed once and re-armed when it fires;
+  the lock's presence seen when arming it is compared with the item as read,
+  and a difference has the item read again. Watches lost with a session are
+  armed again by the next full reconcile.
 - What no watch shows (data nodes written by others, storage locks, a change
   missed while a session was lost) is caught by a full reconcile at start and
   every ``reconcile_seconds``; a loop turn that fails brings the next one
@@ -51,9 +58,15 @@ from .models import Job
 log = logging.getLogger(__name__)
 
 FINAL_BATCH = (BatchStatus.COMPLETED, BatchStatus.DELETED)
+FINAL_JOB = (JobStatus.COMPLETED, JobStatus.DELETED)
 ACTOR = "watch"  # the writer is unknown: the change was only seen
 RECHECK_SECONDS = 10.0  # how long a job is re-read each turn until its listing agrees
 LIST_SECONDS_PER_100K = 2.0
+
+
+def _ids(lock_paths: set[str], root: str) -> set[str]:
+    """The item ids of ``/<root>/<id>/lock`` paths."""
+    return {p.split("/")[2] for p in lock_paths if p.startswith(f"/{root}/")}
 
 
 class Follower:
@@ -72,11 +85,13 @@ class Follower:
         self._batch_names: list[str] | None = None
         self._dirty_batches: set[str] = set()
         self._flags: set[str] = set()
+        self._dirty_locks: set[str] = set()  # item lock paths whose watch fired
         # The loop's own state: what it has applied.
         self._seen: dict[str, set[str]] = {}
         self._listed_at: dict[str, float] = {}
         self._seen_batches: set[str] | None = None
         self._watched: set[str] = set()
+        self._lock_watched: set[str] = set()  # item lock paths with an armed watch
         # Jobs read in a state their directory's listing did not show yet: read again next turn.
         self._recheck: dict[str, float] = {}  # jid -> until when (monotonic)
         self.applied = 0
@@ -96,7 +111,16 @@ class Follower:
 
     def _session(self, state) -> None:
         if state == KazooState.LOST:  # the one-shot watches died with the session
-            self._record(lambda: self._dirty_dirs.update(JobStatus))
+            self._record(lambda: (self._dirty_dirs.update(JobStatus), self._lock_watched.clear()))
+
+    def _lock_event(self, event) -> None:
+        """An item's lock was created or deleted: that watch is spent, read the item again."""
+
+        def update() -> None:
+            self._lock_watched.discard(event.path)
+            self._dirty_locks.add(event.path)
+
+        self._record(update)
 
     def _batches_cb(self, names) -> bool:
         return self._record(lambda: setattr(self, "_batch_names", names))
@@ -129,9 +153,31 @@ class Follower:
 
     def _take(self):
         with self._lock:
-            taken = (self._batch_names, self._dirty_batches, self._flags)
+            taken = (self._batch_names, self._dirty_batches, self._flags, self._dirty_locks)
             self._batch_names, self._dirty_batches, self._flags = None, set(), set()
+            self._dirty_locks = set()
         return taken
+
+    def watch_locks(self, expected: dict[str, bool]) -> set[str]:
+        """Arm the exists watch on each item lock path not yet watched; the paths whose
+        lock, seen while arming, differs from ``expected`` (the item as last read)."""
+        with self._lock:
+            new = [p for p in expected if p not in self._lock_watched]
+            self._lock_watched.update(new)
+        client = self.store.client
+        pending = [(p, client.exists_async(p, watch=self._lock_event)) for p in new]
+        differ = set()
+        for path, result in pending:
+            try:
+                present = result.get() is not None
+            except Exception:  # not armed: forget it, so the next read arms it again
+                with self._lock:
+                    self._lock_watched.discard(path)
+                differ.add(path)
+                continue
+            if present != expected[path]:
+                differ.add(path)
+        return differ
 
     def _list_due(self) -> dict[str, list[str]]:
         """List the changed state directories whose turn has come, re-arming their watches."""
@@ -179,18 +225,29 @@ class Follower:
     def reconcile(self) -> mirror.Drift:
         drift = mirror.full_reconcile(self.store)
         log.info("full reconcile: %s", drift.summary())
-        live = Batch.objects.exclude(status__in=FINAL_BATCH).values_list("bid", flat=True)
-        for bid in live:
+        live = list(Batch.objects.exclude(status__in=FINAL_BATCH).values_list("bid", "locked"))
+        for bid, _locked in live:
             self.watch_batch(bid)
+        jobs = Job.objects.exclude(status__in=FINAL_JOB).values_list("jid", "locked")
+        expected = {t.job_node(jid, "lock"): locked for jid, locked in jobs}
+        expected.update({t.batch_node(bid, "lock"): locked for bid, locked in live})
+        self._stale_locks(self.watch_locks(expected))
         return drift
+
+    def _stale_locks(self, paths: set[str]) -> None:
+        """Have the items of these lock paths read again next turn."""
+        if paths:
+            with self._lock:
+                self._dirty_locks |= paths
+            self.wake.set()
 
     def step(self) -> int:
         """Apply what the watches recorded since the last turn; the number of items applied."""
-        batch_names, dirty_batches, flags = self._take()
-        jids = set(self._recheck)
+        batch_names, dirty_batches, flags, dirty_locks = self._take()
+        jids = set(self._recheck) | _ids(dirty_locks, "jobs")
         for status, names in self._list_due().items():
             jids |= self._diff_dir(status, names)
-        bids = set(dirty_batches)
+        bids = set(dirty_batches) | _ids(dirty_locks, "batches")
         if batch_names is not None:
             bids |= self._diff_batches(batch_names)
         try:
@@ -199,6 +256,8 @@ class Follower:
                 self._sync_locks(flags)
         except Exception:
             self._put_back(jids, bids, flags)
+            with self._lock:
+                self._dirty_locks |= dirty_locks
             raise
         if count or flags:
             mirror.mark(mirror.WATCH)
@@ -252,6 +311,15 @@ class Follower:
             log.warning("job %s not mirrored: %s", jid, why)
         for jid in jids:
             self._track(jid, items.records.get(jid))
+        self._stale_locks(
+            self.watch_locks(
+                {
+                    t.job_node(r.jid, "lock"): r.locked
+                    for r in items.records.values()
+                    if r.locked or r.status not in FINAL_JOB
+                }
+            )
+        )
         return len(items.records) + len(items.missing)
 
     def _track(self, jid: str, record) -> None:
@@ -282,6 +350,15 @@ class Follower:
         for bid, record in items.records.items():
             if record.status in FINAL_BATCH:
                 self._watched.discard(bid)
+        self._stale_locks(
+            self.watch_locks(
+                {
+                    t.batch_node(r.bid, "lock"): r.locked
+                    for r in items.records.values()
+                    if r.locked or r.status not in FINAL_BATCH
+                }
+            )
+        )
         self._watched.difference_update(gone)
         return len(items.records) + len(gone)
 

@@ -102,6 +102,8 @@ JOB_STATUS_FIELDS = (
     "locked",
     "status_version",
 )
+# Between the local ids of one job in its ``local_id`` column (jobs.filters matches each).
+LOCAL_ID_SEPARATOR = "; "
 WRITE_THROUGH, WATCH, FULL, LOCKS = "write-through", "watch", "full", "locks"
 # Rows per bulk UPDATE and per DELETE ... IN (...); rows per executemany of an INSERT.
 DB_BATCH = 500
@@ -145,11 +147,20 @@ def _fit(model, values: dict) -> dict:
     return values
 
 
-def _first_local_id(identifiers: dict, configuration: dict) -> str:
+def local_ids_text(identifiers: dict, configuration: dict) -> str:
+    """Every local id of the job, joined by LOCAL_ID_SEPARATOR, as many whole ids as the
+    column holds: Merritt's ``identifiers.local_id`` is a list, and a cut id would be a
+    wrong one (the identifiers node, mirrored whole, still has them all)."""
     local = identifiers.get("local_id")
-    if isinstance(local, list):
-        local = next((x for x in local if x), None)
-    return _text(local or configuration.get("local_id"))
+    values = local if isinstance(local, list) else [local]
+    ids = [_text(x) for x in values if x] or [_text(configuration.get("local_id") or "")]
+    limit = _LIMITS[Job]["local_id"]
+    kept: list[str] = []
+    for lid in dict.fromkeys(ids):
+        if len(LOCAL_ID_SEPARATOR.join([*kept, lid])) > limit:
+            break
+        kept.append(lid)
+    return LOCAL_ID_SEPARATOR.join(kept) if kept else ids[0]
 
 
 def job_values(record: JobRecord) -> dict[str, Any]:
@@ -169,7 +180,7 @@ def job_values(record: JobRecord) -> dict[str, Any]:
         "retry_count": max(record.retry_count, 0),
         "priority": min(max(record.priority, 0), 99),
         "space_needed": record.space_needed,
-        "local_id": _first_local_id(ids, conf),
+        "local_id": local_ids_text(ids, conf),
         "ark": _text(ids.get("primary_id")),
         "title": _text(meta.get("erc_what") or conf.get("title")),
         "message": record.message,

@@ -47,6 +47,7 @@ from kazoo.exceptions import (
 )
 from kazoo.protocol.states import ZnodeStat
 
+from . import merrittchecks
 from . import tree as t
 from .errors import InvalidData
 from .states import REMOVABLE, BatchStatus, JobStatus, batch_dir_for
@@ -78,7 +79,7 @@ JOB_STATUSES = frozenset(s.value for s in JobStatus)
 BATCH_STATUSES = frozenset(s.value for s in BatchStatus)
 
 Node = tuple[bytes, ZnodeStat]
-Op = tuple[str, str, Any]  # (create | delete | check, path, data or version)
+Op = tuple[str, str, Any]  # (create | delete | check | set, path, data, version or both)
 
 
 @dataclass
@@ -308,6 +309,8 @@ def _commit(client: KazooClient, ops: list[Op]) -> None:
             tx.create(path, arg)
         elif kind == "delete":
             tx.delete(path, version=arg)
+        elif kind == "set":
+            tx.set_data(path, arg[0], version=arg[1])
         else:
             tx.check(path, arg)
     for (kind, path, _), result in zip(ops, tx.commit(), strict=False):
@@ -423,6 +426,7 @@ class _Checker:
             self.add("bad-data", path, f"Batch {batch.id}: {batch.submission_problem}.")
         if batch.status in PAST_PENDING and "states" not in batch.children:
             self.not_acquired(batch)
+        merrittchecks.check_batch(self, batch)
         if batch.node("lock"):
             self.item_lock(
                 t.batch_node(batch.id, "lock"), batch.node("lock"), f"Batch {batch.id}'s lock"

@@ -43,8 +43,14 @@ def path_to(status: str) -> list[str]:
 
 
 def new_batch(store: QueueStore, uuid: str = "uuid-1") -> str:
+    """A Processing batch ready for the test's jobs.
+
+    Its empty ``batch-processing`` stands for the jobs the batch handler creates before
+    Processing: without any, the check takes it for a batch no one will ever report.
+    """
     bid = store.create_batch({"batchID": uuid, "collection": "demo"}).id
     store.unlock_batch(store.acquire_pending_batch())
+    store.client.ensure_path(t.batch_job_dir(bid, "batch-processing"))
     return bid
 
 

@@ -95,7 +95,7 @@ def test_a_write_through_the_core_is_in_the_mirror_at_once_with_its_actor(live, 
         "Pending",
         bid,
         "ark:/99999/fk4x",
-        "a",
+        "a; b",  # every local id, joined
         "The title",
     )
     assert (job.collection, job.profile, job.submitter, job.status_version) == (
