@@ -6,8 +6,7 @@ import django_filters as df
 from django import forms
 from django.db.models import Q
 
-from merritt_queue.errors import InvalidTransition
-from merritt_queue.states import JOB_STEPS, JobStatus, resume_target
+from merritt_queue.states import JOB_STEPS, RESUMES_AFTER, JobStatus, resume_target
 
 from .models import JOB_STATUS_CHOICES, Job
 
@@ -19,13 +18,8 @@ def failed_at_values() -> dict[str, list[str]]:
     successful status (none, or Held, means it failed while Pending).
     """
     steps: dict[str, list[str]] = {JobStatus.PENDING.value: [], **{s.value: [] for s in JOB_STEPS}}
-    for last in ("", *JobStatus):
-        try:
-            step = resume_target(last or None)
-        except InvalidTransition:  # Completed, Failed, Deleted have no successor
-            continue
-        if step in steps:
-            steps[step].append(str(last))
+    for last in ("", *RESUMES_AFTER):  # any other value does not say where it failed
+        steps[resume_target(last or None)].append(str(last))
     return steps
 
 

@@ -73,6 +73,7 @@ from .states import (
     batch_dir_for,
     next_last_successful,
     resume_choices,
+    resume_note,
     resume_target,
 )
 
@@ -1388,9 +1389,12 @@ class QueueStore:
         target = to or resume_target(job.last_successful_status)
         allowed = resume_choices(job.last_successful_status)
         if target not in allowed:
+            why = resume_note(job.last_successful_status) or (
+                f"its last successful step was {job.last_successful_status or 'none'}"
+            )
             raise InvalidTransition(
-                f"job {job.jid}: cannot resume at {target}; its last successful step was "
-                f"{job.last_successful_status or 'none'}, so it may resume at {', '.join(allowed)}"
+                f"job {job.jid}: cannot resume at {target}; {why}, so it may resume at "
+                f"{', '.join(allowed)}"
             )
         return target
 

@@ -356,6 +356,20 @@ def _extra_note(action: Action, t: Target) -> str:
     return action.warning
 
 
+def resume_offer(job) -> list[str]:
+    """The steps a resume of ``job`` (anything with jid, status, last_successful_status)
+    may restart at: the run's own check (``QueueStore.resume_step``) asked of each step, so
+    a confirmation page built from it offers exactly what the run will accept."""
+    offered = []
+    for step in (J.PENDING, *JOB_STEPS):
+        try:
+            QueueStore.resume_step(job, step)
+        except QueueError:
+            continue
+        offered.append(step)
+    return offered
+
+
 def steps_again(last_successful: str | None, step: str | None = None) -> list[str]:
     """The steps a resumed job runs again, from where it restarts to the end."""
     start = step or resume_target(last_successful)

@@ -1,0 +1,159 @@
+"""Jobs side by side with Merritt's ingest (issue 13: resume, collection holds, local-id
+locks, configuration keys), with ``tests.merrittzk`` as the other writer on its own session.
+
+The project runs for real: the store, the steering pages and actions, the mirror, and (where
+a job must run) the dispatcher and RQ workers of ``tests.pipeline``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import uuid
+
+import pytest
+from django.contrib.auth.models import Group
+
+from jobs import mirror
+from merritt_queue import tree as t
+from merritt_queue.errors import QueueError
+from merritt_queue.states import JOB_STEPS, JobStatus, resume_target
+from merritt_queue.store import QueueStore
+from steering.models import AdminAction, CollectionScope
+from tests.merrittzk import Item, MerrittIngest, MerrittZK
+from tests.pipeline import FIXTURES
+
+pytest_plugins = ["tests.httpserver", "tests.pipeline"]
+
+PAYLOAD = re.compile(r'name="payload" value="([^"]+)"')
+STEP = re.compile(r'name="step" value="([^"]+)"')
+EVERY_STEP = (JobStatus.PENDING, *JOB_STEPS)
+
+
+def payload_of(page) -> str:
+    return PAYLOAD.search(page.content.decode()).group(1)
+
+
+def merritt(make_client) -> tuple[MerrittZK, MerrittIngest]:
+    zk = MerrittZK(make_client())
+    return zk, MerrittIngest(zk)
+
+
+def admin(django_user_model, name="ada", *groups, collections=None):
+    user = django_user_model.objects.create_user(name, password="pw", is_superuser=not groups)
+    for g in groups:
+        user.groups.add(Group.objects.get_or_create(name=g)[0])
+    if collections:
+        CollectionScope.objects.create(user=user, collections=collections)
+    return user
+
+
+def set_last_successful(store: QueueStore, jid: str, value: str | None) -> None:
+    """What another tool may have written: any text, or null."""
+    path = t.job_node(jid, "status")
+    record = t.decode_json(store.client.get(path)[0])
+    record["last_successful_status"] = value
+    store.client.set(path, t.encode_json(record))
+
+
+def failed_job(store: QueueStore) -> str:
+    bid = store.create_batch({"batchID": uuid.uuid4().hex, "collection": "demo"}).id
+    jid = store.create_job(bid, {"collection": "demo", "profile": "demo_content"})
+    store.transition_job(jid, JobStatus.FAILED, "broke")
+    return jid
+
+
+# --- 2. Resume, whatever last_successful_status says ------------------------------------
+
+# The values that say where a job failed (Held: while Pending; Notify's next is Completed).
+SAYS_HOW_FAR = (JobStatus.HELD, JobStatus.PENDING, *JOB_STEPS[:-1])
+LAST_SUCCESSFUL = [None, *(s.value for s in JobStatus), "something else"]
+
+
+@pytest.mark.parametrize("last", LAST_SUCCESSFUL)
+def test_the_resume_page_offers_exactly_what_the_run_accepts(
+    client, process_store, django_user_model, last
+):
+    store = process_store
+    jid = failed_job(store)
+    set_last_successful(store, jid, last)
+    job = store.get_job(jid)
+    mirror.apply_job(job)
+    client.force_login(admin(django_user_model))
+
+    page = client.get(f"/actions/job.resume/confirm?ids={jid}")
+    body = page.content.decode()
+    assert page.status_code == 200 and 'name="payload"' in body, body  # it applies
+    offered = STEP.findall(body)
+    accepted = []
+    for step in EVERY_STEP:
+        try:
+            QueueStore.resume_step(job, step)
+            accepted.append(step)
+        except QueueError:
+            pass
+    assert offered == accepted and offered[0] == JobStatus.PENDING
+    if last is None or last in SAYS_HOW_FAR:
+        assert "does not say how far it got" not in body
+    else:
+        assert offered == [JobStatus.PENDING] and "does not say how far it got" in body
+
+    done = client.post(
+        "/actions/job.resume/execute", {"payload": payload_of(page), "reason": "try again"}
+    )
+    assert done.status_code == 302
+    record = AdminAction.objects.get()
+    assert (record.done, record.failed, record.skipped) == (1, 0, 0), record.items.all()
+    resumed = store.get_job(jid)
+    assert resumed.status == resume_target(last) == offered[-1] and resumed.retry_count == 1
+
+
+@pytest.fixture
+def demo_file(pipeline, content):
+    """A single-file submission whose file is missing until ``restore()``."""
+    name = f"later-{uuid.uuid4().hex[:6]}.jpg"
+    source = FIXTURES / "call911.jpg"
+
+    def restore():
+        shutil.copy(source, content.root / name)
+
+    return {
+        "type": "file",
+        "payload_url": f"{content.url}/{name}",
+        "digest_type": "md5",
+        "digest_value": hashlib.md5(source.read_bytes()).hexdigest(),
+        "restore": restore,
+    }
+
+
+def test_a_job_merritt_requeued_and_that_failed_again_resumes_here_and_completes(
+    pipeline, demo_file, make_client, client, django_user_model
+):
+    store = pipeline.store
+    restore = demo_file.pop("restore")
+    bid = pipeline.submit(**demo_file)
+    pipeline.run(bid)
+    (job,) = pipeline.jobs(bid)
+    assert job.status == JobStatus.FAILED
+    failed_in = resume_target(job.last_successful_status)
+
+    zk, ingest = merritt(make_client)
+    ingest.requeue(zk.load(Item("job", job.jid)), failed_in)  # MerrittZK: Failed -> step
+    assert store.get_job(job.jid).last_successful_status == "Failed"
+    pipeline.run(bid, until=lambda b: store.get_job(job.jid).status == JobStatus.FAILED)
+    again = store.get_job(job.jid)
+    assert again.last_successful_status == "Failed"  # it failed again: how far is unknown
+
+    restore()
+    mirror.apply_job(again)
+    client.force_login(admin(django_user_model))
+    page = client.get(f"/actions/job.resume/confirm?ids={job.jid}")
+    assert STEP.findall(page.content.decode()) == [JobStatus.PENDING]
+    client.post(
+        "/actions/job.resume/execute", {"payload": payload_of(page), "reason": "file is back"}
+    )
+    assert store.get_job(job.jid).status == JobStatus.PENDING
+    pipeline.run(bid, until=lambda b: store.get_job(job.jid).status in ("Completed", "Failed"))
+    done = store.get_job(job.jid)
+    assert done.status == JobStatus.COMPLETED, done.message
