@@ -45,6 +45,7 @@ from batches.models import Batch, Collection, Profile
 from merritt_queue import snapshot
 from merritt_queue import tree as t
 from merritt_queue.errors import NotFound
+from merritt_queue.itemkeys import profile_of
 from merritt_queue.store import BatchRecord, Change, JobRecord, QueueStore
 
 from .models import Job, JobEvent, MirrorState
@@ -162,7 +163,7 @@ def job_values(record: JobRecord) -> dict[str, Any]:
     values = {
         "batch_id": record.bid or None,
         "collection": _text(conf.get("collection")),
-        "profile": _text(conf.get("profile")),
+        "profile": _text(profile_of(conf)),
         "submitter": _text(conf.get("submitter")),
         "status": record.status,
         "last_successful_status": record.last_successful_status or "",

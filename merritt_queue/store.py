@@ -21,6 +21,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
@@ -50,6 +51,7 @@ from .errors import (
     NotRemovable,
     QueueError,
 )
+from .itemkeys import with_job_id
 from .pauseflag import pause_flag
 from .records import (
     DEFAULT_PRIORITY,
@@ -781,6 +783,7 @@ class QueueStore:
         self._check_new_job(bid, new)
         self._require_batch(bid)
         jid = self._create_sequential(f"{t.JOBS}/{t.JOB_PREFIX}")
+        new = replace(new, configuration=with_job_id(new.configuration, jid))
         status = t.job_status_record(JobStatus.PENDING)
         try:
             self._commit(
@@ -817,6 +820,10 @@ class QueueStore:
             self.stats["round_trips"] += 1
             self.stats["writes"] += len(chunk)
             jids = [posixpath.basename(pending.get()) for pending in ids]
+            chunk = [
+                replace(new, configuration=with_job_id(new.configuration, jid))
+                for jid, new in zip(jids, chunk, strict=True)
+            ]
             statuses = [t.job_status_record(JobStatus.PENDING) for _ in chunk]
             results = self._commit_many(
                 [

@@ -16,6 +16,7 @@ import pytest
 from django.contrib.auth.models import Group
 
 from jobs import mirror
+from jobs.models import Job
 from merritt_queue import tree as t
 from merritt_queue.errors import QueueError
 from merritt_queue.states import JOB_STEPS, JobStatus, resume_target
@@ -157,3 +158,37 @@ def test_a_job_merritt_requeued_and_that_failed_again_resumes_here_and_completes
     pipeline.run(bid, until=lambda b: store.get_job(job.jid).status in ("Completed", "Failed"))
     done = store.get_job(job.jid)
     assert done.status == JobStatus.COMPLETED, done.message
+
+
+# --- 8. Configuration keys of both sides --------------------------------------------------
+
+
+def test_merritts_jid_reads_the_jid_of_a_job_submitted_here(pipeline, content, make_client):
+    bid = pipeline.submit(type="file", payload_url=f"{content.url}/call911.jpg")
+    pipeline.run(bid, until=lambda b: b.status != "Pending")
+    (job,) = pipeline.jobs(bid)
+    zk, _ = merritt(make_client)
+    loaded = zk.load(Item("job", job.jid))
+    assert loaded.data["jobID"] == job.jid  # Job.jid()
+    assert loaded.data["profile_name"] == loaded.data["profile"] == "demo"  # profileName()
+
+
+def test_a_job_in_merritts_configuration_keys_shows_its_profile(
+    client, process_store, make_client, django_user_model
+):
+    zk, _ = merritt(make_client)
+    zk.create_batch({"batchID": "m", "profile": "merritt_content"})
+    bid = zk.acquire_pending_batch().id  # BatchConsumer: the batch is Processing
+    configuration = {  # Job.createJobConfiguration
+        "profile_name": "merritt_content",
+        "submitter": "merritt-tester",
+        "payload_url": "https://example.org/a.txt",
+        "payload_type": "file",
+        "response_type": "json",
+    }
+    job = zk.create_job(bid, configuration)
+    mirror.apply_job(process_store.get_job(job.id))
+    assert Job.objects.get(jid=job.id).profile == "merritt_content"
+    client.force_login(admin(django_user_model))
+    page = client.get(f"/jobs/{job.id}/").content.decode()
+    assert "merritt_content" in page
