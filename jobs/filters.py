@@ -6,6 +6,7 @@ import django_filters as df
 from django import forms
 from django.db.models import Q
 
+from batches.models import Profile
 from merritt_queue.states import JOB_STEPS, RESUMES_AFTER, JobStatus, resume_target
 
 from .models import JOB_STATUS_CHOICES, Job
@@ -24,6 +25,13 @@ def failed_at_values() -> dict[str, list[str]]:
 
 
 FAILED_AT = failed_at_values()
+
+
+def in_collection(mnemonic: str) -> Q:
+    """The items of a collection: those that name it, and those Merritt wrote, which name
+    only one of its profiles."""
+    names = Profile.objects.filter(collection=mnemonic).values_list("name", flat=True)
+    return Q(collection=mnemonic) | Q(collection="", profile__in=list(names))
 
 
 def id_search(value: str, prefix: str) -> str | None:
@@ -55,7 +63,9 @@ class JobFilter(df.FilterSet):
         empty_label="any",
     )
     collection = df.CharFilter(
-        label="Collection", widget=forms.TextInput(attrs={"list": "mq-collections"})
+        method="filter_collection",
+        label="Collection",
+        widget=forms.TextInput(attrs={"list": "mq-collections"}),
     )
     batch = df.CharFilter(field_name="batch_id", label="Batch")
     submitter = df.CharFilter(label="Submitter")
@@ -86,6 +96,9 @@ class JobFilter(df.FilterSet):
             return queryset.filter(ids)
         self.scans = True
         return queryset.filter(title__icontains=value)
+
+    def filter_collection(self, queryset, name, value):
+        return queryset.filter(in_collection(value))
 
     def filter_failed_at(self, queryset, name, value):
         return queryset.filter(status=JobStatus.FAILED, last_successful_status__in=FAILED_AT[value])

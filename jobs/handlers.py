@@ -68,8 +68,8 @@ def _bind(fn, services):
 
 
 def pending(s: Services, job: JobRecord) -> Outcome:
-    if job.collection and s.store.collection_held(job.collection):
-        return Outcome.move(JobStatus.HELD, f"collection {job.collection} is on hold")
+    if why := s.store.item_hold(job.configuration):
+        return Outcome.move(JobStatus.HELD, why)
     problem = _digest_problem(job_config(job))
     if problem:
         return Outcome.fail(problem)
@@ -208,7 +208,7 @@ def recording(s: Services, job: JobRecord) -> Outcome:
             ark=ark,
             version=version,
             job_id=job.jid,
-            collection=job.collection or "",
+            collection=s.store.item_collection(job.configuration),
             files=stored.files,
             deleted=stored.deleted,
             mode=stored.mode,

@@ -28,7 +28,7 @@ def processing(s: Services, job: JobRecord) -> Outcome:
 
     A refusal fails the job before anything is minted, bound or written."""
     config = job_config(job)
-    collection = job.collection or ""
+    collection = s.store.item_collection(config)
     profile = _profile(job)
     ids = job.identifiers or {}
     if refusal := _supplied_ark_refusal(config, collection, profile):
@@ -83,7 +83,7 @@ def _resolve_ark(
     s: Services, job: JobRecord, profile: Profile, primary: str, local_ids: list[str]
 ) -> str:
     """The job's ARK: supplied, bound to its local id, or newly minted (saved at once)."""
-    collection = job.collection or ""
+    collection = s.store.item_collection(job.configuration)
     for lid in local_ids:
         bound = s.inventory.ark_for_local_id(collection, lid)
         if bound and primary and bound != primary:

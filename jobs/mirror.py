@@ -45,7 +45,8 @@ from batches.models import Batch, Collection, Profile
 from merritt_queue import snapshot
 from merritt_queue import tree as t
 from merritt_queue.errors import NotFound
-from merritt_queue.itemkeys import profile_of
+from merritt_queue.itemkeys import holds_by_collection, profile_of
+from merritt_queue.runtime import ProfileTable
 from merritt_queue.store import BatchRecord, Change, JobRecord, QueueStore
 
 from .models import Job, JobEvent, MirrorState
@@ -841,7 +842,9 @@ def sync_collections(holds: dict[str, dict], at: datetime) -> None:
     Who held, why and when come from the hold's lock node when it records them
     and are otherwise left as they are (an admin feature may have set them).
     """
-    names = set(holds) | set(Profile.objects.values_list("collection", flat=True))
+    known = set(Profile.objects.values_list("collection", flat=True))
+    holds = holds_by_collection(holds, ProfileTable(), known)
+    names = set(holds) | known
     with transaction.atomic():
         rows = {c.mnemonic: c for c in Collection.objects.all()}
         new = [Collection(mnemonic=n) for n in sorted(names - set(rows))]

@@ -34,7 +34,7 @@ from django.views.decorators.http import require_GET, require_POST
 from redis.exceptions import RedisError
 
 from batches.filters import BatchFilter
-from batches.models import Batch
+from batches.models import Batch, Profile
 from jobs.filters import JobFilter
 from jobs.models import Job
 from merritt_queue.states import resume_note, resume_target
@@ -111,7 +111,8 @@ def select(request, action: Action) -> Selection:
         ids = _ids(request)
         return Selection([Target(m) for m in ids], [], len(ids), False, "")
     model, key, filter_class = MIRROR[action.scope]
-    fields = (key, "status", "status_version", "collection", "locked")
+    fields = (key, "status", "status_version", "collection", "locked", "profile")
+    collections = _profile_collections()
     if request.GET.get("all") == "1":
         query = _filter_query(request)
         filterset = filter_class(QueryDict(query), queryset=model.objects.all())
@@ -121,15 +122,26 @@ def select(request, action: Action) -> Selection:
         total = rows.count()
         if total > MAX_ITEMS:
             return Selection([], [], total, True, query, too_many=True)
-        targets = [Target(r[0], r[1], r[2], r[3] or "", r[4]) for r in rows]
+        targets = [_target(r, collections) for r in rows]
         return Selection(targets, [], total, True, query)
     ids = _ids(request)
     found = {
-        r[0]: Target(r[0], r[1], r[2], r[3] or "", r[4])
+        r[0]: _target(r, collections)
         for r in model.objects.filter(**{f"{key}__in": ids}).values_list(*fields)
     }
     missing = [i for i in ids if i not in found]
     return Selection([found[i] for i in ids if i in found], missing, len(ids), False, "")
+
+
+def _profile_collections() -> dict[str, str]:
+    return dict(Profile.objects.values_list("name", "collection"))
+
+
+def _target(row, collections: dict[str, str]) -> Target:
+    """An item of the mirror; one Merritt wrote names only its profile, whose collection
+    it belongs to (for scoping and the page's collection column)."""
+    jid, status, version, collection, locked, profile = row
+    return Target(jid, status, version, collection or collections.get(profile, ""), locked)
 
 
 # --- the confirmation page ---------------------------------------------------------------

@@ -15,6 +15,7 @@ import uuid
 import pytest
 from django.contrib.auth.models import Group
 
+from batches.models import Profile
 from jobs import mirror
 from jobs.models import Job
 from merritt_queue import tree as t
@@ -158,6 +159,112 @@ def test_a_job_merritt_requeued_and_that_failed_again_resumes_here_and_completes
     pipeline.run(bid, until=lambda b: store.get_job(job.jid).status in ("Completed", "Failed"))
     done = store.get_job(job.jid)
     assert done.status == JobStatus.COMPLETED, done.message
+
+
+# --- 6. Collection holds: Merritt names them by profile ---------------------------------
+
+
+@pytest.fixture
+def demo_profile(db):
+    return Profile.objects.create(
+        name="demo_content", collection="demo", minter_shoulder="ark:/99999/fk4"
+    )
+
+
+def test_a_collection_hold_here_holds_merritts_job_of_its_profile(
+    process_store, demo_profile, make_client
+):
+    zk, ingest = merritt(make_client)
+    assert process_store.hold_collection("demo", by="ada", reason="audit")
+    assert zk.check_lock_collection("demo_content")  # the name Merritt's ingest checks
+    batch = ingest.submit("demo_content")
+    job = ingest.initialize()
+    assert job is not None and job.status == JobStatus.HELD
+    assert process_store.collection_hold("demo") == {"by": "ada", "reason": "audit", "at": ANY}
+    (jid,) = process_store.batch_jobs(batch.id)["batch-processing"]
+    assert process_store.get_job(jid).status == JobStatus.HELD
+
+
+class _Any:
+    def __eq__(self, other):
+        return True
+
+
+ANY = _Any()
+
+
+@pytest.mark.parametrize("held_by", ["here", "merritt"])
+def test_our_workers_hold_a_merritt_written_job_of_a_held_collection(
+    pipeline, make_client, held_by
+):
+    Profile.objects.create(name="demo_content", collection="demo", minter_shoulder="ark:/99999/fk4")
+    zk, ingest = merritt(make_client)
+    if held_by == "here":
+        pipeline.store.hold_collection("demo", by="ada")
+    else:
+        assert zk.lock_collection("demo_content")
+    batch = ingest.submit("demo_content")
+    (jid,) = pipeline.store.batch_jobs(batch.id)["batch-processing"]
+    for _ in range(3):
+        pipeline.step()
+    job = pipeline.store.get_job(jid)
+    assert job.status == JobStatus.HELD, job.message
+    assert "on hold" in job.message
+
+
+def test_release_all_releases_the_held_items_of_both_sides(
+    process_store, demo_profile, make_client
+):
+    store = process_store
+    zk, ingest = merritt(make_client)
+    store.hold_collection("demo", by="ada")
+    ours = store.create_batch({"batchID": "ours", "collection": "demo", "profile": "demo_content"})
+    our_job = store.create_job(ours.id, {"collection": "demo", "profile": "demo_content"})
+    store.transition_job(our_job, JobStatus.HELD, "collection demo is on hold")
+    theirs = ingest.submit("demo_content")
+    assert ingest.initialize().status == JobStatus.HELD
+    (their_job,) = store.batch_jobs(theirs.id)["batch-processing"]
+    other = store.create_job(ours.id, {"collection": "other"})
+    store.transition_job(other, JobStatus.HELD)
+
+    result = store.release_collection_items("demo", "released by ada")
+    assert sorted(result.released) == sorted([our_job, their_job]) and not result.skipped
+    assert store.get_job(other).status == JobStatus.HELD
+    assert store.release_collection("demo")
+    assert not zk.check_lock_collection("demo") and not zk.check_lock_collection("demo_content")
+
+
+def test_a_hold_merritt_set_by_profile_is_a_hold_of_the_profiles_collection(
+    process_store, demo_profile, make_client
+):
+    zk, _ = merritt(make_client)
+    assert zk.lock_collection("demo_content")
+    assert process_store.collection_held("demo")
+    mirror.sync_collections(
+        {name: {} for name in process_store.held_collections()}, mirror.timezone.now()
+    )
+    from batches.models import Collection
+
+    assert list(Collection.objects.filter(held=True).values_list("mnemonic", flat=True)) == ["demo"]
+
+
+def test_a_scoped_operator_may_act_on_merritts_job_of_their_collection(
+    client, process_store, demo_profile, make_client, django_user_model
+):
+    _, ingest = merritt(make_client)
+    batch = ingest.submit("demo_content")
+    (jid,) = process_store.batch_jobs(batch.id)["batch-processing"]
+    mirror.apply_job(process_store.get_job(jid))
+    assert Job.objects.get(jid=jid).collection == ""  # Merritt wrote no collection
+    client.force_login(admin(django_user_model, "otto", "operator", collections=["demo"]))
+
+    listed = client.get("/jobs/?collection=demo").content.decode()
+    assert jid in listed
+    page = client.get(f"/actions/job.hold/confirm?ids={jid}")
+    body = page.content.decode()
+    assert "outside your collections" not in body and 'name="payload"' in body, body
+    client.post("/actions/job.hold/execute", {"payload": payload_of(page), "reason": "check"})
+    assert process_store.get_job(jid).status == JobStatus.HELD
 
 
 # --- 8. Configuration keys of both sides --------------------------------------------------
