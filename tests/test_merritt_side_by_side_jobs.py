@@ -17,6 +17,7 @@ from django.contrib.auth.models import Group
 
 from batches.models import Profile
 from jobs import mirror
+from jobs.identify import localid_lock_key
 from jobs.models import Job
 from merritt_queue import tree as t
 from merritt_queue.errors import QueueError
@@ -265,6 +266,47 @@ def test_a_scoped_operator_may_act_on_merritts_job_of_their_collection(
     assert "outside your collections" not in body and 'name="payload"' in body, body
     client.post("/actions/job.hold/execute", {"payload": payload_of(page), "reason": "check"})
     assert process_store.get_job(jid).status == JobStatus.HELD
+
+
+# --- 7. Local-id locks: Merritt's name ----------------------------------------------------
+
+OWNER = "ark:/13030/j2cc0900"
+
+
+def test_our_local_id_lock_is_the_one_merritt_takes(process_store, make_client, db):
+    zk, _ = merritt(make_client)
+    profile = Profile(name="demo_content", collection="demo", owner=OWNER)
+    key = localid_lock_key("lid-1", profile)
+    assert process_store.lock_localid(key)
+    assert not zk.lock_object_localid("lid-1_" + OWNER)  # ProcessManager.getLocalIDLock
+    process_store.unlock_localid(key)
+    assert zk.lock_object_localid("lid-1_" + OWNER)
+    assert not process_store.lock_localid(key)
+    assert process_store.client.exists("/locks/localid/lid-1_ark_13030_j2cc0900")
+
+
+def test_processing_waits_while_merritt_holds_the_local_id(pipeline, content, make_client):
+    pipeline.profile.owner = OWNER
+    pipeline.profile.save()
+    zk, _ = merritt(make_client)
+    assert zk.lock_object_localid("lid-2_" + OWNER)
+    bid = pipeline.submit(
+        type="file",
+        payload_url=f"{content.url}/call911.jpg",
+        local_id="lid-2",
+    )
+
+    def waiting(_batch):
+        (job,) = pipeline.jobs(bid) or (None,)
+        return job is not None and "being resolved by another job" in job.message
+
+    pipeline.run(bid, until=waiting)
+    (job,) = pipeline.jobs(bid)
+    assert job.status == JobStatus.PROCESSING
+    zk.unlock_object_localid("lid-2_" + OWNER)
+    batch = pipeline.run(bid)
+    (job,) = pipeline.jobs(bid)
+    assert job.status == JobStatus.COMPLETED, (batch.message, job.message)
 
 
 # --- 8. Configuration keys of both sides --------------------------------------------------
