@@ -6,7 +6,7 @@ import django_filters as df
 from django import forms
 from django.db.models import Q
 
-from jobs.filters import DateRange, id_search
+from jobs.filters import DateRange, id_search, in_collection
 
 from .models import BATCH_STATUS_CHOICES, Batch
 
@@ -20,7 +20,9 @@ class BatchFilter(df.FilterSet):
         distinct=False,  # one row per batch already; DISTINCT would make the count scan
     )
     collection = df.CharFilter(
-        label="Collection", widget=forms.TextInput(attrs={"list": "mq-collections"})
+        method="filter_collection",
+        label="Collection",
+        widget=forms.TextInput(attrs={"list": "mq-collections"}),
     )
     submitter = df.CharFilter(label="Submitter")
     submitted = DateRange(label="Submitted")
@@ -28,6 +30,9 @@ class BatchFilter(df.FilterSet):
     class Meta:
         model = Batch
         fields: list[str] = []
+
+    def filter_collection(self, queryset, name, value):
+        return queryset.filter(in_collection(value))
 
     def search(self, queryset, name, value):
         value = value.strip()

@@ -6,8 +6,8 @@ import django_filters as df
 from django import forms
 from django.db.models import Q
 
-from merritt_queue.errors import InvalidTransition
-from merritt_queue.states import JOB_STEPS, JobStatus, resume_target
+from batches.models import Profile
+from merritt_queue.states import JOB_STEPS, RESUMES_AFTER, JobStatus, resume_target
 
 from .mirror import LOCAL_ID_SEPARATOR
 from .models import JOB_STATUS_CHOICES, Job
@@ -32,17 +32,19 @@ def failed_at_values() -> dict[str, list[str]]:
     successful status (none, or Held, means it failed while Pending).
     """
     steps: dict[str, list[str]] = {JobStatus.PENDING.value: [], **{s.value: [] for s in JOB_STEPS}}
-    for last in ("", *JobStatus):
-        try:
-            step = resume_target(last or None)
-        except InvalidTransition:  # Completed, Failed, Deleted have no successor
-            continue
-        if step in steps:
-            steps[step].append(str(last))
+    for last in ("", *RESUMES_AFTER):  # any other value does not say where it failed
+        steps[resume_target(last or None)].append(str(last))
     return steps
 
 
 FAILED_AT = failed_at_values()
+
+
+def in_collection(mnemonic: str) -> Q:
+    """The items of a collection: those that name it, and those Merritt wrote, which name
+    only one of its profiles."""
+    names = Profile.objects.filter(collection=mnemonic).values_list("name", flat=True)
+    return Q(collection=mnemonic) | Q(collection="", profile__in=list(names))
 
 
 def id_search(value: str, prefix: str) -> str | None:
@@ -74,7 +76,9 @@ class JobFilter(df.FilterSet):
         empty_label="any",
     )
     collection = df.CharFilter(
-        label="Collection", widget=forms.TextInput(attrs={"list": "mq-collections"})
+        method="filter_collection",
+        label="Collection",
+        widget=forms.TextInput(attrs={"list": "mq-collections"}),
     )
     batch = df.CharFilter(field_name="batch_id", label="Batch")
     submitter = df.CharFilter(label="Submitter")
@@ -106,6 +110,9 @@ class JobFilter(df.FilterSet):
             return queryset.filter(ids)
         self.scans = True
         return queryset.filter(Q(title__icontains=value) | local_id_later(value))
+
+    def filter_collection(self, queryset, name, value):
+        return queryset.filter(in_collection(value))
 
     def filter_failed_at(self, queryset, name, value):
         return queryset.filter(status=JobStatus.FAILED, last_successful_status__in=FAILED_AT[value])

@@ -23,6 +23,7 @@ from merritt_queue import deletelist, objectfiles
 from merritt_queue.containers import ContainerError
 from merritt_queue.digest import check_digest_format, normalise_algorithm
 from merritt_queue.diskspace import percent_used_after
+from merritt_queue.itemkeys import profile_of
 from merritt_queue.manifest import ManifestError
 from merritt_queue.runner import Outcome
 from merritt_queue.safepath import inside
@@ -67,8 +68,8 @@ def _bind(fn, services):
 
 
 def pending(s: Services, job: JobRecord) -> Outcome:
-    if job.collection and s.store.collection_held(job.collection):
-        return Outcome.move(JobStatus.HELD, f"collection {job.collection} is on hold")
+    if why := s.store.item_hold(job.configuration):
+        return Outcome.move(JobStatus.HELD, why)
     problem = _digest_problem(job_config(job))
     if problem:
         return Outcome.fail(problem)
@@ -207,7 +208,7 @@ def recording(s: Services, job: JobRecord) -> Outcome:
             ark=ark,
             version=version,
             job_id=job.jid,
-            collection=job.collection or "",
+            collection=s.store.item_collection(job.configuration),
             files=stored.files,
             deleted=stored.deleted,
             mode=stored.mode,
@@ -221,7 +222,7 @@ def recording(s: Services, job: JobRecord) -> Outcome:
 
 def notify(s: Services, job: JobRecord) -> Outcome:
     config = job_config(job)
-    profile = Profile.objects.filter(name=config.get("profile")).first()
+    profile = Profile.objects.filter(name=profile_of(config)).first()
     if profile and profile.callback_url:
         # The same key on every run of this step: a receiver can drop a repeated notification.
         s.notifier.notify(

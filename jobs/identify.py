@@ -13,6 +13,7 @@ from pathlib import Path
 from batches.models import Profile
 from batches.objects import change_refusal, other_collection_refusal
 from merritt_queue import deletelist, objectfiles
+from merritt_queue.itemkeys import profile_of
 from merritt_queue.manifest import ManifestError
 from merritt_queue.runner import Outcome
 from merritt_queue.services.errors import ServiceError
@@ -27,7 +28,7 @@ def processing(s: Services, job: JobRecord) -> Outcome:
 
     A refusal fails the job before anything is minted, bound or written."""
     config = job_config(job)
-    collection = job.collection or ""
+    collection = s.store.item_collection(config)
     profile = _profile(job)
     ids = job.identifiers or {}
     if refusal := _supplied_ark_refusal(config, collection, profile):
@@ -82,7 +83,7 @@ def _resolve_ark(
     s: Services, job: JobRecord, profile: Profile, primary: str, local_ids: list[str]
 ) -> str:
     """The job's ARK: supplied, bound to its local id, or newly minted (saved at once)."""
-    collection = job.collection or ""
+    collection = s.store.item_collection(job.configuration)
     for lid in local_ids:
         bound = s.inventory.ark_for_local_id(collection, lid)
         if bound and primary and bound != primary:
@@ -116,11 +117,10 @@ def _save_identifiers(s: Services, job: JobRecord, primary: str, local_ids: list
 
 
 def _profile(job: JobRecord) -> Profile:
-    profile = Profile.objects.filter(name=job_config(job).get("profile")).first()
+    name = profile_of(job_config(job))
+    profile = Profile.objects.filter(name=name).first()
     if profile is None:
-        raise ServiceError(
-            f"profile {job_config(job).get('profile')!r} no longer exists", retryable=False
-        )
+        raise ServiceError(f"profile {name!r} no longer exists", retryable=False)
     return profile
 
 

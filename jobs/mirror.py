@@ -45,6 +45,8 @@ from batches.models import Batch, Collection, Profile
 from merritt_queue import snapshot
 from merritt_queue import tree as t
 from merritt_queue.errors import NotFound
+from merritt_queue.itemkeys import holds_by_collection, profile_of
+from merritt_queue.runtime import ProfileTable
 from merritt_queue.store import BatchRecord, Change, JobRecord, QueueStore
 
 from .models import Job, JobEvent, MirrorState
@@ -173,7 +175,7 @@ def job_values(record: JobRecord) -> dict[str, Any]:
     values = {
         "batch_id": record.bid or None,
         "collection": _text(conf.get("collection")),
-        "profile": _text(conf.get("profile")),
+        "profile": _text(profile_of(conf)),
         "submitter": _text(conf.get("submitter")),
         "status": record.status,
         "last_successful_status": record.last_successful_status or "",
@@ -851,7 +853,9 @@ def sync_collections(holds: dict[str, dict], at: datetime) -> None:
     Who held, why and when come from the hold's lock node when it records them
     and are otherwise left as they are (an admin feature may have set them).
     """
-    names = set(holds) | set(Profile.objects.values_list("collection", flat=True))
+    known = set(Profile.objects.values_list("collection", flat=True))
+    holds = holds_by_collection(holds, ProfileTable(), known)
+    names = set(holds) | known
     with transaction.atomic():
         rows = {c.mnemonic: c for c in Collection.objects.all()}
         new = [Collection(mnemonic=n) for n in sorted(names - set(rows))]

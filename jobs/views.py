@@ -16,8 +16,8 @@ from django_tables2 import RequestConfig
 
 from batches.models import Batch, Collection
 from merritt_queue import runtime
-from merritt_queue.errors import InvalidTransition, NotFound, QueueError
-from merritt_queue.states import JobStatus, resume_target
+from merritt_queue.errors import NotFound, QueueError
+from merritt_queue.states import JobStatus, resume_known, resume_target
 from merritt_queue.tree import is_job_id, parse_timestamp
 
 from .filters import JobFilter
@@ -105,13 +105,12 @@ def job_list(request):
 
 
 def failed_step(job: Job) -> str | None:
-    """The step a Failed job failed in: the successor of its last successful status."""
-    if job.status != JobStatus.FAILED:
+    """The step a Failed job failed in: the successor of its last successful status (None
+    when that status does not say, as after Merritt requeued it)."""
+    last = job.last_successful_status or None
+    if job.status != JobStatus.FAILED or (last is not None and not resume_known(last)):
         return None
-    try:
-        return resume_target(job.last_successful_status or None)
-    except InvalidTransition:
-        return None
+    return resume_target(last)
 
 
 @dataclass(frozen=True)

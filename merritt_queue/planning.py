@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .itemkeys import JOB_ID_KEY, with_both_profile_keys
 from .manifest import Manifest, ManifestRow
 
 SINGLE_TYPES = ("file", "container", "object-manifest")
@@ -86,7 +87,7 @@ def _single_job(submission: dict) -> JobSpec:
     }
     return JobSpec(
         0,
-        _with_primary(_clean(config), submission.get("primary_id")),
+        _merritt_keys(_with_primary(_clean(config), submission.get("primary_id"))),
         _identifiers(submission.get("primary_id"), submission.get("local_id")),
         _metadata(
             submission.get("erc_who"),
@@ -115,7 +116,7 @@ def _row_job(submission: dict, i: int, row: ManifestRow, payload_type: str) -> J
     when = row.date or submission.get("erc_when")
     return JobSpec(
         i,
-        _with_primary(_clean(config), row.primary_id),
+        _merritt_keys(_with_primary(_clean(config), row.primary_id)),
         _identifiers(row.primary_id, row.local_id),
         _metadata(who, what, when, submission.get("erc_where")),
     )
@@ -127,6 +128,12 @@ def _with_primary(config: dict, primary: str | None) -> dict:
     saved in ``identifiers`` on an earlier run, and a job planned before this key existed
     (or by Merritt) from one with no ARK given."""
     return config | {"primary_id": primary or ""}
+
+
+def _merritt_keys(config: dict) -> dict:
+    """MerrittZK's names beside ours: ``profile_name`` (its ``profileName()``) and
+    ``jobID`` (its ``jid()``), left empty here for the store to fill with the jid it takes."""
+    return with_both_profile_keys(config) | {JOB_ID_KEY: ""}
 
 
 def _identifiers(primary: str | None, local: str | None) -> dict | None:

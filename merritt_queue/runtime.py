@@ -52,6 +52,7 @@ def get_store(*, init: bool = True, connected_within: float | None = None) -> Qu
                 f"{connected_within:g} s"
             )
         store = QueueStore(client)
+        store.profiles = ProfileTable()
         if getattr(settings, "MQ_MIRROR_WRITE_THROUGH", True):
             store.listeners.append(_mirror_listener(store))
         if init and client is not _initialised.get(config):
@@ -59,6 +60,21 @@ def get_store(*, init: bool = True, connected_within: float | None = None) -> Qu
             store.init()
             _initialised[config] = client
     return store
+
+
+class ProfileTable:
+    """The ``Profiles`` of the core (``itemkeys``), read from the profile table at each call:
+    a profile added or moved takes effect at once."""
+
+    def collection_of(self, profile: str) -> str | None:
+        from batches.models import Profile  # here: the core modules never import Django apps
+
+        return Profile.objects.filter(name=profile).values_list("collection", flat=True).first()
+
+    def profiles_of(self, collection: str) -> list[str]:
+        from batches.models import Profile
+
+        return sorted(Profile.objects.filter(collection=collection).values_list("name", flat=True))
 
 
 def _mirror_listener(store: QueueStore):

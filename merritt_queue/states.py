@@ -166,16 +166,45 @@ def next_last_successful(old: str, new: str, last_successful: str | None) -> str
     return old
 
 
+# The last successful statuses that say how far a failed job got, and the step it
+# restarts at after each (Held: it failed while Pending).
+RESUMES_AFTER = {
+    last: step for last, step in JOB.success.items() if step in (J.PENDING, *JOB_STEPS)
+}
+
+
+def resume_known(last_successful: str | None) -> bool:
+    """Whether ``last_successful_status`` says which step a failed job can restart at.
+
+    MerrittZK writes the status a job left on any move (``Failed`` after a requeue) and
+    other tools may write anything; such a value does not say how far the job got.
+    """
+    return last_successful in RESUMES_AFTER
+
+
 def resume_target(last_successful: str | None) -> str:
-    """Where a failed job restarts by default: the step after its last successful one."""
-    if last_successful is None:
-        return J.PENDING
-    return JOB.success_of(last_successful)
+    """Where a failed job restarts by default: the step after its last successful one,
+    or Pending when that is unknown."""
+    return RESUMES_AFTER.get(last_successful or "", J.PENDING)
 
 
 def resume_choices(last_successful: str | None) -> tuple[str, ...]:
-    """States a failed job may be resumed to: its default target or any earlier step."""
+    """States a failed job may be resumed to: its default target or any earlier step.
+
+    The run (``QueueStore.resume_step``) and the confirmation page both ask this, so the
+    page offers exactly what the run accepts.
+    """
     target = resume_target(last_successful)
-    if target in (J.PENDING, J.HELD):
+    if target == J.PENDING:
         return (J.PENDING,)
     return (J.PENDING, *JOB_STEPS[: JOB_STEPS.index(target) + 1])
+
+
+def resume_note(last_successful: str | None) -> str:
+    """Why a job restarts from Pending although it has a last successful status ("" if not)."""
+    if not last_successful or resume_known(last_successful):
+        return ""
+    return (
+        f"its last successful status is {last_successful!r}, which does not say how far it "
+        "got (Merritt records the status a job left), so it can only restart from Pending"
+    )

@@ -21,6 +21,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
@@ -50,6 +51,7 @@ from .errors import (
     NotRemovable,
     QueueError,
 )
+from .itemkeys import NoProfiles, Profiles, collection_of, profile_of, with_job_id
 from .pauseflag import pause_flag
 from .records import (
     DEFAULT_PRIORITY,
@@ -73,6 +75,7 @@ from .states import (
     batch_dir_for,
     next_last_successful,
     resume_choices,
+    resume_note,
     resume_target,
 )
 
@@ -135,6 +138,9 @@ class QueueStore:
         # writes them mid-step, and the record its commit returns (and tells the
         # listeners) must carry them, not the values read before the step.
         self._data_written: dict[str, dict[str, Any]] = {}
+        # Which collection a profile ingests into: Merritt's items name only a profile,
+        # and Merritt holds a collection by its profiles' names (``runtime`` sets it).
+        self.profiles: Profiles = NoProfiles()
 
     def _changed(
         self, kind: str, item_id: str, old_status, record=None, removed=False, data=None
@@ -572,8 +578,7 @@ class QueueStore:
         batch = self._reread_locked(bid, BatchStatus.PENDING)
         if batch is None:
             return None
-        if batch.collection and self.collection_held(batch.collection):
-            msg = f"collection {batch.collection} is on hold"
+        if msg := self.item_hold(batch.submission):
             self.transition_batch(batch, BatchStatus.HELD, msg, release_lock=True)
             return None
         return batch
@@ -780,6 +785,7 @@ class QueueStore:
         self._check_new_job(bid, new)
         self._require_batch(bid)
         jid = self._create_sequential(f"{t.JOBS}/{t.JOB_PREFIX}")
+        new = replace(new, configuration=with_job_id(new.configuration, jid))
         status = t.job_status_record(JobStatus.PENDING)
         try:
             self._commit(
@@ -816,6 +822,10 @@ class QueueStore:
             self.stats["round_trips"] += 1
             self.stats["writes"] += len(chunk)
             jids = [posixpath.basename(pending.get()) for pending in ids]
+            chunk = [
+                replace(new, configuration=with_job_id(new.configuration, jid))
+                for jid, new in zip(jids, chunk, strict=True)
+            ]
             statuses = [t.job_status_record(JobStatus.PENDING) for _ in chunk]
             results = self._commit_many(
                 [
@@ -1388,9 +1398,12 @@ class QueueStore:
         target = to or resume_target(job.last_successful_status)
         allowed = resume_choices(job.last_successful_status)
         if target not in allowed:
+            why = resume_note(job.last_successful_status) or (
+                f"its last successful step was {job.last_successful_status or 'none'}"
+            )
             raise InvalidTransition(
-                f"job {job.jid}: cannot resume at {target}; its last successful step was "
-                f"{job.last_successful_status or 'none'}, so it may resume at {', '.join(allowed)}"
+                f"job {job.jid}: cannot resume at {target}; {why}, so it may resume at "
+                f"{', '.join(allowed)}"
             )
         return target
 
@@ -1501,49 +1514,90 @@ class QueueStore:
         return bool(self._exists(t.LOCK_QUEUE_INGEST))
 
     def hold_collection(self, mnemonic: str, *, by: str = "", reason: str = "") -> bool:
-        """Hold a collection; who and why ride in the lock node's data (MerrittZK ignores it)."""
+        """Hold a collection under its own name and under each of its profiles' names, the
+        lock Merritt's ingest checks; who and why ride in each node's data (MerrittZK
+        ignores it)."""
         data = t.encode_json({"by": by, "reason": reason, "at": t.now()}) if by or reason else b""
-        changed = self._persistent_flag(t.collection_lock(mnemonic), True, data)
+        changed = False
+        for name in self._hold_names(mnemonic):
+            changed = self._persistent_flag(t.collection_lock(name), True, data) or changed
         self._changed("collection", mnemonic, None)
         return changed
 
     def collection_hold(self, mnemonic: str) -> dict | None:
-        """Who held a collection, why and when ({} when not recorded); None when not held."""
-        got = self._get_many([t.collection_lock(mnemonic)])[t.collection_lock(mnemonic)]
-        if got is None:
-            return None
-        try:
-            return t.decode_json(got[0]) or {}
-        except ValueError:  # written by another tool: held, details unknown
-            return {}
+        """Who held a collection, why and when ({} when not recorded); None when not held.
+
+        A hold Merritt wrote under one of the collection's profiles counts.
+        """
+        paths = [t.collection_lock(name) for name in self._hold_names(mnemonic)]
+        got = self._get_many(paths)
+        for path in paths:
+            if got[path] is None:
+                continue
+            try:
+                return t.decode_json(got[path][0]) or {}
+            except ValueError:  # written by another tool: held, details unknown
+                return {}
+        return None
 
     def release_collection(self, mnemonic: str) -> bool:
-        changed = self._persistent_flag(t.collection_lock(mnemonic), False)
+        """Release the collection's hold under every name it may have (ours or Merritt's)."""
+        changed = False
+        for name in self._hold_names(mnemonic):
+            changed = self._persistent_flag(t.collection_lock(name), False) or changed
         self._changed("collection", mnemonic, None)
         return changed
 
     def collection_held(self, mnemonic: str) -> bool:
-        return bool(self._exists(t.collection_lock(mnemonic)))
+        return self.collection_hold(mnemonic) is not None
+
+    def _hold_names(self, mnemonic: str) -> list[str]:
+        """The lock names a hold of ``mnemonic`` is written under: ours, then Merritt's."""
+        return [mnemonic, *(p for p in self.profiles.profiles_of(mnemonic) if p != mnemonic)]
+
+    def item_hold(self, data: dict | None) -> str | None:
+        """Why a job or batch (its configuration or submission) is held by a collection
+        hold, in words for its message; None when it is not."""
+        collection = collection_of(data, self.profiles)
+        if collection and self.collection_held(collection):
+            return f"collection {collection} is on hold"
+        profile = profile_of(data)
+        if profile and profile != collection and self._exists(t.collection_lock(profile)):
+            return f"profile {profile} is on hold (a collection hold set in Merritt)"
+        return None
+
+    def item_collection(self, data: dict | None) -> str:
+        """The collection of a job or batch written by either side ("" when unknown)."""
+        return collection_of(data, self.profiles)
 
     def held_collections(self) -> list[str]:
         return sorted(self._children(t.LOCK_COLLECTIONS))
 
     def release_collection_items(self, mnemonic: str, message: str = "") -> ReleaseResult:
-        """Release every held job and batch of a collection (each version-checked)."""
+        """Release every held job and batch of a collection (each version-checked), whichever
+        side wrote it: an item names its collection, or only its profile (Merritt's)."""
         result = ReleaseResult()
         for _, jid in self.jobs_in_state(JobStatus.HELD):
-            self._release_one(result, jid, mnemonic, message, self.get_job, self.release_job)
+            self._release_one(
+                result, jid, mnemonic, message, self._job_collection, self.release_job
+            )
         for bid, st in self.batch_statuses().items():
             if st.get("status") == BatchStatus.HELD:
                 self._release_one(
-                    result, bid, mnemonic, message, self.get_batch, self.release_batch
+                    result, bid, mnemonic, message, self._batch_collection, self.release_batch
                 )
         return result
 
+    def _job_collection(self, jid: str) -> str:
+        return self.item_collection(self.get_job(jid).configuration)
+
+    def _batch_collection(self, bid: str) -> str:
+        return self.item_collection(self.get_batch(bid).submission)
+
     @staticmethod
-    def _release_one(result, item_id, mnemonic, message, load, release) -> None:
+    def _release_one(result, item_id, mnemonic, message, collection, release) -> None:
         try:
-            if load(item_id).collection != mnemonic:
+            if collection(item_id) != mnemonic:
                 return
             release(item_id, message)
             result.released.append(item_id)

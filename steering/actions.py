@@ -27,7 +27,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count
 from django.utils import timezone
 
-from batches.models import mnemonic_problem
+from batches.models import Profile, mnemonic_problem
 from jobs.models import Job
 from merritt_queue.errors import ChangedUnderYou, QueueError
 from merritt_queue.runtime import get_store
@@ -356,6 +356,20 @@ def _extra_note(action: Action, t: Target) -> str:
     return action.warning
 
 
+def resume_offer(job) -> list[str]:
+    """The steps a resume of ``job`` (anything with jid, status, last_successful_status)
+    may restart at: the run's own check (``QueueStore.resume_step``) asked of each step, so
+    a confirmation page built from it offers exactly what the run will accept."""
+    offered = []
+    for step in (J.PENDING, *JOB_STEPS):
+        try:
+            QueueStore.resume_step(job, step)
+        except QueueError:
+            continue
+        offered.append(step)
+    return offered
+
+
 def steps_again(last_successful: str | None, step: str | None = None) -> list[str]:
     """The steps a resumed job runs again, from where it restarts to the end."""
     start = step or resume_target(last_successful)
@@ -453,11 +467,12 @@ def _move_chunk(store, action, record, chunk, scope, note) -> None:
     ids = [item_id for item_id, _ in chunk]
     shown = dict(chunk)
     rows = Job.objects.filter(jid__in=ids).values_list(
-        "jid", "collection", "status_version", "batch_id", "priority"
+        "jid", "collection", "profile", "status_version", "batch_id", "priority"
     )
+    by_profile = dict(Profile.objects.values_list("name", "collection"))
     collections, known = {}, {}
-    for jid, collection, version, bid, priority in rows:
-        collections[jid] = collection
+    for jid, collection, profile, version, bid, priority in rows:
+        collections[jid] = collection or by_profile.get(profile, "")
         if version == shown[jid]:  # the row the page showed: its batch and priority hold
             known[jid] = (version, bid, priority)
     heads = store.job_heads(ids, known)
@@ -470,7 +485,7 @@ def _move_chunk(store, action, record, chunk, scope, note) -> None:
             if isinstance(job, QueueError):
                 raise job
             if item_id not in collections:  # not mirrored yet: read its configuration
-                collections[item_id] = store.get_job(item_id).collection or ""
+                collections[item_id] = store.item_collection(store.get_job(item_id).configuration)
             before = Target(
                 item_id, job.status, job.status_version, collections[item_id], job.locked
             )
@@ -548,6 +563,14 @@ def _load(store: QueueStore, action: Action, item_id: str):
     return item_id
 
 
+def _collection_of(store: QueueStore, item) -> str:
+    """A job's or batch's collection, also when Merritt wrote it (it names only a profile)."""
+    if isinstance(item, str):  # a collection or the queue
+        return ""
+    data = getattr(item, "configuration", None) or getattr(item, "submission", None)
+    return store.item_collection(data)
+
+
 def _recheck(row, action: Action, before: Target, version, scope) -> None:
     """Record the item as read now; ``ChangedUnderYou`` unless it is as shown and the action
     still applies to it."""
@@ -571,7 +594,7 @@ def _one(store, action, record, item_id, version, scope, params, note) -> None:
             item_id,
             getattr(item, "status", ""),
             getattr(item, "status_version", None),
-            getattr(item, "collection", None) or "",
+            _collection_of(store, item),
             getattr(item, "locked", False),
         )
         _recheck(row, action, before, version, scope)

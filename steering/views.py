@@ -34,11 +34,10 @@ from django.views.decorators.http import require_GET, require_POST
 from redis.exceptions import RedisError
 
 from batches.filters import BatchFilter
-from batches.models import Batch
+from batches.models import Batch, Profile
 from jobs.filters import JobFilter
 from jobs.models import Job
-from merritt_queue.errors import InvalidTransition
-from merritt_queue.states import resume_choices
+from merritt_queue.states import resume_note, resume_target
 
 from . import tasks
 from .actions import (
@@ -49,6 +48,7 @@ from .actions import (
     execute,
     plan,
     refusal,
+    resume_offer,
     run_items,
     start,
     steps_again,
@@ -111,7 +111,8 @@ def select(request, action: Action) -> Selection:
         ids = _ids(request)
         return Selection([Target(m) for m in ids], [], len(ids), False, "")
     model, key, filter_class = MIRROR[action.scope]
-    fields = (key, "status", "status_version", "collection", "locked")
+    fields = (key, "status", "status_version", "collection", "locked", "profile")
+    collections = _profile_collections()
     if request.GET.get("all") == "1":
         query = _filter_query(request)
         filterset = filter_class(QueryDict(query), queryset=model.objects.all())
@@ -121,15 +122,26 @@ def select(request, action: Action) -> Selection:
         total = rows.count()
         if total > MAX_ITEMS:
             return Selection([], [], total, True, query, too_many=True)
-        targets = [Target(r[0], r[1], r[2], r[3] or "", r[4]) for r in rows]
+        targets = [_target(r, collections) for r in rows]
         return Selection(targets, [], total, True, query)
     ids = _ids(request)
     found = {
-        r[0]: Target(r[0], r[1], r[2], r[3] or "", r[4])
+        r[0]: _target(r, collections)
         for r in model.objects.filter(**{f"{key}__in": ids}).values_list(*fields)
     }
     missing = [i for i in ids if i not in found]
     return Selection([found[i] for i in ids if i in found], missing, len(ids), False, "")
+
+
+def _profile_collections() -> dict[str, str]:
+    return dict(Profile.objects.values_list("name", "collection"))
+
+
+def _target(row, collections: dict[str, str]) -> Target:
+    """An item of the mirror; one Merritt wrote names only its profile, whose collection
+    it belongs to (for scoping and the page's collection column)."""
+    jid, status, version, collection, locked, profile = row
+    return Target(jid, status, version, collection or collections.get(profile, ""), locked)
 
 
 # --- the confirmation page ---------------------------------------------------------------
@@ -146,37 +158,51 @@ def _refused(request, action: Action, why: str):
     return render(request, "steering/refused.html", {"action": action, "why": why}, status=403)
 
 
-def _resume_options(action: Action, items: list[PlanItem]) -> list[dict]:
-    """For resuming one Failed job: the steps it may restart at, and what runs again."""
-    applying = [p for p in items if p.applies]
-    if action.name != "job.resume" or len(applying) != 1:
-        return []
-    last = (
-        Job.objects.filter(jid=applying[0].target.id)
-        .values_list("last_successful_status", flat=True)
-        .first()
-    ) or None
-    try:
-        choices = resume_choices(last)
-    except InvalidTransition:
-        return []
-    default = choices[-1]
-    return [{"step": s, "again": steps_again(last, s), "default": s == default} for s in choices]
+@dataclass(frozen=True)
+class _Failed:
+    """A Failed job as the mirror shows it, in the shape ``QueueStore.resume_step`` reads."""
+
+    jid: str
+    status: str
+    last_successful_status: str | None
 
 
-def _again(action: Action, items: list[PlanItem]) -> dict[str, list[str]]:
-    """For a resume: which steps each job runs again when restarted where it failed."""
+def _resume_plan(action: Action, items: list[PlanItem]) -> tuple[list[PlanItem], dict, list]:
+    """For a resume: each item judged by the run's own check, what each job runs again, and
+    (for one job) the steps it may restart at; other actions pass through unchanged."""
     if action.name != "job.resume":
-        return {}
+        return items, {}, []
     ids = [p.target.id for p in items if p.applies]
-    last = dict(Job.objects.filter(jid__in=ids).values_list("jid", "last_successful_status"))
-    out = {}
-    for jid in ids:
-        try:
-            out[jid] = steps_again(last.get(jid) or None)
-        except InvalidTransition:
-            out[jid] = []
-    return out
+    rows = Job.objects.filter(jid__in=ids).values_list("jid", "status", "last_successful_status")
+    jobs = {jid: _Failed(jid, status, last or None) for jid, status, last in rows}
+    judged, again, offers = [], {}, {}
+    for p in items:
+        job = jobs.get(p.target.id)
+        if not p.applies or job is None:
+            judged.append(p)
+            continue
+        offers[job.jid] = resume_offer(job)
+        if not offers[job.jid]:
+            judged.append(PlanItem(p.target, False, "the queue would refuse to resume it"))
+            continue
+        note = resume_note(job.last_successful_status)
+        judged.append(PlanItem(p.target, True, note or p.why))
+        again[job.jid] = steps_again(job.last_successful_status)
+    options = []
+    applying = [p.target.id for p in judged if p.applies]
+    if len(applying) == 1:
+        job = jobs[applying[0]]
+        default = resume_target(job.last_successful_status)
+        options = [
+            {
+                "step": s,
+                "again": steps_again(job.last_successful_status, s),
+                "default": s == default,
+                "where_failed": s == default and not resume_note(job.last_successful_status),
+            }
+            for s in offers[job.jid]
+        ]
+    return judged, again, options
 
 
 def confirmation(request, action: Action, *, error: str = "", reason: str = "", status=200):
@@ -188,8 +214,8 @@ def confirmation(request, action: Action, *, error: str = "", reason: str = "", 
     items += [
         PlanItem(Target(i), False, "not in the mirror (unknown id)") for i in selection.missing
     ]
+    items, again, options = _resume_plan(action, items)
     applying = [p for p in items if p.applies]
-    options = _resume_options(action, items)
     token = uuid.uuid4().hex
     payload = signing.dumps(
         {
@@ -204,7 +230,6 @@ def confirmation(request, action: Action, *, error: str = "", reason: str = "", 
         salt=SALT,
         compress=True,
     )
-    again = _again(action, items)
     rows = [{"plan": p, "again": again.get(p.target.id)} for p in items[:SHOWN]]
     context = {
         "action": action,
