@@ -49,14 +49,28 @@ JOB_NEXT = {
     "Storing": {"Failed", "Recording"},
     "Recording": {"Failed", "Notify"},
     "Notify": {"Failed", "Completed"},
-    "Failed": {"Pending", "Estimating", "Provisioning", "Downloading", "Processing",
-               "Storing", "Recording", "Notify", "Deleted"},
+    "Failed": {
+        "Pending",
+        "Estimating",
+        "Provisioning",
+        "Downloading",
+        "Processing",
+        "Storing",
+        "Recording",
+        "Notify",
+        "Deleted",
+    },
     "Completed": {"Deleted"},
     "Deleted": set(),
 }
 JOB_SUCCESS = {
-    "Estimating": "Provisioning", "Provisioning": "Downloading", "Downloading": "Processing",
-    "Processing": "Storing", "Storing": "Recording", "Recording": "Notify", "Notify": "Completed",
+    "Estimating": "Provisioning",
+    "Provisioning": "Downloading",
+    "Downloading": "Processing",
+    "Processing": "Storing",
+    "Storing": "Recording",
+    "Recording": "Notify",
+    "Notify": "Completed",
 }
 
 
