@@ -281,6 +281,24 @@ def test_batch_delete_is_refused_while_a_job_is_still_processing(queue, people):
     assert queue.get_batch(bid).status == "Held"
 
 
+def test_a_job_of_a_deleted_batch_is_not_resumed(queue, people):
+    """Back in a working state it would recreate the Deleted batch's batch-processing, on
+    which MerrittZK's reporting throws (issue 13)."""
+    bid = new_batch(queue)
+    failed = queue.create_job(bid, {"collection": "demo"})
+    queue.transition_job(failed, "Failed", "x")
+    queue.hold_batch(bid)
+    queue.delete_batch(bid)  # the store's own delete leaves the Failed job as it is
+    version = queue.get_job(failed).status_version
+    record = execute(
+        people["operator"], ACTIONS["job.resume"], [(failed, version)], "again", token="rd"
+    )
+    item = record.items.get()
+    assert item.result == "failed" and "is Deleted" in item.detail, item.detail
+    assert queue.get_job(failed).status == "Failed"
+    assert not queue.client.exists(f"/batches/{bid}/states/batch-processing")
+
+
 def test_collection_and_queue_actions(queue, people):
     admin = people["administrator"]
     execute(admin, ACTIONS["collection.hold"], [("demo", None)], "audit", token="c1")
