@@ -22,6 +22,7 @@ from merritt_queue.errors import ChangedUnderYou, InvalidData, LockLost
 from merritt_queue.manifest import ManifestError, parse_manifest
 from merritt_queue.planning import MANIFEST_KIND, batch_priority, manifest_kind_problem, plan_jobs
 from merritt_queue.services.errors import ServiceError
+from merritt_queue.sides import NONE, runs_batch
 from merritt_queue.states import BatchStatus
 from merritt_queue.store import BatchRecord, NewJob
 from merritt_queue.uploads import remove_upload
@@ -31,15 +32,23 @@ from .models import Profile
 
 log = logging.getLogger(__name__)
 
+# What a handler returns for a batch our workers leave to Merritt's own ingest.
+MERRITT = "merritt"
+
 
 def run_pending(s: Services, bid: str) -> str:
     """Create the jobs of a Pending batch; what happened, in a word."""
     store = s.store
+    if settings.MQ_WORKERS == NONE:
+        return "refused"
     if store.queue_paused():
         return "paused"
     batch = store.begin_batch(bid)
     if batch is None:
         return "skipped"
+    if not runs_batch(settings.MQ_WORKERS, batch.submission):
+        store.unlock_batch(batch)  # Merritt's ingest takes it: left as it was
+        return MERRITT
     try:
         message = create_jobs(s, batch)
     except (LockLost, ChangedUnderYou) as e:
@@ -114,14 +123,21 @@ def _fail_unplanned(s: Services, batch: BatchRecord, message: str) -> None:
 
 
 def run_report(s: Services, bid: str, status: str) -> str:
-    """Report a batch whose jobs are all finished, then Completed or Failed."""
+    """Report a batch whose jobs are all finished, then Completed or Failed.
+
+    Finished means ``batch-processing`` exists and is empty, checked under the lock, in
+    every reporting status: Merritt's ingest sets Reporting as soon as it has created the
+    jobs, and MerrittZK too reports only once the last job has left."""
     store = s.store
+    if settings.MQ_WORKERS == NONE:
+        return "refused"
     batch = store.lock_batch(bid)
     if batch is None:
         return "skipped"
-    if batch.status != status or (
-        status != BatchStatus.REPORTING and not store.batch_is_finished(bid)
-    ):
+    if not runs_batch(settings.MQ_WORKERS, batch.submission):
+        store.unlock_batch(batch)
+        return MERRITT
+    if batch.status != status or not store.batch_is_finished(bid):
         store.unlock_batch(batch)
         return "not ready"
     try:

@@ -31,6 +31,7 @@ from merritt_queue.digest import check_digest_format, normalise_algorithm
 from merritt_queue.planning import SINGLE_TYPES, SUBMISSION_TYPES
 from merritt_queue.runtime import get_store
 from merritt_queue.services.netpolicy import userinfo_of
+from merritt_queue.sides import CREATED_BY, CREATED_BY_KEY, NONE
 from merritt_queue.uploads import uploads_root
 
 from . import rights
@@ -71,6 +72,10 @@ class SubmissionError(ValueError):
 
 
 READ_ONLY_PROBLEM = "the queue is in read-only mode (READ_ONLY): nothing can be submitted"
+NO_WORKERS_PROBLEM = (
+    "this queue runs no ingest workers (MQ_WORKERS=none): nothing would ingest a new "
+    "submission here. Submit through Merritt's own ingest, or ask the administrators."
+)
 
 
 @dataclass(frozen=True)
@@ -99,6 +104,8 @@ def submit(
     """
     if settings.READ_ONLY:
         raise SubmissionError([READ_ONLY_PROBLEM], status=503)
+    if settings.MQ_WORKERS == NONE:
+        raise SubmissionError([NO_WORKERS_PROBLEM], status=503)
     if by is not None:
         data, problems = _as_user(data, by)
         if problems:
@@ -128,8 +135,10 @@ def submit(
             _check_owner(store, existing, clean, by)
             return SubmitResult(existing, True, clean["batchID"])
     saved = _save_upload(upload, clean) if upload else None
+    # Marked, and created with ``states``: MerrittZK never takes it, our ``own`` workers do.
+    clean[CREATED_BY_KEY] = CREATED_BY
     try:
-        created = store.create_batch(clean)
+        created = store.create_batch(clean, reserved=True)
     except Exception:
         _remove_upload(saved)
         raise

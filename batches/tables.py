@@ -6,11 +6,13 @@ from datetime import timedelta
 
 import django_tables2 as tables
 from django.utils import timezone
+from django.utils.html import format_html
 
 from jobs.tables import PageTable, batch_link, select_box, status_badge, truncated, when
 from merritt_queue.states import JobStatus
 
 from .models import Batch
+from .templatetags.merritt_sides import merritt_batch_label
 
 BATCH_LIST_FIELDS = (
     "bid",
@@ -22,6 +24,7 @@ BATCH_LIST_FIELDS = (
     "submitted",
     "status",
     "job_counts",
+    "submission",  # for the "Merritt ingest" label
 )
 _STATUS_ORDER = {s.value: i for i, s in enumerate(JobStatus)}
 
@@ -78,8 +81,10 @@ class BatchTable(PageTable):
     def render_submitted(self, value):
         return when(value)
 
-    def render_status(self, value):
-        return status_badge(value)
+    def render_status(self, value, record):
+        return format_html(
+            "{} {}", status_badge(value), merritt_batch_label(getattr(record, "submission", None))
+        )
 
     def render_job_counts(self, value):
         return job_counts_text(value)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from django.db import close_old_connections
+from rq import get_current_job
 
 from jobs.services import get_services
+from merritt_queue.dispatcher import LEAVE_SECONDS, defer, rq_job_id
 
 from . import handlers
 
@@ -12,7 +14,7 @@ from . import handlers
 def run_batch_pending(bid: str, status: str = "Pending") -> str:
     close_old_connections()
     try:
-        return handlers.run_pending(get_services(), bid)
+        return _left(handlers.run_pending(get_services(), bid), bid, status)
     finally:
         close_old_connections()
 
@@ -20,6 +22,14 @@ def run_batch_pending(bid: str, status: str = "Pending") -> str:
 def run_batch_report(bid: str, status: str) -> str:
     close_old_connections()
     try:
-        return handlers.run_report(get_services(), bid, status)
+        return _left(handlers.run_report(get_services(), bid, status), bid, status)
     finally:
         close_old_connections()
+
+
+def _left(result: str, bid: str, status: str) -> str:
+    """Keep the sweep from enqueueing again a batch left to Merritt's ingest."""
+    current = get_current_job()
+    if result == handlers.MERRITT and current is not None:
+        defer(current.connection, rq_job_id("batch", bid, status), LEAVE_SECONDS)
+    return result

@@ -8,6 +8,7 @@ from rq import Worker, get_current_job
 
 from merritt_queue.dispatcher import defer, job_queue_name, rq_job_id
 from merritt_queue.runner import ChainPolicy, StepResult, run_job_steps
+from merritt_queue.sides import NONE
 
 from .handlers import handlers
 from .services import get_services
@@ -19,6 +20,8 @@ _served: dict[str, frozenset[str]] = {}
 
 def run_job_step(jid: str, status: str) -> str:
     """Run the job's step, and its next ones while this worker serves their queues."""
+    if settings.MQ_WORKERS == NONE:  # this site runs no ingest: a stray RQ job does nothing
+        return "refused"
     close_old_connections()
     try:
         services = get_services()

@@ -9,6 +9,7 @@ from django.conf import settings
 from django.core import checks
 
 from .env import DEV_SECRET_KEY
+from .sides import mode_problem
 
 TAG = "merritt_queue"
 
@@ -285,6 +286,21 @@ def check_secret_key(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     ]
 
 
+def check_workers(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    problem = mode_problem(settings.MQ_WORKERS)
+    if problem is None:
+        return []
+    return [
+        checks.Error(
+            problem,
+            hint="Set MQ_WORKERS to none to start beside Merritt's own ingest, own once this "
+            "project's workers should run the batches submitted here, all when no Merritt "
+            "ingest uses the ensemble.",
+            id="mq.E031",
+        )
+    ]
+
+
 ALL_CHECKS = [
     check_zk_hosts,
     check_zk_chroot,
@@ -301,6 +317,7 @@ ALL_CHECKS = [
     check_container_paths,
     check_capacity,
     check_download_limits,
+    check_workers,
 ]
 
 

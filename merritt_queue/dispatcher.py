@@ -11,6 +11,8 @@ Guarantees:
   next sweep enqueues everything again from ZooKeeper.
 - While ``/locks/queue/ingest`` exists nothing new is enqueued; steps already
   running finish.
+- Only what this site's workers may run (``sides``, the ``workers`` mode): a batch or job
+  left to Merritt's own ingest is never enqueued; in mode ``none`` nothing is.
 - Priority: each state queue is filled in ``PP-JID`` order and only a few
   items ahead, so a later high-priority job is not stuck behind a backlog. New
   work (Pending) is shared: within a priority, batches take turns (``fairness``).
@@ -38,6 +40,7 @@ from rq.job import JobStatus as RQStatus
 from . import tree as t
 from .fairness import Turns
 from .pauseflag import pause_flag
+from .sides import ALL, NONE, runs_batch, runs_job
 from .states import BatchStatus, JobStatus
 from .store import QueueStore
 
@@ -62,6 +65,11 @@ BATCH_PENDING_TASK = "batches.tasks.run_batch_pending"
 BATCH_REPORT_TASK = "batches.tasks.run_batch_report"
 # Batches the reporting task picks up: the ones whose jobs are all finished.
 REPORT_STATES = (BatchStatus.PROCESSING, BatchStatus.REPORTING, BatchStatus.UPDATE_REPORTING)
+_ACTIVE = {BatchStatus.PENDING, *REPORT_STATES}
+# How long a batch a handler found to be Merritt's is left alone by the sweep.
+LEAVE_SECONDS = 3600.0
+# The decisions ``_runnable`` remembers, at most: forgotten all at once beyond that.
+RUNS_CACHE_MAX = 200_000
 _QUEUED = {RQStatus.QUEUED, RQStatus.SCHEDULED, RQStatus.DEFERRED, RQStatus.CREATED}
 
 
@@ -117,6 +125,7 @@ class DispatcherConfig:
     settle: float = 0.25
     job_timeout: int = 3600
     failure_ttl: int = 86400
+    workers: str = ALL  # what this site's workers take: sides.WORKER_MODES
 
 
 class Dispatcher:
@@ -140,6 +149,8 @@ class Dispatcher:
         # Per state: the look-ahead now, and whether the last sweep left work behind.
         self._ahead = dict.fromkeys(JOB_WORK_STATES, self.config.ahead)
         self._backlog = dict.fromkeys(JOB_WORK_STATES, False)
+        # Whether our workers may run each item (``sides``); an item's data never changes.
+        self._runs: dict[str, bool] = {}
         self.enqueued = 0
 
     # --- watches: callbacks only mark what changed and wake the loop ----------
@@ -193,7 +204,7 @@ class Dispatcher:
 
     def sweep(self) -> int:
         """Enqueue everything that has work; the number of RQ jobs enqueued."""
-        if self._paused():
+        if self.config.workers == NONE or self._paused():
             return 0
         count = sum(self.sweep_job_state(s) for s in JOB_WORK_STATES)
         return count + self.sweep_batches()
@@ -205,7 +216,7 @@ class Dispatcher:
             return 0
         if "all" in dirty:
             return self.sweep()
-        if self._paused():
+        if self.config.workers == NONE or self._paused():
             return 0
         count = sum(self.sweep_job_state(w[4:]) for w in dirty if w.startswith("job:"))
         if "batches" in dirty:
@@ -242,6 +253,7 @@ class Dispatcher:
         for chunk in _chunks(entries, budget + 8):
             locks = self._locked(t.job_node(jid, "lock") for jid, _ in chunk)
             free = [e for e, locked in zip(chunk, locks, strict=True) if not locked]
+            free = self._runnable("job", free)
             for (jid, job_id), waiting in zip(
                 free, self._deferred(j for _, j in free), strict=True
             ):
@@ -269,6 +281,22 @@ class Dispatcher:
         self._batch_of = {jid: known[jid] for jid in jids}
         return self._turns.order(listed, self._batch_of, handed)
 
+    def _runnable(self, kind: str, entries: list) -> list:
+        """The entries (id first) our workers may run; each item's data is read once."""
+        ids = [e[0] if isinstance(e, tuple) else e for e in entries]
+        missing = [i for i in ids if i not in self._runs]
+        if missing:
+            if len(self._runs) > RUNS_CACHE_MAX:
+                self._runs = {}
+            mode = self.config.workers
+            if kind == "job":
+                data = self.store.job_node_values(missing, "configuration")
+                self._runs.update({i: runs_job(mode, d) for i, d in data.items()})
+            else:
+                data = self.store.batch_submissions(missing)
+                self._runs.update({i: runs_batch(mode, d) for i, d in data.items()})
+        return [e for e, i in zip(entries, ids, strict=True) if self._runs.get(i, False)]
+
     def _look_ahead(self, status: str, queued: int) -> int:
         """How many RQ jobs of ``status`` may wait now.
 
@@ -294,16 +322,16 @@ class Dispatcher:
 
         The reads arm one-shot watches, so a batch is looked at again the moment it moves
         on: a Pending batch's status node (it becomes Processing once turned into jobs),
-        and a Processing batch's directory of jobs still processing (its last job leaving
-        it makes the batch ready to report). Either marks that batch alone.
+        and the directory of jobs still processing of a batch in a reporting status (its
+        last job leaving it makes the batch ready to report). Either marks that batch alone.
+        Reporting is no exception: Merritt's ingest sets it while the jobs still run.
         """
         statuses = self.store.batch_statuses(bids)
         wanted = {b: st.get("status") for b, st in statuses.items()}
+        ours = set(self._runnable("batch", [b for b, s in wanted.items() if s in _ACTIVE]))
+        wanted = {b: s for b, s in wanted.items() if b in ours}
         pending = [b for b, s in wanted.items() if s == BatchStatus.PENDING]
-        # Processing, UpdateReporting: ready to report once no job is left processing.
-        waiting = [
-            b for b, s in wanted.items() if s in REPORT_STATES and s != BatchStatus.REPORTING
-        ]
+        waiting = [b for b, s in wanted.items() if s in REPORT_STATES]
         if bids is None:  # forget the watchers of batches no longer in flight
             live = set(pending + waiting)
             self._batch_watchers = {b: w for b, w in self._batch_watchers.items() if b in live}
@@ -313,7 +341,6 @@ class Dispatcher:
             dirs.values(), watches={path: self._batch_watcher(b) for b, path in dirs.items()}
         )
         candidates = pending + [b for b in waiting if jobs_left[dirs[b]] == []]
-        candidates += [b for b, s in wanted.items() if s == BatchStatus.REPORTING]
         return self._enqueue_batches(sorted(candidates), wanted)
 
     def _enqueue_batches(self, bids: list[str], status_of: dict[str, str]) -> int:

@@ -38,6 +38,7 @@ INHERITED = (
     "response_type",
     "notification",
     "batchID",
+    "created_by",  # sides.CREATED_BY_KEY: a job is ours when its batch is
 )
 
 

@@ -39,6 +39,7 @@ from kazoo.exceptions import (
 )
 from kazoo.handlers.threading import KazooTimeoutError
 
+from . import batch_sides
 from . import tree as t
 from .changebuffer import ChangeBuffer
 from .errors import (
@@ -104,6 +105,14 @@ CREATE_CHUNK = 200
 MAX_JOB_DATA_BYTES = 64 * 1024
 # The nodes ``job_heads`` reads: all a move needs besides the lock.
 HEAD_NODES = ("status", "bid", "priority")
+
+
+def _acquired_after(batch: BatchRecord, extra: list[Op]) -> bool:
+    """Whether the batch has ``states`` once ``extra`` is written with its move."""
+    for op in extra:
+        if op.path == t.batch_states(batch.bid):
+            return op.kind == "create"
+    return batch.acquired
 
 
 def _is_auto_dir(path: str) -> bool:
@@ -361,8 +370,12 @@ class QueueStore:
 
     # --- batches -------------------------------------------------------------
 
-    def create_batch(self, submission: dict) -> Created:
+    def create_batch(self, submission: dict, *, reserved: bool = False) -> Created:
         """Create a Pending batch; the same ``batchID`` again returns the existing one.
+
+        Without ``reserved`` the tree is exactly MerrittZK's fresh batch. ``reserved``
+        also creates ``states`` in the same multi: MerrittZK takes a batch with no
+        ``states`` as Pending, so it never acquires one this project submitted.
 
         1. A known ``batchID`` returns its batch, flagged as a duplicate.
         2. A sequential create takes the next id (``/batches/bidNNNNNNNNNN``).
@@ -387,6 +400,8 @@ class QueueStore:
                 t.encode_json(t.batch_status_record("Pending")),
             ),
         ]
+        if reserved:
+            ops.append(Op("create", t.batch_states(bid)))
         if uuid:
             ops.append(Op("create", t.batch_uuid_path(uuid), t.encode_str(bid)))
         try:
@@ -440,6 +455,15 @@ class QueueStore:
             locked=locked,
             status_report=t.decode_json(report[0]) if report else None,
         )
+
+    def batch_submissions(self, bids: Iterable[str]) -> dict[str, dict | None]:
+        """The submission of each batch, in one pipelined round; None when missing."""
+        bids = list(bids)
+        got = self._get_many(t.batch_node(b, "submission") for b in bids)
+        return {
+            b: t.decode_json(node[0]) if (node := got[t.batch_node(b, "submission")]) else None
+            for b in bids
+        }
 
     def list_batch_ids(self) -> list[str]:
         return sorted(c for c in self._children(t.BATCHES) if t.is_batch_id(c))
@@ -699,9 +723,17 @@ class QueueStore:
     def transition_batch(
         self, batch: BatchRecord | str, new: str, message: str = "", *, release_lock: bool = False
     ) -> BatchRecord:
+        """Move a batch; the nodes MerrittZK reads go with the move (``batch_sides``)."""
         if isinstance(batch, str):
             batch = self.get_batch(batch)
-        return self._move_batch(batch, new, message, release_lock=release_lock)
+        BATCH.check_move(batch.status, new, f"batch {batch.bid}")
+        extra = batch_sides.move_ops(self, batch, new)
+        try:
+            return self._move_batch(batch, new, message, release_lock=release_lock, extra=extra)
+        except QueueError as e:
+            if new != BatchStatus.HELD:
+                raise
+            raise batch_sides.explain_hold(self, batch.bid, e) from None
 
     def _move_batch(
         self,
@@ -734,8 +766,7 @@ class QueueStore:
             message=record["message"],
             last_modified=record["last_modified"],
             status_version=results[0].version,
-            acquired=batch.acquired
-            or any(o.path == t.batch_states(batch.bid) for o in extra or []),
+            acquired=_acquired_after(batch, extra or []),
             locked=batch.locked and not release_lock,
             lock_session=None if release_lock else batch.lock_session,
         )

@@ -141,6 +141,23 @@ def _to(target: str):
     return lambda store, job, params: (target, False)
 
 
+def _outside_deleted_batch(move):
+    """``move``, refused for a job of a Deleted batch: back in a working state it would
+    recreate the batch's ``batch-processing``, which MerrittZK's reporting then takes up
+    and throws on (issue 13)."""
+
+    def checked(store: QueueStore, job, params):
+        got = store.batch_statuses([job.bid]).get(job.bid, {}) if job.bid else {}
+        if got.get("status") == B.DELETED:
+            raise QueueError(
+                f"job {job.jid} was not moved: its batch {job.bid} is Deleted. "
+                "Submit the object again in a new batch instead."
+            )
+        return move(store, job, params)
+
+    return checked
+
+
 def _batch_move(name: str, label: str, applies_to, target: str, what: str) -> Action:
     """An operator's action that moves a batch from ``applies_to`` to ``target``."""
 
@@ -178,13 +195,25 @@ ACTIONS: dict[str, Action] = {
     a.name: a
     for a in (
         _job_move("job.hold", "Hold", OPERATOR, {J.PENDING}, _to(J.HELD), "held"),
-        _job_move("job.release", "Release", OPERATOR, {J.HELD}, _to(J.PENDING), "released"),
+        _job_move(
+            "job.release",
+            "Release",
+            OPERATOR,
+            {J.HELD},
+            _outside_deleted_batch(_to(J.PENDING)),
+            "released",
+        ),
         _job_move(
             "job.resume",
             "Resume",
             OPERATOR,
             {J.FAILED},
-            lambda store, job, params: (store.resume_step(job, params.get("step") or None), True),
+            _outside_deleted_batch(
+                lambda store, job, params: (
+                    store.resume_step(job, params.get("step") or None),
+                    True,
+                )
+            ),
             "resumed",
         ),
         Action(

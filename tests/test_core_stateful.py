@@ -48,6 +48,7 @@ from merritt_queue.errors import (
     LockLost,
     NotFound,
     NotRemovable,
+    QueueError,
 )
 from merritt_queue.store import BatchRecord, JobRecord, QueueStore
 
@@ -291,7 +292,7 @@ class QueueMachine(RuleBasedStateMachine):
             if expect is not None and b.bid >= expect.bid:
                 break
             if b.status == "Pending" and b.lock is None and b.collection in self.held_colls:
-                b.status, b.version = "Held", b.version + 1
+                b.status, b.version, b.states = "Held", b.version + 1, True
         if expect is None:
             assert got is None
             return
@@ -365,10 +366,13 @@ class QueueMachine(RuleBasedStateMachine):
                     store.unlock_batch(rec)
                 if m.lock == w:
                     m.lock = None
+        elif (side := self.batch_side_refusal(m, target_status, holder=w)) is not None:
+            self.refused(side, call)
         else:
             assert m.lock == w
             call()
-            m.status, m.version, m.lock = target_status, m.version + 1, None
+            self.batch_moved(m, target_status)
+            m.lock = None
 
     @precondition(lambda self: any(self.held_batches))
     @rule(data=st.data())
@@ -392,9 +396,31 @@ class QueueMachine(RuleBasedStateMachine):
             self.refused(NotFound, call)
         elif target_status not in BATCH_MOVES[m.status]:
             self.refused(InvalidTransition, call)
+        elif (side := self.batch_side_refusal(m, target_status, holder=None)) is not None:
+            self.refused(side, call)
         else:
             call()
-            m.status, m.version = target_status, m.version + 1
+            self.batch_moved(m, target_status)
+
+    def batch_side_refusal(self, m, new, holder):
+        """What MerrittZK's reading of the tree makes a batch move refuse (batch_sides)."""
+        if new == "Held" and m.status == "Pending" and m.lock is not None and m.lock != holder:
+            return Locked  # someone (MerrittZK, a worker) may be acquiring it
+        if new == "Deleted" and any(
+            batch_dir(j.status) == "batch-processing" for j in self.jobs_of(m.bid)
+        ):
+            return QueueError  # a job is still processing
+        return None
+
+    def batch_moved(self, m, new):
+        """The model after a batch move, with the nodes the move writes for MerrittZK."""
+        if new == "Held" and m.status == "Pending":
+            m.states = True  # a held batch must not look acquirable
+        elif new == "Pending" and m.status == "Held" and not m.had_jobs:
+            m.states = False  # looks like MerrittZK's fresh Pending batch again
+        elif new == "Deleted":
+            m.had_jobs = False  # an empty batch-processing is dropped
+        m.status, m.version = new, m.version + 1
 
     @rule(bid=batches)
     def purge_batch(self, bid):
@@ -683,7 +709,7 @@ class QueueMachine(RuleBasedStateMachine):
         for j in jobs:
             self.move_job(j, "Pending")
         for b in batches:
-            b.status, b.version = "Pending", b.version + 1
+            self.batch_moved(b, "Pending")
 
     # --- crashes -------------------------------------------------------------
 

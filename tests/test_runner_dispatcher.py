@@ -16,16 +16,21 @@ from merritt_queue.pauseflag import pause_flag
 from merritt_queue.runner import ChainPolicy, Outcome, StepResult, run_job_step, run_job_steps
 from merritt_queue.store import ItemLock
 
+# A submission and a job configuration in this project's format: the dispatcher leaves any
+# other to Merritt's own ingest (merritt_queue/sides.py).
+SUBMISSION = {"type": "file", "payload_url": "http://example.org/a.txt"}
+CONFIGURATION = {"payload_url": "http://example.org/a.txt", "payload_type": "file"}
+
 
 @pytest.fixture
 def batch(store) -> str:
-    bid = store.create_batch({"batchID": str(uuid.uuid4())}).id
+    bid = store.create_batch(SUBMISSION | {"batchID": str(uuid.uuid4())}).id
     store.unlock_batch(store.acquire_pending_batch())
     return bid
 
 
 def test_a_successful_step_commits_and_unlocks_in_one_write(store, batch):
-    jid = store.create_job(batch, {})
+    jid = store.create_job(batch, CONFIGURATION)
     seen = []
 
     def handler(job):
@@ -39,7 +44,7 @@ def test_a_successful_step_commits_and_unlocks_in_one_write(store, batch):
 
 
 def test_a_handler_exception_fails_the_job_with_the_reason(store, batch):
-    jid = store.create_job(batch, {})
+    jid = store.create_job(batch, CONFIGURATION)
 
     def handler(job):
         raise RuntimeError("disk on fire")
@@ -51,7 +56,7 @@ def test_a_handler_exception_fails_the_job_with_the_reason(store, batch):
 
 
 def test_a_step_that_must_wait_stays_and_unlocks(store, batch):
-    jid = store.create_job(batch, {})
+    jid = store.create_job(batch, CONFIGURATION)
     report = run_job_step(store, jid, "Pending", lambda job: Outcome.later("short of disk", 5))
     assert report.result == StepResult.DEFERRED and report.outcome.delay == 5
     job = store.get_job(jid)
@@ -59,7 +64,7 @@ def test_a_step_that_must_wait_stays_and_unlocks(store, batch):
 
 
 def test_a_stale_or_busy_step_does_nothing(store, make_store, batch):
-    jid = store.create_job(batch, {})
+    jid = store.create_job(batch, CONFIGURATION)
     assert run_job_step(store, jid, "Estimating", pytest.fail).result == StepResult.STALE
     make_store().lock_job(jid)
     assert run_job_step(store, jid, "Pending", pytest.fail).result == StepResult.BUSY
@@ -67,14 +72,14 @@ def test_a_stale_or_busy_step_does_nothing(store, make_store, batch):
 
 
 def test_nothing_starts_while_the_queue_is_paused(store, batch):
-    jid = store.create_job(batch, {})
+    jid = store.create_job(batch, CONFIGURATION)
     store.pause_queue()
     assert run_job_step(store, jid, "Pending", pytest.fail).result == StepResult.PAUSED
     assert not store.get_job(jid).locked
 
 
 def test_a_step_whose_job_changed_meanwhile_is_abandoned(store, make_store, batch):
-    jid = store.create_job(batch, {})
+    jid = store.create_job(batch, CONFIGURATION)
     admin = make_store()
 
     def handler(job):
@@ -88,7 +93,7 @@ def test_a_step_whose_job_changed_meanwhile_is_abandoned(store, make_store, batc
 
 
 def test_a_handler_that_changes_priority_commits_the_moved_index(store, zk, batch):
-    jid = store.create_job(batch, {})
+    jid = store.create_job(batch, CONFIGURATION)
 
     def handler(job):
         return Outcome.success("", job=store.set_priority(job, 7))
@@ -102,8 +107,8 @@ def test_a_handler_that_changes_priority_commits_the_moved_index(store, zk, batc
 
 
 def test_the_sweep_enqueues_each_job_once_in_priority_order(store, redis, batch):
-    low = store.create_job(batch, {}, priority=9)
-    high = store.create_job(batch, {}, priority=1)
+    low = store.create_job(batch, CONFIGURATION, priority=9)
+    high = store.create_job(batch, CONFIGURATION, priority=1)
     disp = Dispatcher(store, redis)
     assert disp.sweep() >= 2
     queue = Queue(d.job_queue_name("Pending"), connection=redis)
@@ -112,14 +117,14 @@ def test_the_sweep_enqueues_each_job_once_in_priority_order(store, redis, batch)
 
 
 def test_a_locked_job_is_not_enqueued(store, make_store, redis, batch):
-    jid = store.create_job(batch, {})
+    jid = store.create_job(batch, CONFIGURATION)
     make_store().lock_job(jid)
     Dispatcher(store, redis).sweep()
     assert Queue(d.job_queue_name("Pending"), connection=redis).count == 0
 
 
 def test_nothing_is_enqueued_while_paused(store, redis, batch):
-    store.create_job(batch, {})
+    store.create_job(batch, CONFIGURATION)
     store.pause_queue()
     assert Dispatcher(store, redis).sweep() == 0
     store.unpause_queue()
@@ -127,7 +132,7 @@ def test_nothing_is_enqueued_while_paused(store, redis, batch):
 
 
 def test_redis_flushed_the_next_sweep_rebuilds_the_queues(store, redis, batch):
-    jids = {store.create_job(batch, {}) for _ in range(3)}
+    jids = {store.create_job(batch, CONFIGURATION) for _ in range(3)}
     disp = Dispatcher(store, redis)
     disp.sweep()
     redis.flushdb()
@@ -137,7 +142,7 @@ def test_redis_flushed_the_next_sweep_rebuilds_the_queues(store, redis, batch):
 
 
 def test_a_deferred_step_waits_for_its_delay(store, redis, batch):
-    jid = store.create_job(batch, {})
+    jid = store.create_job(batch, CONFIGURATION)
     d.defer(redis, d.rq_job_id("job", jid, "Pending"), 60)
     assert Dispatcher(store, redis).sweep() == 0
 
@@ -145,7 +150,7 @@ def test_a_deferred_step_waits_for_its_delay(store, redis, batch):
 def test_a_job_taken_off_its_queue_but_never_started_is_enqueued_again(store, redis, batch):
     """A worker stopped between dequeueing and starting leaves the RQ job marked queued in
     no queue (found by the mirror fault test under load); the item must not be lost."""
-    jid = store.create_job(batch, {})
+    jid = store.create_job(batch, CONFIGURATION)
     queue = Queue(d.job_queue_name("Pending"), connection=redis)
     disp = Dispatcher(store, redis, DispatcherConfig(started_grace=0))
     assert disp.sweep() == 1
@@ -158,7 +163,7 @@ def test_a_job_taken_off_its_queue_but_never_started_is_enqueued_again(store, re
 
 def test_look_ahead_bounds_how_many_wait_per_state(store, redis, batch):
     for _ in range(8):
-        store.create_job(batch, {})
+        store.create_job(batch, CONFIGURATION)
     disp = Dispatcher(store, redis, DispatcherConfig(ahead=3))
     disp.sweep()
     assert Queue(d.job_queue_name("Pending"), connection=redis).count == 3
@@ -166,7 +171,7 @@ def test_look_ahead_bounds_how_many_wait_per_state(store, redis, batch):
 
 def test_the_look_ahead_grows_while_workers_empty_the_queue_and_shrinks_back(store, redis, batch):
     for _ in range(40):
-        store.create_job(batch, {})
+        store.create_job(batch, CONFIGURATION)
     queue = Queue(d.job_queue_name("Pending"), connection=redis)
     disp = Dispatcher(store, redis, DispatcherConfig(ahead=3, ahead_growth=4))
     grown = []
@@ -183,10 +188,10 @@ def test_the_look_ahead_grows_while_workers_empty_the_queue_and_shrinks_back(sto
 
 
 def test_batches_pending_and_finished_are_enqueued(store, redis):
-    pending = store.create_batch({}).id
-    done = store.create_batch({}).id
+    pending = store.create_batch(dict(SUBMISSION)).id
+    done = store.create_batch(dict(SUBMISSION)).id
     batch = store.begin_batch(done)
-    jid = store.create_job(done, {})
+    jid = store.create_job(done, CONFIGURATION)
     store.start_processing(batch)
     store.transition_job(jid, "Failed", "x")
     Dispatcher(store, redis).sweep()
@@ -203,7 +208,7 @@ def test_a_watch_wakes_the_dispatcher_when_a_job_arrives(store, redis, batch):
     disp.install_watches()
     disp.sweep_dirty()
     disp.wake.clear()
-    store.create_job(batch, {})
+    store.create_job(batch, CONFIGURATION)
     assert disp.wake.wait(5), "no watch event for a new pending job"
     assert disp.sweep_dirty() == 1
     disp.stop.set()
@@ -214,13 +219,13 @@ def test_watches_alone_take_a_new_batch_from_pending_to_its_report(store, redis)
     leaving must each wake the dispatcher (a full sweep comes only every 10 s)."""
     disp = Dispatcher(store, redis)
     disp.install_watches()
-    bid = store.create_batch({}).id
+    bid = store.create_batch(dict(SUBMISSION)).id
     disp.sweep()
     assert [j.args for j in Queue(d.BATCH_PENDING_QUEUE, connection=redis).jobs] == [
         (bid, "Pending")
     ]
     batch = store.begin_batch(bid)
-    jid = store.create_job(bid, {})
+    jid = store.create_job(bid, CONFIGURATION)
     disp.wake.clear()
     store.start_processing(batch)
     assert disp.wake.wait(5), "no watch event for the batch's move to Processing"
@@ -243,7 +248,7 @@ def test_watches_alone_take_a_new_batch_from_pending_to_its_report(store, redis)
 
 
 def test_a_waiting_step_tells_why_without_moving_the_job(store, zk, batch):
-    jid = store.create_job(batch, {})
+    jid = store.create_job(batch, CONFIGURATION)
     before = store.get_job(jid)
     run_job_step(store, jid, "Pending", lambda job: Outcome.later("waiting for disk space", 1))
     job = store.get_job(jid)
@@ -271,7 +276,7 @@ def recording_handlers(seen: list, store=None):
 
 
 def test_a_chain_runs_every_step_under_one_lock_and_commits_each(store, zk, batch):
-    jid = store.create_job(batch, {})
+    jid = store.create_job(batch, CONFIGURATION)
     seen: list = []
     versions = []
     store.listeners.append(lambda change: change.record and versions.append(change.record))
@@ -291,7 +296,7 @@ def test_a_chain_runs_every_step_under_one_lock_and_commits_each(store, zk, batc
 
 
 def test_a_chain_stops_before_a_state_the_worker_does_not_serve(store, batch):
-    jid = store.create_job(batch, {})
+    jid = store.create_job(batch, CONFIGURATION)
     seen: list = []
     policy = ChainPolicy(8, 60, may_enter=lambda status: status != "Downloading")
     report = run_job_steps(store, jid, "Pending", recording_handlers(seen, store), policy=policy)
@@ -301,7 +306,7 @@ def test_a_chain_stops_before_a_state_the_worker_does_not_serve(store, batch):
 
 
 def test_a_chain_stops_at_its_step_budget_and_without_a_policy(store, batch):
-    jid = store.create_job(batch, {})
+    jid = store.create_job(batch, CONFIGURATION)
     seen: list = []
     policy = ChainPolicy(2, 60, may_enter=lambda status: True)
     report = run_job_steps(store, jid, "Pending", recording_handlers(seen, store), policy=policy)
@@ -314,7 +319,7 @@ def test_a_chain_stops_at_its_step_budget_and_without_a_policy(store, batch):
 
 
 def test_a_chain_stops_when_the_job_changes_between_steps(store, make_store, batch):
-    jid = store.create_job(batch, {})
+    jid = store.create_job(batch, CONFIGURATION)
     admin = make_store()
 
     def fail_after_pending(change):
@@ -331,7 +336,7 @@ def test_a_chain_stops_when_the_job_changes_between_steps(store, make_store, bat
 
 
 def test_a_chain_stops_when_the_queue_is_paused_mid_step(store, make_store, batch):
-    jid = store.create_job(batch, {})
+    jid = store.create_job(batch, CONFIGURATION)
     admin = make_store()
 
     def pausing(job):
@@ -357,7 +362,7 @@ def test_a_chain_stops_when_the_queue_is_paused_mid_step(store, make_store, batc
 
 
 def test_a_chain_that_must_wait_unlocks_in_the_state_it_reached(store, batch):
-    jid = store.create_job(batch, {})
+    jid = store.create_job(batch, CONFIGURATION)
     handlers = {
         "Pending": lambda job: Outcome.success(),
         "Estimating": lambda job: Outcome.later("short of disk", 5),
@@ -369,7 +374,7 @@ def test_a_chain_that_must_wait_unlocks_in_the_state_it_reached(store, batch):
 
 
 def test_a_failure_mid_chain_keeps_the_data_the_step_wrote(store, batch):
-    jid = store.create_job(batch, {})
+    jid = store.create_job(batch, CONFIGURATION)
     heard = []
     store.listeners.append(lambda change: change.record and heard.append(change.record))
 
@@ -385,7 +390,7 @@ def test_a_failure_mid_chain_keeps_the_data_the_step_wrote(store, batch):
 
 
 def test_a_lock_taken_back_by_an_admin_ends_the_chain_without_touching_it(store, make_store, batch):
-    jid = store.create_job(batch, {})
+    jid = store.create_job(batch, CONFIGURATION)
     other = make_store()
 
     def force_failed_and_relocked(change):
@@ -411,7 +416,7 @@ def test_a_chain_budget_out_of_range_is_e011(settings, steps, seconds):
 
 
 def test_a_step_s_data_is_written_in_its_commit_and_only_if_it_commits(store, batch):
-    jid = store.create_job(batch, {})
+    jid = store.create_job(batch, CONFIGURATION)
     writes = store.stats["writes"]
     data = {"space_needed": 42, "store": {"version": 1}}
     report = run_job_step(store, jid, "Pending", lambda job: Outcome.success("ok", data=data))
@@ -427,7 +432,7 @@ def test_a_step_s_data_is_written_in_its_commit_and_only_if_it_commits(store, ba
 
 
 def test_a_data_node_the_record_did_not_know_of_is_still_written(store, batch):
-    jid = store.create_job(batch, {})
+    jid = store.create_job(batch, CONFIGURATION)
     job = store.lock_job(jid)
     store.save_job_data(jid, "inventory", None)  # there now, though the record says None
     done = store.succeed_job(job, data={"inventory": {"mode": "add"}})
@@ -451,7 +456,7 @@ def _locking_handler(store, then=lambda: None):
 
 
 def test_a_step_lets_go_of_its_item_locks_in_its_commit(store, zk, batch):
-    jid = store.create_job(batch, {})
+    jid = store.create_job(batch, CONFIGURATION)
     writes = store.stats["writes"]
     report = run_job_step(store, jid, "Pending", _locking_handler(store))
     assert report.result == StepResult.COMMITTED
@@ -461,7 +466,7 @@ def test_a_step_lets_go_of_its_item_locks_in_its_commit(store, zk, batch):
 
 
 def test_a_refused_commit_still_lets_go_of_the_step_s_item_locks(store, make_store, zk, batch):
-    jid = store.create_job(batch, {})
+    jid = store.create_job(batch, CONFIGURATION)
     admin = make_store()
     report = run_job_step(
         store, jid, "Pending", _locking_handler(store, then=lambda: admin.set_priority(jid, 2))

@@ -249,19 +249,54 @@ def test_force_fail_racing_a_worker_one_wins_and_the_other_is_reported(queue, pe
 def test_batch_delete_takes_the_jobs_that_can_go_and_names_the_others(queue, people):
     bid = new_batch(queue)
     failed = queue.create_job(bid, {"collection": "demo"})
-    running = queue.create_job(bid, {"collection": "demo"})
+    done = queue.create_job(bid, {"collection": "demo"})
     queue.transition_job(failed, "Failed", "x")
-    queue.transition_job(running, "Estimating")
+    for status in ("Estimating", "Provisioning", "Downloading", "Processing", "Storing"):
+        queue.transition_job(done, status)
+    for status in ("Recording", "Notify", "Completed"):
+        queue.transition_job(done, status)
     queue.hold_batch(bid)
     version = queue.get_batch(bid).status_version
     record = execute(
         people["administrator"], ACTIONS["batch.delete"], [(bid, version)], "gone", token="bd"
     )
     item = record.items.get()
-    assert item.result == "done" and f"{running} (Estimating)" in item.detail
-    assert (
-        queue.get_job(failed).status == "Deleted" and queue.get_job(running).status == "Estimating"
+    assert item.result == "done" and f"{done} (Completed)" in item.detail
+    assert queue.get_job(failed).status == "Deleted" and queue.get_job(done).status == "Completed"
+
+
+def test_batch_delete_is_refused_while_a_job_is_still_processing(queue, people):
+    """Deleted with a job running, the batch would be left to MerrittZK's reporting, which
+    throws on a Deleted batch once that job leaves batch-processing (issue 13)."""
+    bid = new_batch(queue)
+    running = queue.create_job(bid, {"collection": "demo"})
+    queue.transition_job(running, "Estimating")
+    queue.hold_batch(bid)
+    version = queue.get_batch(bid).status_version
+    record = execute(
+        people["administrator"], ACTIONS["batch.delete"], [(bid, version)], "gone", token="be"
     )
+    item = record.items.get()
+    assert item.result == "failed" and running in item.detail and "not finished" in item.detail
+    assert queue.get_batch(bid).status == "Held"
+
+
+def test_a_job_of_a_deleted_batch_is_not_resumed(queue, people):
+    """Back in a working state it would recreate the Deleted batch's batch-processing, on
+    which MerrittZK's reporting throws (issue 13)."""
+    bid = new_batch(queue)
+    failed = queue.create_job(bid, {"collection": "demo"})
+    queue.transition_job(failed, "Failed", "x")
+    queue.hold_batch(bid)
+    queue.delete_batch(bid)  # the store's own delete leaves the Failed job as it is
+    version = queue.get_job(failed).status_version
+    record = execute(
+        people["operator"], ACTIONS["job.resume"], [(failed, version)], "again", token="rd"
+    )
+    item = record.items.get()
+    assert item.result == "failed" and "is Deleted" in item.detail, item.detail
+    assert queue.get_job(failed).status == "Failed"
+    assert not queue.client.exists(f"/batches/{bid}/states/batch-processing")
 
 
 def test_collection_and_queue_actions(queue, people):

@@ -25,6 +25,7 @@ class Command(BaseCommand):
             ahead=settings.MQ_DISPATCH_AHEAD,
             sweep_interval=settings.MQ_SWEEP_SECONDS,
             started_grace=settings.MQ_STARTED_GRACE_SECONDS,
+            workers=settings.MQ_WORKERS,
         )
         dispatcher = Dispatcher(store, django_rq.get_connection("default"), config)
         if opts["once"]:

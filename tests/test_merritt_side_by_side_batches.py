@@ -1,0 +1,312 @@
+"""Batches beside Merritt's own ingest on one ZooKeeper ensemble (issue 13, points 1, 3-5).
+
+The other writer is ``tests/merrittzk.py``, a replay of MerrittZK and of mrt-ingest's
+consumers, on its own session. The contract checked:
+
+1. A batch is reported only once no job of it is left in ``batch-processing``, whoever
+   set its status (Merritt's ingest sets Reporting while its jobs still run).
+3. A held batch never looks acquirable to MerrittZK, a hold is refused while anyone holds
+   the batch lock, and a released batch looks like a fresh Pending batch again.
+4. A deleted batch leaves nothing MerrittZK's reporting trips on: later batches are
+   reported.
+5. The worker mode (``MQ_WORKERS``) decides what our workers take; whatever they may not
+   run is left alone (never failed) and shown as "Merritt ingest".
+"""
+
+from __future__ import annotations
+
+import posixpath
+
+import pytest
+from rq import Queue, SimpleWorker
+
+from batches import handlers
+from batches.submission import SubmissionError, submit
+from merritt_queue import checks
+from merritt_queue import tree as t
+from merritt_queue.dispatcher import Dispatcher, DispatcherConfig, all_queue_names
+from merritt_queue.errors import Locked, QueueError
+from merritt_queue.sides import CREATED_BY, CREATED_BY_KEY, runs_batch, runs_job
+from tests.merrittzk import JOB_SUCCESS, Item, MerrittIngest, MerrittStateError, MerrittZK
+
+pytest_plugins = ["tests.httpserver", "tests.pipeline"]
+
+OUR_FORMAT = {"type": "file", "payload_url": "http://example.org/a.txt", "profile": "demo"}
+
+
+@pytest.fixture
+def merritt(make_client) -> MerrittZK:
+    return MerrittZK(make_client())
+
+
+def subtree(client, root: str) -> dict[str, object]:
+    """Relative path -> data of every node under ``root``, timestamps and messages aside."""
+    out: dict[str, object] = {}
+
+    def walk(path: str) -> None:
+        data, _ = client.get(path)
+        rel = posixpath.relpath(path, root)
+        if rel.endswith("status"):
+            data = {k: v for k, v in t.decode_json(data).items() if k == "status"}
+        out[rel] = data
+        for child in client.get_children(path):
+            walk(f"{path}/{child}")
+
+    walk(root)
+    return out
+
+
+def finish_merritt_jobs(ingest: MerrittIngest, count: int) -> None:
+    """Merritt's consumers carry ``count`` Pending jobs through to Completed."""
+    for _ in range(count):
+        assert ingest.initialize() is not None
+    for state in JOB_SUCCESS:
+        for _ in range(count):
+            assert ingest.run_step(state) is not None
+
+
+def step(pipeline, workers: str = "all") -> int:
+    """One sweep of a dispatcher in ``workers`` mode and one burst of the workers."""
+    Dispatcher(pipeline.store, pipeline.redis, DispatcherConfig(ahead=50, workers=workers)).sweep()
+    queues = [Queue(n, connection=pipeline.redis) for n in all_queue_names()]
+    before = sum(q.count for q in queues)
+    SimpleWorker(queues, connection=pipeline.redis).work(burst=True, logging_level="WARNING")
+    return before
+
+
+# --- 1. reporting waits for the last job -------------------------------------------
+
+
+def test_a_batch_merritt_set_reporting_is_reported_once_its_jobs_are_done(
+    pipeline,
+    merritt,
+    mailoutbox,
+):
+    ingest = MerrittIngest(merritt)
+    batch = ingest.submit("demo", objects=2, payload_url="http://example.org/hello.txt")
+    assert pipeline.store.get_batch(batch.id).status == "Reporting"
+
+    for _ in range(3):
+        step(pipeline)
+    early = pipeline.store.get_batch(batch.id)
+    assert early.status == "Reporting", early.message
+    assert early.status_report is None
+
+    ingest.initialize()  # one job on its way, one still Pending
+    step(pipeline)
+    assert pipeline.store.get_batch(batch.id).status == "Reporting"
+
+    finish_merritt_jobs(ingest, 1)  # the first to the end
+    ingest.initialize()
+    step(pipeline)
+    assert pipeline.store.get_batch(batch.id).status == "Reporting"
+    for state in JOB_SUCCESS:
+        ingest.run_step(state)
+
+    reported = pipeline.run(batch.id)
+    assert reported.status == "Completed", reported.message
+    assert reported.status_report["successful_count"] == 2
+    assert reported.status_report["failed_count"] == 0
+    step(pipeline)
+    assert len([m for m in mailoutbox if "2 completed" in m.subject]) == 1
+
+
+# --- 3. held batches --------------------------------------------------------------
+
+
+def test_a_batch_held_here_is_never_acquired_by_merrittzk_and_released_looks_fresh(store, merritt):
+    bid = store.create_batch(dict(OUR_FORMAT)).id
+    store.hold_batch(bid, "held by an operator")
+    assert merritt.acquire_pending_batch() is None
+    assert store.get_batch(bid).status == "Held"
+    assert not store.get_batch(bid).locked
+
+    store.release_batch(bid, "released by an operator")
+    fresh = merritt.create_batch(dict(OUR_FORMAT))
+    assert subtree(store.client, t.batch_path(bid)) == subtree(store.client, fresh.path)
+    acquired = merritt.acquire_pending_batch()
+    assert acquired is not None and acquired.id == bid
+
+
+def test_a_batch_held_by_its_collection_is_never_acquired_by_merrittzk(store, merritt):
+    bid = store.create_batch(dict(OUR_FORMAT, collection="held")).id
+    store.hold_collection("held")
+    assert store.begin_batch(bid) is None
+    assert store.get_batch(bid).status == "Held"
+    assert merritt.acquire_pending_batch() is None
+
+    store.release_collection("held")
+    assert store.release_collection_items("held").released == [bid]
+    acquired = merritt.acquire_pending_batch()
+    assert acquired is not None and acquired.id == bid
+
+
+def test_a_hold_is_refused_while_merrittzk_holds_the_batch_lock(store, merritt):
+    bid = store.create_batch(dict(OUR_FORMAT)).id
+    assert merritt.lock(Item("batch", bid))
+    with pytest.raises(Locked, match="not held"):
+        store.hold_batch(bid)
+    assert store.get_batch(bid).status == "Pending"
+    assert not store.client.exists(t.batch_states(bid))
+
+
+def test_a_reserved_batch_stays_reserved_through_hold_and_release(store, merritt):
+    bid = store.create_batch(dict(OUR_FORMAT, **{CREATED_BY_KEY: CREATED_BY}), reserved=True).id
+    assert merritt.acquire_pending_batch() is None
+    store.hold_batch(bid)
+    store.release_batch(bid)
+    assert store.get_batch(bid).status == "Pending"
+    assert merritt.acquire_pending_batch() is None
+    assert store.begin_batch(bid) is not None  # ours still takes it
+
+
+# --- 4. deleted batches -------------------------------------------------------------
+
+
+def failed_merritt_batch(ingest: MerrittIngest) -> Item:
+    """A batch whose one job failed at Estimating, reported Failed by Merritt's ingest."""
+    batch = ingest.submit("other", objects=1)
+    ingest.initialize()
+    job = ingest.zk.acquire_job("Estimating")
+    ingest.zk.set_status(job, "Failed", "no such file")
+    ingest.zk.unlock(job)
+    assert ingest.report().id == batch.id
+    return batch
+
+
+def test_a_batch_deleted_here_does_not_block_merritts_reporting(store, merritt):
+    ingest = MerrittIngest(merritt)
+    deleted = failed_merritt_batch(ingest)
+    assert store.get_batch(deleted.id).status == "Failed"
+    store.delete_batch(deleted.id, "deleted by an administrator")
+
+    later = ingest.submit("other", objects=1)
+    finish_merritt_jobs(ingest, 1)
+    reported = ingest.report()  # threw MerrittStateError on the Deleted batch
+    assert reported is not None and reported.id == later.id
+    assert store.get_batch(later.id).status == "Completed"
+    assert store.get_batch(deleted.id).status == "Deleted"
+    assert ingest.report() is None
+
+
+def test_a_delete_is_refused_while_a_job_of_the_batch_is_processing(store, merritt):
+    ingest = MerrittIngest(merritt)
+    batch = failed_merritt_batch(ingest)
+    job = merritt.load(Item("job", merritt.batch_jobs(batch, "batch-failed")[0]))
+    ingest.requeue(job, "Pending")
+    with pytest.raises(QueueError, match="not finished"):
+        store.delete_batch(batch.id)
+    assert store.get_batch(batch.id).status == "Failed"
+    assert store.client.get_children(t.batch_job_dir(batch.id, "batch-processing"))
+
+
+# --- 5. two consumers of one Pending queue -------------------------------------------
+
+
+def test_own_mode_runs_our_batches_and_leaves_merritts_alone(
+    pipeline,
+    content,
+    merritt,
+    settings,
+):
+    settings.MQ_WORKERS = "own"
+    theirs = merritt.create_batch({"type": "file", "profile": "demo", "filename": "a.txt"})
+    formatted = merritt.create_batch(dict(OUR_FORMAT, payload_url=f"{content.url}/call911.jpg"))
+    ours = pipeline.submit(type="file", payload_url=f"{content.url}/call911.jpg")
+    assert merritt.acquire_pending_batch().id == theirs.id  # never ours: it is reserved
+    merritt.unlock(theirs)
+
+    for _ in range(30):
+        if pipeline.store.get_batch(ours).status == "Completed":
+            break
+        step(pipeline, "own")
+    assert pipeline.store.get_batch(ours).status == "Completed"
+    left = pipeline.store.get_batch(formatted.id)
+    assert (left.status, left.acquired, left.locked) == ("Pending", False, False)
+    job = pipeline.jobs(ours)[0]
+    assert job.configuration[CREATED_BY_KEY] == CREATED_BY
+
+
+def test_all_mode_leaves_a_batch_in_merritts_format_alone(pipeline, merritt):
+    theirs = merritt.create_batch({"type": "file", "profile": "demo", "filename": "a.txt"})
+    for _ in range(3):
+        step(pipeline, "all")
+    left = pipeline.store.get_batch(theirs.id)
+    assert (left.status, left.acquired, left.locked) == ("Pending", False, False)
+    assert merritt.acquire_pending_batch().id == theirs.id
+
+
+def test_none_mode_enqueues_nothing_runs_nothing_and_refuses_submissions(
+    pipeline,
+    settings,
+):
+    bid = pipeline.submit(type="file", payload_url="http://example.org/a.txt")
+    settings.MQ_WORKERS = "none"
+    assert step(pipeline, "none") == 0
+    assert pipeline.store.get_batch(bid).status == "Pending"
+    from jobs.services import get_services
+
+    assert handlers.run_pending(get_services(), bid) == "refused"
+    with pytest.raises(SubmissionError, match="MQ_WORKERS=none"):
+        submit({"type": "file", "payload_url": "http://example.org/b.txt", "profile": "demo"})
+
+
+def test_the_rule_of_each_mode():
+    marked = dict(OUR_FORMAT, **{CREATED_BY_KEY: CREATED_BY})
+    merritts = {"type": "file", "filename": "a.txt"}
+    assert [runs_batch(m, marked) for m in ("all", "own", "none")] == [True, True, False]
+    assert [runs_batch(m, OUR_FORMAT) for m in ("all", "own", "none")] == [True, False, False]
+    assert [runs_batch(m, merritts) for m in ("all", "own", "none")] == [False, False, False]
+    job = {"payload_url": "u", "payload_type": "file", CREATED_BY_KEY: CREATED_BY}
+    assert runs_job("own", job) and not runs_job("own", {"payload_url": "u"})
+
+
+def test_an_unknown_worker_mode_is_refused_at_start(settings):
+    settings.MQ_WORKERS = "mine"
+    (error,) = checks.check_workers()
+    assert error.id == "mq.E031" and "own" in error.msg and "none" in error.msg
+    settings.MQ_WORKERS = "own"
+    assert checks.check_workers() == []
+
+
+def test_a_merritt_error_is_not_thrown_on_a_held_batch(store, merritt):
+    """The symptom of point 3 on the old code: Held -> Processing thrown, lock leaked."""
+    bid = store.create_batch(dict(OUR_FORMAT)).id
+    store.hold_batch(bid)
+    try:
+        merritt.acquire_pending_batch()
+    except MerrittStateError as e:  # pragma: no cover - the old behaviour
+        pytest.fail(f"MerrittZK threw on a held batch: {e}")
+    assert not store.client.exists(t.batch_node(bid, "lock"))
+
+
+@pytest.mark.django_db
+def test_items_left_to_merritt_are_shown_as_merritt_ingest(client, django_user_model, settings):
+    from django.utils import timezone
+
+    from batches.models import Batch
+    from jobs.models import Job
+
+    settings.MQ_WORKERS = "own"
+    client.force_login(django_user_model.objects.create_user("librarian"))
+    now = timezone.now()
+    marked = dict(OUR_FORMAT, **{CREATED_BY_KEY: CREATED_BY})
+    for bid, submission in (("bid0000000001", marked), ("bid0000000002", OUR_FORMAT)):
+        Batch.objects.create(
+            bid=bid, status="Pending", submitted=now, submission=submission, read_at=now
+        )
+    Job.objects.create(
+        jid="jid0000000001",
+        batch_id="bid0000000002",
+        status="Pending",
+        priority=5,
+        configuration={"payload_url": "http://example.org/a", "payload_type": "file"},
+        last_modified=now,
+        read_at=now,
+    )
+    assert client.get("/batches/").content.decode().count("Merritt ingest") == 1
+    assert "Merritt ingest" not in client.get("/batches/bid0000000001/").content.decode()
+    assert "Merritt ingest" in client.get("/batches/bid0000000002/").content.decode()
+    assert "Merritt ingest" in client.get("/jobs/jid0000000001/").content.decode()
+    settings.MQ_WORKERS = "all"
+    assert "Merritt ingest" not in client.get("/batches/").content.decode()
