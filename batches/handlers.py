@@ -62,7 +62,7 @@ def run_pending(s: Services, bid: str) -> str:
     except BaseException:
         store.unlock_batch(batch)  # retried by the next sweep instead of staying locked
         raise
-    store.start_processing(batch, message)
+    store.start_processing(batch, message, jobs_written=True)
     return "processing"
 
 

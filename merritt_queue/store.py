@@ -607,14 +607,22 @@ class QueueStore:
             return None
         return batch
 
-    def start_processing(self, batch: BatchRecord, message: str = "") -> BatchRecord:
-        """Pending -> Processing once every job exists: creates ``states``, drops the lock."""
+    def start_processing(
+        self, batch: BatchRecord, message: str = "", *, jobs_written: bool = False
+    ) -> BatchRecord:
+        """Pending -> Processing once every job exists: creates ``states``, drops the lock.
+
+        A reserved batch has ``states`` already, and so has one whose jobs were written (their
+        references live under it): creating it again would cost a refused multi and a retry.
+        """
+        if jobs_written:
+            batch = evolve(batch, acquired=True)
         return self._move_batch(
             batch,
             BatchStatus.PROCESSING,
             message,
             release_lock=True,
-            extra=[self._states_op(batch.bid)],
+            extra=[] if batch.acquired else [self._states_op(batch.bid)],
         )
 
     @staticmethod
