@@ -198,19 +198,34 @@ ANY = _Any()
 def test_our_workers_hold_a_merritt_written_job_of_a_held_collection(
     pipeline, make_client, held_by
 ):
+    """A job MerrittZK wrote with createJobConfiguration's keys (profile_name, payload_url,
+    payload_type) is one our workers can run; one in mrt-ingest's own format is left to
+    Merritt's ingest (whose InitializeConsumer holds it: the test above)."""
     Profile.objects.create(name="demo_content", collection="demo", minter_shoulder="ark:/99999/fk4")
     zk, ingest = merritt(make_client)
     if held_by == "here":
         pipeline.store.hold_collection("demo", by="ada")
     else:
         assert zk.lock_collection("demo_content")
-    batch = ingest.submit("demo_content")
-    (jid,) = pipeline.store.batch_jobs(batch.id)["batch-processing"]
+    zk.create_batch({"profile": "demo_content", "payload_url": "https://example.org/a.txt"})
+    batch = zk.acquire_pending_batch()
+    configuration = {
+        "profile_name": "demo_content",
+        "submitter": "merritt-tester",
+        "payload_url": "https://example.org/a.txt",
+        "payload_type": "file",
+        "response_type": "json",
+    }
+    ours_to_run = zk.create_job(batch.id, configuration)
+    (theirs,) = ingest.create_jobs(batch, 1)
+    zk.set_status(batch, "Reporting")
+    zk.unlock(batch)
     for _ in range(3):
         pipeline.step()
-    job = pipeline.store.get_job(jid)
+    job = pipeline.store.get_job(ours_to_run.id)
     assert job.status == JobStatus.HELD, job.message
     assert "on hold" in job.message
+    assert pipeline.store.get_job(theirs.id).status == JobStatus.PENDING
 
 
 def test_release_all_releases_the_held_items_of_both_sides(
