@@ -22,7 +22,7 @@ from merritt_queue.errors import ChangedUnderYou, InvalidData, LockLost
 from merritt_queue.manifest import ManifestError, parse_manifest
 from merritt_queue.planning import MANIFEST_KIND, batch_priority, manifest_kind_problem, plan_jobs
 from merritt_queue.services.errors import ServiceError
-from merritt_queue.sides import NONE, runs_batch
+from merritt_queue.sides import NONE, reports_batch, runs_batch
 from merritt_queue.states import BatchStatus
 from merritt_queue.store import BatchRecord, NewJob
 from merritt_queue.uploads import remove_upload
@@ -134,7 +134,7 @@ def run_report(s: Services, bid: str, status: str) -> str:
     batch = store.lock_batch(bid)
     if batch is None:
         return "skipped"
-    if not runs_batch(settings.MQ_WORKERS, batch.submission):
+    if not reports_batch(settings.MQ_WORKERS, batch.submission):
         store.unlock_batch(batch)
         return MERRITT
     if batch.status != status or not store.batch_is_finished(bid):

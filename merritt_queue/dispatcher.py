@@ -40,7 +40,7 @@ from rq.job import JobStatus as RQStatus
 from . import tree as t
 from .fairness import Turns
 from .pauseflag import pause_flag
-from .sides import ALL, NONE, runs_batch, runs_job
+from .sides import ALL, NONE, reports_batch, runs_batch, runs_job
 from .states import BatchStatus, JobStatus
 from .store import QueueStore
 
@@ -65,7 +65,6 @@ BATCH_PENDING_TASK = "batches.tasks.run_batch_pending"
 BATCH_REPORT_TASK = "batches.tasks.run_batch_report"
 # Batches the reporting task picks up: the ones whose jobs are all finished.
 REPORT_STATES = (BatchStatus.PROCESSING, BatchStatus.REPORTING, BatchStatus.UPDATE_REPORTING)
-_ACTIVE = {BatchStatus.PENDING, *REPORT_STATES}
 # How long a batch a handler found to be Merritt's is left alone by the sweep.
 LEAVE_SECONDS = 3600.0
 # The decisions ``_runnable`` remembers, at most: forgotten all at once beyond that.
@@ -150,7 +149,7 @@ class Dispatcher:
         self._ahead = dict.fromkeys(JOB_WORK_STATES, self.config.ahead)
         self._backlog = dict.fromkeys(JOB_WORK_STATES, False)
         # Whether our workers may run each item (``sides``); an item's data never changes.
-        self._runs: dict[str, bool] = {}
+        self._runs: dict[tuple[str, str], bool] = {}
         self.enqueued = 0
 
     # --- watches: callbacks only mark what changed and wake the loop ----------
@@ -282,20 +281,23 @@ class Dispatcher:
         return self._turns.order(listed, self._batch_of, handed)
 
     def _runnable(self, kind: str, entries: list) -> list:
-        """The entries (id first) our workers may run; each item's data is read once."""
+        """The entries (id first) our workers may take on: a job's steps (``job``), a
+        Pending batch's job creation (``batch``) or a batch's report (``report``). Each
+        item's data is read once, and each decision remembered."""
         ids = [e[0] if isinstance(e, tuple) else e for e in entries]
-        missing = [i for i in ids if i not in self._runs]
+        missing = [i for i in ids if (kind, i) not in self._runs]
         if missing:
             if len(self._runs) > RUNS_CACHE_MAX:
                 self._runs = {}
             mode = self.config.workers
             if kind == "job":
                 data = self.store.job_node_values(missing, "configuration")
-                self._runs.update({i: runs_job(mode, d) for i, d in data.items()})
+                rule = runs_job
             else:
                 data = self.store.batch_submissions(missing)
-                self._runs.update({i: runs_batch(mode, d) for i, d in data.items()})
-        return [e for e, i in zip(entries, ids, strict=True) if self._runs.get(i, False)]
+                rule = runs_batch if kind == "batch" else reports_batch
+            self._runs.update({(kind, i): rule(mode, d) for i, d in data.items()})
+        return [e for e, i in zip(entries, ids, strict=True) if self._runs.get((kind, i), False)]
 
     def _look_ahead(self, status: str, queued: int) -> int:
         """How many RQ jobs of ``status`` may wait now.
@@ -328,10 +330,11 @@ class Dispatcher:
         """
         statuses = self.store.batch_statuses(bids)
         wanted = {b: st.get("status") for b, st in statuses.items()}
-        ours = set(self._runnable("batch", [b for b, s in wanted.items() if s in _ACTIVE]))
-        wanted = {b: s for b, s in wanted.items() if b in ours}
-        pending = [b for b, s in wanted.items() if s == BatchStatus.PENDING]
-        waiting = [b for b, s in wanted.items() if s in REPORT_STATES]
+        pending = self._runnable(
+            "batch", [b for b, s in wanted.items() if s == BatchStatus.PENDING]
+        )
+        waiting = self._runnable("report", [b for b, s in wanted.items() if s in REPORT_STATES])
+        wanted = {b: wanted[b] for b in pending + waiting}
         if bids is None:  # forget the watchers of batches no longer in flight
             live = set(pending + waiting)
             self._batch_watchers = {b: w for b, w in self._batch_watchers.items() if b in live}

@@ -57,6 +57,14 @@ def runs_batch(mode: str, submission: Mapping[str, Any] | None) -> bool:
     return _runs(mode, submission, batch_in_our_format(submission))
 
 
+def reports_batch(mode: str, submission: Mapping[str, Any] | None) -> bool:
+    """May our workers report a batch? Reporting reads only the batch's job directories, so
+    any format will do; in ``own`` mode Merritt's ingest reports its own batches."""
+    if mode == ALL:
+        return True
+    return mode == OWN and is_ours(submission)
+
+
 def runs_job(mode: str, configuration: Mapping[str, Any] | None) -> bool:
     """May our workers run the steps of a job with this configuration?"""
     return _runs(mode, configuration, job_in_our_format(configuration))

@@ -26,7 +26,7 @@ from merritt_queue import checks
 from merritt_queue import tree as t
 from merritt_queue.dispatcher import Dispatcher, DispatcherConfig, all_queue_names
 from merritt_queue.errors import Locked, QueueError
-from merritt_queue.sides import CREATED_BY, CREATED_BY_KEY, runs_batch, runs_job
+from merritt_queue.sides import CREATED_BY, CREATED_BY_KEY, reports_batch, runs_batch, runs_job
 from tests.merrittzk import JOB_SUCCESS, Item, MerrittIngest, MerrittStateError, MerrittZK
 
 pytest_plugins = ["tests.httpserver", "tests.pipeline"]
@@ -259,6 +259,10 @@ def test_the_rule_of_each_mode():
     assert [runs_batch(m, merritts) for m in ("all", "own", "none")] == [False, False, False]
     job = {"payload_url": "u", "payload_type": "file", CREATED_BY_KEY: CREATED_BY}
     assert runs_job("own", job) and not runs_job("own", {"payload_url": "u"})
+    # A report reads only the job directories: in ``all`` any batch is ours to report (its
+    # jobs may have been written by another system in our format); in ``own`` only ours.
+    assert [reports_batch(m, merritts) for m in ("all", "own", "none")] == [True, False, False]
+    assert [reports_batch(m, marked) for m in ("all", "own", "none")] == [True, True, False]
 
 
 def test_an_unknown_worker_mode_is_refused_at_start(settings):
