@@ -5,6 +5,12 @@ The contract: whichever side takes an item, it takes it alone. Every transition 
 writes is logged; no transition of an item is written twice, each item's transitions form
 one chain, every batch is reported once, MerrittZK never throws on a node we wrote, and
 nothing is failed with a traceback.
+
+The points of issue 13 one at a time, each against the same replay, live beside this file:
+``_batches`` (1 reporting only once batch-processing is empty, 3 holds MerrittZK cannot
+acquire, 4 deletes that do not block its reporting, 5 the worker modes), ``_jobs`` (2 resume
+after Merritt's requeue, 6 collection holds by profile, 7 local-id locks, 8 both sides'
+configuration keys) and ``_checks`` (9 the mirror's lock flag and local ids, 10 check_tree).
 """
 
 from __future__ import annotations
