@@ -131,9 +131,9 @@ def test_processing_batch_left_empty_by_merritt_is_failed_after_the_grace_period
     taker.zk.stop()
     taker.zk.close()
 
-    young = only(check(store), "processing-batch-without-jobs")
-    assert young.repair is None and "grace period" in young.reason
-    assert not only(check_tree(store, repair=True), "processing-batch-without-jobs").repaired
+    # Within the grace period it may be a pickup still creating the jobs: no finding.
+    assert not [f for f in check(store) if f.kind == "processing-batch-without-jobs"]
+    assert store.get_batch(bid).status == "Processing"
 
     found = only(check(store, grace=0), "processing-batch-without-jobs")
     assert "will ever report it" in found.reason and found.repair == "set the batch Failed"
