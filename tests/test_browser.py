@@ -59,20 +59,30 @@ def browser():
             os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
 
 
-@pytest.fixture
-def page(browser, live_server, transactional_db):
-    User.objects.create_user("librarian", password="a long password")
-    context = browser.new_context(viewport={"width": 1366, "height": 900})
+PASSWORD = "a long password"
+
+
+def logged_in(browser, base_url: str, username: str, width: int = 1366):
+    """A page of a new browser context, logged in as ``username`` (password ``PASSWORD``)
+    through the login form an anonymous visit is sent to; close its ``context`` after."""
+    context = browser.new_context(viewport={"width": width, "height": 900})
     context.set_default_timeout(TIMEOUT_MS)
     page = context.new_page()
-    page.goto(f"{live_server.url}/")
+    page.goto(f"{base_url}/")
     assert "/accounts/login/" in page.url  # anonymous: the login page first
-    page.fill("#id_username", "librarian")
-    page.fill("#id_password", "a long password")
+    page.fill("#id_username", username)
+    page.fill("#id_password", PASSWORD)
     page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server.url}/")
+    page.wait_for_url(f"{base_url}/")
+    return page
+
+
+@pytest.fixture
+def page(browser, live_server, transactional_db):
+    User.objects.create_user("librarian", password=PASSWORD)
+    page = logged_in(browser, live_server.url, "librarian")
     yield page
-    context.close()
+    page.context.close()
 
 
 def job(n: int, status: str, collection: str, **kw) -> Job:

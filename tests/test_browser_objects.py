@@ -9,25 +9,16 @@ import pytest
 from django.contrib.auth.models import User
 
 from inventory.recorder import LocalInventory
-from tests.test_browser import TIMEOUT_MS, browser  # noqa: F401 - the same browser fixture
+from tests.test_browser import PASSWORD, browser, logged_in  # noqa: F401 - the same fixture
 from tests.test_objects_pages import ARK, NOTES, record_brain
-
-PASSWORD = "a long password"
 
 
 @pytest.fixture(params=[390, 1400], ids=["phone", "desktop"])
 def page(request, browser, live_server, transactional_db):  # noqa: F811 - the imported fixture
     User.objects.create_user("librarian", password=PASSWORD)
-    context = browser.new_context(viewport={"width": request.param, "height": 900})
-    context.set_default_timeout(TIMEOUT_MS)
-    page = context.new_page()
-    page.goto(f"{live_server.url}/accounts/login/")
-    page.fill("#id_username", "librarian")
-    page.fill("#id_password", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server.url}/")
+    page = logged_in(browser, live_server.url, "librarian", width=request.param)
     yield page
-    context.close()
+    page.context.close()
 
 
 def fits(page) -> bool:

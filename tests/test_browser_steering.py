@@ -16,26 +16,18 @@ from batches.models import Collection
 from jobs import mirror
 from merritt_queue.runtime import get_store as pipeline_store
 from steering.models import ADMINISTRATOR
-from tests.test_browser import TIMEOUT_MS, browser  # noqa: F401 - the same browser fixture
+from tests.test_browser import PASSWORD, browser, logged_in  # noqa: F401 - the same fixture
 
 pytest_plugins = ["tests.httpserver", "tests.pipeline"]
-PASSWORD = "a long password"
 
 
 @pytest.fixture
 def admin_page(browser, live_server, pipeline):  # noqa: F811 - the imported fixture
     user = User.objects.create_user("steerer", password=PASSWORD)
     user.groups.add(Group.objects.get_or_create(name=ADMINISTRATOR)[0])
-    context = browser.new_context(viewport={"width": 1366, "height": 900})
-    context.set_default_timeout(TIMEOUT_MS)
-    page = context.new_page()
-    page.goto(f"{live_server.url}/accounts/login/")
-    page.fill("#id_username", "steerer")
-    page.fill("#id_password", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server.url}/")
+    page = logged_in(browser, live_server.url, "steerer")
     yield page
-    context.close()
+    page.context.close()
 
 
 def confirm(page, reason: str) -> None:
