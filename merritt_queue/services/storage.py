@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Protocol
 from urllib.parse import quote, unquote
 
+from ..arks import ARK_SHAPE, is_ark
 from ..digest import Hashers, normalise_algorithm
 from .errors import ManifestMismatch, StorageError
 from .versions import (
@@ -108,8 +109,8 @@ def unescape_ark(name: str) -> str:
 
 def check_request(ark: str, token: str, mode: str) -> None:
     """What every adapter's ``store_version`` checks before it reads storage."""
-    if not ark.startswith("ark:") or any(c.isspace() for c in ark):
-        raise StorageError(f"{ark!r} is not an ARK (expected ark:/NAAN/name)")
+    if not is_ark(ark):
+        raise StorageError(f"{ark!r} is not an ARK (expected {ARK_SHAPE})")
     if not token or not token.strip():
         raise StorageError(f"storing a version of {ark} needs a token (the job id)")
     check_mode(mode)
