@@ -13,12 +13,8 @@ The inventory tables are read here, never written.
 
 from __future__ import annotations
 
-import re
-
 from inventory.models import InventoryObject, LocalIdentifier
-
-_ARK_RE = re.compile(r"^ark:/\d{5,}/\S+$")
-ARK_SHAPE = "ark:/NAAN/name, e.g. ark:/99999/fk4abc"
+from merritt_queue.arks import ARK_SHAPE, is_ark
 
 
 class Refusal(str):
@@ -36,7 +32,7 @@ class Refusal(str):
 
 def ark_problem(value: str) -> str | None:
     """Why ``value`` cannot be a primary identifier (it must look like an ARK)."""
-    if _ARK_RE.match(value):
+    if is_ark(value):
         return None
     return f"primary_id {value[:100]!r} is not an ARK: give it as {ARK_SHAPE}"
 

@@ -33,11 +33,25 @@ class PayloadFile:
     def __init__(self, url: str, name: str, size=None, alg=None, value=None):
         # Checked as it is read from the tree: a refused name fails the job in Estimating,
         # before anything is fetched.
-        self.url, self.name, self.size = url, safe_name(name), size
+        self.url, self.name = url, safe_name(name)
+        self.size = _checked_size(self.name, size)
         self.digest = (alg, value) if alg and value else None
 
     def identity(self) -> dict:
         return {"url": self.url, "size": self.size, "digest": list(self.digest or ())}
+
+
+def _checked_size(name: str, size: object) -> int | None:
+    """The declared size in bytes; it bounds a download and sizes the disk reservation."""
+    if size is None:
+        return None
+    if isinstance(size, str) and size.isascii() and size.isdigit():
+        return int(size)
+    if isinstance(size, int) and not isinstance(size, bool) and size >= 0:
+        return size
+    raise ManifestError(
+        [f"the size given for {name}, {size!r}, is not a whole number of bytes (0 or more)"]
+    )
 
 
 def payload_files(s: Services, job: JobRecord) -> list[PayloadFile]:

@@ -273,3 +273,9 @@ def test_a_job_planned_without_the_key_still_refuses_another_collections_ark(pip
     assert "primary_id" not in job.configuration
     assert job.status == "Failed" and f"{THEIRS} belongs to collection demo" in job.message
     assert versions(pipeline, THEIRS) == []
+
+
+@pytest.mark.parametrize("bad", ["ark:/99999/fk4abc\n", "ark:/99999/fk4abc\r\n", "ark:/99999/"])
+def test_the_rule_refuses_an_ark_with_a_line_end_or_no_name(queue, bad):
+    refusal = change_refusal("demo", bad, Profile.objects.get(name="demo"))
+    assert refusal is not None and "is not an ARK" in refusal

@@ -341,3 +341,16 @@ def test_merritt_update_reads_the_object_once_before_posting(
         ("GET", f"/state/7777/{quoted}/1"),
         ("POST", f"/update/7777/{quoted}"),
     ]
+
+
+@pytest.mark.parametrize("bad", ["ark:not-an-ark", "ark:/1/x", "ark:/99999/fk4a\n", "ark:/99999/"])
+def test_both_adapters_refuse_an_ark_the_door_would_refuse_before_any_disk_or_network(
+    local, merritt, merritt_storage_server, tmp_path, bad
+):
+    """The ARK comes from the tree, where another writer may have put anything."""
+    work = write(tmp_path / "job-1", {"producer/a.txt": b"a\n"})
+    for storage in (local, merritt):
+        with pytest.raises(StorageError, match="is not an ARK"):
+            storage.store_version(bad, work, None, token="job-1")
+    assert not local.root.exists()
+    assert merritt_storage_server.server.requests == []

@@ -33,15 +33,14 @@ from .errors import StorageError
 from .storage import (
     STORED_ALGORITHMS,
     TOKEN_SOURCE_NAME,
-    check_ark_and_token,
-    check_name,
+    check_request,
+    checked_input,
     describe_file,
     manifest_algorithms,
-    source_files,
     storage_disk_error,
     verify_against_manifest,
 )
-from .versions import StoredFile, StoredVersion, check_mode, plan_version
+from .versions import StoredFile, StoredVersion, plan_version
 
 _TOKEN_PREFIX = "system/mrt-queue-token-"
 _CHECKM_HEADER = (
@@ -94,8 +93,7 @@ class MerrittStorageClient:
         mode: str = "add",
         delete: tuple[str, ...] | list[str] = (),
     ) -> StoredVersion:
-        check_ark_and_token(ark, token)
-        check_mode(mode)
+        check_request(ark, token, mode)
         existing, latest, old_tokens = self._scan(ark, token)
         if existing is not None:
             return existing
@@ -103,9 +101,8 @@ class MerrittStorageClient:
             raise StorageError(
                 "MerrittStorageClient needs file_url to tell storage where files are"
             )
-        sources = source_files(source_dir, files)
+        sources, delete = checked_input(source_dir, files, delete)
         _refuse_checkm_breaking_names([name for name, _ in sources] + list(delete))
-        delete = [check_name(n) for n in delete]
         algorithms = manifest_algorithms(manifest)
         stored = [describe_file(name, path, algorithms) for name, path in sources]
         verify_against_manifest(manifest, stored)

@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Protocol
 from urllib.parse import quote, unquote
 
+from ..arks import ARK_SHAPE, is_ark
 from ..digest import Hashers, normalise_algorithm
 from .errors import ManifestMismatch, StorageError
 from .versions import (
@@ -106,11 +107,20 @@ def unescape_ark(name: str) -> str:
     return unquote(name)
 
 
-def check_ark_and_token(ark: str, token: str) -> None:
-    if not ark.startswith("ark:") or any(c.isspace() for c in ark):
-        raise StorageError(f"{ark!r} is not an ARK (expected ark:/NAAN/name)")
+def check_request(ark: str, token: str, mode: str) -> None:
+    """What every adapter's ``store_version`` checks before it reads storage."""
+    if not is_ark(ark):
+        raise StorageError(f"{ark!r} is not an ARK (expected {ARK_SHAPE})")
     if not token or not token.strip():
         raise StorageError(f"storing a version of {ark} needs a token (the job id)")
+    check_mode(mode)
+
+
+def checked_input(
+    source_dir: Path, files: list[tuple[str, Path]] | None, delete
+) -> tuple[list[tuple[str, Path]], tuple[str, ...]]:
+    """The files to store and the names to delete, each name checked (``source_files``)."""
+    return source_files(source_dir, files), tuple(check_name(n) for n in delete)
 
 
 def check_name(name: str) -> str:
@@ -250,13 +260,11 @@ class LocalStorage:
         mode: str = "add",
         delete: tuple[str, ...] | list[str] = (),
     ) -> StoredVersion:
-        check_ark_and_token(ark, token)
-        check_mode(mode)
+        check_request(ark, token, mode)
         existing = self.find_by_token(ark, token)
         if existing is not None:
             return existing
-        sources = source_files(source_dir, files)
-        delete = tuple(check_name(n) for n in delete)
+        sources, delete = checked_input(source_dir, files, delete)
         self._sweep_stale_builds()
         with self._lock(ark):
             for _ in range(_PUBLISH_ATTEMPTS):
