@@ -534,16 +534,9 @@ def apply_job_statuses(
         return out
 
     _retrying(run)
-    whole = [r for r in (_reread_job(store, jid) for jid in missing) if r is not None]
+    whole = [r for r in (_reread(store, "job", jid) for jid in missing) if r is not None]
     if whole:
         apply_jobs(whole, actor=actor, at=at)
-
-
-def _reread_job(store: QueueStore, jid: str) -> JobRecord | None:
-    try:
-        return store.get_job(jid)
-    except NotFound:
-        return None
 
 
 def apply_batches(records: list[BatchRecord], *, at=None, since=None) -> _Outcome:
@@ -608,9 +601,9 @@ def _django_ready() -> bool:
     return apps.ready
 
 
-def _reread(store: QueueStore, change: Change):
+def _reread(store: QueueStore, kind: str, item_id: str):
     try:
-        return store.get_job(change.id) if change.kind == "job" else store.get_batch(change.id)
+        return store.get_job(item_id) if kind == "job" else store.get_batch(item_id)
     except NotFound:
         return None
 
@@ -622,7 +615,7 @@ def apply_change(store: QueueStore, change: Change) -> None:
         return
     if change.data and change.record is None and apply_job_data(change.id, change.data):
         return
-    record = None if change.removed else change.record or _reread(store, change)
+    record = None if change.removed else change.record or _reread(store, change.kind, change.id)
     if change.kind == "job":
         if record is not None and record.partial:
             apply_job_statuses(store, [record], actor=change.actor)
