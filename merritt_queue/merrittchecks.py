@@ -19,9 +19,11 @@ from typing import TYPE_CHECKING
 from . import consistency as c
 from . import tree as t
 from .states import BatchStatus, batch_dir_for
+from .treerepair import RepairFailed, _exists
 
 if TYPE_CHECKING:
-    from .consistency import _Batch, _Checker
+    from .consistency import _Checker
+    from .treeread import _Batch
 
 PROCESSING_DIR = "batch-processing"
 
@@ -84,8 +86,8 @@ def _processing_without_jobs(checker: _Checker, batch: _Batch) -> None:
 
     def plan():
         # A lock cannot be checked absent inside a multi: look right before writing.
-        if c._exists(checker.client, lock):
-            raise c.RepairFailed(f"batch {batch.id} is locked now; run the check again")
+        if _exists(checker.client, lock):
+            raise RepairFailed(f"batch {batch.id} is locked now; run the check again")
         return [("set", t.batch_node(batch.id, "status"), (record, batch.version("status")))]
 
     checker.add(
@@ -161,7 +163,7 @@ def _deleted_blocking_reports(checker: _Checker, batch: _Batch) -> None:
     def plan():
         stat = checker.client.exists(node)
         if stat is None:
-            raise c.RepairFailed(f"{node} no longer exists; nothing was written")
+            raise RepairFailed(f"{node} no longer exists; nothing was written")
         return [_status_guard(batch), ("delete", node, stat.version)]
 
     checker.add(
