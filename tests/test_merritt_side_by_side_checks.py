@@ -13,6 +13,7 @@ import threading
 import time
 
 import pytest
+from django.urls import reverse
 
 from batches.models import Batch
 from jobs import mirror
@@ -288,7 +289,7 @@ def test_mirror_follows_locks_merritt_takes_and_releases_without_a_status_write(
 
 
 def test_mirror_keeps_every_local_id_and_search_finds_a_job_by_any_of_them(
-    store, merritt, follower
+    store, merritt, follower, client, django_user_model
 ):
     merritt.create_batch(SUBMISSION)
     bid = merritt.acquire_pending_batch().id  # MerrittZK creates jobs in an acquired batch
@@ -301,6 +302,11 @@ def test_mirror_keeps_every_local_id_and_search_finds_a_job_by_any_of_them(
         assert [j.jid for j in JobFilter({"q": value}, queryset=Job.objects.all()).qs] == [jid]
     assert [j.jid for j in JobFilter({"q": "lid-bb"}, queryset=Job.objects.all()).qs] == [other]
     assert not JobFilter({"q": "lid"}, queryset=Job.objects.all()).qs.exists()
+    client.force_login(django_user_model.objects.create_user("librarian"))
+    page = client.get(reverse("jobs:detail", args=[jid])).content.decode()
+    assert "<dt>Local ids</dt><dd>lid-a; lid-b; lid-c</dd>" in page
+    page = client.get(reverse("jobs:detail", args=[other])).content.decode()
+    assert "<dt>Local id</dt><dd>lid-bb</dd>" in page
 
 
 def test_local_ids_that_overflow_the_column_keep_only_whole_ids():
