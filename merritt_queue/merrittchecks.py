@@ -67,16 +67,15 @@ def _jobs_of(checker: _Checker, batch: _Batch) -> list[str]:
 def _processing_without_jobs(checker: _Checker, batch: _Batch) -> None:
     if PROCESSING_DIR in batch.refs or _jobs_of(checker, batch) or batch.node("lock"):
         return
-    path, status = t.batch_path(batch.id), batch.node("status")
-    idle = checker.now - status[1].mtime / 1000
+    idle = checker.now - batch.node("status")[1].mtime / 1000
+    if idle < checker.grace:
+        return  # a pickup still filling its batch (MerrittZK creates the jobs after states)
     head = (
         f"Batch {batch.id} is Processing with no jobs and no {PROCESSING_DIR} node, and no one "
         "holds it, so neither this queue nor Merritt's ingest will ever report it. Merritt's "
         "ingest leaves a batch like this when it took a submission it could not turn into "
         "jobs, or when its pickup was interrupted."
     )
-    if idle < checker.grace:
-        return  # a pickup still filling its batch (MerrittZK creates the jobs after states)
     message = (
         "No jobs were ever created for this batch and nothing would report it, so the "
         "consistency check failed it. Delete it, or submit the deposit again."
@@ -92,7 +91,7 @@ def _processing_without_jobs(checker: _Checker, batch: _Batch) -> None:
 
     checker.add(
         "processing-batch-without-jobs",
-        path,
+        t.batch_path(batch.id),
         f"{head} It has been Processing for {c._age(idle)}. The repair marks it Failed with a "
         "message saying so; a person then deletes it or has the deposit submitted again.",
         "set the batch Failed",
