@@ -25,8 +25,9 @@ Guarantees:
   after one: an exists watch on the lock of every job and batch that is not
   final, or is locked. Each watch is armed once and re-armed when it fires;
   the lock's presence seen when arming it is compared with the item as read,
-  and a difference has the item read again. Watches lost with a session are
-  armed again by the next full reconcile.
+  and a difference has the item read again. kazoo lets go of every watch when
+  its connection drops (the session may live on): the next turn arms them all
+  again from the mirror's rows.
 - What no watch shows (data nodes written by others, storage locks, a change
   missed while a session was lost) is caught by a full reconcile at start and
   every ``reconcile_seconds``; a loop turn that fails brings the next one
@@ -86,6 +87,7 @@ class Follower:
         self._dirty_batches: set[str] = set()
         self._flags: set[str] = set()
         self._dirty_locks: set[str] = set()  # item lock paths whose watch fired
+        self._rearm_locks = False  # the connection dropped every lock watch
         # The loop's own state: what it has applied.
         self._seen: dict[str, set[str]] = {}
         self._listed_at: dict[str, float] = {}
@@ -111,12 +113,17 @@ class Follower:
 
     def _session(self, state) -> None:
         if state == KazooState.LOST:  # the one-shot watches died with the session
-            self._record(lambda: (self._dirty_dirs.update(JobStatus), self._lock_watched.clear()))
+            self._record(lambda: self._dirty_dirs.update(JobStatus))
 
     def _lock_event(self, event) -> None:
-        """An item's lock was created or deleted: that watch is spent, read the item again."""
+        """An item's lock was created or deleted: that watch is spent, read the item again.
+        With no path, the connection dropped and kazoo let go of every watch."""
 
         def update() -> None:
+            if event.path is None:
+                self._lock_watched.clear()
+                self._rearm_locks = True
+                return
             self._lock_watched.discard(event.path)
             self._dirty_locks.add(event.path)
 
@@ -156,7 +163,9 @@ class Follower:
             taken = (self._batch_names, self._dirty_batches, self._flags, self._dirty_locks)
             self._batch_names, self._dirty_batches, self._flags = None, set(), set()
             self._dirty_locks = set()
-        return taken
+            rearm = self._rearm_locks and self.store.client.connected
+            self._rearm_locks &= not rearm
+        return (*taken, rearm)
 
     def watch_locks(self, expected: dict[str, bool]) -> set[str]:
         """Arm the exists watch on each item lock path not yet watched; the paths whose
@@ -225,14 +234,19 @@ class Follower:
     def reconcile(self) -> mirror.Drift:
         drift = mirror.full_reconcile(self.store)
         log.info("full reconcile: %s", drift.summary())
-        live = list(Batch.objects.exclude(status__in=FINAL_BATCH).values_list("bid", "locked"))
-        for bid, _locked in live:
+        for bid in Batch.objects.exclude(status__in=FINAL_BATCH).values_list("bid", flat=True):
             self.watch_batch(bid)
-        jobs = Job.objects.exclude(status__in=FINAL_JOB).values_list("jid", "locked")
-        expected = {t.job_node(jid, "lock"): locked for jid, locked in jobs}
-        expected.update({t.batch_node(bid, "lock"): locked for bid, locked in live})
-        self._stale_locks(self.watch_locks(expected))
+        self._watch_live_locks()
         return drift
+
+    def _watch_live_locks(self) -> None:
+        """Arm the lock watch of every item the mirror has as live or locked."""
+        jobs = Job.objects.exclude(status__in=FINAL_JOB, locked=False)
+        batches = Batch.objects.exclude(status__in=FINAL_BATCH, locked=False)
+        expected = {t.job_node(j, "lock"): lk for j, lk in jobs.values_list("jid", "locked")}
+        for bid, locked in batches.values_list("bid", "locked"):
+            expected[t.batch_node(bid, "lock")] = locked
+        self._stale_locks(self.watch_locks(expected))
 
     def _stale_locks(self, paths: set[str]) -> None:
         """Have the items of these lock paths read again next turn."""
@@ -243,7 +257,7 @@ class Follower:
 
     def step(self) -> int:
         """Apply what the watches recorded since the last turn; the number of items applied."""
-        batch_names, dirty_batches, flags, dirty_locks = self._take()
+        batch_names, dirty_batches, flags, dirty_locks, rearm = self._take()
         jids = set(self._recheck) | _ids(dirty_locks, "jobs")
         for status, names in self._list_due().items():
             jids |= self._diff_dir(status, names)
@@ -251,6 +265,8 @@ class Follower:
         if batch_names is not None:
             bids |= self._diff_batches(batch_names)
         try:
+            if rearm:
+                self._watch_live_locks()
             count = self._apply_jobs(jids) + self._apply_batches(bids)
             if flags:
                 self._sync_locks(flags)
@@ -258,6 +274,7 @@ class Follower:
             self._put_back(jids, bids, flags)
             with self._lock:
                 self._dirty_locks |= dirty_locks
+                self._rearm_locks |= rearm
             raise
         if count or flags:
             mirror.mark(mirror.WATCH)

@@ -21,6 +21,7 @@ from merritt_queue.states import JobStatus, resume_known, resume_target
 from merritt_queue.tree import is_job_id, parse_timestamp
 
 from .filters import JobFilter
+from .mirror import LOCAL_ID_SEPARATOR
 from .models import Job, JobEvent
 from .tables import LazyKeyPaginator, SelectJobTable, job_rows, when
 
@@ -254,6 +255,7 @@ def job_detail(request, jid: str):
         "job": job,
         "batch": batch,
         "failed_step": failed_step(job),
+        "local_ids": job.local_id.split(LOCAL_ID_SEPARATOR) if job.local_id else [],
         "events": JobEvent.objects.filter(jid=job.jid).order_by("at", "id"),
         "configuration": fields_of(job.configuration),
         "identifiers": fields_of(job.identifiers),

@@ -19,9 +19,11 @@ from typing import TYPE_CHECKING
 from . import consistency as c
 from . import tree as t
 from .states import BatchStatus, batch_dir_for
+from .treerepair import RepairFailed, _exists
 
 if TYPE_CHECKING:
-    from .consistency import _Batch, _Checker
+    from .consistency import _Checker
+    from .treeread import _Batch
 
 PROCESSING_DIR = "batch-processing"
 
@@ -65,16 +67,15 @@ def _jobs_of(checker: _Checker, batch: _Batch) -> list[str]:
 def _processing_without_jobs(checker: _Checker, batch: _Batch) -> None:
     if PROCESSING_DIR in batch.refs or _jobs_of(checker, batch) or batch.node("lock"):
         return
-    path, status = t.batch_path(batch.id), batch.node("status")
-    idle = checker.now - status[1].mtime / 1000
+    idle = checker.now - batch.node("status")[1].mtime / 1000
+    if idle < checker.grace:
+        return  # a pickup still filling its batch (MerrittZK creates the jobs after states)
     head = (
         f"Batch {batch.id} is Processing with no jobs and no {PROCESSING_DIR} node, and no one "
         "holds it, so neither this queue nor Merritt's ingest will ever report it. Merritt's "
         "ingest leaves a batch like this when it took a submission it could not turn into "
         "jobs, or when its pickup was interrupted."
     )
-    if idle < checker.grace:
-        return  # a pickup still filling its batch (MerrittZK creates the jobs after states)
     message = (
         "No jobs were ever created for this batch and nothing would report it, so the "
         "consistency check failed it. Delete it, or submit the deposit again."
@@ -84,13 +85,13 @@ def _processing_without_jobs(checker: _Checker, batch: _Batch) -> None:
 
     def plan():
         # A lock cannot be checked absent inside a multi: look right before writing.
-        if c._exists(checker.client, lock):
-            raise c.RepairFailed(f"batch {batch.id} is locked now; run the check again")
+        if _exists(checker.client, lock):
+            raise RepairFailed(f"batch {batch.id} is locked now; run the check again")
         return [("set", t.batch_node(batch.id, "status"), (record, batch.version("status")))]
 
     checker.add(
         "processing-batch-without-jobs",
-        path,
+        t.batch_path(batch.id),
         f"{head} It has been Processing for {c._age(idle)}. The repair marks it Failed with a "
         "message saying so; a person then deletes it or has the deposit submitted again.",
         "set the batch Failed",
@@ -161,7 +162,7 @@ def _deleted_blocking_reports(checker: _Checker, batch: _Batch) -> None:
     def plan():
         stat = checker.client.exists(node)
         if stat is None:
-            raise c.RepairFailed(f"{node} no longer exists; nothing was written")
+            raise RepairFailed(f"{node} no longer exists; nothing was written")
         return [_status_guard(batch), ("delete", node, stat.version)]
 
     checker.add(

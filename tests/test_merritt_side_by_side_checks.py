@@ -8,10 +8,12 @@ MerrittZK is asked to do what it could not before.
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 
 import pytest
+from django.urls import reverse
 
 from batches.models import Batch
 from jobs import mirror
@@ -287,7 +289,7 @@ def test_mirror_follows_locks_merritt_takes_and_releases_without_a_status_write(
 
 
 def test_mirror_keeps_every_local_id_and_search_finds_a_job_by_any_of_them(
-    store, merritt, follower
+    store, merritt, follower, client, django_user_model
 ):
     merritt.create_batch(SUBMISSION)
     bid = merritt.acquire_pending_batch().id  # MerrittZK creates jobs in an acquired batch
@@ -300,6 +302,11 @@ def test_mirror_keeps_every_local_id_and_search_finds_a_job_by_any_of_them(
         assert [j.jid for j in JobFilter({"q": value}, queryset=Job.objects.all()).qs] == [jid]
     assert [j.jid for j in JobFilter({"q": "lid-bb"}, queryset=Job.objects.all()).qs] == [other]
     assert not JobFilter({"q": "lid"}, queryset=Job.objects.all()).qs.exists()
+    client.force_login(django_user_model.objects.create_user("librarian"))
+    page = client.get(reverse("jobs:detail", args=[jid])).content.decode()
+    assert "<dt>Local ids</dt><dd>lid-a; lid-b; lid-c</dd>" in page
+    page = client.get(reverse("jobs:detail", args=[other])).content.decode()
+    assert "<dt>Local id</dt><dd>lid-bb</dd>" in page
 
 
 def test_local_ids_that_overflow_the_column_keep_only_whole_ids():
@@ -308,3 +315,27 @@ def test_local_ids_that_overflow_the_column_keep_only_whole_ids():
     assert mirror.local_ids_text({"local_id": "single"}, {}) == "single"
     assert mirror.local_ids_text({"local_id": []}, {"local_id": "from-conf"}) == "from-conf"
     assert mirror.local_ids_text({}, {}) == ""
+
+
+def test_mirror_follows_locks_after_the_follower_s_connection_drops(store, merritt, follower):
+    """kazoo lets go of every watch when its connection drops, even when the session lives
+    on; the lock watches are armed again, not only at the next full reconcile."""
+    ingest = MerrittIngest(merritt)
+    batch = ingest.submit("demo_profile")
+    jid = merritt.batch_jobs(batch, "batch-processing")[0]
+    runner = follower()
+    client = runner.store.client
+    states: list[str] = []
+    client.add_listener(states.append)
+    session = client.client_id
+    client._connection._socket.shutdown(socket.SHUT_RDWR)  # the network drops it
+    wait_for(lambda: states[-2:] == ["SUSPENDED", "CONNECTED"])
+    assert client.client_id == session  # the same session: no watch was lost with it
+
+    for _ in range(2):  # more than one change: a reconcile brought forward sees only one
+        job = merritt.acquire_job("Pending")
+        wait_for(lambda: Job.objects.get(jid=jid).locked)
+        merritt.unlock(job)
+        wait_for(lambda: not Job.objects.get(jid=jid).locked)
+    assert merritt.lock(batch)
+    wait_for(lambda: Batch.objects.get(bid=batch.id).locked)

@@ -14,6 +14,7 @@ import uuid
 
 import pytest
 from django.contrib.auth.models import Group
+from django.utils import timezone
 
 from batches.models import Profile
 from jobs import mirror
@@ -256,9 +257,7 @@ def test_a_hold_merritt_set_by_profile_is_a_hold_of_the_profiles_collection(
     zk, _ = merritt(make_client)
     assert zk.lock_collection("demo_content")
     assert process_store.collection_held("demo")
-    mirror.sync_collections(
-        {name: {} for name in process_store.held_collections()}, mirror.timezone.now()
-    )
+    mirror.sync_collections({name: {} for name in process_store.held_collections()}, timezone.now())
     from batches.models import Collection
 
     assert list(Collection.objects.filter(held=True).values_list("mnemonic", flat=True)) == ["demo"]

@@ -19,6 +19,7 @@ from batches.models import Batch, Collection, Profile
 from jobs import mirror
 from jobs.context_processors import freshness_text, mirror_freshness
 from jobs.follow import Follower
+from jobs.mirror import writethrough
 from jobs.models import Job, JobEvent, MirrorState
 from merritt_queue import checks, multiread, runtime, snapshot
 from merritt_queue import tree as t
@@ -44,7 +45,7 @@ def live(zk_config, settings):
     settings.ZK_HOSTS, settings.ZK_CHROOT = zk_config.hosts, zk_config.chroot
     # The freshness row is written at most once a second per process: a test that ran
     # just before (its rows rolled back) must not keep this one's from being written.
-    mirror._mark_write_through.last = 0.0
+    writethrough._mark_write_through.last = 0.0
     runtime.close()
     yield runtime.get_store()
     runtime.close()
@@ -226,14 +227,14 @@ def test_a_failing_mirror_never_fails_the_write(live, db, monkeypatch, caplog):
     def broken(*_):
         raise RuntimeError("database on fire")
 
-    monkeypatch.setattr(mirror, "apply_change", broken)
+    monkeypatch.setattr(writethrough, "apply_change", broken)
     bid = live.create_batch(SUBMISSION).id
     assert live.get_batch(bid).status == "Pending"
     assert "mirror write-through of batch" in caplog.text
 
 
 def test_without_django_set_up_the_listener_does_nothing(live, db, monkeypatch):
-    monkeypatch.setattr(mirror, "_django_ready", lambda: False)
+    monkeypatch.setattr(writethrough, "_django_ready", lambda: False)
     live.create_batch(SUBMISSION)
     assert not Batch.objects.exists()
 

@@ -1,0 +1,109 @@
+"""The Django mirror of the ZooKeeper tree: filled by write-through, watches and full rebuilds.
+
+ZooKeeper holds the truth; these rows (``Batch``, ``Job``, ``Collection``,
+``JobEvent``, ``MirrorState``) are a copy for fast browsing, written only here.
+
+Guarantees:
+
+- Every row is written from a record read from ZooKeeper, or returned by a
+  write ZooKeeper accepted. Views never write them.
+- Never backwards: a record older than its row (lower ``status_version``) is
+  ignored, so write-through, watches and rebuilds racing each other converge
+  on the newest state. A full rebuild overwrites whatever differs from its
+  read, except rows written after that read began.
+- One ``JobEvent`` per status write observed, unique by (jid, status_version):
+  from the status the mirror had, to the new one, with who made it (the
+  store's actor; "watch" or "reconcile" when only seen afterwards). Events
+  outlive their job's row.
+- ``Batch.job_counts`` / ``job_total`` are recounted from the batch's Job rows
+  in the same transaction as every change to them.
+- The write-through listener never raises into the store, and does nothing
+  while Django is not set up; a change it misses is caught by the watches or
+  the next full rebuild.
+- A full rebuild into an empty database restores every batch, job, collection
+  and lock; a job's lost history becomes one event with actor "reconcile".
+
+Its parts: ``rows`` (records -> row values), ``upsert`` (writing rows, events
+and counts), ``writethrough`` (the store's listener), ``rebuild`` (the full
+reconcile), ``locks`` (collections, holds, the locks page); the names callers
+use are here.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from merritt_queue.store import QueueStore
+
+from .locks import apply_collection, locks_detail, refresh_locks, sync_collections
+from .rebuild import Drift, full_reconcile
+from .rows import (
+    BATCH_FIELDS,
+    JOB_FIELDS,
+    JOB_STATUS_FIELDS,
+    LOCAL_ID_SEPARATOR,
+    batch_values,
+    job_values,
+    local_ids_text,
+)
+from .upsert import (
+    FULL,
+    LOCKS,
+    WATCH,
+    WRITE_THROUGH,
+    apply_batch,
+    apply_batches,
+    apply_job,
+    apply_job_statuses,
+    apply_jobs,
+    mark,
+    recount,
+    remove_batch,
+    remove_batches,
+    remove_job,
+    remove_jobs,
+)
+from .writethrough import apply_change, apply_changes, apply_job_data, make_listener
+
+__all__ = [
+    "BATCH_FIELDS",
+    "FULL",
+    "JOB_FIELDS",
+    "JOB_STATUS_FIELDS",
+    "LOCAL_ID_SEPARATOR",
+    "LOCKS",
+    "WATCH",
+    "WRITE_THROUGH",
+    "Drift",
+    "apply_batch",
+    "apply_batches",
+    "apply_change",
+    "apply_changes",
+    "apply_collection",
+    "apply_job",
+    "apply_job_data",
+    "apply_job_statuses",
+    "apply_jobs",
+    "batch_values",
+    "follow",
+    "full_reconcile",
+    "job_values",
+    "local_ids_text",
+    "locks_detail",
+    "make_listener",
+    "mark",
+    "recount",
+    "refresh_locks",
+    "remove_batch",
+    "remove_batches",
+    "remove_job",
+    "remove_jobs",
+    "sync_collections",
+]
+
+
+def follow(store: QueueStore, stop: threading.Event) -> None:
+    """Follow writes made by others until ``stop`` is set (see jobs.follow)."""
+    from ..follow import Follower
+
+    Follower(store).run(stop)
