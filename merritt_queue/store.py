@@ -1596,12 +1596,19 @@ class QueueStore:
 
     def item_hold(self, data: dict | None) -> str | None:
         """Why a job or batch (its configuration or submission) is held by a collection
-        hold, in words for its message; None when it is not."""
+        hold, in words for its message; None when it is not.
+
+        Every Pending job and batch asks, and holds are rare: one listing of the holds
+        answers, and the profile table is asked only when some hold's name needs it.
+        """
+        held = set(self.held_collections())
+        if not held:
+            return None
         collection = collection_of(data, self.profiles)
-        if collection and self.collection_held(collection):
+        if collection and (collection in held or not held.isdisjoint(self._hold_names(collection))):
             return f"collection {collection} is on hold"
         profile = profile_of(data)
-        if profile and profile != collection and self._exists(t.collection_lock(profile)):
+        if profile and profile != collection and profile in held:
             return f"profile {profile} is on hold (a collection hold set in Merritt)"
         return None
 
