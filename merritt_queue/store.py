@@ -225,6 +225,14 @@ class QueueStore:
         except NoNodeError:  # a lazily created directory that does not exist yet is empty
             return []
 
+    def _children_stat(self, path: str) -> tuple[list[str], Any] | None:
+        """A node's children and its stat in one round; None when it is missing."""
+        self.stats["round_trips"] += 1
+        try:
+            return self.client.get_children(path, include_data=True)
+        except NoNodeError:
+            return None
+
     def children_many(
         self, paths: Iterable[str], watches: Mapping[str, Callable] | None = None
     ) -> dict[str, list[str] | None]:
