@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from . import batch_sides
 from . import tree as t
@@ -166,17 +166,21 @@ class BatchStore(StoreBase):
             b for b, st in self.batch_statuses().items() if st.get("status") == BatchStatus.PENDING
         ]
 
-    def begin_batch(self, bid: str) -> BatchRecord | None:
+    def begin_batch(
+        self, bid: str, runs: Callable[[dict | None], bool] | None = None
+    ) -> BatchRecord | None:
         """Lock a Pending batch to turn it into jobs; None when busy, gone or no longer Pending.
 
-        A batch of a collection on hold is moved to Held (and unlocked) instead.
+        A batch of a collection on hold is moved to Held (and unlocked) instead, unless
+        ``runs`` says its submission is not ours to run: then it comes back locked and
+        untouched, for the caller to let go.
         """
         if not self._try_lock(t.batch_node(bid, "lock")):
             return None
         batch = self._reread_locked(bid, BatchStatus.PENDING)
         if batch is None:
             return None
-        if msg := self.item_hold(batch.submission):
+        if (runs is None or runs(batch.submission)) and (msg := self.item_hold(batch.submission)):
             self.transition_batch(batch, BatchStatus.HELD, msg, release_lock=True)
             return None
         return batch
