@@ -43,7 +43,9 @@ def run_pending(s: Services, bid: str) -> str:
         return "refused"
     if store.queue_paused():
         return "paused"
-    batch = store.begin_batch(bid)
+    batch = store.begin_batch(
+        bid, runs=lambda submission: runs_batch(settings.MQ_WORKERS, submission)
+    )
     if batch is None:
         return "skipped"
     if not runs_batch(settings.MQ_WORKERS, batch.submission):

@@ -26,7 +26,8 @@ from enum import StrEnum
 from .errors import ChangedUnderYou, InvalidData, LockLost, NotFound, QueueError
 from .pauseflag import pause_flag
 from .states import JOB
-from .store import CONNECTION_ERRORS, ItemLock, JobRecord, QueueStore
+from .store import ItemLock, JobRecord, QueueStore
+from .store_base import CONNECTION_ERRORS
 
 log = logging.getLogger(__name__)
 

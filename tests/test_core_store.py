@@ -20,7 +20,8 @@ from merritt_queue.errors import (
     NotRemovable,
 )
 from merritt_queue.states import JOB, JOB_STEPS
-from merritt_queue.store import STATUS_REPORT_MAX_JIDS, ItemLock, NewJob, QueueStore
+from merritt_queue.store import ItemLock, NewJob, QueueStore
+from merritt_queue.store_batches import STATUS_REPORT_MAX_JIDS
 from merritt_queue.zk import ZkConfig, connect
 
 
@@ -155,7 +156,7 @@ def test_create_job_in_a_missing_batch_is_refused_and_writes_nothing(store, zk):
 def test_create_jobs_writes_what_create_job_does_in_order_in_pipelined_rounds(
     store, zk, batch, monkeypatch
 ):
-    monkeypatch.setattr("merritt_queue.store.CREATE_CHUNK", 2)
+    monkeypatch.setattr("merritt_queue.store_jobs.CREATE_CHUNK", 2)
     heard = []
     store.listeners.append(lambda change: heard.append(change.record))
     new = [NewJob({"row": i}, priority=4, metadata={"erc_what": f"t{i}"}) for i in range(5)]

@@ -236,6 +236,22 @@ def test_all_mode_leaves_a_batch_in_merritts_format_alone(pipeline, merritt):
     assert merritt.acquire_pending_batch().id == theirs.id
 
 
+def test_a_batch_left_to_merritt_is_not_held_here_when_its_collection_is(
+    pipeline, merritt, settings
+):
+    """A worker handed a batch it leaves to Merritt's ingest (the dispatcher never enqueues
+    one, but a step queued under another mode may run) leaves it exactly as it was, even
+    when its collection is held: holding it is Merritt's ingest's business."""
+    settings.MQ_WORKERS = "own"
+    theirs = merritt.create_batch(dict(OUR_FORMAT))
+    pipeline.store.hold_collection("demo")
+    from jobs.services import get_services
+
+    assert handlers.run_pending(get_services(), theirs.id) == handlers.MERRITT
+    left = pipeline.store.get_batch(theirs.id)
+    assert (left.status, left.acquired, left.locked) == ("Pending", False, False)
+
+
 def test_none_mode_enqueues_nothing_runs_nothing_and_refuses_submissions(
     pipeline,
     settings,

@@ -229,6 +229,31 @@ def test_our_workers_hold_a_merritt_written_job_of_a_held_collection(
     assert pipeline.store.get_job(theirs.id).status == JobStatus.PENDING
 
 
+def test_asking_whether_an_item_is_held_costs_one_round_trip_and_no_query_when_none_is(
+    process_store, demo_profile, django_assert_num_queries
+):
+    """Every Pending job and batch asks: with no hold anywhere the answer is one listing."""
+    store = process_store
+    theirs = {"profile_name": "demo_content"}  # Merritt's: only a profile, no collection
+    ours = {"collection": "demo", "profile": "demo_content"}
+    rounds = store.stats["round_trips"]
+    with django_assert_num_queries(0):
+        assert store.item_hold(theirs) is None and store.item_hold(ours) is None
+    assert store.stats["round_trips"] - rounds == 2
+    store.hold_collection("other")
+    rounds = store.stats["round_trips"]
+    assert store.item_hold(ours) is None
+    assert store.stats["round_trips"] - rounds == 1
+    store.hold_collection("demo")
+    assert store.item_hold(theirs) == "collection demo is on hold"
+    store.release_collection("demo")
+    store.client.create(t.collection_lock("demo_content"), makepath=True)  # as Merritt does
+    moved = {"collection": "elsewhere", "profile_name": "demo_content"}
+    assert store.item_hold(moved) == (
+        "profile demo_content is on hold (a collection hold set in Merritt)"
+    )
+
+
 def test_release_all_releases_the_held_items_of_both_sides(
     process_store, demo_profile, make_client
 ):
