@@ -6,9 +6,9 @@ from django.conf import settings
 from django.db import close_old_connections
 from rq import Worker, get_current_job
 
-from merritt_queue.dispatcher import defer, job_queue_name, rq_job_id
+from merritt_queue.dispatcher import LEAVE_SECONDS, defer, job_queue_name, rq_job_id
 from merritt_queue.runner import ChainPolicy, StepResult, run_job_steps
-from merritt_queue.sides import NONE
+from merritt_queue.sides import NONE, runs_job
 
 from .handlers import handlers
 from .services import get_services
@@ -31,6 +31,8 @@ def run_job_step(jid: str, status: str) -> str:
         table = _handlers[id(services)]
         current = get_current_job()
         report = run_job_steps(services.store, jid, status, table, policy=_policy(current))
+        if report.result == StepResult.LEFT and current is not None:
+            defer(current.connection, rq_job_id("job", jid, status), LEAVE_SECONDS)
         if report.result == StepResult.DEFERRED and current is not None:
             # The sweep must leave alone the state the job waits in, which a chain may
             # have reached after the one this RQ job was enqueued for.
@@ -48,14 +50,17 @@ def _policy(current) -> ChainPolicy:
     serves only ``mq-job-storing``) never runs another state's step this way.
     """
     delay = settings.MQ_MIRROR_DELAY
+    mode = settings.MQ_WORKERS
+    runs = lambda job: runs_job(mode, job.configuration)  # noqa: E731
     if current is None or settings.MQ_CHAIN_STEPS <= 1:
-        return ChainPolicy(changes_delay=delay)
+        return ChainPolicy(changes_delay=delay, runs=runs)
     served = _queues_of(current)
     return ChainPolicy(
         max_steps=settings.MQ_CHAIN_STEPS,
         max_seconds=settings.MQ_CHAIN_SECONDS,
         may_enter=lambda s: job_queue_name(s) in served,
         changes_delay=delay,
+        runs=runs,
     )
 
 

@@ -80,6 +80,7 @@ class StepResult(StrEnum):
     PAUSED = "paused"  # the ingest queue is paused: nothing new starts
     DEFERRED = "deferred"  # the handler asked to stay and be retried later
     ABANDONED = "abandoned"  # lock lost or changed under us: nothing committed
+    LEFT = "merritt"  # not this site's to run (MQ_WORKERS): left, untouched, to Merritt's ingest
 
 
 @dataclass(frozen=True)
@@ -123,6 +124,10 @@ class ChainPolicy:
     max_seconds: float = 0.0
     may_enter: Callable[[str], bool] = lambda _status: False
     changes_delay: float = 0.0
+    # Whether this site's workers run the job at all (``sides.runs_job`` of the worker
+    # mode), asked under the lock before its first step: the dispatcher's own filter read
+    # the job earlier, and a stray RQ job must not touch a job left to Merritt's ingest.
+    runs: Callable[[JobRecord], bool] = lambda _job: True
 
 
 ONE_STEP = ChainPolicy()
@@ -175,6 +180,9 @@ def _run_steps(store, jid, status, handlers, policy) -> StepReport:
     if job.status != status:
         store.unlock_job(job)
         return StepReport(StepResult.STALE, job=job)
+    if not policy.runs(job):
+        store.unlock_job(job)
+        return StepReport(StepResult.LEFT, job=job)
     started, steps = time.monotonic(), 0
     while True:
         try:

@@ -380,3 +380,32 @@ def test_a_job_in_merritts_configuration_keys_shows_its_profile(
     client.force_login(admin(django_user_model))
     page = client.get(f"/jobs/{job.id}/").content.decode()
     assert "merritt_content" in page
+
+
+@pytest.mark.parametrize("mode", ["all", "own"])
+def test_a_stray_step_of_a_job_left_to_merritt_leaves_it_untouched(
+    pipeline, make_client, settings, mode
+):
+    """The dispatcher never enqueues such a job; an RQ job enqueued anyway (an older
+    dispatcher, a hand) is refused under the lock, before any handler, at every step."""
+    from jobs.tasks import run_job_step
+
+    settings.MQ_WORKERS = mode
+    Profile.objects.create(name="demo_content", collection="demo", minter_shoulder="ark:/99999/fk4")
+    zk, ingest = merritt(make_client)
+    pipeline.store.hold_collection("demo", by="ada")  # a hold would otherwise move it
+    batch = ingest.submit("demo_content")
+    (jid,) = pipeline.store.batch_jobs(batch.id)["batch-processing"]
+    before = pipeline.store.get_job(jid)
+    assert run_job_step(jid, "Pending") == "merritt"
+    after = pipeline.store.get_job(jid)
+    assert (after.status, after.status_version, after.locked) == (
+        "Pending",
+        before.status_version,
+        False,
+    )
+    taken = zk.acquire_job("Pending")  # Merritt's ingest moves it on
+    zk.set_status(taken, "Estimating")
+    zk.unlock(taken)
+    assert run_job_step(jid, "Estimating") == "merritt"  # no KeyError: 'payload_url'
+    assert pipeline.store.get_job(jid).status == "Estimating"
