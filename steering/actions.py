@@ -60,6 +60,7 @@ class Action:
     what: str = ""  # the past tense the job's message gets: "resumed by <who>: <reason>"
     # Why the action does not apply to a status, where "it applies to X" would not help.
     refusals: dict = field(default_factory=dict, repr=False)
+    refused_in_deleted_batch: bool = False  # a job move that would bring a job back to work
 
 
 # --- what each action does through the core ----------------------------------------
@@ -141,21 +142,16 @@ def _to(target: str):
     return lambda store, job, params: (target, False)
 
 
-def _outside_deleted_batch(move):
-    """``move``, refused for a job of a Deleted batch: back in a working state it would
-    recreate the batch's ``batch-processing``, which MerrittZK's reporting then takes up
-    and throws on (issue 13)."""
-
-    def checked(store: QueueStore, job, params):
-        got = store.batch_statuses([job.bid]).get(job.bid, {}) if job.bid else {}
-        if got.get("status") == B.DELETED:
-            raise QueueError(
-                f"job {job.jid} was not moved: its batch {job.bid} is Deleted. "
-                "Submit the object again in a new batch instead."
-            )
-        return move(store, job, params)
-
-    return checked
+def _deleted_batches(store: QueueStore, action: Action, heads) -> set[str]:
+    """Of the batches of ``heads`` (jobs read, or errors), those that are Deleted, read in one
+    pipelined round; only for an action that would bring a job back to work, which would
+    recreate its batch's ``batch-processing``, and MerrittZK's reporting throws on a Deleted
+    batch it finds there (issue 13)."""
+    if not action.refused_in_deleted_batch:
+        return set()
+    bids = {job.bid for job in heads if not isinstance(job, QueueError) and job.bid}
+    statuses = store.batch_statuses(bids)
+    return {bid for bid, got in statuses.items() if got.get("status") == B.DELETED}
 
 
 def _batch_move(name: str, label: str, applies_to, target: str, what: str) -> Action:
@@ -200,21 +196,18 @@ ACTIONS: dict[str, Action] = {
             "Release",
             OPERATOR,
             {J.HELD},
-            _outside_deleted_batch(_to(J.PENDING)),
+            _to(J.PENDING),
             "released",
+            refused_in_deleted_batch=True,
         ),
         _job_move(
             "job.resume",
             "Resume",
             OPERATOR,
             {J.FAILED},
-            _outside_deleted_batch(
-                lambda store, job, params: (
-                    store.resume_step(job, params.get("step") or None),
-                    True,
-                )
-            ),
+            lambda store, job, params: (store.resume_step(job, params.get("step") or None), True),
             "resumed",
+            refused_in_deleted_batch=True,
         ),
         Action(
             "job.force_fail",
@@ -505,6 +498,7 @@ def _move_chunk(store, action, record, chunk, scope, note) -> None:
         if version == shown[jid]:  # the row the page showed: its batch and priority hold
             known[jid] = (version, bid, priority)
     heads = store.job_heads(ids, known)
+    deleted = _deleted_batches(store, action, heads.values())
     rows, moves, moving = [], [], []
     for item_id, version in chunk:
         row = AdminActionItem(admin_action=record, item_id=item_id)
@@ -519,6 +513,11 @@ def _move_chunk(store, action, record, chunk, scope, note) -> None:
                 item_id, job.status, job.status_version, collections[item_id], job.locked
             )
             _recheck(row, action, before, version, scope)
+            if job.bid in deleted:
+                raise QueueError(
+                    f"job {job.jid} was not moved: its batch {job.bid} is Deleted. "
+                    "Submit the object again in a new batch instead."
+                )
             target, retry = action.move(store, job, params)
         except ChangedUnderYou as e:
             row.result, row.detail = "skipped", str(e)
