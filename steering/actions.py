@@ -54,7 +54,7 @@ class Action:
     warning: str = ""
     locked_ok: bool = False  # may act on an item a worker holds
     # Job actions that are one status move: ``move(store, job, params) -> (status, retry)``
-    # and ``after(job)`` once it is written. Bulk execution pipelines these.
+    # and ``after(job)`` once it is written, in place of ``run``: execution pipelines them.
     move: Callable | None = field(default=None, repr=False)
     after: Callable | None = field(default=None, repr=False)
     what: str = ""  # the past tense the job's message gets: "resumed by <who>: <reason>"
@@ -71,22 +71,14 @@ def _note(user_note: str, what: str) -> str:
 
 
 def _job_move(name, label, role, applies_to, move, what, after=None, **extra) -> Action:
-    """An action that moves a job: the one-item path and the pipelined bulk path share ``move``."""
-
-    def run(store: QueueStore, job, params, note):
-        target, retry = move(store, job, params)
-        written = store.transition_job(job, target, _note(note, what), retry=retry)
-        if after is not None:
-            after(written)
-        return written
-
+    """An action that moves a job; ``run_items`` moves its jobs in pipelined chunks, one
+    job or thousands alike (``_move_chunk``)."""
     return Action(
         name,
         "job",
         label,
         role,
         frozenset(applies_to),
-        run,
         move=move,
         after=after,
         what=what,
