@@ -370,6 +370,11 @@ def _extra_note(action: Action, t: Target) -> str:
     return action.warning
 
 
+def profile_collections() -> dict[str, str]:
+    """Each profile's collection: a mirror row of Merritt's names only its profile."""
+    return dict(Profile.objects.values_list("name", "collection"))
+
+
 def resume_offer(job) -> list[str]:
     """The steps a resume of ``job`` (anything with jid, status, last_successful_status)
     may restart at: the run's own check (``QueueStore.resume_step``) asked of each step, so
@@ -483,7 +488,7 @@ def _move_chunk(store, action, record, chunk, scope, note) -> None:
     rows = Job.objects.filter(jid__in=ids).values_list(
         "jid", "collection", "profile", "status_version", "batch_id", "priority"
     )
-    by_profile = dict(Profile.objects.values_list("name", "collection"))
+    by_profile = profile_collections()
     collections, known = {}, {}
     for jid, collection, profile, version, bid, priority in rows:
         collections[jid] = collection or by_profile.get(profile, "")
