@@ -40,21 +40,18 @@ from jobs.models import Job
 from merritt_queue.states import resume_note, resume_target
 
 from . import tasks
-from .actions import (
-    ACTIONS,
-    Action,
+from .actions import execute, run_items, start
+from .catalog import ACTIONS, Action
+from .models import AdminAction, AdminActionItem
+from .planning import (
     PlanItem,
     Target,
-    execute,
     plan,
     profile_collections,
     refusal,
     resume_offer,
-    run_items,
-    start,
     steps_again,
 )
-from .models import AdminAction, AdminActionItem
 
 log = logging.getLogger(__name__)
 

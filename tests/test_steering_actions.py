@@ -9,8 +9,10 @@ from django.contrib.auth.models import Group
 from django.core.exceptions import PermissionDenied
 
 from merritt_queue.states import JOB
-from steering.actions import ACTIONS, Target, execute, plan, steps_again
+from steering.actions import execute
+from steering.catalog import ACTIONS
 from steering.models import AdminAction, CollectionScope
+from steering.planning import Target, plan, steps_again
 
 
 @pytest.fixture
