@@ -106,7 +106,8 @@ def _bench(store, n: int, tmp: Path) -> None:
 
     from jobs import mirror
     from jobs.models import Job
-    from steering.actions import ACTIONS, execute
+    from steering.actions import execute
+    from steering.catalog import ACTIONS
 
     if hasattr(settings, "MQ_BULK_INLINE_MAX"):
         settings.MQ_BULK_INLINE_MAX = n + 1

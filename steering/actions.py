@@ -1,4 +1,5 @@
-"""Admin actions on jobs, batches, collections and the queue: planned, permitted, audited.
+"""Taking an admin action (``steering.catalog``) on the items a person confirmed: permitted,
+re-checked, audited.
 
 Guarantees:
 
@@ -16,394 +17,24 @@ Guarantees:
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
-
-from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 from django.db.models import Count
 from django.utils import timezone
 
-from batches.models import Profile, mnemonic_problem
 from jobs.models import Job
 from merritt_queue.errors import ChangedUnderYou, QueueError
 from merritt_queue.runtime import get_store
-from merritt_queue.states import JOB_STEPS, BatchStatus, JobStatus, resume_target
+from merritt_queue.states import BatchStatus
 from merritt_queue.store import QueueStore
-from merritt_queue.uploads import remove_upload, uploads_root
 
-from .models import ADMINISTRATOR, OPERATOR, AdminAction, AdminActionItem, group_names
+from .catalog import ACTIONS, Action, note_of
+from .models import AdminAction, AdminActionItem
+from .planning import Target, collections_of, judge, profile_collections, refusal
 
-J, B = JobStatus, BatchStatus
-RUNNING = frozenset({J.PENDING, *JOB_STEPS})
+B = BatchStatus
 # Jobs per pipelined round of a bulk move: bounds the multis in flight and the progress step.
 MOVE_CHUNK = 500
-
-
-@dataclass(frozen=True)
-class Action:
-    name: str
-    scope: str  # job | batch | collection | queue
-    label: str
-    role: str  # the least group that may take it
-    applies_to: frozenset[str] = frozenset()  # statuses; empty for collections and the queue
-    run: Callable = field(default=lambda store, item, params, note: None, repr=False)
-    warning: str = ""
-    locked_ok: bool = False  # may act on an item a worker holds
-    # Job actions that are one status move: ``move(store, job, params) -> (status, retry)``
-    # and ``after(job)`` once it is written. Bulk execution pipelines these.
-    move: Callable | None = field(default=None, repr=False)
-    after: Callable | None = field(default=None, repr=False)
-    what: str = ""  # the past tense the job's message gets: "resumed by <who>: <reason>"
-    # Why the action does not apply to a status, where "it applies to X" would not help.
-    refusals: dict = field(default_factory=dict, repr=False)
-
-
-# --- what each action does through the core ----------------------------------------
-
-
-def _note(user_note: str, what: str) -> str:
-    return f"{what} by {user_note}"
-
-
-def _job_move(name, label, role, applies_to, move, what, after=None, **extra) -> Action:
-    """An action that moves a job: the one-item path and the pipelined bulk path share ``move``."""
-
-    def run(store: QueueStore, job, params, note):
-        target, retry = move(store, job, params)
-        written = store.transition_job(job, target, _note(note, what), retry=retry)
-        if after is not None:
-            after(written)
-        return written
-
-    return Action(
-        name,
-        "job",
-        label,
-        role,
-        frozenset(applies_to),
-        run,
-        move=move,
-        after=after,
-        what=what,
-        **extra,
-    )
-
-
-def _remove_work_dir(job) -> None:
-    shutil.rmtree(Path(settings.MQ_WORK_DIR) / "jobs" / job.jid, ignore_errors=True)
-
-
-def _batch_delete(store: QueueStore, batch, params, note):
-    """The batch and those of its jobs that can be deleted; the others are listed.
-
-    The jobs are read and moved in pipelined rounds (``job_heads``, ``move_jobs``), not
-    one round trip each: a batch can hold thousands.
-    """
-    deleted = store.transition_batch(batch, B.DELETED, _note(note, "deleted"))
-    jids = [jid for group in store.batch_jobs(batch.bid).values() for jid in group]
-    heads = store.job_heads(jids)
-    message = _note(note, f"deleted with batch {batch.bid}")
-    moves, kept = [], []
-    for jid in jids:
-        job = heads[jid]
-        if isinstance(job, QueueError):
-            raise job
-        if job.status in (J.FAILED, J.HELD):
-            moves.append((job, J.DELETED, message, False))
-        elif job.status != J.DELETED:
-            kept.append(f"{jid} ({job.status})")
-    with store.deferred_changes():
-        written = store.move_jobs(moves)
-    for result in written:
-        if isinstance(result, QueueError):
-            raise result
-    if kept:  # their upload stays while they run; cleanup removes it after the purge
-        return deleted, "not deleted, only Failed or Held jobs can be: " + ", ".join(kept)
-    _remove_upload(batch)
-    return deleted
-
-
-def _remove_upload(batch) -> None:
-    remove_upload(uploads_root(settings.MQ_WORK_DIR), (batch.submission or {}).get("payload_url"))
-
-
-def _batch_purge(store: QueueStore, batch, params, note):
-    removed = store.purge_batch(batch.bid)
-    _remove_upload(batch)
-    return None, f"removed with {len(removed)} job(s)"
-
-
-def _to(target: str):
-    return lambda store, job, params: (target, False)
-
-
-def _outside_deleted_batch(move):
-    """``move``, refused for a job of a Deleted batch: back in a working state it would
-    recreate the batch's ``batch-processing``, which MerrittZK's reporting then takes up
-    and throws on (issue 13)."""
-
-    def checked(store: QueueStore, job, params):
-        got = store.batch_statuses([job.bid]).get(job.bid, {}) if job.bid else {}
-        if got.get("status") == B.DELETED:
-            raise QueueError(
-                f"job {job.jid} was not moved: its batch {job.bid} is Deleted. "
-                "Submit the object again in a new batch instead."
-            )
-        return move(store, job, params)
-
-    return checked
-
-
-def _batch_move(name: str, label: str, applies_to, target: str, what: str) -> Action:
-    """An operator's action that moves a batch from ``applies_to`` to ``target``."""
-
-    def run(store: QueueStore, batch, params, note):
-        return store.transition_batch(batch, target, _note(note, what))
-
-    return Action(name, "batch", label, OPERATOR, frozenset(applies_to), run)
-
-
-def _collection(method: str):
-    def run(store: QueueStore, mnemonic, params, note):
-        if method == "hold_collection":
-            by, _, reason = note.partition(": ")
-            result = store.hold_collection(mnemonic, by=by, reason=reason)
-        else:
-            result = getattr(store, method)(mnemonic)
-        if method == "release_collection_items":
-            skipped = "; ".join(f"{k}: {v}" for k, v in result.skipped.items())
-            return None, f"released {len(result.released)} item(s)" + (
-                f"; not released: {skipped}" if skipped else ""
-            )
-        return None, "done" if result else "already so"
-
-    return run
-
-
-def _queue(method: str):
-    def run(store: QueueStore, _item, params, note):
-        return None, "done" if getattr(store, method)() else "already so"
-
-    return run
-
-
-ACTIONS: dict[str, Action] = {
-    a.name: a
-    for a in (
-        _job_move("job.hold", "Hold", OPERATOR, {J.PENDING}, _to(J.HELD), "held"),
-        _job_move(
-            "job.release",
-            "Release",
-            OPERATOR,
-            {J.HELD},
-            _outside_deleted_batch(_to(J.PENDING)),
-            "released",
-        ),
-        _job_move(
-            "job.resume",
-            "Resume",
-            OPERATOR,
-            {J.FAILED},
-            _outside_deleted_batch(
-                lambda store, job, params: (
-                    store.resume_step(job, params.get("step") or None),
-                    True,
-                )
-            ),
-            "resumed",
-        ),
-        Action(
-            "job.force_fail",
-            "job",
-            "Force fail",
-            ADMINISTRATOR,
-            RUNNING,
-            lambda store, job, params, note: store.force_fail(job, _note(note, "force-failed")),
-            warning="The job's lock and its object's storage and inventory locks are removed: a "
-            "worker still running this step is cut off and its work is not committed.",
-            locked_ok=True,
-        ),
-        _job_move(
-            "job.delete",
-            "Delete",
-            ADMINISTRATOR,
-            {J.FAILED, J.HELD},
-            _to(J.DELETED),
-            "deleted",
-            after=_remove_work_dir,
-            refusals={
-                J.COMPLETED: "Completed is final in the queue (zk-tree.md); a completed job "
-                "is removed with its batch (Purge now on the batch)"
-            },
-        ),
-        _batch_move("batch.hold", "Hold", {B.PENDING}, B.HELD, "held"),
-        _batch_move("batch.release", "Release", {B.HELD}, B.PENDING, "released"),
-        _batch_move(
-            "batch.update_reporting",
-            "Report again",
-            {B.FAILED},
-            B.UPDATE_REPORTING,
-            "report requested",
-        ),
-        Action(
-            "batch.delete",
-            "batch",
-            "Delete",
-            ADMINISTRATOR,
-            frozenset({B.FAILED, B.HELD}),
-            _batch_delete,
-            refusals={
-                B.COMPLETED: "Completed is final in the queue (zk-tree.md); use Purge now to "
-                "remove the batch and its jobs"
-            },
-        ),
-        Action(
-            "batch.purge",
-            "batch",
-            "Purge now",
-            ADMINISTRATOR,
-            frozenset({B.COMPLETED, B.DELETED}),
-            _batch_purge,
-            warning="The batch and all its jobs are removed from the queue for good.",
-        ),
-        Action(
-            "collection.hold",
-            "collection",
-            "Hold",
-            ADMINISTRATOR,
-            run=_collection("hold_collection"),
-        ),
-        Action(
-            "collection.release",
-            "collection",
-            "Release",
-            ADMINISTRATOR,
-            run=_collection("release_collection"),
-        ),
-        Action(
-            "collection.release_all",
-            "collection",
-            "Release all held items",
-            ADMINISTRATOR,
-            run=_collection("release_collection_items"),
-        ),
-        Action("queue.pause", "queue", "Pause the queue", ADMINISTRATOR, run=_queue("pause_queue")),
-        Action(
-            "queue.resume", "queue", "Resume the queue", ADMINISTRATOR, run=_queue("unpause_queue")
-        ),
-    )
-}
-
-
-# --- who may act --------------------------------------------------------------------
-
-RANK = {OPERATOR: 1, ADMINISTRATOR: 2}
-
-
-def role_of(user) -> int:
-    if not user.is_authenticated:
-        return 0
-    if user.is_superuser:
-        return RANK[ADMINISTRATOR]
-    return max((RANK[n] for n in group_names(user) if n in RANK), default=0)
-
-
-def may(user, action: Action) -> bool:
-    return not settings.READ_ONLY and role_of(user) >= RANK[action.role]
-
-
-def collections_of(user) -> set[str] | None:
-    """The collections a person may act on; None means all."""
-    scope = getattr(user, "scope", None) if user.is_authenticated else None
-    return set(scope.collections) if scope and scope.collections else None
-
-
-def refusal(user, action: Action) -> str | None:
-    if settings.READ_ONLY:
-        return "the queue is in read-only mode (READ_ONLY): no action can be taken"
-    if not may(user, action):
-        return f"{action.label} needs the {action.role} role"
-    return None
-
-
-# --- planning: what the confirmation page lists ---------------------------------------
-
-
-@dataclass(frozen=True)
-class Target:
-    """An item as shown on the confirmation page."""
-
-    id: str
-    status: str = ""
-    version: int | None = None
-    collection: str = ""
-    locked: bool = False
-
-
-@dataclass(frozen=True)
-class PlanItem:
-    target: Target
-    applies: bool
-    why: str = ""
-
-
-def plan(user, action: Action, targets: list[Target]) -> list[PlanItem]:
-    """Whether the action applies to each item, and why not."""
-    scope = collections_of(user)
-    return [_judge(action, t, scope) for t in targets]
-
-
-def _judge(action: Action, t: Target, scope: set[str] | None, *, notes: bool = True) -> PlanItem:
-    if action.scope == "collection" and (why := mnemonic_problem(t.id)):
-        return PlanItem(t, False, why)
-    if action.applies_to and t.status in action.refusals:
-        return PlanItem(t, False, f"it is {t.status}: {action.refusals[t.status]}")
-    if action.applies_to and t.status not in action.applies_to:
-        allowed = ", ".join(sorted(action.applies_to))
-        return PlanItem(t, False, f"it is {t.status}; {action.label.lower()} applies to {allowed}")
-    if t.locked and not action.locked_ok:
-        return PlanItem(t, False, "a worker is running a step on it (locked)")
-    collection = t.id if action.scope == "collection" else t.collection
-    if scope is not None and collection not in scope:
-        return PlanItem(
-            t, False, f"collection {collection or '(none)'} is outside your collections"
-        )
-    return PlanItem(t, True, _extra_note(action, t) if notes else "")
-
-
-def _extra_note(action: Action, t: Target) -> str:
-    if (
-        action.name == "job.release"
-        and t.collection
-        and get_store(init=False).collection_held(t.collection)
-    ):
-        return f"warning: collection {t.collection} is still on hold, so the job will be held again"
-    return action.warning
-
-
-def resume_offer(job) -> list[str]:
-    """The steps a resume of ``job`` (anything with jid, status, last_successful_status)
-    may restart at: the run's own check (``QueueStore.resume_step``) asked of each step, so
-    a confirmation page built from it offers exactly what the run will accept."""
-    offered = []
-    for step in (J.PENDING, *JOB_STEPS):
-        try:
-            QueueStore.resume_step(job, step)
-        except QueueError:
-            continue
-        offered.append(step)
-    return offered
-
-
-def steps_again(last_successful: str | None, step: str | None = None) -> list[str]:
-    """The steps a resumed job runs again, from where it restarts to the end."""
-    start = step or resume_target(last_successful)
-    order = [J.PENDING, *JOB_STEPS]
-    return order[order.index(start) :] if start in order else []
 
 
 # --- execution -------------------------------------------------------------------------
@@ -498,13 +129,14 @@ def _move_chunk(store, action, record, chunk, scope, note) -> None:
     rows = Job.objects.filter(jid__in=ids).values_list(
         "jid", "collection", "profile", "status_version", "batch_id", "priority"
     )
-    by_profile = dict(Profile.objects.values_list("name", "collection"))
+    by_profile = profile_collections()
     collections, known = {}, {}
     for jid, collection, profile, version, bid, priority in rows:
         collections[jid] = collection or by_profile.get(profile, "")
         if version == shown[jid]:  # the row the page showed: its batch and priority hold
             known[jid] = (version, bid, priority)
     heads = store.job_heads(ids, known)
+    deleted = _deleted_batches(store, action, heads.values())
     rows, moves, moving = [], [], []
     for item_id, version in chunk:
         row = AdminActionItem(admin_action=record, item_id=item_id)
@@ -519,6 +151,11 @@ def _move_chunk(store, action, record, chunk, scope, note) -> None:
                 item_id, job.status, job.status_version, collections[item_id], job.locked
             )
             _recheck(row, action, before, version, scope)
+            if job.bid in deleted:
+                raise QueueError(
+                    f"job {job.jid} was not moved: its batch {job.bid} is Deleted. "
+                    "Submit the object again in a new batch instead."
+                )
             target, retry = action.move(store, job, params)
         except ChangedUnderYou as e:
             row.result, row.detail = "skipped", str(e)
@@ -526,7 +163,7 @@ def _move_chunk(store, action, record, chunk, scope, note) -> None:
         except QueueError as e:
             row.result, row.detail = "failed", str(e)
             continue
-        moves.append((job, target, _note(note, action.what), retry))
+        moves.append((job, target, note_of(note, action.what), retry))
         moving.append(row)
     with store.deferred_changes():
         written = store.move_jobs(moves)
@@ -545,6 +182,18 @@ def _move_chunk(store, action, record, chunk, scope, note) -> None:
         for row in rows:
             setattr(record, row.result, getattr(record, row.result) + 1)
         record.save(update_fields=["done", "skipped", "failed"])  # the progress bar
+
+
+def _deleted_batches(store: QueueStore, action: Action, heads) -> set[str]:
+    """Of the batches of ``heads`` (jobs read, or errors), those that are Deleted, read in one
+    pipelined round; only for an action that would bring a job back to work, which would
+    recreate its batch's ``batch-processing``, and MerrittZK's reporting throws on a Deleted
+    batch it finds there (issue 13)."""
+    if not action.refused_in_deleted_batch:
+        return set()
+    bids = {job.bid for job in heads if not isinstance(job, QueueError) and job.bid}
+    statuses = store.batch_statuses(bids)
+    return {bid for bid, got in statuses.items() if got.get("status") == B.DELETED}
 
 
 def _recount(record: AdminAction) -> None:
@@ -610,7 +259,7 @@ def _recheck(row, action: Action, before: Target, version, scope) -> None:
     )
     if version is not None and before.version != version:
         raise ChangedUnderYou(f"changed since the page was shown: it is now {before.status}")
-    judged = _judge(action, before, scope, notes=False)
+    judged = judge(action, before, scope, notes=False)
     if not judged.applies:
         raise ChangedUnderYou(judged.why)
 

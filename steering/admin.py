@@ -12,7 +12,7 @@ from django.contrib import admin
 from django.shortcuts import redirect
 from django.urls import reverse
 
-from .actions import ACTIONS
+from .catalog import ACTIONS
 from .models import AdminAction, AdminActionItem, CollectionScope
 
 

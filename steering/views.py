@@ -34,26 +34,24 @@ from django.views.decorators.http import require_GET, require_POST
 from redis.exceptions import RedisError
 
 from batches.filters import BatchFilter
-from batches.models import Batch, Profile
+from batches.models import Batch
 from jobs.filters import JobFilter
 from jobs.models import Job
 from merritt_queue.states import resume_note, resume_target
 
 from . import tasks
-from .actions import (
-    ACTIONS,
-    Action,
+from .actions import execute, run_items, start
+from .catalog import ACTIONS, Action
+from .models import AdminAction, AdminActionItem
+from .planning import (
     PlanItem,
     Target,
-    execute,
     plan,
+    profile_collections,
     refusal,
     resume_offer,
-    run_items,
-    start,
     steps_again,
 )
-from .models import AdminAction, AdminActionItem
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +110,7 @@ def select(request, action: Action) -> Selection:
         return Selection([Target(m) for m in ids], [], len(ids), False, "")
     model, key, filter_class = MIRROR[action.scope]
     fields = (key, "status", "status_version", "collection", "locked", "profile")
-    collections = _profile_collections()
+    collections = profile_collections()
     if request.GET.get("all") == "1":
         query = _filter_query(request)
         filterset = filter_class(QueryDict(query), queryset=model.objects.all())
@@ -131,10 +129,6 @@ def select(request, action: Action) -> Selection:
     }
     missing = [i for i in ids if i not in found]
     return Selection([found[i] for i in ids if i in found], missing, len(ids), False, "")
-
-
-def _profile_collections() -> dict[str, str]:
-    return dict(Profile.objects.values_list("name", "collection"))
 
 
 def _target(row, collections: dict[str, str]) -> Target:

@@ -156,20 +156,38 @@ class MerrittZK:
             except NodeExistsError:  # createIfNeededForgiving
                 pass
 
-    def _json(self, path: str) -> dict:
+    def _string(self, path: str) -> str:
+        """QueueItem.stringProperty: a missing node is invalid."""
         if not self.exists(path):
             raise MerrittZKNodeInvalid(f"Path not found for {path}")
-        text = self.zk.get(path)[0].decode()
+        return self.zk.get(path)[0].decode()
+
+    def _number(self, path: str) -> int:
+        """QueueItem.intProperty / longProperty: ``Integer.parseInt``, no spaces or ``_``."""
+        text = self._string(path)
+        if not re.fullmatch(r"[+-]?[0-9]+", text):
+            raise MerrittZKNodeInvalid(f"Improperly formatted number for {path}")
+        return int(text)
+
+    @staticmethod
+    def _object(text: str, path: str) -> dict:
+        """``new JSONObject(text)``: anything but a JSON object is invalid."""
         try:
-            return json.loads(text)
+            value = json.loads(text)
         except ValueError:
-            raise MerrittZKNodeInvalid(f"Improperly formatted object for {path}") from None
+            value = None
+        if not isinstance(value, dict):
+            raise MerrittZKNodeInvalid(f"Improperly formatted object for {path}")
+        return value
+
+    def _json(self, path: str) -> dict:
+        """QueueItem.jsonProperty."""
+        return self._object(self._string(path), path)
 
     def _opt_json(self, path: str) -> dict:
-        if not self.exists(path):
-            return {}
-        text = self.zk.get(path)[0].decode()
-        return json.loads(text) if text else {}
+        """QueueItem.optJsonProperty: a missing or empty node is ``{}``."""
+        text = self.zk.get(path)[0].decode() if self.exists(path) else ""
+        return self._object(text, path) if text else {}
 
     # --- QueueItem -------------------------------------------------------------
 
@@ -198,8 +216,11 @@ class MerrittZK:
         else:
             item.retry_count = status["retry_count"]  # getInt(): throws when absent
             item.data = self._opt_json(f"{item.path}/configuration")
-            item.bid = self.zk.get(f"{item.path}/bid")[0].decode()
-            item.priority = int(self.zk.get(f"{item.path}/priority")[0].decode())
+            item.bid = self._string(f"{item.path}/bid")
+            item.priority = self._number(f"{item.path}/priority")
+            self._number(f"{item.path}/space_needed")
+            for name in ("identifiers", "metadata", "inventory", "store"):
+                self._opt_json(f"{item.path}/{name}")
             self._set_job_state_path(item)
             self._set_batch_state_path(item)
         return item
@@ -286,8 +307,11 @@ class MerrittZK:
                 batch = self.load(Item("batch", bid))
                 if batch.status not in ("Completed", "Deleted"):
                     continue
-                self.delete_batch(batch)
-                deleted.append(bid)
+                try:
+                    self.delete_batch(batch)
+                    deleted.append(bid)
+                except Exception:  # Java prints the error and goes on with the next batch
+                    continue
         return deleted
 
     def delete_batch(self, batch: Item) -> None:
@@ -336,6 +360,8 @@ class MerrittZK:
                 job.priority = priority
                 self.zk.set(f"{job.path}/priority", str(priority).encode())
             self.set_status(job, "Pending")
+            self._set_batch_state_path(job)  # createJob sets both again after setStatus
+            self._set_job_state_path(job)
             return job
         finally:
             self.unlock(job)
@@ -365,10 +391,13 @@ class MerrittZK:
         self._delete(job.batch_state_path)
         self._delete_all(job.path)
 
+    # Job.setJobStatePath and setBatchStatePath compare the new path with ``==``, which for
+    # a String.format result is never true in Java: each call deletes the job's state
+    # node and creates it again, even when it does not move. Between the two, another
+    # reader sees the job in no state directory (an empty batch-processing, for one).
+
     def _set_job_state_path(self, job: Item) -> None:
         js = f"{JOB_STATES}/{job.status.lower()}/{job.priority:02d}-{job.id}"
-        if js == job.job_state_path:
-            return
         if job.job_state_path is not None:
             self._delete(job.job_state_path)
         job.job_state_path = js
@@ -379,8 +408,6 @@ class MerrittZK:
     def _set_batch_state_path(self, job: Item) -> None:
         sub = {"Failed": "batch-failed", "Completed": "batch-completed", "Deleted": "batch-deleted"}
         bs = f"{BATCHES}/{job.bid}/states/{sub.get(job.status, 'batch-processing')}/{job.id}"
-        if bs == job.batch_state_path:
-            return
         if job.batch_state_path is not None:
             self._delete(job.batch_state_path)
         job.batch_state_path = bs
@@ -509,6 +536,14 @@ class MerrittIngest:
         self.zk.set_status(job, JOB_SUCCESS[state])
         self.zk.unlock(job)
         return job
+
+    def finish_jobs(self, count: int = 1) -> None:
+        """The consumers carry ``count`` Pending jobs through every step to Completed."""
+        for _ in range(count):
+            assert self.initialize() is not None
+        for state in JOB_SUCCESS:
+            for _ in range(count):
+                assert self.run_step(state) is not None
 
     def report(self) -> Item | None:
         """BatchReportConsumer: report a batch with no job left processing."""

@@ -56,15 +56,6 @@ def subtree(client, root: str) -> dict[str, object]:
     return out
 
 
-def finish_merritt_jobs(ingest: MerrittIngest, count: int) -> None:
-    """Merritt's consumers carry ``count`` Pending jobs through to Completed."""
-    for _ in range(count):
-        assert ingest.initialize() is not None
-    for state in JOB_SUCCESS:
-        for _ in range(count):
-            assert ingest.run_step(state) is not None
-
-
 def step(pipeline, workers: str = "all") -> int:
     """One sweep of a dispatcher in ``workers`` mode and one burst of the workers."""
     Dispatcher(pipeline.store, pipeline.redis, DispatcherConfig(ahead=50, workers=workers)).sweep()
@@ -96,7 +87,7 @@ def test_a_batch_merritt_set_reporting_is_reported_once_its_jobs_are_done(
     step(pipeline)
     assert pipeline.store.get_batch(batch.id).status == "Reporting"
 
-    finish_merritt_jobs(ingest, 1)  # the first to the end
+    ingest.finish_jobs()  # the first to the end
     ingest.initialize()
     step(pipeline)
     assert pipeline.store.get_batch(batch.id).status == "Reporting"
@@ -181,7 +172,7 @@ def test_a_batch_deleted_here_does_not_block_merritts_reporting(store, merritt):
     store.delete_batch(deleted.id, "deleted by an administrator")
 
     later = ingest.submit("other", objects=1)
-    finish_merritt_jobs(ingest, 1)
+    ingest.finish_jobs()
     reported = ingest.report()  # threw MerrittStateError on the Deleted batch
     assert reported is not None and reported.id == later.id
     assert store.get_batch(later.id).status == "Completed"

@@ -88,15 +88,6 @@ def repair(store: QueueStore, kind: str, **kw) -> Finding:
     return found
 
 
-def run_to_completion(ingest: MerrittIngest) -> None:
-    """Merritt's consumers take every job they can through to Completed."""
-    assert ingest.initialize() is not None
-    for state in ("Estimating", "Provisioning", "Downloading", "Processing", "Storing"):
-        assert ingest.run_step(state) is not None
-    for state in ("Recording", "Notify"):
-        assert ingest.run_step(state) is not None
-
-
 # --- a: a held batch MerrittZK could take ------------------------------------------
 
 
@@ -193,7 +184,7 @@ def test_failed_batch_with_a_running_job_is_update_reported_when_it_finishes(sto
     assert store.get_batch(bid).status == "UpdateReporting"
     assert check(store) == []
     assert merritt.acquire_update_batch_for_reporting() is None  # its job still runs
-    run_to_completion(MerrittIngest(merritt))
+    MerrittIngest(merritt).finish_jobs()
     assert merritt.acquire_update_batch_for_reporting().id == bid
 
 
@@ -232,7 +223,7 @@ def test_deleted_batch_that_blocks_merritt_reporting_loses_its_empty_node(
     deleted = deleted_batch_with_empty_processing_dir(store)
     node = t.batch_job_dir(deleted, "batch-processing")
     later = MerrittIngest(merritt).submit("demo_profile")
-    run_to_completion(MerrittIngest(merritt))
+    MerrittIngest(merritt).finish_jobs()
     stuck = MerrittZK(make_client())
     with pytest.raises(MerrittStateError):  # Merritt's reporter takes the deleted one first
         stuck.acquire_batch_for_reporting()

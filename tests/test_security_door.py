@@ -25,7 +25,8 @@ from django.views.debug import technical_500_response
 
 from batches.models import ApiToken, Batch, Profile
 from merritt_queue import planning
-from steering.actions import ACTIONS, execute
+from steering.actions import execute
+from steering.catalog import ACTIONS
 from steering.models import AdminAction, AdminActionItem, CollectionScope
 from tests.procs import REPO
 

@@ -9,8 +9,10 @@ from django.contrib.auth.models import Group
 from django.core.exceptions import PermissionDenied
 
 from merritt_queue.states import JOB
-from steering.actions import ACTIONS, Target, execute, plan, steps_again
+from steering.actions import execute
+from steering.catalog import ACTIONS
 from steering.models import AdminAction, CollectionScope
+from steering.planning import Target, plan, steps_again
 
 
 @pytest.fixture
@@ -297,6 +299,30 @@ def test_a_job_of_a_deleted_batch_is_not_resumed(queue, people):
     assert item.result == "failed" and "is Deleted" in item.detail, item.detail
     assert queue.get_job(failed).status == "Failed"
     assert not queue.client.exists(f"/batches/{bid}/states/batch-processing")
+
+
+def test_a_bulk_resume_reads_the_batches_in_one_round_not_one_per_job(queue, people, monkeypatch):
+    """The refusal for jobs of a Deleted batch reads the batches of a chunk together: a
+    bulk resume of a batch's jobs waits as many round trips for many jobs as for one."""
+    from steering import actions
+
+    monkeypatch.setattr(actions, "get_store", lambda **_: queue)  # to count its round trips
+
+    def round_trips(n: int) -> int:
+        bid = new_batch(queue)
+        jids = [queue.create_job(bid, {"collection": "demo"}) for _ in range(n)]
+        for jid in jids:
+            queue.transition_job(jid, "Failed", "x")
+        items = [(jid, queue.get_job(jid).status_version) for jid in jids]
+        before = queue.stats["round_trips"]
+        record = execute(
+            people["operator"], ACTIONS["job.resume"], items, "again", token=uuid.uuid4().hex
+        )
+        assert record.done == n, list(record.items.values_list("detail", flat=True))
+        return queue.stats["round_trips"] - before
+
+    a, b = round_trips(8), round_trips(1)
+    assert a == b
 
 
 def test_collection_and_queue_actions(queue, people):

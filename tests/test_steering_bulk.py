@@ -7,6 +7,7 @@ from rq import Queue, SimpleWorker
 
 from merritt_queue.dispatcher import all_queue_names
 from steering import tasks
+from steering.catalog import ACTIONS
 from steering.models import AdminAction, AdminActionItem
 from tests import test_steering_actions as base
 from tests.test_steering_pages import confirm_and_execute, mirrored
@@ -123,7 +124,7 @@ def test_a_pipelined_bulk_move_judges_each_item_on_a_fresh_read(queue, people, m
     items = [(jid, shown[jid]) for jid in [ok[0], changed, ok[1], running, locked, *ok[2:]]]
     items.append(("jid0000000000", None))
     record = actions.execute(
-        people["operator"], actions.ACTIONS["job.resume"], items, "storage back", token="t1"
+        people["operator"], ACTIONS["job.resume"], items, "storage back", token="t1"
     )
     results = dict(record.items.values_list("item_id", "result"))
     assert [results[j] for j in ok] == ["done"] * 5

@@ -1,4 +1,4 @@
-"""The three groups of people who use the queue; what each may do is in steering.actions."""
+"""The three groups of people who use the queue; what each may do is in steering.catalog."""
 
 from django.db import migrations
 

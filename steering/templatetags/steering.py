@@ -11,14 +11,15 @@ from django.utils.html import format_html
 
 from jobs.tables import batch_link, job_link
 
-from ..actions import ACTIONS, RANK, role_of
+from ..catalog import ACTIONS
 from ..models import AdminActionItem
+from ..planning import RANK, role_of
 
 register = template.Library()
 
 
 def may(user, action) -> bool:
-    """``steering.actions.may``, with the person's role read once per request."""
+    """``steering.planning.may``, with the person's role read once per request."""
     role = getattr(user, "_mq_role", None)
     if role is None:
         role = user._mq_role = role_of(user)
