@@ -18,14 +18,12 @@ from typing import TYPE_CHECKING
 
 from . import consistency as c
 from . import tree as t
-from .states import BatchStatus, batch_dir_for
+from .states import PROCESSING_DIR, BatchStatus, batch_dir_for
 from .treerepair import RepairFailed, _exists
 
 if TYPE_CHECKING:
     from .consistency import _Checker
     from .treeread import _Batch
-
-PROCESSING_DIR = "batch-processing"
 
 
 def check_batch(checker: _Checker, batch: _Batch) -> None:

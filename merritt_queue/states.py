@@ -151,12 +151,13 @@ JOB_BATCH_DIR = {
     J.FAILED: "batch-failed",
     J.DELETED: "batch-deleted",
 }
-BATCH_JOB_DIRS = ("batch-processing", "batch-completed", "batch-failed", "batch-deleted")
+PROCESSING_DIR = "batch-processing"
+BATCH_JOB_DIRS = (PROCESSING_DIR, "batch-completed", "batch-failed", "batch-deleted")
 
 
 def batch_dir_for(job_status: str) -> str:
     """The batch directory that references a job in this status (Held counts as processing)."""
-    return JOB_BATCH_DIR.get(job_status, "batch-processing")
+    return JOB_BATCH_DIR.get(job_status, PROCESSING_DIR)
 
 
 def next_last_successful(old: str, new: str, last_successful: str | None) -> str | None:
