@@ -30,6 +30,7 @@ from . import tree as t
 from .changebuffer import ChangeBuffer
 from .errors import (
     ChangedUnderYou,
+    InvalidTransition,
     LockLost,
     NotFound,
     QueueError,
@@ -294,6 +295,12 @@ class StoreBase:
                 "nothing was written, reload and try again"
             )
         if isinstance(err, NoNodeError):
+            if op.kind == "check" and op.path.endswith("/states/batch-processing"):
+                bid = op.path.split("/")[2]
+                return InvalidTransition(
+                    f"{what}: batch {bid} was deleted, so none of its jobs can go back to work; "
+                    "nothing was written. Submit the deposit again instead."
+                )
             if op.path.endswith("/lock"):
                 return LockLost(f"{what}: the lock {op.path} is gone; nothing was written")
             return NotFound(f"{what}: {op.path} does not exist; nothing was written")

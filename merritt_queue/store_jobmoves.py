@@ -23,6 +23,7 @@ from .records import (
 )
 from .states import (
     JOB,
+    PROCESSING_DIR,
     JobStatus,
     batch_dir_for,
     next_last_successful,
@@ -282,7 +283,13 @@ class JobMoves(StoreBase):
         if job.bid and batch_dir_for(job.status) != batch_dir_for(new_status):
             old_ref = t.batch_job_ref(job.bid, job.status, job.jid)
             new_ref = t.batch_job_ref(job.bid, new_status, job.jid)
-            ops += [Op("delete", old_ref, tolerant=True), Op("create", new_ref, tolerant=True)]
+            ops += [Op("delete", old_ref, tolerant=True)]
+            if batch_dir_for(new_status) == PROCESSING_DIR:
+                # Back to work: its batch's batch-processing must still be there. Deleting a
+                # batch removes it, and recreating it would make MerrittZK's reporting throw
+                # on the Deleted batch (batch_sides); every caller is refused here.
+                ops.append(Op("check", t.batch_job_dir(job.bid, PROCESSING_DIR)))
+            ops.append(Op("create", new_ref, tolerant=True))
         return ops
 
     def fail_job(

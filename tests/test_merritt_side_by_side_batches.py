@@ -25,7 +25,7 @@ from batches.submission import SubmissionError, submit
 from merritt_queue import checks
 from merritt_queue import tree as t
 from merritt_queue.dispatcher import Dispatcher, DispatcherConfig, all_queue_names
-from merritt_queue.errors import Locked, QueueError
+from merritt_queue.errors import InvalidTransition, Locked, QueueError
 from merritt_queue.sides import CREATED_BY, CREATED_BY_KEY, reports_batch, runs_batch, runs_job
 from tests.merrittzk import JOB_SUCCESS, Item, MerrittIngest, MerrittStateError, MerrittZK
 
@@ -178,6 +178,20 @@ def test_a_batch_deleted_here_does_not_block_merritts_reporting(store, merritt):
     assert store.get_batch(later.id).status == "Completed"
     assert store.get_batch(deleted.id).status == "Deleted"
     assert ingest.report() is None
+
+
+def test_no_job_of_a_batch_deleted_here_goes_back_to_work_by_any_caller(store, merritt):
+    """The store refuses it (steering's pages refuse earlier, with the same reason): a resume
+    or a release-all would recreate batch-processing, which MerrittZK's reporting throws on."""
+    ingest = MerrittIngest(merritt)
+    deleted = failed_merritt_batch(ingest)
+    (jid,) = merritt.batch_jobs(deleted, "batch-failed")
+    store.delete_batch(deleted.id, "deleted by an administrator")
+    with pytest.raises(InvalidTransition, match=f"batch {deleted.id} was deleted"):
+        store.resume_job(jid)
+    assert store.get_job(jid).status == "Failed"
+    assert not store.client.exists(t.batch_job_dir(deleted.id, "batch-processing"))
+    assert ingest.report() is None  # nothing for MerrittZK to throw on
 
 
 def test_a_delete_is_refused_while_a_job_of_the_batch_is_processing(store, merritt):
