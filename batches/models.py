@@ -189,6 +189,27 @@ class Batch(models.Model):
         return self.bid
 
 
+class BatchEvent(models.Model):
+    """One status write of a batch: one row per status version, as ``JobEvent`` for jobs."""
+
+    bid = models.CharField(max_length=20, db_index=True)
+    from_status = models.CharField(max_length=20, blank=True)
+    to_status = models.CharField(max_length=20, db_index=True)
+    at = models.DateTimeField(db_index=True)
+    message = models.TextField(blank=True)
+    actor = models.CharField(max_length=150, blank=True)
+    status_version = models.IntegerField(default=-1)
+    exact = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["bid", "status_version"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["bid", "status_version"], name="one_batch_event_per_status_write"
+            )
+        ]
+
+
 class Collection(models.Model):
     """A collection and its hold (``/locks/collections/<mnemonic>``)."""
 

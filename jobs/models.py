@@ -58,7 +58,14 @@ class Job(models.Model):
 
 
 class JobEvent(models.Model):
-    """One observed transition of a job: every status the mirror saw it take."""
+    """One status write of a job: one row per status version (jobs.mirror.timeline).
+
+    ``exact`` rows were told by their writer (the item's history node, or the store's
+    write-through): their previous state and actor are the real ones. Other rows are
+    what the mirror saw afterwards; a later exact row for the same version replaces one.
+    ``from_status`` is empty when the previous state is not known (a jump: the versions
+    between this row and the one before it were not observed).
+    """
 
     jid = models.CharField(max_length=20, db_index=True)
     bid = models.CharField(max_length=20, blank=True, db_index=True)
@@ -67,12 +74,14 @@ class JobEvent(models.Model):
     at = models.DateTimeField(db_index=True)
     message = models.TextField(blank=True)
     retry_count = models.PositiveIntegerField(default=0)
-    # Who or what made it: "worker", "admin:<username>", "reconcile" (seen only afterwards).
+    # Who made it, as merritt_queue.history spells it: "admin:<username>",
+    # "worker <host>:<pid>", "cleanup", "check_tree --repair", "Merritt ingest".
     actor = models.CharField(max_length=150, blank=True)
     status_version = models.IntegerField(default=-1)
+    exact = models.BooleanField(default=False)
 
     class Meta:
-        ordering = ["jid", "at", "id"]
+        ordering = ["jid", "status_version"]
         constraints = [
             models.UniqueConstraint(
                 fields=["jid", "status_version"], name="one_event_per_status_write"

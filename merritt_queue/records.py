@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import tree as t
+from .history import History
 
 DEFAULT_PRIORITY = 5
 
@@ -85,6 +86,8 @@ class JobRecord:
     # Read by ``job_heads``: only the status, batch, priority and lock are known; the
     # data fields are None because they were not read, not because they are empty.
     partial: bool = False
+    # The ``history`` node as read (or as this store last wrote it); None when not read.
+    history: History | None = None
 
     @property
     def collection(self) -> str | None:
@@ -116,6 +119,8 @@ class BatchRecord:
     locked: bool = False
     status_report: dict | None = None
     lock_session: int | None = None
+    # The ``history`` node as read (or as this store last wrote it); None when not read.
+    history: History | None = None
 
     @property
     def uuid(self) -> str | None:
