@@ -397,3 +397,31 @@ def test_merritts_delete_of_our_batch_and_job_removes_their_history(store, zk, m
     store.delete_job(jid, "not wanted")
     merritt.delete_job(merritt.load(Item("job", jid)))
     assert not zk.exists(t.job_path(jid))
+
+
+# --- readers and actors ---------------------------------------------------------------
+
+
+def test_the_snapshot_reads_the_history_as_the_store_does(store, zk, batch):
+    from merritt_queue import snapshot
+
+    jid = store.create_job(batch, {})
+    store.transition_job(jid, "Held", "wait")
+    job = snapshot.read_jobs(zk, [jid]).records[jid]
+    assert job.history == store.get_job(jid).history and len(job.history.entries) == 2
+    got = snapshot.read_batches(zk, [batch]).records[batch]
+    assert got.history == store.get_batch(batch).history and got.history.exists
+
+
+def test_the_dispatchers_store_is_spelled_as_the_dispatcher_unless_it_has_an_actor(
+    make_store, redis
+):
+    from merritt_queue.dispatcher import Dispatcher
+
+    own = make_store()
+    Dispatcher(own, redis)
+    assert own.actor == h.process_actor(h.DISPATCHER_PREFIX)
+    shared = make_store()
+    shared.actor = "admin:ann"
+    Dispatcher(shared, redis)
+    assert shared.actor == "admin:ann"
