@@ -16,7 +16,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from batches.models import BatchEvent
+from batches.models import Batch, BatchEvent
 from jobs import mirror
 from jobs.mirror import events, timeline
 from jobs.models import Job, JobEvent
@@ -25,7 +25,9 @@ from merritt_queue import tree as t
 from merritt_queue.history import OTHER_WRITER, Entry, History
 from merritt_queue.records import BatchRecord, JobRecord
 from tests.merrittzk import MerrittIngest, MerrittZK
-from tests.test_mirror import follower, live, make_jobs, wait_for  # noqa: F401 (fixtures)
+from tests.mirrorlive import SUBMISSION, make_jobs, wait_for
+
+pytest_plugins = ["tests.mirrorlive"]
 
 WORKER = "worker test-host:1"
 NEEDS_CORE = "needs the store's history node (CORE's branch, tag core-ready)"
@@ -296,3 +298,108 @@ def test_the_watch_reading_between_held_back_writes_leaves_no_false_step(live, f
     ]
     assert all(JobEvent.objects.filter(jid=jid).values_list("exact", flat=True))
     assert rows_of(JobEvent, jid=jid) == in_zookeeper(live.get_job(jid))
+
+
+def test_a_full_reconcile_between_the_writes_and_the_flush_leaves_no_false_step(live, follower):
+    runner = follower()
+    live.actor = WORKER
+    _, (jid,) = make_jobs(live, 1)
+    with live.deferred_changes():
+        record = live.lock_job(jid)
+        with paused(runner):
+            for _ in range(3):  # Estimating, Provisioning, Downloading: the watch sees none
+                record = live.succeed_job(record, keep_lock=True)
+            mirror.full_reconcile(live)  # then the full reconcile reads v3
+        record = live.succeed_job(record, "downloaded")
+        wait_for(lambda: Job.objects.get(jid=jid).status_version == 4)
+    assert [e.to_status for e in JobEvent.objects.filter(jid=jid)] == [
+        "Pending",
+        "Estimating",
+        "Provisioning",
+        "Downloading",
+        "Processing",
+    ]
+    assert rows_of(JobEvent, jid=jid) == in_zookeeper(live.get_job(jid))
+
+
+def test_a_worker_dead_mid_chain_leaves_the_steps_it_committed(live, follower, make_store):
+    """Its held-back notices die with it: the follower alone brings its steps in."""
+    runner = follower()
+    _, (jid,) = make_jobs(live, 1)
+    worker = make_store()
+    worker.actor = WORKER
+    worker.listeners = list(live.listeners)
+    with paused(runner), worker.deferred_changes():
+        record = worker.lock_job(jid)
+        for _ in range(3):
+            record = worker.succeed_job(record, keep_lock=True)
+        worker._local.deferred._changes.clear()  # SIGKILL: nothing is told
+        worker.client.stop()  # and its session, with the job's lock, goes
+    wait_for(
+        lambda: not Job.objects.get(jid=jid).locked and Job.objects.get(jid=jid).status_version == 3
+    )
+    assert rows_of(JobEvent, jid=jid) == in_zookeeper(live.get_job(jid))
+
+
+def test_merritt_s_writes_between_ours_are_its_own_rows(live, follower, make_client):
+    runner = follower()
+    live.actor = WORKER
+    _, (jid,) = make_jobs(live, 1)
+    merritt_client = make_client()
+    merritt = MerrittZK(merritt_client)
+    ingest = MerrittIngest(merritt)
+    assert ingest.initialize().id == jid  # Merritt's ingest moves it: Pending -> Estimating
+    wait_for(lambda: Job.objects.get(jid=jid).status_version == 1)
+    theirs = {1: merritt_row(merritt_client, jid, "Pending")}
+    live.transition_job(jid, "Failed", "stopped here")  # ours again
+    record = live.get_job(jid)
+    assert record.status_version == 2
+    wait_for(lambda: JobEvent.objects.filter(jid=jid, status_version=2).exists())
+    assert rows_of(JobEvent, jid=jid) == in_zookeeper(record, theirs)
+    del runner
+
+
+def test_a_jump_by_merritt_is_one_row_saying_so(live, follower, make_client):
+    """A job Merritt created has no history node: the follower sees v3, then v6."""
+    runner = follower()
+    merritt_client = make_client()
+    merritt = MerrittZK(merritt_client)
+    ingest = MerrittIngest(merritt)
+    ingest.submit("demo")
+    (jid,) = live.list_job_ids()
+    wait_for(lambda: Job.objects.filter(jid=jid).exists())
+    theirs = {0: merritt_row(merritt_client, jid, "")}
+    ingest.initialize()
+    wait_for(lambda: Job.objects.get(jid=jid).status_version == 1)
+    theirs[1] = merritt_row(merritt_client, jid, "Pending")
+    for version, state in ((2, "Estimating"), (3, "Provisioning")):
+        ingest.run_step(state)
+        wait_for(lambda v=version: Job.objects.get(jid=jid).status_version == v)
+        theirs[version] = merritt_row(merritt_client, jid, state)
+    with paused(runner):
+        for state in ("Downloading", "Processing", "Storing"):
+            ingest.run_step(state)
+    wait_for(lambda: Job.objects.get(jid=jid).status_version == 6)
+    record = live.get_job(jid)
+    jump = merritt_row(merritt_client, jid, "")
+    assert jump[:3] == (6, "", "Recording")
+    theirs[6] = (*jump[:4], "3 changes not observed; now Recording", OTHER_WRITER, False, 0)
+    if record.history is None:
+        pytest.skip(NEEDS_CORE)
+    assert not record.history.exists
+    assert rows_of(JobEvent, jid=jid) == in_zookeeper(record, theirs)
+
+
+def test_a_batch_s_timeline_is_one_row_per_version_whoever_wrote_it(live, follower, store):
+    follower()
+    live.actor = "admin:ann"
+    bid = live.create_batch(SUBMISSION).id
+    live.hold_batch(bid, "checking")
+    store.actor = "another host"  # another process: seen by the follower only
+    store.release_batch(bid)
+    wait_for(lambda: Batch.objects.get(bid=bid).status == "Pending")
+    rows = [
+        (e.status_version, e.from_status, e.to_status) for e in BatchEvent.objects.filter(bid=bid)
+    ]
+    assert rows == [(0, "", "Pending"), (1, "Pending", "Held"), (2, "Held", "Pending")]
+    assert rows_of(BatchEvent, bid=bid) == in_zookeeper(live.get_batch(bid))
