@@ -13,6 +13,7 @@ import django_rq
 from django.conf import settings
 
 from inventory.recorder import LocalInventory
+from merritt_queue.history import WORKER_PREFIX, process_actor
 from merritt_queue.runtime import get_store
 from merritt_queue.services.errors import ServiceError
 from merritt_queue.services.fetch import Fetcher
@@ -74,7 +75,7 @@ def get_services() -> Services:
         _cache[pid] = build_services()
     services = _cache[pid]
     services.store = get_store()
-    services.store.actor = "worker"
+    services.store.actor = process_actor(WORKER_PREFIX)
     return services
 
 

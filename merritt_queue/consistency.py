@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 
 from kazoo.protocol.states import ZnodeStat
 
-from . import merrittchecks
+from . import history, merrittchecks
 from . import tree as t
 from .errors import InvalidData
 from .states import REMOVABLE, BatchStatus, JobStatus, batch_dir_for
@@ -57,8 +57,9 @@ if TYPE_CHECKING:
     from .store import QueueStore
 
 # What a crashed non-atomic create (MerrittZK's) may leave under a job before
-# its configuration: a batch id and two numbers, no depositor data.
-SHELL_JOB_CHILDREN = frozenset({"bid", "priority", "space_needed"})
+# its configuration: a batch id and two numbers, no depositor data. Its recursive
+# delete, interrupted, may also leave our ``history``: a record of ours, not data.
+SHELL_JOB_CHILDREN = frozenset({"bid", "priority", "space_needed", history.NODE})
 FINISHED_JOB = frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.DELETED})
 # Batch statuses reached only through acquisition (Deleted is also reached from Held).
 PAST_PENDING = frozenset(
@@ -90,8 +91,19 @@ def _age(seconds: float) -> str:
 
 
 class _Checker:
-    def __init__(self, client, tree: _Tree, *, lock_max_age: float, grace: float, now: float):
+    def __init__(
+        self,
+        client,
+        tree: _Tree,
+        *,
+        lock_max_age: float,
+        grace: float,
+        now: float,
+        actor: str = history.REPAIR,
+    ):
         self.client = client
+        # Who a repair that writes a status is recorded as, in the item's history.
+        self.actor = actor
         self.tree = tree
         self.lock_max_age = lock_max_age
         self.grace = grace
@@ -161,6 +173,7 @@ class _Checker:
         if not batch.has_status:
             self.half_created_batch(batch)
             return
+        self.check_history(batch, f"Batch {batch.id}", t.batch_node(batch.id, history.NODE))
         if batch.problem:
             self.add("bad-status", path, f"Batch {batch.id}: {batch.problem}.")
             return
@@ -179,8 +192,10 @@ class _Checker:
         head = f"Batch {batch.id} has no status node"
         uuids = [u for u, n in self.tree.uuids.items() if n[0].decode(errors="replace") == batch.id]
         named = self.jobs_by_batch.get(batch.id, []) + uuids
-        if batch.children or named:
-            holds = f"it holds {', '.join(sorted(batch.children))}" if batch.children else ""
+        # A history alone is what an interrupted recursive delete (MerrittZK's) may leave.
+        children = [c for c in batch.children if c != history.NODE]
+        if children or named:
+            holds = f"it holds {', '.join(sorted(children))}" if children else ""
             names = f"{', '.join(sorted(named))} name(s) it" if named else ""
             self.add(
                 "half-created-batch",
@@ -192,12 +207,17 @@ class _Checker:
             self.add("half-created-batch", path, self._young(head, age))
         else:
             version = batch.stat.version
+            ops = [
+                ("delete", t.batch_node(batch.id, c), self._version(batch, c))
+                for c in batch.children
+            ]
             self.add(
                 "half-created-batch",
                 path,
-                f"{head}: its creation was interrupted {_age(age)} ago and it is empty.",
+                f"{head}: its creation (or removal) was interrupted {_age(age)} ago and it "
+                "holds no data.",
                 f"remove the empty node {path}",
-                lambda: [("delete", path, version)],
+                lambda: [*ops, ("delete", path, version)],
             )
 
     def _young(self, head: str, age: float) -> str:
@@ -218,6 +238,20 @@ class _Checker:
             lambda: [("check", t.batch_node(batch.id, "status"), version), ("create", states, b"")],
         )
 
+    def check_history(self, item: _Item, label: str, path: str) -> None:
+        """A history node that cannot be read: reported, never a reason to leave the item."""
+        node = item.node(history.NODE)
+        if node is None or not history.decode(node[0]).damaged:
+            return
+        self.add(
+            "damaged-history",
+            path,
+            f"{label}'s history (the record of its status changes, kept beside its status) "
+            "cannot be read, so its earlier steps are not shown. The item itself is not "
+            "affected, and its next status change starts the history afresh; nothing needs "
+            "repairing.",
+        )
+
     # --- jobs --------------------------------------------------------------
 
     def check_job(self, job: _Job) -> None:
@@ -225,6 +259,7 @@ class _Checker:
         if not job.has_status:
             self.half_created_job(job)
             return
+        self.check_history(job, f"Job {job.id}", t.job_node(job.id, history.NODE))
         if job.problem:
             self.add("bad-status", path, f"Job {job.id}: {job.problem}; it is left as it is.")
             return
@@ -634,6 +669,7 @@ def check_tree(
         lock_max_age=lock_max_age,
         grace=grace,
         now=time.time() if now is None else now,
+        actor=store.actor or history.REPAIR,
     )
     checker.run()
     if repair:

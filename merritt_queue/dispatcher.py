@@ -39,6 +39,7 @@ from rq.job import JobStatus as RQStatus
 
 from . import tree as t
 from .fairness import Turns
+from .history import DISPATCHER_PREFIX, process_actor
 from .pauseflag import pause_flag
 from .sides import ALL, NONE, reports_batch, runs_batch, runs_job
 from .states import BatchStatus, JobStatus
@@ -132,6 +133,8 @@ class Dispatcher:
 
     def __init__(self, store: QueueStore, redis: Redis, config: DispatcherConfig | None = None):
         self.store = store
+        if not store.actor:  # a store shared with other writers keeps theirs
+            store.actor = process_actor(DISPATCHER_PREFIX)
         self.redis = redis
         self.config = config or DispatcherConfig()
         self.wake = threading.Event()

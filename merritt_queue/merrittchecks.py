@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from . import consistency as c
+from . import history
 from . import tree as t
 from .states import PROCESSING_DIR, BatchStatus, batch_dir_for
 from .treerepair import RepairFailed, _exists
@@ -40,6 +41,24 @@ def check_batch(checker: _Checker, batch: _Batch) -> None:
 
 def _status_guard(batch: _Batch) -> tuple[str, str, int]:
     return ("check", t.batch_node(batch.id, "status"), batch.version("status"))
+
+
+def _status_write(checker: _Checker, batch: _Batch, new: str, message: str) -> list:
+    """Set the batch's status at the version read, with its history entry (by the
+    checker's actor) in the same multi."""
+    record = t.batch_status_record(new, message)
+    version = batch.version("status")
+    node = batch.node(history.NODE)
+    old = history.decode(node[0] if node else None, node is not None)
+    entry = history.Entry(
+        version + 1, batch.status or "", new, record["last_modified"], message, 0, checker.actor
+    )
+    data = history.append(old, entry)[1]
+    path = t.batch_node(batch.id, history.NODE)
+    return [
+        ("set", t.batch_node(batch.id, "status"), (t.encode_json(record), version)),
+        ("set", path, (data, -1)) if old.exists else ("create", path, data),
+    ]
 
 
 def _held_without_states(checker: _Checker, batch: _Batch) -> None:
@@ -78,14 +97,13 @@ def _processing_without_jobs(checker: _Checker, batch: _Batch) -> None:
         "No jobs were ever created for this batch and nothing would report it, so the "
         "consistency check failed it. Delete it, or submit the deposit again."
     )
-    record = t.encode_json(t.batch_status_record(BatchStatus.FAILED, message))
     lock = t.batch_node(batch.id, "lock")
 
     def plan():
         # A lock cannot be checked absent inside a multi: look right before writing.
         if _exists(checker.client, lock):
             raise RepairFailed(f"batch {batch.id} is locked now; run the check again")
-        return [("set", t.batch_node(batch.id, "status"), (record, batch.version("status")))]
+        return _status_write(checker, batch, BatchStatus.FAILED, message)
 
     checker.add(
         "processing-batch-without-jobs",
@@ -135,12 +153,8 @@ def _finished_early(checker: _Checker, batch: _Batch) -> None:
             "reported. Check again later: unlocked, it is moved to UpdateReporting.",
         )
         return
-    record = t.encode_json(
-        t.batch_status_record(
-            BatchStatus.UPDATE_REPORTING,
-            "Reported while some jobs were still running; it will be reported again when "
-            "they finish.",
-        )
+    message = (
+        "Reported while some jobs were still running; it will be reported again when they finish."
     )
     checker.add(
         "batch-finished-early",
@@ -148,7 +162,7 @@ def _finished_early(checker: _Checker, batch: _Batch) -> None:
         f"{head} The repair moves it to UpdateReporting, so it is reported again once its "
         "last job finishes.",
         "set the batch UpdateReporting",
-        lambda: [("set", t.batch_node(batch.id, "status"), (record, batch.version("status")))],
+        lambda: _status_write(checker, batch, BatchStatus.UPDATE_REPORTING, message),
     )
 
 

@@ -27,10 +27,12 @@ from kazoo.client import KazooClient
 
 from . import multiread as mr
 from . import tree as t
+from .history import NODE
 from .store import BatchRecord, JobRecord, QueueStore
 
-JOB_NODES = ("bid", "priority", "space_needed", *t.JOB_JSON_NODES, "lock")
-BATCH_NODES = ("submission", "status", "status-report", "states", "lock")
+# ``history`` after ``status``: see ``history`` for why the order matters.
+JOB_NODES = ("bid", "priority", "space_needed", *t.JOB_JSON_NODES, NODE, "lock")
+BATCH_NODES = ("submission", "status", NODE, "status-report", "states", "lock")
 LOCK_DIRS = (t.LOCK_QUEUE, t.LOCK_COLLECTIONS, t.LOCK_STORAGE, t.LOCK_INVENTORY, t.LOCK_LOCALID)
 # Jobs per chunk of ``iter_jobs``: one database transaction of the mirror each.
 JOB_CHUNK = 2000
@@ -93,6 +95,7 @@ def _batch(bid: str, nodes: dict) -> BatchRecord:
         nodes["status-report"],
         nodes["states"] is not None,
         nodes["lock"] is not None,
+        history=nodes[NODE],
     )
 
 

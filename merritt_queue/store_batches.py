@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from . import batch_sides
+from . import history as h
 from . import tree as t
 from .errors import (
     ChangedUnderYou,
@@ -23,7 +24,7 @@ from .states import (
     BATCH_JOB_DIRS,
     BatchStatus,
 )
-from .store_base import StoreBase
+from .store_history import HistoryWrites, decode_node
 
 # Job ids kept in a status report: about 3.3 KB, however big the batch.
 STATUS_REPORT_MAX_JIDS = 200
@@ -37,7 +38,7 @@ def _acquired_after(batch: BatchRecord, extra: list[Op]) -> bool:
     return batch.acquired
 
 
-class BatchStore(StoreBase):
+class BatchStore(HistoryWrites):
     """Batch operations of ``QueueStore``."""
 
     def create_batch(self, submission: dict, *, reserved: bool = False) -> Created:
@@ -62,13 +63,11 @@ class BatchStore(StoreBase):
                 return Created(existing, duplicate=True)
         data = t.encode_json(submission)
         bid = self._create_sequential(f"{t.BATCHES}/{t.BATCH_PREFIX}")
+        status = t.batch_status_record(BatchStatus.PENDING)
         ops = [
             Op("create", t.batch_node(bid, "submission"), data),
-            Op(
-                "create",
-                t.batch_node(bid, "status"),
-                t.encode_json(t.batch_status_record("Pending")),
-            ),
+            Op("create", t.batch_node(bid, "status"), t.encode_json(status)),
+            self._batch_history_op(bid, h.ABSENT, 0, "", status)[0],
         ]
         if reserved:
             ops.append(Op("create", t.batch_states(bid)))
@@ -91,16 +90,21 @@ class BatchStore(StoreBase):
 
     def get_batch(self, bid: str) -> BatchRecord:
         t.check_id(t.BATCH_PREFIX, bid)
-        paths = [t.batch_node(bid, n) for n in ("submission", "status", "status-report")]
+        # The history after the status: see ``history`` for why the order matters.
+        names = ("submission", "status", h.NODE, "status-report")
+        paths = [t.batch_node(bid, n) for n in names]
         got = self._get_many(paths)
         status = got[paths[1]]
         if status is None:
             raise NotFound(f"batch {bid} does not exist")
         flags = self.exists_many([t.batch_states(bid), t.batch_node(bid, "lock")])
-        return self._batch_record(bid, got[paths[0]], status, got[paths[2]], *flags)
+        return self._batch_record(
+            bid, got[paths[0]], status, got[paths[3]], *flags, history=got[paths[2]]
+        )
 
     @staticmethod
-    def _batch_record(bid, submission, status, report, acquired, locked) -> BatchRecord:
+    def _batch_record(bid, submission, status, report, acquired, locked, *, history) -> BatchRecord:
+        """The nodes as ``get`` returned them (None when missing), ``history`` included."""
         st = t.decode_json(status[0]) or {}
         return BatchRecord(
             bid=bid,
@@ -112,6 +116,7 @@ class BatchStore(StoreBase):
             acquired=acquired,
             locked=locked,
             status_report=t.decode_json(report[0]) if report else None,
+            history=decode_node(history),
         )
 
     def batch_submissions(self, bids: Iterable[str]) -> dict[str, dict | None]:
@@ -308,13 +313,18 @@ class BatchStore(StoreBase):
         what = f"batch {batch.bid}"
         BATCH.check_move(batch.status, new, what)
         record = t.batch_status_record(new, message)
+        old = self._history_of(t.batch_node(batch.bid, h.NODE), batch.history)
+        history_op, history = self._batch_history_op(
+            batch.bid, old, batch.status_version + 1, batch.status, record
+        )
         ops = [
             Op(
                 "set",
                 t.batch_node(batch.bid, "status"),
                 t.encode_json(record),
                 batch.status_version,
-            )
+            ),
+            history_op,
         ]
         ops += extra or []
         if release_lock:
@@ -330,6 +340,7 @@ class BatchStore(StoreBase):
             acquired=_acquired_after(batch, extra or []),
             locked=batch.locked and not release_lock,
             lock_session=None if release_lock else batch.lock_session,
+            history=history,
         )
         self._changed("batch", batch.bid, batch.status, moved)
         return moved

@@ -6,6 +6,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from . import history as h
 from . import tree as t
 from .errors import (
     ChangedUnderYou,
@@ -31,13 +32,13 @@ from .states import (
     resume_note,
     resume_target,
 )
-from .store_base import StoreBase
+from .store_history import HistoryWrites
 
 # One logger for all of the store, whichever part of it speaks.
 log = logging.getLogger("merritt_queue.store")
 
 
-class JobMoves(StoreBase):
+class JobMoves(HistoryWrites):
     """Job moves of ``QueueStore``."""
 
     def acquire_job(self, status: str) -> JobRecord | None:
@@ -148,24 +149,39 @@ class JobMoves(StoreBase):
         job as written or the error that refused its move (nothing written for it).
         """
         out: list[JobRecord | QueueError | None] = []
-        planned, batches = [], []
+        plans = []
         for job, new, message, retry in moves:
             try:
                 record, ops = self._plan_move(job, new, message, retry)
             except QueueError as e:
                 out.append(e)
                 continue
+            plans.append((len(out), job, record, ops))
+            out.append(None)
+        # Partial records (``job_heads``) carry no history: all of theirs in one round.
+        read = self._read_histories(
+            t.job_node(job.jid, h.NODE) for _, job, _, _ in plans if job.history is None
+        )
+        planned, batches = [], []
+        for i, job, record, ops in plans:
             status_op = Op(
                 "set", t.job_node(job.jid, "status"), t.encode_json(record), job.status_version
             )
-            planned.append((len(out), job, record))
-            batches.append(([status_op, *ops], f"job {job.jid}"))
-            out.append(None)
-        for (i, job, record), result in zip(planned, self._commit_many(batches), strict=True):
+            old = job.history if job.history is not None else read[t.job_node(job.jid, h.NODE)]
+            history_op, history = self._job_history_op(
+                job.jid, old, job.status_version + 1, job.status, record
+            )
+            planned.append((i, job, record, history))
+            batches.append(([status_op, history_op, *ops], f"job {job.jid}"))
+        for (i, job, record, history), result in zip(
+            planned, self._commit_many(batches), strict=True
+        ):
             if isinstance(result, QueueError):
                 out[i] = result
             else:
-                out[i] = self._written(job, record, result[0].version, release_lock=False)
+                out[i] = self._written(
+                    job, record, result[0].version, release_lock=False, history=history
+                )
         return out  # type: ignore[return-value]
 
     def note_job(self, job: JobRecord, message: str, *, release_lock: bool = False) -> JobRecord:
@@ -218,8 +234,12 @@ class JobMoves(StoreBase):
         store wrote since reading it).
         """
         what = f"job {job.jid}"
+        old = self._history_of(t.job_node(job.jid, h.NODE), job.history)
+        history_op, history = self._job_history_op(
+            job.jid, old, job.status_version + 1, job.status, record
+        )
         ops = [Op("set", t.job_node(job.jid, "status"), t.encode_json(record), job.status_version)]
-        ops += extra
+        ops += [history_op, *extra]
         if release_lock or keep_lock:
             self._check_session(job, what)
             lock = t.job_node(job.jid, "lock")
@@ -235,7 +255,14 @@ class JobMoves(StoreBase):
             for name, value in (data or {}).items():
                 self._write_data(job.jid, name, value, exists=True)
             results = self._commit(ops, what)
-        return self._written(job, record, results[0].version, release_lock=release_lock, data=data)
+        return self._written(
+            job,
+            record,
+            results[0].version,
+            release_lock=release_lock,
+            data=data,
+            history=history,
+        )
 
     def _data_ops(self, job: JobRecord, data: dict[str, Any]) -> list[Op]:
         ops = []
@@ -257,11 +284,19 @@ class JobMoves(StoreBase):
         return t.job_node(jid, name), t.encode_json(value)
 
     def _written(
-        self, job: JobRecord, record: dict, version: int, *, release_lock: bool, data=None
+        self,
+        job: JobRecord,
+        record: dict,
+        version: int,
+        *,
+        release_lock: bool,
+        history: h.History,
+        data=None,
     ):
         """The job as a status write left it; tells the listeners."""
         written = evolve(
             job,
+            history=history,
             **(self._data_written.pop(job.jid, {}) | (data or {})),
             status=record["status"],
             last_successful_status=record["last_successful_status"],
@@ -328,15 +363,20 @@ class JobMoves(StoreBase):
         # The status is rewritten as read, not just checked: its version moves on, so a
         # worker still holding the old record is refused instead of committing a move
         # that re-creates the index entry at the old priority.
-        status = t.encode_json(job.status_json())
+        status = job.status_json()
+        old = self._history_of(t.job_node(job.jid, h.NODE), job.history)
+        history_op, history = self._job_history_op(
+            job.jid, old, job.status_version + 1, job.status, status
+        )
         ops = [
-            Op("set", t.job_node(job.jid, "status"), status, job.status_version),
+            Op("set", t.job_node(job.jid, "status"), t.encode_json(status), job.status_version),
+            history_op,
             Op("set", t.job_node(job.jid, "priority"), t.encode_int(priority)),
             Op("delete", job.index_path, tolerant=True),
             Op("create", moved.index_path, tolerant=True),
         ]
         results = self._commit(ops, f"job {job.jid} priority")
-        moved = evolve(moved, status_version=results[0].version)
+        moved = evolve(moved, status_version=results[0].version, history=history)
         self._changed("job", job.jid, job.status, moved)
         return moved
 

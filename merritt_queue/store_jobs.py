@@ -11,6 +11,7 @@ from kazoo.exceptions import (
     NoNodeError,
 )
 
+from . import history as h
 from . import tree as t
 from .errors import (
     InvalidData,
@@ -28,7 +29,7 @@ from .records import (
 from .states import (
     JobStatus,
 )
-from .store_base import StoreBase
+from .store_history import HistoryWrites
 
 # Reads of many jobs are pipelined this many at a time: enough to hide the round trip, few
 # enough that the requests in flight stay small.
@@ -49,7 +50,7 @@ MAX_JOB_DATA_BYTES = 64 * 1024
 HEAD_NODES = ("status", "bid", "priority")
 
 
-class JobStore(StoreBase):
+class JobStore(HistoryWrites):
     """Job creation and reads of ``QueueStore``."""
 
     def create_job(
@@ -163,8 +164,10 @@ class JobStore(StoreBase):
         if not self._exists(t.batch_node(bid, "status")):
             raise NotFound(f"batch {bid} does not exist; no job was created")
 
-    @staticmethod
-    def _job_create_ops(bid: str, jid: str, new: NewJob, status: dict) -> list[Op]:
+    def _created_history(self, jid: str, status: dict) -> tuple[Op, h.History]:
+        return self._job_history_op(jid, h.ABSENT, 0, "", status)
+
+    def _job_create_ops(self, bid: str, jid: str, new: NewJob, status: dict) -> list[Op]:
         ops = [
             Op("check", t.batch_node(bid, "status")),
             Op("create", t.job_node(jid, "bid"), t.encode_str(bid)),
@@ -172,6 +175,7 @@ class JobStore(StoreBase):
             Op("create", t.job_node(jid, "space_needed"), t.encode_int(new.space_needed)),
             Op("create", t.job_node(jid, "configuration"), t.encode_json(new.configuration)),
             Op("create", t.job_node(jid, "status"), t.encode_json(status)),
+            self._created_history(jid, status)[0],
         ]
         for name, value in (("identifiers", new.identifiers), ("metadata", new.metadata)):
             if value is not None:
@@ -197,12 +201,14 @@ class JobStore(StoreBase):
                 status_version=0,
                 identifiers=new.identifiers,
                 metadata=new.metadata,
+                history=self._created_history(jid, status)[1],
             )
             self._changed("job", jid, None, record)
 
     def get_job(self, jid: str) -> JobRecord:
         t.check_id(t.JOB_PREFIX, jid)
-        names = ("bid", "priority", "space_needed", *t.JOB_JSON_NODES)
+        # The history after the status: see ``history`` for why the order matters.
+        names = ("bid", "priority", "space_needed", *t.JOB_JSON_NODES, h.NODE)
         lock = self.client.exists_async(t.job_node(jid, "lock"))
         got = self._get_many(t.job_node(jid, n) for n in names)
         locked = lock.get() is not None
@@ -278,6 +284,7 @@ class JobStore(StoreBase):
                     nodes["status"],
                     lambda n, nodes=nodes: nodes[n][0] if nodes.get(n) else None,
                     locked,
+                    history_read=False,
                 )
             except (ValueError, TypeError, AttributeError) as e:
                 out[jid] = InvalidData(f"job {jid} has unreadable data ({e}); run check_tree")
@@ -308,8 +315,14 @@ class JobStore(StoreBase):
         return out
 
     @staticmethod
-    def _job_record(jid, status, value, locked) -> JobRecord:
+    def _job_record(jid, status, value, locked, *, history_read: bool = True) -> JobRecord:
+        """``value(name)``: a node's data, None when missing. ``history_read=False``: the
+        ``history`` node was not read, so the record's history is None (unknown)."""
         st = t.decode_json(status[0]) or {}
+        history = None
+        if history_read:
+            data = value(h.NODE)
+            history = h.decode(data, data is not None)
         return JobRecord(
             jid=jid,
             bid=t.decode_str(value("bid")),
@@ -327,6 +340,7 @@ class JobStore(StoreBase):
             inventory=t.decode_json(value("inventory")),
             store=t.decode_json(value("store")),
             locked=locked,
+            history=history,
         )
 
     def list_job_ids(self) -> list[str]:

@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from jobs.models import Job
 from merritt_queue.errors import ChangedUnderYou, QueueError
+from merritt_queue.history import admin_actor
 from merritt_queue.runtime import get_store
 from merritt_queue.states import BatchStatus
 from merritt_queue.store import QueueStore
@@ -95,7 +96,7 @@ def run_items(record: AdminAction) -> AdminAction:
     handled = set(record.items.values_list("item_id", flat=True))
     _recount(record)
     store = get_store()
-    store.actor = f"admin:{record.username}"
+    store.actor = admin_actor(record.username)
     problem = refusal(user, action) if user is not None else "the person is gone"
     scope = collections_of(user) if user is not None else set()
     note = f"{record.username}: {record.reason}"

@@ -22,7 +22,7 @@ from rq import Queue, SimpleWorker
 
 from batches import handlers
 from batches.submission import SubmissionError, submit
-from merritt_queue import checks
+from merritt_queue import checks, history
 from merritt_queue import tree as t
 from merritt_queue.dispatcher import Dispatcher, DispatcherConfig, all_queue_names
 from merritt_queue.errors import InvalidTransition, Locked, QueueError
@@ -40,12 +40,15 @@ def merritt(make_client) -> MerrittZK:
 
 
 def subtree(client, root: str) -> dict[str, object]:
-    """Relative path -> data of every node under ``root``, timestamps and messages aside."""
+    """Relative path -> data of every node under ``root``, timestamps and messages aside,
+    and our ``history`` (the one node of ours MerrittZK's items lack, and never read)."""
     out: dict[str, object] = {}
 
     def walk(path: str) -> None:
         data, _ = client.get(path)
         rel = posixpath.relpath(path, root)
+        if rel == history.NODE:
+            return
         if rel.endswith("status"):
             data = {k: v for k, v in t.decode_json(data).items() if k == "status"}
         out[rel] = data

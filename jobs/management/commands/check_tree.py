@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from jobs.models import MirrorState
 from merritt_queue.consistency import Finding, check_tree
+from merritt_queue.history import REPAIR
 from merritt_queue.runtime import get_store
 
 # Findings saved for the page; a tree broken beyond that is counted, not listed.
@@ -70,7 +71,9 @@ class Command(BaseCommand):
         if max_age is None:
             max_age = getattr(settings, "MQ_LOCK_STALE_SECONDS", 3600)
         # No store.init(): a check must not write, not even the empty containers.
-        findings = check_tree(get_store(), repair=opts["repair"], lock_max_age=max_age)
+        store = get_store()
+        store.actor = REPAIR
+        findings = check_tree(store, repair=opts["repair"], lock_max_age=max_age)
         try:
             save_findings(findings, opts["repair"], max_age)
         except Exception as e:  # the report below matters more than the page: still print it

@@ -24,6 +24,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from merritt_queue.errors import NotFound, QueueError
+from merritt_queue.history import CLEANUP
 from merritt_queue.runtime import get_store
 from merritt_queue.states import BatchStatus, JobStatus
 from merritt_queue.tree import is_job_id, parse_timestamp
@@ -59,7 +60,7 @@ class Command(BaseCommand):
     def handle(self, *args, older_than: str, dry_run: bool, **options):
         cutoff = timezone.now() - age(older_than)
         store = get_store()
-        store.actor = "cleanup"
+        store.actor = CLEANUP
         self.dry_run = dry_run
         self.rows: list[AdminActionItem] = []
         verb = "would remove" if dry_run else "removed"
