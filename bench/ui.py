@@ -180,7 +180,7 @@ def _job(rng, jid, bid, coll, status, now, steps):
         times.append(at)
         at -= timedelta(seconds=rng.randint(5, 600))
     events = [
-        [jid_s, bid, old, new, when, "", 0, "worker", version]
+        [jid_s, bid, old, new, when, "", 0, "worker", version, True]
         for version, (old, new, when) in enumerate(
             zip(["", *path], path, reversed(times), strict=False)
         )
@@ -228,7 +228,7 @@ def _insert_events(connection, table: str, rows: list[tuple]) -> None:
         rows = [(*r[:4], r[4].astimezone(UTC).replace(tzinfo=None), *r[5:]) for r in rows]
     sql = (
         f"INSERT INTO {table} (jid, bid, from_status, to_status, at, message, retry_count, "
-        "actor, status_version) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)"
+        "actor, status_version, exact) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
     )
     with connection.cursor() as cursor:
         for start in range(0, len(rows), 50_000):

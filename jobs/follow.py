@@ -60,7 +60,7 @@ log = logging.getLogger(__name__)
 
 FINAL_BATCH = (BatchStatus.COMPLETED, BatchStatus.DELETED)
 FINAL_JOB = (JobStatus.COMPLETED, JobStatus.DELETED)
-ACTOR = "watch"  # the writer is unknown: the change was only seen
+ACTOR = "watch"  # names a row only seen, when the item's history could not be read
 RECHECK_SECONDS = 10.0  # how long a job is re-read each turn until its listing agrees
 LIST_SECONDS_PER_100K = 2.0
 
@@ -359,7 +359,7 @@ class Follower:
             return 0
         items = snapshot.read_batches(self.store.client, sorted(bids))
         if items.records:
-            mirror.apply_batches(list(items.records.values()))
+            mirror.apply_batches(list(items.records.values()), actor=ACTOR)
         listed = self._seen_batches or set()
         gone = [b for b in items.missing if b not in listed]  # the others are being created
         if gone:

@@ -1,9 +1,10 @@
 """The mirror database is lost (its SQLite file removed) with one batch done and one mid-flight.
 
-ZooKeeper holds every batch and job, so ``migrate`` and ``reconcile --full`` bring back the
-same mirror rows, field by field. What lives only in the database (profiles, the local
-inventory) is not in ZooKeeper: the test puts the profile back as an operator restoring the
-configuration would, and the restored mirror must equal the one before the loss.
+ZooKeeper holds every batch and job, and each one's history node, so ``migrate`` and
+``reconcile --full`` bring back the same mirror rows and timeline rows, field by field.
+What lives only in the database (profiles, the local inventory) is not in ZooKeeper: the
+test puts the profile back as an operator restoring the configuration would, and the
+restored mirror must equal the one before the loss.
 """
 
 from __future__ import annotations
@@ -28,6 +29,25 @@ JOB_FIELDS = (
     "space_needed local_id ark title message last_modified configuration identifiers metadata "
     "inventory store locked status_version"
 ).split()
+
+
+EVENT_FIELDS = "status_version at from_status to_status message retry_count actor exact".split()
+
+
+def timeline(db) -> dict[str, list[tuple]]:
+    """Every item's timeline rows (``JobEvent``, ``BatchEvent``), by id, in version order."""
+    with sqlite3.connect(db) as conn:
+        jobs = conn.execute(
+            f"SELECT jid, {', '.join(EVENT_FIELDS)} FROM jobs_jobevent ORDER BY jid, status_version"
+        ).fetchall()
+        fields = ", ".join(f for f in EVENT_FIELDS if f != "retry_count")
+        batches = conn.execute(
+            f"SELECT bid, {fields} FROM batches_batchevent ORDER BY bid, status_version"
+        ).fetchall()
+    rows: dict[str, list[tuple]] = {}
+    for item_id, *values in [*jobs, *batches]:
+        rows.setdefault(item_id, []).append(tuple(values))
+    return rows
 
 
 def mirror(db) -> dict[str, dict]:
@@ -63,6 +83,7 @@ def test_the_mirror_is_rebuilt_after_its_database_is_deleted(cluster, store, htt
     wait_mid_batch(cluster, store, flight, 8)
     cluster.stop_all()  # a warm stop: each worker finishes its step, so no lock is held
     before = mirror(cluster.db)
+    events_before = timeline(cluster.db)
     assert {done, flight} <= set(before)
     assert before[flight]["status"] == "Processing"
 
@@ -77,6 +98,12 @@ def test_the_mirror_is_rebuilt_after_its_database_is_deleted(cluster, store, htt
         for name, value in row.items():
             assert after[item_id][name] == value, (item_id, name, value, after[item_id][name])
     assert len(batch_jobs(store, done)) + len(batch_jobs(store, flight)) == len(after) - 2
+    # The timeline too, field by field: every row came from the history nodes, so the
+    # rebuild makes the very rows the workers' write-through and the follower made.
+    events_after = timeline(cluster.db)
+    assert sorted(events_after) == sorted(events_before), report
+    for item_id, rows in events_before.items():
+        assert events_after[item_id] == rows, item_id
 
     # The queue carries on with the restored mirror; the mirror follows to the end.
     cluster.worker("worker2")

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import io
 import re
-import threading
-import time
 from datetime import timedelta
 
 import pytest
@@ -15,7 +13,7 @@ from django.urls import reverse
 from django.utils import timezone
 from kazoo.client import KazooClient
 
-from batches.models import Batch, Collection, Profile
+from batches.models import Batch, BatchEvent, Collection, Profile
 from jobs import mirror
 from jobs.context_processors import freshness_text, mirror_freshness
 from jobs.follow import Follower
@@ -24,51 +22,21 @@ from jobs.models import Job, JobEvent, MirrorState
 from merritt_queue import checks, multiread, runtime, snapshot
 from merritt_queue import tree as t
 from merritt_queue.states import JOB_STEPS
+from tests.mirrorlive import CONFIG, SUBMISSION, make_jobs, seen_as, wait_for
 
-pytest_plugins = ["tests.httpserver", "tests.pipeline"]
+pytest_plugins = ["tests.httpserver", "tests.pipeline", "tests.mirrorlive"]
 
-SUBMISSION = {
-    "profile": "demo",
-    "collection": "demo",
-    "submitter": "sam",
-    "type": "file",
-    "erc_what": "A batch",
-    "batchID": "b-1",
-    "submitted": "2026-11-21 14:15:25 -0800",
-}
-CONFIG = {"profile": "demo", "collection": "demo", "submitter": "sam", "local_id": "conf-id"}
-
-
-@pytest.fixture
-def live(zk_config, settings):
-    """The Django process's own store (``runtime.get_store()``), on the test's chroot."""
-    settings.ZK_HOSTS, settings.ZK_CHROOT = zk_config.hosts, zk_config.chroot
-    # The freshness row is written at most once a second per process: a test that ran
-    # just before (its rows rolled back) must not keep this one's from being written.
-    writethrough._mark_write_through.last = 0.0
-    runtime.close()
-    yield runtime.get_store()
-    runtime.close()
-
-
-def wait_for(check, timeout: float = 10.0):
-    """Poll ``check`` until it returns something true; the mirror is written by another thread."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            value = check()
-        except (OperationalError, Job.DoesNotExist, Batch.DoesNotExist):
-            value = None  # SQLite busy with the follower's write, or the row not there yet
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not true within {timeout} s: {check}")
-        time.sleep(0.05)
-
-
-def make_jobs(store, n: int, bid: str | None = None) -> tuple[str, list[str]]:
-    bid = bid or store.create_batch(dict(SUBMISSION, batchID=None)).id
-    return bid, [store.create_job(bid, dict(CONFIG, local_id=f"l{i}")) for i in range(n)]
+BATCH_EVENT_FIELDS = (
+    "bid",
+    "status_version",
+    "from_status",
+    "to_status",
+    "at",
+    "message",
+    "actor",
+    "exact",
+)
+EVENT_FIELDS = ("jid", *BATCH_EVENT_FIELDS, "retry_count")
 
 
 # --- write-through ------------------------------------------------------------------------
@@ -184,7 +152,7 @@ def test_a_chain_s_writes_held_back_reach_the_mirror_together_with_every_event(
     assert Batch.objects.get(bid=bid).job_counts == {"Provisioning": 1}
 
 
-def test_writes_held_back_keep_their_events_when_a_watcher_mirrored_a_later_one(live, db):
+def test_writes_held_back_replace_the_watcher_s_view_of_a_later_one(live, db):
     live.actor = "worker"
     _, (jid,) = make_jobs(live, 1)
     with live.deferred_changes():
@@ -199,9 +167,11 @@ def test_writes_held_back_keep_their_events_when_a_watcher_mirrored_a_later_one(
         (0, "", "Pending", "worker"),
         (1, "Pending", "Estimating", "worker"),
         (2, "Estimating", "Provisioning", "worker"),
-        (3, "Pending", "Downloading", "watch"),  # the watcher's view of it stays
+        # The watcher only saw a jump to it; the worker's own row replaces that.
+        (3, "Provisioning", "Downloading", "worker"),
         (4, "Downloading", "Processing", "worker"),
     ]
+    assert all(e.exact for e in events)
     assert Job.objects.get(jid=jid).status == "Processing"
 
 
@@ -260,9 +230,13 @@ def test_a_full_rebuild_restores_every_batch_and_job_after_the_mirror_is_emptied
         store.transition_job(jids[0], "Estimating")
     first = mirror.full_reconcile(store)
     assert (first.jobs, first.batches, len(first.added)) == (12, 3, 15)
+    timeline = list(JobEvent.objects.values_list(*EVENT_FIELDS))
+    batch_timeline = list(BatchEvent.objects.values_list(*BATCH_EVENT_FIELDS))
+    assert len(timeline) >= 12 and len(batch_timeline) == 3
     Job.objects.all().delete()
     Batch.objects.all().delete()
     JobEvent.objects.all().delete()
+    BatchEvent.objects.all().delete()
 
     drift = mirror.full_reconcile(store)
     assert sorted(drift.added) == sorted(bids + store.list_job_ids())
@@ -271,8 +245,10 @@ def test_a_full_rebuild_restores_every_batch_and_job_after_the_mirror_is_emptied
     for bid in bids:
         batch = Batch.objects.get(bid=bid)
         assert batch.job_counts == {"Estimating": 1, "Pending": 3} and batch.job_total == 4
-    events = set(JobEvent.objects.values_list("actor", "from_status"))
-    assert events == {("reconcile", "")} and JobEvent.objects.count() == 12
+    # Every status write the history nodes hold, restored (tests/test_history_rebuild.py
+    # checks them against the nodes, field by field).
+    assert list(JobEvent.objects.values_list(*EVENT_FIELDS)) == timeline
+    assert list(BatchEvent.objects.values_list(*BATCH_EVENT_FIELDS)) == batch_timeline
     assert MirrorState.objects.get(name="full").detail["added"] == 15
 
 
@@ -367,26 +343,9 @@ def test_reads_without_multiread_give_the_same_records(store, monkeypatch):
 # --- following writes made by others ------------------------------------------------------
 
 
-@pytest.fixture
-def follower(make_store, transactional_db):
-    """``Follower.run`` in a thread on a client of its own; stopped after the test."""
-    stop = threading.Event()
-    runner = Follower(make_store(), reconcile_seconds=3600)
-    thread = threading.Thread(target=runner.run, args=(stop,), daemon=True)
-
-    def start():
-        thread.start()
-        wait_for(lambda: MirrorState.objects.filter(name="full").exists())
-        return runner
-
-    yield start
-    stop.set()
-    if thread.is_alive():
-        thread.join(timeout=10)
-
-
 def test_writes_by_another_client_appear_in_the_mirror_within_seconds(store, zk, follower):
     assert store.listeners == []  # a plain store: nothing is written through
+    store.actor = "another host"
     bid, (moved, raw, removed) = make_jobs(store, 3)
     follower()
     assert Job.objects.filter(batch_id=bid).count() == 3
@@ -396,7 +355,7 @@ def test_writes_by_another_client_appear_in_the_mirror_within_seconds(store, zk,
     event = JobEvent.objects.get(jid=moved, to_status="Estimating")
     assert (event.from_status, event.actor, event.message) == (
         "Pending",
-        "watch",
+        seen_as(store, moved),
         "estimating elsewhere",
     )
 
@@ -419,6 +378,7 @@ def test_a_step_the_database_refused_is_applied_by_the_next_step_not_lost(
 ):
     """SQLite's "database table is locked" once failed a step whose changes it had already
     taken: they waited for the next full reconcile, which recorded them as its own."""
+    store.actor = "another host"
     bid, (moved, _, _) = make_jobs(store, 3)
     runner = Follower(make_store(), reconcile_seconds=3600)
     runner.install_watches()
@@ -439,7 +399,7 @@ def test_a_step_the_database_refused_is_applied_by_the_next_step_not_lost(
     runner.step()
     assert Job.objects.get(jid=moved).status == "Estimating"
     event = JobEvent.objects.get(jid=moved, to_status="Estimating")
-    assert (event.from_status, event.actor) == ("Pending", "watch")
+    assert (event.from_status, event.actor) == ("Pending", seen_as(store, moved))
 
 
 def test_batch_status_holds_and_pauses_by_another_client_are_followed(store, zk, follower):

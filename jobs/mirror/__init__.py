@@ -1,7 +1,7 @@
 """The Django mirror of the ZooKeeper tree: filled by write-through, watches and full rebuilds.
 
 ZooKeeper holds the truth; these rows (``Batch``, ``Job``, ``Collection``,
-``JobEvent``, ``MirrorState``) are a copy for fast browsing, written only here.
+``JobEvent``, ``BatchEvent``, ``MirrorState``) are a copy for fast browsing, written only here.
 
 Guarantees:
 
@@ -11,22 +11,26 @@ Guarantees:
   ignored, so write-through, watches and rebuilds racing each other converge
   on the newest state. A full rebuild overwrites whatever differs from its
   read, except rows written after that read began.
-- One ``JobEvent`` per status write observed, unique by (jid, status_version):
-  from the status the mirror had, to the new one, with who made it (the
-  store's actor; "watch" or "reconcile" when only seen afterwards). Events
-  outlive their job's row.
+- One timeline row (``JobEvent``, ``BatchEvent``) per item and status version,
+  never a step that did not happen, whatever the timing between write-through,
+  watches and rebuilds: rows come from the item's ``history`` node as read with
+  it, or from what the writer told (write-through); a version only seen is named
+  as such, a jump as a jump (``timeline``). An exact row replaces an inexact one
+  and is never replaced (``events``). Rows outlive their item's row.
 - ``Batch.job_counts`` / ``job_total`` are recounted from the batch's Job rows
   in the same transaction as every change to them.
 - The write-through listener never raises into the store, and does nothing
   while Django is not set up; a change it misses is caught by the watches or
   the next full rebuild.
 - A full rebuild into an empty database restores every batch, job, collection
-  and lock; a job's lost history becomes one event with actor "reconcile".
+  and lock, and every timeline row the history nodes hold (what their bounds let
+  go of is not invented).
 
-Its parts: ``rows`` (records -> row values), ``upsert`` (writing rows, events
-and counts), ``writethrough`` (the store's listener), ``rebuild`` (the full
-reconcile), ``locks`` (collections, holds, the locks page); the names callers
-use are here.
+Its parts: ``rows`` (records -> row values), ``timeline`` (records -> timeline
+rows), ``upsert`` (writing rows and counts), ``events`` (writing timeline rows),
+``sql`` (the hand-written statements), ``writethrough`` (the store's listener),
+``rebuild`` (the full reconcile), ``locks`` (collections, holds, the locks page);
+the names callers use are here.
 """
 
 from __future__ import annotations

@@ -15,7 +15,8 @@ from merritt_queue.runtime import ProfileTable
 
 from ..models import MirrorState
 from .rows import _text
-from .upsert import DB_BATCH, LOCKS, mark
+from .sql import DB_BATCH
+from .upsert import LOCKS, mark
 
 
 def sync_collections(holds: dict[str, dict], at: datetime) -> None:

@@ -27,6 +27,9 @@ from .upsert import (
     remove_jobs,
 )
 
+# Names a timeline row only seen, when an item's history could not be read.
+ACTOR = "reconcile"
+
 
 @dataclass
 class Drift:
@@ -66,12 +69,13 @@ def full_reconcile(store: QueueStore) -> Drift:
     client, drift = store.client, Drift()
     listing = snapshot.read_listing(client)
     batches = snapshot.read_batches(client, listing.bids)
-    drift.take(apply_batches(list(batches.records.values()), at=began, since=began))
+    records = list(batches.records.values())
+    drift.take(apply_batches(records, actor=ACTOR, at=began, since=began))
     item_locks, present = dict(batches.locks), set(batches.records) | set(batches.unreadable)
     drift.unreadable.update(batches.unreadable)
     present_jobs: set[str] = set()
     for items in snapshot.iter_jobs(client, listing.jids):
-        outcome = apply_jobs(list(items.records.values()), actor="reconcile", at=began, since=began)
+        outcome = apply_jobs(list(items.records.values()), actor=ACTOR, at=began, since=began)
         drift.take(outcome)
         drift.unreadable.update(items.unreadable)
         item_locks.update(items.locks)

@@ -12,22 +12,22 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db import IntegrityError, connection, models, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Count
-from django.db.models.constants import OnConflict
 from django.utils import timezone
 
 from batches.models import Batch
 from merritt_queue.errors import NotFound
 from merritt_queue.store import BatchRecord, JobRecord, QueueStore
 
-from ..models import Job, JobEvent, MirrorState
-from .rows import BATCHES, JOB_STATUS_FIELDS, JOBS, _Kind, _timestamp, job_values
+from ..models import Job, MirrorState
+from . import events as _events
+from . import timeline
+from .events import BATCH_EVENTS, JOB_EVENTS
+from .rows import BATCHES, JOB_STATUS_FIELDS, JOBS, _Kind, job_values
+from .sql import DB_BATCH, insert, update
 
 WRITE_THROUGH, WATCH, FULL, LOCKS = "write-through", "watch", "full", "locks"
-# Rows per bulk UPDATE and per DELETE ... IN (...); rows per executemany of an INSERT.
-DB_BATCH = 500
-DB_CHUNK = 5000
 
 
 @dataclass
@@ -38,72 +38,6 @@ class _Outcome:
     changed: list[str] = field(default_factory=list)
     previous: dict[str, dict | None] = field(default_factory=dict)
     written: list = field(default_factory=list)  # the records whose rows were written
-
-
-def _prepare(field: models.Field) -> Callable[[Any], Any] | None:
-    """How a value of ``field`` becomes a database parameter; None when it already is one.
-
-    The backend's adapters directly: the values are already the right type, and
-    ``get_db_prep_save`` re-validates each one at several times the cost.
-    """
-    if isinstance(field, models.JSONField):
-        return lambda value: connection.ops.adapt_json_value(value, field.encoder)
-    if isinstance(field, models.DateTimeField):
-        return connection.ops.adapt_datetimefield_value
-    return None
-
-
-def insert(model: type[models.Model], rows: list[dict], *, ignore_conflicts: bool = False):
-    """INSERT ``rows`` (field name -> value; defaults fill the rest) with executemany.
-
-    What ``bulk_create`` does, several times faster for many rows: SQLite's
-    999-parameter limit makes Django compile one INSERT per 40 job rows.
-    """
-    if not rows:
-        return
-    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
-    prepare = [(f.attname, f, _prepare(f)) for f in fields]
-    params = [
-        tuple(
-            (prep(v) if prep and v is not None else v)
-            for name, f, prep in prepare
-            for v in [row[name] if name in row else f.get_default()]
-        )
-        for row in rows
-    ]
-    on_conflict = OnConflict.IGNORE if ignore_conflicts else None
-    ops, quote = connection.ops, connection.ops.quote_name
-    columns = ", ".join(quote(f.column) for f in fields)
-    sql = (
-        f"{ops.insert_statement(on_conflict=on_conflict)} {quote(model._meta.db_table)} "
-        f"({columns}) VALUES ({', '.join(['%s'] * len(fields))})"
-        f" {ops.on_conflict_suffix_sql(fields, on_conflict, None, None)}"
-    )
-    with connection.cursor() as cursor:
-        for start in range(0, len(params), DB_CHUNK):
-            cursor.executemany(sql, params[start : start + DB_CHUNK])
-
-
-def update(model: type[models.Model], rows: list[dict], fields: list[str]) -> None:
-    """UPDATE ``fields`` of rows by ``id`` with executemany (``bulk_update`` builds one CASE
-    expression per field and row, and costs more than the write it makes)."""
-    if not rows:
-        return
-    meta, quote = model._meta, connection.ops.quote_name
-    targets = [meta.get_field(f) for f in fields]
-    prepare = [(f.attname, _prepare(f)) for f in targets]
-    params = [
-        (
-            *((prep(row[n]) if prep and row[n] is not None else row[n]) for n, prep in prepare),
-            row["id"],
-        )
-        for row in rows
-    ]
-    assignments = ", ".join(f"{quote(f.column)} = %s" for f in targets)
-    sql = f"UPDATE {quote(meta.db_table)} SET {assignments} WHERE {quote(meta.pk.column)} = %s"
-    with connection.cursor() as cursor:
-        for start in range(0, len(params), DB_CHUNK):
-            cursor.executemany(sql, params[start : start + DB_CHUNK])
 
 
 def _rows(kind: _Kind, ids: list[str]) -> dict[str, dict]:
@@ -145,56 +79,36 @@ def _upsert(kind: _Kind, records: list, *, at: datetime, since=None) -> _Outcome
     return out
 
 
-def _event_of(record: JobRecord, before: str, actor: str, at: datetime) -> dict[str, Any]:
-    return {
-        "jid": record.jid,
-        "bid": record.bid or "",
-        "from_status": before,
-        "to_status": record.status,
-        "at": _timestamp(record.last_modified) or at,
-        "message": record.message,
-        "retry_count": max(record.retry_count, 0),
-        "actor": actor[:150],
-        "status_version": record.status_version,
-    }
-
-
-def _last_events(jids: list[str]) -> dict[str, str]:
-    """The last status each job's events reached (for jobs without a row)."""
-    last: dict[str, tuple[int, str]] = {}
-    rows = JobEvent.objects.filter(jid__in=jids).values_list("jid", "status_version", "to_status")
-    for jid, version, status in rows:
-        if jid not in last or version > last[jid][0]:
-            last[jid] = (version, status)
-    return {jid: status for jid, (_, status) in last.items()}
-
-
-def _write_events(outcome: _Outcome, actor: str, at: datetime) -> None:
-    """One event per status write the rows had not seen yet."""
-    # A job at status version 0 was just created: it has no history to look up.
+def _write_events(kind: _Kind, outcome: _Outcome, actor: str, at: datetime) -> None:
+    """The timeline rows of the records whose rows were written, after what the mirror had
+    (``timeline.rows``); ``actor`` names the rows only seen."""
+    events = JOB_EVENTS if kind is JOBS else BATCH_EVENTS
+    # An item at status version 0 was just created: it has no timeline to look up.
     orphans = [
-        r.jid for r in outcome.written if outcome.previous[r.jid] is None and r.status_version != 0
+        key
+        for record in outcome.written
+        if outcome.previous[key := getattr(record, kind.key)] is None and record.status_version
     ]
-    before = _last_events(orphans) if orphans else {}
-    events = []
+    last = _events.last_known(events, orphans)
+    rows = []
     for record in outcome.written:
-        row = outcome.previous[record.jid]
-        if row is not None and row["status_version"] == record.status_version:
-            continue
-        status = row["status"] if row is not None else before.get(record.jid, "")
-        events.append(_event_of(record, status, actor, at))
-    insert(JobEvent, events, ignore_conflicts=True)
+        key = getattr(record, kind.key)
+        row = outcome.previous[key]
+        known = (row["status_version"], row["status"]) if row is not None else last.get(key)
+        rows += (_events.values(events, record, r, at) for r in timeline.rows(record, known, actor))
+    _events.write(events, rows)
 
 
-def _write_told_events(records: list[JobRecord], befores: dict, actor: str, at) -> None:
-    """An event for each record whose writer told the status it moved from; one already
-    there for that status version (a watcher's, or this write's seen before) stays."""
-    events = [
-        _event_of(record, befores[key] or "", actor, at)
+def _write_told_events(kind: _Kind, records: list, befores: dict, actor: str, at) -> None:
+    """The row of each record whose writer told the status it moved from (write-through),
+    even one the item's row has gone past: exact."""
+    events = JOB_EVENTS if kind is JOBS else BATCH_EVENTS
+    rows = [
+        _events.values(events, record, timeline.told(record, befores[k] or "", actor), at)
         for record in records
-        if (key := (record.jid, record.status_version)) in befores
+        if (k := (getattr(record, kind.key), record.status_version)) in befores
     ]
-    insert(JobEvent, events, ignore_conflicts=True)
+    _events.write(events, rows)
 
 
 def recount(bids: Iterable[str] | None = None) -> int:
@@ -267,20 +181,19 @@ def apply_jobs(
     """Upsert job rows, their events and their batches' counts, in one transaction.
 
     ``befores`` maps ``(jid, status version)`` to the status each write moved from, as its
-    writer told (write-through): then each record gets its event from it, even one a row
-    has already gone past, and several records of one job each get theirs. A watcher that
-    read the job between a worker's writes and the worker's delayed flush would otherwise
-    leave those steps out of the timeline. Without it (records read back), the events
-    follow from the rows.
+    writer told (write-through): then each record gets its exact event, even one a row
+    has already gone past, and several records of one job each get theirs. Without it
+    (records read back), the events are the records' timelines (``timeline.rows``) after
+    what the rows had, ``actor`` naming the rows only seen.
     """
     at = at or timezone.now()
 
     def run() -> _Outcome:
         outcome = _upsert(JOBS, records, at=at, since=since)
         if befores is None:
-            _write_events(outcome, actor, at)
+            _write_events(JOBS, outcome, actor, at)
         else:
-            _write_told_events(records, befores, actor, at)
+            _write_told_events(JOBS, records, befores, actor, at)
         if since is None:  # a full rebuild recounts every batch once at its end
             _shift_counts(outcome)
         return outcome
@@ -294,11 +207,12 @@ def apply_job(record: JobRecord, *, actor: str = "", at=None, before: str | None
 
 
 def apply_job_statuses(
-    store: QueueStore, records: list[JobRecord], *, actor: str = "", at=None
+    store: QueueStore, records: list[JobRecord], *, actor: str = "", at=None, befores=None
 ) -> None:
     """Write status writes (``partial`` records) into existing rows: status fields only.
 
-    A job without a row yet is read whole and upserted, so nothing is lost.
+    A job without a row yet is read whole and upserted, so nothing is lost. ``befores``
+    as for ``apply_jobs``.
     """
     at = at or timezone.now()
     missing: list[str] = []
@@ -323,7 +237,10 @@ def apply_job_statuses(
             out.previous[record.jid] = row
             out.written.append(record)
         update(Job, changed, [*JOB_STATUS_FIELDS, "read_at"])
-        _write_events(out, actor, at)
+        if befores is None:
+            _write_events(JOBS, out, actor, at)
+        else:
+            _write_told_events(JOBS, records, befores, actor, at)
         _shift_counts(out)
         return out
 
@@ -340,11 +257,18 @@ def _reread(store: QueueStore, kind: str, item_id: str):
         return None
 
 
-def apply_batches(records: list[BatchRecord], *, at=None, since=None) -> _Outcome:
+def apply_batches(
+    records: list[BatchRecord], *, actor: str = "", at=None, since=None, befores=None
+) -> _Outcome:
+    """Upsert batch rows and their events (as ``apply_jobs``), in one transaction."""
     at = at or timezone.now()
 
     def run() -> _Outcome:
         outcome = _upsert(BATCHES, records, at=at, since=since)
+        if befores is None:
+            _write_events(BATCHES, outcome, actor, at)
+        else:
+            _write_told_events(BATCHES, records, befores, actor, at)
         if outcome.added and since is None:
             recount(outcome.added)
         return outcome
@@ -352,8 +276,11 @@ def apply_batches(records: list[BatchRecord], *, at=None, since=None) -> _Outcom
     return _retrying(run)
 
 
-def apply_batch(record: BatchRecord, *, actor: str = "", at=None) -> None:
-    apply_batches([record], at=at)
+def apply_batch(
+    record: BatchRecord, *, actor: str = "", at=None, before: str | None = None
+) -> None:
+    befores = None if before is None else {(record.bid, record.status_version): before}
+    apply_batches([record], actor=actor, at=at, befores=befores)
 
 
 def _chunks(items: list[str]) -> list[list[str]]:

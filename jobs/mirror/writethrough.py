@@ -20,9 +20,9 @@ from merritt_queue.store import Change, JobRecord, QueueStore
 
 from ..models import Job
 from .locks import apply_collection
+from .sql import adapter
 from .upsert import (
     WRITE_THROUGH,
-    _prepare,
     _reread,
     apply_batch,
     apply_job,
@@ -53,17 +53,21 @@ def apply_change(store: QueueStore, change: Change) -> None:
     if change.data and change.record is None and apply_job_data(change.id, change.data):
         return
     record = None if change.removed else change.record or _reread(store, change.kind, change.id)
+    # Only the writer's own record tells the status it moved from; one read back may be of
+    # a later write, and takes its timeline from what it read (jobs.mirror.timeline).
+    before = (change.old_status or "") if change.record is not None else None
     if change.kind == "job":
         if record is not None and record.partial:
-            apply_job_statuses(store, [record], actor=change.actor)
+            befores = {(change.id, record.status_version): before or ""}
+            apply_job_statuses(store, [record], actor=change.actor, befores=befores)
         elif record is None:
             remove_job(change.id)
         else:
-            apply_job(record, actor=change.actor, before=change.old_status or "")
+            apply_job(record, actor=change.actor, before=before)
     elif record is None:
         remove_batch(change.id)
     else:
-        apply_batch(record, actor=change.actor)
+        apply_batch(record, actor=change.actor, before=before)
 
 
 def apply_changes(store: QueueStore, changes: list[Change]) -> None:
@@ -85,7 +89,7 @@ def apply_changes(store: QueueStore, changes: list[Change]) -> None:
             return
         actor, partial = key
         if partial:
-            apply_job_statuses(store, list(run), actor=actor)
+            apply_job_statuses(store, list(run), actor=actor, befores=dict(befores))
         else:
             apply_jobs(list(run), actor=actor, befores=dict(befores))
         run.clear()
@@ -154,7 +158,7 @@ def apply_job_data(jid: str, data: dict[str, Any]) -> bool:
     values = [*(data[n] for n in names), timezone.now()]
     fields = [Job._meta.get_field(n) for n in (*names, "read_at")]
     params = [
-        prep(v) if (prep := _prepare(f)) and v is not None else v
+        prep(v) if (prep := adapter(f)) and v is not None else v
         for f, v in zip(fields, values, strict=True)
     ]
     with connection.cursor() as cursor:
