@@ -259,7 +259,6 @@ class _Checker:
         if not job.has_status:
             self.half_created_job(job)
             return
-        self.check_history(job, f"Job {job.id}", t.job_node(job.id, history.NODE))
         if job.problem:
             self.add("bad-status", path, f"Job {job.id}: {job.problem}; it is left as it is.")
             return

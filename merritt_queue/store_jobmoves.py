@@ -365,8 +365,13 @@ class JobMoves(HistoryWrites):
         # that re-creates the index entry at the old priority.
         status = job.status_json()
         old = self._history_of(t.job_node(job.jid, h.NODE), job.history)
+        # Its entry says what changed, and when: the status it rewrites says neither.
+        told = status | {
+            "message": f"priority {job.priority} -> {priority}",
+            "last_modified": t.now(),
+        }
         history_op, history = self._job_history_op(
-            job.jid, old, job.status_version + 1, job.status, status
+            job.jid, old, job.status_version + 1, job.status, told
         )
         ops = [
             Op("set", t.job_node(job.jid, "status"), t.encode_json(status), job.status_version),

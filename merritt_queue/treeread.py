@@ -23,9 +23,10 @@ DEFAULT_PRIORITY = 5
 # Requests in flight at once: pipelined, yet bounded in memory for huge trees.
 WINDOW = 5000
 # identifiers are read only when an old storage lock needs them (one node fewer per job).
-# ``history`` is read after ``status`` (see merritt_queue.history): a repair that writes the
-# status appends to it, and the check reports a damaged one.
-JOB_READS = ("bid", "priority", "status", "history", "lock")
+# A batch's ``history`` is read after its ``status`` (see merritt_queue.history): a batch repair
+# writes the status and appends to it, and the check reports a damaged one. No repair writes a
+# job's status, and jobs' histories would hold every job's record in memory at once: not read.
+JOB_READS = ("bid", "priority", "status", "lock")
 BATCH_READS = ("submission", "status", "history", "lock")
 JOB_STATUSES = frozenset(s.value for s in JobStatus)
 BATCH_STATUSES = frozenset(s.value for s in BatchStatus)

@@ -19,7 +19,7 @@ from merritt_queue.store import QueueStore
 from merritt_queue.zk import ZkConfig, connect
 
 # Plugins the tests also import from: rewritten before any test module imports them.
-pytest.register_assert_rewrite("tests.cluster", "tests.httpserver")
+pytest.register_assert_rewrite("tests.cluster", "tests.httpserver", "tests.mirrorlive")
 
 
 def _zk_hosts() -> str:
