@@ -57,12 +57,60 @@ def overflowing(page) -> list[str]:
     return page.evaluate(OVERFLOWING)
 
 
+ROW = "table.timeline tr.event"
+
+
 def versions(page) -> list[int]:
-    rows = page.locator("table.timeline tr.event")
+    rows = page.locator(ROW)
     return [int(rows.nth(i).get_attribute("data-version")) for i in range(rows.count())]
 
 
-def test_a_resumed_jobs_record_on_its_page_and_its_batchs(
+def test_a_resumed_jobs_timeline(
+    browser,  # noqa: F811 - the imported fixture
+    live_server,
+    pipeline,
+    resumed,
+    width,
+    tmp_path,
+):
+    jid, _ = resumed
+    page = logged_in(browser, live_server.url, "steerer", width=width)
+    try:
+        page.goto(f"{live_server.url}/jobs/{jid}/")
+        shown = versions(page)
+        # Every version ZooKeeper made, once each, in order.
+        assert shown == list(range(pipeline.store.get_job(jid).status_version + 1))
+        changes = [
+            re.sub(r"\s+", " ", page.locator(f"{ROW}[data-version='{v}'] td.c-change").inner_text())
+            for v in shown
+        ]
+        failed = next(i for i, c in enumerate(changes) if "→ Failed" in c)
+        assert "Downloading → Failed" in changes[failed]
+        message = page.locator(f"{ROW}[data-version='{failed}'] td.c-message").inner_text()
+        assert "404" in message
+        # The resume: the row after the failure, with the action inline, who and why.
+        resume = page.locator(f"{ROW}[data-version='{failed + 1}']")
+        assert changes[failed + 1].startswith("Failed → ")
+        assert resume.locator("td.c-who").inner_text().strip().endswith("steerer")
+        assert resume.locator("td.c-retries").inner_text().strip().endswith("1")
+        note = page.locator("table.timeline tr.admin-note")
+        assert note.count() == 1
+        text = note.inner_text()
+        assert "Resume (job)" in text and "steerer" in text and REASON in text
+        assert re.search(r"/actions/\d+/$", note.locator("a").get_attribute("href"))
+        assert resume.evaluate("row => row.nextElementSibling.classList.contains('admin-note')")
+        # The steps after it, up to Completed.
+        after = changes[failed + 1 :]
+        assert "Storing → Recording" in " ".join(after)
+        assert "Notify → Completed" in after[-1]
+        assert fits(page), overflowing(page)
+        page.screenshot(path=str(tmp_path / f"job-{width}.png"), full_page=True)
+        assert (tmp_path / f"job-{width}.png").stat().st_size > 10_000
+    finally:
+        page.context.close()
+
+
+def test_the_batch_of_a_resumed_job_has_its_own_timeline(
     browser,  # noqa: F811 - the imported fixture
     live_server,
     pipeline,
@@ -74,40 +122,12 @@ def test_a_resumed_jobs_record_on_its_page_and_its_batchs(
     page = logged_in(browser, live_server.url, "steerer", width=width)
     try:
         page.goto(f"{live_server.url}/jobs/{jid}/")
-        timeline = page.locator("table.timeline")
-        shown = versions(page)
-        assert shown == sorted(shown) and len(shown) == len(set(shown))
-        assert shown[-1] == pipeline.store.get_job(jid).status_version
-
-        changes = [
-            page.locator(f'table.timeline tr.event[data-version="{v}"] td.c-change').inner_text()
-            for v in shown
-        ]
-        failed = next(i for i, c in enumerate(changes) if re.search(r"→\s*Failed", c))
-        # The resume: the row after the failure, with the action inline, who and why.
-        resume = page.locator(f'table.timeline tr.event[data-version="{shown[failed + 1]}"]')
-        assert re.search(r"Failed\s*→", changes[failed + 1])
-        assert "steerer" in resume.locator("td.c-who").inner_text()
-        note = page.locator("table.timeline tr.admin-note")
-        assert note.count() == 1
-        text = note.inner_text()
-        assert "Resume (job)" in text and "steerer" in text and REASON in text
-        assert re.search(r"/actions/\d+/$", note.locator("a").get_attribute("href"))
-        # It sits right under the resume's row, and the steps after it come next, in order.
-        assert resume.evaluate("row => row.nextElementSibling.classList.contains('admin-note')")
-        after = [re.sub(r"\s+", " ", c) for c in changes[failed + 1 :]]
-        assert "Notify → Completed" in after[-1]
-        assert any("Storing → Recording" in c for c in after)
-        assert "Downloading" in timeline.inner_text() and "Failed" in timeline.inner_text()
-        assert fits(page), overflowing(page)
-        page.screenshot(path=str(tmp_path / f"job-{width}.png"), full_page=True)
-        assert (tmp_path / f"job-{width}.png").stat().st_size > 10_000
-
         page.click(f"a[href='/batches/{bid}/']")
         page.wait_for_url(f"**/batches/{bid}/")
-        assert page.locator("section#timeline table.timeline").count() == 1
         shown = versions(page)
-        assert shown == sorted(shown) and len(shown) == len(set(shown))
+        assert shown == list(range(pipeline.store.get_batch(bid).status_version + 1))
+        timeline = re.sub(r"\s+", " ", page.locator("section#timeline").inner_text())
+        assert "Processing → Reporting" in timeline and "Reporting → Completed" in timeline
         assert page.locator(f"a[href='/jobs/{jid}/']").count() >= 1
         assert page.locator(f"a[href='/batches/{bid}/history.csv']").count() == 1
         assert fits(page), overflowing(page)
