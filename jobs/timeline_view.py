@@ -77,6 +77,7 @@ class Row:
     exact: bool
     change: str = ""  # set when the change cannot read "from -> to"
     before: str = ""  # a line shown above the row (changes not observed)
+    after: str = ""  # below the last row: versions the item has that no row tells yet
     duration: timedelta | None = None
     duration_text: str = ""
     duration_title: str = ""
@@ -141,11 +142,13 @@ def build_rows(
     now: datetime,
     admin: dict[int, list[AdminNote]] | None = None,
     retries: bool = True,
+    current: tuple[int, str] | None = None,
 ) -> list[Row]:
     """The rows of a timeline from events sorted by status version (JobEvent/BatchEvent).
 
     Time in a state runs until the next row; "so far" for the last while the item is not
-    finished; "at most" when changes between the two were not observed.
+    finished; "at most" when changes between the two were not observed. ``current`` is
+    the item's (status version, status) as mirrored: versions past the last row are told.
     """
     events = list(events)
     admin = admin or {}
@@ -155,7 +158,12 @@ def build_rows(
         change, before = _change_and_gap(e, previous)
         previous = e.status_version
         following = events[i + 1] if i + 1 < len(events) else None
-        duration, text, title = _time_in_state(e, following, finished, now)
+        after = ""
+        if following is None and current and current[0] > e.status_version:
+            after = f"{plural(current[0] - e.status_version, 'later change')} not recorded "
+            after += f"yet; now {current[1]}"
+        # No "so far" for a state the item has left since.
+        duration, text, title = _time_in_state(e, following, finished or bool(after), now)
         rows.append(
             Row(
                 version=e.status_version,
@@ -168,6 +176,7 @@ def build_rows(
                 exact=e.exact,
                 change=change,
                 before=before,
+                after=after,
                 duration=duration,
                 duration_text=text,
                 duration_title=title,
@@ -233,7 +242,11 @@ def job_timeline(job, now: datetime | None = None) -> Timeline:
     events = list(JobEvent.objects.filter(jid=job.jid).order_by("status_version"))
     admin = admin_notes(job.jid, [e.status_version for e in events])
     rows = build_rows(
-        events, finished=JOB.is_terminal(job.status), now=now or timezone.now(), admin=admin
+        events,
+        finished=JOB.is_terminal(job.status),
+        now=now or timezone.now(),
+        admin=admin,
+        current=(job.status_version, job.status),
     )
     return Timeline(rows, retries=True)
 
@@ -247,5 +260,6 @@ def batch_timeline(batch, now: datetime | None = None) -> Timeline:
         now=now or timezone.now(),
         admin=admin,
         retries=False,
+        current=(batch.status_version, batch.status),
     )
     return Timeline(rows, retries=False)

@@ -149,6 +149,16 @@ def test_a_first_row_without_its_previous_state_says_earlier_changes_were_not_re
     assert row.change == "earlier changes not recorded; now Failed"
 
 
+def test_versions_the_mirror_has_no_row_for_yet_are_told_after_the_last(browser):
+    make_batch(1)
+    make_job(1, "Storing", status_version=5)
+    event(1, 0, "", "Pending", 0)
+    event(1, 1, "Pending", "Estimating", 10)
+    rows = timeline(browser.get(f"/jobs/{jid(1)}/"))
+    assert rows[-1].after == "4 later changes not recorded yet; now Storing"
+    assert rows[-1].duration is None  # no "so far": the job has left Estimating
+
+
 def test_inexact_rows_are_marked_with_a_tooltip(browser):
     make_batch(1)
     make_job(1, "Estimating")
