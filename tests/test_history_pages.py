@@ -461,3 +461,10 @@ def test_the_lists_link_the_record_narrowed_as_they_are(browser):
     assert f'href="/history/export.csv?collection=demo&amp;bid={bid(1)}"' in body
     body = browser.get("/batches/").content.decode()
     assert 'href="/history/export.json"' in body
+
+
+def test_an_export_is_sent_in_pieces_of_many_rows():
+    from jobs.history_export import gathered
+
+    assert list(gathered(["ab"] * 7, size=5)) == ["ababab", "ababab", "ab"]
+    assert list(gathered([], size=5)) == []
