@@ -9,4 +9,16 @@ urlpatterns = [
     path("submit/", views.submit_form, name="submit"),
     path("batches/", views.batch_list, name="list"),
     path("batches/<str:bid>/", views.batch_detail, name="detail"),
+    path(
+        "batches/<str:bid>/history.csv",
+        views.batch_history_export,
+        {"fmt": "csv"},
+        name="history-csv",
+    ),
+    path(
+        "batches/<str:bid>/history.json",
+        views.batch_history_export,
+        {"fmt": "json"},
+        name="history-json",
+    ),
 ]

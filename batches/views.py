@@ -4,8 +4,11 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
 from django_tables2 import RequestConfig
 
-from jobs.tables import EventTable, JobTable, event_rows, job_link, job_rows
-from jobs.views import collection_names, fields_of, filtered_table
+from jobs import history_export
+from jobs.reading_scope import require_readable
+from jobs.tables import JobTable, job_link, job_rows
+from jobs.timeline_view import batch_timeline
+from jobs.views import collection_names, fields_of, filtered_table, record_links
 
 from . import rights
 from .filters import BatchFilter
@@ -21,7 +24,6 @@ from .submission import (
 from .tables import SelectBatchTable, batch_rows, job_counts_text
 
 MAX_REPORT_LINKS = 500
-HISTORY_PER_PAGE = 25
 
 
 @login_required
@@ -62,7 +64,12 @@ def batch_list(request):
     return render(
         request,
         "batches/batch_list.html",
-        {"filter": filterset, "table": table, "collections": collection_names()},
+        {
+            "filter": filterset,
+            "table": table,
+            "collections": collection_names(),
+            "record": record_links(request, collection="collection"),
+        },
     )
 
 
@@ -100,10 +107,9 @@ def report_lists(report) -> list[dict]:
 @login_required
 def batch_detail(request, bid: str):
     batch = get_object_or_404(Batch, bid=bid)
+    require_readable(request.user, batch.collection)
     jobs = JobTable(job_rows().filter(batch_id=batch.bid))
-    history = EventTable(event_rows().filter(bid=batch.bid), prefix="history-")
     RequestConfig(request).configure(jobs)
-    RequestConfig(request, paginate={"per_page": HISTORY_PER_PAGE}).configure(history)
     report = batch.status_report if isinstance(batch.status_report, dict) else None
     context = {
         "batch": batch,
@@ -112,6 +118,15 @@ def batch_detail(request, bid: str):
         "report": report,
         "report_lists": report_lists(report),
         "jobs": jobs,
-        "history": history,
+        "timeline": batch_timeline(batch),
     }
     return render(request, "batches/batch_detail.html", context)
+
+
+@login_required
+def batch_history_export(request, bid: str, fmt: str):
+    """The batch's rows, then all its jobs' rows."""
+    batch = get_object_or_404(Batch.objects.only("bid", "collection"), bid=bid)
+    require_readable(request.user, batch.collection)
+    filters = history_export.Filters(bid=batch.bid)
+    return history_export.response(fmt, filters, None, f"{batch.bid}-history")

@@ -8,10 +8,13 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
+from django.http import HttpResponseBadRequest, HttpResponseForbidden
 from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
 from django_tables2 import RequestConfig
 
 from batches.models import Batch, Collection
@@ -20,10 +23,13 @@ from merritt_queue.errors import NotFound, QueueError
 from merritt_queue.states import JobStatus, resume_known, resume_target
 from merritt_queue.tree import is_job_id, parse_timestamp
 
+from . import history_export
 from .filters import JobFilter
 from .mirror import LOCAL_ID_SEPARATOR
-from .models import Job, JobEvent
+from .models import Job
+from .reading_scope import readable_collections, require_readable
 from .tables import LazyKeyPaginator, SelectJobTable, job_rows, when
+from .timeline_view import job_timeline
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +93,19 @@ def fields_of(data: Any) -> list[Field]:
 # --- the list ---------------------------------------------------------------------------
 
 
+def record_links(request, **names) -> dict:
+    """The whole record's export links, narrowed as the list is (``names``: the export's
+    filter for each list filter)."""
+    query = {
+        export: request.GET[mine].strip()
+        for mine, export in names.items()
+        if request.GET.get(mine, "").strip()
+    }
+    suffix = f"?{urlencode(query)}" if query else ""
+    links: dict = {fmt: reverse(f"jobs:export-{fmt}") + suffix for fmt in ("csv", "json")}
+    return links | {"narrowed": bool(query)}
+
+
 @login_required
 def job_list(request):
     # Within a last-change range, the most recent change comes first: the index that finds
@@ -98,7 +117,12 @@ def job_list(request):
     return render(
         request,
         "jobs/job_list.html",
-        {"filter": filterset, "table": table, "collections": collection_names()},
+        {
+            "filter": filterset,
+            "table": table,
+            "collections": collection_names(),
+            "record": record_links(request, collection="collection", batch="bid"),
+        },
     )
 
 
@@ -245,6 +269,7 @@ def live_state(job: Job) -> dict:
 @login_required
 def job_detail(request, jid: str):
     job = get_object_or_404(Job, jid=jid)
+    require_readable(request.user, job.collection)
     batch = (
         Batch.objects.filter(bid=job.batch_id).only("bid", "status", "title").first()
         if job.batch_id
@@ -256,7 +281,7 @@ def job_detail(request, jid: str):
         "batch": batch,
         "failed_step": failed_step(job),
         "local_ids": job.local_id.split(LOCAL_ID_SEPARATOR) if job.local_id else [],
-        "events": JobEvent.objects.filter(jid=job.jid).order_by("at", "id"),
+        "timeline": job_timeline(job),
         "configuration": fields_of(job.configuration),
         "identifiers": fields_of(job.identifiers),
         "metadata": fields_of(job.metadata),
@@ -268,3 +293,30 @@ def job_detail(request, jid: str):
         "live": live_state(job) if request.GET.get("live") == "1" else None,
     }
     return render(request, "jobs/job_detail.html", context)
+
+
+# --- the record as CSV and JSON -------------------------------------------------------
+
+
+@login_required
+def job_history_export(request, jid: str, fmt: str):
+    job = get_object_or_404(Job.objects.only("jid", "collection"), jid=jid)
+    require_readable(request.user, job.collection)
+    filters = history_export.Filters(jid=job.jid)
+    return history_export.response(fmt, filters, None, f"{job.jid}-history")
+
+
+@login_required
+def history_export_all(request, fmt: str):
+    """The whole record, or the part the filters select (README: the record)."""
+    try:
+        filters = history_export.parse_filters(request.GET)
+    except history_export.ExportError as e:
+        return HttpResponseBadRequest(f"{e}\n", content_type="text/plain; charset=utf-8")
+    readable = readable_collections(request.user)
+    if readable is not None and filters.collection and filters.collection not in readable:
+        return HttpResponseForbidden(
+            f"collection: {filters.collection} is not among the collections you may read\n",
+            content_type="text/plain; charset=utf-8",
+        )
+    return history_export.response(fmt, filters, readable, "history")

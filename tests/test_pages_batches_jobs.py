@@ -13,7 +13,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from batches.models import Batch, Collection
+from batches.models import Batch, BatchEvent, Collection
 from batches.tables import age_text
 from jobs.models import Job, JobEvent
 from merritt_queue import runtime
@@ -424,7 +424,7 @@ def test_the_lists_use_as_many_queries_for_200_rows_as_for_10(browser):
 # --- batch detail ----------------------------------------------------------------------
 
 
-def test_the_batch_page_shows_its_report_jobs_and_history(browser):
+def test_the_batch_page_shows_its_report_jobs_and_timeline(browser):
     make_batch(
         1,
         "Failed",
@@ -436,19 +436,22 @@ def test_the_batch_page_shows_its_report_jobs_and_history(browser):
         },
     )
     make_batch(2)
-    ok, failed, other = make_job(1, "Completed"), make_job(2, "Failed"), make_job(3, batch=2)
-    make_event(ok, 1, "Pending", "Estimating", 30)
-    make_event(failed, 1, "Pending", "Failed", 20, message="no such file")
-    make_event(other, 1, "Pending", "Estimating", 10)
+    make_job(1, "Completed")
+    make_job(3, batch=2)
+    make_event(make_job(2, "Failed"), 1, "Pending", "Failed", 20, message="no such file")
+    BatchEvent.objects.create(
+        bid=bid(1), from_status="Reporting", to_status="Failed", at=NOW, status_version=4,
+        message="1 job failed", exact=True,
+    )  # fmt: skip
     response = browser.get(f"/batches/{bid(1)}/")
     body = response.content.decode()
     assert "1 job failed" in body
     assert f'<a href="/jobs/{jid(2)}/">{jid(2)}</a>' in body
     assert "not/a-jid" in body  # shown as text, never as a link
     assert [r.record.jid for r in response.context["jobs"].paginated_rows] == [jid(2), jid(1)]
-    history = [(e.record.jid, e.record.to_status) for e in response.context["history"].page]
-    assert history == [(jid(2), "Failed"), (jid(1), "Estimating")]
-    assert "no such file" in body
+    # The batch's own timeline; its jobs' rows are on their pages.
+    assert [(r.version, r.to_status) for r in response.context["timeline"].rows] == [(4, "Failed")]
+    assert "no such file" not in body
     assert f'href="/jobs/?batch={bid(1)}"' in body
 
 
@@ -467,17 +470,6 @@ def test_a_cut_status_report_shows_the_whole_counts(browser):
     parts = browser.get(f"/batches/{bid(1)}/").context["report_lists"]
     shown = [(p["total"], len(p["links"]), p["more"]) for p in parts]
     assert shown == [(7, 1, 6), (12000, 1, 11999)]
-
-
-def test_the_batch_history_is_paginated_apart_from_its_jobs(browser):
-    make_batch(1)
-    job = make_job(1)
-    for v in range(60):
-        make_event(job, v, "Pending", "Estimating", v)
-    response = browser.get(f"/batches/{bid(1)}/?history-page=2")
-    assert response.context["history"].page.number == 2
-    assert response.context["jobs"].page.number == 1
-    assert len(response.context["history"].page.object_list) == 25
 
 
 def test_the_submission_is_shown_as_a_definition_list(browser):
@@ -509,7 +501,7 @@ def test_the_job_page_shows_identifiers_metadata_timeline_and_store(browser):
     assert "ark:/99999/fk4zz" in body and "https://store.example/m" in body
     assert "No inventory node." in body
     timeline = body[body.index("<h2>Timeline</h2>") :]
-    positions = [timeline.index(actor) for actor in ("reconcile", "disk full", "admin:ada")]
+    positions = [timeline.index(actor) for actor in ("reconcile", "disk full", ">ada<")]
     assert positions == sorted(positions)
 
 
