@@ -18,7 +18,7 @@ from django_tables2.utils import signature
 
 from merritt_queue.tree import is_batch_id, is_job_id
 
-from .models import Job, JobEvent
+from .models import Job
 
 DEFAULT_PER_PAGE = 50
 MAX_PER_PAGE = 500
@@ -290,36 +290,3 @@ class SelectJobTable(JobTable):
 
     def render_select(self, record):
         return select_box("mq-actions-job", record.jid)
-
-
-class EventTable(PageTable):
-    """A history of status changes, newest first (the order is fixed)."""
-
-    at = tables.Column("When")
-    jid = tables.Column("Job")
-    change = tables.Column("Change", accessor="to_status", empty_values=())
-    message = tables.Column("Message")
-    retry_count = tables.Column("Retries")
-    actor = tables.Column("Actor")
-
-    class Meta(PageTable.Meta):
-        orderable = False
-        empty_text = "No status changes recorded."
-
-    def render_at(self, value):
-        return when(value)
-
-    def render_jid(self, value):
-        return job_link(value)
-
-    def render_change(self, record):
-        return format_html(
-            "{} → {}", status_badge(record.from_status or ""), status_badge(record.to_status)
-        )
-
-    def render_message(self, value):
-        return truncated(value, 160)
-
-
-def event_rows():
-    return JobEvent.objects.order_by("-at", "-id")

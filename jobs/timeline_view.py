@@ -21,6 +21,7 @@ from merritt_queue.states import BATCH, JOB
 from steering.catalog import ACTIONS
 from steering.models import AdminActionItem
 
+from .mirror.timeline import own_message
 from .models import JobEvent
 from .tables import detail_url
 
@@ -172,7 +173,7 @@ def build_rows(
                 to_status=e.to_status,
                 retry_count=e.retry_count if retries else None,
                 who=who_of(e.actor),
-                message=e.message,
+                message=own_message(e.message, e.to_status) if change else e.message,
                 exact=e.exact,
                 change=change,
                 before=before,

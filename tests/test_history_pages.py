@@ -125,12 +125,15 @@ def test_versions_not_observed_are_told_never_invented(browser):
     make_batch(1)
     make_job(1, "Recording")
     event(1, 2, "Estimating", "Provisioning", 0)  # the first row kept: 0 and 1 not recorded
-    event(1, 5, "", "Storing", 100, exact=False, actor="watch")  # seen as a jump from 2 to 5
+    # Seen as a jump from 2 to 5: the mirror writes the jump's words before the message.
+    jump_text = "3 changes not observed; now Storing: storing version 2"
+    event(1, 5, "", "Storing", 100, exact=False, actor="watch", message=jump_text)
     event(1, 8, "Storing", "Recording", 300)  # told by its writer, after 2 unseen versions
     response = browser.get(f"/jobs/{jid(1)}/")
     first, jump, exact = timeline(response)
     assert first.before == "Changes before status version 2 were not recorded."
     assert jump.change == "3 changes not observed; now Storing" and jump.before == ""
+    assert jump.message == "storing version 2"  # its own words, not the jump's twice
     assert exact.before == "2 changes not observed" and exact.change == ""
     # Time in a state followed by unseen changes is a bound, not a measure.
     assert first.duration_text == "≤ 1 min 40 s" and jump.duration_text == "≤ 3 min 20 s"

@@ -51,6 +51,14 @@ def jump_message(unseen: int, status: str, message: str = "") -> str:
     return f"{text}: {message}" if message else text
 
 
+def own_message(row_message: str, status: str) -> str:
+    """A jump row's message without the jump's own words (pages tell the jump apart)."""
+    head, sep, rest = row_message.partition(f" changes not observed; now {status}")
+    if not sep or not head.isdigit():
+        return row_message
+    return rest.removeprefix(": ")
+
+
 def _row(version, before, record, actor, exact, message=None) -> Row:
     return Row(
         version=version,
