@@ -28,6 +28,7 @@ from django.contrib.auth import get_user_model
 
 from merritt_queue import safepath, tree
 from merritt_queue.digest import check_digest_format, normalise_algorithm
+from merritt_queue.history import submission_actor
 from merritt_queue.planning import SINGLE_TYPES, SUBMISSION_TYPES
 from merritt_queue.runtime import get_store
 from merritt_queue.services.netpolicy import userinfo_of
@@ -129,6 +130,7 @@ def submit(
 
     check_submission(clean, upload)
     store = get_store()
+    store.actor = submission_actor(clean.get("submitted_by") or clean.get("submitter") or "")
     if clean.get("batchID"):
         existing = store.find_batch_by_uuid(clean["batchID"])
         if existing:

@@ -5,12 +5,14 @@ One process, one ZooKeeper (``ZK_HOSTS``), one fresh chroot, a temp SQLite file:
 - set-up (timed, reported apart): ``BENCH_RECONCILE_JOBS`` jobs (default 100,000) in
   batches of 100, written with raw kazoo transactions of ``JOBS_PER_MULTI`` jobs, many in
   flight, node for node as the store writes them (``tree`` helpers): the job's nodes,
-  its index entry and its batch reference; most jobs Completed with identifiers and
-  metadata, the rest spread over the other states.
+  its history node with an entry per step it took (its status node rewritten as often,
+  so its version matches), its index entry and its batch reference; most jobs Completed
+  with identifiers and metadata, the rest spread over the other states.
 - Django is set up on a temp SQLite database (``DATABASE_URL`` set before
   ``django.setup()``) and migrated.
-- timed: ``full_reconcile`` into the empty mirror (every row and one event per job
-  written), then once more with nothing to change (the periodic safety net's cost).
+- timed: ``full_reconcile`` into the empty mirror (every row and every job's timeline
+  rebuilt from its history), then once more with nothing to change (the periodic safety
+  net's cost).
 
 The summary's ``jobs_per_s`` is the first, the target being at least 2,000.
 
@@ -28,8 +30,9 @@ import socket
 import tempfile
 from pathlib import Path
 
+from merritt_queue import history as h
 from merritt_queue import tree as t
-from merritt_queue.states import BatchStatus, JobStatus, batch_dir_for
+from merritt_queue.states import JOB, BatchStatus, JobStatus, batch_dir_for
 
 from .common import emit, env_int, ran_in_own_process, summary, timer, zk_store
 
@@ -38,6 +41,7 @@ DEFAULT_JOBS = 100_000
 JOBS_PER_BATCH = 100
 JOBS_PER_MULTI = 50
 IN_FLIGHT = 32
+SET = "set"
 # Every 20 jobs: 14 Completed, the other six in the states a live queue holds.
 MIX = [JobStatus.COMPLETED] * 14 + [
     JobStatus.PENDING,
@@ -84,7 +88,8 @@ def _bench(store, n: int, tmp: Path) -> None:
     with timer() as first:
         drift = mirror.full_reconcile(store)
     assert drift.jobs == n and len(drift.added) == n + batches, drift.summary()
-    assert Job.objects.count() == n and JobEvent.objects.count() == n
+    events = sum(len(_path(MIX[i % len(MIX)])) for i in range(n))
+    assert Job.objects.count() == n and JobEvent.objects.count() == events
     emit(PART, event="rebuild", **drift.summary())
     with timer() as again:
         unchanged = mirror.full_reconcile(store)
@@ -94,6 +99,7 @@ def _bench(store, n: int, tmp: Path) -> None:
         PART,
         jobs_per_s=round(n / first.elapsed, 1),
         jobs=n,
+        events=events,
         seconds=round(first.elapsed, 3),
         unchanged_jobs_per_s=round(n / again.elapsed, 1),
         build_seconds=round(build.elapsed, 3),
@@ -116,7 +122,7 @@ def _setup_django(tmp: Path) -> None:
 
 # --- the tree ---------------------------------------------------------------------------
 
-ZNODES_PER_JOB = 9.5  # the job's nodes, index entry and batch reference (MIX-weighted)
+ZNODES_PER_JOB = 10.5  # the job's nodes, index entry and batch reference (MIX-weighted)
 HEAP_BYTES_PER_ZNODE = 400  # measured on ZooKeeper 3.8 with the job-shaped nodes here
 HEAP_USABLE = 0.6  # of -Xmx: the rest is ZooKeeper's own, its request log and GC headroom
 
@@ -198,18 +204,35 @@ def drop_tree(client) -> None:
 def _commit_all(client, transactions: list[list], *, delete: bool = False) -> None:
     """Commit each list of ops as one multi, IN_FLIGHT at a time; stop at the first refusal.
 
-    An op is ``(path, data)`` to create, or a path to delete (``delete=True``).
+    An op is ``(path, data)`` to create, ``(path, data, SET)`` to set, or a path to delete
+    (``delete=True``).
     """
     pending = []
     for ops in transactions:
         tx = client.transaction()
         for op in ops:
-            tx.delete(op) if delete else tx.create(*op)
+            if delete:
+                tx.delete(op)
+            elif len(op) == 3:
+                tx.set_data(op[0], op[1])
+            else:
+                tx.create(*op)
         pending.append(tx.commit_async())
         if len(pending) >= IN_FLIGHT:
             _check(pending.pop(0).get())
     for result in pending:
         _check(result.get())
+
+
+def _path(status: str) -> list[str]:
+    """The statuses a job of ``status`` went through, from its creation."""
+    if status in (JobStatus.PENDING, JobStatus.HELD):
+        return [JobStatus.PENDING] if status == JobStatus.PENDING else [JobStatus.PENDING, status]
+    last = JobStatus.PROVISIONING if status == JobStatus.FAILED else status
+    path = [JobStatus.PENDING]
+    while path[-1] != last:
+        path.append(JOB.success_of(path[-1]))
+    return path + [JobStatus.FAILED] if status == JobStatus.FAILED else path
 
 
 def _check(results: list) -> None:
@@ -257,13 +280,22 @@ def _job_ops(i: int, bid: str, now: str) -> list[tuple[str, bytes]]:
         "title": f"Bench object {i}",
     }
     record = t.job_status_record(status, LAST_SUCCESSFUL.get(status), 0, "", now)
+    path = _path(status)
+    entries = h.ABSENT
+    for version, (before, after) in enumerate(zip(["", *path], path, strict=False)):
+        by = "dispatcher bench:1" if version == 0 else "worker bench:2"
+        entries, data = h.append(entries, h.Entry(version, before, after, now, "", 0, by))
+    encoded = t.encode_json(record)
     ops = [
         (t.job_path(jid), b""),
         (t.job_node(jid, "bid"), t.encode_str(bid)),
         (t.job_node(jid, "priority"), t.encode_int(5)),
         (t.job_node(jid, "space_needed"), t.encode_int(0)),
         (t.job_node(jid, "configuration"), t.encode_json(configuration)),
-        (t.job_node(jid, "status"), t.encode_json(record)),
+        (t.job_node(jid, "status"), encoded),
+        # One rewrite per step after the creation: the status version is the history's.
+        *((t.job_node(jid, "status"), encoded, SET) for _ in path[1:]),
+        (t.job_node(jid, h.NODE), data),
         (t.job_index(status, 5, jid), b""),
         (t.batch_job_ref(bid, status, jid), b""),
     ]

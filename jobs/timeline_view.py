@@ -43,6 +43,9 @@ def who_of(actor: str) -> Who:
     if actor.startswith(history.ADMIN_PREFIX):
         name = actor[len(history.ADMIN_PREFIX) :]
         return Who(name, "admin", f"an admin action by {name}")
+    if actor.startswith(history.SUBMISSION_PREFIX):
+        name = actor[len(history.SUBMISSION_PREFIX) :]
+        return Who(name, "submitter", f"submitted by {name}")
     if actor.startswith(history.WORKER_PREFIX):
         return Who(actor[len(history.WORKER_PREFIX) :], "worker", "a worker (host:process id)")
     if actor.startswith(history.DISPATCHER_PREFIX):

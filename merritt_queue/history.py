@@ -44,6 +44,7 @@ MAX_ACTOR = 150
 ADMIN_PREFIX = "admin:"
 WORKER_PREFIX = "worker "
 DISPATCHER_PREFIX = "dispatcher "
+SUBMISSION_PREFIX = "submission:"
 CLEANUP = "cleanup"
 REPAIR = "check_tree --repair"
 # A status version with no entry here: no process of this project wrote it.
@@ -57,6 +58,11 @@ def process_actor(prefix: str) -> str:
 
 def admin_actor(username: str) -> str:
     return f"{ADMIN_PREFIX}{username}"
+
+
+def submission_actor(who: str) -> str:
+    """A batch's creation: who submitted it (a person, or ``manage.py submit``)."""
+    return f"{SUBMISSION_PREFIX}{who}"
 
 
 @dataclass(frozen=True)

@@ -177,6 +177,7 @@ def test_inexact_rows_are_marked_with_a_tooltip(browser):
     ("actor", "text", "kind"),
     [
         ("admin:ada", "ada", "admin"),
+        ("submission:dee", "dee", "submitter"),
         ("worker host-a:4242", "host-a:4242", "worker"),
         ("dispatcher host-b:7", "host-b:7", "dispatcher"),
         ("cleanup", "cleanup", "command"),
