@@ -33,6 +33,7 @@ from pathlib import Path
 
 import pytest
 
+from merritt_queue.history import MAX_MESSAGE
 from merritt_queue.services.storage import LocalStorage, escape_ark
 from merritt_queue.states import JOB_STEPS
 from merritt_queue.tree import inventory_lock, job_node, storage_lock
@@ -227,6 +228,7 @@ def test_a_worker_killed_inside_a_step_is_replaced_and_the_job_is_done_once(
         else:
             cluster.worker("worker1")
         cluster.dispatcher()
+        cluster.start("follower", "manage.py", "reconcile", "--watch")
         url = http_server.url_for("/object.bin")
         bid = cluster.submit(
             type="file", payload_url=url, digest_type="md5", digest_value=seams.md5
@@ -285,3 +287,25 @@ def assert_done_exactly_once(cluster: Cluster, store, bid: str, seams: Seams) ->
     assert seams.batch_callbacks == 1
     # No lock left behind: job, storage, inventory and local-id locks are all gone.
     assert [path for path, _ in store.locks()] == []
+    assert_timeline_is_zookeepers(cluster, job)
+
+
+def assert_timeline_is_zookeepers(cluster: Cluster, job) -> None:
+    """The job's timeline in the mirror (the killed worker's held-back write-through lost,
+    the follower and the replacement racing) is its history node, version for version."""
+    entries = [
+        (e.version, e.from_status, e.to_status, e.message[:MAX_MESSAGE], e.retry_count, e.by)
+        for e in job.history.entries
+    ]
+    assert [e[0] for e in entries] == list(range(job.status_version + 1))
+    query = (
+        "SELECT status_version, from_status, to_status, message, retry_count, actor, exact "
+        "FROM jobs_jobevent WHERE jid = ? ORDER BY status_version"
+    )
+    rows = wait_for(
+        "the mirror's timeline to reach the job's last version",
+        lambda: (r := cluster.sql(query, job.jid)) and r[-1][0] == job.status_version and r,
+        cluster,
+        timeout=30,
+    )
+    assert [r[:6] for r in rows] == entries and all(r[6] for r in rows), cluster.logs()
