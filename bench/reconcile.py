@@ -124,6 +124,7 @@ def _setup_django(tmp: Path) -> None:
 
 ZNODES_PER_JOB = 10.5  # the job's nodes, index entry and batch reference (MIX-weighted)
 HEAP_BYTES_PER_ZNODE = 400  # measured on ZooKeeper 3.8 with the job-shaped nodes here
+HISTORY_BYTES_PER_JOB = 1000  # a history node's data, MIX-weighted (a completed job's is 1.2 KB)
 HEAP_USABLE = 0.6  # of -Xmx: the rest is ZooKeeper's own, its request log and GC headroom
 
 
@@ -132,6 +133,7 @@ def check_room(n: int) -> None:
     heap = _heap_bytes(os.environ.get("ZK_HEAP", "256m"))
     existing = _znode_count(os.environ["ZK_HOSTS"])
     needed = (existing + n * ZNODES_PER_JOB) * HEAP_BYTES_PER_ZNODE / HEAP_USABLE
+    needed += n * HISTORY_BYTES_PER_JOB / HEAP_USABLE
     emit(
         PART, event="room", znodes_before=existing, heap_mb=heap >> 20, needed_mb=int(needed) >> 20
     )

@@ -9,7 +9,6 @@ MerrittZK is asked to do what it could not before.
 from __future__ import annotations
 
 import socket
-import threading
 import time
 
 import pytest
@@ -18,15 +17,16 @@ from django.urls import reverse
 from batches.models import Batch
 from jobs import mirror
 from jobs.filters import JobFilter
-from jobs.follow import Follower
-from jobs.models import Job, MirrorState
+from jobs.models import Job
 from merritt_queue import consistency
 from merritt_queue import tree as t
 from merritt_queue.consistency import Finding, check_tree
 from merritt_queue.store import QueueStore
 from tests.merrittzk import Item, MerrittIngest, MerrittStateError, MerrittZK
 from tests.test_check_tree import listing
-from tests.test_mirror import wait_for
+from tests.mirrorlive import wait_for
+
+pytest_plugins = ["tests.mirrorlive"]  # the live follower
 
 SUBMISSION = {"submitter": "merritt-tester", "profile": "demo_profile", "type": "file"}
 
@@ -34,25 +34,6 @@ SUBMISSION = {"submitter": "merritt-tester", "profile": "demo_profile", "type": 
 @pytest.fixture
 def merritt(make_client) -> MerrittZK:
     return MerrittZK(make_client())
-
-
-@pytest.fixture
-def follower(make_store, transactional_db):
-    """``Follower.run`` in a thread on a client of its own, started by calling this; stopped
-    after the test."""
-    stop = threading.Event()
-    runner = Follower(make_store(), reconcile_seconds=3600)
-    thread = threading.Thread(target=runner.run, args=(stop,), daemon=True)
-
-    def start() -> Follower:
-        thread.start()
-        wait_for(lambda: MirrorState.objects.filter(name="full").exists())
-        return runner
-
-    yield start
-    stop.set()
-    if thread.is_alive():
-        thread.join(timeout=10)
 
 
 def check(store: QueueStore, **kw) -> list[Finding]:
