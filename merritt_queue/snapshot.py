@@ -28,7 +28,9 @@ from kazoo.client import KazooClient
 from . import multiread as mr
 from . import tree as t
 from .history import NODE
+from .records import evolve
 from .store import BatchRecord, JobRecord, QueueStore
+from .store_history import decode_node
 
 # ``history`` after ``status``: see ``history`` for why the order matters.
 JOB_NODES = ("bid", "priority", "space_needed", *t.JOB_JSON_NODES, NODE, "lock")
@@ -50,9 +52,11 @@ class Items:
 
 
 class _Pending:
-    def __init__(self, client: KazooClient, kind: str, ids: list[str]):
+    def __init__(self, client: KazooClient, kind: str, ids: list[str], history: bool = True):
         self.kind, self.ids = kind, ids
         names = JOB_NODES if kind == "job" else BATCH_NODES
+        if not history:
+            names = tuple(n for n in names if n != NODE)
         node = t.job_node if kind == "job" else t.batch_node
         self.names = names
         self.reads = mr.start(client, [(mr.GET, node(i, n)) for i in ids for n in names])
@@ -64,6 +68,17 @@ class _Pending:
             nodes = {n: next(got) for n in self.names}
             _add(items, self.kind, item_id, nodes)
         return items
+
+
+def add_job_histories(client: KazooClient, records: list[JobRecord]) -> list[JobRecord]:
+    """``records`` (read without their history) with it, read in one pipelined round.
+
+    Read after the records' status, as ``history`` requires: a history newer than the
+    status read holds entries past the record's version, which readers leave for later.
+    """
+    paths = [t.job_node(r.jid, NODE) for r in records]
+    got = mr.read_many(client, [(mr.GET, p) for p in paths]) if paths else []
+    return [evolve(r, history=decode_node(node)) for r, node in zip(records, got, strict=True)]
 
 
 def _add(items: Items, kind: str, item_id: str, nodes: dict) -> None:
@@ -84,7 +99,9 @@ def _job(jid: str, nodes: dict) -> JobRecord:
         node = nodes[name]
         return node[0] if node else None
 
-    return QueueStore._job_record(jid, nodes["status"], value, nodes["lock"] is not None)
+    return QueueStore._job_record(
+        jid, nodes["status"], value, nodes["lock"] is not None, history_read=NODE in nodes
+    )
 
 
 def _batch(bid: str, nodes: dict) -> BatchRecord:
@@ -99,9 +116,10 @@ def _batch(bid: str, nodes: dict) -> BatchRecord:
     )
 
 
-def start_jobs(client: KazooClient, jids: Iterable[str]) -> _Pending:
-    """Send the reads of ``jids`` now; ``.result()`` waits and gives an ``Items``."""
-    return _Pending(client, "job", list(jids))
+def start_jobs(client: KazooClient, jids: Iterable[str], history: bool = True) -> _Pending:
+    """Send the reads of ``jids`` now; ``.result()`` waits and gives an ``Items``.
+    ``history=False``: the records' history is None (not read)."""
+    return _Pending(client, "job", list(jids), history)
 
 
 def read_jobs(client: KazooClient, jids: Iterable[str]) -> Items:
@@ -112,13 +130,15 @@ def read_batches(client: KazooClient, bids: Iterable[str]) -> Items:
     return _Pending(client, "batch", list(bids)).result()
 
 
-def iter_jobs(client: KazooClient, jids: list[str], chunk: int = JOB_CHUNK) -> Iterator[Items]:
+def iter_jobs(
+    client: KazooClient, jids: list[str], chunk: int = JOB_CHUNK, history: bool = True
+) -> Iterator[Items]:
     """``read_jobs`` chunk by chunk; the next chunk is in flight while the caller works."""
     chunks = [jids[i : i + chunk] for i in range(0, len(jids), chunk)]
-    pending = start_jobs(client, chunks[0]) if chunks else None
+    pending = start_jobs(client, chunks[0], history) if chunks else None
     for i in range(len(chunks)):
         current = pending
-        pending = start_jobs(client, chunks[i + 1]) if i + 1 < len(chunks) else None
+        pending = start_jobs(client, chunks[i + 1], history) if i + 1 < len(chunks) else None
         yield current.result()
 
 

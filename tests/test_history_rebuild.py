@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import io
 
-import pytest
 from django.core.management import call_command
 
 from batches.models import Batch, BatchEvent
 from jobs import mirror
 from jobs.models import Job, JobEvent
-from merritt_queue import history
+from merritt_queue import history, snapshot
 from tests.mirrorlive import SUBMISSION, make_jobs
-from tests.test_history import NEEDS_CORE, WORKER, in_zookeeper, rows_of
+from tests.test_history import WORKER, in_zookeeper, rows_of
 
 pytest_plugins = ["tests.mirrorlive"]
 
@@ -44,8 +43,7 @@ def lose_the_mirror() -> None:
 def test_a_failed_and_resumed_job_and_a_held_batch_come_back_field_by_field(live, db):
     live.actor = WORKER
     bid, (done, resumed) = make_jobs(live, 2)
-    if live.get_job(done).history is None:
-        pytest.skip(NEEDS_CORE)
+    assert live.get_job(done).history is not None
     live.actor = history.admin_actor("ann")
     live.hold_batch(bid, "rights check")
     live.release_batch(bid, "cleared")
@@ -74,8 +72,7 @@ def test_a_failed_and_resumed_job_and_a_held_batch_come_back_field_by_field(live
 
 def test_what_the_bounds_let_go_of_is_not_invented(live, db):
     _, (jid,) = make_jobs(live, 1)
-    if live.get_job(jid).history is None:
-        pytest.skip(NEEDS_CORE)
+    assert live.get_job(jid).history is not None
     for i in range(history.MAX_ENTRIES // 2 + 5):
         live.hold_job(jid, f"hold {i}")
         live.release_job(jid, f"release {i}")
@@ -92,11 +89,31 @@ def test_what_the_bounds_let_go_of_is_not_invented(live, db):
 
 def test_a_batch_created_here_rebuilds_its_own_rows(live, db):
     bid = live.create_batch(dict(SUBMISSION, batchID="b-rebuild")).id
-    if live.get_batch(bid).history is None:
-        pytest.skip(NEEDS_CORE)
+    assert live.get_batch(bid).history is not None
     live.hold_batch(bid)
     before = rows_of(BatchEvent, bid=bid)
     assert [r[2] for r in before] == ["Pending", "Held"]
     lose_the_mirror()
     mirror.full_reconcile(live)
     assert rows_of(BatchEvent, bid=bid) == before
+
+
+def test_a_periodic_reconcile_reads_only_the_changed_jobs_histories(
+    live, make_store, db, monkeypatch
+):
+    _, jids = make_jobs(live, 3)  # mirrored as they were written
+    quiet = make_store()  # a writer whose moves the mirror has not seen
+    quiet.actor = WORKER
+    quiet.hold_job(jids[1], "rights check")
+    read: list[str] = []
+    add = snapshot.add_job_histories
+
+    def recording(client, records):
+        read.extend(r.jid for r in records)
+        return add(client, records)
+
+    monkeypatch.setattr(snapshot, "add_job_histories", recording)
+    mirror.full_reconcile(live)
+    assert read == [jids[1]]
+    assert rows_of(JobEvent, jid=jids[1]) == in_zookeeper(live.get_job(jids[1]))
+    assert [r[5] for r in rows_of(JobEvent, jid=jids[1])][-1] == WORKER

@@ -11,8 +11,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from merritt_queue import snapshot
-from merritt_queue.store import QueueStore
+from merritt_queue.store import JobRecord, QueueStore
 
+from ..models import Job
 from .locks import locks_detail, sync_collections
 from .rows import BATCHES, JOBS, _Kind
 from .upsert import (
@@ -74,8 +75,14 @@ def full_reconcile(store: QueueStore) -> Drift:
     item_locks, present = dict(batches.locks), set(batches.records) | set(batches.unreadable)
     drift.unreadable.update(batches.unreadable)
     present_jobs: set[str] = set()
-    for items in snapshot.iter_jobs(client, listing.jids):
-        outcome = apply_jobs(list(items.records.values()), actor=ACTOR, at=began, since=began)
+    # Into a mirror missing most jobs, every history is needed: read with the jobs. Else
+    # only the changed jobs' histories are (a job's history is most of what it weighs).
+    whole = Job.objects.count() < len(listing.jids) // 2
+    for items in snapshot.iter_jobs(client, listing.jids, history=whole):
+        records = list(items.records.values())
+        if not whole:
+            records = _with_histories(client, records)
+        outcome = apply_jobs(records, actor=ACTOR, at=began, since=began)
         drift.take(outcome)
         drift.unreadable.update(items.unreadable)
         item_locks.update(items.locks)
@@ -89,6 +96,19 @@ def full_reconcile(store: QueueStore) -> Drift:
     drift.seconds = time.perf_counter() - clock
     mark(FULL, began, drift.summary())
     return drift
+
+
+def _with_histories(client, records: list[JobRecord]) -> list[JobRecord]:
+    """``records`` with their history where the mirror's timeline may need it: a job with
+    no row, or whose row is at another status version."""
+    versions = dict(
+        Job.objects.filter(jid__in=[r.jid for r in records]).values_list("jid", "status_version")
+    )
+    stale = [r for r in records if versions.get(r.jid) != r.status_version]
+    if not stale:
+        return records
+    read = {r.jid: r for r in snapshot.add_job_histories(client, stale)}
+    return [read.get(r.jid, r) for r in records]
 
 
 def _remove_gone(kind: _Kind, present: set[str], began: datetime) -> list[str]:
