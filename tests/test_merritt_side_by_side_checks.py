@@ -23,8 +23,8 @@ from merritt_queue import tree as t
 from merritt_queue.consistency import Finding, check_tree
 from merritt_queue.store import QueueStore
 from tests.merrittzk import Item, MerrittIngest, MerrittStateError, MerrittZK
-from tests.test_check_tree import listing
 from tests.mirrorlive import wait_for
+from tests.test_check_tree import listing
 
 pytest_plugins = ["tests.mirrorlive"]  # the live follower
 
