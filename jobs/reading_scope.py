@@ -1,6 +1,6 @@
 """Which collections a person may read on the job and batch pages and in the exports.
 
-A viewer, operator or administrator reads every collection (README: Who may do what),
+A viewer, operator or administrator reads every collection (docs/security.md: Who may do what),
 as does an account in no group, as before. A depositor who holds none of those ranks
 reads only the collections of their scope: their messages and titles come from other
 depositors' content. Read at every request, like every other right.

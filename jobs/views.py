@@ -308,7 +308,7 @@ def job_history_export(request, jid: str, fmt: str):
 
 @login_required
 def history_export_all(request, fmt: str):
-    """The whole record, or the part the filters select (README: the record)."""
+    """The whole record, or the part the filters select (docs/history.md)."""
     try:
         filters = history_export.parse_filters(request.GET)
     except history_export.ExportError as e:

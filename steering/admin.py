@@ -69,7 +69,7 @@ class AdminActionAdmin(ReadOnlyAdmin):
 
 @admin.register(CollectionScope)
 class CollectionScopeAdmin(admin.ModelAdmin):
-    """Which collections a person acts on and, for a depositor, submits to (README: Security)."""
+    """Which collections a person acts on and, for a depositor, submits to (docs/security.md)."""
 
     list_display = ("user", "collections")
     search_fields = ("user__username",)
