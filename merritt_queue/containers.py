@@ -153,7 +153,8 @@ def unpacked_size(
     with open(archive, "rb") as raw:
         stream = gzip.GzipFile(fileobj=raw, mode="rb") if kind == "tar.gz" else raw
         try:
-            with tarfile.open(fileobj=_Reader(stream, budget), mode="r:") as tf:
+            # typeshed's tarfile wants a writable, closable file; reading needs neither.
+            with tarfile.open(fileobj=_Reader(stream, budget), mode="r:") as tf:  # type: ignore[call-overload]
                 for member, _name in _members(tf, budget):
                     if member.isreg():
                         budget.declare(member.name, member.size)
@@ -397,7 +398,8 @@ def _unpack_tar(archive: Path, work: Path, budget: _Budget, gz: bool) -> list[tu
     with open(archive, "rb") as raw:
         reader = _Reader(gzip.GzipFile(fileobj=raw, mode="rb") if gz else raw, budget)
         try:
-            with tarfile.open(fileobj=reader, mode="r:") as tf:
+            # typeshed's tarfile wants a writable, closable file; reading needs neither.
+            with tarfile.open(fileobj=reader, mode="r:") as tf:  # type: ignore[call-overload]
                 members = _members(tf, budget)
                 files = [_extract_tar_member(tf, m, name, work, budget) for m, name in members]
                 _check_tar_end(tf, reader, budget.label)

@@ -23,9 +23,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any, TypeVar
 
 from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
@@ -293,6 +294,7 @@ class Dispatcher:
             if len(self._runs) > RUNS_CACHE_MAX:
                 self._runs = {}
             mode = self.config.workers
+            rule: Callable[[str, Mapping[str, Any] | None], bool]
             if kind == "job":
                 data = self.store.job_node_values(missing, "configuration")
                 rule = runs_job
@@ -332,7 +334,7 @@ class Dispatcher:
         Reporting is no exception: Merritt's ingest sets it while the jobs still run.
         """
         statuses = self.store.batch_statuses(bids)
-        wanted = {b: st.get("status") for b, st in statuses.items()}
+        wanted: dict[str, Any] = {b: st.get("status") for b, st in statuses.items()}
         pending = self._runnable(
             "batch", [b for b, s in wanted.items() if s == BatchStatus.PENDING]
         )
@@ -452,6 +454,9 @@ def _aware(moment: datetime) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
-def _chunks(items: list[str], size: int) -> Iterable[list[str]]:
+_T = TypeVar("_T")
+
+
+def _chunks(items: list[_T], size: int) -> Iterable[list[_T]]:
     for i in range(0, len(items), size):
         yield items[i : i + size]

@@ -25,6 +25,7 @@ import codecs
 import re
 import unicodedata
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from .digest import check_digest_format, normalise_algorithm
@@ -374,7 +375,8 @@ def _row(n: int, line: str, rules: _Rules, problems: _Problems) -> ManifestRow |
 
 
 def _make_row(n: int, values: dict) -> ManifestRow:
-    return ManifestRow(line=n, **{attr: values.get(attr) for attr in FIELDS.values()})
+    fields: dict[str, Any] = {attr: values.get(attr) for attr in FIELDS.values()}
+    return ManifestRow(line=n, **fields)
 
 
 def _check_url(n: int, url: str | None, rules: _Rules, problems: _Problems) -> str:

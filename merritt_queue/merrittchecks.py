@@ -84,7 +84,7 @@ def _jobs_of(checker: _Checker, batch: _Batch) -> list[str]:
 def _processing_without_jobs(checker: _Checker, batch: _Batch) -> None:
     if PROCESSING_DIR in batch.refs or _jobs_of(checker, batch) or batch.node("lock"):
         return
-    idle = checker.now - batch.node("status")[1].mtime / 1000
+    idle = checker.now - batch.nodes["status"][1].mtime / 1000
     if idle < checker.grace:
         return  # a pickup still filling its batch (MerrittZK creates the jobs after states)
     head = (

@@ -9,6 +9,7 @@ that already have one instead of creating duplicates.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from .itemkeys import JOB_ID_KEY, with_both_profile_keys
 from .manifest import Manifest, ManifestRow
@@ -62,7 +63,7 @@ def manifest_kind_problem(submission_type: str, manifest: Manifest) -> str | Non
 
 def plan_jobs(submission: dict, manifest: Manifest | None = None) -> list[JobSpec]:
     """The jobs of a batch; batch manifests give one job per row."""
-    kind = submission.get("type")
+    kind: Any = submission.get("type")  # the submission's own JSON, checked by the caller
     if kind in SINGLE_TYPES:
         return [_single_job(submission)]
     if manifest is None:

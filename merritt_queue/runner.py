@@ -257,6 +257,7 @@ def _commit(store: QueueStore, job: JobRecord, outcome: Outcome, keep_lock: bool
     elif outcome.action == "fail":
         done = store.fail_job(job, outcome.message, release_lock=True)
     elif outcome.action == "move":
+        assert outcome.target is not None  # Outcome.move always names one
         done = store.transition_job(
             job, outcome.target, outcome.message, release_lock=not keep_lock, keep_lock=keep_lock
         )

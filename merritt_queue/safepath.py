@@ -45,6 +45,7 @@ def safe_name(name: object) -> str:
     problem = name_problem(name)
     if problem:
         raise UnsafePath(f"{problem}; refused: a job's files must stay inside its folder")
+    assert isinstance(name, str)  # name_problem refuses anything else
     return normalise_file_name(name)
 
 

@@ -54,7 +54,7 @@ class Items:
 class _Pending:
     def __init__(self, client: KazooClient, kind: str, ids: list[str], history: bool = True):
         self.kind, self.ids = kind, ids
-        names = JOB_NODES if kind == "job" else BATCH_NODES
+        names: tuple[str, ...] = JOB_NODES if kind == "job" else BATCH_NODES
         if not history:
             names = tuple(n for n in names if n != NODE)
         node = t.job_node if kind == "job" else t.batch_node
@@ -135,10 +135,13 @@ def iter_jobs(
 ) -> Iterator[Items]:
     """``read_jobs`` chunk by chunk; the next chunk is in flight while the caller works."""
     chunks = [jids[i : i + chunk] for i in range(0, len(jids), chunk)]
-    pending = start_jobs(client, chunks[0], history) if chunks else None
+    if not chunks:
+        return
+    pending = start_jobs(client, chunks[0], history)
     for i in range(len(chunks)):
         current = pending
-        pending = start_jobs(client, chunks[i + 1], history) if i + 1 < len(chunks) else None
+        if i + 1 < len(chunks):
+            pending = start_jobs(client, chunks[i + 1], history)
         yield current.result()
 
 

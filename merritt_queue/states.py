@@ -146,7 +146,7 @@ BATCH = Machine(
 REMOVABLE = frozenset({"Completed", "Deleted"})
 
 # A job whose status is one of these no longer counts as processing for its batch.
-JOB_BATCH_DIR = {
+JOB_BATCH_DIR: dict[str, str] = {
     J.COMPLETED: "batch-completed",
     J.FAILED: "batch-failed",
     J.DELETED: "batch-deleted",

@@ -113,10 +113,10 @@ def read_tree(client: KazooClient) -> _Tree:
     jids = sorted(n for n in names[t.JOBS] if t.is_job_id(n))
     bids = sorted(n for n in names[t.BATCHES] if t.is_batch_id(n))
     level2 = _read_level2(client, jids, bids, names)
-    jobs = {j: _job_item(j, level2[("children+stat", t.job_path(j))]) for j in jids}
-    batches = {b: _batch_item(b, level2[("children+stat", t.batch_path(b))]) for b in bids}
-    jobs = {j: v for j, v in jobs.items() if v}
-    batches = {b: v for b, v in batches.items() if v}
+    job_items = {j: _job_item(j, level2[("children+stat", t.job_path(j))]) for j in jids}
+    batch_items = {b: _batch_item(b, level2[("children+stat", t.batch_path(b))]) for b in bids}
+    jobs = {j: v for j, v in job_items.items() if v}
+    batches = {b: v for b, v in batch_items.items() if v}
     _read_item_nodes(client, jobs, batches)
     uuids = {u: level2[("get", f"{t.BATCH_UUIDS}/{u}")] for u in names[t.BATCH_UUIDS]}
     locks = {f"{d}/{n}": level2[("get", f"{d}/{n}")] for d in _LOCK_DIRS for n in names[d]}
@@ -197,10 +197,10 @@ def _parse_status(item: _Item, known) -> None:
 
 def _parse_job(job: _Job) -> None:
     _parse_status(job, JOB_STATUSES)
-    if job.node("bid"):
-        job.bid = job.node("bid")[0].decode(errors="replace") or None
-    if job.node("priority"):
-        raw = job.node("priority")[0]
+    if bid := job.node("bid"):
+        job.bid = bid[0].decode(errors="replace") or None
+    if priority := job.node("priority"):
+        raw = priority[0]
         try:
             job.priority = t.check_priority(int(raw.decode().strip()))
         except (ValueError, UnicodeDecodeError, InvalidData):

@@ -31,21 +31,20 @@ REDIS_DOWN = (RedisConnectionError, RedisTimeoutError)
 class QueueWorker(SimpleWorker):
     max_reconnect_wait = 5.0
 
-    def work(self, burst: bool = False, *args, max_jobs=None, max_idle_time=None, **kwargs):
+    def work(self, burst: bool = False, *args, **kwargs):
         """Work until asked to stop; start over after Redis went away (not in burst mode)."""
         while True:
             failed = None
             try:
-                worked = super().work(
-                    burst, *args, max_jobs=max_jobs, max_idle_time=max_idle_time, **kwargs
-                )
+                worked = super().work(burst, *args, **kwargs)
             except REDIS_DOWN as e:  # raised from RQ's teardown, when it reports its death
                 failed = e
                 worked = False
             except StopRequested:  # a stop signal while this loop waited for Redis
                 return False
             # Any other end was asked for: a stop signal, burst, job or idle limits.
-            if burst or max_jobs is not None or max_idle_time is not None:
+            bounded = kwargs.get("max_jobs") is not None or kwargs.get("max_idle_time") is not None
+            if burst or bounded:
                 if failed:
                     raise failed
                 return worked

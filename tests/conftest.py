@@ -21,8 +21,42 @@ from merritt_queue.zk import ZkConfig, connect
 # Plugins the tests also import from: rewritten before any test module imports them.
 pytest.register_assert_rewrite("tests.cluster", "tests.httpserver", "tests.mirrorlive")
 
+# The fast tier (`make check`, marker `fast`): modules whose every test runs without ZooKeeper,
+# Redis, PostgreSQL, a browser or a cluster of processes, in well under a minute together.
+# A module joins only when all its tests qualify; `make check` runs them with the services
+# pointed at closed ports and the fixtures below refusing, so a wrong entry fails, never waits.
+FAST_MODULES = frozenset(
+    {
+        "test_containers",
+        "test_core_states",
+        "test_deploy_units",
+        "test_history_pages",
+        "test_manifest",
+        "test_objectfiles",
+        "test_objects_payload",
+        "test_objects_storage",
+        "test_services_fetch",
+        "test_services_minter",
+        "test_services_notifier",
+        "test_services_storage",
+    }
+)
+FAST_TIER = os.environ.get("MQ_FAST_TIER") == "1"
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if item.path.stem in FAST_MODULES:
+            item.add_marker(pytest.mark.fast)
+
+
+def _refuse_in_fast_tier(service: str) -> None:
+    if FAST_TIER:
+        pytest.fail(f"no {service} in the fast tier: take this module out of FAST_MODULES")
+
 
 def _zk_hosts() -> str:
+    _refuse_in_fast_tier("ZooKeeper")
     hosts = os.environ.get("ZK_HOSTS")
     if not hosts:
         pytest.fail("ZK_HOSTS is not set: run the suite with `make test`, which starts ZooKeeper")
@@ -99,6 +133,7 @@ def make_store(make_client):
 @pytest.fixture
 def redis():
     """The throw-away Redis of ``make test``, emptied before and after each test."""
+    _refuse_in_fast_tier("Redis")
     url = os.environ.get("REDIS_URL")
     if not url:
         pytest.fail("REDIS_URL is not set: run the suite with `make test`, which starts Redis")

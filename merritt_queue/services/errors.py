@@ -34,6 +34,9 @@ def _rebuild(cls: type[ServiceError], message: str, retryable: bool) -> ServiceE
 class FetchError(ServiceError):
     """Content could not be fetched (or was refused by the network policy)."""
 
+    # Set only on the error of a parallel fetch: (url, its own error) for each failed download.
+    failures: list[tuple[str, BaseException]]
+
 
 class MinterError(ServiceError):
     """No identifier could be minted."""

@@ -230,8 +230,8 @@ class Fetcher:
                 )
                 for item in items
             ]
-        failures = [(item, f.exception()) for item, f in zip(items, futures, strict=True)]
-        failures = [(item, exc) for item, exc in failures if exc is not None]
+        ended = [(item, f.exception()) for item, f in zip(items, futures, strict=True)]
+        failures = [(item, exc) for item, exc in ended if exc is not None]
         if failures:
             for item, _ in failures:
                 unlink_quietly(part_path(Path(item.dest)))
@@ -353,14 +353,13 @@ class Fetcher:
         cap: _Cap | None,
     ) -> tuple[int, dict[str, str]]:
         hasher = Hashers(algorithms)
-        limit = cap.size if cap is not None else None
         received = 0
         with open_for_writing(part) as out:
             sink = Sink(out, part, hasher)
             try:
                 for chunk in self._chunks(url, resp):
                     received += len(chunk)
-                    if limit is not None and received > limit:
+                    if cap is not None and received > cap.size:
                         raise FetchError(f"{url} sent more than {cap.source}; stopped")
                     sink.put(chunk)
             except _ConnectionClosed as exc:

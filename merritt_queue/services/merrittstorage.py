@@ -20,7 +20,7 @@ use.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import closing
 from dataclasses import replace
 from pathlib import Path
@@ -150,7 +150,8 @@ class MerrittStorageClient:
         """One walk of the object's versions, newest first: the version that already carries
         ``token`` (a POST whose answer was lost), the current version, and the names of its
         token files (an update deletes them)."""
-        latest, old_tokens = None, []
+        latest = None
+        old_tokens: list[str] = []
         for number in reversed(self.versions(ark)):
             files, tokens = self._version_files(ark, number)
             if token in tokens:
@@ -181,7 +182,7 @@ class MerrittStorageClient:
         assert self.file_url is not None
         return f"{self.file_url(path)} | sha256 | {f.digests['sha256']} | {f.size} |  | {name} | \n"
 
-    def _post(self, action: str, ark: str, checkm: str, delete: list[str] = ()) -> int:
+    def _post(self, action: str, ark: str, checkm: str, delete: Sequence[str] = ()) -> int:
         url = f"{self.base_url}/{action}/{self.node_id}/{quote(ark, safe='')}"
         data = {"responseForm": "json"}
         if delete:

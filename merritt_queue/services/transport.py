@@ -136,7 +136,7 @@ class _StrictResponse(http.client.HTTPResponse):
     def _close_conn(self) -> None:
         if self._mq_announced is not None and self.length == 0 and self.fp is not None:
             self.overlong = _bytes_waiting(self.fp, self._mq_sock)
-        super()._close_conn()
+        super()._close_conn()  # type: ignore[misc]  # http.client's private hook, not in typeshed
 
 
 def _bytes_waiting(fp, sock: socket.socket) -> bool:
@@ -157,10 +157,10 @@ def _bytes_waiting(fp, sock: socket.socket) -> bool:
             pass
 
 
-class _Tracked:
+class _Tracked(HTTPConnection):
     """Hands each new socket to the request's deadline before a byte is sent or read."""
 
-    response_class = _StrictResponse
+    response_class: type[http.client.HTTPResponse] = _StrictResponse
 
     def _new_conn(self) -> socket.socket:
         sock = super()._new_conn()
