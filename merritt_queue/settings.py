@@ -48,9 +48,10 @@ else:
 RQ_QUEUES = {
     name: {**REDIS_CONNECTION, "DEFAULT_TIMEOUT": 3600} for name in ["default", *all_queue_names()]
 }
+# No COMMIT_MODE: it governs only django-rq's own queues, and nothing here enqueues through
+# them. The dispatcher's plain rq.Queue enqueues follow ZooKeeper, not a database row, and a
+# bulk admin action's row is committed (steering.actions._start) before its job is queued.
 RQ = {
-    # Enqueue on DB commit, so a worker never sees a rolled-back row.
-    "COMMIT_MODE": "on_db_commit",
     # No fork per job (a worker process keeps one ZooKeeper session instead of one per job),
     # and a Redis outage does not end the worker.
     "WORKER_CLASS": "merritt_queue.worker.QueueWorker",

@@ -36,6 +36,11 @@ def connect(config: ZkConfig) -> KazooClient:
         hosts=config.hosts,
         timeout=config.timeout,
         connection_retry=retry,
+        # Our code never calls client.retry, but kazoo's ChildrenWatch (dispatcher, follower)
+        # re-reads each listing through it, in a watch callback on kazoo's one event thread.
+        # kazoo's default retries without end, up to an hour apart, holding every other watch
+        # meanwhile; a few quick tries suffice, since a watch whose read failed is read again
+        # once the connection is back (allow_session_lost).
         command_retry=KazooRetry(max_tries=3, delay=0.05, max_delay=1),
     )
     client.start(timeout=config.timeout)

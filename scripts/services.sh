@@ -513,6 +513,8 @@ with_test_services() {
     redis_port=$(start_on_free_port redis "$tmp/redis") || die "could not start Redis"
     export ZK_HOSTS="127.0.0.1:$zk_port"
     export REDIS_URL="redis://127.0.0.1:$redis_port/0"
+    # The tests empty only this Redis freely (tests/redisdb.py): it is theirs to lose.
+    export MQ_TEST_REDIS_URL="$REDIS_URL"
     export MQ_TEST_TMP="$tmp"
     export MQ_WORK_DIR="$tmp/work"
     if [ -n "${MQ_TEST_DATABASE_URL:-}" ]; then

@@ -12,11 +12,11 @@ import uuid
 
 import pytest
 from kazoo.client import KazooClient
-from redis import Redis
 
 from merritt_queue import runtime
 from merritt_queue.store import QueueStore
 from merritt_queue.zk import ZkConfig, connect
+from tests.redisdb import claimed
 
 # Plugins the tests also import from: rewritten before any test module imports them.
 pytest.register_assert_rewrite("tests.cluster", "tests.httpserver", "tests.mirrorlive")
@@ -132,12 +132,11 @@ def make_store(make_client):
 
 @pytest.fixture
 def redis():
-    """The throw-away Redis of ``make test``, emptied before and after each test."""
+    """The throw-away Redis of ``make test``, emptied before and after each test; any other
+    ``REDIS_URL`` that holds keys is refused (``tests.redisdb``)."""
     _refuse_in_fast_tier("Redis")
     url = os.environ.get("REDIS_URL")
     if not url:
         pytest.fail("REDIS_URL is not set: run the suite with `make test`, which starts Redis")
-    conn = Redis.from_url(url)
-    conn.flushdb()
-    yield conn
-    conn.flushdb()
+    with claimed(url) as conn:
+        yield conn
