@@ -54,7 +54,7 @@ check: export MQ_FAST_TIER = 1
 check: export ZK_HOSTS = 127.0.0.1:1
 check: export REDIS_URL = redis://127.0.0.1:1/0
 check: lint
-	$(VENV)/bin/mypy
+	$(PY) -m mypy
 	@# DEBUG: the system checks refuse the development SECRET_KEY otherwise.
 	env -u DATABASE_URL DEBUG=true $(PY) manage.py makemigrations --check --dry-run
 	env -u DATABASE_URL $(PY) -m pytest -m fast $(PYTEST_ARGS)
