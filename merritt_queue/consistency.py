@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 
 from kazoo.protocol.states import ZnodeStat
 
-from . import history, merrittchecks
+from . import history, lockchecks, merrittchecks
 from . import tree as t
 from .errors import InvalidData
 from .states import REMOVABLE, BatchStatus, JobStatus, batch_dir_for
@@ -46,8 +46,6 @@ from .treeread import (
     _Batch,
     _Item,
     _Job,
-    _json_field,
-    _pipelined,
     _Tree,
     read_tree,
 )
@@ -153,7 +151,7 @@ class _Checker:
         self.check_stray_index()
         self.check_stray_refs()
         self.check_uuids()
-        self.check_lock_dirs()
+        lockchecks.check_lock_dirs(self)
 
     def repair(self) -> None:
         for findings, plan in self.plans:
@@ -182,9 +180,9 @@ class _Checker:
         if batch.status in PAST_PENDING and "states" not in batch.children:
             self.not_acquired(batch)
         merrittchecks.check_batch(self, batch)
-        if batch.node("lock"):
-            self.item_lock(
-                t.batch_node(batch.id, "lock"), batch.node("lock"), f"Batch {batch.id}'s lock"
+        if lock := batch.node("lock"):
+            lockchecks.item_lock(
+                self, t.batch_node(batch.id, "lock"), lock, f"Batch {batch.id}'s lock"
             )
 
     def half_created_batch(self, batch: _Batch) -> None:
@@ -262,8 +260,8 @@ class _Checker:
         if job.problem:
             self.add("bad-status", path, f"Job {job.id}: {job.problem}; it is left as it is.")
             return
-        if job.node("lock"):
-            self.job_lock(job)
+        if lock := job.node("lock"):
+            lockchecks.job_lock(self, job, lock)
         if self.orphan(job):
             return
         if job.priority_problem:
@@ -563,89 +561,6 @@ class _Checker:
             "would not be recognised as a duplicate.",
             f"create {path} -> {bid}{after}",
             lambda: [self._submission_guard(batch), ("create", path, t.encode_str(bid))],
-        )
-
-    # --- locks -------------------------------------------------------------
-
-    def job_lock(self, job: _Job) -> None:
-        path, node = t.job_node(job.id, "lock"), job.node("lock")
-        if job.status in FINISHED_JOB:
-            self.add(
-                "lock-on-finished",
-                path,
-                f"Job {job.id} is {job.status} but is locked{self._owner(node)}; a worker may "
-                "have died between its last move and releasing the lock.",
-            )
-        self.item_lock(path, node, f"Job {job.id}'s lock")
-
-    def item_lock(self, path: str, node: Node, label: str) -> None:
-        """A lock older than the limit; only a person can tell whether its holder is stuck."""
-        age = self.age(node[1])
-        if age <= self.lock_max_age:
-            return
-        if node[1].ephemeralOwner:
-            reason = (
-                f"{label} was taken {_age(age)} ago{self._owner(node)}; that session is alive, "
-                "so removing the lock would let a second worker in. Find the worker."
-            )
-        else:
-            reason = (
-                f"{label} is persistent and {_age(age)} old: no session end will ever release "
-                "it, and the queue cannot tell whose it is."
-            )
-        self.add("stale-lock", path, reason)
-
-    @staticmethod
-    def _owner(node: Node) -> str:
-        owner = node[1].ephemeralOwner
-        return f" by ZooKeeper session {owner:#x}" if owner else " (persistent lock)"
-
-    def check_lock_dirs(self) -> None:
-        for path, node in sorted(self.tree.locks.items()):
-            age = self.age(node[1])
-            if age <= self.lock_max_age:
-                continue
-            if path.startswith(t.LOCK_STORAGE + "/") and not node[1].ephemeralOwner:
-                self.storage_lock(path, node, age)
-            else:
-                kind, name = path.rsplit("/", 2)[1:]
-                self.item_lock(path, node, f"The {kind} lock {name}")
-
-    def jobs_by_ark_lock(self) -> dict[str, list[_Job]]:
-        """Live jobs by the storage lock name of their ark, read once, when first needed."""
-        if self._by_ark is None:
-            jobs = [
-                j for j in self.tree.jobs.values() if j.has_status and "identifiers" in j.children
-            ]
-            got = _pipelined(self.client, [("get", t.job_node(j.id, "identifiers")) for j in jobs])
-            self._by_ark = defaultdict(list)
-            for job in jobs:
-                ark = _json_field(got[("get", t.job_node(job.id, "identifiers"))], "primary_id")
-                if ark:
-                    self._by_ark[t.lock_name(ark)].append(job)
-        return self._by_ark
-
-    def storage_lock(self, path: str, node: Node, age: float) -> None:
-        name = path.rsplit("/", 1)[1]
-        owner = node[0].decode(errors="replace")
-        related = list(self.jobs_by_ark_lock().get(name, []))
-        job = self.tree.jobs.get(owner)
-        if job is not None and job.has_status and job not in related:
-            related.append(job)
-        storing = [j.id for j in related if j.status == JobStatus.STORING]
-        head = f"Storage lock {name} was taken {_age(age)} ago (owner {owner or 'unknown'})"
-        if storing:
-            self.add(
-                "stale-lock", path, f"{head}; job {', '.join(storing)} is Storing this object."
-            )
-            return
-        guards = [("check", t.job_node(j.id, "status"), j.version("status")) for j in related]
-        self.add(
-            "stale-lock",
-            path,
-            f"{head} and no job is storing this object, so it only blocks the next deposit.",
-            f"delete {path}",
-            lambda: [*guards, ("delete", path, node[1].version)],
         )
 
 
