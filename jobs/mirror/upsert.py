@@ -175,6 +175,17 @@ def _shift_counts(outcome: _Outcome) -> None:
         recount(off)
 
 
+def _rows_and_events(kind: _Kind, records: list, actor: str, at, since, befores) -> _Outcome:
+    """The items' rows, then their timeline rows: told by their writer (``befores``) or
+    following from the rows (records read back)."""
+    outcome = _upsert(kind, records, at=at, since=since)
+    if befores is None:
+        _write_events(kind, outcome, actor, at)
+    else:
+        _write_told_events(kind, records, befores, actor, at)
+    return outcome
+
+
 def apply_jobs(
     records: list[JobRecord], *, actor: str = "", at=None, since=None, befores=None
 ) -> _Outcome:
@@ -189,11 +200,7 @@ def apply_jobs(
     at = at or timezone.now()
 
     def run() -> _Outcome:
-        outcome = _upsert(JOBS, records, at=at, since=since)
-        if befores is None:
-            _write_events(JOBS, outcome, actor, at)
-        else:
-            _write_told_events(JOBS, records, befores, actor, at)
+        outcome = _rows_and_events(JOBS, records, actor, at, since, befores)
         if since is None:  # a full rebuild recounts every batch once at its end
             _shift_counts(outcome)
         return outcome
@@ -264,11 +271,7 @@ def apply_batches(
     at = at or timezone.now()
 
     def run() -> _Outcome:
-        outcome = _upsert(BATCHES, records, at=at, since=since)
-        if befores is None:
-            _write_events(BATCHES, outcome, actor, at)
-        else:
-            _write_told_events(BATCHES, records, befores, actor, at)
+        outcome = _rows_and_events(BATCHES, records, actor, at, since, befores)
         if outcome.added and since is None:
             recount(outcome.added)
         return outcome
