@@ -243,27 +243,23 @@ def admin_notes(item_id: str, versions: list[int]) -> dict[int, list[AdminNote]]
 
 
 def job_timeline(job, now: datetime | None = None) -> Timeline:
-    events = list(JobEvent.objects.filter(jid=job.jid).order_by("status_version"))
-    admin = admin_notes(job.jid, [e.status_version for e in events])
-    rows = build_rows(
-        events,
-        finished=JOB.is_terminal(job.status),
-        now=now or timezone.now(),
-        admin=admin,
-        current=(job.status_version, job.status),
-    )
-    return Timeline(rows, retries=True)
+    events = JobEvent.objects.filter(jid=job.jid)
+    return _timeline(events, job.jid, JOB.is_terminal(job.status), job, now, retries=True)
 
 
 def batch_timeline(batch, now: datetime | None = None) -> Timeline:
-    events = list(BatchEvent.objects.filter(bid=batch.bid).order_by("status_version"))
-    admin = admin_notes(batch.bid, [e.status_version for e in events])
-    rows = build_rows(
-        events,
-        finished=BATCH.is_terminal(batch.status),
+    events = BatchEvent.objects.filter(bid=batch.bid)
+    return _timeline(events, batch.bid, BATCH.is_terminal(batch.status), batch, now, retries=False)
+
+
+def _timeline(events, item_id: str, finished: bool, item, now, *, retries: bool) -> Timeline:
+    rows = list(events.order_by("status_version"))
+    built = build_rows(
+        rows,
+        finished=finished,
         now=now or timezone.now(),
-        admin=admin,
-        retries=False,
-        current=(batch.status_version, batch.status),
+        admin=admin_notes(item_id, [e.status_version for e in rows]),
+        retries=retries,
+        current=(item.status_version, item.status),
     )
-    return Timeline(rows, retries=False)
+    return Timeline(built, retries=retries)
