@@ -1,8 +1,7 @@
 from django.contrib import admin, messages
 
+from batches.models import ApiToken, Batch, Collection, Profile
 from steering.admin import ReadOnlyAdmin, scope_actions
-
-from .models import ApiToken, Batch, Collection, Profile
 
 
 @admin.register(Profile)

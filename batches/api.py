@@ -13,16 +13,15 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 from kazoo.exceptions import KazooException
 
-from merritt_queue.errors import QueueError
-
-from .middleware import length_problem
-from .models import ApiToken
-from .submission import (
+from batches.middleware import length_problem
+from batches.models import ApiToken
+from batches.submission import (
     READ_ONLY_PROBLEM,
     SubmissionError,
     Upload,
     submit,
 )
+from merritt_queue.core.errors import QueueError
 
 
 def token_of(request) -> ApiToken | None:

@@ -24,13 +24,12 @@ import time
 
 from django.conf import settings
 
+from batches.submission import SubmissionError
 from jobs.models import Job
-from merritt_queue.planning import MANIFEST_KIND, SINGLE_TYPES
-from merritt_queue.runtime import get_store
-from merritt_queue.store import QueueStore
-from merritt_queue.zkstats import znode_count
-
-from .submission import SubmissionError
+from merritt_queue.core.planning import MANIFEST_KIND, SINGLE_TYPES
+from merritt_queue.core.store import QueueStore
+from merritt_queue.core.zkstats import znode_count
+from merritt_queue.project.runtime import get_store
 
 # Share of MQ_MAX_QUEUE_JOBS from which /healthz and the dashboard warn.
 WARN_FRACTION = 0.8

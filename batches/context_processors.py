@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from django.utils.functional import SimpleLazyObject
 
+from batches import rights
 from steering.models import group_names
-
-from . import rights
 
 
 def may_submit(request) -> dict:

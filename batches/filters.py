@@ -6,9 +6,8 @@ import django_filters as df
 from django import forms
 from django.db.models import Q
 
+from batches.models import BATCH_STATUS_CHOICES, Batch
 from jobs.filters import DateRange, id_search, in_collection
-
-from .models import BATCH_STATUS_CHOICES, Batch
 
 
 class BatchFilter(df.FilterSet):

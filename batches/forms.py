@@ -1,8 +1,7 @@
 from django import forms
 
-from merritt_queue.planning import SUBMISSION_TYPES
-
-from .models import Profile
+from batches.models import Profile
+from merritt_queue.core.planning import SUBMISSION_TYPES
 
 
 class SubmitForm(forms.Form):

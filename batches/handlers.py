@@ -16,19 +16,23 @@ from dataclasses import replace
 from django.conf import settings
 from django.core.mail import send_mail
 
+from batches import capacity
+from batches.models import Profile
 from jobs.services import Services
 from jobs.versionfiles import UNCHANGED
-from merritt_queue.errors import ChangedUnderYou, InvalidData, LockLost
-from merritt_queue.manifest import ManifestError, parse_manifest
-from merritt_queue.planning import MANIFEST_KIND, batch_priority, manifest_kind_problem, plan_jobs
+from merritt_queue.core.errors import ChangedUnderYou, InvalidData, LockLost
+from merritt_queue.core.planning import (
+    MANIFEST_KIND,
+    batch_priority,
+    manifest_kind_problem,
+    plan_jobs,
+)
+from merritt_queue.core.sides import NONE, reports_batch, runs_batch
+from merritt_queue.core.states import BatchStatus
+from merritt_queue.core.store import BatchRecord, NewJob
+from merritt_queue.deposit.manifest import ManifestError, parse_manifest
+from merritt_queue.deposit.uploads import remove_upload
 from merritt_queue.services.errors import ServiceError
-from merritt_queue.sides import NONE, reports_batch, runs_batch
-from merritt_queue.states import BatchStatus
-from merritt_queue.store import BatchRecord, NewJob
-from merritt_queue.uploads import remove_upload
-
-from . import capacity
-from .models import Profile
 
 log = logging.getLogger(__name__)
 

@@ -15,14 +15,14 @@ from django.http import JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
 
-from . import rights
-from .submission import READ_ONLY_PROBLEM, request_size_problem
+from batches import rights
+from batches.submission import READ_ONLY_PROBLEM, request_size_problem
 
 
 def _refuse(request, api: bool, status: int, problem: str):
     if api:
         return JsonResponse({"errors": [problem]}, status=status)
-    from .forms import SubmitForm  # the form's queryset needs the apps loaded
+    from batches.forms import SubmitForm  # the form's queryset needs the apps loaded
 
     context = {"form": SubmitForm(), "refused": problem, "read_only": status == 503}
     return render(request, "batches/submit.html", context, status=status)
@@ -64,7 +64,7 @@ class UploadGuardMiddleware:
         if settings.READ_ONLY:
             return _refuse(request, api, 503, READ_ONLY_PROBLEM)
         if api:
-            from .api import token_of
+            from batches.api import token_of
 
             token = token_of(request)
             if token is None:

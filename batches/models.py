@@ -10,7 +10,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, RegexValidator
 from django.db import models
 
-from merritt_queue.states import BatchStatus
+from merritt_queue.core.states import BatchStatus
 
 mnemonic_validator = RegexValidator(
     r"^[a-z0-9][a-z0-9_-]{0,99}$",

@@ -14,7 +14,7 @@ The inventory tables are read here, never written.
 from __future__ import annotations
 
 from inventory.models import InventoryObject, LocalIdentifier
-from merritt_queue.arks import ARK_SHAPE, is_ark
+from merritt_queue.deposit.arks import ARK_SHAPE, is_ark
 
 
 class Refusal(str):

@@ -26,18 +26,18 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.contrib.auth import get_user_model
 
-from merritt_queue import safepath, tree
-from merritt_queue.digest import check_digest_format, normalise_algorithm
-from merritt_queue.history import submission_actor
-from merritt_queue.planning import SINGLE_TYPES, SUBMISSION_TYPES
-from merritt_queue.runtime import get_store
+from batches import rights
+from batches.models import Profile
+from batches.objects import ark_problem, change_refusal
+from merritt_queue.core import tree
+from merritt_queue.core.history import submission_actor
+from merritt_queue.core.planning import SINGLE_TYPES, SUBMISSION_TYPES
+from merritt_queue.core.sides import CREATED_BY, CREATED_BY_KEY, NONE
+from merritt_queue.deposit import safepath
+from merritt_queue.deposit.digest import check_digest_format, normalise_algorithm
+from merritt_queue.deposit.uploads import uploads_root
+from merritt_queue.project.runtime import get_store
 from merritt_queue.services.netpolicy import userinfo_of
-from merritt_queue.sides import CREATED_BY, CREATED_BY_KEY, NONE
-from merritt_queue.uploads import uploads_root
-
-from . import rights
-from .models import Profile
-from .objects import ark_problem, change_refusal
 
 TEXT_FIELDS = {
     "profile": 100,
@@ -126,7 +126,7 @@ def submit(
         clean["submitted_by"] = by.get_username()
     elif via:
         clean["submitted_by"] = via
-    from .capacity import check_submission  # here: its error subclasses this module's
+    from batches.capacity import check_submission  # here: its error subclasses this module's
 
     check_submission(clean, upload)
     store = get_store()

@@ -8,11 +8,10 @@ import django_tables2 as tables
 from django.utils import timezone
 from django.utils.html import format_html
 
+from batches.models import Batch
+from batches.templatetags.merritt_sides import merritt_batch_label
 from jobs.tables import PageTable, batch_link, select_box, status_badge, truncated, when
-from merritt_queue.states import JobStatus
-
-from .models import Batch
-from .templatetags.merritt_sides import merritt_batch_label
+from merritt_queue.core.states import JobStatus
 
 BATCH_LIST_FIELDS = (
     "bid",

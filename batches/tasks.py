@@ -5,10 +5,9 @@ from __future__ import annotations
 from django.db import close_old_connections
 from rq import get_current_job
 
+from batches import handlers
 from jobs.services import get_services
-from merritt_queue.dispatcher import LEAVE_SECONDS, defer, rq_job_id
-
-from . import handlers
+from merritt_queue.core.dispatcher import LEAVE_SECONDS, defer, rq_job_id
 
 
 def run_batch_pending(bid: str, status: str = "Pending") -> str:

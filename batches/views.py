@@ -4,24 +4,23 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
 from django_tables2 import RequestConfig
 
-from jobs import history_export
-from jobs.reading_scope import require_readable
-from jobs.tables import JobTable, job_link, job_rows
-from jobs.timeline_view import batch_timeline
-from jobs.views import collection_names, fields_of, filtered_table, record_links
-
-from . import rights
-from .filters import BatchFilter
-from .forms import SubmitForm
-from .middleware import length_problem
-from .models import Batch
-from .submission import (
+from batches import rights
+from batches.filters import BatchFilter
+from batches.forms import SubmitForm
+from batches.middleware import length_problem
+from batches.models import Batch
+from batches.submission import (
     READ_ONLY_PROBLEM,
     SubmissionError,
     Upload,
     submit,
 )
-from .tables import SelectBatchTable, batch_rows, job_counts_text
+from batches.tables import SelectBatchTable, batch_rows, job_counts_text
+from jobs import history_export
+from jobs.reading_scope import require_readable
+from jobs.tables import JobTable, job_link, job_rows
+from jobs.timeline_view import batch_timeline
+from jobs.views import collection_names, fields_of, filtered_table, record_links
 
 MAX_REPORT_LINKS = 500
 

@@ -23,7 +23,7 @@ import time
 import uuid
 from pathlib import Path
 
-from .common import (
+from bench.common import (
     emit,
     env_int,
     percentile,
@@ -59,7 +59,7 @@ def run(args) -> None:
             _bench(store, n, Path(tmp))
     finally:
         try:
-            from merritt_queue import runtime
+            from merritt_queue.project import runtime
 
             runtime.close()
         finally:
@@ -67,7 +67,7 @@ def run(args) -> None:
 
 
 def _setup_django(tmp: Path, chroot: str) -> None:
-    os.environ["DJANGO_SETTINGS_MODULE"] = "merritt_queue.settings"
+    os.environ["DJANGO_SETTINGS_MODULE"] = "merritt_queue.project.settings"
     os.environ["DATABASE_URL"] = f"sqlite:///{tmp / 'bulk.sqlite3'}"
     os.environ["ZK_CHROOT"] = chroot
     os.environ["DEBUG"] = "false"
@@ -104,8 +104,8 @@ def _bench(store, n: int, tmp: Path) -> None:
     from django.contrib.auth.models import User
     from django.test import Client
 
-    from jobs import mirror
     from jobs.models import Job
+    from mirror import facade as mirror
     from steering.actions import execute
     from steering.catalog import ACTIONS
 
@@ -172,7 +172,7 @@ def _bench(store, n: int, tmp: Path) -> None:
         pending_in_mirror=Job.objects.filter(status="Pending").count(),
     )
 
-    from .zk import raw_moves_per_s
+    from bench.zk import raw_moves_per_s
 
     baseline = raw_moves_per_s(store.client, n)
     ratio = execute_per_s / baseline

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from merritt_queue.store import QueueStore
+    from merritt_queue.core.store import QueueStore
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = REPO_ROOT / "var" / "bench"
@@ -128,8 +128,8 @@ def zk_store(prefix: str) -> tuple[QueueStore, Callable[[], None]]:
     Returns ``(store, cleanup)``; ``cleanup()`` stops the store's client and
     deletes the whole chroot with a client on the root. Call it in a ``finally``.
     """
-    from merritt_queue.store import QueueStore
-    from merritt_queue.zk import ZkConfig, connect
+    from merritt_queue.core.store import QueueStore
+    from merritt_queue.core.zk import ZkConfig, connect
 
     hosts = zk_hosts()
     chroot = f"/mq-bench-{prefix}-{uuid.uuid4().hex}"
@@ -229,7 +229,7 @@ class ContentServer:
 
 def make_file_manifest(server: ContentServer, n: int, size: int) -> str:
     """``n`` random files of ``size`` bytes and a single-file-batch manifest of them; its URL."""
-    from merritt_queue.manifest import parse_manifest
+    from merritt_queue.deposit.manifest import parse_manifest
 
     rows = []
     for i in range(n):
@@ -262,7 +262,7 @@ def queue_env(tmp: Path, hosts: str, chroot: str, redis: str) -> dict[str, str]:
     env = dict(os.environ)
     env.update(
         {
-            "DJANGO_SETTINGS_MODULE": "merritt_queue.settings",
+            "DJANGO_SETTINGS_MODULE": "merritt_queue.project.settings",
             "ZK_HOSTS": hosts,
             "ZK_CHROOT": chroot,
             "REDIS_URL": redis,
@@ -328,7 +328,7 @@ def submit_manifest(part: str, env: dict[str, str], manifest_url: str) -> str:
 
 
 def delete_chroot(part: str, hosts: str, chroot: str) -> None:
-    from merritt_queue.zk import ZkConfig, connect
+    from merritt_queue.core.zk import ZkConfig, connect
 
     try:
         root = connect(ZkConfig(hosts=hosts))
@@ -457,8 +457,9 @@ def queue_run(part: str, n: int, file_size: int, /, **config) -> Iterator[QueueR
         server = ContentServer(tmp / "content")
         manifest_url = make_file_manifest(server, n, file_size)
         env = queue_env(tmp, hosts, chroot, redis)
-        # The run is one batch of n jobs in one collection: the capacity limits (defaults as in
-        # merritt_queue/settings.py) must let it in; make bench gives ZooKeeper its own heap.
+        # The run is one batch of n jobs in one collection: the capacity limits (defaults as
+        # in merritt_queue/project/settings.py) must let it in; make bench gives ZooKeeper its
+        # own heap.
         for name, default in CAPACITY_DEFAULTS.items():
             env[name] = str(max(n, int(env.get(name, default))))
         # All its files come from one local server, which stands for many depositors' hosts:
@@ -485,8 +486,8 @@ def queue_processes(
 ) -> Iterator[tuple[QueueStore, Processes]]:
     """A store on the run's chroot and the (not yet started) processes, both ended after;
     ``script`` runs them (``bench/machinery.py``: with handlers that do nothing)."""
-    from merritt_queue.store import QueueStore
-    from merritt_queue.zk import ZkConfig, connect
+    from merritt_queue.core.store import QueueStore
+    from merritt_queue.core.zk import ZkConfig, connect
 
     client = connect(ZkConfig(hosts=run.hosts, chroot=run.chroot))
     procs = Processes(part, run.tmp / f"logs-{Path(script).stem}", run.env, script)
@@ -505,7 +506,7 @@ def submit_and_start(
     then submit the manifest; (batch id, ``perf_counter`` at the start: the submission is
     timed, the processes' start-up is not, as a running queue has none). ``meter`` then
     counts the processes' CPU from the start on."""
-    from merritt_queue.dispatcher import all_queue_names
+    from merritt_queue.core.dispatcher import all_queue_names
 
     up = time.perf_counter()
     procs.start("dispatcher", "run_dispatcher")
@@ -621,7 +622,7 @@ def wait_batch(
     ``on_progress()`` returns. A queue process that exits, or ``timeout`` seconds
     after ``start``, ends the run with the processes' logs.
     """
-    from merritt_queue.states import BatchStatus
+    from merritt_queue.core.states import BatchStatus
 
     final = {BatchStatus.COMPLETED, BatchStatus.FAILED}
     next_progress = start + progress_every
@@ -661,7 +662,7 @@ def wait_batch(
 
 def state_counts(client) -> dict[str, int]:
     """How many index entries each ``/jobs/states/<state>`` directory holds."""
-    from merritt_queue import tree as t
+    from merritt_queue.core import tree as t
 
     names = sorted(client.get_children(t.JOB_STATES))
     stats = [client.exists_async(f"{t.JOB_STATES}/{s}") for s in names]

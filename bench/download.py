@@ -45,7 +45,7 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from .common import REPO_ROOT, RESULTS_DIR, emit, env_int, summary, timer
+from bench.common import REPO_ROOT, RESULTS_DIR, emit, env_int, summary, timer
 
 PART = "download"
 DEFAULT_MB = 1024

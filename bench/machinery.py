@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 def _handlers(services) -> dict:
     """The real table's states, each with a handler that succeeds at once."""
     from jobs.handlers import handlers
-    from merritt_queue.runner import Outcome
+    from merritt_queue.core.runner import Outcome
 
     def succeed(_job):
         return Outcome.success("bench: machinery only")
@@ -30,7 +30,7 @@ def _handlers(services) -> dict:
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "merritt_queue.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "merritt_queue.project.settings")
     import django
 
     django.setup()

@@ -39,7 +39,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from .common import (
+from bench.common import (
     CpuMeter,
     QueueRun,
     emit,
@@ -125,7 +125,7 @@ def _warm_up() -> None:
 
 
 def _baseline() -> float:
-    from .zk import raw_moves_per_s
+    from bench.zk import raw_moves_per_s
 
     store, cleanup = zk_store(f"{PART}-baseline")
     try:
@@ -139,7 +139,7 @@ def _baseline() -> float:
 
 def _timed(queue: QueueRun, n: int, script: str = "manage.py") -> tuple[float, int]:
     """Submit, start the queue, wait for the batch; (seconds, ZooKeeper write transactions)."""
-    from merritt_queue.states import BatchStatus
+    from merritt_queue.core.states import BatchStatus
 
     with queue_processes(PART, queue, script) as (store, procs):
         zxid_before = read_zxid(queue.hosts)

@@ -30,11 +30,10 @@ import socket
 import tempfile
 from pathlib import Path
 
-from merritt_queue import history as h
-from merritt_queue import tree as t
-from merritt_queue.states import JOB, BatchStatus, JobStatus, batch_dir_for
-
-from .common import emit, env_int, ran_in_own_process, summary, timer, zk_store
+from bench.common import emit, env_int, ran_in_own_process, summary, timer, zk_store
+from merritt_queue.core import history as h
+from merritt_queue.core import tree as t
+from merritt_queue.core.states import JOB, BatchStatus, JobStatus, batch_dir_for
 
 PART = "reconcile"
 DEFAULT_JOBS = 100_000
@@ -82,8 +81,8 @@ def _bench(store, n: int, tmp: Path) -> None:
         batches = build_tree(store.client, n)
     emit(PART, event="tree", jobs=n, batches=batches, seconds=round(build.elapsed, 3))
     _setup_django(tmp)
-    from jobs import mirror
     from jobs.models import Job, JobEvent
+    from mirror import facade as mirror
 
     with timer() as first:
         drift = mirror.full_reconcile(store)
@@ -112,7 +111,7 @@ def _setup_django(tmp: Path) -> None:
     if apps.ready:
         raise SystemExit(f"bench {PART}: Django is already set up in this process; run alone")
     os.environ["DATABASE_URL"] = f"sqlite:///{tmp / 'db.sqlite3'}"
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "merritt_queue.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "merritt_queue.project.settings")
     import django
     from django.core.management import call_command
 
@@ -190,7 +189,7 @@ def drop_tree(client) -> None:
 
     ``common.delete_tree`` sends one request per node: minutes for a million nodes.
     """
-    from merritt_queue import multiread
+    from merritt_queue.core import multiread
 
     levels, level = [], ["/"]
     while level:

@@ -34,7 +34,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from .common import (
+from bench.common import (
     CpuMeter,
     QueueRun,
     emit,

@@ -22,7 +22,7 @@ import time
 from datetime import UTC, timedelta
 from pathlib import Path
 
-from .common import emit, env_int, percentile, ran_in_own_process, summary
+from bench.common import emit, env_int, percentile, ran_in_own_process, summary
 
 PART = "ui"
 SMALL = 1_000
@@ -82,7 +82,7 @@ def fill(n_jobs: int) -> dict:
 
     from batches.models import Batch, Collection
     from jobs.models import Job, JobEvent, MirrorState
-    from merritt_queue.states import JOB_STEPS
+    from merritt_queue.core.states import JOB_STEPS
 
     rng = random.Random(SEED)
     now = timezone.now()
@@ -236,7 +236,7 @@ def _insert_events(connection, table: str, rows: list[tuple]) -> None:
 
 
 def _locks(rng: random.Random, now, running: list[str]) -> dict:
-    """MirrorState("locks").detail as jobs.mirror.locks_detail writes it."""
+    """MirrorState("locks").detail as mirror.locks_detail writes it."""
 
     def entry(path: str, kind: str, name: str, seconds: int, owner: str = "", data: str = ""):
         at = (now - timedelta(seconds=seconds)).isoformat()
@@ -363,7 +363,7 @@ def measure(n_jobs: int, runs: int) -> list[dict]:
 
 
 def _setup(tmp: Path) -> None:
-    os.environ["DJANGO_SETTINGS_MODULE"] = "merritt_queue.settings"
+    os.environ["DJANGO_SETTINGS_MODULE"] = "merritt_queue.project.settings"
     os.environ["DATABASE_URL"] = f"sqlite:///{tmp}/ui.sqlite3"
     # Production-like: no query log kept per request, and the test client's host allowed.
     os.environ["DEBUG"] = "false"

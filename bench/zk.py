@@ -28,11 +28,10 @@ import uuid
 from importlib import metadata
 from time import perf_counter
 
-from merritt_queue import tree as t
-from merritt_queue.states import JobStatus
-from merritt_queue.store import QueueStore
-
-from .common import emit, env_int, percentile, summary, timer, zk_store
+from bench.common import emit, env_int, percentile, summary, timer, zk_store
+from merritt_queue.core import tree as t
+from merritt_queue.core.states import JobStatus
+from merritt_queue.core.store import QueueStore
 
 PART = "zk"
 DEFAULT_N = 2000

@@ -1,4 +1,4 @@
-"""State diagrams laid out from the state machines in ``merritt_queue.states``.
+"""State diagrams laid out from the state machines in ``merritt_queue.core.states``.
 
 Nothing here is drawn by hand: the boxes are the machine's statuses and the
 arrows its transitions, so a change to a table changes the picture. Layout:
@@ -19,7 +19,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from merritt_queue.states import Machine
+from merritt_queue.core.states import Machine
 
 BOX_W = 104
 BOX_H = 46

@@ -20,8 +20,8 @@ from django.utils import timezone
 from batches.models import Batch, Collection
 from batches.tables import age_text
 from jobs.models import Job, JobEvent, MirrorState
-from merritt_queue.errors import InvalidTransition
-from merritt_queue.states import JOB, JOB_STEPS, JobStatus, resume_target
+from merritt_queue.core.errors import InvalidTransition
+from merritt_queue.core.states import JOB, JOB_STEPS, JobStatus, resume_target
 
 # The other app's list pages; filters are passed as query strings.
 JOBS_URL = "/jobs/"
@@ -383,7 +383,7 @@ class LockState:
 def lock_state() -> LockState:
     """The queue pause and every lock, as the reconciler last stored them (one query).
 
-    Reads ``MirrorState("locks").detail`` as ``jobs.mirror.locks_detail`` writes it:
+    Reads ``MirrorState("locks").detail`` as ``mirror.locks_detail`` writes it:
     ``{"paused", "paused_at", "read_at", "locks": [{"path", "kind", "name", "ctime",
     "owner", "data"}]}`` (``queue_paused`` is accepted for ``paused``).
     """

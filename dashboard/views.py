@@ -12,10 +12,9 @@ from django.shortcuts import render
 from django.utils import timezone
 
 from batches.capacity import usage
-from merritt_queue.states import BATCH, JOB
-
-from . import queries as q
-from .diagram import diagram
+from dashboard import queries as q
+from dashboard.diagram import diagram
+from merritt_queue.core.states import BATCH, JOB
 
 # Findings shown on one consistency page; the rest are counted, and filtered by ?kind=.
 FINDINGS_SHOWN = 500

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from .models import InventoryFile, InventoryObject, InventoryVersion, LocalIdentifier
+from inventory.models import InventoryFile, InventoryObject, InventoryVersion, LocalIdentifier
 
 
 class VersionInline(admin.TabularInline):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import django_filters as df
 from django import forms
 
-from .models import InventoryObject, LocalIdentifier
+from inventory.models import InventoryObject, LocalIdentifier
 
 
 class ObjectFilter(df.FilterSet):

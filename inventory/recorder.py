@@ -13,9 +13,7 @@ from datetime import UTC, datetime
 
 from django.db import IntegrityError, transaction
 
-from merritt_queue.services.errors import InventoryError
-
-from .models import (
+from inventory.models import (
     CHANGES,
     MODES,
     InventoryFile,
@@ -23,6 +21,7 @@ from .models import (
     InventoryVersion,
     LocalIdentifier,
 )
+from merritt_queue.services.errors import InventoryError
 
 
 def check_changes(ark: str, version: int, files: list[dict], deleted: list[str], mode: str):

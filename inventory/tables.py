@@ -7,9 +7,8 @@ from urllib.parse import quote
 import django_tables2 as tables
 from django.utils.html import format_html
 
+from inventory.models import InventoryObject, LocalIdentifier
 from jobs.tables import PageTable, detail_url, truncated, when
-
-from .models import InventoryObject, LocalIdentifier
 
 OBJECT_LIST_FIELDS = ("ark", "collection", "title", "version_count", "last_stored")
 

@@ -7,12 +7,11 @@ from dataclasses import dataclass
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
 
+from inventory.filters import ObjectFilter
+from inventory.models import InventoryFile, InventoryObject, InventoryVersion, LocalIdentifier
+from inventory.tables import ObjectTable, object_rows
 from jobs.tables import job_link
 from jobs.views import collection_names, filtered_table
-
-from .filters import ObjectFilter
-from .models import InventoryFile, InventoryObject, InventoryVersion, LocalIdentifier
-from .tables import ObjectTable, object_rows
 
 # A version's files listed on the page; the rest are counted, not read.
 MAX_FILES = 1000

@@ -1,8 +1,7 @@
 from django.contrib import admin
 
+from jobs.models import Job
 from steering.admin import ReadOnlyAdmin, scope_actions
-
-from .models import Job
 
 
 @admin.register(Job)

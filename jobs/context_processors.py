@@ -12,7 +12,7 @@ from django.db import DatabaseError
 from django.utils import timezone
 from django.utils.functional import SimpleLazyObject
 
-from .models import MirrorState
+from jobs.models import MirrorState
 
 FOLLOWED = ("write-through", "watch")
 

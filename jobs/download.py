@@ -16,18 +16,17 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
-from merritt_queue.containers import unpack, unpacked_bound, unpacked_size
-from merritt_queue.digest import file_digests, normalise_algorithm
-from merritt_queue.diskspace import percent_of_disk, percent_used_after
-from merritt_queue.runner import Outcome
-from merritt_queue.safepath import inside
+from jobs.payload import PayloadFile, head_sizes, job_config, payload_files
+from jobs.services import Services
+from merritt_queue.core.runner import Outcome
+from merritt_queue.core.store import JobRecord
+from merritt_queue.deposit.containers import unpack, unpacked_bound, unpacked_size
+from merritt_queue.deposit.digest import file_digests, normalise_algorithm
+from merritt_queue.deposit.diskspace import percent_of_disk, percent_used_after
+from merritt_queue.deposit.safepath import inside
 from merritt_queue.services.errors import ServiceError
 from merritt_queue.services.fetch import DownloadItem
 from merritt_queue.services.hostslots import HostFull
-from merritt_queue.store import JobRecord
-
-from .payload import PayloadFile, head_sizes, job_config, payload_files
-from .services import Services
 
 # Beside a downloaded container kept while its unpacking waits for disk space: what it is
 # a copy of, so only a run that would download the same thing again reuses it.

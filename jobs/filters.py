@@ -7,10 +7,9 @@ from django import forms
 from django.db.models import Q
 
 from batches.models import Profile
-from merritt_queue.states import JOB_STEPS, RESUMES_AFTER, JobStatus, resume_target
-
-from .mirror import LOCAL_ID_SEPARATOR
-from .models import JOB_STATUS_CHOICES, Job
+from jobs.models import JOB_STATUS_CHOICES, Job
+from merritt_queue.core.states import JOB_STEPS, RESUMES_AFTER, JobStatus, resume_target
+from mirror.facade import LOCAL_ID_SEPARATOR
 
 
 def local_id_first(value: str) -> Q:

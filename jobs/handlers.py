@@ -19,24 +19,23 @@ from contextlib import contextmanager
 from django.conf import settings
 
 from batches.models import Profile
-from merritt_queue import deletelist, objectfiles
-from merritt_queue.containers import ContainerError
-from merritt_queue.digest import check_digest_format, normalise_algorithm
-from merritt_queue.diskspace import percent_used_after
-from merritt_queue.itemkeys import profile_of
-from merritt_queue.manifest import ManifestError
-from merritt_queue.runner import Outcome
-from merritt_queue.safepath import inside
+from jobs import versionfiles
+from jobs.download import downloading
+from jobs.identify import processing
+from jobs.payload import job_config, local_size, payload_files, save_head_sizes
+from jobs.services import Services
+from jobs.versionfiles import UNCHANGED
+from merritt_queue.core.itemkeys import profile_of
+from merritt_queue.core.runner import Outcome
+from merritt_queue.core.states import JobStatus
+from merritt_queue.core.store import ItemLock, JobRecord
+from merritt_queue.deposit import deletelist, objectfiles
+from merritt_queue.deposit.containers import ContainerError
+from merritt_queue.deposit.digest import check_digest_format, normalise_algorithm
+from merritt_queue.deposit.diskspace import percent_used_after
+from merritt_queue.deposit.manifest import ManifestError
+from merritt_queue.deposit.safepath import inside
 from merritt_queue.services.errors import ManifestMismatch, ServiceError
-from merritt_queue.states import JobStatus
-from merritt_queue.store import ItemLock, JobRecord
-
-from . import versionfiles
-from .download import downloading
-from .identify import processing
-from .payload import job_config, local_size, payload_files, save_head_sizes
-from .services import Services
-from .versionfiles import UNCHANGED
 
 
 def handlers(services: Services) -> dict:

@@ -12,15 +12,14 @@ from pathlib import Path
 
 from batches.models import Profile
 from batches.objects import change_refusal, other_collection_refusal
-from merritt_queue import deletelist, objectfiles
-from merritt_queue.itemkeys import profile_of
-from merritt_queue.manifest import ManifestError
-from merritt_queue.runner import Outcome
+from jobs.payload import job_config
+from jobs.services import Services
+from merritt_queue.core.itemkeys import profile_of
+from merritt_queue.core.runner import Outcome
+from merritt_queue.core.store import JobRecord
+from merritt_queue.deposit import deletelist, objectfiles
+from merritt_queue.deposit.manifest import ManifestError
 from merritt_queue.services.errors import ServiceError
-from merritt_queue.store import JobRecord
-
-from .payload import job_config
-from .services import Services
 
 
 def processing(s: Services, job: JobRecord) -> Outcome:

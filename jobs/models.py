@@ -2,7 +2,7 @@
 
 from django.db import models
 
-from merritt_queue.states import JobStatus
+from merritt_queue.core.states import JobStatus
 
 JOB_STATUS_CHOICES = [(s.value, s.value) for s in JobStatus]
 
@@ -58,7 +58,7 @@ class Job(models.Model):
 
 
 class JobEvent(models.Model):
-    """One status write of a job: one row per status version (jobs.mirror.timeline).
+    """One status write of a job: one row per status version (mirror.timeline).
 
     ``exact`` rows were told by their writer (the item's history node, or the store's
     write-through): their previous state and actor are the real ones. Other rows are
@@ -74,7 +74,7 @@ class JobEvent(models.Model):
     at = models.DateTimeField(db_index=True)
     message = models.TextField(blank=True)
     retry_count = models.PositiveIntegerField(default=0)
-    # Who made it, as merritt_queue.history spells it: "admin:<username>",
+    # Who made it, as merritt_queue.core.history spells it: "admin:<username>",
     # "worker <host>:<pid>", "cleanup", "check_tree --repair", "Merritt ingest".
     actor = models.CharField(max_length=150, blank=True)
     status_version = models.IntegerField(default=-1)

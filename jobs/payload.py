@@ -13,11 +13,10 @@ from urllib.request import url2pathname
 
 from django.conf import settings
 
-from merritt_queue.manifest import ManifestError, parse_manifest
-from merritt_queue.safepath import safe_name
-from merritt_queue.store import JobRecord
-
-from .services import Services
+from jobs.services import Services
+from merritt_queue.core.store import JobRecord
+from merritt_queue.deposit.manifest import ManifestError, parse_manifest
+from merritt_queue.deposit.safepath import safe_name
 
 OBJECT_MANIFEST = "object-manifest.checkm"
 HEAD_SIZES = "head-sizes.json"

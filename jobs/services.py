@@ -13,8 +13,10 @@ import django_rq
 from django.conf import settings
 
 from inventory.recorder import LocalInventory
-from merritt_queue.history import WORKER_PREFIX, process_actor
-from merritt_queue.runtime import get_store
+from merritt_queue.core.history import WORKER_PREFIX, process_actor
+from merritt_queue.core.store import QueueStore
+from merritt_queue.deposit.uploads import uploads_root
+from merritt_queue.project.runtime import get_store
 from merritt_queue.services.errors import ServiceError
 from merritt_queue.services.fetch import Fetcher
 from merritt_queue.services.hostslots import HostSlots
@@ -22,8 +24,6 @@ from merritt_queue.services.merrittstorage import MerrittStorageClient
 from merritt_queue.services.minter import EzidMinter, LocalMinter
 from merritt_queue.services.notifier import CallbackNotifier
 from merritt_queue.services.storage import LocalStorage
-from merritt_queue.store import QueueStore
-from merritt_queue.uploads import uploads_root
 
 
 @dataclass

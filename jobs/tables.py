@@ -16,9 +16,8 @@ from django_tables2.paginators import LazyPaginator
 from django_tables2.rows import BoundRows
 from django_tables2.utils import signature
 
-from merritt_queue.tree import is_batch_id, is_job_id
-
-from .models import Job
+from jobs.models import Job
+from merritt_queue.core.tree import is_batch_id, is_job_id
 
 DEFAULT_PER_PAGE = 50
 MAX_PER_PAGE = 500

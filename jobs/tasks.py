@@ -6,12 +6,11 @@ from django.conf import settings
 from django.db import close_old_connections
 from rq import Worker, get_current_job
 
-from merritt_queue.dispatcher import LEAVE_SECONDS, defer, job_queue_name, rq_job_id
-from merritt_queue.runner import ChainPolicy, StepResult, run_job_steps
-from merritt_queue.sides import NONE, runs_job
-
-from .handlers import handlers
-from .services import get_services
+from jobs.handlers import handlers
+from jobs.services import get_services
+from merritt_queue.core.dispatcher import LEAVE_SECONDS, defer, job_queue_name, rq_job_id
+from merritt_queue.core.runner import ChainPolicy, StepResult, run_job_steps
+from merritt_queue.core.sides import NONE, runs_job
 
 _handlers: dict[int, dict] = {}
 # The queues each worker (by name) serves: a worker's queues are fixed when it starts.

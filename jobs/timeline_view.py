@@ -16,14 +16,13 @@ from datetime import datetime, timedelta
 from django.utils import timezone
 
 from batches.models import BatchEvent
-from merritt_queue import history
-from merritt_queue.states import BATCH, JOB
+from jobs.models import JobEvent
+from jobs.tables import detail_url
+from merritt_queue.core import history
+from merritt_queue.core.states import BATCH, JOB
+from mirror.timeline import own_message
 from steering.catalog import ACTIONS
 from steering.models import AdminActionItem
-
-from .mirror.timeline import own_message
-from .models import JobEvent
-from .tables import detail_url
 
 INEXACT_NOTE = (
     "Seen by the mirror, not told by its writer: the previous state and who made it "
@@ -39,7 +38,7 @@ class Who:
 
 
 def who_of(actor: str) -> Who:
-    """The person, process or command behind ``actor`` (merritt_queue.history's spellings)."""
+    """The person, process or command behind ``actor`` (merritt_queue.core.history's spellings)."""
     if actor.startswith(history.ADMIN_PREFIX):
         name = actor[len(history.ADMIN_PREFIX) :]
         return Who(name, "admin", f"an admin action by {name}")

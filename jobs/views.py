@@ -18,18 +18,17 @@ from django.urls import reverse
 from django_tables2 import RequestConfig
 
 from batches.models import Batch, Collection
-from merritt_queue import runtime
-from merritt_queue.errors import NotFound, QueueError
-from merritt_queue.states import JobStatus, resume_known, resume_target
-from merritt_queue.tree import is_job_id, parse_timestamp
-
-from . import history_export
-from .filters import JobFilter
-from .mirror import LOCAL_ID_SEPARATOR
-from .models import Job
-from .reading_scope import readable_collections, require_readable
-from .tables import LazyKeyPaginator, SelectJobTable, job_rows, when
-from .timeline_view import job_timeline
+from jobs import history_export
+from jobs.filters import JobFilter
+from jobs.models import Job
+from jobs.reading_scope import readable_collections, require_readable
+from jobs.tables import LazyKeyPaginator, SelectJobTable, job_rows, when
+from jobs.timeline_view import job_timeline
+from merritt_queue.core.errors import NotFound, QueueError
+from merritt_queue.core.states import JobStatus, resume_known, resume_target
+from merritt_queue.core.tree import is_job_id, parse_timestamp
+from merritt_queue.project import runtime
+from mirror.facade import LOCAL_ID_SEPARATOR
 
 log = logging.getLogger(__name__)
 

@@ -23,15 +23,14 @@ from django.db.models import Count
 from django.utils import timezone
 
 from jobs.models import Job
-from merritt_queue.errors import ChangedUnderYou, QueueError
-from merritt_queue.history import admin_actor
-from merritt_queue.runtime import get_store
-from merritt_queue.states import BatchStatus
-from merritt_queue.store import QueueStore
-
-from .catalog import ACTIONS, Action, note_of
-from .models import AdminAction, AdminActionItem
-from .planning import Target, collections_of, judge, profile_collections, refusal
+from merritt_queue.core.errors import ChangedUnderYou, QueueError
+from merritt_queue.core.history import admin_actor
+from merritt_queue.core.states import BatchStatus
+from merritt_queue.core.store import QueueStore
+from merritt_queue.project.runtime import get_store
+from steering.catalog import ACTIONS, Action, note_of
+from steering.models import AdminAction, AdminActionItem
+from steering.planning import Target, collections_of, judge, profile_collections, refusal
 
 B = BatchStatus
 # Jobs per pipelined round of a bulk move: bounds the multis in flight and the progress step.

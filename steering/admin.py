@@ -12,8 +12,8 @@ from django.contrib import admin
 from django.shortcuts import redirect
 from django.urls import reverse
 
-from .catalog import ACTIONS
-from .models import AdminAction, AdminActionItem, CollectionScope
+from steering.catalog import ACTIONS
+from steering.models import AdminAction, AdminActionItem, CollectionScope
 
 
 def confirm_action(name: str, key: str):

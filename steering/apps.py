@@ -9,6 +9,6 @@ class SteeringConfig(AppConfig):
         # Installed after django.contrib.admin, whose ready() has registered every admin.
         from django.contrib import admin
 
-        from .readonly import guard_admin_site
+        from steering.readonly import guard_admin_site
 
         guard_admin_site(admin.site)

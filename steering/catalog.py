@@ -11,12 +11,11 @@ from pathlib import Path
 
 from django.conf import settings
 
-from merritt_queue.errors import QueueError
-from merritt_queue.states import JOB_STEPS, BatchStatus, JobStatus
-from merritt_queue.store import QueueStore
-from merritt_queue.uploads import remove_upload, uploads_root
-
-from .models import ADMINISTRATOR, OPERATOR
+from merritt_queue.core.errors import QueueError
+from merritt_queue.core.states import JOB_STEPS, BatchStatus, JobStatus
+from merritt_queue.core.store import QueueStore
+from merritt_queue.deposit.uploads import remove_upload, uploads_root
+from steering.models import ADMINISTRATOR, OPERATOR
 
 J, B = JobStatus, BatchStatus
 RUNNING = frozenset({J.PENDING, *JOB_STEPS})

@@ -8,13 +8,12 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from batches.models import Profile, mnemonic_problem
-from merritt_queue.errors import QueueError
-from merritt_queue.runtime import get_store
-from merritt_queue.states import JOB_STEPS, JobStatus, resume_target
-from merritt_queue.store import QueueStore
-
-from .catalog import Action
-from .models import ADMINISTRATOR, OPERATOR, group_names
+from merritt_queue.core.errors import QueueError
+from merritt_queue.core.states import JOB_STEPS, JobStatus, resume_target
+from merritt_queue.core.store import QueueStore
+from merritt_queue.project.runtime import get_store
+from steering.catalog import Action
+from steering.models import ADMINISTRATOR, OPERATOR, group_names
 
 J = JobStatus
 

@@ -6,10 +6,9 @@ from django.db import close_old_connections, connection
 from redis import Redis
 from rq import Queue
 
-from merritt_queue.dispatcher import ADMIN_QUEUE
-
-from .actions import run_items
-from .models import AdminAction
+from merritt_queue.core.dispatcher import ADMIN_QUEUE
+from steering.actions import run_items
+from steering.models import AdminAction
 
 TASK = "steering.tasks.run_admin_action"
 

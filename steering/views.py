@@ -37,13 +37,12 @@ from batches.filters import BatchFilter
 from batches.models import Batch
 from jobs.filters import JobFilter
 from jobs.models import Job
-from merritt_queue.states import resume_note, resume_target
-
-from . import tasks
-from .actions import execute, run_items, start
-from .catalog import ACTIONS, Action
-from .models import AdminAction, AdminActionItem
-from .planning import (
+from merritt_queue.core.states import resume_note, resume_target
+from steering import tasks
+from steering.actions import execute, run_items, start
+from steering.catalog import ACTIONS, Action
+from steering.models import AdminAction, AdminActionItem
+from steering.planning import (
     PlanItem,
     Target,
     plan,

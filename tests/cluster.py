@@ -29,10 +29,10 @@ from pathlib import Path
 import pytest
 from kazoo.handlers.threading import KazooTimeoutError
 
+from merritt_queue.core.store import QueueStore
+from merritt_queue.core.zk import ZkConfig, connect
 from merritt_queue.services.minter import LocalMinter
 from merritt_queue.services.storage import LocalStorage
-from merritt_queue.store import QueueStore
-from merritt_queue.zk import ZkConfig, connect
 from tests.procs import REPO, TEST_SECRET_KEY, Procs, queue_env, wait_for
 
 SERVICES = REPO / "scripts" / "services.sh"

@@ -13,9 +13,9 @@ import uuid
 import pytest
 from kazoo.client import KazooClient
 
-from merritt_queue import runtime
-from merritt_queue.store import QueueStore
-from merritt_queue.zk import ZkConfig, connect
+from merritt_queue.core.store import QueueStore
+from merritt_queue.core.zk import ZkConfig, connect
+from merritt_queue.project import runtime
 from tests.redisdb import claimed
 
 # Plugins the tests also import from: rewritten before any test module imports them.
@@ -29,6 +29,7 @@ FAST_MODULES = frozenset(
     {
         "test_containers",
         "test_core_states",
+        "test_layers",
         "test_deploy_units",
         "test_history_pages",
         "test_manifest",

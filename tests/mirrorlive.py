@@ -10,10 +10,10 @@ import pytest
 from django.db import OperationalError
 
 from batches.models import Batch
-from jobs.follow import Follower
-from jobs.mirror import writethrough
 from jobs.models import Job, MirrorState
-from merritt_queue import runtime
+from merritt_queue.project import runtime
+from mirror import writethrough
+from mirror.follow import Follower
 
 SUBMISSION = {
     "profile": "demo",

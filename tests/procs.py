@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from merritt_queue.dispatcher import all_queue_names
+from merritt_queue.core.dispatcher import all_queue_names
 
 REPO = Path(__file__).resolve().parent.parent
 T = TypeVar("T")

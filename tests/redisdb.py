@@ -16,7 +16,7 @@ from contextlib import contextmanager
 import pytest
 from redis import Redis
 
-from merritt_queue.reporting import mask_url_credentials
+from merritt_queue.project.reporting import mask_url_credentials
 
 HARNESS_URL_VAR = "MQ_TEST_REDIS_URL"
 

@@ -34,9 +34,9 @@ from batches.rights import grant_depositor
 from batches.submission import submit
 from jobs import services
 from jobs.models import Job
-from merritt_queue import runtime
-from merritt_queue.containers import ContainerError, unpack
-from merritt_queue.manifest import ManifestError, parse_manifest
+from merritt_queue.deposit.containers import ContainerError, unpack
+from merritt_queue.deposit.manifest import ManifestError, parse_manifest
+from merritt_queue.project import runtime
 from merritt_queue.services.errors import FetchError
 from merritt_queue.services.fetch import Fetcher
 from merritt_queue.services.netpolicy import check_url

@@ -13,8 +13,8 @@ import pytest
 from django.contrib.auth.models import Group, User
 
 from batches.models import Collection
-from jobs import mirror
-from merritt_queue.runtime import get_store as pipeline_store
+from merritt_queue.project.runtime import get_store as pipeline_store
+from mirror import facade as mirror
 from steering.models import ADMINISTRATOR
 from tests.test_browser import PASSWORD, browser, logged_in  # noqa: F401 - the same fixture
 
@@ -44,7 +44,7 @@ def collection_action(page, url: str, action: str, reason: str) -> None:
     page.click(f'tr[data-collection="demo"] a.action-{action}')
     confirm(page, reason)
     # Collection holds are not written through: the mirror's follower picks them up by a
-    # reconcile (jobs.mirror.follow); run one here, as it would.
+    # reconcile (mirror.follow); run one here, as it would.
     mirror.full_reconcile(pipeline_store())
 
 

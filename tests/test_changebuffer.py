@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 import time
 
-from merritt_queue.changebuffer import ChangeBuffer
-from merritt_queue.store import Change
+from merritt_queue.core.changebuffer import ChangeBuffer
+from merritt_queue.core.store import Change
 
 
 def wait_for(check, timeout: float = 5.0):

@@ -7,10 +7,10 @@ import time
 import pytest
 from kazoo.client import KazooClient
 
-from merritt_queue import consistency
-from merritt_queue import tree as t
-from merritt_queue.consistency import Finding, check_tree
-from merritt_queue.store import QueueStore
+from merritt_queue.core import tree as t
+from merritt_queue.core.store import QueueStore
+from merritt_queue.core.treecheck import consistency
+from merritt_queue.core.treecheck.consistency import Finding, check_tree
 
 ARK = "ark:/13030/m5abc"
 FUTURE = time.time() + 3600  # ages measured an hour from now: every lock is old

@@ -9,8 +9,8 @@ import pytest
 from django.core.management import call_command
 from django.test import override_settings
 
-from merritt_queue import runtime
-from merritt_queue import tree as t
+from merritt_queue.core import tree as t
+from merritt_queue.project import runtime
 
 
 @pytest.fixture

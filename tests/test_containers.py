@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from merritt_queue.containers import ContainerError, UnpackedFile, unpack
-from merritt_queue.digest import file_digests
+from merritt_queue.deposit.containers import ContainerError, UnpackedFile, unpack
+from merritt_queue.deposit.digest import file_digests
 
 SAMPLES = Path(__file__).parent / "fixtures" / "merritt-sample-files"
 MB = 1024 * 1024

@@ -38,9 +38,8 @@ from hypothesis.stateful import (
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from merritt_queue import tree as t
-from merritt_queue.consistency import check_tree
-from merritt_queue.errors import (
+from merritt_queue.core import tree as t
+from merritt_queue.core.errors import (
     ChangedUnderYou,
     InvalidData,
     InvalidTransition,
@@ -50,7 +49,8 @@ from merritt_queue.errors import (
     NotRemovable,
     QueueError,
 )
-from merritt_queue.store import BatchRecord, JobRecord, QueueStore
+from merritt_queue.core.store import BatchRecord, JobRecord, QueueStore
+from merritt_queue.core.treecheck.consistency import check_tree
 
 pytestmark = pytest.mark.faults
 

@@ -4,9 +4,9 @@ import itertools
 
 import pytest
 
-from merritt_queue import tree as t
-from merritt_queue.errors import InvalidData, InvalidTransition
-from merritt_queue.states import (
+from merritt_queue.core import tree as t
+from merritt_queue.core.errors import InvalidData, InvalidTransition
+from merritt_queue.core.states import (
     BATCH,
     JOB,
     JOB_STEPS,

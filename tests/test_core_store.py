@@ -9,8 +9,8 @@ import time
 import pytest
 from kazoo.client import KazooClient
 
-from merritt_queue import tree as t
-from merritt_queue.errors import (
+from merritt_queue.core import tree as t
+from merritt_queue.core.errors import (
     ChangedUnderYou,
     InvalidData,
     InvalidTransition,
@@ -19,10 +19,10 @@ from merritt_queue.errors import (
     NotFound,
     NotRemovable,
 )
-from merritt_queue.states import JOB, JOB_STEPS
-from merritt_queue.store import ItemLock, NewJob, QueueStore
-from merritt_queue.store_batches import STATUS_REPORT_MAX_JIDS
-from merritt_queue.zk import ZkConfig, connect
+from merritt_queue.core.states import JOB, JOB_STEPS
+from merritt_queue.core.store import ItemLock, NewJob, QueueStore
+from merritt_queue.core.store.batches import STATUS_REPORT_MAX_JIDS
+from merritt_queue.core.zk import ZkConfig, connect
 
 
 def listing(client: KazooClient, path: str = "/") -> dict[str, tuple]:
@@ -156,7 +156,7 @@ def test_create_job_in_a_missing_batch_is_refused_and_writes_nothing(store, zk):
 def test_create_jobs_writes_what_create_job_does_in_order_in_pipelined_rounds(
     store, zk, batch, monkeypatch
 ):
-    monkeypatch.setattr("merritt_queue.store_jobs.CREATE_CHUNK", 2)
+    monkeypatch.setattr("merritt_queue.core.store.jobs.CREATE_CHUNK", 2)
     heard = []
     store.listeners.append(lambda change: heard.append(change.record))
     new = [NewJob({"row": i}, priority=4, metadata={"erc_what": f"t{i}"}) for i in range(5)]
@@ -205,7 +205,7 @@ def test_every_allowed_job_move_moves_status_index_and_batch_reference(store, zk
     assert store.get_job(jid).status == new == moved.status
     assert store.get_job(jid).message == "why"
     assert index_entries(zk, jid) == [f"{new.lower()}/05-{jid}"]
-    from merritt_queue.states import batch_dir_for
+    from merritt_queue.core.states import batch_dir_for
 
     assert batch_refs(zk, batch, jid) == [batch_dir_for(new)]
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from merritt_queue import tree as t
-from merritt_queue.consistency import check_tree
-from merritt_queue.errors import ChangedUnderYou
+from merritt_queue.core import tree as t
+from merritt_queue.core.errors import ChangedUnderYou
+from merritt_queue.core.treecheck.consistency import check_tree
 
 
 def test_a_priority_change_refuses_a_worker_still_holding_the_old_record(store, make_store, zk):

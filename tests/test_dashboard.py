@@ -19,9 +19,9 @@ from django.utils import timezone
 from batches.models import Batch, Collection
 from dashboard import diagram as dg
 from jobs.models import Job, JobEvent, MirrorState
-from merritt_queue import runtime
-from merritt_queue import tree as t
-from merritt_queue.states import BATCH, JOB, JOB_STEPS
+from merritt_queue.core import tree as t
+from merritt_queue.core.states import BATCH, JOB, JOB_STEPS
+from merritt_queue.project import runtime
 
 XSS = '<script>alert("x")</script>'
 
@@ -488,7 +488,7 @@ def test_cached_aggregates_are_reused_for_a_few_seconds(client):
 @pytest.mark.django_db
 def test_locks_page_reads_what_the_reconciler_stores(store, make_store, client):
     """End to end: the tree's pause, hold, storage lock and job lock -> full_reconcile -> pages."""
-    from jobs.mirror import full_reconcile
+    from mirror.facade import full_reconcile
 
     bid = store.create_batch({"profile": "p"}).id
     jid = store.create_job(bid, {"collection": "ucb"})

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from django.core.management import get_commands
 
-from merritt_queue.dispatcher import all_queue_names
+from merritt_queue.core.dispatcher import all_queue_names
 
 REPO = Path(__file__).resolve().parent.parent
 UNITS = REPO / "deploy" / "systemd"
@@ -42,7 +42,7 @@ def test_every_unit_runs_a_command_that_exists():
                 assert name in commands, f"{path.name}: manage.py {name} does not exist"
                 seen.add(name)
             elif "gunicorn" in line:
-                assert line.split()[-1] == "merritt_queue.wsgi"
+                assert line.split()[-1] == "merritt_queue.project.wsgi"
                 seen.add("gunicorn")
     assert seen == {"gunicorn", "run_dispatcher", "reconcile", "rqworker", "cleanup", "check_tree"}
 

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from merritt_queue.tree import job_node
+from merritt_queue.core.tree import job_node
 from tests.cluster import (
     assert_batch_done_exactly_once,
     assert_survived,

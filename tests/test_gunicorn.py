@@ -1,4 +1,5 @@
-"""The web app as deployed (deploy/systemd/mq-web.service): gunicorn serving merritt_queue.wsgi.
+"""The web app as deployed (deploy/systemd/mq-web.service): gunicorn serving
+merritt_queue.project.wsgi.
 
 A real gunicorn with two worker processes on a free 127.0.0.1 port, DEBUG off, on a migrated
 file SQLite database; requests over real HTTP.
@@ -59,7 +60,14 @@ def gunicorn(tmp_path, zk_config):
     port = free_port()
     log = open(tmp_path / "gunicorn.log", "wb")
     proc = subprocess.Popen(
-        [str(GUNICORN), "--bind", f"127.0.0.1:{port}", "--workers", "2", "merritt_queue.wsgi"],
+        [
+            str(GUNICORN),
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--workers",
+            "2",
+            "merritt_queue.project.wsgi",
+        ],
         cwd=REPO,
         env=env,
         stdout=log,

@@ -15,13 +15,13 @@ import threading
 from contextlib import contextmanager
 
 from batches.models import BatchEvent
-from jobs import mirror
-from jobs.mirror import events, timeline
 from jobs.models import Job, JobEvent
-from merritt_queue import history
-from merritt_queue import tree as t
-from merritt_queue.history import OTHER_WRITER, Entry, History
-from merritt_queue.records import BatchRecord, JobRecord
+from merritt_queue.core import history
+from merritt_queue.core import tree as t
+from merritt_queue.core.history import OTHER_WRITER, Entry, History
+from merritt_queue.core.records import BatchRecord, JobRecord
+from mirror import events, timeline
+from mirror import facade as mirror
 from tests.merrittzk import MerrittIngest, MerrittZK
 from tests.mirrorlive import SUBMISSION, make_jobs, wait_for
 

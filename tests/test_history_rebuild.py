@@ -13,9 +13,9 @@ import io
 from django.core.management import call_command
 
 from batches.models import Batch, BatchEvent
-from jobs import mirror
 from jobs.models import Job, JobEvent
-from merritt_queue import history, snapshot
+from merritt_queue.core import history, snapshot
+from mirror import facade as mirror
 from tests.mirrorlive import SUBMISSION, make_jobs
 from tests.test_history import WORKER, in_zookeeper, rows_of
 

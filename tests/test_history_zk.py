@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import pytest
 
-from merritt_queue import history as h
-from merritt_queue import tree as t
-from merritt_queue.consistency import check_tree
-from merritt_queue.errors import ChangedUnderYou
-from merritt_queue.states import JOB_STEPS, BatchStatus
-from merritt_queue.store import NewJob, QueueStore
+from merritt_queue.core import history as h
+from merritt_queue.core import tree as t
+from merritt_queue.core.errors import ChangedUnderYou
+from merritt_queue.core.states import JOB_STEPS, BatchStatus
+from merritt_queue.core.store import NewJob, QueueStore
+from merritt_queue.core.treecheck.consistency import check_tree
 from tests.merrittzk import Item, MerrittZK
 
 ACTOR = "admin:ann"
@@ -403,7 +403,7 @@ def test_merritts_delete_of_our_batch_and_job_removes_their_history(store, zk, m
 
 
 def test_the_snapshot_reads_the_history_as_the_store_does(store, zk, batch):
-    from merritt_queue import snapshot
+    from merritt_queue.core import snapshot
 
     jid = store.create_job(batch, {})
     store.transition_job(jid, "Held", "wait")
@@ -416,7 +416,7 @@ def test_the_snapshot_reads_the_history_as_the_store_does(store, zk, batch):
 def test_the_dispatchers_store_is_spelled_as_the_dispatcher_unless_it_has_an_actor(
     make_store, redis
 ):
-    from merritt_queue.dispatcher import Dispatcher
+    from merritt_queue.core.dispatcher import Dispatcher
 
     own = make_store()
     Dispatcher(own, redis)

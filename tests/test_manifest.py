@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from merritt_queue.digest import (
+from merritt_queue.deposit.digest import (
     Hashers,
     check_digest_format,
     file_digests,
     normalise_algorithm,
 )
-from merritt_queue.manifest import (
+from merritt_queue.deposit.manifest import (
     Manifest,
     ManifestError,
     container_type,

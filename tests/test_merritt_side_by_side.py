@@ -19,7 +19,7 @@ import threading
 import time
 from collections import Counter
 
-from jobs import mirror
+from mirror import facade as mirror
 from tests.merrittzk import JOB_SUCCESS, MerrittIngest, MerrittZK
 
 pytest_plugins = ["tests.httpserver", "tests.pipeline"]

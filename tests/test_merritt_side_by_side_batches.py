@@ -22,11 +22,12 @@ from rq import Queue, SimpleWorker
 
 from batches import handlers
 from batches.submission import SubmissionError, submit
-from merritt_queue import checks, history
-from merritt_queue import tree as t
-from merritt_queue.dispatcher import Dispatcher, DispatcherConfig, all_queue_names
-from merritt_queue.errors import InvalidTransition, Locked, QueueError
-from merritt_queue.sides import CREATED_BY, CREATED_BY_KEY, reports_batch, runs_batch, runs_job
+from merritt_queue.core import history
+from merritt_queue.core import tree as t
+from merritt_queue.core.dispatcher import Dispatcher, DispatcherConfig, all_queue_names
+from merritt_queue.core.errors import InvalidTransition, Locked, QueueError
+from merritt_queue.core.sides import CREATED_BY, CREATED_BY_KEY, reports_batch, runs_batch, runs_job
+from merritt_queue.project import checks
 from tests.merrittzk import JOB_SUCCESS, Item, MerrittIngest, MerrittStateError, MerrittZK
 
 pytest_plugins = ["tests.httpserver", "tests.pipeline"]

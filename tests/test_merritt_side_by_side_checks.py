@@ -15,13 +15,13 @@ import pytest
 from django.urls import reverse
 
 from batches.models import Batch
-from jobs import mirror
 from jobs.filters import JobFilter
 from jobs.models import Job
-from merritt_queue import consistency
-from merritt_queue import tree as t
-from merritt_queue.consistency import Finding, check_tree
-from merritt_queue.store import QueueStore
+from merritt_queue.core import tree as t
+from merritt_queue.core.store import QueueStore
+from merritt_queue.core.treecheck import consistency
+from merritt_queue.core.treecheck.consistency import Finding, check_tree
+from mirror import facade as mirror
 from tests.merrittzk import Item, MerrittIngest, MerrittStateError, MerrittZK
 from tests.mirrorlive import wait_for
 from tests.test_check_tree import listing

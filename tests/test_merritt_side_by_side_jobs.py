@@ -17,13 +17,13 @@ from django.contrib.auth.models import Group
 from django.utils import timezone
 
 from batches.models import Profile
-from jobs import mirror
 from jobs.identify import localid_lock_key
 from jobs.models import Job
-from merritt_queue import tree as t
-from merritt_queue.errors import QueueError
-from merritt_queue.states import JOB_STEPS, JobStatus, resume_target
-from merritt_queue.store import QueueStore
+from merritt_queue.core import tree as t
+from merritt_queue.core.errors import QueueError
+from merritt_queue.core.states import JOB_STEPS, JobStatus, resume_target
+from merritt_queue.core.store import QueueStore
+from mirror import facade as mirror
 from steering.models import AdminAction, CollectionScope
 from tests.merrittzk import Item, MerrittIngest, MerrittZK
 from tests.pipeline import FIXTURES

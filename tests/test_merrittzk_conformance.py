@@ -25,11 +25,11 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
-from merritt_queue import history
-from merritt_queue import tree as t
-from merritt_queue.errors import InvalidTransition, NotFound, NotRemovable
-from merritt_queue.states import REMOVABLE
-from merritt_queue.store import ItemLock, JobRecord, QueueStore
+from merritt_queue.core import history
+from merritt_queue.core import tree as t
+from merritt_queue.core.errors import InvalidTransition, NotFound, NotRemovable
+from merritt_queue.core.states import REMOVABLE
+from merritt_queue.core.store import ItemLock, JobRecord, QueueStore
 
 # --- listing -----------------------------------------------------------------
 
@@ -50,7 +50,7 @@ NEVER_LISTED = frozenset(
 )
 TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [+-]\d{4}")
 # The one node of ours MerrittZK's trees lack: an item's record of its status writes
-# (merritt_queue.history), which MerrittZK never reads. Left out of the listing once checked.
+# (merritt_queue.core.history), which MerrittZK never reads. Left out of the listing once checked.
 HISTORY = re.compile(r"^/(jobs/jid\d{10}|batches/bid\d{10})/history$")
 
 

@@ -14,14 +14,15 @@ from django.utils import timezone
 from kazoo.client import KazooClient
 
 from batches.models import Batch, BatchEvent, Collection, Profile
-from jobs import mirror
 from jobs.context_processors import freshness_text, mirror_freshness
-from jobs.follow import Follower
-from jobs.mirror import writethrough
 from jobs.models import Job, JobEvent, MirrorState
-from merritt_queue import checks, multiread, runtime, snapshot
-from merritt_queue import tree as t
-from merritt_queue.states import JOB_STEPS
+from merritt_queue.core import multiread, snapshot
+from merritt_queue.core import tree as t
+from merritt_queue.core.states import JOB_STEPS
+from merritt_queue.project import checks, runtime
+from mirror import facade as mirror
+from mirror import writethrough
+from mirror.follow import Follower
 from tests.mirrorlive import CONFIG, SUBMISSION, make_jobs, seen_as, wait_for
 
 pytest_plugins = ["tests.httpserver", "tests.pipeline", "tests.mirrorlive"]
@@ -496,7 +497,7 @@ def test_every_page_shows_the_freshness_line(client, db):
 
 def test_a_collection_hold_is_written_through_with_who_and_why(db, zk_config, settings):
     from batches.models import Collection
-    from merritt_queue import runtime
+    from merritt_queue.project import runtime
 
     settings.ZK_HOSTS, settings.ZK_CHROOT = zk_config.hosts, zk_config.chroot
     runtime.close()

@@ -35,7 +35,7 @@ import pytest
 import requests
 from psycopg import sql
 
-from merritt_queue.dispatcher import BATCH_PENDING_QUEUE
+from merritt_queue.core.dispatcher import BATCH_PENDING_QUEUE
 from tests.procs import REPO, Procs, free_port, queue_env, wait_for
 
 pytestmark = pytest.mark.multiprocess
@@ -146,7 +146,7 @@ def queue(pg_url, zk_config, store, redis, tmp_path):
             "web",
             "-m",
             "gunicorn",
-            "merritt_queue.wsgi:application",
+            "merritt_queue.project.wsgi:application",
             f"--bind=127.0.0.1:{port}",
             "--workers=2",
             "--timeout=60",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
-from merritt_queue import objectfiles
+from merritt_queue.deposit import objectfiles
 
 
 def make_object(root):

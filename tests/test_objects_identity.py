@@ -11,8 +11,8 @@ import pytest
 
 from inventory.models import InventoryObject, LocalIdentifier
 from jobs.identify import _take_delete_file
-from merritt_queue.manifest import ManifestError
-from merritt_queue.store import QueueStore
+from merritt_queue.core.store import QueueStore
+from merritt_queue.deposit.manifest import ManifestError
 from tests.objectfixtures import (
     FIXTURES,
     files_manifest,

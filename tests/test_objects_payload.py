@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from jobs.payload import PayloadFile
-from merritt_queue.manifest import ManifestError
+from merritt_queue.deposit.manifest import ManifestError
 
 URL = "https://example.org/a.txt"
 

@@ -16,9 +16,9 @@ from django.utils import timezone
 from batches.models import Batch, BatchEvent, Collection
 from batches.tables import age_text
 from jobs.models import Job, JobEvent
-from merritt_queue import runtime
-from merritt_queue.states import BatchStatus, JobStatus
-from merritt_queue.tree import parse_timestamp
+from merritt_queue.core.states import BatchStatus, JobStatus
+from merritt_queue.core.tree import parse_timestamp
+from merritt_queue.project import runtime
 
 pytestmark = pytest.mark.django_db
 

@@ -23,7 +23,7 @@ from batches.models import Profile
 from inventory.models import InventoryVersion
 from jobs import identify as job_identify
 from jobs import services
-from merritt_queue.dispatcher import (
+from merritt_queue.core.dispatcher import (
     Dispatcher,
     DispatcherConfig,
     all_queue_names,

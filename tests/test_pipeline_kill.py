@@ -33,10 +33,10 @@ from pathlib import Path
 
 import pytest
 
-from merritt_queue.history import MAX_MESSAGE
+from merritt_queue.core.history import MAX_MESSAGE
+from merritt_queue.core.states import JOB_STEPS
+from merritt_queue.core.tree import inventory_lock, job_node, storage_lock
 from merritt_queue.services.storage import LocalStorage, escape_ark
-from merritt_queue.states import JOB_STEPS
-from merritt_queue.tree import inventory_lock, job_node, storage_lock
 from tests.cluster import (
     PROFILE,
     Cluster,

@@ -17,7 +17,7 @@ import pytest
 from redis import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from merritt_queue.dispatcher import ADMIN_QUEUE
+from merritt_queue.core.dispatcher import ADMIN_QUEUE
 from tests.procs import Procs, free_port, queue_env, wait_for
 
 pytest_plugins = ["tests.httpserver"]

@@ -8,16 +8,16 @@ import uuid
 import pytest
 from rq import Queue
 
-from merritt_queue import checks
-from merritt_queue import dispatcher as d
-from merritt_queue.dispatcher import Dispatcher, DispatcherConfig
-from merritt_queue.errors import ChangedUnderYou
-from merritt_queue.pauseflag import pause_flag
-from merritt_queue.runner import ChainPolicy, Outcome, StepResult, run_job_step, run_job_steps
-from merritt_queue.store import ItemLock
+from merritt_queue.core import dispatcher as d
+from merritt_queue.core.dispatcher import Dispatcher, DispatcherConfig
+from merritt_queue.core.errors import ChangedUnderYou
+from merritt_queue.core.pauseflag import pause_flag
+from merritt_queue.core.runner import ChainPolicy, Outcome, StepResult, run_job_step, run_job_steps
+from merritt_queue.core.store import ItemLock
+from merritt_queue.project import checks
 
 # A submission and a job configuration in this project's format: the dispatcher leaves any
-# other to Merritt's own ingest (merritt_queue/sides.py).
+# other to Merritt's own ingest (merritt_queue/core/sides.py).
 SUBMISSION = {"type": "file", "payload_url": "http://example.org/a.txt"}
 CONFIGURATION = {"payload_url": "http://example.org/a.txt", "payload_type": "file"}
 

@@ -32,15 +32,15 @@ from batches.submission import submit
 from bench.common import CAPACITY_DEFAULTS
 from jobs import services
 from jobs.models import Job
-from merritt_queue import checks, runtime
-from merritt_queue.dispatcher import Dispatcher, DispatcherConfig, all_queue_names
-from merritt_queue.errors import InvalidData
-from merritt_queue.fairness import Turns
-from merritt_queue.manifest import ManifestError, parse_manifest
-from merritt_queue.planning import batch_priority
-from merritt_queue.states import BatchStatus
-from merritt_queue.store import NewJob
-from merritt_queue.store_jobs import MAX_JOB_DATA_BYTES
+from merritt_queue.core.dispatcher import Dispatcher, DispatcherConfig, all_queue_names
+from merritt_queue.core.errors import InvalidData
+from merritt_queue.core.fairness import Turns
+from merritt_queue.core.planning import batch_priority
+from merritt_queue.core.states import BatchStatus
+from merritt_queue.core.store import NewJob
+from merritt_queue.core.store.jobs import MAX_JOB_DATA_BYTES
+from merritt_queue.deposit.manifest import ManifestError, parse_manifest
+from merritt_queue.project import checks, runtime
 from tests.cluster import free_port, wait_for
 
 pytest_plugins = ["tests.httpserver", "tests.pipeline", "tests.cluster"]
@@ -309,7 +309,7 @@ def test_a_batch_whose_jobs_cannot_be_written_fails_once_with_the_reason(
     queue, http_server, settings, monkeypatch
 ):
     """Defence in depth: a job that passes the manifest's field caps but not the store's."""
-    monkeypatch.setattr("merritt_queue.store_jobs.MAX_JOB_DATA_BYTES", 1000)
+    monkeypatch.setattr("merritt_queue.core.store.jobs.MAX_JOB_DATA_BYTES", 1000)
     (http_server.root / "m.checkm").write_bytes(
         files_manifest(http_server.url, 2, title="y" * 2000)
     )

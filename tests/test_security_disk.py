@@ -20,9 +20,9 @@ from urllib.request import url2pathname
 import pytest
 
 from jobs.payload import HEAD_SIZES
-from merritt_queue.containers import ContainerError, unpack, unpacked_size
-from merritt_queue.safepath import UnsafePath, inside
-from merritt_queue.store import NewJob
+from merritt_queue.core.store import NewJob
+from merritt_queue.deposit.containers import ContainerError, unpack, unpacked_size
+from merritt_queue.deposit.safepath import UnsafePath, inside
 from tests.test_pipeline_e2e import assert_batch_completed
 
 pytest_plugins = ["tests.httpserver", "tests.pipeline"]
@@ -396,7 +396,7 @@ def test_cleanup_removes_uploads_of_purged_batches_and_old_orphans_only(pipeline
 
 @pytest.mark.parametrize(("depth", "length"), [(0, 1024), (32, 254), (32, 3073), (-1, 100)])
 def test_container_path_limits_out_of_range_fail_check_e050(settings, depth, length):
-    from merritt_queue import checks
+    from merritt_queue.project import checks
 
     settings.MQ_CONTAINER_MAX_DEPTH, settings.MQ_CONTAINER_MAX_PATH_BYTES = depth, length
     (message,) = checks.check_container_paths()
@@ -405,6 +405,6 @@ def test_container_path_limits_out_of_range_fail_check_e050(settings, depth, len
 
 
 def test_container_path_limits_by_default_pass_check_e050():
-    from merritt_queue import checks
+    from merritt_queue.project import checks
 
     assert checks.check_container_paths() == []

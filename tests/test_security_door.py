@@ -24,7 +24,7 @@ from django.test import Client, RequestFactory
 from django.views.debug import technical_500_response
 
 from batches.models import ApiToken, Batch, Profile
-from merritt_queue import planning
+from merritt_queue.core import planning
 from steering.actions import execute
 from steering.catalog import ACTIONS
 from steering.models import AdminAction, AdminActionItem, CollectionScope
@@ -390,7 +390,7 @@ def clean_env(tmp_path) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("DEBUG", "SECRET_KEY")}
     return env | {
         "MQ_WORK_DIR": str(tmp_path / "work"),
-        "DJANGO_SETTINGS_MODULE": "merritt_queue.settings",
+        "DJANGO_SETTINGS_MODULE": "merritt_queue.project.settings",
     }
 
 

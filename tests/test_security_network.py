@@ -468,7 +468,7 @@ def test_a_public_redirect_to_6to4_of_a_private_address_is_refused(resolves_to):
     ],
 )
 def test_network_limits_out_of_range_fail_their_check(settings, name, value, check_id):
-    from merritt_queue import checks
+    from merritt_queue.project import checks
 
     assert checks.check_download_limits() == []
     setattr(settings, name, value)

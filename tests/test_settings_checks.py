@@ -10,8 +10,8 @@ from django.core.checks import run_checks
 from django.core.exceptions import ImproperlyConfigured
 from django.test import override_settings
 
-from merritt_queue import checks
-from merritt_queue.env import (
+from merritt_queue.project import checks
+from merritt_queue.project.env import (
     DEV_SECRET_KEY,
     env_bool,
     env_float,
@@ -130,7 +130,7 @@ def test_sentinel_settings_make_every_rq_queue_use_the_sentinel(monkeypatch):
     """settings.py read fresh with Sentinel variables: RQ_QUEUES as django-rq wants them."""
     import importlib.util
 
-    from merritt_queue import settings as real
+    from merritt_queue.project import settings as real
 
     monkeypatch.delenv("REDIS_URL", raising=False)
     monkeypatch.setenv("REDIS_SENTINELS", "s1:26379,s2:26380")
@@ -223,7 +223,7 @@ def test_env_helpers_parse_and_default(monkeypatch):
 
 
 def test_healthz_answers_ok(client, zk_config, settings):
-    from merritt_queue import runtime
+    from merritt_queue.project import runtime
 
     settings.ZK_HOSTS, settings.ZK_CHROOT = zk_config.hosts, zk_config.chroot
     runtime.close()
@@ -235,7 +235,7 @@ def test_healthz_answers_ok(client, zk_config, settings):
 
 
 def test_merritt_storage_without_its_urls_is_refused(settings):
-    from merritt_queue.checks import check_services
+    from merritt_queue.project.checks import check_services
 
     settings.MQ_STORAGE = "merritt"
     settings.MERRITT_STORAGE_URL = "https://storage.example.org"
@@ -249,6 +249,6 @@ def test_merritt_storage_without_its_urls_is_refused(settings):
 
 
 def test_the_default_services_pass(settings):
-    from merritt_queue.checks import check_services
+    from merritt_queue.project.checks import check_services
 
     assert check_services() == []

@@ -8,7 +8,7 @@ import pytest
 from django.contrib.auth.models import Group
 from django.core.exceptions import PermissionDenied
 
-from merritt_queue.states import JOB
+from merritt_queue.core.states import JOB
 from steering.actions import execute
 from steering.catalog import ACTIONS
 from steering.models import AdminAction, CollectionScope
@@ -241,7 +241,7 @@ def test_force_fail_racing_a_worker_one_wins_and_the_other_is_reported(queue, pe
     held = worker.lock_job(jid)
     record = run(people["administrator"], "job.force_fail", queue, jid, "stuck")
     assert record.done == 1
-    from merritt_queue.errors import ChangedUnderYou
+    from merritt_queue.core.errors import ChangedUnderYou
 
     with pytest.raises(ChangedUnderYou):
         worker.succeed_job(held)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from rq import Queue, SimpleWorker
 
-from merritt_queue.dispatcher import all_queue_names
+from merritt_queue.core.dispatcher import all_queue_names
 from steering import tasks
 from steering.catalog import ACTIONS
 from steering.models import AdminAction, AdminActionItem

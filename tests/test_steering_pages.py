@@ -6,8 +6,8 @@ import re
 
 from django.core import signing
 
-from jobs import mirror
 from jobs.models import Job
+from mirror import facade as mirror
 from steering.models import AdminAction
 from tests import test_steering_actions as base
 

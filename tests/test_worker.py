@@ -18,7 +18,7 @@ def test_an_idle_worker_stops_on_sigterm(redis, tmp_path):
     """It used to take the stop for Redis going away and start over under a new name."""
     env = {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": "merritt_queue.settings",
+        "DJANGO_SETTINGS_MODULE": "merritt_queue.project.settings",
         "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
         "REDIS_URL": os.environ["REDIS_URL"],
         "PYTHONUNBUFFERED": "1",

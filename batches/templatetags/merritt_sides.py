@@ -6,7 +6,7 @@ from django import template
 from django.conf import settings
 from django.utils.html import format_html
 
-from merritt_queue.sides import MERRITT_LABEL, runs_batch, runs_job
+from merritt_queue.core.sides import MERRITT_LABEL, runs_batch, runs_job
 
 register = template.Library()
 

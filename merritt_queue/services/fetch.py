@@ -41,7 +41,7 @@ from urllib.parse import urljoin
 import requests
 import urllib3.exceptions
 
-from ..digest import Hashers, normalise_algorithm
+from ..deposit.digest import Hashers, normalise_algorithm
 from . import httputil, transport
 from .errors import FetchError
 from .netpolicy import check_url, is_public

@@ -13,7 +13,7 @@ import queue
 import threading
 from pathlib import Path
 
-from ..digest import Hashers
+from ..deposit.digest import Hashers
 from .errors import FetchError
 
 

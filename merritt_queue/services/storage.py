@@ -47,8 +47,8 @@ from pathlib import Path
 from typing import Protocol
 from urllib.parse import quote, unquote
 
-from ..arks import ARK_SHAPE, is_ark
-from ..digest import Hashers, normalise_algorithm
+from ..deposit.arks import ARK_SHAPE, is_ark
+from ..deposit.digest import Hashers, normalise_algorithm
 from .errors import ManifestMismatch, StorageError
 from .versions import (
     FileChange,

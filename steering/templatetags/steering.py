@@ -10,10 +10,9 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from jobs.tables import batch_link, job_link
-
-from ..catalog import ACTIONS
-from ..models import AdminActionItem
-from ..planning import RANK, role_of
+from steering.catalog import ACTIONS
+from steering.models import AdminActionItem
+from steering.planning import RANK, role_of
 
 register = template.Library()
 

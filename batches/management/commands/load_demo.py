@@ -18,9 +18,9 @@ from django.core.management.base import BaseCommand
 from batches.models import ApiToken, Profile
 from batches.submission import SubmissionError, submit
 from inventory.models import InventoryVersion, LocalIdentifier
-from merritt_queue.errors import NotFound
-from merritt_queue.runtime import get_store
-from merritt_queue.states import BatchStatus
+from merritt_queue.core.errors import NotFound
+from merritt_queue.core.states import BatchStatus
+from merritt_queue.project.runtime import get_store
 
 SAMPLES = Path(settings.BASE_DIR) / "tests" / "fixtures" / "merritt-sample-files"
 SAMPLE_PREFIX = "https://raw.githubusercontent.com/CDLUC3/mrt-doc/main/sampleFiles/"

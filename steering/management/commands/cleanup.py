@@ -23,12 +23,12 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from merritt_queue.errors import NotFound, QueueError
-from merritt_queue.history import CLEANUP
-from merritt_queue.runtime import get_store
-from merritt_queue.states import BatchStatus, JobStatus
-from merritt_queue.tree import is_job_id, parse_timestamp
-from merritt_queue.uploads import upload_folder, uploads_root
+from merritt_queue.core.errors import NotFound, QueueError
+from merritt_queue.core.history import CLEANUP
+from merritt_queue.core.states import BatchStatus, JobStatus
+from merritt_queue.core.tree import is_job_id, parse_timestamp
+from merritt_queue.deposit.uploads import upload_folder, uploads_root
+from merritt_queue.project.runtime import get_store
 from steering.models import AdminAction, AdminActionItem
 
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}

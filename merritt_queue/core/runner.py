@@ -1,0 +1,266 @@
+"""Running the steps of a job: lock, re-check, run the handler, commit, unlock.
+
+Guarantees:
+
+- At most one worker runs a given job's step at a time (the ephemeral lock).
+- The outcome commits in the same multi that drops the lock, and only if the
+  job is still at the status version read under the lock and the session that
+  took the lock is still alive; otherwise nothing is written and the step runs
+  again elsewhere. Handlers make their own side effects idempotent (a stored
+  version keyed by job id, an ARK saved before use), so a repeated step never
+  stores or mints twice.
+- A handler's exception fails the job with a message, never loses it.
+- A worker may carry a job on through its next steps without unlocking it
+  (``ChainPolicy``): each step still commits in its own multi, checked on the
+  status version and the lock, and the job is re-checked between steps.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from .errors import ChangedUnderYou, InvalidData, LockLost, NotFound, QueueError
+from .pauseflag import pause_flag
+from .states import JOB
+from .store import ItemLock, JobRecord, QueueStore
+from .store.base import CONNECTION_ERRORS
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a handler decided: ``success``, ``fail``, ``later`` (stay, retry) or ``move``."""
+
+    action: str
+    message: str = ""
+    target: str | None = None
+    delay: float = 0.0
+    # A handler that changed the job's priority passes the record it got back,
+    # so the commit moves the index entry it really has.
+    job: JobRecord | None = None
+    # Data nodes the step found (space needed, storage and inventory data): written in
+    # the commit's own multi, only if the step commits.
+    data: dict | None = None
+    # Item locks the step still holds: deleted in the commit's multi, or released by the
+    # runner when the commit fails.
+    unlock: tuple[ItemLock, ...] = ()
+
+    @classmethod
+    def success(
+        cls,
+        message: str = "",
+        job: JobRecord | None = None,
+        data: dict | None = None,
+        unlock: tuple[ItemLock, ...] = (),
+    ) -> Outcome:
+        return cls("success", message, job=job, data=data, unlock=unlock)
+
+    @classmethod
+    def fail(cls, message: str) -> Outcome:
+        return cls("fail", message)
+
+    @classmethod
+    def later(cls, message: str, delay: float = 30.0) -> Outcome:
+        return cls("later", message, delay=delay)
+
+    @classmethod
+    def move(cls, target: str, message: str = "") -> Outcome:
+        return cls("move", message, target=target)
+
+
+class StepResult(StrEnum):
+    COMMITTED = "committed"
+    BUSY = "busy"  # another worker holds the lock
+    STALE = "stale"  # the job is no longer in the expected status
+    PAUSED = "paused"  # the ingest queue is paused: nothing new starts
+    DEFERRED = "deferred"  # the handler asked to stay and be retried later
+    ABANDONED = "abandoned"  # lock lost or changed under us: nothing committed
+    LEFT = "merritt"  # not this site's to run (MQ_WORKERS): left, untouched, to Merritt's ingest
+
+
+@dataclass(frozen=True)
+class StepReport:
+    result: StepResult
+    outcome: Outcome | None = None
+    job: JobRecord | None = None
+    steps: int = 0  # handlers run
+
+
+Handler = Callable[[JobRecord], Outcome]
+
+
+def run_handler(handler: Handler, job: JobRecord) -> Outcome:
+    """Call the handler; turn any exception into a failure a librarian can read."""
+    try:
+        return handler(job)
+    except (LockLost, ChangedUnderYou, *CONNECTION_ERRORS):
+        raise  # not the job's fault: the step is abandoned and runs again
+    except QueueError as e:
+        return Outcome.fail(str(e))
+    except Exception as e:  # a bug or an unexpected service error must not lose the job
+        log.exception("handler for job %s in %s raised", job.jid, job.status)
+        return Outcome.fail(f"internal error in {job.status}: {type(e).__name__}: {e}")
+
+
+@dataclass(frozen=True)
+class ChainPolicy:
+    """How far one call may carry a job through consecutive steps under one lock.
+
+    ``may_enter(status)`` says whether this worker may run that state's step (e.g. it
+    serves that state's queue); a chain stops at ``max_steps`` steps, and starts no new
+    step once ``max_seconds`` have passed since the first began.
+
+    ``changes_delay``: the store's listeners (the mirror) hear of the call's writes
+    together, at its end or once the first has waited that many seconds; 0 tells them
+    of each write at once.
+    """
+
+    max_steps: int = 1
+    max_seconds: float = 0.0
+    may_enter: Callable[[str], bool] = lambda _status: False
+    changes_delay: float = 0.0
+    # Whether this site's workers run the job at all (``sides.runs_job`` of the worker
+    # mode), asked under the lock before its first step: the dispatcher's own filter read
+    # the job earlier, and a stray RQ job must not touch a job left to Merritt's ingest.
+    runs: Callable[[JobRecord], bool] = lambda _job: True
+
+
+ONE_STEP = ChainPolicy()
+
+
+def run_job_step(
+    store: QueueStore, jid: str, status: str, handler: Handler, *, respect_pause: bool = True
+) -> StepReport:
+    """Do one step of job ``jid`` if it is still in ``status`` (see ``run_job_steps``)."""
+    return run_job_steps(store, jid, status, {status: handler}, respect_pause=respect_pause)
+
+
+def run_job_steps(
+    store: QueueStore,
+    jid: str,
+    status: str,
+    handlers: Mapping[str, Handler],
+    *,
+    policy: ChainPolicy = ONE_STEP,
+    respect_pause: bool = True,
+) -> StepReport:
+    """Do the step of job ``jid`` if it is still in ``status``, then maybe the next ones.
+
+    1. Skip when the queue is paused, or another worker holds the lock.
+    2. Lock the job and re-read it; skip when its status moved on.
+    3. Run the handler of its status.
+    4. Commit the outcome together with the unlock, or just unlock; or, when the job
+       moved to a state ``policy`` lets this call enter, commit keeping the lock, check
+       that nobody changed the job meanwhile (a hold, a delete) and go to 3.
+
+    A chain keeps every guarantee of single steps: each step commits in its own
+    version-checked multi (which checks the lock instead of dropping it), and a worker
+    that dies mid-chain leaves the job in the state it reached, unlocked once its
+    session ends, for the dispatcher to enqueue like any other.
+    """
+    if respect_pause and pause_flag(store.client).paused():
+        return StepReport(StepResult.PAUSED)
+    with store.deferred_changes(max_delay=policy.changes_delay):
+        return _run_steps(store, jid, status, handlers, policy)
+
+
+def _run_steps(store, jid, status, handlers, policy) -> StepReport:
+    try:
+        job = store.lock_job(jid)
+    except InvalidData as e:  # damaged data: nothing to run until check_tree or an admin fixes it
+        log.error("job %s step %s not run: %s", jid, status, e)
+        return StepReport(StepResult.ABANDONED)
+    if job is None:
+        return StepReport(StepResult.BUSY)
+    if job.status != status:
+        store.unlock_job(job)
+        return StepReport(StepResult.STALE, job=job)
+    if not policy.runs(job):
+        store.unlock_job(job)
+        return StepReport(StepResult.LEFT, job=job)
+    started, steps = time.monotonic(), 0
+    while True:
+        try:
+            outcome = run_handler(handlers[job.status], job)
+            steps += 1
+            go_on = _may_go_on(store, job, outcome, handlers, policy, steps, started)
+            result, outcome, done = commit(store, job, outcome, keep_lock=go_on)
+            # Changed between steps (held, deleted, lock gone): the next step is not ours.
+            changed = go_on and not store.still_ours(done)
+        except (LockLost, ChangedUnderYou, NotFound, *CONNECTION_ERRORS) as e:
+            # ZooKeeper away: the commit may or may not have happened; either way the
+            # job's status says where it is, and the lock must not outlive the step.
+            log.warning("job %s step %s abandoned: %r", jid, job.status, e)
+            store.unlock_job(job)  # only if still this session's (or once ZooKeeper answers)
+            return StepReport(StepResult.ABANDONED, job=job, steps=steps)
+        if not go_on:
+            return StepReport(result, outcome, done, steps)
+        if changed:
+            log.info("job %s changed after %s; not going on to %s", jid, job.status, done.status)
+            return StepReport(result, outcome, done, steps)
+        job = done
+
+
+def _may_go_on(store, job, outcome, handlers, policy, steps, started) -> bool:
+    """Whether to commit ``outcome`` keeping the lock, to run the next step at once."""
+    if outcome.action == "success":
+        target = JOB.success_of(job.status)
+    elif outcome.action == "move":
+        target = outcome.target
+    else:
+        return False
+    return (
+        target in handlers
+        and steps < policy.max_steps
+        and time.monotonic() - started < policy.max_seconds
+        and policy.may_enter(target)
+        and not pause_flag(store.client).paused()
+    )
+
+
+def commit(store: QueueStore, job: JobRecord, outcome: Outcome, *, keep_lock=False) -> tuple:
+    try:
+        result = _commit(store, job, outcome, keep_lock)
+    except BaseException:
+        _release(store, outcome.unlock)
+        raise
+    if outcome.action != "success":  # only a success's multi lets go of them
+        _release(store, outcome.unlock)
+    return result
+
+
+def _release(store: QueueStore, locks: tuple[ItemLock, ...]) -> None:
+    for lock in locks:
+        try:
+            store.release(lock)
+        except CONNECTION_ERRORS as e:
+            # A storage lock left behind names this job: its next run takes it back.
+            log.warning("could not release %s: %r", lock.path, e)
+
+
+def _commit(store: QueueStore, job: JobRecord, outcome: Outcome, keep_lock: bool) -> tuple:
+    if outcome.action == "later":
+        # The librarian sees why the job waits; the lock goes in the same write.
+        waiting = store.note_job(outcome.job or job, outcome.message, release_lock=True)
+        return StepResult.DEFERRED, outcome, waiting
+    # Handlers may have written data nodes, never the status: the version still holds.
+    job = outcome.job or job
+    if outcome.action == "success":
+        done = store.succeed_job(
+            job, outcome.message, keep_lock=keep_lock, data=outcome.data, unlock=outcome.unlock
+        )
+    elif outcome.action == "fail":
+        done = store.fail_job(job, outcome.message, release_lock=True)
+    elif outcome.action == "move":
+        assert outcome.target is not None  # Outcome.move always names one
+        done = store.transition_job(
+            job, outcome.target, outcome.message, release_lock=not keep_lock, keep_lock=keep_lock
+        )
+    else:
+        raise ValueError(f"unknown outcome {outcome.action!r}")
+    return StepResult.COMMITTED, outcome, done

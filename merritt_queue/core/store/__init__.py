@@ -1,0 +1,36 @@
+"""The queue store: every operation on the canonical tree of zk-tree.md.
+
+Guarantees:
+
+- Every move of a batch or job is one ZooKeeper ``multi`` that checks the
+  status node's version, moves the job's index entry and batch reference with
+  it and, when the caller holds it, drops the lock. The tree is never
+  half-moved, and of two writers racing from the same version exactly one
+  wins; the other gets ``ChangedUnderYou`` and nothing is written.
+- A lock is an ephemeral node: it vanishes with its holder's session. A holder
+  whose session changed since it took the lock gets ``LockLost`` instead of
+  committing, so a step abandoned by an expired session never commits.
+- Reading never writes.
+
+The store is one class composed of a part per idea, a module each: plumbing and locks
+(``base``), batches (``batches``), job creation and reads (``jobs``), job moves
+(``jobmoves``), removal (``removal``), holds and item locks (``holds``), history appends
+(``historywrites``).
+Callers use ``QueueStore`` alone.
+"""
+
+from __future__ import annotations
+
+from ..records import BatchRecord, Change, ItemLock, JobRecord, NewJob
+from .batches import BatchStore
+from .holds import Holds
+from .jobmoves import JobMoves
+from .jobs import JobStore
+from .removal import Removal
+
+# The records callers take from here with the store.
+__all__ = ["BatchRecord", "Change", "ItemLock", "JobRecord", "NewJob", "QueueStore"]
+
+
+class QueueStore(BatchStore, JobStore, JobMoves, Removal, Holds):
+    """All reads and writes of the queue tree over one kazoo client."""

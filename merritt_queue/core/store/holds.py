@@ -1,0 +1,219 @@
+"""Holds and item locks in the store: the queue pause, collection holds (under
+our names and Merritt's), and the storage, inventory and local-id locks."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from kazoo.exceptions import (
+    BadVersionError,
+    NodeExistsError,
+    NoNodeError,
+)
+
+from .. import tree as t
+from ..errors import (
+    QueueError,
+)
+from ..itemkeys import collection_of, profile_of
+from ..pauseflag import pause_flag
+from ..records import (
+    ItemLock,
+    ReleaseResult,
+)
+from ..states import (
+    BatchStatus,
+    JobStatus,
+)
+from .base import StoreBase
+
+
+class Holds(StoreBase):
+    """Holds and item locks of ``QueueStore``."""
+
+    def _persistent_flag(self, path: str, on: bool, data: bytes = b"") -> bool:
+        """Create or delete a persistent flag node; True when this call changed it."""
+        self.stats["round_trips"] += 1
+        self.stats["writes"] += 1
+        try:
+            if on:
+                self.client.create(path, data)
+            else:
+                self.client.delete(path)
+            return True
+        except (NodeExistsError, NoNodeError):  # already in the wanted state
+            return False
+
+    def pause_queue(self) -> bool:
+        return self._set_paused(True)
+
+    def unpause_queue(self) -> bool:
+        return self._set_paused(False)
+
+    def _set_paused(self, on: bool) -> bool:
+        try:
+            return self._persistent_flag(t.LOCK_QUEUE_INGEST, on)
+        finally:
+            pause_flag(self.client).forget()
+
+    def queue_paused(self) -> bool:
+        return bool(self._exists(t.LOCK_QUEUE_INGEST))
+
+    def hold_collection(self, mnemonic: str, *, by: str = "", reason: str = "") -> bool:
+        """Hold a collection under its own name and under each of its profiles' names, the
+        lock Merritt's ingest checks; who and why ride in each node's data (MerrittZK
+        ignores it)."""
+        data = t.encode_json({"by": by, "reason": reason, "at": t.now()}) if by or reason else b""
+        changed = False
+        for name in self._hold_names(mnemonic):
+            changed = self._persistent_flag(t.collection_lock(name), True, data) or changed
+        self._changed("collection", mnemonic, None)
+        return changed
+
+    def collection_hold(self, mnemonic: str) -> dict | None:
+        """Who held a collection, why and when ({} when not recorded); None when not held.
+
+        A hold Merritt wrote under one of the collection's profiles counts.
+        """
+        paths = [t.collection_lock(name) for name in self._hold_names(mnemonic)]
+        got = self._get_many(paths)
+        for path in paths:
+            if got[path] is None:
+                continue
+            try:
+                return t.decode_json(got[path][0]) or {}
+            except ValueError:  # written by another tool: held, details unknown
+                return {}
+        return None
+
+    def release_collection(self, mnemonic: str) -> bool:
+        """Release the collection's hold under every name it may have (ours or Merritt's)."""
+        changed = False
+        for name in self._hold_names(mnemonic):
+            changed = self._persistent_flag(t.collection_lock(name), False) or changed
+        self._changed("collection", mnemonic, None)
+        return changed
+
+    def collection_held(self, mnemonic: str) -> bool:
+        return self.collection_hold(mnemonic) is not None
+
+    def _hold_names(self, mnemonic: str) -> list[str]:
+        """The lock names a hold of ``mnemonic`` is written under: ours, then Merritt's."""
+        return [mnemonic, *(p for p in self.profiles.profiles_of(mnemonic) if p != mnemonic)]
+
+    def item_hold(self, data: dict | None) -> str | None:
+        """Why a job or batch (its configuration or submission) is held by a collection
+        hold, in words for its message; None when it is not.
+
+        Every Pending job and batch asks, and holds are rare: one listing of the holds
+        answers, and the profile table is asked only when some hold's name needs it.
+        """
+        held = set(self.held_collections())
+        if not held:
+            return None
+        collection = collection_of(data, self.profiles)
+        if collection and (collection in held or not held.isdisjoint(self._hold_names(collection))):
+            return f"collection {collection} is on hold"
+        profile = profile_of(data)
+        if profile and profile != collection and profile in held:
+            return f"profile {profile} is on hold (a collection hold set in Merritt)"
+        return None
+
+    def item_collection(self, data: dict | None) -> str:
+        """The collection of a job or batch written by either side ("" when unknown)."""
+        return collection_of(data, self.profiles)
+
+    def held_collections(self) -> list[str]:
+        return sorted(self._children(t.LOCK_COLLECTIONS))
+
+    def release_collection_items(self, mnemonic: str, message: str = "") -> ReleaseResult:
+        """Release every held job and batch of a collection (each version-checked), whichever
+        side wrote it: an item names its collection, or only its profile (Merritt's)."""
+        result = ReleaseResult()
+        for _, jid in self.jobs_in_state(JobStatus.HELD):
+            self._release_one(
+                result, jid, mnemonic, message, self._job_collection, self.release_job
+            )
+        for bid, st in self.batch_statuses().items():
+            if st.get("status") == BatchStatus.HELD:
+                self._release_one(
+                    result, bid, mnemonic, message, self._batch_collection, self.release_batch
+                )
+        return result
+
+    def _job_collection(self, jid: str) -> str:
+        return self.item_collection(self.get_job(jid).configuration)
+
+    def _batch_collection(self, bid: str) -> str:
+        return self.item_collection(self.get_batch(bid).submission)
+
+    @staticmethod
+    def _release_one(result, item_id, mnemonic, message, collection, release) -> None:
+        try:
+            if collection(item_id) != mnemonic:
+                return
+            release(item_id, message)
+            result.released.append(item_id)
+        except QueueError as e:
+            result.skipped[item_id] = str(e)
+
+    def lock_storage(self, ark: str, owner: str = "") -> bool:
+        """Take the persistent storage lock of ``ark``.
+
+        The lock outlives its holder's session, so it records the owner (a job
+        id): a job whose earlier run died while storing takes its own lock back.
+        """
+        path = t.storage_lock(ark)
+        self.stats["round_trips"] += 1
+        self.stats["writes"] += 1
+        try:
+            self.client.create(path, t.encode_str(owner))
+            return True
+        except NodeExistsError:  # held: ours from a run that died, or someone else's
+            pass
+        got = self._get_many([path])[path]
+        return bool(owner) and got is not None and t.decode_str(got[0]) == owner
+
+    def release(self, lock: ItemLock) -> None:
+        """Let go of ``lock`` if it is still this holder's: a step whose commit failed.
+
+        After a force-fail another job may hold a storage lock of the same ARK, so the
+        owner recorded in it is compared first; an inventory lock is this session's or
+        left alone (``_unlock``).
+        """
+        if lock.kind == "inventory":
+            self._unlock(lock.path)
+            return
+        self.stats["round_trips"] += 2
+        self.stats["writes"] += 1
+        try:
+            data, stat = self.client.get(lock.path)
+            if (t.decode_str(data) or "") == lock.owner:
+                self.client.delete(lock.path, version=stat.version)
+        except (NoNodeError, BadVersionError):  # gone, or changed hands meanwhile
+            pass
+
+    def lock_inventory(self, ark: str) -> bool:
+        return self._try_lock(t.inventory_lock(ark))
+
+    def lock_localid(self, local_id: str) -> bool:
+        return self._try_lock(t.localid_lock(local_id))
+
+    def unlock_localid(self, local_id: str) -> None:
+        self._unlock(t.localid_lock(local_id))
+
+    def locks(self) -> Iterator[tuple[str, Any]]:
+        """Every lock node with its stat: queue, collection, storage, inventory, local id."""
+        for parent in (
+            t.LOCK_QUEUE,
+            t.LOCK_COLLECTIONS,
+            t.LOCK_STORAGE,
+            t.LOCK_INVENTORY,
+            t.LOCK_LOCALID,
+        ):
+            names = self._children(parent)
+            got = self._get_many(f"{parent}/{n}" for n in names)
+            for path, node in got.items():
+                if node:
+                    yield path, node[1]

@@ -1,0 +1,95 @@
+"""Removal from the store: purging finished jobs and batches from the tree."""
+
+from __future__ import annotations
+
+from .. import tree as t
+from ..errors import (
+    Locked,
+    NotFound,
+    NotRemovable,
+)
+from ..records import (
+    Op,
+)
+from ..states import (
+    REMOVABLE,
+)
+from .base import StoreBase
+
+
+class Removal(StoreBase):
+    """Purges of ``QueueStore``."""
+
+    def purge_job(self, jid: str, *, with_batch: bool = False) -> None:
+        """Remove a Deleted job (or, when its batch is removed, any finished job)."""
+        job = self.get_job(jid)
+        allowed = {"Deleted"} if not with_batch else {"Deleted", "Completed", "Failed"}
+        if job.status not in allowed:
+            raise NotRemovable(f"job {jid} is {job.status}; only a Deleted job can be removed")
+        if job.locked:
+            raise Locked(f"job {jid} is locked by a worker; not removed")
+        children = self._children(t.job_path(jid))
+        ops = [
+            Op("delete", t.job_node(jid, c), version=job.status_version if c == "status" else -1)
+            for c in children
+        ]
+        ops.append(Op("delete", t.job_path(jid)))
+        ops += [Op("delete", job.index_path, tolerant=True)]
+        if job.bid:
+            ops.append(Op("delete", t.batch_job_ref(job.bid, job.status, jid), tolerant=True))
+        self._commit(ops, f"remove job {jid}")
+        self._changed("job", jid, job.status, removed=True)
+
+    def purge_batch(self, bid: str) -> list[str]:
+        """Remove a Completed or Deleted batch, all its jobs and its uuid entry.
+
+        1. Refuse unless the batch is removable, unlocked, with no job processing.
+        2. Remove each job in its own multi (so a crash leaves a consistent tree).
+        3. Remove the batch subtree and uuid entry in one multi checked on the
+           status version.
+        """
+        batch = self.get_batch(bid)
+        if batch.status not in REMOVABLE:
+            raise NotRemovable(
+                f"batch {bid} is {batch.status}; only Completed or Deleted batches are removed"
+            )
+        if batch.locked:
+            raise Locked(f"batch {bid} is locked by a worker; not removed")
+        jobs = self.batch_jobs(bid)
+        if jobs["batch-processing"]:
+            count = len(jobs["batch-processing"])
+            raise NotRemovable(f"batch {bid} still has {count} job(s) processing; not removed")
+        removed = []
+        for d in ("batch-completed", "batch-failed", "batch-deleted"):
+            for jid in jobs[d]:
+                try:
+                    self.purge_job(jid, with_batch=True)
+                except NotFound:  # a reference without its job: the batch removal drops it
+                    pass
+                removed.append(jid)
+        ops = [
+            Op("delete", p)
+            for p in self._subtree(t.batch_path(bid))
+            if p != t.batch_node(bid, "status")
+        ]
+        ops.insert(-1, Op("delete", t.batch_node(bid, "status"), version=batch.status_version))
+        if batch.uuid and self.find_batch_by_uuid(batch.uuid) == bid:
+            ops.append(Op("delete", t.batch_uuid_path(batch.uuid)))
+        self._commit(ops, f"remove batch {bid}")
+        self._changed("batch", bid, batch.status, removed=True)
+        return removed
+
+    def _subtree(self, root: str) -> list[str]:
+        """Every path under and including ``root``, children before parents."""
+        out: list[str] = []
+
+        def walk(path: str) -> None:
+            for child in self._children(path):
+                walk(f"{path}/{child}")
+            out.append(path)
+
+        walk(root)
+        return out
+
+    def removable_batches(self) -> list[str]:
+        return [b for b, st in self.batch_statuses().items() if st.get("status") in REMOVABLE]

@@ -1,0 +1,592 @@
+"""Consistency check of the queue tree (zk-tree.md), and its safe repairs.
+
+Guarantees:
+
+- Reading never writes. ``check_tree(store)`` issues only ``get`` and
+  ``get_children`` requests, pipelined (all of one level issued, then
+  collected), so a tree of 100,000 jobs is read in a handful of round trips.
+- ``check_tree(store, repair=True)`` makes only changes that are safe. Each
+  repair is one ZooKeeper ``multi``; where a job's or batch's status decides
+  what is right, the multi checks the status node at the version the check
+  read (and the ``priority`` or ``bid`` node where those decide it), so an item
+  that moved since it was read is left alone and the finding says so.
+- A batch or job that could hold a depositor's data is never deleted. The
+  only items removed are (a) provably empty half-created shells older than
+  the grace period: no ``status``, no ``submission``/``configuration``, no
+  lock, nothing naming them; and (b) an orphan job (its batch is gone) that is
+  Completed or Deleted, which cleanup removes anyway (zk-tree.md: only
+  Completed or Deleted items can be removed). Everything else deleted is
+  bookkeeping that holds no data: index entries, batch references, uuid
+  entries and persistent storage locks no job is using.
+- An ephemeral lock is never removed: it exists only while its owner's
+  session is alive, so removing it would let a second worker in. It is
+  reported with the owner session id.
+
+The tree may be moving while it is read: a job moved between two reads can
+show up as a finding that the next run no longer reports. Repairs never act
+on such a stale read; they fail with "changed since the check read it".
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kazoo.protocol.states import ZnodeStat
+
+from .. import history
+from .. import tree as t
+from ..errors import InvalidData
+from ..states import REMOVABLE, BatchStatus, JobStatus, batch_dir_for
+from ..treeread import (
+    Node,
+    _Batch,
+    _Item,
+    _Job,
+    _Tree,
+    read_tree,
+)
+from . import lockchecks, merrittchecks
+from .treerepair import Op, RepairFailed, _commit, _exists
+
+if TYPE_CHECKING:
+    from ..store import QueueStore
+
+# What a crashed non-atomic create (MerrittZK's) may leave under a job before
+# its configuration: a batch id and two numbers, no depositor data. Its recursive
+# delete, interrupted, may also leave our ``history``: a record of ours, not data.
+SHELL_JOB_CHILDREN = frozenset({"bid", "priority", "space_needed", history.NODE})
+FINISHED_JOB = frozenset({JobStatus.COMPLETED, JobStatus.FAILED, JobStatus.DELETED})
+# Batch statuses reached only through acquisition (Deleted is also reached from Held).
+PAST_PENDING = frozenset(
+    {
+        BatchStatus.PROCESSING,
+        BatchStatus.REPORTING,
+        BatchStatus.UPDATE_REPORTING,
+        BatchStatus.COMPLETED,
+        BatchStatus.FAILED,
+    }
+)
+
+
+@dataclass
+class Finding:
+    kind: str
+    path: str
+    reason: str
+    repair: str | None
+    repaired: bool = False
+
+
+def _age(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+class _Checker:
+    def __init__(
+        self,
+        client,
+        tree: _Tree,
+        *,
+        lock_max_age: float,
+        grace: float,
+        now: float,
+        actor: str = history.REPAIR,
+    ):
+        self.client = client
+        # Who a repair that writes a status is recorded as, in the item's history.
+        self.actor = actor
+        self.tree = tree
+        self.lock_max_age = lock_max_age
+        self.grace = grace
+        self.now = now
+        self.findings: list[Finding] = []
+        self.plans: list[tuple[list[Finding], Callable[[], list[Op]]]] = []
+        self.index_by_jid: dict[str, list[str]] = defaultdict(list)
+        self.refs_by_jid: dict[str, list[tuple[str, str]]] = defaultdict(list)  # (bid, path)
+        self.jobs_by_batch = defaultdict(list)
+        self._by_ark: dict[str, list[_Job]] | None = None
+        self._index_tree()
+
+    def _index_tree(self) -> None:
+        for d, names in self.tree.index.items():
+            for name in names:
+                parsed = t.parse_index_name(name)
+                if parsed:
+                    self.index_by_jid[parsed[1]].append(f"{t.JOB_STATES}/{d}/{name}")
+        for batch in self._live_batches():
+            for d, names in batch.refs.items():
+                for name in names:
+                    self.refs_by_jid[name].append(
+                        (batch.id, t.batch_job_dir(batch.id, d) + "/" + name)
+                    )
+        for job in self.tree.jobs.values():
+            if job.bid:
+                self.jobs_by_batch[job.bid].append(job.id)
+
+    def _live_batches(self) -> list[_Batch]:
+        return [b for b in self.tree.batches.values() if b.has_status]
+
+    def add(self, kind, path, reason, repair=None, plan=None) -> Finding:
+        finding = Finding(kind, path, reason, repair)
+        self.findings.append(finding)
+        if plan is not None:
+            self.plans.append(([finding], plan))
+        return finding
+
+    def age(self, stat: ZnodeStat) -> float:
+        return self.now - stat.ctime / 1000
+
+    def run(self) -> None:
+        for batch in sorted(self.tree.batches.values(), key=lambda b: b.id):
+            self.check_batch(batch)
+        for job in sorted(self.tree.jobs.values(), key=lambda j: j.id):
+            self.check_job(job)
+        self.check_stray_index()
+        self.check_stray_refs()
+        self.check_uuids()
+        lockchecks.check_lock_dirs(self)
+
+    def repair(self) -> None:
+        for findings, plan in self.plans:
+            try:
+                _commit(self.client, plan())
+            except RepairFailed as e:
+                for f in findings:
+                    f.reason += f" Repair failed: {e}."
+            else:
+                for f in findings:
+                    f.repaired = True
+
+    # --- batches -----------------------------------------------------------
+
+    def check_batch(self, batch: _Batch) -> None:
+        path = t.batch_path(batch.id)
+        if not batch.has_status:
+            self.half_created_batch(batch)
+            return
+        self.check_history(batch, f"Batch {batch.id}", t.batch_node(batch.id, history.NODE))
+        if batch.problem:
+            self.add("bad-status", path, f"Batch {batch.id}: {batch.problem}.")
+            return
+        if batch.submission_problem:
+            self.add("bad-data", path, f"Batch {batch.id}: {batch.submission_problem}.")
+        if batch.status in PAST_PENDING and "states" not in batch.children:
+            self.not_acquired(batch)
+        merrittchecks.check_batch(self, batch)
+        if lock := batch.node("lock"):
+            lockchecks.item_lock(
+                self, t.batch_node(batch.id, "lock"), lock, f"Batch {batch.id}'s lock"
+            )
+
+    def half_created_batch(self, batch: _Batch) -> None:
+        path, age = t.batch_path(batch.id), self.age(batch.stat)
+        head = f"Batch {batch.id} has no status node"
+        uuids = [u for u, n in self.tree.uuids.items() if n[0].decode(errors="replace") == batch.id]
+        named = self.jobs_by_batch.get(batch.id, []) + uuids
+        # A history alone is what an interrupted recursive delete (MerrittZK's) may leave.
+        children = [c for c in batch.children if c != history.NODE]
+        if children or named:
+            holds = f"it holds {', '.join(sorted(children))}" if children else ""
+            names = f"{', '.join(sorted(named))} name(s) it" if named else ""
+            self.add(
+                "half-created-batch",
+                path,
+                f"{head}, but {' and '.join(x for x in (holds, names) if x)}; it may carry a "
+                "depositor's submission, so it is left for a person to judge.",
+            )
+        elif age < self.grace:
+            self.add("half-created-batch", path, self._young(head, age))
+        else:
+            version = batch.stat.version
+            ops = [
+                ("delete", t.batch_node(batch.id, c), self._version(batch, c))
+                for c in batch.children
+            ]
+            self.add(
+                "half-created-batch",
+                path,
+                f"{head}: its creation (or removal) was interrupted {_age(age)} ago and it "
+                "holds no data.",
+                f"remove the empty node {path}",
+                lambda: [*ops, ("delete", path, version)],
+            )
+
+    def _young(self, head: str, age: float) -> str:
+        return (
+            f"{head}; it was created {_age(age)} ago, within the grace period of "
+            f"{_age(self.grace)}, and may still be being created, so it is only reported. "
+            "Check again later."
+        )
+
+    def not_acquired(self, batch: _Batch) -> None:
+        states, version = t.batch_states(batch.id), batch.version("status")
+        self.add(
+            "batch-not-acquired",
+            t.batch_path(batch.id),
+            f"Batch {batch.id} is {batch.status} but has no states node, as if it had never "
+            "been acquired; its jobs' references have nowhere to live.",
+            f"create {states}",
+            lambda: [("check", t.batch_node(batch.id, "status"), version), ("create", states, b"")],
+        )
+
+    def check_history(self, item: _Item, label: str, path: str) -> None:
+        """A history node that cannot be read: reported, never a reason to leave the item."""
+        node = item.node(history.NODE)
+        if node is None or not history.decode(node[0]).damaged:
+            return
+        self.add(
+            "damaged-history",
+            path,
+            f"{label}'s history (the record of its status changes, kept beside its status) "
+            "cannot be read, so its earlier steps are not shown. The item itself is not "
+            "affected, and its next status change starts the history afresh; nothing needs "
+            "repairing.",
+        )
+
+    # --- jobs --------------------------------------------------------------
+
+    def check_job(self, job: _Job) -> None:
+        path = t.job_path(job.id)
+        if not job.has_status:
+            self.half_created_job(job)
+            return
+        if job.problem:
+            self.add("bad-status", path, f"Job {job.id}: {job.problem}; it is left as it is.")
+            return
+        if lock := job.node("lock"):
+            lockchecks.job_lock(self, job, lock)
+        if self.orphan(job):
+            return
+        if job.priority_problem:
+            self.add("bad-data", path, f"Job {job.id}: {job.priority_problem}.")
+        else:
+            self.check_index(job)
+        self.check_refs(job)
+
+    def half_created_job(self, job: _Job) -> None:
+        age = self.age(job.stat)
+        head = f"Job {job.id} has no status node"
+        extra = [c for c in job.children if c not in SHELL_JOB_CHILDREN]
+        if extra:
+            self.add(
+                "half-created-job",
+                t.job_path(job.id),
+                f"{head}, but it holds {', '.join(sorted(extra))}, which may be a depositor's "
+                "data or a worker's lock, so it is left for a person to judge.",
+            )
+        elif age < self.grace:
+            self.add("half-created-job", t.job_path(job.id), self._young(head, age))
+        else:
+            ops = [("delete", t.job_node(job.id, c), self._version(job, c)) for c in job.children]
+            ops.append(("delete", t.job_path(job.id), job.stat.version))
+            held = f" (it holds only {', '.join(sorted(job.children))})" if job.children else ""
+            self.add(
+                "half-created-job",
+                t.job_path(job.id),
+                f"{head}: its creation was interrupted {_age(age)} ago and it holds no data{held}.",
+                f"remove the empty job {t.job_path(job.id)}",
+                lambda: ops,
+            )
+
+    def orphan(self, job: _Job) -> bool:
+        """Report a job whose batch is gone; True when its removal covers every other check."""
+        batch = self.tree.batches.get(job.bid) if job.bid else None
+        if batch is not None and batch.has_status:
+            return False
+        if not job.bid:
+            why = "has no batch id"
+        else:
+            gone = "does not exist" if batch is None else "is only half-created"
+            why = f"names batch {job.bid}, which {gone}"
+        path = t.job_path(job.id)
+        if job.status not in REMOVABLE or "lock" in job.children:
+            held = " and is locked" if "lock" in job.children else ""
+            self.add(
+                "orphan-job",
+                path,
+                f"Job {job.id} is {job.status}{held} and {why}; an administrator decides "
+                "whether to fail, delete or re-attach it.",
+            )
+            return False
+        entries = self.index_by_jid.get(job.id, []) + [
+            p for _, p in self.refs_by_jid.get(job.id, [])
+        ]
+        ops = [("delete", t.job_node(job.id, c), self._version(job, c)) for c in job.children]
+        ops += [("delete", path, -1)] + [("delete", p, -1) for p in entries]
+        self.add(
+            "orphan-job",
+            path,
+            f"Job {job.id} is {job.status} and {why}; "
+            "cleanup would have removed it with its batch.",
+            f"remove job {job.id} with its {len(entries)} index entry and reference node(s)",
+            lambda: ops,
+        )
+        return True
+
+    @staticmethod
+    def _version(item: _Item, name: str) -> int:
+        return item.version(name) if name in item.nodes else -1
+
+    def _job_guard(self, job: _Job, *names: str) -> list[Op]:
+        """Checks that the job's status (and the named nodes) are still as read."""
+        return [
+            ("check", t.job_node(job.id, n), job.version(n))
+            for n in ("status", *names)
+            if job.node(n)
+        ]
+
+    def check_index(self, job: _Job) -> None:
+        right = t.job_index(job.status, job.priority, job.id)
+        entries = self.index_by_jid.get(job.id, [])
+        wrong = sorted(p for p in entries if p != right)
+        has_right = right in entries
+        if has_right and not wrong:
+            return
+        group: list[Finding] = []
+        state = f"{job.status} with priority {job.priority:02d}"
+        if not has_right:
+            group.append(
+                self.add(
+                    "missing-index",
+                    right,
+                    f"Job {job.id} is {state} but has no entry in the {job.status} queue, "
+                    "so no worker will pick it up.",
+                    f"create {right}",
+                )
+            )
+        for p in wrong:
+            if has_right:
+                kind = "duplicate-index"
+                reason = (
+                    f"Job {job.id} is indexed {len(entries)} times; only {right} matches ({state})."
+                )
+            else:
+                kind = "stale-index"
+                reason = f"Index entry {p} names job {job.id}, which is {state}."
+            group.append(self.add(kind, p, reason, f"delete {p}"))
+        ops = self._job_guard(job, "priority")
+        ops += [] if has_right else [("create", right, b"")]
+        ops += [("delete", p, -1) for p in wrong]
+        self.plans.append((group, lambda: ops))
+
+    def check_refs(self, job: _Job) -> None:
+        refs = self.refs_by_jid.get(job.id, [])
+        for bid, p in refs:
+            if bid != job.bid:
+                self.add(
+                    "stale-batch-ref",
+                    p,
+                    f"Batch {bid} references job {job.id}, which belongs to "
+                    f"{'batch ' + job.bid if job.bid else 'no batch'}.",
+                    f"delete {p}",
+                    lambda p=p: [*self._job_guard(job, "bid"), ("delete", p, -1)],
+                )
+        batch = self.tree.batches.get(job.bid) if job.bid else None
+        if batch is None or not batch.has_status:
+            return
+        own = sorted(p for bid, p in refs if bid == job.bid)
+        right = t.batch_job_ref(job.bid, job.status, job.id)
+        wrong = [p for p in own if p != right]
+        if right in own and not wrong:
+            return
+        group: list[Finding] = []
+        home = batch_dir_for(job.status)
+        if right not in own:
+            group.append(
+                self.add(
+                    "missing-batch-ref",
+                    right,
+                    f"Job {job.id} is {job.status} but batch {job.bid} has no reference to it "
+                    f"under {home}, so the batch miscounts its jobs.",
+                    f"create {right}",
+                )
+            )
+        for p in wrong:
+            where = p.rsplit("/", 2)[1]
+            group.append(
+                self.add(
+                    "wrong-batch-dir",
+                    p,
+                    f"Job {job.id} is {job.status}, so batch {job.bid} should reference it under "
+                    f"{home}, not under {where}.",
+                    f"delete {p}" + ("" if right in own else f" (after creating {right})"),
+                )
+            )
+        self.plans.append((group, lambda: self._ref_ops(job, right, right in own, wrong)))
+
+    def _ref_ops(self, job: _Job, right: str, has_right: bool, wrong: list[str]) -> list[Op]:
+        ops = self._job_guard(job, "bid") + [("check", t.batch_node(job.bid, "status"), -1)]
+        if not has_right:
+            states = t.batch_states(job.bid)
+            parent = right.rsplit("/", 1)[0]
+            ops += [("create", p, b"") for p in (states, parent) if not _exists(self.client, p)]
+            ops.append(("create", right, b""))
+        return ops + [("delete", p, -1) for p in wrong]
+
+    # --- stray entries -----------------------------------------------------
+
+    def check_stray_index(self) -> None:
+        for d, names in sorted(self.tree.index.items()):
+            for name in sorted(names):
+                path = f"{t.JOB_STATES}/{d}/{name}"
+                parsed = t.parse_index_name(name)
+                if parsed is None:
+                    self.add(
+                        "foreign-index",
+                        path,
+                        f"{name!r} in the {d} queue is not a priority and job id "
+                        "(NN-jidNNNNNNNNNN); workers skip it. The queue did not write it.",
+                    )
+                elif not self._live(parsed[1]):
+                    self.stray("stale-index", path, parsed[1], f"Index entry {path}")
+
+    def check_stray_refs(self) -> None:
+        for batch in sorted(self._live_batches(), key=lambda b: b.id):
+            for d, names in sorted(batch.refs.items()):
+                for name in sorted(names):
+                    path = f"{t.batch_job_dir(batch.id, d)}/{name}"
+                    if not t.is_job_id(name):
+                        self.add(
+                            "stale-batch-ref",
+                            path,
+                            f"Batch {batch.id} has {name!r} under {d}, which is not a job id.",
+                            f"delete {path}",
+                            lambda path=path: [("delete", path, -1)],
+                        )
+                    elif not self._live(name):
+                        self.stray(
+                            "stale-batch-ref", path, name, f"Batch {batch.id}'s reference {path}"
+                        )
+
+    def _live(self, jid: str) -> bool:
+        job = self.tree.jobs.get(jid)
+        return job is not None and job.has_status
+
+    def stray(self, kind: str, path: str, jid: str, what: str) -> None:
+        """An entry naming a job that does not exist (or is only half-created)."""
+        shell = self.tree.jobs.get(jid)
+        if shell is not None and self.age(shell.stat) < self.grace:
+            head = f"{what} names job {jid}, which has no status node yet"
+            self.add(kind, path, self._young(head, self.age(shell.stat)))
+            return
+        state = "which is only half-created" if shell else "which does not exist"
+        self.add(
+            kind,
+            path,
+            f"{what} names job {jid}, {state}.",
+            f"delete {path}",
+            lambda: self._absent_ops(
+                t.job_node(jid, "status"), f"job {jid}", [("delete", path, -1)]
+            ),
+        )
+
+    def _absent_ops(self, must_be_absent: str | None, what: str, ops: list[Op]) -> list[Op]:
+        # ZooKeeper cannot check absence inside a multi; ids are never reused, so a
+        # fresh look right before the delete is enough.
+        if must_be_absent and _exists(self.client, must_be_absent):
+            raise RepairFailed(f"{what} exists now; run the check again")
+        return ops
+
+    # --- batch uuids -------------------------------------------------------
+
+    def check_uuids(self) -> None:
+        for uuid, node in sorted(self.tree.uuids.items()):
+            self.check_uuid(uuid, node)
+        for batch in sorted(self._live_batches(), key=lambda b: b.id):
+            if batch.uuid and not batch.problem:
+                self.missing_uuid(batch)
+
+    def check_uuid(self, uuid: str, node: Node) -> None:
+        path = f"{t.BATCH_UUIDS}/{uuid}"
+        bid = node[0].decode(errors="replace")
+        batch = self.tree.batches.get(bid)
+        delete = ("delete", path, node[1].version)
+        if batch is None:
+            self.add(
+                "dangling-uuid",
+                path,
+                f"batchID {uuid} points at batch {bid or '(empty)'}, which does not exist.",
+                f"delete {path}",
+                lambda: self._absent_ops(
+                    t.batch_path(bid) if bid else None, f"batch {bid}", [delete]
+                ),
+            )
+        elif batch.has_status and not batch.submission_problem and batch.uuid != uuid:
+            self.add(
+                "dangling-uuid",
+                path,
+                f"batchID {uuid} points at batch {bid}, whose submission has batchID "
+                f"{batch.uuid or '(none)'}.",
+                f"delete {path}",
+                lambda: [self._submission_guard(batch), delete],
+            )
+
+    @staticmethod
+    def _submission_guard(batch: _Batch) -> Op:
+        name = "submission" if batch.node("submission") else "status"
+        return ("check", t.batch_node(batch.id, name), batch.version(name))
+
+    def missing_uuid(self, batch: _Batch) -> None:
+        uuid, bid = batch.uuid, batch.id
+        try:
+            path = t.batch_uuid_path(uuid)
+        except InvalidData as e:
+            self.add("missing-uuid", t.batch_path(bid), f"Batch {bid}: {e}; it has no uuid entry.")
+            return
+        node = self.tree.uuids.get(uuid)
+        owner = node[0].decode(errors="replace") if node else None
+        if owner == bid:
+            return
+        other = self.tree.batches.get(owner) if owner else None
+        if other is not None and other.has_status and other.uuid == uuid:
+            self.add(
+                "missing-uuid",
+                t.batch_path(bid),
+                f"Batch {bid} has batchID {uuid}, but so does batch {owner}, which the uuid entry "
+                "names: two batches share one batchID.",
+            )
+            return
+        after = " once the dangling entry is removed" if node else ""
+        self.add(
+            "missing-uuid",
+            t.batch_path(bid),
+            f"Batch {bid} has batchID {uuid} but {path} does not name it, so a resubmission "
+            "would not be recognised as a duplicate.",
+            f"create {path} -> {bid}{after}",
+            lambda: [self._submission_guard(batch), ("create", path, t.encode_str(bid))],
+        )
+
+
+def check_tree(
+    store: QueueStore,
+    *,
+    repair: bool = False,
+    lock_max_age: float = 3600,
+    grace: float = 300,
+    now: float | None = None,
+) -> list[Finding]:
+    """Read the whole tree and report what is inconsistent; repair it when asked.
+
+    ``lock_max_age`` and ``grace`` are seconds; ``now`` (epoch seconds) is the
+    time ages are measured against. Findings come sorted by kind, then path.
+    """
+    checker = _Checker(
+        store.client,
+        read_tree(store.client),
+        lock_max_age=lock_max_age,
+        grace=grace,
+        now=time.time() if now is None else now,
+        actor=store.actor or history.REPAIR,
+    )
+    checker.run()
+    if repair:
+        checker.repair()
+    return sorted(checker.findings, key=lambda f: (f.kind, f.path))

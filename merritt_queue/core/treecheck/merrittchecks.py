@@ -1,0 +1,189 @@
+"""Batch states that wedge Merritt's own ingest (MerrittZK) on a shared ensemble.
+
+MerrittZK does not read statuses to decide what to take: its batch pickup takes
+any batch with no ``states`` child, and its reporter any batch whose
+``states/batch-processing`` exists and is empty. A batch whose status and nodes
+disagree on those two facts is either taken when it must not be (and MerrittZK
+throws half-way, leaving its lock), or never reported at all. None of these is
+damage to the queue's own tree, so ``consistency`` would stay silent; this
+module finds them for ``check_tree`` and plans the repairs that are safe.
+
+Each repair is one multi guarded by the batch's status version as read, so a
+batch that moved since the check read it is left alone.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .. import history
+from .. import tree as t
+from ..states import PROCESSING_DIR, BatchStatus, batch_dir_for
+from . import consistency as c
+from .treerepair import RepairFailed, _exists
+
+if TYPE_CHECKING:
+    from ..treeread import _Batch
+    from .consistency import _Checker
+
+
+def check_batch(checker: _Checker, batch: _Batch) -> None:
+    """The Merritt-facing findings of one batch whose status was read and understood."""
+    if batch.status == BatchStatus.HELD and "states" not in batch.children:
+        _held_without_states(checker, batch)
+    elif batch.status == BatchStatus.PROCESSING:
+        _processing_without_jobs(checker, batch)
+    elif batch.status in (BatchStatus.COMPLETED, BatchStatus.FAILED):
+        _finished_early(checker, batch)
+    elif batch.status == BatchStatus.DELETED:
+        _deleted_blocking_reports(checker, batch)
+
+
+def _status_guard(batch: _Batch) -> tuple[str, str, int]:
+    return ("check", t.batch_node(batch.id, "status"), batch.version("status"))
+
+
+def _status_write(checker: _Checker, batch: _Batch, new: str, message: str) -> list:
+    """Set the batch's status at the version read, with its history entry (by the
+    checker's actor) in the same multi."""
+    record = t.batch_status_record(new, message)
+    version = batch.version("status")
+    node = batch.node(history.NODE)
+    old = history.decode(node[0] if node else None, node is not None)
+    entry = history.Entry(
+        version + 1, batch.status or "", new, record["last_modified"], message, 0, checker.actor
+    )
+    data = history.append(old, entry)[1]
+    path = t.batch_node(batch.id, history.NODE)
+    return [
+        ("set", t.batch_node(batch.id, "status"), (t.encode_json(record), version)),
+        ("set", path, (data, -1)) if old.exists else ("create", path, data),
+    ]
+
+
+def _held_without_states(checker: _Checker, batch: _Batch) -> None:
+    states = t.batch_states(batch.id)
+    checker.add(
+        "held-batch-takeable",
+        t.batch_path(batch.id),
+        f"Batch {batch.id} is Held but has no states node. Merritt's ingest takes any batch "
+        "without one: it would lock this batch, fail to start it (a held batch cannot move to "
+        "Processing) and leave it locked. Creating the empty states node makes Merritt's "
+        "ingest pass it by; nothing else reads that node before the batch is released.",
+        f"create {states}",
+        lambda: [_status_guard(batch), ("create", states, b"")],
+    )
+
+
+def _jobs_of(checker: _Checker, batch: _Batch) -> list[str]:
+    named = set(checker.jobs_by_batch.get(batch.id, []))
+    referenced = {name for names in batch.refs.values() for name in names}
+    return sorted(named | referenced)
+
+
+def _processing_without_jobs(checker: _Checker, batch: _Batch) -> None:
+    if PROCESSING_DIR in batch.refs or _jobs_of(checker, batch) or batch.node("lock"):
+        return
+    idle = checker.now - batch.nodes["status"][1].mtime / 1000
+    if idle < checker.grace:
+        return  # a pickup still filling its batch (MerrittZK creates the jobs after states)
+    head = (
+        f"Batch {batch.id} is Processing with no jobs and no {PROCESSING_DIR} node, and no one "
+        "holds it, so neither this queue nor Merritt's ingest will ever report it. Merritt's "
+        "ingest leaves a batch like this when it took a submission it could not turn into "
+        "jobs, or when its pickup was interrupted."
+    )
+    message = (
+        "No jobs were ever created for this batch and nothing would report it, so the "
+        "consistency check failed it. Delete it, or submit the deposit again."
+    )
+    lock = t.batch_node(batch.id, "lock")
+
+    def plan():
+        # A lock cannot be checked absent inside a multi: look right before writing.
+        if _exists(checker.client, lock):
+            raise RepairFailed(f"batch {batch.id} is locked now; run the check again")
+        return _status_write(checker, batch, BatchStatus.FAILED, message)
+
+    checker.add(
+        "processing-batch-without-jobs",
+        t.batch_path(batch.id),
+        f"{head} It has been Processing for {c._age(idle)}. The repair marks it Failed with a "
+        "message saying so; a person then deletes it or has the deposit submitted again.",
+        "set the batch Failed",
+        plan,
+    )
+
+
+def _still_running(checker: _Checker, batch: _Batch) -> list[str]:
+    """Jobs of the batch whose status still counts as processing for it (Held counts)."""
+    out = []
+    for jid in _jobs_of(checker, batch):
+        job = checker.tree.jobs.get(jid)
+        if job is None or not job.status or job.bid != batch.id:
+            continue
+        if batch_dir_for(job.status) == PROCESSING_DIR:
+            out.append(jid)
+    return out
+
+
+def _finished_early(checker: _Checker, batch: _Batch) -> None:
+    running = _still_running(checker, batch)
+    if not running:
+        return
+    path = t.batch_path(batch.id)
+    head = (
+        f"Batch {batch.id} is {batch.status} but {len(running)} of its jobs are still "
+        f"running (first: {running[0]}), so it was reported before they finished and its "
+        "report leaves them out."
+    )
+    if batch.status == BatchStatus.COMPLETED:
+        checker.add(
+            "batch-finished-early",
+            path,
+            f"{head} Completed is final: no report will follow. When those jobs finish, "
+            "tell the depositor of their outcome from the batch's page.",
+        )
+        return
+    if batch.node("lock"):
+        checker.add(
+            "batch-finished-early",
+            path,
+            f"{head} It is locked, so a reporter may still be at work on it; it is only "
+            "reported. Check again later: unlocked, it is moved to UpdateReporting.",
+        )
+        return
+    message = (
+        "Reported while some jobs were still running; it will be reported again when they finish."
+    )
+    checker.add(
+        "batch-finished-early",
+        path,
+        f"{head} The repair moves it to UpdateReporting, so it is reported again once its "
+        "last job finishes.",
+        "set the batch UpdateReporting",
+        lambda: _status_write(checker, batch, BatchStatus.UPDATE_REPORTING, message),
+    )
+
+
+def _deleted_blocking_reports(checker: _Checker, batch: _Batch) -> None:
+    if PROCESSING_DIR not in batch.refs or batch.refs[PROCESSING_DIR]:
+        return
+    node = t.batch_job_dir(batch.id, PROCESSING_DIR)
+
+    def plan():
+        stat = checker.client.exists(node)
+        if stat is None:
+            raise RepairFailed(f"{node} no longer exists; nothing was written")
+        return [_status_guard(batch), ("delete", node, stat.version)]
+
+    checker.add(
+        "deleted-batch-blocks-reporting",
+        node,
+        f"Batch {batch.id} is Deleted but still has an empty {PROCESSING_DIR} node. Merritt's "
+        "ingest reports every batch with that node empty: it would lock this one, fail to "
+        "move it (a deleted batch cannot be reported) and stop there, holding up the reports "
+        "of later batches. The repair removes the empty node, which records nothing.",
+        f"delete {node}",
+        plan,
+    )

@@ -1,0 +1,2 @@
+"""The Django project: settings, URLs, WSGI, system checks, and the process's store
+(``runtime``)."""

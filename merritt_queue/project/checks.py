@@ -1,0 +1,326 @@
+"""System checks for the queue's settings (``mq.E001`` ...), run by every manage.py command."""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.core import checks
+
+from ..core.sides import mode_problem
+from .env import DEV_SECRET_KEY
+
+TAG = "merritt_queue"
+
+
+def _bad_zk_host(entry: str) -> bool:
+    host, sep, port = entry.strip().rpartition(":")
+    return not (sep and host and port.isdigit() and 0 < int(port) < 65536)
+
+
+def check_zk_hosts(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    entries = str(settings.ZK_HOSTS).split(",")
+    bad = [e for e in entries if _bad_zk_host(e)]
+    if not bad:
+        return []
+    return [
+        checks.Error(
+            f"ZK_HOSTS={settings.ZK_HOSTS!r} has malformed entries: {', '.join(map(repr, bad))}.",
+            hint="Set ZK_HOSTS to a comma list of host:port, e.g. zk1:2181,zk2:2181; "
+            "put the chroot in ZK_CHROOT, not in ZK_HOSTS.",
+            id="mq.E001",
+        )
+    ]
+
+
+def check_zk_chroot(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    chroot = str(settings.ZK_CHROOT)
+    if chroot.startswith("/") and not chroot.endswith("/"):
+        return []
+    return [
+        checks.Error(
+            f"ZK_CHROOT={chroot!r} must start with '/' and must not end with '/'.",
+            hint="Set ZK_CHROOT to an absolute ZooKeeper path such as /merritt.",
+            id="mq.E002",
+        )
+    ]
+
+
+def check_zk_timeout(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    if settings.ZK_TIMEOUT > 0:
+        return []
+    return [
+        checks.Error(
+            f"ZK_TIMEOUT={settings.ZK_TIMEOUT!r} must be a positive number of seconds.",
+            hint="Set ZK_TIMEOUT to e.g. 10.",
+            id="mq.E003",
+        )
+    ]
+
+
+def check_redis_url(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    scheme = urlsplit(str(settings.REDIS_URL)).scheme
+    if scheme in ("redis", "rediss", "unix"):
+        return []
+    return [
+        checks.Error(
+            f"REDIS_URL={settings.REDIS_URL!r} has scheme {scheme!r}; "
+            "expected redis, rediss or unix.",
+            hint="Set REDIS_URL to e.g. redis://127.0.0.1:6379/0.",
+            id="mq.E004",
+        )
+    ]
+
+
+def check_redis_sentinel(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    problems = []
+    if settings.REDIS_SENTINELS and not settings.REDIS_SENTINEL_MASTER:
+        problems.append("REDIS_SENTINELS is set but REDIS_SENTINEL_MASTER is empty")
+    if settings.REDIS_SENTINEL_MASTER and not settings.REDIS_SENTINELS:
+        problems.append("REDIS_SENTINEL_MASTER is set but REDIS_SENTINELS is empty")
+    if settings.REDIS_SENTINELS and settings.REDIS_URL_IS_SET:
+        problems.append(
+            "both REDIS_URL and REDIS_SENTINELS are set; the queue would use the Sentinels "
+            "and ignore REDIS_URL"
+        )
+    if settings.REDIS_SENTINEL_DB < 0:
+        problems.append(f"REDIS_SENTINEL_DB={settings.REDIS_SENTINEL_DB} is negative")
+    return [
+        checks.Error(
+            f"Redis settings contradict each other: {problem}.",
+            hint="For one Redis set only REDIS_URL. For a Sentinel-managed Redis set "
+            "REDIS_SENTINELS=host:port,... and REDIS_SENTINEL_MASTER=<name> and unset REDIS_URL.",
+            id="mq.E010",
+        )
+        for problem in problems
+    ]
+
+
+def check_disk_threshold(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    if 1 <= settings.MQ_DISK_THRESHOLD <= 99:
+        return []
+    return [
+        checks.Error(
+            f"MQ_DISK_THRESHOLD={settings.MQ_DISK_THRESHOLD!r} is outside 1..99 (percent used).",
+            hint="Set MQ_DISK_THRESHOLD to a percentage between 1 and 99, e.g. 80.",
+            id="mq.E005",
+        )
+    ]
+
+
+def check_work_dir(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    path = str(settings.MQ_WORK_DIR)
+    try:
+        os.makedirs(path, exist_ok=True)
+        problem = None if os.access(path, os.W_OK | os.X_OK) else "is not writable"
+    except OSError as exc:
+        problem = f"cannot be created ({exc.strerror or exc})"
+    if problem is None:
+        return []
+    return [
+        checks.Error(
+            f"MQ_WORK_DIR={path!r} {problem}.",
+            hint="Set MQ_WORK_DIR to a directory this process can create and write.",
+            id="mq.E006",
+        )
+    ]
+
+
+def check_lock_stale_seconds(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    if settings.MQ_LOCK_STALE_SECONDS > 0:
+        return []
+    return [
+        checks.Error(
+            f"MQ_LOCK_STALE_SECONDS={settings.MQ_LOCK_STALE_SECONDS!r} must be positive.",
+            hint="Set MQ_LOCK_STALE_SECONDS to the age in seconds after which a lock "
+            "is reported as held too long, e.g. 3600.",
+            id="mq.E007",
+        )
+    ]
+
+
+def check_reconcile_seconds(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    if settings.MQ_RECONCILE_SECONDS > 0:
+        return []
+    return [
+        checks.Error(
+            f"MQ_RECONCILE_SECONDS={settings.MQ_RECONCILE_SECONDS!r} must be positive.",
+            hint="Set MQ_RECONCILE_SECONDS to the period in seconds of the mirror's full "
+            "rebuild under `reconcile --watch`, e.g. 300.",
+            id="mq.E008",
+        )
+    ]
+
+
+def check_chain(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    steps, seconds = settings.MQ_CHAIN_STEPS, settings.MQ_CHAIN_SECONDS
+    delay = settings.MQ_MIRROR_DELAY
+    if steps >= 1 and seconds >= 0 and delay >= 0:
+        return []
+    return [
+        checks.Error(
+            f"MQ_CHAIN_STEPS={steps!r} must be at least 1, and MQ_CHAIN_SECONDS={seconds!r} "
+            f"and MQ_MIRROR_DELAY={delay!r} must not be negative.",
+            hint="Set MQ_CHAIN_STEPS to the steps a worker may run in a row for one job "
+            "(1 for one step per RQ job, 8 for the whole pipeline), MQ_CHAIN_SECONDS to "
+            "seconds, e.g. 30, and MQ_MIRROR_DELAY to seconds, e.g. 1 (0: no delay).",
+            id="mq.E011",
+        )
+    ]
+
+
+def check_services(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    problems = []
+    if settings.MQ_MINTER not in ("local", "ezid"):
+        problems.append(("MQ_MINTER", settings.MQ_MINTER, "local or ezid"))
+    if settings.MQ_STORAGE not in ("local", "merritt"):
+        problems.append(("MQ_STORAGE", settings.MQ_STORAGE, "local or merritt"))
+    if settings.MQ_STORAGE == "merritt":
+        for name in ("MERRITT_STORAGE_URL", "MERRITT_STORAGE_NODE", "MERRITT_STORAGE_FILE_URL"):
+            if not getattr(settings, name):
+                problems.append((name, "", "set when MQ_STORAGE=merritt"))
+    if settings.MQ_MINTER == "ezid" and not (settings.EZID_USER and settings.EZID_PASSWORD):
+        problems.append(("EZID_USER/EZID_PASSWORD", "", "set when MQ_MINTER=ezid"))
+    return [
+        checks.Error(
+            f"{name}={value!r} is not usable: it must be {need}.",
+            hint="A job would fail at that step; see the README's configuration table.",
+            id="mq.E009",
+        )
+        for name, value, need in problems
+    ]
+
+
+def check_container_paths(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    depth, length = settings.MQ_CONTAINER_MAX_DEPTH, settings.MQ_CONTAINER_MAX_PATH_BYTES
+    if 1 <= depth and 255 <= length <= 3072:
+        return []
+    return [
+        checks.Error(
+            f"MQ_CONTAINER_MAX_DEPTH={depth!r} must be at least 1, and "
+            f"MQ_CONTAINER_MAX_PATH_BYTES={length!r} must be between 255 and 3072.",
+            hint="Set MQ_CONTAINER_MAX_DEPTH to the deepest entry a container may hold, e.g. 32, "
+            "and MQ_CONTAINER_MAX_PATH_BYTES to its longest path in bytes, e.g. 1024 (the rest "
+            "of the 4096-byte PATH_MAX is left for the work directory and the storage root).",
+            id="mq.E050",
+        )
+    ]
+
+
+def check_capacity(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    batch, collection = settings.MQ_MAX_BATCH_JOBS, settings.MQ_MAX_COLLECTION_JOBS
+    queue = settings.MQ_MAX_QUEUE_JOBS
+    out = [
+        checks.Error(
+            f"{name}={value!r} must be at least 1.",
+            hint=f"Set {name} to a number of jobs; see the README's configuration table.",
+            id="mq.E040",
+        )
+        for name, value in (
+            ("MQ_MAX_BATCH_JOBS", batch),
+            ("MQ_MAX_COLLECTION_JOBS", collection),
+            ("MQ_MAX_QUEUE_JOBS", queue),
+        )
+        if value < 1
+    ]
+    if not out and not batch <= collection <= queue:
+        out.append(
+            checks.Error(
+                f"MQ_MAX_BATCH_JOBS={batch} <= MQ_MAX_COLLECTION_JOBS={collection} <= "
+                f"MQ_MAX_QUEUE_JOBS={queue} does not hold: some batches could never be accepted.",
+                hint="Raise the larger limits or lower the smaller ones.",
+                id="mq.E041",
+            )
+        )
+    return out
+
+
+def check_download_limits(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    errors = []
+    if settings.MQ_MAX_DOWNLOAD_BYTES < 0:
+        errors.append(
+            checks.Error(
+                f"MQ_MAX_DOWNLOAD_BYTES={settings.MQ_MAX_DOWNLOAD_BYTES!r} must not be negative.",
+                hint="Set MQ_MAX_DOWNLOAD_BYTES to the largest download of undeclared size in "
+                "bytes, e.g. 107374182400 (0: no limit).",
+                id="mq.E020",
+            )
+        )
+    if settings.MQ_MAX_DOWNLOADS_PER_HOST < 0 or settings.MQ_HOST_WAIT_SECONDS <= 0:
+        errors.append(
+            checks.Error(
+                f"MQ_MAX_DOWNLOADS_PER_HOST={settings.MQ_MAX_DOWNLOADS_PER_HOST!r} must not be "
+                f"negative, and MQ_HOST_WAIT_SECONDS={settings.MQ_HOST_WAIT_SECONDS!r} must be "
+                "positive.",
+                hint="Set MQ_MAX_DOWNLOADS_PER_HOST to the downloads one remote host may have "
+                "in flight across all workers, e.g. 2 (0: no bound), and MQ_HOST_WAIT_SECONDS "
+                "to seconds, e.g. 15.",
+                id="mq.E021",
+            )
+        )
+    if settings.MQ_FETCH_TIMEOUT <= 0 or settings.MQ_FETCH_DEADLINE < 0:
+        errors.append(
+            checks.Error(
+                f"MQ_FETCH_TIMEOUT={settings.MQ_FETCH_TIMEOUT!r} must be positive and "
+                f"MQ_FETCH_DEADLINE={settings.MQ_FETCH_DEADLINE!r} must not be negative.",
+                hint="Set MQ_FETCH_TIMEOUT to seconds, e.g. 30, and MQ_FETCH_DEADLINE to "
+                "seconds, e.g. 21600 (0: no deadline).",
+                id="mq.E022",
+            )
+        )
+    return errors
+
+
+def check_secret_key(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    if settings.DEBUG or settings.SECRET_KEY != DEV_SECRET_KEY:
+        return []
+    return [
+        checks.Error(
+            "SECRET_KEY is the development default while DEBUG is off: anyone could forge "
+            "sessions and signed confirmations.",
+            hint="Set SECRET_KEY to a long random value kept out of the repository "
+            "(or DEBUG=true on a development machine).",
+            id="mq.E030",
+        )
+    ]
+
+
+def check_workers(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    problem = mode_problem(settings.MQ_WORKERS)
+    if problem is None:
+        return []
+    return [
+        checks.Error(
+            problem,
+            hint="Set MQ_WORKERS to none to start beside Merritt's own ingest, own once this "
+            "project's workers should run the batches submitted here, all when no Merritt "
+            "ingest uses the ensemble.",
+            id="mq.E031",
+        )
+    ]
+
+
+ALL_CHECKS = [
+    check_zk_hosts,
+    check_zk_chroot,
+    check_zk_timeout,
+    check_redis_url,
+    check_redis_sentinel,
+    check_disk_threshold,
+    check_work_dir,
+    check_lock_stale_seconds,
+    check_reconcile_seconds,
+    check_services,
+    check_secret_key,
+    check_chain,
+    check_container_paths,
+    check_capacity,
+    check_download_limits,
+    check_workers,
+]
+
+
+def register() -> None:
+    for check in ALL_CHECKS:
+        checks.register(check, TAG)

@@ -1,0 +1,39 @@
+import logging
+import signal
+
+import django_rq
+from django.conf import settings
+from django.core.management.base import BaseCommand
+
+from ....core.dispatcher import Dispatcher, DispatcherConfig, all_queue_names
+from ...runtime import get_store
+
+
+class Command(BaseCommand):
+    help = "Watch ZooKeeper and keep the RQ queues filled (one per site). Workers: " + " ".join(
+        all_queue_names()
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--once", action="store_true", help="sweep once and exit")
+
+    def handle(self, *args, **opts):
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+        store = get_store()
+        store.init()
+        config = DispatcherConfig(
+            ahead=settings.MQ_DISPATCH_AHEAD,
+            sweep_interval=settings.MQ_SWEEP_SECONDS,
+            started_grace=settings.MQ_STARTED_GRACE_SECONDS,
+            workers=settings.MQ_WORKERS,
+        )
+        dispatcher = Dispatcher(store, django_rq.get_connection("default"), config)
+        if opts["once"]:
+            self.stdout.write(f"enqueued {dispatcher.sweep()}")
+            return
+        # The handler only asks the loop to stop; the loop finishes its sweep first.
+        signal.signal(signal.SIGTERM, lambda *_: (dispatcher.stop.set(), dispatcher.wake.set()))
+        signal.signal(signal.SIGINT, lambda *_: (dispatcher.stop.set(), dispatcher.wake.set()))
+        self.stdout.write(f"dispatching to {', '.join(all_queue_names())}")
+        dispatcher.run()
+        self.stdout.write(f"stopped after enqueueing {dispatcher.enqueued}")

@@ -1,0 +1,92 @@
+"""The process's queue store, configured from Django settings.
+
+This is the only bridge between Django and the queue core: the core modules
+take a client or a config and never read settings themselves.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from django.conf import settings
+from kazoo.handlers.threading import KazooTimeoutError
+
+from ..core.errors import QueueError
+from ..core.store import QueueStore
+from ..core.zk import ClientHolder, ZkConfig, wait_connected
+
+_holder: ClientHolder | None = None
+_initialised: dict[ZkConfig, object] = {}
+_guard = threading.Lock()
+
+
+def zk_config() -> ZkConfig:
+    return ZkConfig(hosts=settings.ZK_HOSTS, chroot=settings.ZK_CHROOT, timeout=settings.ZK_TIMEOUT)
+
+
+def get_store(*, init: bool = True, connected_within: float | None = None) -> QueueStore:
+    """A store over this process's client; a forked child gets a client of its own.
+
+    ``init=False`` for tools that promise not to write (the consistency check).
+    ``connected_within``: raise QueueError unless ZooKeeper answers within that many
+    seconds, instead of letting the first request wait for it without a limit.
+    """
+    global _holder
+    with _guard:
+        config = zk_config()
+        if _holder is None or _holder.config != config:
+            if _holder is not None:
+                _holder.close()
+            _holder = ClientHolder(config)
+        try:
+            client = _holder.get()
+        except KazooTimeoutError:
+            if connected_within is None:
+                raise  # workers and the dispatcher handle it as they always have
+            raise QueueError(
+                f"ZooKeeper ({config.hosts}) did not answer within {config.timeout:g} s"
+            ) from None
+        if connected_within is not None and not wait_connected(client, connected_within):
+            raise QueueError(
+                f"ZooKeeper ({config.hosts}) is not connected and did not come back within "
+                f"{connected_within:g} s"
+            )
+        store = QueueStore(client)
+        store.profiles = ProfileTable()
+        if getattr(settings, "MQ_MIRROR_WRITE_THROUGH", True):
+            store.listeners.append(_mirror_listener(store))
+        if init and client is not _initialised.get(config):
+            # A fresh ensemble or chroot has no containers; creating them is idempotent.
+            store.init()
+            _initialised[config] = client
+    return store
+
+
+class ProfileTable:
+    """The ``Profiles`` of the core (``itemkeys``), read from the profile table at each call:
+    a profile added or moved takes effect at once."""
+
+    def collection_of(self, profile: str) -> str | None:
+        from batches.models import Profile  # here: the core modules never import Django apps
+
+        return Profile.objects.filter(name=profile).values_list("collection", flat=True).first()
+
+    def profiles_of(self, collection: str) -> list[str]:
+        from batches.models import Profile
+
+        return sorted(Profile.objects.filter(collection=collection).values_list("name", flat=True))
+
+
+def _mirror_listener(store: QueueStore):
+    # Imported here: the core modules never import Django apps; this module is the glue.
+    from mirror.facade import make_listener
+
+    return make_listener(store)
+
+
+def close() -> None:
+    global _holder
+    with _guard:
+        if _holder is not None:
+            _holder.close()
+        _holder = None

@@ -1,0 +1,247 @@
+"""Settings read from environment variables; every default runs on one machine with SQLite."""
+
+import os
+from pathlib import Path
+
+import dj_database_url
+
+from ..core.dispatcher import all_queue_names
+from .env import DEV_SECRET_KEY, env_bool, env_float, env_host_ports, env_int, env_str
+
+BASE_DIR = Path(__file__).resolve().parents[2]
+VAR_DIR = BASE_DIR / "var"
+
+SECRET_KEY = env_str("SECRET_KEY", DEV_SECRET_KEY)
+# Off unless asked for (`make demo` and the tests turn it on): its error pages show settings.
+DEBUG = env_bool("DEBUG", False)
+# Error reports (the DEBUG page, mailed reports) mask credentials inside URLs.
+DEFAULT_EXCEPTION_REPORTER_FILTER = "merritt_queue.project.reporting.MaskingReporterFilter"
+ALLOWED_HOSTS = [h.strip() for h in env_str("ALLOWED_HOSTS", "127.0.0.1,localhost").split(",")]
+ALLOWED_HOSTS = [h for h in ALLOWED_HOSTS if h]
+READ_ONLY = env_bool("READ_ONLY", False)
+
+ZK_HOSTS = env_str("ZK_HOSTS", "127.0.0.1:2181")
+ZK_CHROOT = env_str("ZK_CHROOT", "/merritt")
+ZK_TIMEOUT = env_float("ZK_TIMEOUT", 10.0)
+
+REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
+# Both set is a contradiction that check mq.E010 reports, rather than a silent preference.
+REDIS_URL_IS_SET = "REDIS_URL" in os.environ
+# A Sentinel-managed Redis: the Sentinels name the current master of REDIS_SENTINEL_MASTER,
+# and every connection (workers, dispatcher, web) follows it through a failover.
+REDIS_SENTINELS = env_host_ports("REDIS_SENTINELS")
+REDIS_SENTINEL_MASTER = env_str("REDIS_SENTINEL_MASTER", "")
+REDIS_SENTINEL_DB = env_int("REDIS_SENTINEL_DB", 0)
+REDIS_PASSWORD = env_str("REDIS_PASSWORD", "")
+REDIS_SENTINEL_PASSWORD = env_str("REDIS_SENTINEL_PASSWORD", "")
+if REDIS_SENTINELS:
+    REDIS_CONNECTION = {
+        "SENTINELS": REDIS_SENTINELS,
+        "MASTER_NAME": REDIS_SENTINEL_MASTER,
+        "DB": REDIS_SENTINEL_DB,
+        "PASSWORD": REDIS_PASSWORD or None,
+        "SENTINEL_KWARGS": {"password": REDIS_SENTINEL_PASSWORD or None},
+    }
+else:
+    REDIS_CONNECTION = {"URL": REDIS_URL}
+# One queue per state (see merritt_queue.core.dispatcher); all on the same Redis.
+RQ_QUEUES = {
+    name: {**REDIS_CONNECTION, "DEFAULT_TIMEOUT": 3600} for name in ["default", *all_queue_names()]
+}
+# No COMMIT_MODE: it governs only django-rq's own queues, and nothing here enqueues through
+# them. The dispatcher's plain rq.Queue enqueues follow ZooKeeper, not a database row, and a
+# bulk admin action's row is committed (steering.actions._start) before its job is queued.
+RQ = {
+    # No fork per job (a worker process keeps one ZooKeeper session instead of one per job),
+    # and a Redis outage does not end the worker.
+    "WORKER_CLASS": "merritt_queue.core.worker.QueueWorker",
+}
+
+MQ_WORK_DIR = env_str("MQ_WORK_DIR", str(VAR_DIR / "work"))
+MQ_DISK_THRESHOLD = env_int("MQ_DISK_THRESHOLD", 80)
+MQ_LOCK_STALE_SECONDS = env_int("MQ_LOCK_STALE_SECONDS", 3600)
+MQ_PROVISION_RETRY_SECONDS = env_float("MQ_PROVISION_RETRY_SECONDS", 30.0)
+
+# Ingest limits and the network policy of downloads and callbacks.
+MQ_MAX_UPLOAD_BYTES = env_int("MQ_MAX_UPLOAD_BYTES", 2 * 1024**3)
+MQ_MAX_MANIFEST_BYTES = env_int("MQ_MAX_MANIFEST_BYTES", 10 * 1024**2)
+MQ_MAX_CONTAINER_BYTES = env_int("MQ_MAX_CONTAINER_BYTES", 100 * 1024**3)
+# Deepest and longest entry path a container may hold: deeper or longer ones are refused by
+# name on the archive's listing instead of failing on the file system's own limits later
+# (the path is rebuilt under the work directory and the storage root).
+MQ_CONTAINER_MAX_DEPTH = env_int("MQ_CONTAINER_MAX_DEPTH", 32)
+MQ_CONTAINER_MAX_PATH_BYTES = env_int("MQ_CONTAINER_MAX_PATH_BYTES", 1024)
+# Capacity: ZooKeeper keeps the whole tree in its heap, so the jobs a submission may add are
+# bounded per batch, per collection and for the whole tree (any status, until `cleanup` purges
+# them); scripts/services.sh sizes ZooKeeper's heap from MQ_MAX_QUEUE_JOBS.
+MQ_MAX_BATCH_JOBS = env_int("MQ_MAX_BATCH_JOBS", 10_000)
+MQ_MAX_COLLECTION_JOBS = env_int("MQ_MAX_COLLECTION_JOBS", 10_000)
+MQ_MAX_QUEUE_JOBS = env_int("MQ_MAX_QUEUE_JOBS", 25_000)
+MQ_FETCH_TIMEOUT = env_float("MQ_FETCH_TIMEOUT", 30.0)
+MQ_FETCH_RETRIES = env_int("MQ_FETCH_RETRIES", 3)
+# Wall-clock limit of one download attempt, in seconds (0: none). The read timeout applies to
+# each read, so a server trickling a byte every few seconds would otherwise hold a worker
+# forever; 6 hours still lets 100 GB through at 5 MB/s.
+MQ_FETCH_DEADLINE = env_float("MQ_FETCH_DEADLINE", 21600.0)
+MQ_CALLBACK_RETRIES = env_int("MQ_CALLBACK_RETRIES", 3)
+# A download whose size nobody declared (manifest, HEAD) was not reserved by Provisioning:
+# this is how far one such file may grow. The same figure as MQ_MAX_CONTAINER_BYTES, the
+# most an unknown container may unpack to; 0: no limit.
+MQ_MAX_DOWNLOAD_BYTES = env_int("MQ_MAX_DOWNLOAD_BYTES", 100 * 1024**3)
+# Downloads in flight per remote host across all workers, so that one depositor's slow
+# server cannot hold every worker (0: no bound), and how long a job that found its host
+# full waits in Downloading before it tries again.
+MQ_MAX_DOWNLOADS_PER_HOST = env_int("MQ_MAX_DOWNLOADS_PER_HOST", 2)
+MQ_HOST_WAIT_SECONDS = env_float("MQ_HOST_WAIT_SECONDS", 15.0)
+# Downloads from loopback or private addresses are refused unless allowed (the demo allows
+# loopback).
+MQ_ALLOW_LOOPBACK = env_bool("MQ_ALLOW_LOOPBACK", False)
+MQ_ALLOW_PRIVATE = env_bool("MQ_ALLOW_PRIVATE", False)
+
+# Services: local defaults, Merritt/EZID over HTTP at scale.
+MQ_MINTER = env_str("MQ_MINTER", "local")
+MQ_MINTER_DIR = env_str("MQ_MINTER_DIR", str(VAR_DIR / "minter"))
+EZID_URL = env_str("EZID_URL", "https://ezid.cdlib.org")
+EZID_USER = env_str("EZID_USER", "")
+EZID_PASSWORD = env_str("EZID_PASSWORD", "")
+MQ_STORAGE = env_str("MQ_STORAGE", "local")
+MQ_STORAGE_ROOT = env_str("MQ_STORAGE_ROOT", str(VAR_DIR / "storage"))
+MERRITT_STORAGE_URL = env_str("MERRITT_STORAGE_URL", "")
+MERRITT_STORAGE_NODE = env_str("MERRITT_STORAGE_NODE", "")
+# Merritt storage fetches each file itself: the URL at which MQ_WORK_DIR is served to it
+# (e.g. https://ingest.example.org/work/). Needed when MQ_STORAGE is merritt.
+MERRITT_STORAGE_FILE_URL = env_str("MERRITT_STORAGE_FILE_URL", "")
+
+# Dispatcher: how many RQ jobs may wait per state, and the safety-net sweep period.
+MQ_DISPATCH_AHEAD = env_int("MQ_DISPATCH_AHEAD", 20)
+# An admin action on more items than this runs as an RQ job on the mq-admin queue (the
+# result page shows its progress); up to this many it runs inside the request.
+MQ_BULK_INLINE_MAX = env_int("MQ_BULK_INLINE_MAX", 200)
+MQ_SWEEP_SECONDS = env_float("MQ_SWEEP_SECONDS", 10.0)
+# What this project's workers take when Merritt's own ingest may share the ensemble
+# (merritt_queue/core/sides.py): all, own (only batches submitted here) or none (no workers).
+MQ_WORKERS = env_str("MQ_WORKERS", "all")
+# An RQ job "started" this many seconds ago whose item holds no ZooKeeper lock is taken as
+# dead (its worker was killed) and enqueued again; a needless repeat is harmless.
+MQ_STARTED_GRACE_SECONDS = env_float("MQ_STARTED_GRACE_SECONDS", 60.0)
+# A worker that finishes a job's step goes on with the job's next steps under the same lock,
+# without a round through the dispatcher and Redis, while it serves the next state's queue:
+# at most MQ_CHAIN_STEPS steps per RQ job (1: one step each), starting no new step after
+# MQ_CHAIN_SECONDS. A larger budget saves more per step; a smaller one lets a later
+# high-priority job start sooner.
+MQ_CHAIN_STEPS = env_int("MQ_CHAIN_STEPS", 8)
+MQ_CHAIN_SECONDS = env_float("MQ_CHAIN_SECONDS", 30.0)
+# A worker's writes reach the mirror together, in one transaction, at the end of its RQ job
+# or once the first has waited MQ_MIRROR_DELAY seconds, whichever is sooner (0: each write
+# at once, a transaction each). The mirror then lags ZooKeeper by at most this much while a
+# worker carries a job through its steps.
+MQ_MIRROR_DELAY = env_float("MQ_MIRROR_DELAY", 1.0)
+
+# The Django mirror: every write made through the core in a Django process is copied to it at
+# once (write-through); `manage.py reconcile --watch` follows writes made elsewhere and rebuilds
+# the whole mirror every MQ_RECONCILE_SECONDS as a safety net.
+MQ_MIRROR_WRITE_THROUGH = env_bool("MQ_MIRROR_WRITE_THROUGH", True)
+MQ_RECONCILE_SECONDS = env_float("MQ_RECONCILE_SECONDS", 300.0)
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_rq",
+    "django_tables2",
+    "django_filters",
+    "merritt_queue.project.apps.MerrittQueueConfig",
+    "mirror",
+    "batches",
+    "jobs",
+    "inventory",
+    "dashboard",
+    "steering",
+]
+
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "login"
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    # The user is known from the session cookie alone, so a submission's body can be refused
+    # (UploadGuardMiddleware) before the CSRF check reads it.
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "batches.middleware.UploadGuardMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "merritt_queue.project.urls"
+WSGI_APPLICATION = "merritt_queue.project.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "jobs.context_processors.mirror_freshness",
+                "batches.context_processors.may_submit",
+            ],
+        },
+    },
+]
+
+DATABASE_URL = env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'db.sqlite3'}")
+# Connections are kept between requests and RQ jobs (checked before reuse): opening one per
+# job, and closing it (for SQLite, a WAL checkpoint when it was the last), cost a worker more
+# than the job's own queries.
+DATABASES = {
+    "default": dj_database_url.parse(
+        DATABASE_URL,
+        conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 600),
+        conn_health_checks=True,
+    )
+}
+if DATABASES["default"]["ENGINE"].endswith("sqlite3") and DATABASES["default"]["NAME"]:
+    # SQLite creates the file but not its directory; a fresh clone has no var/.
+    Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+    # Several workers write the inventory at once: take the write lock at BEGIN and wait
+    # for it, instead of failing with "database is locked" on a lock upgrade.
+    # WAL lets pages read while a worker writes; synchronous=NORMAL is safe with WAL (a crash
+    # may lose the last commits, which the next reconcile restores from ZooKeeper).
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "timeout": 20,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
+    )
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "static"
+
+EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.filebased.EmailBackend")
+EMAIL_FILE_PATH = VAR_DIR / "mail"
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "merritt-queue@localhost")

@@ -1,0 +1,55 @@
+"""``manage.py reconcile --full | --watch``: rebuild the Django mirror from ZooKeeper, or follow it.
+
+``--full`` rebuilds once and prints what differed (drift). ``--watch`` follows
+the tree with watches, with a full rebuild every MQ_RECONCILE_SECONDS, until
+SIGTERM or SIGINT; the signal only asks the loop to stop after its turn.
+"""
+
+import logging
+import signal
+import threading
+
+from django.core.management.base import BaseCommand
+
+import mirror
+from merritt_queue.project.runtime import get_store
+
+SHOWN = 5  # ids listed per kind of drift
+
+
+def report(drift: mirror.Drift) -> list[str]:
+    lines = []
+    for name in ("added", "changed", "removed"):
+        ids = getattr(drift, name)
+        more = f" ... (+{len(ids) - SHOWN})" if len(ids) > SHOWN else ""
+        lines.append(f"{name}: {len(ids)}" + (f"  {' '.join(ids[:SHOWN])}{more}" if ids else ""))
+    for item_id, why in list(drift.unreadable.items())[:SHOWN]:
+        lines.append(f"unreadable: {item_id}: {why}")
+    lines.append(
+        f"{drift.jobs} jobs and {drift.batches} batches in {drift.seconds:.1f} s "
+        f"({drift.jobs_per_s:.0f} jobs/s)"
+    )
+    return lines
+
+
+class Command(BaseCommand):
+    help = "Rebuild the Django mirror from ZooKeeper (--full) or follow it with watches (--watch)."
+
+    def add_arguments(self, parser):
+        mode = parser.add_mutually_exclusive_group(required=True)
+        mode.add_argument("--full", action="store_true", help="rebuild once and report drift")
+        mode.add_argument("--watch", action="store_true", help="follow until SIGTERM/SIGINT")
+
+    def handle(self, *args, **opts):
+        store = get_store()
+        if opts["full"]:
+            for line in report(mirror.full_reconcile(store)):
+                self.stdout.write(line)
+            return
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+        stop = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        signal.signal(signal.SIGINT, lambda *_: stop.set())
+        self.stdout.write("following ZooKeeper into the mirror; stop with SIGTERM or Ctrl-C")
+        mirror.follow(store, stop)
+        self.stdout.write("stopped")
