@@ -178,7 +178,7 @@ def _held(s: Services, lock: ItemLock) -> Iterator[ItemLock]:
     try:
         yield lock
     except BaseException:
-        s.store.release(lock)
+        s.store.release_lock(lock)
         raise
 
 

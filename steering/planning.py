@@ -98,7 +98,7 @@ def _extra_note(action: Action, t: Target) -> str:
     if (
         action.name == "job.release"
         and t.collection
-        and get_store(init=False).collection_held(t.collection)
+        and get_store(init=False).is_collection_held(t.collection)
     ):
         return f"warning: collection {t.collection} is still on hold, so the job will be held again"
     return action.warning

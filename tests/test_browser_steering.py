@@ -72,7 +72,7 @@ def test_hold_a_collection_then_release_it_and_its_batch(
     Collection.objects.get_or_create(mnemonic="demo")  # the collections page lists it
 
     collection_action(page, url, "collectionhold", "storage migration")
-    assert pipeline.store.collection_held("demo")
+    assert pipeline.store.is_collection_held("demo")
     page.goto(f"{url}/collections/")
     assert "by steerer" in page.locator('tr[data-collection="demo"]').inner_text()
 
@@ -81,7 +81,7 @@ def test_hold_a_collection_then_release_it_and_its_batch(
     assert "Held" in batch_row(page, url, bid)
 
     collection_action(page, url, "collectionrelease", "migration over")
-    assert not pipeline.store.collection_held("demo")
+    assert not pipeline.store.is_collection_held("demo")
     collection_action(page, url, "collectionrelease_all", "migration over")
     batch = pipeline.run(bid)
     assert batch.status == "Completed", batch.message

@@ -547,7 +547,7 @@ def test_queue_pause_and_collection_holds(store):
     store.hold_collection("a")
     store.hold_collection("b")
     assert store.held_collections() == ["a", "b"]
-    assert store.collection_held("a") and not store.collection_held("c")
+    assert store.is_collection_held("a") and not store.is_collection_held("c")
 
 
 def test_object_locks_are_exclusive_and_named_per_the_wire_format(store, make_store, zk):
@@ -559,12 +559,12 @@ def test_object_locks_are_exclusive_and_named_per_the_wire_format(store, make_st
     assert store.lock_localid("loc 1") and not other.lock_localid("loc 1")
     # Another holder's release leaves a lock alone: the owner a storage lock records, the
     # session an inventory lock belongs to.
-    other.release(ItemLock("storage", ark, owner="jid2"))
-    other.release(ItemLock("inventory", "ark:/1/x"))
+    other.release_lock(ItemLock("storage", ark, owner="jid2"))
+    other.release_lock(ItemLock("inventory", "ark:/1/x"))
     assert zk.exists("/locks/storage/ark_13030_m5abc") and zk.exists("/locks/inventory/ark_1_x")
-    store.release(ItemLock("storage", ark, owner="jid1"))
-    store.release(ItemLock("inventory", "ark:/1/x"))
-    store.release(ItemLock("inventory", "ark:/1/x"))  # twice: no error
+    store.release_lock(ItemLock("storage", ark, owner="jid1"))
+    store.release_lock(ItemLock("inventory", "ark:/1/x"))
+    store.release_lock(ItemLock("inventory", "ark:/1/x"))  # twice: no error
     assert other.lock_storage(ark, "jid2") and other.lock_inventory("ark:/1/x")
     # The storage lock is persistent: it outlives the session that took it.
     other.client.stop()

@@ -182,7 +182,7 @@ def test_a_collection_hold_here_holds_merritts_job_of_its_profile(
     batch = ingest.submit("demo_content")
     job = ingest.initialize()
     assert job is not None and job.status == JobStatus.HELD
-    assert process_store.collection_hold("demo") == {"by": "ada", "reason": "audit", "at": ANY}
+    assert process_store.read_collection_hold("demo") == {"by": "ada", "reason": "audit", "at": ANY}
     (jid,) = process_store.batch_jobs(batch.id)["batch-processing"]
     assert process_store.get_job(jid).status == JobStatus.HELD
 
@@ -281,7 +281,7 @@ def test_a_hold_merritt_set_by_profile_is_a_hold_of_the_profiles_collection(
 ):
     zk, _ = merritt(make_client)
     assert zk.lock_collection("demo_content")
-    assert process_store.collection_held("demo")
+    assert process_store.is_collection_held("demo")
     mirror.sync_collections({name: {} for name in process_store.held_collections()}, timezone.now())
     from batches.models import Collection
 

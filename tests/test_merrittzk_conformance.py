@@ -1081,9 +1081,9 @@ def test_lock_ingest(store):
 
 
 def test_lock_collection(store):
-    assert store.collection_held("foo") is False
+    assert store.is_collection_held("foo") is False
     assert store.hold_collection("foo") is True
-    assert store.collection_held("foo") is True
+    assert store.is_collection_held("foo") is True
     assert store.hold_collection("foo") is False
     store.release_collection("foo")
     assert store.hold_collection("foo") is True
@@ -1106,7 +1106,7 @@ def _lock_cycle(store: QueueStore, kind: str, ark: str) -> None:
     assert lock(ark) is True
     assert exists(store, path)
     assert lock(ark) is False
-    store.release(ItemLock(kind, ark))
+    store.release_lock(ItemLock(kind, ark))
     assert not exists(store, path)
     assert lock(ark) is True
     assert exists(store, path)

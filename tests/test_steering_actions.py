@@ -328,8 +328,8 @@ def test_a_bulk_resume_reads_the_batches_in_one_round_not_one_per_job(queue, peo
 def test_collection_and_queue_actions(queue, people):
     admin = people["administrator"]
     execute(admin, ACTIONS["collection.hold"], [("demo", None)], "audit", token="c1")
-    assert queue.collection_held("demo")
-    assert queue.collection_hold("demo") | {"at": "x"} == {
+    assert queue.is_collection_held("demo")
+    assert queue.read_collection_hold("demo") | {"at": "x"} == {
         "by": "ada",
         "reason": "audit",
         "at": "x",

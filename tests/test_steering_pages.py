@@ -201,7 +201,7 @@ def test_queue_and_collection_actions_from_their_pages(client, queue, people):
     confirm_and_execute(client, "queue.pause", "", reason="maintenance")
     assert queue.queue_paused()
     confirm_and_execute(client, "collection.hold", "ids=demo", reason="audit")
-    assert queue.collection_held("demo")
+    assert queue.is_collection_held("demo")
     assert AdminAction.objects.filter(action="collection.hold").get().items.get().item_id == "demo"
 
 

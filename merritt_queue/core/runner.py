@@ -237,7 +237,7 @@ def commit(store: QueueStore, job: JobRecord, outcome: Outcome, *, keep_lock=Fal
 def _release(store: QueueStore, locks: tuple[ItemLock, ...]) -> None:
     for lock in locks:
         try:
-            store.release(lock)
+            store.release_lock(lock)
         except CONNECTION_ERRORS as e:
             # A storage lock left behind names this job: its next run takes it back.
             log.warning("could not release %s: %r", lock.path, e)

@@ -71,7 +71,7 @@ class Holds(StoreBase):
         self._changed("collection", mnemonic, None)
         return changed
 
-    def collection_hold(self, mnemonic: str) -> dict | None:
+    def read_collection_hold(self, mnemonic: str) -> dict | None:
         """Who held a collection, why and when ({} when not recorded); None when not held.
 
         A hold Merritt wrote under one of the collection's profiles counts.
@@ -95,8 +95,8 @@ class Holds(StoreBase):
         self._changed("collection", mnemonic, None)
         return changed
 
-    def collection_held(self, mnemonic: str) -> bool:
-        return self.collection_hold(mnemonic) is not None
+    def is_collection_held(self, mnemonic: str) -> bool:
+        return self.read_collection_hold(mnemonic) is not None
 
     def _hold_names(self, mnemonic: str) -> list[str]:
         """The lock names a hold of ``mnemonic`` is written under: ours, then Merritt's."""
@@ -175,7 +175,7 @@ class Holds(StoreBase):
         got = self._get_many([path])[path]
         return bool(owner) and got is not None and t.decode_str(got[0]) == owner
 
-    def release(self, lock: ItemLock) -> None:
+    def release_lock(self, lock: ItemLock) -> None:
         """Let go of ``lock`` if it is still this holder's: a step whose commit failed.
 
         After a force-fail another job may hold a storage lock of the same ARK, so the
