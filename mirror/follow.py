@@ -47,13 +47,14 @@ from django.utils import timezone
 from kazoo.protocol.states import KazooState
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
-import mirror
 from batches.models import Batch
 from jobs.models import Job
 from merritt_queue.core import snapshot
 from merritt_queue.core import tree as t
 from merritt_queue.core.states import BatchStatus, JobStatus
 from merritt_queue.core.store import QueueStore
+
+from . import facade as mirror
 
 log = logging.getLogger(__name__)
 

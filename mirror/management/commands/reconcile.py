@@ -11,8 +11,8 @@ import threading
 
 from django.core.management.base import BaseCommand
 
-import mirror
 from merritt_queue.project.runtime import get_store
+from mirror import facade as mirror
 
 SHOWN = 5  # ids listed per kind of drift
 
