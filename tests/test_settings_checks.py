@@ -139,7 +139,7 @@ def test_sentinel_settings_make_every_rq_queue_use_the_sentinel(monkeypatch):
     monkeypatch.setenv("REDIS_PASSWORD", "pw")
     spec = importlib.util.spec_from_file_location("fresh_settings", real.__file__)
     fresh = importlib.util.module_from_spec(spec)
-    fresh.__package__ = "merritt_queue"
+    fresh.__package__ = "merritt_queue.project"
     spec.loader.exec_module(fresh)
     assert fresh.REDIS_URL_IS_SET is False
     for config in fresh.RQ_QUEUES.values():
