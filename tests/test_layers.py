@@ -4,6 +4,7 @@ services adapters import neither Django nor any app of the project."""
 from __future__ import annotations
 
 import ast
+from itertools import pairwise
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -109,7 +110,7 @@ def test_the_apps_import_each_other_without_a_cycle():
     for app in APPS:
         cycle = cycle_from(app, [app])
         if cycle:
-            why = [line for a, b in zip(cycle, cycle[1:]) for line in edges[(a, b)]]
+            why = [line for a, b in pairwise(cycle) for line in edges[(a, b)]]
             raise AssertionError(f"{' -> '.join(cycle)}: {why}")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
+from django.core.paginator import Paginator
 from django.urls import reverse
 from django_tables2 import RequestConfig
 from django_tables2.paginators import LazyPaginator
@@ -29,10 +30,8 @@ def filtered_table(request, filter_class, queryset, table_class, order_by=None):
     # Ignoring a bad value would quietly show unfiltered rows; show none, and the error.
     rows = filterset.qs if filterset.is_valid() else queryset.none()
     table = table_class(rows, order_by=order_by)
-    lazy = getattr(filterset, "scans", False)
-    RequestConfig(request, paginate={"paginator_class": UncountedPaginator} if lazy else True).configure(
-        table
-    )
+    paginator = UncountedPaginator if getattr(filterset, "scans", False) else Paginator
+    RequestConfig(request, paginate={"paginator_class": paginator}).configure(table)
     return filterset, table
 
 
