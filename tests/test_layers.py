@@ -1,5 +1,6 @@
 """The layers of docs/architecture.md, as folders: the core, what a depositor sends and the
-services adapters import neither Django nor any app of the project."""
+services adapters import neither Django nor any app of the project; the apps import one
+another without a cycle."""
 
 from __future__ import annotations
 
