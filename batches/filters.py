@@ -7,7 +7,7 @@ from django import forms
 from django.db.models import Q
 
 from batches.models import BATCH_STATUS_CHOICES, Batch
-from jobs.filters import DateRange, id_search, in_collection
+from ui.filters import DateRange, id_search, in_collection
 
 
 class BatchFilter(df.FilterSet):

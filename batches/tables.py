@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import django_tables2 as tables
 from django.utils import timezone
 from django.utils.html import format_html
 
 from batches.models import Batch
 from batches.templatetags.merritt_sides import merritt_batch_label
-from jobs.tables import PageTable, batch_link, select_box, status_badge, truncated, when
 from merritt_queue.core.states import JobStatus
+from ui.cells import age_text, select_box, status_badge, truncated, when
+from ui.links import batch_link
+from ui.tables import PageTable
 
 BATCH_LIST_FIELDS = (
     "bid",
@@ -38,19 +38,6 @@ def job_counts_text(counts) -> str:
         return "—"
     ordered = sorted(counts.items(), key=lambda kv: (_STATUS_ORDER.get(kv[0], 99), kv[0]))
     return " · ".join(f"{n} {status}" for status, n in ordered if n)
-
-
-def age_text(age: timedelta) -> str:
-    """A short age: ``45 s``, ``12 min``, ``5 h 20 min``, ``3 d 4 h``."""
-    seconds = max(0, int(age.total_seconds()))
-    minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86400
-    if seconds < 60:
-        return f"{seconds} s"
-    if minutes < 60:
-        return f"{minutes} min"
-    if hours < 48:
-        return f"{hours} h {minutes % 60} min"
-    return f"{days} d {hours % 24} h"
 
 
 class BatchTable(PageTable):

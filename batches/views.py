@@ -17,10 +17,12 @@ from batches.submission import (
 )
 from batches.tables import SelectBatchTable, batch_rows, job_counts_text
 from jobs import history_export
-from jobs.reading_scope import require_readable
-from jobs.tables import JobTable, job_link, job_rows
+from jobs.tables import JobTable, job_rows
 from jobs.timeline_view import batch_timeline
-from jobs.views import collection_names, fields_of, filtered_table, record_links
+from ui.fields import fields_of
+from ui.links import job_link
+from ui.listing import collection_names, filtered_table, record_links
+from ui.reading_scope import require_readable
 
 MAX_REPORT_LINKS = 500
 

@@ -18,10 +18,10 @@ from django.db.models.functions import Substr, TruncHour
 from django.utils import timezone
 
 from batches.models import Batch, Collection
-from batches.tables import age_text
 from jobs.models import Job, JobEvent, MirrorState
 from merritt_queue.core.errors import InvalidTransition
 from merritt_queue.core.states import JOB, JOB_STEPS, JobStatus, resume_target
+from ui.cells import age_text
 
 # The other app's list pages; filters are passed as query strings.
 JOBS_URL = "/jobs/"

@@ -5,10 +5,13 @@ from __future__ import annotations
 from urllib.parse import quote
 
 import django_tables2 as tables
+from django.utils.functional import cached_property
 from django.utils.html import format_html
 
 from inventory.models import InventoryObject, LocalIdentifier
-from jobs.tables import PageTable, detail_url, truncated, when
+from ui.cells import truncated, when
+from ui.links import detail_url
+from ui.tables import PageTable
 
 OBJECT_LIST_FIELDS = ("ark", "collection", "title", "version_count", "last_stored")
 
@@ -51,10 +54,10 @@ class ObjectTable(PageTable):
         order_by = "-last_stored"
         empty_text = "No objects match."
 
-    def page_rows(self):
-        # The page's local ids in one query, not one per row.
-        self._local_ids = local_ids_of(row.record.ark for row in self.paginated_rows)
-        yield from super().page_rows()
+    @cached_property
+    def page_local_ids(self) -> dict[str, list[str]]:
+        """The page's local ids, in one query rather than one per row."""
+        return local_ids_of(row.record.ark for row in self.paginated_rows)
 
     def render_ark(self, value):
         return object_link(value)
@@ -63,7 +66,7 @@ class ObjectTable(PageTable):
         return truncated(value)
 
     def render_local_ids(self, record):
-        return ", ".join(self._local_ids.get(record.ark, ())) or "—"
+        return ", ".join(self.page_local_ids.get(record.ark, ())) or "—"
 
     def render_last_stored(self, value):
         return when(value)

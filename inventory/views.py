@@ -10,8 +10,8 @@ from django.shortcuts import render
 from inventory.filters import ObjectFilter
 from inventory.models import InventoryFile, InventoryObject, InventoryVersion, LocalIdentifier
 from inventory.tables import ObjectTable, object_rows
-from jobs.tables import job_link
-from jobs.views import collection_names, filtered_table
+from ui.links import job_link
+from ui.listing import collection_names, filtered_table
 
 # A version's files listed on the page; the rest are counted, not read.
 MAX_FILES = 1000

@@ -22,10 +22,10 @@ from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
 from batches.models import Batch, BatchEvent, mnemonic_problem
-from jobs.filters import in_collection
 from jobs.models import Job, JobEvent
 from jobs.timeline_view import who_of
 from merritt_queue.core.tree import is_batch_id, is_job_id
+from ui.filters import in_collection
 
 COLUMNS = (
     "kind",

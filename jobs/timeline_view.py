@@ -17,12 +17,12 @@ from django.utils import timezone
 
 from batches.models import BatchEvent
 from jobs.models import JobEvent
-from jobs.tables import detail_url
 from merritt_queue.core import history
 from merritt_queue.core.states import BATCH, JOB
 from mirror.timeline import own_message
 from steering.catalog import ACTIONS
 from steering.models import AdminActionItem
+from ui.links import detail_url
 
 INEXACT_NOTE = (
     "Seen by the mirror, not told by its writer: the previous state and who made it "

@@ -2,107 +2,38 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-from urllib.parse import urlencode
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponseBadRequest, HttpResponseForbidden
 from django.shortcuts import get_object_or_404, render
-from django.urls import reverse
-from django_tables2 import RequestConfig
 
-from batches.models import Batch, Collection
+from batches.models import Batch
 from jobs import history_export
 from jobs.filters import JobFilter
 from jobs.models import Job
-from jobs.reading_scope import readable_collections, require_readable
-from jobs.tables import LazyKeyPaginator, SelectJobTable, job_rows, when
+from jobs.tables import SelectJobTable, job_rows
 from jobs.timeline_view import job_timeline
 from merritt_queue.core.errors import NotFound, QueueError
 from merritt_queue.core.states import JobStatus, resume_known, resume_target
 from merritt_queue.core.tree import is_job_id, parse_timestamp
 from merritt_queue.project import runtime
 from mirror.facade import LOCAL_ID_SEPARATOR
+from ui.cells import when
+from ui.fields import as_text, fields_of
+from ui.listing import collection_names, filtered_table, record_links
+from ui.reading_scope import readable_collections, require_readable
 
 log = logging.getLogger(__name__)
 
 MAX_WORK_FILES = 500
 
 
-# --- helpers shared with the batch pages ------------------------------------------------
-
-
-def filtered_table(request, filter_class, queryset, table_class, order_by=None):
-    """Filter (from the query string), sort and paginate; invalid filters show no rows.
-
-    ``order_by`` replaces the table's default order when the query string has no ``sort``.
-    """
-    filterset = filter_class(request.GET, queryset=queryset)
-    # Ignoring a bad value would quietly show unfiltered rows; show none, and the error.
-    rows = filterset.qs if filterset.is_valid() else queryset.none()
-    table = table_class(rows, order_by=order_by)
-    lazy = getattr(filterset, "scans", False)
-    RequestConfig(
-        request, paginate={"paginator_class": LazyKeyPaginator} if lazy else True
-    ).configure(table)
-    return filterset, table
-
-
-def collection_names() -> list[str]:
-    """Known collections, offered as suggestions in the collection filter."""
-    return list(Collection.objects.values_list("mnemonic", flat=True))
-
-
-def as_text(value: Any) -> str:
-    """A JSON value as text for a template (which escapes it); long structures indented."""
-    if isinstance(value, str):
-        return value
-    compact = json.dumps(value, ensure_ascii=False, sort_keys=True)
-    if len(compact) <= 80:
-        return compact
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
-
-
-@dataclass(frozen=True)
-class Field:
-    name: str
-    text: str
-    block: bool  # an object or list, shown preformatted
-    empty: bool  # null or ""
-
-
-def fields_of(data: Any) -> list[Field]:
-    """The entries of a JSON object for a definition list (any other JSON as one entry)."""
-    if data is None:
-        return []
-    if not isinstance(data, dict):
-        return [Field("(value)", as_text(data), True, False)]
-    return [
-        Field(str(k), as_text(v), isinstance(v, dict | list), v is None or v == "")
-        for k, v in data.items()
-    ]
-
-
 # --- the list ---------------------------------------------------------------------------
-
-
-def record_links(request, **names) -> dict:
-    """The whole record's export links, narrowed as the list is (``names``: the export's
-    filter for each list filter)."""
-    query = {
-        export: request.GET[mine].strip()
-        for mine, export in names.items()
-        if request.GET.get(mine, "").strip()
-    }
-    suffix = f"?{urlencode(query)}" if query else ""
-    links: dict = {fmt: reverse(f"jobs:export-{fmt}") + suffix for fmt in ("csv", "json")}
-    return links | {"narrowed": bool(query)}
 
 
 @login_required

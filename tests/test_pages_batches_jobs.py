@@ -14,11 +14,11 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from batches.models import Batch, BatchEvent, Collection
-from batches.tables import age_text
 from jobs.models import Job, JobEvent
 from merritt_queue.core.states import BatchStatus, JobStatus
 from merritt_queue.core.tree import parse_timestamp
 from merritt_queue.project import runtime
+from ui.cells import age_text
 
 pytestmark = pytest.mark.django_db
 

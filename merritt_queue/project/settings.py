@@ -160,6 +160,7 @@ INSTALLED_APPS = [
     "inventory",
     "dashboard",
     "steering",
+    "ui",
 ]
 
 LOGIN_URL = "login"

@@ -9,10 +9,10 @@ from django.conf import settings
 from django.urls import reverse
 from django.utils.html import format_html
 
-from jobs.tables import batch_link, job_link
 from steering.catalog import ACTIONS
 from steering.models import AdminActionItem
 from steering.planning import RANK, role_of
+from ui.links import batch_link, job_link
 
 register = template.Library()
 

@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class UiConfig(AppConfig):
+    """No models: registered for its templates (the shared table, count and filter form)."""
+
+    name = "ui"

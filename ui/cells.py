@@ -1,0 +1,53 @@
+"""How a value reads in a table cell or on a page; every result is escaped or plain text."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.utils import timezone
+from django.utils.html import format_html
+
+TRUNCATE = 80
+
+
+def when(value: datetime | None) -> str:
+    """A timestamp in the site's time zone, to the second."""
+    if value is None:
+        return "—"
+    return timezone.localtime(value).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def age_text(age: timedelta) -> str:
+    """A short age: ``45 s``, ``12 min``, ``5 h 20 min``, ``3 d 4 h``."""
+    seconds = max(0, int(age.total_seconds()))
+    minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86400
+    if seconds < 60:
+        return f"{seconds} s"
+    if minutes < 60:
+        return f"{minutes} min"
+    if hours < 48:
+        return f"{hours} h {minutes % 60} min"
+    return f"{days} d {hours % 24} h"
+
+
+def status_badge(value: str):
+    return format_html('<span class="st st-{}">{}</span>', (value or "none").lower(), value or "—")
+
+
+def truncated(value: str, length: int = TRUNCATE):
+    """The start of a long text, the whole of it in the ``title`` tooltip."""
+    if not value or len(value) <= length:
+        return value or ""
+    short = value[: length - 1].rstrip() + "…"
+    return format_html('<span class="truncated" title="{}">{}</span>', value, short)
+
+
+def select_box(form: str, item_id: str):
+    """A row's selection checkbox; it belongs to the list's action bar form."""
+    return format_html(
+        '<input type="checkbox" data-select name="ids" value="{}" form="{}"'
+        ' aria-label="select {}">',
+        item_id,
+        form,
+        item_id,
+    )
