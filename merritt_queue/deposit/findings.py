@@ -29,7 +29,7 @@ def in_order(findings: list[Finding]) -> list[Finding]:
 
 
 class Findings:
-    def __init__(self):
+    def __init__(self) -> None:
         self.errors: list[Finding] = []
         self.warnings: list[Finding] = []
 

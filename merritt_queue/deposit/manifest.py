@@ -6,11 +6,18 @@ Guarantees of ``parse_manifest``:
   librarian fixes the manifest in one round trip;
 - problems tied to a line start with ``line N:``; the ones about the whole document
   (``no #%profile line``, ``no #%fields line``, ``no rows``, ``no #%eof line``) name none;
+  each is also kept as a ``Finding`` with its line, checkm field and value;
 - the size limit is checked before the bytes are decoded, the row limit while scanning;
 - a document that cannot be a checkm manifest (UTF-16/32, NUL bytes, an HTML or XML page)
-  is refused with that one sentence, not a problem per line;
+  is refused with that one sentence, not a problem per line; a NUL byte in text that is
+  not UTF-16-shaped is named as ``NUL byte at line N, offset M``, never called UTF-16;
+- what Merritt's ingest accepts is accepted, with a warning (``parse_findings``; warnings
+  never refuse): no ``#%checkm_0.7`` line (another ``#%checkm`` version is refused), no
+  ``#%fields`` line (the profile's ``STANDARD_FIELDS`` are assumed), columns in another
+  order than the profile's, blank lines after ``#%eof``;
 - columns are mapped by the ``#%fields`` header (field names are case-insensitive), never
-  by position; unknown fields are ignored, unknown ``#%`` headers too;
+  by position, except the standard columns assumed without it; unknown fields are
+  ignored, unknown ``#%`` headers too;
 - every row URL uses an allowed scheme, has a host and holds no credentials (``user:pw@``,
   never repeated in a message); every file name is relative,
   free of ``..``, backslashes and control characters, and is stored normalised

@@ -46,7 +46,7 @@ def check_manifest(data: bytes | str, *, max_bytes: int = MAX_BYTES) -> Manifest
     if manifest is not None:
         _warn_where_merritt_validator_is_stricter(manifest, found)
     return ManifestReport(
-        profile=safe_value(manifest.profile) if manifest else "",
+        profile=(safe_value(manifest.profile) or "") if manifest else "",
         kind=manifest.kind if manifest else "",
         rows=len(manifest.rows) if manifest else 0,
         errors=tuple(_capped(found.errors)),
