@@ -1,12 +1,16 @@
 from django.urls import path
 
-from batches import api, views
+from batches import api, manifest_check, manifest_check_api, views
 
 app_name = "batches"
 
 urlpatterns = [
     path("api/v1/batches", api.submit_batch, name="api-submit"),
+    path(
+        "api/v1/manifests/check", manifest_check_api.check_manifest_api, name="api-check-manifest"
+    ),
     path("submit/", views.submit_form, name="submit"),
+    path("manifests/check/", manifest_check.check_manifest_page, name="check-manifest"),
     path("batches/", views.batch_list, name="list"),
     path("batches/<str:bid>/", views.batch_detail, name="detail"),
     path(

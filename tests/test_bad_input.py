@@ -115,11 +115,6 @@ MANIFESTS = [
         ],
     ),
     (
-        "no-fields-header.checkm",
-        "object-manifest",
-        ["no #%fields line (it must list nfo:fileUrl)"],
-    ),
-    (
         "fields-without-file-url.checkm",
         "object-manifest",
         ["line 3: #%fields does not list nfo:fileUrl"],

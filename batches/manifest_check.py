@@ -1,0 +1,38 @@
+"""The "Check a manifest" page: every error and warning of a manifest, nothing submitted."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import render
+
+from batches import rights
+from batches.manifest_check_api import manifest_bytes
+from merritt_queue.deposit.manifestcheck import check_manifest, safe_value
+
+TEMPLATE = "batches/manifest_check.html"
+
+
+@login_required
+def check_manifest_page(request):
+    if refusal := rights.submit_refusal(request.user, None):
+        return render(request, TEMPLATE, {"refused": refusal}, status=403)
+    if request.method != "POST":
+        return render(request, TEMPLATE, {})
+    limit = settings.MQ_MAX_MANIFEST_BYTES
+    if request.content_type == "multipart/form-data" and request.FILES.get("file"):
+        data, refused = manifest_bytes(request, limit)
+    else:
+        data, refused = request.POST.get("text", "").encode("utf-8"), None
+    if refused is not None:
+        return render(request, TEMPLATE, {"refused": refused[1]}, status=refused[0])
+    report = check_manifest(data or b"", max_bytes=limit)
+    context = {"report": report, "errors": _rows(report.errors), "warnings": _rows(report.warnings)}
+    return render(request, TEMPLATE, context)
+
+
+def _rows(findings) -> list[dict]:
+    return [
+        {"line": f.line, "field": f.field, "value": safe_value(f.value), "message": f.message}
+        for f in findings
+    ]
