@@ -30,6 +30,8 @@ from batches.models import ApiToken, Batch, Profile
 from batches.rights import grant_depositor
 from batches.submission import submit
 from bench.common import CAPACITY_DEFAULTS
+from harness.procs import wait_for
+from harness.services import free_port
 from jobs import services
 from jobs.models import Job
 from merritt_queue.core.dispatcher import Dispatcher, DispatcherConfig, all_queue_names
@@ -41,7 +43,6 @@ from merritt_queue.core.store import NewJob
 from merritt_queue.core.store.jobs import MAX_JOB_DATA_BYTES
 from merritt_queue.deposit.manifest import ManifestError, parse_manifest
 from merritt_queue.project import checks, runtime
-from tests.cluster import free_port, wait_for
 
 pytest_plugins = ["tests.httpserver", "tests.pipeline", "tests.cluster"]
 
