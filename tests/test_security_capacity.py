@@ -43,6 +43,7 @@ from merritt_queue.core.store import NewJob
 from merritt_queue.core.store.jobs import MAX_JOB_DATA_BYTES
 from merritt_queue.deposit.manifest import ManifestError, parse_manifest
 from merritt_queue.project import checks, runtime
+from merritt_queue.project.tasks import TASKS
 
 pytest_plugins = ["tests.httpserver", "tests.pipeline", "tests.cluster"]
 
@@ -412,7 +413,7 @@ def _race(pipeline, http_server, n: int, b_rows: int | None):
     (http_server.root / "a.checkm").write_bytes(files_manifest(http_server.url, n))
     Profile.objects.create(name="b", collection="b", minter_shoulder="ark:/99999/fk4")
     queues = [Queue(name, connection=pipeline.redis) for name in all_queue_names()]
-    dispatcher = Dispatcher(pipeline.store, pipeline.redis, DispatcherConfig(ahead=4))
+    dispatcher = Dispatcher(pipeline.store, pipeline.redis, TASKS, DispatcherConfig(ahead=4))
 
     def busy_round():
         dispatcher.sweep()
