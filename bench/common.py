@@ -8,7 +8,9 @@ The second half serves the parts that run the whole queue as real processes
 (``pipeline``, ``scale``): the untimed set-up of such a run (``queue_run``: a content
 server with a manifest of random files, the processes' environment and database), the
 process group, the timed submission and start, CPU accounting, waiting for and checking
-the batch, and ZooKeeper's four-letter words.
+the batch, and ZooKeeper's four-letter words. Starting, waiting and stopping, the
+environment, the chroot and which Redis may be flushed are the harness's (``harness``), as
+for the tests; the bench adds its own sessions, profiling and CPU accounting on top.
 """
 
 from __future__ import annotations
@@ -20,13 +22,10 @@ import math
 import os
 import re
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -34,10 +33,15 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from harness import env as harness_env
+from harness import procs as harness_procs
+from harness import zookeeper
+from harness.procs import REPO as REPO_ROOT
+from harness.redisdb import foreign_keys
+
 if TYPE_CHECKING:
     from merritt_queue.core.store import QueueStore
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = REPO_ROOT / "var" / "bench"
 
 
@@ -132,7 +136,7 @@ def zk_store(prefix: str) -> tuple[QueueStore, Callable[[], None]]:
     from merritt_queue.core.zk import ZkConfig, connect
 
     hosts = zk_hosts()
-    chroot = f"/mq-bench-{prefix}-{uuid.uuid4().hex}"
+    chroot = zookeeper.fresh_chroot(f"mq-bench-{prefix}")
     client = connect(ZkConfig(hosts=hosts, chroot=chroot))
     store = QueueStore(client)
 
@@ -144,44 +148,12 @@ def zk_store(prefix: str) -> tuple[QueueStore, Callable[[], None]]:
             print(f"bench: closing the {prefix} client failed: {e!r}", file=sys.stderr)
         root = connect(ZkConfig(hosts=hosts))
         try:
-            delete_tree(root, chroot)
+            zookeeper.delete_tree(root, chroot)
         finally:
             root.stop()
             root.close()
 
     return store, cleanup
-
-
-def delete_tree(client, root: str) -> None:
-    """Delete ``root`` and everything under it, pipelining each level (fast for big trees)."""
-    from kazoo.exceptions import NoNodeError, NotEmptyError
-
-    levels: list[list[str]] = []
-    level = [root]
-    while level:
-        levels.append(level)
-        pending = [(p, client.get_children_async(p)) for p in level]
-        level = []
-        for path, result in pending:
-            try:
-                level += [f"{path.rstrip('/')}/{c}" for c in result.get()]
-            except NoNodeError:  # removed meanwhile (an ephemeral whose session ended)
-                pass
-    for level in reversed(levels):
-        _ignore((NoNodeError, NotEmptyError), [client.delete_async(p) for p in level])
-    # A node created while we walked leaves its parent non-empty: fall back to kazoo's walk.
-    try:
-        client.delete(root, recursive=True)
-    except (NoNodeError, NotEmptyError):
-        pass
-
-
-def _ignore(errors: tuple[type[Exception], ...], results: list) -> None:
-    for result in results:
-        try:
-            result.get()
-        except errors:
-            pass
 
 
 # --- the whole queue as processes (pipeline, scale) ----------------------------------
@@ -200,7 +172,7 @@ BENCH_PROFILE_CODE = (
     "from batches.models import Profile; "
     "Profile.objects.create(name='bench', collection='bench', minter_shoulder='ark:/99999/fk4')"
 )
-STOP_GRACE = 10.0
+BENCH_SECRET_KEY = "bench-only-" + "k" * 50
 
 
 class _QuietHandler(SimpleHTTPRequestHandler):
@@ -259,37 +231,34 @@ def redis_url(part: str) -> str:
 
 def queue_env(tmp: Path, hosts: str, chroot: str, redis: str) -> dict[str, str]:
     """The environment of the queue's processes: everything of theirs under ``tmp``."""
-    env = dict(os.environ)
-    env.update(
-        {
-            "DJANGO_SETTINGS_MODULE": "merritt_queue.project.settings",
-            "ZK_HOSTS": hosts,
-            "ZK_CHROOT": chroot,
-            "REDIS_URL": redis,
-            "DATABASE_URL": f"sqlite:///{tmp.resolve()}/db.sqlite3",
-            "MQ_WORK_DIR": str(tmp / "work"),
-            "MQ_STORAGE_ROOT": str(tmp / "storage"),
-            "MQ_MINTER_DIR": str(tmp / "minter"),
-            "MQ_ALLOW_LOOPBACK": "true",
-            # As deployed (deploy/env.example): DEBUG keeps every SQL query in memory.
-            "DEBUG": "false",
-            # With DEBUG off the development key is refused (check mq.E030).
-            "SECRET_KEY": "bench-only-" + "k" * 50,
-            "EMAIL_BACKEND": "django.core.mail.backends.locmem.EmailBackend",
-            "PYTHONUNBUFFERED": "1",
-        }
+    return harness_env.queue_env(
+        tmp,
+        database_url=f"sqlite:///{tmp.resolve()}/db.sqlite3",
+        zk_hosts=hosts,
+        chroot=chroot,
+        redis_url=redis,
+        secret_key=BENCH_SECRET_KEY,
+        DJANGO_SETTINGS_MODULE="merritt_queue.project.settings",
+        # As deployed (deploy/env.example): DEBUG keeps every SQL query in memory.
+        DEBUG="false",
+        EMAIL_BACKEND="django.core.mail.backends.locmem.EmailBackend",
     )
-    # A Sentinel set in the caller's environment would win over REDIS_URL.
-    for name in ("REDIS_SENTINELS", "REDIS_SENTINEL_MASTER"):
-        env.pop(name, None)
-    return env
 
 
-def flush_redis(url: str) -> None:
+def flush_redis(part: str, url: str) -> None:
+    """Empty the run's Redis database, unless it holds keys and is not the harness's own."""
     import redis
 
     client = redis.Redis.from_url(url)
     try:
+        keys = foreign_keys(client, url)
+        if keys:
+            raise SystemExit(
+                f"bench {part}: REDIS_URL holds {keys} key{'s' if keys != 1 else ''} and is not "
+                "the Redis that `make bench` started (MQ_TEST_REDIS_URL): the bench empties "
+                "its database, so it refuses this one. Run `make bench`, or point REDIS_URL "
+                "at an empty database."
+            )
         client.flushdb()
     finally:
         client.close()
@@ -297,20 +266,10 @@ def flush_redis(url: str) -> None:
 
 def manage(part: str, env: dict[str, str], *argv: str) -> str:
     """Run ``manage.py argv`` to the end; its stdout, or exit showing its output."""
-    done = subprocess.run(
-        [sys.executable, "manage.py", *argv],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    if done.returncode != 0:
-        raise SystemExit(
-            f"bench {part}: manage.py {argv[0]} failed (exit {done.returncode}):\n"
-            f"{done.stdout}{done.stderr}"
-        )
-    return done.stdout
+    try:
+        return harness_procs.manage(env, *argv, timeout=300)
+    except harness_procs.CommandFailed as e:
+        raise SystemExit(f"bench {part}: {e}") from None
 
 
 def submit_manifest(part: str, env: dict[str, str], manifest_url: str) -> str:
@@ -327,88 +286,33 @@ def submit_manifest(part: str, env: dict[str, str], manifest_url: str) -> str:
     return out.split()[0]
 
 
-def delete_chroot(part: str, hosts: str, chroot: str) -> None:
-    from merritt_queue.core.zk import ZkConfig, connect
-
-    try:
-        root = connect(ZkConfig(hosts=hosts))
-    except Exception as e:  # the run's own error matters more than the leftover chroot
-        print(f"bench {part}: could not remove {chroot}: {e!r}", file=sys.stderr)
-        return
-    try:
-        delete_tree(root, chroot)
-    finally:
-        root.stop()
-        root.close()
-
-
-class Processes:
-    """The queue's processes of one run, each with its log file; stopped by their own pids."""
+class Processes(harness_procs.Procs):
+    """The queue's processes of one run, each in its own session (a Ctrl-C reaches the bench
+    only; it stops them), optionally under cProfile."""
 
     def __init__(
         self, part: str, log_dir: Path, env: dict[str, str], script: str = "manage.py"
     ) -> None:
+        super().__init__(env, log_dir, new_session=True, label=f"bench {part}")
         self.part = part
-        self.log_dir = log_dir
-        self.env = env
         self.script = script
-        self.procs: dict[str, subprocess.Popen] = {}
-        log_dir.mkdir(parents=True, exist_ok=True)
 
-    def start(self, name: str, *argv: str) -> None:
-        # BENCH_PROFILE_DIR: each process runs under cProfile and leaves <logs dir>-<name>.pstats
-        # there when it stops (SIGTERM ends the queue's processes normally, so the stats are
-        # written).
+    def start(self, name: str, *argv: str, **env: str) -> subprocess.Popen:
+        """``script argv`` under the bench's Python. BENCH_PROFILE_DIR: each process runs under
+        cProfile and leaves <logs dir>-<name>.pstats there when it stops (SIGTERM ends the
+        queue's processes normally, so the stats are written)."""
         profile_dir = os.environ.get("BENCH_PROFILE_DIR")
-        stats = f"{profile_dir}/{self.log_dir.name}-{name}.pstats"
+        stats = f"{profile_dir}/{self.root.name}-{name}.pstats"
         runner = ["-m", "cProfile", "-o", stats] if profile_dir else []
-        with open(self.log_dir / f"{name}.log", "wb") as log:
-            self.procs[name] = subprocess.Popen(
-                [sys.executable, *runner, self.script, *argv],
-                cwd=REPO_ROOT,
-                env=self.env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # a Ctrl-C reaches the bench only; it stops these
-            )
-
-    def pids(self) -> dict[str, int]:
-        return {name: p.pid for name, p in self.procs.items()}
-
-    def dead(self) -> list[str]:
-        return [
-            f"{name} (exit {p.returncode})"
-            for name, p in self.procs.items()
-            if p.poll() is not None
-        ]
+        return super().start(name, *runner, self.script, *argv, **env)
 
     def cpu(self) -> dict[str, float]:
         """CPU seconds (user + system) each process has used so far."""
-        used = {name: cpu_seconds(p.pid) for name, p in self.procs.items()}
+        used = {name: cpu_seconds(pid) for name, pid in self.pids().items()}
         return {name: round(s, 2) for name, s in used.items() if s is not None}
 
-    def stop_all(self) -> None:
-        """SIGTERM to each, then SIGKILL to any still alive after ``STOP_GRACE`` seconds."""
-        for p in self.procs.values():
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + STOP_GRACE
-        for name, p in self.procs.items():
-            try:
-                p.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                print(f"bench {self.part}: {name} ignored SIGTERM; killing it", file=sys.stderr)
-                p.kill()
-                p.wait()
-
     def show_logs(self, lines: int = 30) -> None:
-        for name in self.procs:
-            path = self.log_dir / f"{name}.log"
-            if path.exists():
-                tail = path.read_text(errors="replace").splitlines()[-lines:]
-                print(f"---- last lines of {name}.log ----", file=sys.stderr)
-                print("\n".join(tail), file=sys.stderr, flush=True)
+        print(self.logs(lines), file=sys.stderr, flush=True)
 
 
 @dataclass
@@ -439,9 +343,8 @@ def queue_run(part: str, n: int, file_size: int, /, **config) -> Iterator[QueueR
     """
     hosts = zk_hosts()
     redis = redis_url(part)
-    tag = uuid.uuid4().hex
-    tmp = RESULTS_DIR / f"tmp-{part}-{tag}"
-    chroot = f"/mq-bench-{part}-{tag}"
+    chroot = zookeeper.fresh_chroot(f"mq-bench-{part}")
+    tmp = RESULTS_DIR / f"tmp-{chroot.removeprefix('/mq-bench-')}"
     server = None
     try:
         tmp.mkdir(parents=True)
@@ -465,7 +368,7 @@ def queue_run(part: str, n: int, file_size: int, /, **config) -> Iterator[QueueR
         # All its files come from one local server, which stands for many depositors' hosts:
         # every worker may download from it at once (MQ_MAX_DOWNLOADS_PER_HOST).
         env.setdefault("MQ_MAX_DOWNLOADS_PER_HOST", str(config.get("workers", 0)))
-        flush_redis(redis)
+        flush_redis(part, redis)
         manage(part, env, "migrate", "--verbosity", "0")
         manage(part, env, "shell", "-c", BENCH_PROFILE_CODE)
         emit(part, event="setup", seconds=round(time.perf_counter() - setup_start, 3))
@@ -473,7 +376,7 @@ def queue_run(part: str, n: int, file_size: int, /, **config) -> Iterator[QueueR
     finally:
         if server is not None:
             server.stop()
-        delete_chroot(part, hosts, chroot)
+        zookeeper.delete_chroot(hosts, chroot, f"bench {part}")
         if os.environ.get("BENCH_KEEP"):  # the mirror's events and the logs, to look into
             emit(part, event="kept", tmp=str(tmp))
         else:
@@ -528,18 +431,18 @@ def _wait_until_up(part: str, run: QueueRun, procs: Processes, workers: int) -> 
     from rq import Worker
 
     client = redis.Redis.from_url(run.env["REDIS_URL"])
-    log = procs.log_dir / "dispatcher.log"
-    deadline = time.monotonic() + 120
+
+    def up() -> bool:
+        return "dispatching to" in procs.log("dispatcher") and (
+            Worker.count(connection=client) >= workers
+        )
+
     try:
-        while True:
-            dispatching = log.exists() and b"dispatching to" in log.read_bytes()
-            if dispatching and Worker.count(connection=client) >= workers:
-                return
-            if procs.dead() or time.monotonic() > deadline:
-                procs.show_logs()
-                dead = ", ".join(procs.dead()) or "none exited"
-                raise SystemExit(f"bench {part}: the queue's processes did not start ({dead})")
-            time.sleep(0.1)
+        harness_procs.wait_for("the queue's processes", up, procs, timeout=120, all_alive=True)
+    except AssertionError:
+        procs.show_logs()
+        dead = ", ".join(procs.exited()) or "none exited"
+        raise SystemExit(f"bench {part}: the queue's processes did not start ({dead})") from None
     finally:
         client.close()
 
@@ -647,7 +550,7 @@ def wait_batch(
                     **extra,
                 )
                 next_progress = now + progress_every
-        dead = procs.dead()
+        dead = procs.exited()
         if dead:
             procs.show_logs()
             raise SystemExit(f"bench {part}: {', '.join(dead)} exited while the batch was running")
@@ -729,15 +632,9 @@ def own_cpu() -> tuple[float, float]:
 
 def four_letter(hosts: str, word: str) -> str:
     """The answer of the first ZooKeeper in ``hosts`` to a four-letter word (``srvr``, ``mntr``)."""
-    first = hosts.split(",")[0].split("/")[0]
-    host, port = first.rsplit(":", 1) if ":" in first else (first, "2181")
-    with socket.create_connection((host, int(port)), timeout=5) as sock:
-        sock.sendall(word.encode())
-        data = b""
-        while chunk := sock.recv(4096):
-            data += chunk
-    text = data.decode(errors="replace")
+    text = zookeeper.four_letter(hosts, word)
     if "is not executed because it is not in the whitelist" in text:
+        first = hosts.split(",")[0].split("/")[0]
         raise SystemExit(
             f"bench: ZooKeeper {first} refuses {word!r}: add it to 4lw.commands.whitelist"
         )

@@ -26,11 +26,11 @@ and refuses to start when it exceeds ``ZK_HEAP`` (default 256m), the heap
 from __future__ import annotations
 
 import os
-import socket
 import tempfile
 from pathlib import Path
 
 from bench.common import emit, env_int, ran_in_own_process, summary, timer, zk_store
+from harness.zookeeper import four_letter
 from merritt_queue.core import history as h
 from merritt_queue.core import tree as t
 from merritt_queue.core.states import JOB, BatchStatus, JobStatus, batch_dir_for
@@ -156,14 +156,11 @@ def _heap_bytes(text: str) -> int:
 
 def _znode_count(hosts: str) -> int:
     """Znodes on the server now, from the ``mntr`` four-letter word (0 when it is refused)."""
-    host, _, port = hosts.split(",")[0].rpartition(":")
     try:
-        with socket.create_connection((host, int(port)), timeout=5) as conn:
-            conn.sendall(b"mntr")
-            data = b"".join(iter(lambda: conn.recv(65536), b""))
+        answer = four_letter(hosts, "mntr")
     except OSError:
         return 0
-    for line in data.decode(errors="replace").splitlines():
+    for line in answer.splitlines():
         if line.startswith("zk_znode_count"):
             return int(line.split()[1])
     return 0
@@ -187,7 +184,7 @@ def build_tree(client, n: int) -> int:
 def drop_tree(client) -> None:
     """Delete everything under the chroot, deepest first, 500 deletes per multi.
 
-    ``common.delete_tree`` sends one request per node: minutes for a million nodes.
+    ``harness.zookeeper.delete_tree`` sends one request per node: minutes for a million nodes.
     """
     from merritt_queue.core import multiread
 

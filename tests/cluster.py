@@ -1,6 +1,6 @@
 """Real queue processes for the kill and fault tests, and servers a test owns.
 
-A ``Cluster`` (``tests.procs.Procs`` with a database) runs ``manage.py rqworker`` workers
+A ``Cluster`` (``harness.procs.Procs`` with a database) runs ``manage.py rqworker`` workers
 and ``manage.py run_dispatcher`` as separate processes on one ZooKeeper chroot, one Redis
 and one file SQLite database that the test reads with ``sqlite3`` (pytest-django's test
 database is not used). ZooKeeper sessions are short (``ZK_TIMEOUT=2``) so a killed
@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
-import socket
 import sqlite3
 import subprocess
 import uuid
@@ -29,13 +28,15 @@ from pathlib import Path
 import pytest
 from kazoo.handlers.threading import KazooTimeoutError
 
+from harness.procs import Procs, wait_for
+from harness.services import free_port, services
+from harness.zookeeper import four_letter
 from merritt_queue.core.store import QueueStore
 from merritt_queue.core.zk import ZkConfig, connect
 from merritt_queue.services.minter import LocalMinter
 from merritt_queue.services.storage import LocalStorage
-from tests.procs import REPO, TEST_SECRET_KEY, Procs, queue_env, wait_for
+from tests.procs import TEST_SECRET_KEY, queue_env
 
-SERVICES = REPO / "scripts" / "services.sh"
 SHOULDER = "ark:/99999/fk4"
 PROFILE = "kill"
 FINAL_BATCH = ("Completed", "Failed", "Deleted")
@@ -205,30 +206,17 @@ def assert_batch_done_exactly_once(
 # --- servers a test owns -----------------------------------------------------------
 
 
-def services(*args: str, timeout: float = 120) -> str:
-    done = subprocess.run(
-        ["bash", str(SERVICES), *args], capture_output=True, text=True, timeout=timeout
-    )
-    if done.returncode:
-        raise AssertionError(f"services.sh {' '.join(args)} failed:\n{done.stdout}{done.stderr}")
-    return done.stdout.strip()
-
-
-def free_port() -> int:
-    return int(services("free-port"))
-
-
-def four_letter(port: int, word: str) -> str:
-    """A ZooKeeper four-letter word's answer, or "" when the server does not answer."""
+def zk_mode(port: int) -> str:
+    """A ZooKeeper server's ``Mode:`` (leader, follower, standalone), or "" when it does not
+    answer."""
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
-            s.sendall(word.encode())
-            chunks = []
-            while chunk := s.recv(4096):
-                chunks.append(chunk)
-            return b"".join(chunks).decode(errors="replace")
+        answer = four_letter(f"127.0.0.1:{port}", "srvr", timeout=2)
     except OSError:
         return ""
+    for line in answer.splitlines():
+        if line.startswith("Mode:"):
+            return line.split(":", 1)[1].strip()
+    return ""
 
 
 def start_client(hosts: str, chroot: str = "", timeout: float = 10, patience: float = 90):
@@ -300,10 +288,7 @@ class OwnEnsemble:
         services("zk-ensemble-stop", str(self.dir))
 
     def mode(self, node: int) -> str:
-        for line in four_letter(self.ports[node - 1], "srvr").splitlines():
-            if line.startswith("Mode:"):
-                return line.split(":", 1)[1].strip()
-        return ""
+        return zk_mode(self.ports[node - 1])
 
     def leader(self) -> int:
         leaders = [n for n in (1, 2, 3) if self.mode(n) == "leader"]

@@ -19,6 +19,7 @@ from jobs import services
 from merritt_queue.core.dispatcher import Dispatcher, DispatcherConfig, all_queue_names
 from merritt_queue.core.states import BatchStatus
 from merritt_queue.project import runtime
+from merritt_queue.project.tasks import TASKS
 
 SAMPLE_PREFIX = "https://raw.githubusercontent.com/CDLUC3/mrt-doc/main/sampleFiles/"
 FIXTURES = Path(__file__).parent / "fixtures" / "merritt-sample-files"
@@ -50,7 +51,7 @@ class Pipeline:
 
     def step(self) -> int:
         """One dispatcher sweep and one burst of the workers; the RQ jobs run."""
-        Dispatcher(self.store, self.redis, DispatcherConfig(ahead=50)).sweep()
+        Dispatcher(self.store, self.redis, TASKS, DispatcherConfig(ahead=50)).sweep()
         queues = [Queue(n, connection=self.redis) for n in all_queue_names()]
         before = sum(q.count for q in queues)
         SimpleWorker(queues, connection=self.redis).work(burst=True, logging_level="WARNING")

@@ -417,11 +417,12 @@ def test_the_dispatchers_store_is_spelled_as_the_dispatcher_unless_it_has_an_act
     make_store, redis
 ):
     from merritt_queue.core.dispatcher import Dispatcher
+    from merritt_queue.project.tasks import TASKS
 
     own = make_store()
-    Dispatcher(own, redis)
+    Dispatcher(own, redis, TASKS)
     assert own.actor == h.process_actor(h.DISPATCHER_PREFIX)
     shared = make_store()
     shared.actor = "admin:ann"
-    Dispatcher(shared, redis)
+    Dispatcher(shared, redis, TASKS)
     assert shared.actor == "admin:ann"

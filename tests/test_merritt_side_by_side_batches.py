@@ -28,6 +28,7 @@ from merritt_queue.core.dispatcher import Dispatcher, DispatcherConfig, all_queu
 from merritt_queue.core.errors import InvalidTransition, Locked, QueueError
 from merritt_queue.core.sides import CREATED_BY, CREATED_BY_KEY, reports_batch, runs_batch, runs_job
 from merritt_queue.project import checks
+from merritt_queue.project.tasks import TASKS
 from tests.merrittzk import JOB_SUCCESS, Item, MerrittIngest, MerrittStateError, MerrittZK
 
 pytest_plugins = ["tests.httpserver", "tests.pipeline"]
@@ -62,7 +63,9 @@ def subtree(client, root: str) -> dict[str, object]:
 
 def step(pipeline, workers: str = "all") -> int:
     """One sweep of a dispatcher in ``workers`` mode and one burst of the workers."""
-    Dispatcher(pipeline.store, pipeline.redis, DispatcherConfig(ahead=50, workers=workers)).sweep()
+    Dispatcher(
+        pipeline.store, pipeline.redis, TASKS, DispatcherConfig(ahead=50, workers=workers)
+    ).sweep()
     queues = [Queue(n, connection=pipeline.redis) for n in all_queue_names()]
     before = sum(q.count for q in queues)
     SimpleWorker(queues, connection=pipeline.redis).work(burst=True, logging_level="WARNING")

@@ -35,8 +35,10 @@ import pytest
 import requests
 from psycopg import sql
 
+from harness.procs import REPO, Procs, wait_for
+from harness.services import free_port
 from merritt_queue.core.dispatcher import BATCH_PENDING_QUEUE
-from tests.procs import REPO, Procs, free_port, queue_env, wait_for
+from tests.procs import queue_env
 
 pytestmark = pytest.mark.multiprocess
 pytest_plugins = ["tests.httpserver", "tests.pipeline"]

@@ -28,6 +28,7 @@ from merritt_queue.core.dispatcher import (
     DispatcherConfig,
     all_queue_names,
 )
+from merritt_queue.project.tasks import TASKS
 from merritt_queue.services.merrittstorage import MerrittStorageClient
 from merritt_queue.services.minter import LocalMinter
 from tests.test_pipeline_e2e import assert_batch_completed, assert_stored, md5
@@ -568,7 +569,7 @@ def test_jobs_of_a_higher_priority_profile_leave_pending_first(pipeline, content
     queues = [Queue(n, connection=redis) for n in all_queue_names()]
     left: list[str] = []
     for _ in range(10):
-        Dispatcher(store, redis, DispatcherConfig(ahead=1)).sweep()
+        Dispatcher(store, redis, TASKS, DispatcherConfig(ahead=1)).sweep()
         SimpleWorker(queues, connection=redis).work(burst=True, logging_level="WARNING")
         now = [jid for _, jid in store.jobs_in_state("Pending")]
         gone = [j for j in [high_jid, *low_jids] if j not in now and j not in left]

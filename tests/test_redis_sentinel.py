@@ -17,8 +17,10 @@ import pytest
 from redis import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+from harness.procs import Procs, wait_for
+from harness.services import free_port
 from merritt_queue.core.dispatcher import ADMIN_QUEUE
-from tests.procs import Procs, free_port, queue_env, wait_for
+from tests.procs import queue_env
 
 pytest_plugins = ["tests.httpserver"]
 

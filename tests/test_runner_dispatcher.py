@@ -7,6 +7,7 @@ import uuid
 
 import pytest
 from rq import Queue
+from rq.utils import import_attribute
 
 from merritt_queue.core import dispatcher as d
 from merritt_queue.core.dispatcher import Dispatcher, DispatcherConfig
@@ -15,6 +16,7 @@ from merritt_queue.core.pauseflag import pause_flag
 from merritt_queue.core.runner import ChainPolicy, Outcome, StepResult, run_job_step, run_job_steps
 from merritt_queue.core.store import ItemLock
 from merritt_queue.project import checks
+from merritt_queue.project.tasks import TASKS
 
 # A submission and a job configuration in this project's format: the dispatcher leaves any
 # other to Merritt's own ingest (merritt_queue/core/sides.py).
@@ -109,7 +111,7 @@ def test_a_handler_that_changes_priority_commits_the_moved_index(store, zk, batc
 def test_the_sweep_enqueues_each_job_once_in_priority_order(store, redis, batch):
     low = store.create_job(batch, CONFIGURATION, priority=9)
     high = store.create_job(batch, CONFIGURATION, priority=1)
-    disp = Dispatcher(store, redis)
+    disp = Dispatcher(store, redis, TASKS)
     assert disp.sweep() >= 2
     queue = Queue(d.job_queue_name("Pending"), connection=redis)
     assert [j.args for j in queue.jobs] == [(high, "Pending"), (low, "Pending")]
@@ -119,21 +121,21 @@ def test_the_sweep_enqueues_each_job_once_in_priority_order(store, redis, batch)
 def test_a_locked_job_is_not_enqueued(store, make_store, redis, batch):
     jid = store.create_job(batch, CONFIGURATION)
     make_store().lock_job(jid)
-    Dispatcher(store, redis).sweep()
+    Dispatcher(store, redis, TASKS).sweep()
     assert Queue(d.job_queue_name("Pending"), connection=redis).count == 0
 
 
 def test_nothing_is_enqueued_while_paused(store, redis, batch):
     store.create_job(batch, CONFIGURATION)
     store.pause_queue()
-    assert Dispatcher(store, redis).sweep() == 0
+    assert Dispatcher(store, redis, TASKS).sweep() == 0
     store.unpause_queue()
-    assert Dispatcher(store, redis).sweep() == 1
+    assert Dispatcher(store, redis, TASKS).sweep() == 1
 
 
 def test_redis_flushed_the_next_sweep_rebuilds_the_queues(store, redis, batch):
     jids = {store.create_job(batch, CONFIGURATION) for _ in range(3)}
-    disp = Dispatcher(store, redis)
+    disp = Dispatcher(store, redis, TASKS)
     disp.sweep()
     redis.flushdb()
     disp.sweep()
@@ -144,7 +146,7 @@ def test_redis_flushed_the_next_sweep_rebuilds_the_queues(store, redis, batch):
 def test_a_deferred_step_waits_for_its_delay(store, redis, batch):
     jid = store.create_job(batch, CONFIGURATION)
     d.defer(redis, d.rq_job_id("job", jid, "Pending"), 60)
-    assert Dispatcher(store, redis).sweep() == 0
+    assert Dispatcher(store, redis, TASKS).sweep() == 0
 
 
 def test_a_job_taken_off_its_queue_but_never_started_is_enqueued_again(store, redis, batch):
@@ -152,10 +154,10 @@ def test_a_job_taken_off_its_queue_but_never_started_is_enqueued_again(store, re
     no queue (found by the mirror fault test under load); the item must not be lost."""
     jid = store.create_job(batch, CONFIGURATION)
     queue = Queue(d.job_queue_name("Pending"), connection=redis)
-    disp = Dispatcher(store, redis, DispatcherConfig(started_grace=0))
+    disp = Dispatcher(store, redis, TASKS, DispatcherConfig(started_grace=0))
     assert disp.sweep() == 1
     assert queue.pop_job_id() == d.rq_job_id("job", jid, "Pending")  # what the worker took
-    assert Dispatcher(store, redis, DispatcherConfig(started_grace=3600)).sweep() == 0
+    assert Dispatcher(store, redis, TASKS, DispatcherConfig(started_grace=3600)).sweep() == 0
     assert disp.sweep() == 1
     assert queue.job_ids == [d.rq_job_id("job", jid, "Pending")]
     assert disp.sweep() == 0  # queued and in its queue: left alone
@@ -164,7 +166,7 @@ def test_a_job_taken_off_its_queue_but_never_started_is_enqueued_again(store, re
 def test_look_ahead_bounds_how_many_wait_per_state(store, redis, batch):
     for _ in range(8):
         store.create_job(batch, CONFIGURATION)
-    disp = Dispatcher(store, redis, DispatcherConfig(ahead=3))
+    disp = Dispatcher(store, redis, TASKS, DispatcherConfig(ahead=3))
     disp.sweep()
     assert Queue(d.job_queue_name("Pending"), connection=redis).count == 3
 
@@ -173,7 +175,7 @@ def test_the_look_ahead_grows_while_workers_empty_the_queue_and_shrinks_back(sto
     for _ in range(40):
         store.create_job(batch, CONFIGURATION)
     queue = Queue(d.job_queue_name("Pending"), connection=redis)
-    disp = Dispatcher(store, redis, DispatcherConfig(ahead=3, ahead_growth=4))
+    disp = Dispatcher(store, redis, TASKS, DispatcherConfig(ahead=3, ahead_growth=4))
     grown = []
     for _ in range(4):
         disp.sweep()
@@ -194,7 +196,7 @@ def test_batches_pending_and_finished_are_enqueued(store, redis):
     jid = store.create_job(done, CONFIGURATION)
     store.start_processing(batch)
     store.transition_job(jid, "Failed", "x")
-    Dispatcher(store, redis).sweep()
+    Dispatcher(store, redis, TASKS).sweep()
     assert [j.args for j in Queue(d.BATCH_PENDING_QUEUE, connection=redis).jobs] == [
         (pending, "Pending")
     ]
@@ -204,7 +206,7 @@ def test_batches_pending_and_finished_are_enqueued(store, redis):
 
 
 def test_a_watch_wakes_the_dispatcher_when_a_job_arrives(store, redis, batch):
-    disp = Dispatcher(store, redis)
+    disp = Dispatcher(store, redis, TASKS)
     disp.install_watches()
     disp.sweep_dirty()
     disp.wake.clear()
@@ -217,7 +219,7 @@ def test_a_watch_wakes_the_dispatcher_when_a_job_arrives(store, redis, batch):
 def test_watches_alone_take_a_new_batch_from_pending_to_its_report(store, redis):
     """No full sweep after the first: the batch's move to Processing and its last job
     leaving must each wake the dispatcher (a full sweep comes only every 10 s)."""
-    disp = Dispatcher(store, redis)
+    disp = Dispatcher(store, redis, TASKS)
     disp.install_watches()
     bid = store.create_batch(dict(SUBMISSION)).id
     disp.sweep()
@@ -475,3 +477,8 @@ def test_a_refused_commit_still_lets_go_of_the_step_s_item_locks(store, make_sto
     assert store.get_job(jid).status == "Pending"
     assert not zk.exists(ItemLock("storage", ARK).path)
     assert not zk.exists(ItemLock("inventory", ARK).path)
+
+
+def test_the_project_names_tasks_that_exist():
+    for path in (TASKS.job_step, TASKS.batch_pending, TASKS.batch_report):
+        assert callable(import_attribute(path)), path

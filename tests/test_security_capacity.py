@@ -30,6 +30,8 @@ from batches.models import ApiToken, Batch, Profile
 from batches.rights import grant_depositor
 from batches.submission import submit
 from bench.common import CAPACITY_DEFAULTS
+from harness.procs import wait_for
+from harness.services import free_port
 from jobs import services
 from jobs.models import Job
 from merritt_queue.core.dispatcher import Dispatcher, DispatcherConfig, all_queue_names
@@ -41,7 +43,7 @@ from merritt_queue.core.store import NewJob
 from merritt_queue.core.store.jobs import MAX_JOB_DATA_BYTES
 from merritt_queue.deposit.manifest import ManifestError, parse_manifest
 from merritt_queue.project import checks, runtime
-from tests.cluster import free_port, wait_for
+from merritt_queue.project.tasks import TASKS
 
 pytest_plugins = ["tests.httpserver", "tests.pipeline", "tests.cluster"]
 
@@ -411,7 +413,7 @@ def _race(pipeline, http_server, n: int, b_rows: int | None):
     (http_server.root / "a.checkm").write_bytes(files_manifest(http_server.url, n))
     Profile.objects.create(name="b", collection="b", minter_shoulder="ark:/99999/fk4")
     queues = [Queue(name, connection=pipeline.redis) for name in all_queue_names()]
-    dispatcher = Dispatcher(pipeline.store, pipeline.redis, DispatcherConfig(ahead=4))
+    dispatcher = Dispatcher(pipeline.store, pipeline.redis, TASKS, DispatcherConfig(ahead=4))
 
     def busy_round():
         dispatcher.sweep()

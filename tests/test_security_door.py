@@ -24,11 +24,11 @@ from django.test import Client, RequestFactory
 from django.views.debug import technical_500_response
 
 from batches.models import ApiToken, Batch, Profile
+from harness.procs import REPO
 from merritt_queue.core import planning
 from steering.actions import execute
 from steering.catalog import ACTIONS
 from steering.models import AdminAction, AdminActionItem, CollectionScope
-from tests.procs import REPO
 
 URL = "/api/v1/batches"
 GOOD = {"profile": "demo", "type": "file", "payload_url": "https://example.org/a.txt"}

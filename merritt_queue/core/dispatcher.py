@@ -59,12 +59,9 @@ JOB_WORK_STATES: tuple[str, ...] = (
     JobStatus.NOTIFY,
 )
 BATCH_PENDING_QUEUE = "mq-batch-pending"
-# Bulk admin actions (steering.tasks.run_admin_action): served before everything else.
+# Bulk admin actions, which the project enqueues itself: served before everything else.
 ADMIN_QUEUE = "mq-admin"
 BATCH_REPORT_QUEUE = "mq-batch-reporting"
-JOB_TASK = "jobs.tasks.run_job_step"
-BATCH_PENDING_TASK = "batches.tasks.run_batch_pending"
-BATCH_REPORT_TASK = "batches.tasks.run_batch_report"
 # Batches the reporting task picks up: the ones whose jobs are all finished.
 REPORT_STATES = (BatchStatus.PROCESSING, BatchStatus.REPORTING, BatchStatus.UPDATE_REPORTING)
 # How long a batch a handler found to be Merritt's is left alone by the sweep.
@@ -113,6 +110,19 @@ def defer(redis: Redis, job_id: str, seconds: float) -> None:
     redis.set(_later_key(job_id), b"1", px=max(1, int(seconds * 1000)))
 
 
+@dataclass(frozen=True)
+class Tasks:
+    """The RQ tasks the dispatcher enqueues, by dotted path, as the project names them: the
+    core runs steps but knows no app (``merritt_queue.project.tasks`` has the project's).
+
+    Each is called with ``(item id, status)``.
+    """
+
+    job_step: str
+    batch_pending: str
+    batch_report: str
+
+
 @dataclass
 class DispatcherConfig:
     ahead: int = 20  # queued RQ jobs per state beyond which nothing more is enqueued
@@ -132,11 +142,18 @@ class DispatcherConfig:
 class Dispatcher:
     """Watches the tree and keeps the RQ queues filled from it."""
 
-    def __init__(self, store: QueueStore, redis: Redis, config: DispatcherConfig | None = None):
+    def __init__(
+        self,
+        store: QueueStore,
+        redis: Redis,
+        tasks: Tasks,
+        config: DispatcherConfig | None = None,
+    ):
         self.store = store
         if not store.actor:  # a store shared with other writers keeps theirs
             store.actor = process_actor(DISPATCHER_PREFIX)
         self.redis = redis
+        self.tasks = tasks
         self.config = config or DispatcherConfig()
         self.wake = threading.Event()
         self.stop = threading.Event()
@@ -263,7 +280,7 @@ class Dispatcher:
                 if count >= budget:
                     self._backlog[status] = True
                     return count
-                if not waiting and self._enqueue(queue, JOB_TASK, (jid, status), job_id):
+                if not waiting and self._enqueue(queue, self.tasks.job_step, (jid, status), job_id):
                     count += 1
                     if status == JobStatus.PENDING:
                         self._turns.handed(self._batch_of.get(jid))
@@ -359,9 +376,9 @@ class Dispatcher:
         for bid in (b for b, locked in zip(bids, locks, strict=True) if not locked):
             status = status_of[bid]
             if status == BatchStatus.PENDING:
-                queue, task = pending_q, BATCH_PENDING_TASK
+                queue, task = pending_q, self.tasks.batch_pending
             else:
-                queue, task = report_q, BATCH_REPORT_TASK
+                queue, task = report_q, self.tasks.batch_report
             job_id = rq_job_id("batch", bid, status)
             if not self.redis.exists(_later_key(job_id)):
                 count += self._enqueue(queue, task, (bid, status), job_id)

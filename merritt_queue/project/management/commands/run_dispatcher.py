@@ -7,6 +7,7 @@ from django.core.management.base import BaseCommand
 
 from ....core.dispatcher import Dispatcher, DispatcherConfig, all_queue_names
 from ...runtime import get_store
+from ...tasks import TASKS
 
 
 class Command(BaseCommand):
@@ -27,7 +28,7 @@ class Command(BaseCommand):
             started_grace=settings.MQ_STARTED_GRACE_SECONDS,
             workers=settings.MQ_WORKERS,
         )
-        dispatcher = Dispatcher(store, django_rq.get_connection("default"), config)
+        dispatcher = Dispatcher(store, django_rq.get_connection("default"), TASKS, config)
         if opts["once"]:
             self.stdout.write(f"enqueued {dispatcher.sweep()}")
             return

@@ -1,0 +1,7 @@
+"""What the benchmarks (``bench/``) and the tests share to run the queue as real processes.
+
+Starting and stopping the queue's processes, waiting on them, the servers of
+``scripts/services.sh``, the processes' environment, and the rules that keep a run off a
+ZooKeeper tree or a Redis database it does not own. No Django and no app: both callers
+import it before (or without) any settings, and each adds its own defaults on top.
+"""
