@@ -22,6 +22,10 @@ from merritt_queue.deposit.manifest import ManifestError
 from merritt_queue.services.errors import ServiceError
 
 
+class ArkRefused(Exception):
+    """The ARK the job would use is not this job's to use; the message says why."""
+
+
 def processing(s: Services, job: JobRecord) -> Outcome:
     """Identify the object (checking who may change it), then describe its files.
 
@@ -45,10 +49,10 @@ def processing(s: Services, job: JobRecord) -> Outcome:
         return Outcome.later(f"local id {held[0]} is being resolved by another job", delay=5)
     try:
         ark = _resolve_ark(s, job, profile, ids.get("primary_id") or "", local_ids)
+    except ArkRefused as e:
+        return Outcome.fail(str(e))
     finally:
         _release_local_ids(s, list(keys.values()))
-    if ark.startswith("error:"):
-        return Outcome.fail(ark[len("error:") :])
     data = _write_object_files(s, job, ark, action, profile, deleted)
     note = f"; {len(deleted)} file(s) to delete" if deleted else ""
     return Outcome.success(f"identified as {ark}{note}", data=data)
@@ -81,17 +85,18 @@ def _release_local_ids(s: Services, keys: list[str]) -> None:
 def _resolve_ark(
     s: Services, job: JobRecord, profile: Profile, primary: str, local_ids: list[str]
 ) -> str:
-    """The job's ARK: supplied, bound to its local id, or newly minted (saved at once)."""
+    """The job's ARK: supplied, bound to its local id, or newly minted (saved at once);
+    ``ArkRefused`` when the job may not use the one it would get."""
     collection = s.store.item_collection(job.configuration)
     for lid in local_ids:
         bound = s.inventory.ark_for_local_id(collection, lid)
         if bound and primary and bound != primary:
-            return (
-                f"error:the supplied ARK {primary} disagrees with local id {lid}, which is {bound}"
+            raise ArkRefused(
+                f"the supplied ARK {primary} disagrees with local id {lid}, which is {bound}"
             )
         primary = primary or bound or ""
     if primary and (refusal := other_collection_refusal(collection, primary)):
-        return f"error:{refusal}"
+        raise ArkRefused(refusal)
     saved = (job.identifiers or {}).get("primary_id") == primary and bool(primary)
     if not primary:
         shoulder = profile.minter_shoulder
@@ -104,7 +109,7 @@ def _resolve_ark(
     for lid in local_ids:
         bound = s.inventory.bind_local_id(collection, lid, primary)
         if bound != primary:
-            return f"error:local id {lid} was bound to {bound} meanwhile; not using {primary}"
+            raise ArkRefused(f"local id {lid} was bound to {bound} meanwhile; not using {primary}")
     if not saved:
         _save_identifiers(s, job, primary, local_ids)
     return primary

@@ -13,6 +13,10 @@ Guarantees:
   status and versions, result). A confirmation token executes at most once, so
   a double submit does nothing twice.
 - ZooKeeper first, through the queue core; the mirror follows by write-through.
+
+Every action runs through ``_run_chunk``: read the items, re-check each, apply the action to
+those that pass, record the results. A batched action gets its items a chunk at a time with
+pipelined reads and multis; any other, one at a time.
 """
 
 from __future__ import annotations
@@ -25,15 +29,14 @@ from django.utils import timezone
 from jobs.models import Job
 from merritt_queue.core.errors import ChangedUnderYou, QueueError
 from merritt_queue.core.history import admin_actor
-from merritt_queue.core.states import BatchStatus
 from merritt_queue.core.store import QueueStore
 from merritt_queue.project.runtime import get_store
-from steering.catalog import ACTIONS, Action, note_of
+from steering.catalog import ACTIONS, Action, Applied, ItemResult, Scope, Target
 from steering.models import AdminAction, AdminActionItem
-from steering.planning import Target, collections_of, judge, profile_collections, refusal
+from steering.permissions import collections_of, refusal
+from steering.planning import profile_collections
 
-B = BatchStatus
-# Jobs per pipelined round of a bulk move: bounds the multis in flight and the progress step.
+# Items per round of a batched action: bounds the multis in flight and the progress step.
 MOVE_CHUNK = 500
 
 
@@ -100,30 +103,83 @@ def run_items(record: AdminAction) -> AdminAction:
     scope = collections_of(user) if user is not None else set()
     note = f"{record.username}: {record.reason}"
     todo = [(i, v) for i, v in record.pending_items if i not in handled]
-    if action.move is not None and not problem:
-        for start in range(0, len(todo), MOVE_CHUNK):
-            _move_chunk(store, action, record, todo[start : start + MOVE_CHUNK], scope, note)
-    else:
-        for item_id, version in todo:
-            if problem:
-                _record_skip(record, item_id, problem)
-            else:
-                _one(store, action, record, item_id, version, scope, record.params or {}, note)
-            record.save(update_fields=["done", "skipped", "failed"])  # the progress bar
+    size = MOVE_CHUNK if action.batched else 1
+    for first in range(0, len(todo), size):
+        chunk = todo[first : first + size]
+        _run_chunk(store, action, record, chunk, scope, problem, note)
     record.finished = timezone.now()
     record.save(update_fields=["finished", "done", "skipped", "failed"])
     return record
 
 
-def _move_chunk(store, action, record, chunk, scope, note) -> None:
-    """Judge and move a chunk of jobs with pipelined reads and multis; record each item.
+def _run_chunk(store, action, record, chunk, scope, problem, note) -> None:
+    """Read, re-check, act on and record a chunk of items.
 
-    The same checks as ``_one`` (version shown, status, lock, collection) on a fresh
-    read; each move is still its own version-checked multi. The audit rows and the
-    progress are written after the moves: if the process dies in between, the moved
-    jobs are at a new version, so running the action again skips them, never twice.
+    Each item is judged on a fresh read (version shown, status, lock, collection); each
+    change is still its own version-checked multi. The audit rows and the progress are
+    written after the changes: if the process dies in between, the changed items are at a
+    new version, so running the action again skips them, never acts twice.
     """
-    params = record.params or {}
+    rows = [AdminActionItem(admin_action=record, item_id=item_id) for item_id, _ in chunk]
+    if problem:
+        for row in rows:
+            row.result, row.detail = "skipped", problem
+    else:
+        read = _read(store, action, chunk)
+        ready, items = [], []
+        for row, (item_id, version) in zip(rows, chunk, strict=True):
+            got = read[item_id]
+            if isinstance(got, QueueError):
+                _record(row, got)
+                continue
+            before, item = got
+            try:
+                _recheck(row, action, before, version, scope)
+            except ChangedUnderYou as e:
+                _record(row, e)
+                continue
+            ready.append(row)
+            items.append(item)
+        if items:
+            results = action.apply(store, items, record.params or {}, note)
+            for row, result in zip(ready, results, strict=True):
+                _record(row, result)
+    with transaction.atomic():
+        AdminActionItem.objects.bulk_create(rows, batch_size=500)
+        for row in rows:
+            setattr(record, row.result, getattr(record, row.result) + 1)
+        record.save(update_fields=["done", "skipped", "failed"])  # the progress bar
+
+
+# --- reading the items again ------------------------------------------------------------
+
+
+def _read(store: QueueStore, action: Action, chunk) -> dict:
+    """Each item of ``chunk`` read now: ``(Target, item)`` or the ``QueueError`` reading it
+    met. Jobs of a batched action in one pipelined round; anything else one at a time."""
+    if action.batched:
+        return _read_jobs(store, chunk)
+    read = {}
+    for item_id, _ in chunk:
+        try:
+            item = _load(store, action, item_id)
+        except QueueError as e:
+            read[item_id] = e
+            continue
+        before = Target(
+            item_id,
+            getattr(item, "status", ""),
+            getattr(item, "status_version", None),
+            _collection_of(store, item),
+            getattr(item, "locked", False),
+        )
+        read[item_id] = (before, item)
+    return read
+
+
+def _read_jobs(store: QueueStore, chunk) -> dict:
+    """The jobs of ``chunk`` in one pipelined round; what the mirror knows at the version
+    shown (batch, priority, collection) spares reading it again."""
     ids = [item_id for item_id, _ in chunk]
     shown = dict(chunk)
     rows = Job.objects.filter(jid__in=ids).values_list(
@@ -136,107 +192,26 @@ def _move_chunk(store, action, record, chunk, scope, note) -> None:
         if version == shown[jid]:  # the row the page showed: its batch and priority hold
             known[jid] = (version, bid, priority)
     heads = store.job_heads(ids, known)
-    deleted = _deleted_batches(store, action, heads.values())
-    rows, moves, moving = [], [], []
-    for item_id, version in chunk:
-        row = AdminActionItem(admin_action=record, item_id=item_id)
-        rows.append(row)
+    read: dict = {}
+    for item_id in ids:
         job = heads[item_id]
         try:
             if isinstance(job, QueueError):
                 raise job
             if item_id not in collections:  # not mirrored yet: read its configuration
                 collections[item_id] = store.item_collection(store.get_job(item_id).configuration)
-            before = Target(
-                item_id, job.status, job.status_version, collections[item_id], job.locked
-            )
-            _recheck(row, action, before, version, scope)
-            if job.bid in deleted:
-                raise QueueError(
-                    f"job {job.jid} was not moved: its batch {job.bid} is Deleted. "
-                    "Submit the object again in a new batch instead."
-                )
-            target, retry = action.move(store, job, params)
-        except ChangedUnderYou as e:
-            row.result, row.detail = "skipped", str(e)
-            continue
         except QueueError as e:
-            row.result, row.detail = "failed", str(e)
+            read[item_id] = e
             continue
-        moves.append((job, target, note_of(note, action.what), retry))
-        moving.append(row)
-    with store.deferred_changes():
-        written = store.move_jobs(moves)
-    for row, result in zip(moving, written, strict=True):
-        if isinstance(result, ChangedUnderYou):
-            row.result, row.detail = "skipped", str(result)
-        elif isinstance(result, QueueError):
-            row.result, row.detail = "failed", str(result)
-        else:
-            row.result = "done"
-            row.after_status, row.after_version = result.status, result.status_version
-            if action.after is not None:
-                action.after(result)
-    with transaction.atomic():
-        AdminActionItem.objects.bulk_create(rows, batch_size=500)
-        for row in rows:
-            setattr(record, row.result, getattr(record, row.result) + 1)
-        record.save(update_fields=["done", "skipped", "failed"])  # the progress bar
-
-
-def _deleted_batches(store: QueueStore, action: Action, heads) -> set[str]:
-    """Of the batches of ``heads`` (jobs read, or errors), those that are Deleted, read in one
-    pipelined round; only for an action that would bring a job back to work, which would
-    recreate its batch's ``batch-processing``, and MerrittZK's reporting throws on a Deleted
-    batch it finds there (issue 13)."""
-    if not action.refused_in_deleted_batch:
-        return set()
-    bids = {job.bid for job in heads if not isinstance(job, QueueError) and job.bid}
-    statuses = store.batch_statuses(bids)
-    return {bid for bid, got in statuses.items() if got.get("status") == B.DELETED}
-
-
-def _recount(record: AdminAction) -> None:
-    rows = record.items.order_by().values("result").annotate(n=Count("id"))
-    counts = {r["result"]: r["n"] for r in rows}
-    record.done, record.skipped, record.failed = (
-        counts.get("done", 0),
-        counts.get("skipped", 0),
-        counts.get("failed", 0),
-    )
-
-
-def _record_skip(record: AdminAction, item_id: str, why: str) -> None:
-    AdminActionItem.objects.create(
-        admin_action=record, item_id=item_id, result="skipped", detail=why
-    )
-    record.skipped += 1
-
-
-def _start(user, action, reason, token, params, selection, pending) -> tuple[AdminAction, bool]:
-    try:
-        with transaction.atomic():
-            record = AdminAction.objects.create(
-                user=user,
-                username=user.get_username(),
-                action=action.name,
-                scope=action.scope,
-                reason=reason.strip(),
-                params=params,
-                selection=selection,
-                total=len(pending),
-                token=token,
-                pending_items=pending,
-            )
-            return record, True
-    except IntegrityError:  # the same confirmation submitted again: nothing is done twice
-        return AdminAction.objects.get(token=token), False
+        before = Target(item_id, job.status, job.status_version, collections[item_id], job.locked)
+        read[item_id] = (before, job)
+    return read
 
 
 def _load(store: QueueStore, action: Action, item_id: str):
-    if action.scope == "job":
+    if action.scope == Scope.JOB:
         return store.get_job(item_id)
-    if action.scope == "batch":
+    if action.scope == Scope.BATCH:
         return store.get_batch(item_id)
     return item_id
 
@@ -259,35 +234,53 @@ def _recheck(row, action: Action, before: Target, version, scope) -> None:
     )
     if version is not None and before.version != version:
         raise ChangedUnderYou(f"changed since the page was shown: it is now {before.status}")
-    judged = judge(action, before, scope, notes=False)
-    if not judged.applies:
-        raise ChangedUnderYou(judged.why)
+    why = action.check(before, scope)
+    if why is not None:
+        raise ChangedUnderYou(why)
 
 
-def _one(store, action, record, item_id, version, scope, params, note) -> None:
-    row = AdminActionItem(admin_action=record, item_id=item_id)
+# --- the audit trail --------------------------------------------------------------------
+
+
+def _record(row: AdminActionItem, result: ItemResult) -> None:
+    """An item's result on its audit row: done, skipped (it changed) or failed."""
+    if isinstance(result, ChangedUnderYou):
+        row.result, row.detail = "skipped", str(result)
+    elif isinstance(result, QueueError):
+        row.result, row.detail = "failed", str(result)
+    else:
+        assert isinstance(result, Applied)
+        row.result, row.detail = "done", result.detail
+        if result.after is not None:
+            row.after_status = result.after.status
+            row.after_version = result.after.status_version
+
+
+def _recount(record: AdminAction) -> None:
+    rows = record.items.order_by().values("result").annotate(n=Count("id"))
+    counts = {r["result"]: r["n"] for r in rows}
+    record.done, record.skipped, record.failed = (
+        counts.get("done", 0),
+        counts.get("skipped", 0),
+        counts.get("failed", 0),
+    )
+
+
+def _start(user, action, reason, token, params, selection, pending) -> tuple[AdminAction, bool]:
     try:
-        item = _load(store, action, item_id)
-        before = Target(
-            item_id,
-            getattr(item, "status", ""),
-            getattr(item, "status_version", None),
-            _collection_of(store, item),
-            getattr(item, "locked", False),
-        )
-        _recheck(row, action, before, version, scope)
-        _outcome(row, action.run(store, item, params, note))
-        row.result = "done"
-    except ChangedUnderYou as e:
-        row.result, row.detail = "skipped", str(e)
-    except QueueError as e:
-        row.result, row.detail = "failed", str(e)
-    row.save()
-    setattr(record, row.result, getattr(record, row.result) + 1)
-
-
-def _outcome(row: AdminActionItem, result) -> None:
-    after, detail = result if isinstance(result, tuple) else (result, "")
-    row.detail = detail
-    if after is not None:
-        row.after_status, row.after_version = after.status, after.status_version
+        with transaction.atomic():
+            record = AdminAction.objects.create(
+                user=user,
+                username=user.get_username(),
+                action=action.name,
+                scope=action.scope,
+                reason=reason.strip(),
+                params=params,
+                selection=selection,
+                total=len(pending),
+                token=token,
+                pending_items=pending,
+            )
+            return record, True
+    except IntegrityError:  # the same confirmation submitted again: nothing is done twice
+        return AdminAction.objects.get(token=token), False

@@ -1,44 +1,172 @@
-"""The admin actions on jobs, batches, collections and the queue: what each one does
-through the queue core, and which statuses it applies to. Who may take them and what a
-confirmation page lists is ``steering.planning``; taking them is ``steering.actions``."""
+"""The admin actions on jobs, batches, collections and the queue: one typed action per verb,
+what it does through the queue core and which statuses it applies to. Who may take them is
+``steering.permissions``; what a confirmation page lists is ``steering.planning``; taking
+them is ``steering.actions``."""
 
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 
+from batches.models import mnemonic_problem
 from merritt_queue.core.errors import QueueError
+from merritt_queue.core.records import JobRecord
 from merritt_queue.core.states import JOB_STEPS, BatchStatus, JobStatus
 from merritt_queue.core.store import QueueStore
 from merritt_queue.deposit.uploads import remove_upload, uploads_root
-from steering.models import ADMINISTRATOR, OPERATOR
+from steering.permissions import Role
 
 J, B = JobStatus, BatchStatus
 RUNNING = frozenset({J.PENDING, *JOB_STEPS})
 
 
+class Scope(StrEnum):
+    """What an action acts on; also the audit trail's ``scope`` column."""
+
+    JOB = "job"
+    BATCH = "batch"
+    COLLECTION = "collection"
+    QUEUE = "queue"
+
+
 @dataclass(frozen=True)
+class Target:
+    """An item as shown on the confirmation page, or as read again when acting on it."""
+
+    id: str
+    status: str = ""
+    version: int | None = None
+    collection: str = ""
+    locked: bool = False
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What an action did to one item: the item's record after it (when there is one record
+    to show) and a note for the audit trail."""
+
+    after: Any = None
+    detail: str = ""
+
+
+# Each item's result: applied, or the queue's refusal (``ChangedUnderYou``: skipped).
+ItemResult = Applied | QueueError
+
+
+@dataclass(frozen=True, kw_only=True)
 class Action:
+    """One verb. ``check`` is the judgement made on the confirmation page and made again on
+    a fresh read when acting; ``apply`` acts on items that passed it."""
+
     name: str
-    scope: str  # job | batch | collection | queue
+    scope: Scope
     label: str
-    role: str  # the least group that may take it
+    role: Role  # the least role that may take it
     applies_to: frozenset[str] = frozenset()  # statuses; empty for collections and the queue
-    run: Callable = field(default=lambda store, item, params, note: None, repr=False)
     warning: str = ""
     locked_ok: bool = False  # may act on an item a worker holds
-    # Job actions that are one status move: ``move(store, job, params) -> (status, retry)``
-    # and ``after(job)`` once it is written, in place of ``run``: execution pipelines them.
-    move: Callable | None = field(default=None, repr=False)
-    after: Callable | None = field(default=None, repr=False)
-    what: str = ""  # the past tense the job's message gets: "resumed by <who>: <reason>"
     # Why the action does not apply to a status, where "it applies to X" would not help.
     refusals: dict = field(default_factory=dict, repr=False)
-    refused_in_deleted_batch: bool = False  # a job move that would bring a job back to work
+    # Whether execution hands it its items a chunk at a time (pipelined) or one by one.
+    batched: bool = False
+
+    def check(self, t: Target, collections: set[str] | None) -> str | None:
+        """Why the action may not be taken on ``t`` by a person limited to ``collections``
+        (None: all), or None."""
+        if self.scope == Scope.COLLECTION and (why := mnemonic_problem(t.id)):
+            return why
+        if self.applies_to and t.status in self.refusals:
+            return f"it is {t.status}: {self.refusals[t.status]}"
+        if self.applies_to and t.status not in self.applies_to:
+            allowed = ", ".join(sorted(self.applies_to))
+            return f"it is {t.status}; {self.label.lower()} applies to {allowed}"
+        if t.locked and not self.locked_ok:
+            return "a worker is running a step on it (locked)"
+        collection = t.id if self.scope == Scope.COLLECTION else t.collection
+        if collections is not None and collection not in collections:
+            return f"collection {collection or '(none)'} is outside your collections"
+        return None
+
+    def apply(self, store: QueueStore, items: Sequence, params: dict, note: str) -> list:
+        """Act on ``items`` (records read, or ids); one ``ItemResult`` per item, in order."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, kw_only=True)
+class ItemAction(Action):
+    """An action taken on one item at a time: ``run(store, item, params, note) -> Applied``."""
+
+    run: Callable[[QueueStore, Any, dict, str], Applied] = field(repr=False)
+
+    def apply(self, store: QueueStore, items: Sequence, params: dict, note: str) -> list:
+        results: list[ItemResult] = []
+        for item in items:
+            try:
+                results.append(self.run(store, item, params, note))
+            except QueueError as e:
+                results.append(e)
+        return results
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobMove(Action):
+    """A job action that is one status move, so execution pipelines it: a chunk of jobs is
+    moved in one round of multis, one job or thousands alike."""
+
+    # ``move(store, job, params) -> (status, retry)``; ``after(job)`` once it is written.
+    move: Callable[[QueueStore, JobRecord, dict], tuple[str, bool]] = field(repr=False)
+    after: Callable[[JobRecord], None] | None = field(default=None, repr=False)
+    what: str = ""  # the past tense the job's message gets: "resumed by <who>: <reason>"
+    refused_in_deleted_batch: bool = False  # a move that would bring a job back to work
+    scope: Scope = Scope.JOB
+    batched: bool = True
+
+    def apply(self, store: QueueStore, items: Sequence, params: dict, note: str) -> list:
+        deleted = self._deleted_batches(store, items)
+        results: list[ItemResult | None] = [None] * len(items)
+        moves, where = [], []
+        for i, job in enumerate(items):
+            try:
+                if job.bid in deleted:
+                    raise QueueError(
+                        f"job {job.jid} was not moved: its batch {job.bid} is Deleted. "
+                        "Submit the object again in a new batch instead."
+                    )
+                target, retry = self.move(store, job, params)
+            except QueueError as e:
+                results[i] = e
+                continue
+            moves.append((job, target, note_of(note, self.what), retry))
+            where.append(i)
+        with store.deferred_changes():
+            written = store.move_jobs(moves)
+        for i, result in zip(where, written, strict=True):
+            if isinstance(result, QueueError):
+                results[i] = result
+                continue
+            if self.after is not None:
+                self.after(result)
+            results[i] = Applied(result)
+        return results
+
+    def _deleted_batches(self, store: QueueStore, jobs: Sequence[JobRecord]) -> set[str]:
+        """Of the jobs' batches, those that are Deleted, read in one pipelined round; only
+        for a move that would bring a job back to work, which would recreate its batch's
+        ``batch-processing``, and MerrittZK's reporting throws on a Deleted batch it finds
+        there (issue 13)."""
+        if not self.refused_in_deleted_batch:
+            return set()
+        bids = {job.bid for job in jobs if job.bid}
+        if not bids:
+            return set()
+        statuses = store.batch_statuses(bids)
+        return {bid for bid, got in statuses.items() if got.get("status") == B.DELETED}
 
 
 # --- what each action does through the core ----------------------------------------
@@ -48,27 +176,23 @@ def note_of(user_note: str, what: str) -> str:
     return f"{what} by {user_note}"
 
 
-def _job_move(name, label, role, applies_to, move, what, after=None, **extra) -> Action:
-    """An action that moves a job; ``run_items`` moves its jobs in pipelined chunks, one
-    job or thousands alike (``_move_chunk``)."""
-    return Action(
-        name,
-        "job",
-        label,
-        role,
-        frozenset(applies_to),
-        move=move,
-        after=after,
-        what=what,
-        **extra,
-    )
+def _to(target: str):
+    return lambda store, job, params: (target, False)
+
+
+def _resume(store: QueueStore, job: JobRecord, params: dict) -> tuple[str, bool]:
+    return store.resume_step(job, params.get("step") or None), True
 
 
 def _remove_work_dir(job) -> None:
     shutil.rmtree(Path(settings.MQ_WORK_DIR) / "jobs" / job.jid, ignore_errors=True)
 
 
-def _batch_delete(store: QueueStore, batch, params, note):
+def _force_fail(store: QueueStore, job, params, note) -> Applied:
+    return Applied(store.force_fail(job, note_of(note, "force-failed")))
+
+
+def _batch_delete(store: QueueStore, batch, params, note) -> Applied:
     """The batch and those of its jobs that can be deleted; the others are listed.
 
     The jobs are read and moved in pipelined rounds (``job_heads``, ``move_jobs``), not
@@ -93,98 +217,120 @@ def _batch_delete(store: QueueStore, batch, params, note):
         if isinstance(result, QueueError):
             raise result
     if kept:  # their upload stays while they run; cleanup removes it after the purge
-        return deleted, "not deleted, only Failed or Held jobs can be: " + ", ".join(kept)
+        return Applied(deleted, "not deleted, only Failed or Held jobs can be: " + ", ".join(kept))
     _remove_upload(batch)
-    return deleted
+    return Applied(deleted)
 
 
 def _remove_upload(batch) -> None:
     remove_upload(uploads_root(settings.MQ_WORK_DIR), (batch.submission or {}).get("payload_url"))
 
 
-def _batch_purge(store: QueueStore, batch, params, note):
+def _batch_purge(store: QueueStore, batch, params, note) -> Applied:
     removed = store.purge_batch(batch.bid)
     _remove_upload(batch)
-    return None, f"removed with {len(removed)} job(s)"
+    return Applied(None, f"removed with {len(removed)} job(s)")
 
 
-def _to(target: str):
-    return lambda store, job, params: (target, False)
-
-
-def _batch_move(name: str, label: str, applies_to, target: str, what: str) -> Action:
+def _batch_move(name: str, label: str, applies_to, target: str, what: str) -> ItemAction:
     """An operator's action that moves a batch from ``applies_to`` to ``target``."""
 
-    def run(store: QueueStore, batch, params, note):
-        return store.transition_batch(batch, target, note_of(note, what))
+    def run(store: QueueStore, batch, params, note) -> Applied:
+        return Applied(store.transition_batch(batch, target, note_of(note, what)))
 
-    return Action(name, "batch", label, OPERATOR, frozenset(applies_to), run)
-
-
-def _collection(method: str):
-    def run(store: QueueStore, mnemonic, params, note):
-        if method == "hold_collection":
-            by, _, reason = note.partition(": ")
-            result = store.hold_collection(mnemonic, by=by, reason=reason)
-        else:
-            result = getattr(store, method)(mnemonic)
-        if method == "release_collection_items":
-            skipped = "; ".join(f"{k}: {v}" for k, v in result.skipped.items())
-            return None, f"released {len(result.released)} item(s)" + (
-                f"; not released: {skipped}" if skipped else ""
-            )
-        return None, "done" if result else "already so"
-
-    return run
+    return ItemAction(
+        name=name,
+        scope=Scope.BATCH,
+        label=label,
+        role=Role.OPERATOR,
+        applies_to=frozenset(applies_to),
+        run=run,
+    )
 
 
-def _queue(method: str):
-    def run(store: QueueStore, _item, params, note):
-        return None, "done" if getattr(store, method)() else "already so"
+def _changed(changed: bool) -> Applied:
+    return Applied(None, "done" if changed else "already so")
 
-    return run
+
+def _hold_collection(store: QueueStore, mnemonic: str, params, note) -> Applied:
+    by, _, reason = note.partition(": ")
+    return _changed(store.hold_collection(mnemonic, by=by, reason=reason))
+
+
+def _release_collection(store: QueueStore, mnemonic: str, params, note) -> Applied:
+    return _changed(store.release_collection(mnemonic))
+
+
+def _release_collection_items(store: QueueStore, mnemonic: str, params, note) -> Applied:
+    result = store.release_collection_items(mnemonic)
+    skipped = "; ".join(f"{k}: {v}" for k, v in result.skipped.items())
+    return Applied(
+        None,
+        f"released {len(result.released)} item(s)"
+        + (f"; not released: {skipped}" if skipped else ""),
+    )
+
+
+def _pause_queue(store: QueueStore, _item, params, note) -> Applied:
+    return _changed(store.pause_queue())
+
+
+def _unpause_queue(store: QueueStore, _item, params, note) -> Applied:
+    return _changed(store.unpause_queue())
+
+
+def _administrator(name: str, scope: Scope, label: str, run, **extra) -> ItemAction:
+    return ItemAction(
+        name=name, scope=scope, label=label, role=Role.ADMINISTRATOR, run=run, **extra
+    )
 
 
 ACTIONS: dict[str, Action] = {
     a.name: a
     for a in (
-        _job_move("job.hold", "Hold", OPERATOR, {J.PENDING}, _to(J.HELD), "held"),
-        _job_move(
-            "job.release",
-            "Release",
-            OPERATOR,
-            {J.HELD},
-            _to(J.PENDING),
-            "released",
+        JobMove(
+            name="job.hold",
+            label="Hold",
+            role=Role.OPERATOR,
+            applies_to=frozenset({J.PENDING}),
+            move=_to(J.HELD),
+            what="held",
+        ),
+        JobMove(
+            name="job.release",
+            label="Release",
+            role=Role.OPERATOR,
+            applies_to=frozenset({J.HELD}),
+            move=_to(J.PENDING),
+            what="released",
             refused_in_deleted_batch=True,
         ),
-        _job_move(
-            "job.resume",
-            "Resume",
-            OPERATOR,
-            {J.FAILED},
-            lambda store, job, params: (store.resume_step(job, params.get("step") or None), True),
-            "resumed",
+        JobMove(
+            name="job.resume",
+            label="Resume",
+            role=Role.OPERATOR,
+            applies_to=frozenset({J.FAILED}),
+            move=_resume,
+            what="resumed",
             refused_in_deleted_batch=True,
         ),
-        Action(
+        _administrator(
             "job.force_fail",
-            "job",
+            Scope.JOB,
             "Force fail",
-            ADMINISTRATOR,
-            RUNNING,
-            lambda store, job, params, note: store.force_fail(job, note_of(note, "force-failed")),
+            _force_fail,
+            applies_to=RUNNING,
             warning="The job's lock and its object's storage and inventory locks are removed: a "
             "worker still running this step is cut off and its work is not committed.",
             locked_ok=True,
         ),
-        _job_move(
-            "job.delete",
-            "Delete",
-            ADMINISTRATOR,
-            {J.FAILED, J.HELD},
-            _to(J.DELETED),
-            "deleted",
+        JobMove(
+            name="job.delete",
+            label="Delete",
+            role=Role.ADMINISTRATOR,
+            applies_to=frozenset({J.FAILED, J.HELD}),
+            move=_to(J.DELETED),
+            what="deleted",
             after=_remove_work_dir,
             refusals={
                 J.COMPLETED: "Completed is final in the queue (zk-tree.md); a completed job "
@@ -200,51 +346,34 @@ ACTIONS: dict[str, Action] = {
             B.UPDATE_REPORTING,
             "report requested",
         ),
-        Action(
+        _administrator(
             "batch.delete",
-            "batch",
+            Scope.BATCH,
             "Delete",
-            ADMINISTRATOR,
-            frozenset({B.FAILED, B.HELD}),
             _batch_delete,
+            applies_to=frozenset({B.FAILED, B.HELD}),
             refusals={
                 B.COMPLETED: "Completed is final in the queue (zk-tree.md); use Purge now to "
                 "remove the batch and its jobs"
             },
         ),
-        Action(
+        _administrator(
             "batch.purge",
-            "batch",
+            Scope.BATCH,
             "Purge now",
-            ADMINISTRATOR,
-            frozenset({B.COMPLETED, B.DELETED}),
             _batch_purge,
+            applies_to=frozenset({B.COMPLETED, B.DELETED}),
             warning="The batch and all its jobs are removed from the queue for good.",
         ),
-        Action(
-            "collection.hold",
-            "collection",
-            "Hold",
-            ADMINISTRATOR,
-            run=_collection("hold_collection"),
-        ),
-        Action(
-            "collection.release",
-            "collection",
-            "Release",
-            ADMINISTRATOR,
-            run=_collection("release_collection"),
-        ),
-        Action(
+        _administrator("collection.hold", Scope.COLLECTION, "Hold", _hold_collection),
+        _administrator("collection.release", Scope.COLLECTION, "Release", _release_collection),
+        _administrator(
             "collection.release_all",
-            "collection",
+            Scope.COLLECTION,
             "Release all held items",
-            ADMINISTRATOR,
-            run=_collection("release_collection_items"),
+            _release_collection_items,
         ),
-        Action("queue.pause", "queue", "Pause the queue", ADMINISTRATOR, run=_queue("pause_queue")),
-        Action(
-            "queue.resume", "queue", "Resume the queue", ADMINISTRATOR, run=_queue("unpause_queue")
-        ),
+        _administrator("queue.pause", Scope.QUEUE, "Pause the queue", _pause_queue),
+        _administrator("queue.resume", Scope.QUEUE, "Resume the queue", _unpause_queue),
     )
 }

@@ -1,66 +1,19 @@
-"""Who may take an admin action, and what its confirmation page lists: whether the action
-applies to each item, and why not; for a resume, the steps a job may restart at."""
+"""What an admin action's confirmation page lists: whether the action applies to each item,
+and why not; for a resume, the steps a job may restart at."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.conf import settings
-
-from batches.models import Profile, mnemonic_problem
+from batches.models import Profile
 from merritt_queue.core.errors import QueueError
 from merritt_queue.core.states import JOB_STEPS, JobStatus, resume_target
 from merritt_queue.core.store import QueueStore
 from merritt_queue.project.runtime import get_store
-from steering.catalog import Action
-from steering.models import ADMINISTRATOR, OPERATOR, group_names
+from steering.catalog import Action, Target
+from steering.permissions import collections_of
 
 J = JobStatus
-
-
-# --- who may act --------------------------------------------------------------------
-
-RANK = {OPERATOR: 1, ADMINISTRATOR: 2}
-
-
-def role_of(user) -> int:
-    if not user.is_authenticated:
-        return 0
-    if user.is_superuser:
-        return RANK[ADMINISTRATOR]
-    return max((RANK[n] for n in group_names(user) if n in RANK), default=0)
-
-
-def may(user, action: Action) -> bool:
-    return not settings.READ_ONLY and role_of(user) >= RANK[action.role]
-
-
-def collections_of(user) -> set[str] | None:
-    """The collections a person may act on; None means all."""
-    scope = getattr(user, "scope", None) if user.is_authenticated else None
-    return set(scope.collections) if scope and scope.collections else None
-
-
-def refusal(user, action: Action) -> str | None:
-    if settings.READ_ONLY:
-        return "the queue is in read-only mode (READ_ONLY): no action can be taken"
-    if not may(user, action):
-        return f"{action.label} needs the {action.role} role"
-    return None
-
-
-# --- planning: what the confirmation page lists ---------------------------------------
-
-
-@dataclass(frozen=True)
-class Target:
-    """An item as shown on the confirmation page."""
-
-    id: str
-    status: str = ""
-    version: int | None = None
-    collection: str = ""
-    locked: bool = False
 
 
 @dataclass(frozen=True)
@@ -76,22 +29,11 @@ def plan(user, action: Action, targets: list[Target]) -> list[PlanItem]:
     return [judge(action, t, scope) for t in targets]
 
 
-def judge(action: Action, t: Target, scope: set[str] | None, *, notes: bool = True) -> PlanItem:
-    if action.scope == "collection" and (why := mnemonic_problem(t.id)):
+def judge(action: Action, t: Target, scope: set[str] | None) -> PlanItem:
+    why = action.check(t, scope)
+    if why is not None:
         return PlanItem(t, False, why)
-    if action.applies_to and t.status in action.refusals:
-        return PlanItem(t, False, f"it is {t.status}: {action.refusals[t.status]}")
-    if action.applies_to and t.status not in action.applies_to:
-        allowed = ", ".join(sorted(action.applies_to))
-        return PlanItem(t, False, f"it is {t.status}; {action.label.lower()} applies to {allowed}")
-    if t.locked and not action.locked_ok:
-        return PlanItem(t, False, "a worker is running a step on it (locked)")
-    collection = t.id if action.scope == "collection" else t.collection
-    if scope is not None and collection not in scope:
-        return PlanItem(
-            t, False, f"collection {collection or '(none)'} is outside your collections"
-        )
-    return PlanItem(t, True, _extra_note(action, t) if notes else "")
+    return PlanItem(t, True, _extra_note(action, t))
 
 
 def _extra_note(action: Action, t: Target) -> str:

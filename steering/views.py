@@ -40,17 +40,10 @@ from jobs.models import Job
 from merritt_queue.core.states import resume_note, resume_target
 from steering import tasks
 from steering.actions import execute, run_items, start
-from steering.catalog import ACTIONS, Action
+from steering.catalog import ACTIONS, Action, Scope, Target
 from steering.models import AdminAction, AdminActionItem
-from steering.planning import (
-    PlanItem,
-    Target,
-    plan,
-    profile_collections,
-    refusal,
-    resume_offer,
-    steps_again,
-)
+from steering.permissions import refusal
+from steering.planning import PlanItem, plan, profile_collections, resume_offer, steps_again
 
 log = logging.getLogger(__name__)
 
@@ -95,16 +88,16 @@ def _filter_query(request) -> str:
 
 
 MIRROR = {
-    "job": (Job, "jid", JobFilter),
-    "batch": (Batch, "bid", BatchFilter),
+    Scope.JOB: (Job, "jid", JobFilter),
+    Scope.BATCH: (Batch, "bid", BatchFilter),
 }
 
 
 def select(request, action: Action) -> Selection:
     """The items the request names: ``?ids=`` or ``?all=1`` with the list's filter."""
-    if action.scope == "queue":
+    if action.scope == Scope.QUEUE:
         return Selection([Target("ingest")], [], 1, False, "")
-    if action.scope == "collection":
+    if action.scope == Scope.COLLECTION:
         ids = _ids(request)
         return Selection([Target(m) for m in ids], [], len(ids), False, "")
     model, key, filter_class = MIRROR[action.scope]

@@ -32,11 +32,20 @@ from .store.base import CONNECTION_ERRORS
 log = logging.getLogger(__name__)
 
 
+class Decision(StrEnum):
+    """What a handler decided for the job's step."""
+
+    SUCCESS = "success"
+    FAIL = "fail"
+    LATER = "later"  # stay in the step, run it again after a delay
+    MOVE = "move"  # to a status of the handler's choosing
+
+
 @dataclass(frozen=True)
 class Outcome:
-    """What a handler decided: ``success``, ``fail``, ``later`` (stay, retry) or ``move``."""
+    """What a handler decided (``Decision``), with what the commit writes for it."""
 
-    action: str
+    action: Decision
     message: str = ""
     target: str | None = None
     delay: float = 0.0
@@ -58,19 +67,19 @@ class Outcome:
         data: dict | None = None,
         unlock: tuple[ItemLock, ...] = (),
     ) -> Outcome:
-        return cls("success", message, job=job, data=data, unlock=unlock)
+        return cls(Decision.SUCCESS, message, job=job, data=data, unlock=unlock)
 
     @classmethod
     def fail(cls, message: str) -> Outcome:
-        return cls("fail", message)
+        return cls(Decision.FAIL, message)
 
     @classmethod
     def later(cls, message: str, delay: float = 30.0) -> Outcome:
-        return cls("later", message, delay=delay)
+        return cls(Decision.LATER, message, delay=delay)
 
     @classmethod
     def move(cls, target: str, message: str = "") -> Outcome:
-        return cls("move", message, target=target)
+        return cls(Decision.MOVE, message, target=target)
 
 
 class StepResult(StrEnum):
@@ -208,9 +217,9 @@ def _run_steps(store, jid, status, handlers, policy) -> StepReport:
 
 def _may_go_on(store, job, outcome, handlers, policy, steps, started) -> bool:
     """Whether to commit ``outcome`` keeping the lock, to run the next step at once."""
-    if outcome.action == "success":
+    if outcome.action == Decision.SUCCESS:
         target = JOB.success_of(job.status)
-    elif outcome.action == "move":
+    elif outcome.action == Decision.MOVE:
         target = outcome.target
     else:
         return False
@@ -229,7 +238,7 @@ def commit(store: QueueStore, job: JobRecord, outcome: Outcome, *, keep_lock=Fal
     except BaseException:
         _release(store, outcome.unlock)
         raise
-    if outcome.action != "success":  # only a success's multi lets go of them
+    if outcome.action != Decision.SUCCESS:  # only a success's multi lets go of them
         _release(store, outcome.unlock)
     return result
 
@@ -244,19 +253,19 @@ def _release(store: QueueStore, locks: tuple[ItemLock, ...]) -> None:
 
 
 def _commit(store: QueueStore, job: JobRecord, outcome: Outcome, keep_lock: bool) -> tuple:
-    if outcome.action == "later":
+    if outcome.action == Decision.LATER:
         # The librarian sees why the job waits; the lock goes in the same write.
         waiting = store.note_job(outcome.job or job, outcome.message, release_lock=True)
         return StepResult.DEFERRED, outcome, waiting
     # Handlers may have written data nodes, never the status: the version still holds.
     job = outcome.job or job
-    if outcome.action == "success":
+    if outcome.action == Decision.SUCCESS:
         done = store.succeed_job(
             job, outcome.message, keep_lock=keep_lock, data=outcome.data, unlock=outcome.unlock
         )
-    elif outcome.action == "fail":
+    elif outcome.action == Decision.FAIL:
         done = store.fail_job(job, outcome.message, release_lock=True)
-    elif outcome.action == "move":
+    elif outcome.action == Decision.MOVE:
         assert outcome.target is not None  # Outcome.move always names one
         done = store.transition_job(
             job, outcome.target, outcome.message, release_lock=not keep_lock, keep_lock=keep_lock

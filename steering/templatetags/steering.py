@@ -11,18 +11,18 @@ from django.utils.html import format_html
 
 from steering.catalog import ACTIONS
 from steering.models import AdminActionItem
-from steering.planning import RANK, role_of
+from steering.permissions import role_of
 from ui.links import batch_link, job_link
 
 register = template.Library()
 
 
 def may(user, action) -> bool:
-    """``steering.planning.may``, with the person's role read once per request."""
+    """``steering.permissions.may``, with the person's role read once per request."""
     role = getattr(user, "_mq_role", None)
     if role is None:
         role = user._mq_role = role_of(user)
-    return not settings.READ_ONLY and role >= RANK[action.role]
+    return not settings.READ_ONLY and role >= action.role
 
 
 def confirm_url(name: str, **query) -> str:

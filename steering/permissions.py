@@ -1,0 +1,63 @@
+"""Who may take an admin action: the person's role, ordered, and the collections they may
+act on. Enforced when an action runs (``steering.actions``), not only by hiding buttons."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from typing import TYPE_CHECKING
+
+from django.conf import settings
+
+from steering.models import ADMINISTRATOR, OPERATOR, group_names
+
+if TYPE_CHECKING:
+    from steering.catalog import Action
+
+
+class Role(IntEnum):
+    """The steering ranks, ordered: each may do what the ranks below it may. Shown as the
+    Django group that grants it, as the messages name it."""
+
+    NONE = 0
+    OPERATOR = 1
+    ADMINISTRATOR = 2
+
+    @property
+    def group(self) -> str:
+        return GROUPS.get(self, "")
+
+    def __str__(self) -> str:
+        return self.group
+
+    def __format__(self, spec: str) -> str:
+        return format(self.group, spec)
+
+
+GROUPS = {Role.OPERATOR: OPERATOR, Role.ADMINISTRATOR: ADMINISTRATOR}
+BY_GROUP = {group: role for role, group in GROUPS.items()}
+
+
+def role_of(user) -> Role:
+    if not user.is_authenticated:
+        return Role.NONE
+    if user.is_superuser:
+        return Role.ADMINISTRATOR
+    return max((BY_GROUP[n] for n in group_names(user) if n in BY_GROUP), default=Role.NONE)
+
+
+def may(user, action: Action) -> bool:
+    return not settings.READ_ONLY and role_of(user) >= action.role
+
+
+def collections_of(user) -> set[str] | None:
+    """The collections a person may act on; None means all."""
+    scope = getattr(user, "scope", None) if user.is_authenticated else None
+    return set(scope.collections) if scope and scope.collections else None
+
+
+def refusal(user, action: Action) -> str | None:
+    if settings.READ_ONLY:
+        return "the queue is in read-only mode (READ_ONLY): no action can be taken"
+    if not may(user, action):
+        return f"{action.label} needs the {action.role} role"
+    return None
