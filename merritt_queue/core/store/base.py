@@ -9,6 +9,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
@@ -76,11 +77,15 @@ class StoreBase:
     def __init__(self, client: KazooClient, *, actor: str = "", listeners: list | None = None):
         self.client = client
         self.stats: Counter[str] = Counter()
-        # Who is writing ("worker", "admin:<user>"): recorded with each change.
-        self.actor = actor
+        # Who is writing ("worker", "admin:<user>"), recorded with each change: the
+        # process's default, which a thread or task may override for itself (``act_as``).
+        self._default_actor = actor
+        self._acting: ContextVar[str | None] = ContextVar(f"actor-{id(self)}", default=None)
         self.listeners: list = list(listeners or [])
-        # Per thread: the web app shares one store between its request threads.
-        self._local = threading.local()
+        # Per thread or task: the web app shares one store between its request threads.
+        self._deferred: ContextVar[ChangeBuffer | None] = ContextVar(
+            f"deferred-{id(self)}", default=None
+        )
         # Locks this session holds but could not release while ZooKeeper was away.
         self._orphaned: set[str] = set()
         self._orphan_guard = threading.Lock()
@@ -93,6 +98,32 @@ class StoreBase:
         # and Merritt holds a collection by its profiles' names (``runtime`` sets it).
         self.profiles: Profiles = NoProfiles()
 
+    @property
+    def actor(self) -> str:
+        acting = self._acting.get()
+        return self._default_actor if acting is None else acting
+
+    @actor.setter
+    def actor(self, actor: str) -> None:
+        """The process's actor (a worker, the dispatcher, a command); the calling thread
+        drops any actor of its own, so that one it set earlier does not outlive this."""
+        self._default_actor = actor
+        self._acting.set(None)
+
+    def act_as(self, actor: str) -> None:
+        """Write as ``actor`` in this thread or task only, until it says otherwise: one
+        store serves every request thread, and their people must not mix."""
+        self._acting.set(actor)
+
+    @contextmanager
+    def acting_as(self, actor: str) -> Iterator[None]:
+        """Write as ``actor`` in this thread or task for the block only."""
+        token = self._acting.set(actor)
+        try:
+            yield
+        finally:
+            self._acting.reset(token)
+
     def _changed(
         self, kind: str, item_id: str, old_status, record=None, removed=False, data=None
     ) -> None:
@@ -100,7 +131,7 @@ class StoreBase:
         if not self.listeners:
             return
         change = Change(kind, item_id, old_status, record, removed, self.actor, data)
-        deferred = getattr(self._local, "deferred", None)
+        deferred = self._deferred.get()
         if deferred is not None:
             deferred.add(change)
             return
@@ -130,15 +161,15 @@ class StoreBase:
         With ``max_delay``, no change waits longer than that many seconds (see
         ``changebuffer``); ``max_delay=0`` holds nothing back.
         """
-        if max_delay == 0 or getattr(self._local, "deferred", None) is not None:
+        if max_delay == 0 or self._deferred.get() is not None:
             yield  # nested: the outer block tells
             return
         buffer = ChangeBuffer(self._tell, max_delay)
-        self._local.deferred = buffer
+        token = self._deferred.set(buffer)
         try:
             yield
         finally:
-            self._local.deferred = None
+            self._deferred.reset(token)
             buffer.close()
 
     @property
