@@ -52,7 +52,7 @@ def hold_ops(bid: str, *, unlocked: bool) -> list[Op]:
 def release_ops(store: QueueStore, batch: BatchRecord) -> list[Op]:
     if is_ours(batch.submission):
         return []
-    stat = store._exists(t.batch_states(batch.bid))
+    stat = store.engine.exists(t.batch_states(batch.bid))
     if stat is None or stat.numChildren:
         return []  # jobs were created before the hold: it was acquired, and stays so
     return [Op("delete", t.batch_states(batch.bid), version=stat.version)]
@@ -60,7 +60,7 @@ def release_ops(store: QueueStore, batch: BatchRecord) -> list[Op]:
 
 def delete_ops(store: QueueStore, batch: BatchRecord) -> list[Op]:
     path = t.batch_job_dir(batch.bid, "batch-processing")
-    got = store._children_stat(path)
+    got = store.engine.children_stat(path)
     if got is None:
         return []
     jids, stat = sorted(got[0]), got[1]
@@ -75,7 +75,7 @@ def delete_ops(store: QueueStore, batch: BatchRecord) -> list[Op]:
 
 def explain_hold(store: QueueStore, bid: str, error: QueueError) -> QueueError:
     """A refused hold said in plain words when the reason is someone else's lock."""
-    if store._exists(t.batch_node(bid, "lock")) is None:
+    if store.engine.exists(t.batch_node(bid, "lock")) is None:
         return error
     return Locked(
         f"batch {bid} was not held: another process (a worker here or Merritt's own ingest) "

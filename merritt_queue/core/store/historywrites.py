@@ -29,7 +29,7 @@ class HistoryWrites(StoreBase):
         paths = list(paths)
         if not paths:
             return {}
-        return {path: decode_node(node) for path, node in self._get_many(paths).items()}
+        return {path: decode_node(node) for path, node in self.engine.get_many(paths).items()}
 
     def _history_of(self, path: str, known: h.History | None) -> h.History:
         return known if known is not None else self._read_histories([path])[path]

@@ -33,12 +33,13 @@ from ..states import (
     resume_target,
 )
 from .historywrites import HistoryWrites
+from .locks import Locks
 
 # One logger for all of the store, whichever part of it speaks.
 log = logging.getLogger("merritt_queue.core.store")
 
 
-class JobMoves(HistoryWrites):
+class JobMoves(HistoryWrites, Locks):
     """Job moves of ``QueueStore``."""
 
     def acquire_job(self, status: str) -> JobRecord | None:
@@ -174,7 +175,7 @@ class JobMoves(HistoryWrites):
             planned.append((i, job, record, history))
             batches.append(([status_op, history_op, *ops], f"job {job.jid}"))
         for (i, job, record, history), result in zip(
-            planned, self._commit_many(batches), strict=True
+            planned, self.engine.commit_many(batches), strict=True
         ):
             if isinstance(result, QueueError):
                 out[i] = result
@@ -246,7 +247,7 @@ class JobMoves(HistoryWrites):
             ops.append(Op("delete", lock) if release_lock else Op("check", lock))
         data_ops = self._data_ops(job, data or {})
         try:
-            results = self._commit(ops + data_ops, what)
+            results = self.engine.commit(ops + data_ops, what)
         except QueueError as e:
             if not data_ops or isinstance(e, ChangedUnderYou | LockLost):
                 raise
@@ -254,7 +255,7 @@ class JobMoves(HistoryWrites):
             # ``save_job_data`` does, then the move alone.
             for name, value in (data or {}).items():
                 self._write_data(job.jid, name, value, exists=True)
-            results = self._commit(ops, what)
+            results = self.engine.commit(ops, what)
         return self._written(
             job,
             record,
@@ -307,7 +308,7 @@ class JobMoves(HistoryWrites):
             locked=job.locked and not release_lock,
             lock_session=None if release_lock else job.lock_session,
         )
-        self._changed("job", job.jid, job.status, written)
+        self.changes.changed("job", job.jid, job.status, written)
         return written
 
     def _move_ops(self, job: JobRecord, new_index: str, new_status: str) -> list[Op]:
@@ -380,9 +381,9 @@ class JobMoves(HistoryWrites):
             Op("delete", job.index_path, tolerant=True),
             Op("create", moved.index_path, tolerant=True),
         ]
-        results = self._commit(ops, f"job {job.jid} priority")
+        results = self.engine.commit(ops, f"job {job.jid} priority")
         moved = evolve(moved, status_version=results[0].version, history=history)
-        self._changed("job", job.jid, job.status, moved)
+        self.changes.changed("job", job.jid, job.status, moved)
         return moved
 
     def set_space_needed(self, jid: str, space_needed: int) -> None:
@@ -402,14 +403,14 @@ class JobMoves(HistoryWrites):
 
     def _write_data(self, jid: str, name: str, value: Any, *, exists: bool = True) -> None:
         path, encoded = self._data_node(jid, name, value)
-        self._put(path, encoded, f"job {jid}", exists=exists)
+        self.engine.put(path, encoded, f"job {jid}", exists=exists)
         self._data_changed(jid, name, value)
 
     def _data_changed(self, jid: str, name: str, value: Any) -> None:
         if len(self._data_written) > 1000:  # a store that writes data of jobs it never moves
             self._data_written.clear()
         self._data_written.setdefault(jid, {})[name] = value
-        self._changed("job", jid, None, data={name: value})
+        self.changes.changed("job", jid, None, data={name: value})
 
     def hold_job(self, jid: str, message: str = "") -> JobRecord:
         return self.transition_job(jid, JobStatus.HELD, message)

@@ -28,7 +28,7 @@ class Removal(StoreBase):
             raise NotRemovable(f"job {jid} is {job.status}; only a Deleted job can be removed")
         if job.locked:
             raise Locked(f"job {jid} is locked by a worker; not removed")
-        children = self._children(t.job_path(jid))
+        children = self.engine.children(t.job_path(jid))
         ops = [
             Op("delete", t.job_node(jid, c), version=job.status_version if c == "status" else -1)
             for c in children
@@ -37,8 +37,8 @@ class Removal(StoreBase):
         ops += [Op("delete", job.index_path, tolerant=True)]
         if job.bid:
             ops.append(Op("delete", t.batch_job_ref(job.bid, job.status, jid), tolerant=True))
-        self._commit(ops, f"remove job {jid}")
-        self._changed("job", jid, job.status, removed=True)
+        self.engine.commit(ops, f"remove job {jid}")
+        self.changes.changed("job", jid, job.status, removed=True)
 
     def purge_batch(self, bid: str) -> list[str]:
         """Remove a Completed or Deleted batch, all its jobs and its uuid entry.
@@ -75,8 +75,8 @@ class Removal(StoreBase):
         ops.insert(-1, Op("delete", t.batch_node(bid, "status"), version=batch.status_version))
         if batch.uuid and self.find_batch_by_uuid(batch.uuid) == bid:
             ops.append(Op("delete", t.batch_uuid_path(batch.uuid)))
-        self._commit(ops, f"remove batch {bid}")
-        self._changed("batch", bid, batch.status, removed=True)
+        self.engine.commit(ops, f"remove batch {bid}")
+        self.changes.changed("batch", bid, batch.status, removed=True)
         return removed
 
     def _subtree(self, root: str) -> list[str]:
@@ -84,7 +84,7 @@ class Removal(StoreBase):
         out: list[str] = []
 
         def walk(path: str) -> None:
-            for child in self._children(path):
+            for child in self.engine.children(path):
                 walk(f"{path}/{child}")
             out.append(path)
 
