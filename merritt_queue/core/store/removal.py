@@ -90,6 +90,3 @@ class Removal(StoreBase):
 
         walk(root)
         return out
-
-    def removable_batches(self) -> list[str]:
-        return [b for b, st in self.batch_statuses().items() if st.get("status") in REMOVABLE]
