@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from . import tree as t
 from .errors import Locked, QueueError
-from .records import BatchRecord, Op
+from .records import BatchRecord, Op, OpKind
 from .sides import is_ours
 from .states import BatchStatus
 
@@ -42,10 +42,10 @@ def move_ops(store: QueueStore, batch: BatchRecord, new: str) -> list[Op]:
 def hold_ops(bid: str, *, unlocked: bool) -> list[Op]:
     """``states`` (it may exist already); when the mover does not hold the lock, a
     create and delete of the lock node, which fails the multi if anyone holds it."""
-    ops = [Op("create", t.batch_states(bid), tolerant=True)]
+    ops = [Op(OpKind.CREATE, t.batch_states(bid), tolerant=True)]
     if unlocked:
         lock = t.batch_node(bid, "lock")
-        ops += [Op("create", lock), Op("delete", lock)]
+        ops += [Op(OpKind.CREATE, lock), Op(OpKind.DELETE, lock)]
     return ops
 
 
@@ -55,7 +55,7 @@ def release_ops(store: QueueStore, batch: BatchRecord) -> list[Op]:
     stat = store.engine.exists(t.batch_states(batch.bid))
     if stat is None or stat.numChildren:
         return []  # jobs were created before the hold: it was acquired, and stays so
-    return [Op("delete", t.batch_states(batch.bid), version=stat.version)]
+    return [Op(OpKind.DELETE, t.batch_states(batch.bid), version=stat.version)]
 
 
 def delete_ops(store: QueueStore, batch: BatchRecord) -> list[Op]:
@@ -70,7 +70,7 @@ def delete_ops(store: QueueStore, batch: BatchRecord) -> list[Op]:
             f"batch {batch.bid} was not deleted: {len(jids)} of its job(s) are not finished "
             f"yet ({shown}). Let them finish, or fail or delete them, then delete the batch."
         )
-    return [Op("delete", path, version=stat.version)]
+    return [Op(OpKind.DELETE, path, version=stat.version)]
 
 
 def explain_hold(store: QueueStore, bid: str, error: QueueError) -> QueueError:

@@ -18,6 +18,7 @@ from ..records import (
     BatchRecord,
     Created,
     Op,
+    OpKind,
     evolve,
 )
 from ..states import (
@@ -39,7 +40,7 @@ def _acquired_after(batch: BatchRecord, extra: list[Op]) -> bool:
     """Whether the batch has ``states`` once ``extra`` is written with its move."""
     for op in extra:
         if op.path == t.batch_states(batch.bid):
-            return op.kind == "create"
+            return op.kind == OpKind.CREATE
     return batch.acquired
 
 
@@ -70,14 +71,14 @@ class BatchStore(HistoryWrites, Locks):
         bid = self.engine.create_sequential(f"{t.BATCHES}/{t.BATCH_PREFIX}")
         status = t.batch_status_record(BatchStatus.PENDING)
         ops = [
-            Op("create", t.batch_node(bid, "submission"), data),
-            Op("create", t.batch_node(bid, "status"), t.encode_json(status)),
+            Op(OpKind.CREATE, t.batch_node(bid, "submission"), data),
+            Op(OpKind.CREATE, t.batch_node(bid, "status"), t.encode_json(status)),
             self._batch_history_op(bid, h.ABSENT, 0, "", status)[0],
         ]
         if reserved:
-            ops.append(Op("create", t.batch_states(bid)))
+            ops.append(Op(OpKind.CREATE, t.batch_states(bid)))
         if uuid:
-            ops.append(Op("create", t.batch_uuid_path(uuid), t.encode_str(bid)))
+            ops.append(Op(OpKind.CREATE, t.batch_uuid_path(uuid), t.encode_str(bid)))
         try:
             self.engine.commit(ops, f"create batch {bid}")
         except QueueError:
@@ -215,7 +216,7 @@ class BatchStore(HistoryWrites, Locks):
 
     @staticmethod
     def _states_op(bid: str) -> Op:
-        return Op("create", t.batch_states(bid), tolerant=True)
+        return Op(OpKind.CREATE, t.batch_states(bid), tolerant=True)
 
     def acquire_batch(self, status: str) -> BatchRecord | None:
         """Lock the oldest unlocked batch in ``status`` (for handlers of that state)."""
@@ -325,7 +326,7 @@ class BatchStore(HistoryWrites, Locks):
         )
         ops = [
             Op(
-                "set",
+                OpKind.SET,
                 t.batch_node(batch.bid, "status"),
                 t.encode_json(record),
                 batch.status_version,
@@ -335,7 +336,7 @@ class BatchStore(HistoryWrites, Locks):
         ops += extra or []
         if release_lock:
             self._check_session(batch, what)
-            ops.append(Op("delete", t.batch_node(batch.bid, "lock")))
+            ops.append(Op(OpKind.DELETE, t.batch_node(batch.bid, "lock")))
         results = self.engine.commit(ops, what)
         moved = evolve(
             batch,

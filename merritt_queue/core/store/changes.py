@@ -13,7 +13,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from ..changebuffer import ChangeBuffer
-from ..records import Change
+from ..records import Change, ChangeKind
 
 log = logging.getLogger("merritt_queue.core.store")
 
@@ -67,7 +67,7 @@ class Changes:
         """Tell the listeners; a failing listener must never fail or undo the write."""
         if not self.listeners:
             return
-        change = Change(kind, item_id, old_status, record, removed, self.actor, data)
+        change = Change(ChangeKind(kind), item_id, old_status, record, removed, self.actor, data)
         deferred = self._deferred.get()
         if deferred is not None:
             deferred.add(change)

@@ -29,7 +29,7 @@ from kazoo.exceptions import (
 from kazoo.handlers.threading import KazooTimeoutError
 
 from ..errors import ChangedUnderYou, InvalidTransition, LockLost, NotFound, QueueError
-from ..records import Op
+from ..records import Op, OpKind
 from ..states import BATCH_JOB_DIRS
 
 # One logger for all of the store, whichever part of it speaks.
@@ -79,7 +79,7 @@ def error(op: Op, err: Exception, what: str) -> QueueError:
             "nothing was written, reload and try again"
         )
     if isinstance(err, NoNodeError):
-        if op.kind == "check" and op.path.endswith("/states/batch-processing"):
+        if op.kind == OpKind.CHECK and op.path.endswith("/states/batch-processing"):
             bid = op.path.split("/")[2]
             return InvalidTransition(
                 f"{what}: batch {bid} was deleted, so none of its jobs can go back to work; "
@@ -188,19 +188,19 @@ class Engine:
                 raise error(op, err, what)
             self.stats["mended"] += 1
             if isinstance(err, NodeExistsError) or (
-                isinstance(err, NoNodeError) and op.kind == "delete"
+                isinstance(err, NoNodeError) and op.kind == OpKind.DELETE
             ):
                 log.warning(
                     "%s: %s %s was already done; the tree is mended", what, op.kind, op.path
                 )
                 del ops[i]
-            elif isinstance(err, NoNodeError) and op.kind == "create":
+            elif isinstance(err, NoNodeError) and op.kind == OpKind.CREATE:
                 parent = posixpath.dirname(op.path)
                 if not is_auto_dir(parent):
                     log.warning("%s: %s has no parent %s; skipped", what, op.path, parent)
                     del ops[i]
                 else:
-                    ops.insert(i, Op("create", parent, tolerant=True))
+                    ops.insert(i, Op(OpKind.CREATE, parent, tolerant=True))
             else:
                 raise error(op, err, what)
         raise QueueError(f"{what}: the tree kept changing while writing; nothing was written")

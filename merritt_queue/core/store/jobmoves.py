@@ -20,6 +20,7 @@ from ..records import (
     ItemLock,
     JobRecord,
     Op,
+    OpKind,
     evolve,
 )
 from ..states import (
@@ -123,7 +124,7 @@ class JobMoves(HistoryWrites, Locks):
         if isinstance(job, str):
             job = self.get_job(job)
         record, moves = self._plan_move(job, new, message, retry)
-        moves = moves + [Op("delete", lock.path, tolerant=True) for lock in unlock]
+        moves = moves + [Op(OpKind.DELETE, lock.path, tolerant=True) for lock in unlock]
         return self._write_status(
             job, record, moves, release_lock=release_lock, keep_lock=keep_lock, data=data
         )
@@ -166,7 +167,7 @@ class JobMoves(HistoryWrites, Locks):
         planned, batches = [], []
         for i, job, record, ops in plans:
             status_op = Op(
-                "set", t.job_node(job.jid, "status"), t.encode_json(record), job.status_version
+                OpKind.SET, t.job_node(job.jid, "status"), t.encode_json(record), job.status_version
             )
             old = job.history if job.history is not None else read[t.job_node(job.jid, h.NODE)]
             history_op, history = self._job_history_op(
@@ -213,7 +214,7 @@ class JobMoves(HistoryWrites, Locks):
         ark = (job.identifiers or {}).get("primary_id")
         if ark:
             locks += [t.storage_lock(ark), t.inventory_lock(ark)]
-        ops += [Op("delete", path, tolerant=True) for path in locks]
+        ops += [Op(OpKind.DELETE, path, tolerant=True) for path in locks]
         failed = self._write_status(job, record, ops, release_lock=False)
         return evolve(failed, locked=False, lock_session=None)
 
@@ -239,12 +240,14 @@ class JobMoves(HistoryWrites, Locks):
         history_op, history = self._job_history_op(
             job.jid, old, job.status_version + 1, job.status, record
         )
-        ops = [Op("set", t.job_node(job.jid, "status"), t.encode_json(record), job.status_version)]
+        ops = [
+            Op(OpKind.SET, t.job_node(job.jid, "status"), t.encode_json(record), job.status_version)
+        ]
         ops += [history_op, *extra]
         if release_lock or keep_lock:
             self._check_session(job, what)
             lock = t.job_node(job.jid, "lock")
-            ops.append(Op("delete", lock) if release_lock else Op("check", lock))
+            ops.append(Op(OpKind.DELETE, lock) if release_lock else Op(OpKind.CHECK, lock))
         data_ops = self._data_ops(job, data or {})
         try:
             results = self.engine.commit(ops + data_ops, what)
@@ -270,7 +273,9 @@ class JobMoves(HistoryWrites, Locks):
         for name, value in data.items():
             path, encoded = self._data_node(job.jid, name, value)
             exists = name == "space_needed" or getattr(job, name) is not None
-            ops.append(Op("set", path, encoded) if exists else Op("create", path, encoded))
+            ops.append(
+                Op(OpKind.SET, path, encoded) if exists else Op(OpKind.CREATE, path, encoded)
+            )
         return ops
 
     def _data_node(self, jid: str, name: str, value: Any) -> tuple[str, bytes]:
@@ -315,17 +320,20 @@ class JobMoves(HistoryWrites, Locks):
         ops: list[Op] = []
         old_index = job.index_path
         if old_index != new_index:
-            ops += [Op("delete", old_index, tolerant=True), Op("create", new_index, tolerant=True)]
+            ops += [
+                Op(OpKind.DELETE, old_index, tolerant=True),
+                Op(OpKind.CREATE, new_index, tolerant=True),
+            ]
         if job.bid and batch_dir_for(job.status) != batch_dir_for(new_status):
             old_ref = t.batch_job_ref(job.bid, job.status, job.jid)
             new_ref = t.batch_job_ref(job.bid, new_status, job.jid)
-            ops += [Op("delete", old_ref, tolerant=True)]
+            ops += [Op(OpKind.DELETE, old_ref, tolerant=True)]
             if batch_dir_for(new_status) == PROCESSING_DIR:
                 # Back to work: its batch's batch-processing must still be there. Deleting a
                 # batch removes it, and recreating it would make MerrittZK's reporting throw
                 # on the Deleted batch (batch_sides); every caller is refused here.
-                ops.append(Op("check", t.batch_job_dir(job.bid, PROCESSING_DIR)))
-            ops.append(Op("create", new_ref, tolerant=True))
+                ops.append(Op(OpKind.CHECK, t.batch_job_dir(job.bid, PROCESSING_DIR)))
+            ops.append(Op(OpKind.CREATE, new_ref, tolerant=True))
         return ops
 
     def fail_job(
@@ -375,11 +383,13 @@ class JobMoves(HistoryWrites, Locks):
             job.jid, old, job.status_version + 1, job.status, told
         )
         ops = [
-            Op("set", t.job_node(job.jid, "status"), t.encode_json(status), job.status_version),
+            Op(
+                OpKind.SET, t.job_node(job.jid, "status"), t.encode_json(status), job.status_version
+            ),
             history_op,
-            Op("set", t.job_node(job.jid, "priority"), t.encode_int(priority)),
-            Op("delete", job.index_path, tolerant=True),
-            Op("create", moved.index_path, tolerant=True),
+            Op(OpKind.SET, t.job_node(job.jid, "priority"), t.encode_int(priority)),
+            Op(OpKind.DELETE, job.index_path, tolerant=True),
+            Op(OpKind.CREATE, moved.index_path, tolerant=True),
         ]
         results = self.engine.commit(ops, f"job {job.jid} priority")
         moved = evolve(moved, status_version=results[0].version, history=history)

@@ -24,6 +24,7 @@ from ..records import (
     JobRecord,
     NewJob,
     Op,
+    OpKind,
     evolve,
 )
 from ..states import (
@@ -169,20 +170,20 @@ class JobStore(HistoryWrites):
 
     def _job_create_ops(self, bid: str, jid: str, new: NewJob, status: dict) -> list[Op]:
         ops = [
-            Op("check", t.batch_node(bid, "status")),
-            Op("create", t.job_node(jid, "bid"), t.encode_str(bid)),
-            Op("create", t.job_node(jid, "priority"), t.encode_int(new.priority)),
-            Op("create", t.job_node(jid, "space_needed"), t.encode_int(new.space_needed)),
-            Op("create", t.job_node(jid, "configuration"), t.encode_json(new.configuration)),
-            Op("create", t.job_node(jid, "status"), t.encode_json(status)),
+            Op(OpKind.CHECK, t.batch_node(bid, "status")),
+            Op(OpKind.CREATE, t.job_node(jid, "bid"), t.encode_str(bid)),
+            Op(OpKind.CREATE, t.job_node(jid, "priority"), t.encode_int(new.priority)),
+            Op(OpKind.CREATE, t.job_node(jid, "space_needed"), t.encode_int(new.space_needed)),
+            Op(OpKind.CREATE, t.job_node(jid, "configuration"), t.encode_json(new.configuration)),
+            Op(OpKind.CREATE, t.job_node(jid, "status"), t.encode_json(status)),
             self._created_history(jid, status)[0],
         ]
         for name, value in (("identifiers", new.identifiers), ("metadata", new.metadata)):
             if value is not None:
-                ops.append(Op("create", t.job_node(jid, name), t.encode_json(value)))
+                ops.append(Op(OpKind.CREATE, t.job_node(jid, name), t.encode_json(value)))
         return ops + [
-            Op("create", t.job_index(JobStatus.PENDING, new.priority, jid), tolerant=True),
-            Op("create", t.batch_job_ref(bid, JobStatus.PENDING, jid), tolerant=True),
+            Op(OpKind.CREATE, t.job_index(JobStatus.PENDING, new.priority, jid), tolerant=True),
+            Op(OpKind.CREATE, t.batch_job_ref(bid, JobStatus.PENDING, jid), tolerant=True),
         ]
 
     def _job_created(self, bid: str, jid: str, new: NewJob, status: dict) -> None:

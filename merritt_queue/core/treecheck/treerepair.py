@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
 
-from ..records import Op
+from ..records import Op, OpKind
 from ..store.engine import Engine, refused
 
 __all__ = ["Op", "RepairFailed", "check", "commit", "create", "delete", "set_data"]
@@ -16,19 +16,19 @@ class RepairFailed(Exception):
 
 
 def create(path: str, data: bytes = b"") -> Op:
-    return Op("create", path, data)
+    return Op(OpKind.CREATE, path, data)
 
 
 def delete(path: str, version: int = -1) -> Op:
-    return Op("delete", path, version=version)
+    return Op(OpKind.DELETE, path, version=version)
 
 
 def set_data(path: str, data: bytes, version: int = -1) -> Op:
-    return Op("set", path, data, version=version)
+    return Op(OpKind.SET, path, data, version=version)
 
 
 def check(path: str, version: int) -> Op:
-    return Op("check", path, version=version)
+    return Op(OpKind.CHECK, path, version=version)
 
 
 def commit(engine: Engine, ops: list[Op]) -> None:
