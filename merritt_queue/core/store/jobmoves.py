@@ -69,6 +69,9 @@ class JobMoves(HistoryWrites, Locks):
         """Take the job's ephemeral lock; None when someone else holds it."""
         if not self._try_lock(t.job_node(jid, "lock")):
             return None
+        # Read under the lock, the job holds whatever this store wrote in an earlier step
+        # that never reached its status write; one process's store lives through many.
+        self._data_written.pop(jid, None)
         try:
             return evolve(self.get_job(jid), locked=True, lock_session=self.session_id)
         except NotFound:
