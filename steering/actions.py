@@ -98,7 +98,7 @@ def run_items(record: AdminAction) -> AdminAction:
     handled = set(record.items.values_list("item_id", flat=True))
     _recount(record)
     store = get_store()
-    store.actor = admin_actor(record.username)
+    store.act_as(admin_actor(record.username))
     problem = refusal(user, action) if user is not None else "the person is gone"
     scope = collections_of(user) if user is not None else set()
     note = f"{record.username}: {record.reason}"

@@ -661,3 +661,47 @@ def test_job_heads_takes_batch_and_priority_from_a_row_at_the_same_version(store
     heads = store.job_heads([jid], {jid: (job.status_version, bid, 3)})
     assert heads[jid].priority == 7 and store.stats["round_trips"] == 2
     assert isinstance(store.job_heads(["jid00000x"])["jid00000x"], InvalidData)
+
+
+def test_the_process_has_one_store_per_client(process_store, monkeypatch):
+    from kazoo.exceptions import ConnectionLoss
+
+    from merritt_queue.project import runtime
+
+    assert runtime.get_store() is process_store and runtime.get_store() is process_store
+    added = []
+    monkeypatch.setattr(process_store.client, "add_listener", added.append)
+    monkeypatch.setattr(
+        process_store.client, "delete", lambda *a, **k: (_ for _ in ()).throw(ConnectionLoss())
+    )
+    for path in ("/nowhere-1", "/nowhere-2"):  # two outages, one state listener
+        process_store._orphan(path)
+        runtime.get_store()._orphan(path)
+    assert len(added) == 1
+    assert len(runtime.get_store().listeners) == len(process_store.listeners) <= 1
+
+
+def test_the_actors_of_two_threads_do_not_mix(store, batch):
+    heard = []
+    store.actor = "worker"
+    store.listeners.append(heard.append)
+    both_acting = threading.Barrier(2)
+
+    def act(actor: str) -> None:
+        with store.acting_as(actor):
+            both_acting.wait()
+            store.create_job(batch, {"who": actor})
+            both_acting.wait()
+
+    threads = [threading.Thread(target=act, args=(a,)) for a in ("admin:ada", "admin:bob")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    store.create_job(batch, {})
+    by_actor = {c.actor: (c.record.configuration or {}).get("who") for c in heard}
+    assert by_actor == {"admin:ada": "admin:ada", "admin:bob": "admin:bob", "worker": None}
+    store.act_as("admin:cy")
+    assert store.actor == "admin:cy"
+    store.actor = "dispatcher"  # the process's actor: the thread's own gives way
+    assert store.actor == "dispatcher"

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from . import tree as t
 from .errors import Locked, QueueError
-from .records import BatchRecord, Op
+from .records import BatchRecord, Op, OpKind
 from .sides import is_ours
 from .states import BatchStatus
 
@@ -42,25 +42,25 @@ def move_ops(store: QueueStore, batch: BatchRecord, new: str) -> list[Op]:
 def hold_ops(bid: str, *, unlocked: bool) -> list[Op]:
     """``states`` (it may exist already); when the mover does not hold the lock, a
     create and delete of the lock node, which fails the multi if anyone holds it."""
-    ops = [Op("create", t.batch_states(bid), tolerant=True)]
+    ops = [Op(OpKind.CREATE, t.batch_states(bid), tolerant=True)]
     if unlocked:
         lock = t.batch_node(bid, "lock")
-        ops += [Op("create", lock), Op("delete", lock)]
+        ops += [Op(OpKind.CREATE, lock), Op(OpKind.DELETE, lock)]
     return ops
 
 
 def release_ops(store: QueueStore, batch: BatchRecord) -> list[Op]:
     if is_ours(batch.submission):
         return []
-    stat = store._exists(t.batch_states(batch.bid))
+    stat = store.engine.exists(t.batch_states(batch.bid))
     if stat is None or stat.numChildren:
         return []  # jobs were created before the hold: it was acquired, and stays so
-    return [Op("delete", t.batch_states(batch.bid), version=stat.version)]
+    return [Op(OpKind.DELETE, t.batch_states(batch.bid), version=stat.version)]
 
 
 def delete_ops(store: QueueStore, batch: BatchRecord) -> list[Op]:
     path = t.batch_job_dir(batch.bid, "batch-processing")
-    got = store._children_stat(path)
+    got = store.engine.children_stat(path)
     if got is None:
         return []
     jids, stat = sorted(got[0]), got[1]
@@ -70,12 +70,12 @@ def delete_ops(store: QueueStore, batch: BatchRecord) -> list[Op]:
             f"batch {batch.bid} was not deleted: {len(jids)} of its job(s) are not finished "
             f"yet ({shown}). Let them finish, or fail or delete them, then delete the batch."
         )
-    return [Op("delete", path, version=stat.version)]
+    return [Op(OpKind.DELETE, path, version=stat.version)]
 
 
 def explain_hold(store: QueueStore, bid: str, error: QueueError) -> QueueError:
     """A refused hold said in plain words when the reason is someone else's lock."""
-    if store._exists(t.batch_node(bid, "lock")) is None:
+    if store.engine.exists(t.batch_node(bid, "lock")) is None:
         return error
     return Locked(
         f"batch {bid} was not held: another process (a worker here or Merritt's own ingest) "

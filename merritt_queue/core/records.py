@@ -7,6 +7,7 @@ mirror, steering) need not know the store.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from . import tree as t
@@ -131,11 +132,20 @@ class BatchRecord:
         return (self.submission or {}).get("collection")
 
 
+class OpKind(StrEnum):
+    """What an op of a multi does; a str, so comparing with the word still works."""
+
+    CREATE = "create"
+    DELETE = "delete"
+    SET = "set"
+    CHECK = "check"
+
+
 @dataclass
 class Op:
     """One operation of a multi. ``tolerant`` ops keep indexes and are mended, not fatal."""
 
-    kind: str  # create | delete | set | check
+    kind: OpKind
     path: str
     data: bytes = b""
     version: int = -1
@@ -143,14 +153,22 @@ class Op:
     tolerant: bool = False
 
     def add_to(self, tx) -> None:
-        if self.kind == "create":
+        if self.kind == OpKind.CREATE:
             tx.create(self.path, self.data, ephemeral=self.ephemeral)
-        elif self.kind == "delete":
+        elif self.kind == OpKind.DELETE:
             tx.delete(self.path, version=self.version)
-        elif self.kind == "set":
+        elif self.kind == OpKind.SET:
             tx.set_data(self.path, self.data, version=self.version)
         else:
             tx.check(self.path, self.version)
+
+
+class ChangeKind(StrEnum):
+    """What kind of item a change is about; a str, as ``OpKind``."""
+
+    JOB = "job"
+    BATCH = "batch"
+    COLLECTION = "collection"
 
 
 @dataclass(frozen=True)
@@ -161,7 +179,7 @@ class Change:
     data node changed (the listener re-reads it if it cares).
     """
 
-    kind: str  # "job" | "batch" | "collection"
+    kind: ChangeKind
     id: str
     old_status: str | None
     record: JobRecord | BatchRecord | None

@@ -27,7 +27,7 @@ from .errors import ChangedUnderYou, InvalidData, LockLost, NotFound, QueueError
 from .pauseflag import pause_flag
 from .states import JOB
 from .store import ItemLock, JobRecord, QueueStore
-from .store.base import CONNECTION_ERRORS
+from .store.engine import CONNECTION_ERRORS
 
 log = logging.getLogger(__name__)
 

@@ -17,6 +17,10 @@ from ..core.zk import ClientHolder, ZkConfig, wait_connected
 
 _holder: ClientHolder | None = None
 _initialised: dict[ZkConfig, object] = {}
+# The one store over the holder's client: its listeners and its orphaned locks live as
+# long as the client does, and a new client (a forked child, a new configuration) gets
+# a store of its own.
+_store: QueueStore | None = None
 _guard = threading.Lock()
 
 
@@ -25,13 +29,14 @@ def zk_config() -> ZkConfig:
 
 
 def get_store(*, init: bool = True, connected_within: float | None = None) -> QueueStore:
-    """A store over this process's client; a forked child gets a client of its own.
+    """The store over this process's client, the same one at each call; a forked child
+    gets a client, and so a store, of its own.
 
     ``init=False`` for tools that promise not to write (the consistency check).
     ``connected_within``: raise QueueError unless ZooKeeper answers within that many
     seconds, instead of letting the first request wait for it without a limit.
     """
-    global _holder
+    global _holder, _store
     with _guard:
         config = zk_config()
         if _holder is None or _holder.config != config:
@@ -51,14 +56,21 @@ def get_store(*, init: bool = True, connected_within: float | None = None) -> Qu
                 f"ZooKeeper ({config.hosts}) is not connected and did not come back within "
                 f"{connected_within:g} s"
             )
-        store = QueueStore(client)
-        store.profiles = ProfileTable()
-        if getattr(settings, "MQ_MIRROR_WRITE_THROUGH", True):
-            store.listeners.append(_mirror_listener(store))
+        if _store is None or _store.client is not client:
+            _store = _new_store(client)
+        store = _store
         if init and client is not _initialised.get(config):
             # A fresh ensemble or chroot has no containers; creating them is idempotent.
             store.init()
             _initialised[config] = client
+    return store
+
+
+def _new_store(client) -> QueueStore:
+    store = QueueStore(client)
+    store.profiles = ProfileTable()
+    if getattr(settings, "MQ_MIRROR_WRITE_THROUGH", True):
+        store.listeners.append(_mirror_listener(store))
     return store
 
 
@@ -85,7 +97,7 @@ def _mirror_listener(store: QueueStore):
 
 
 def close() -> None:
-    global _holder
+    global _holder, _store
     with _guard:
         if _holder is not None:
             _holder.close()

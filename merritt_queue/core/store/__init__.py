@@ -12,10 +12,12 @@ Guarantees:
   committing, so a step abandoned by an expired session never commits.
 - Reading never writes.
 
-The store is one class composed of a part per idea, a module each: plumbing and locks
-(``base``), batches (``batches``), job creation and reads (``jobs``), job moves
-(``jobmoves``), removal (``removal``), holds and item locks (``holds``), history appends
-(``historywrites``).
+The store is one class composed of a part per idea, a module each: batches
+(``batches``), job creation and reads (``jobs``), job moves (``jobmoves``), removal
+(``removal``), holds (``holds``), locks and their release after an outage (``locks``),
+history appends (``historywrites``). Each part builds on ``base``, which holds the
+plumbing it uses rather than inherits: the ZooKeeper engine (``engine``: reads, multis,
+error mapping) and the change listeners with the writer's name (``changes``).
 Callers use ``QueueStore`` alone.
 """
 
@@ -26,11 +28,12 @@ from .batches import BatchStore
 from .holds import Holds
 from .jobmoves import JobMoves
 from .jobs import JobStore
+from .locks import Locks
 from .removal import Removal
 
 # The records callers take from here with the store.
 __all__ = ["BatchRecord", "Change", "ItemLock", "JobRecord", "NewJob", "QueueStore"]
 
 
-class QueueStore(BatchStore, JobStore, JobMoves, Removal, Holds):
+class QueueStore(BatchStore, JobStore, JobMoves, Removal, Holds, Locks):
     """All reads and writes of the queue tree over one kazoo client."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, cast
 
 from .. import batch_sides
 from .. import history as h
@@ -17,6 +18,7 @@ from ..records import (
     BatchRecord,
     Created,
     Op,
+    OpKind,
     evolve,
 )
 from ..states import (
@@ -25,6 +27,10 @@ from ..states import (
     BatchStatus,
 )
 from .historywrites import HistoryWrites, decode_node
+from .locks import Locks
+
+if TYPE_CHECKING:
+    from . import QueueStore
 
 # Job ids kept in a status report: about 3.3 KB, however big the batch.
 STATUS_REPORT_MAX_JIDS = 200
@@ -34,11 +40,11 @@ def _acquired_after(batch: BatchRecord, extra: list[Op]) -> bool:
     """Whether the batch has ``states`` once ``extra`` is written with its move."""
     for op in extra:
         if op.path == t.batch_states(batch.bid):
-            return op.kind == "create"
+            return op.kind == OpKind.CREATE
     return batch.acquired
 
 
-class BatchStore(HistoryWrites):
+class BatchStore(HistoryWrites, Locks):
     """Batch operations of ``QueueStore``."""
 
     def create_batch(self, submission: dict, *, reserved: bool = False) -> Created:
@@ -62,30 +68,30 @@ class BatchStore(HistoryWrites):
             if existing:
                 return Created(existing, duplicate=True)
         data = t.encode_json(submission)
-        bid = self._create_sequential(f"{t.BATCHES}/{t.BATCH_PREFIX}")
+        bid = self.engine.create_sequential(f"{t.BATCHES}/{t.BATCH_PREFIX}")
         status = t.batch_status_record(BatchStatus.PENDING)
         ops = [
-            Op("create", t.batch_node(bid, "submission"), data),
-            Op("create", t.batch_node(bid, "status"), t.encode_json(status)),
+            Op(OpKind.CREATE, t.batch_node(bid, "submission"), data),
+            Op(OpKind.CREATE, t.batch_node(bid, "status"), t.encode_json(status)),
             self._batch_history_op(bid, h.ABSENT, 0, "", status)[0],
         ]
         if reserved:
-            ops.append(Op("create", t.batch_states(bid)))
+            ops.append(Op(OpKind.CREATE, t.batch_states(bid)))
         if uuid:
-            ops.append(Op("create", t.batch_uuid_path(uuid), t.encode_str(bid)))
+            ops.append(Op(OpKind.CREATE, t.batch_uuid_path(uuid), t.encode_str(bid)))
         try:
-            self._commit(ops, f"create batch {bid}")
+            self.engine.commit(ops, f"create batch {bid}")
         except QueueError:
-            self._delete_quietly(t.batch_path(bid))
+            self.engine.delete_quietly(t.batch_path(bid))
             winner = self.find_batch_by_uuid(uuid) if uuid else None
             if winner:
                 return Created(winner, duplicate=True)
             raise
-        self._changed("batch", bid, None)
+        self.changes.changed("batch", bid, None)
         return Created(bid)
 
     def find_batch_by_uuid(self, uuid: str) -> str | None:
-        got = self._get_many([t.batch_uuid_path(uuid)])[t.batch_uuid_path(uuid)]
+        got = self.engine.get_many([t.batch_uuid_path(uuid)])[t.batch_uuid_path(uuid)]
         return t.decode_str(got[0]) if got else None
 
     def get_batch(self, bid: str) -> BatchRecord:
@@ -93,7 +99,7 @@ class BatchStore(HistoryWrites):
         # The history after the status: see ``history`` for why the order matters.
         names = ("submission", "status", h.NODE, "status-report")
         paths = [t.batch_node(bid, n) for n in names]
-        got = self._get_many(paths)
+        got = self.engine.get_many(paths)
         status = got[paths[1]]
         if status is None:
             raise NotFound(f"batch {bid} does not exist")
@@ -122,23 +128,23 @@ class BatchStore(HistoryWrites):
     def batch_submissions(self, bids: Iterable[str]) -> dict[str, dict | None]:
         """The submission of each batch, in one pipelined round; None when missing."""
         bids = list(bids)
-        got = self._get_many(t.batch_node(b, "submission") for b in bids)
+        got = self.engine.get_many(t.batch_node(b, "submission") for b in bids)
         return {
             b: t.decode_json(node[0]) if (node := got[t.batch_node(b, "submission")]) else None
             for b in bids
         }
 
     def list_batch_ids(self) -> list[str]:
-        return sorted(c for c in self._children(t.BATCHES) if t.is_batch_id(c))
+        return sorted(c for c in self.engine.children(t.BATCHES) if t.is_batch_id(c))
 
     def batch_statuses(self, bids: Iterable[str] | None = None) -> dict[str, dict]:
         """Status JSON of many batches in one pipelined round (missing ones left out)."""
         bids = list(self.list_batch_ids() if bids is None else bids)
-        got = self._get_many(t.batch_node(b, "status") for b in bids)
+        got = self.engine.get_many(t.batch_node(b, "status") for b in bids)
         return {
-            b: t.decode_json(got[t.batch_node(b, "status")][0]) or {}
+            b: t.decode_json(node[0]) or {}
             for b in bids
-            if got[t.batch_node(b, "status")]
+            if (node := got[t.batch_node(b, "status")])
         }
 
     def acquire_pending_batch(self) -> BatchRecord | None:
@@ -210,7 +216,7 @@ class BatchStore(HistoryWrites):
 
     @staticmethod
     def _states_op(bid: str) -> Op:
-        return Op("create", t.batch_states(bid), tolerant=True)
+        return Op(OpKind.CREATE, t.batch_states(bid), tolerant=True)
 
     def acquire_batch(self, status: str) -> BatchRecord | None:
         """Lock the oldest unlocked batch in ``status`` (for handlers of that state)."""
@@ -252,16 +258,16 @@ class BatchStore(HistoryWrites):
     def finished_batches(self, status: str = BatchStatus.PROCESSING) -> list[str]:
         """Batches in ``status`` whose ``batch-processing`` directory exists and is empty."""
         bids = [b for b, st in self.batch_statuses().items() if st.get("status") == status]
-        dirs = self.children_many(t.batch_job_dir(b, "batch-processing") for b in bids)
+        dirs = self.engine.children_many(t.batch_job_dir(b, "batch-processing") for b in bids)
         return [b for b in bids if dirs[t.batch_job_dir(b, "batch-processing")] == []]
 
     def batch_is_finished(self, bid: str) -> bool:
         path = t.batch_job_dir(bid, "batch-processing")
-        return self.children_many([path])[path] == []
+        return self.engine.children_many([path])[path] == []
 
     def batch_jobs(self, bid: str) -> dict[str, list[str]]:
         """Job ids by batch directory (``batch-processing``, ``batch-completed``, ...)."""
-        got = self.children_many(t.batch_job_dir(bid, d) for d in BATCH_JOB_DIRS)
+        got = self.engine.children_many(t.batch_job_dir(bid, d) for d in BATCH_JOB_DIRS)
         return {d: sorted(got[t.batch_job_dir(bid, d)] or []) for d in BATCH_JOB_DIRS}
 
     def write_status_report(self, bid: str, failed: list[str], successful: list[str]) -> dict:
@@ -282,8 +288,8 @@ class BatchStore(HistoryWrites):
             "failed_count": len(failed),
             "successful_count": len(successful),
         }
-        self._put(t.batch_node(bid, "status-report"), t.encode_json(report), f"batch {bid}")
-        self._changed("batch", bid, None)
+        self.engine.put(t.batch_node(bid, "status-report"), t.encode_json(report), f"batch {bid}")
+        self.changes.changed("batch", bid, None)
         return report
 
     def transition_batch(
@@ -293,13 +299,14 @@ class BatchStore(HistoryWrites):
         if isinstance(batch, str):
             batch = self.get_batch(batch)
         BATCH.check_move(batch.status, new, f"batch {batch.bid}")
-        extra = batch_sides.move_ops(self, batch, new)
+        store = cast("QueueStore", self)  # the sides read what other parts of it hold
+        extra = batch_sides.move_ops(store, batch, new)
         try:
             return self._move_batch(batch, new, message, release_lock=release_lock, extra=extra)
         except QueueError as e:
             if new != BatchStatus.HELD:
                 raise
-            raise batch_sides.explain_hold(self, batch.bid, e) from None
+            raise batch_sides.explain_hold(store, batch.bid, e) from None
 
     def _move_batch(
         self,
@@ -319,7 +326,7 @@ class BatchStore(HistoryWrites):
         )
         ops = [
             Op(
-                "set",
+                OpKind.SET,
                 t.batch_node(batch.bid, "status"),
                 t.encode_json(record),
                 batch.status_version,
@@ -329,8 +336,8 @@ class BatchStore(HistoryWrites):
         ops += extra or []
         if release_lock:
             self._check_session(batch, what)
-            ops.append(Op("delete", t.batch_node(batch.bid, "lock")))
-        results = self._commit(ops, what)
+            ops.append(Op(OpKind.DELETE, t.batch_node(batch.bid, "lock")))
+        results = self.engine.commit(ops, what)
         moved = evolve(
             batch,
             status=new,
@@ -342,7 +349,7 @@ class BatchStore(HistoryWrites):
             lock_session=None if release_lock else batch.lock_session,
             history=history,
         )
-        self._changed("batch", batch.bid, batch.status, moved)
+        self.changes.changed("batch", batch.bid, batch.status, moved)
         return moved
 
     def unlock_batch(self, batch: BatchRecord | str) -> None:

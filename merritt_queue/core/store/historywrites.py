@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 from .. import history as h
 from .. import tree as t
-from ..records import Op
+from ..records import Op, OpKind
 from .base import StoreBase
 
 
@@ -29,7 +29,7 @@ class HistoryWrites(StoreBase):
         paths = list(paths)
         if not paths:
             return {}
-        return {path: decode_node(node) for path, node in self._get_many(paths).items()}
+        return {path: decode_node(node) for path, node in self.engine.get_many(paths).items()}
 
     def _history_of(self, path: str, known: h.History | None) -> h.History:
         return known if known is not None else self._read_histories([path])[path]
@@ -49,7 +49,7 @@ class HistoryWrites(StoreBase):
             by=self.actor,
         )
         new, data = h.append(old, entry)
-        return (Op("set", path, data) if old.exists else Op("create", path, data)), new
+        return (Op(OpKind.SET, path, data) if old.exists else Op(OpKind.CREATE, path, data)), new
 
     def _job_history_op(self, jid: str, old: h.History, version: int, frm: str, record: dict):
         return self._history_op(t.job_node(jid, h.NODE), old, version, frm, record)

@@ -1,13 +1,9 @@
-"""Holds and item locks in the store: the queue pause, collection holds (under
-our names and Merritt's), and the storage, inventory and local-id locks."""
+"""Holds in the store: the queue pause and collection holds (under our names and
+Merritt's), and releasing a collection's held items."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
-
 from kazoo.exceptions import (
-    BadVersionError,
     NodeExistsError,
     NoNodeError,
 )
@@ -19,18 +15,17 @@ from ..errors import (
 from ..itemkeys import collection_of, profile_of
 from ..pauseflag import pause_flag
 from ..records import (
-    ItemLock,
     ReleaseResult,
 )
 from ..states import (
     BatchStatus,
     JobStatus,
 )
-from .base import StoreBase
+from .locks import Locks
 
 
-class Holds(StoreBase):
-    """Holds and item locks of ``QueueStore``."""
+class Holds(Locks):
+    """Holds of ``QueueStore``."""
 
     def _persistent_flag(self, path: str, on: bool, data: bytes = b"") -> bool:
         """Create or delete a persistent flag node; True when this call changed it."""
@@ -58,7 +53,7 @@ class Holds(StoreBase):
             pause_flag(self.client).forget()
 
     def queue_paused(self) -> bool:
-        return bool(self._exists(t.LOCK_QUEUE_INGEST))
+        return bool(self.engine.exists(t.LOCK_QUEUE_INGEST))
 
     def hold_collection(self, mnemonic: str, *, by: str = "", reason: str = "") -> bool:
         """Hold a collection under its own name and under each of its profiles' names, the
@@ -68,7 +63,7 @@ class Holds(StoreBase):
         changed = False
         for name in self._hold_names(mnemonic):
             changed = self._persistent_flag(t.collection_lock(name), True, data) or changed
-        self._changed("collection", mnemonic, None)
+        self.changes.changed("collection", mnemonic, None)
         return changed
 
     def read_collection_hold(self, mnemonic: str) -> dict | None:
@@ -77,12 +72,13 @@ class Holds(StoreBase):
         A hold Merritt wrote under one of the collection's profiles counts.
         """
         paths = [t.collection_lock(name) for name in self._hold_names(mnemonic)]
-        got = self._get_many(paths)
+        got = self.engine.get_many(paths)
         for path in paths:
-            if got[path] is None:
+            node = got[path]
+            if node is None:
                 continue
             try:
-                return t.decode_json(got[path][0]) or {}
+                return t.decode_json(node[0]) or {}
             except ValueError:  # written by another tool: held, details unknown
                 return {}
         return None
@@ -92,7 +88,7 @@ class Holds(StoreBase):
         changed = False
         for name in self._hold_names(mnemonic):
             changed = self._persistent_flag(t.collection_lock(name), False) or changed
-        self._changed("collection", mnemonic, None)
+        self.changes.changed("collection", mnemonic, None)
         return changed
 
     def is_collection_held(self, mnemonic: str) -> bool:
@@ -125,7 +121,7 @@ class Holds(StoreBase):
         return collection_of(data, self.profiles)
 
     def held_collections(self) -> list[str]:
-        return sorted(self._children(t.LOCK_COLLECTIONS))
+        return sorted(self.engine.children(t.LOCK_COLLECTIONS))
 
     def release_collection_items(self, mnemonic: str, message: str = "") -> ReleaseResult:
         """Release every held job and batch of a collection (each version-checked), whichever
@@ -157,63 +153,3 @@ class Holds(StoreBase):
             result.released.append(item_id)
         except QueueError as e:
             result.skipped[item_id] = str(e)
-
-    def lock_storage(self, ark: str, owner: str = "") -> bool:
-        """Take the persistent storage lock of ``ark``.
-
-        The lock outlives its holder's session, so it records the owner (a job
-        id): a job whose earlier run died while storing takes its own lock back.
-        """
-        path = t.storage_lock(ark)
-        self.stats["round_trips"] += 1
-        self.stats["writes"] += 1
-        try:
-            self.client.create(path, t.encode_str(owner))
-            return True
-        except NodeExistsError:  # held: ours from a run that died, or someone else's
-            pass
-        got = self._get_many([path])[path]
-        return bool(owner) and got is not None and t.decode_str(got[0]) == owner
-
-    def release_lock(self, lock: ItemLock) -> None:
-        """Let go of ``lock`` if it is still this holder's: a step whose commit failed.
-
-        After a force-fail another job may hold a storage lock of the same ARK, so the
-        owner recorded in it is compared first; an inventory lock is this session's or
-        left alone (``_unlock``).
-        """
-        if lock.kind == "inventory":
-            self._unlock(lock.path)
-            return
-        self.stats["round_trips"] += 2
-        self.stats["writes"] += 1
-        try:
-            data, stat = self.client.get(lock.path)
-            if (t.decode_str(data) or "") == lock.owner:
-                self.client.delete(lock.path, version=stat.version)
-        except (NoNodeError, BadVersionError):  # gone, or changed hands meanwhile
-            pass
-
-    def lock_inventory(self, ark: str) -> bool:
-        return self._try_lock(t.inventory_lock(ark))
-
-    def lock_localid(self, local_id: str) -> bool:
-        return self._try_lock(t.localid_lock(local_id))
-
-    def unlock_localid(self, local_id: str) -> None:
-        self._unlock(t.localid_lock(local_id))
-
-    def locks(self) -> Iterator[tuple[str, Any]]:
-        """Every lock node with its stat: queue, collection, storage, inventory, local id."""
-        for parent in (
-            t.LOCK_QUEUE,
-            t.LOCK_COLLECTIONS,
-            t.LOCK_STORAGE,
-            t.LOCK_INVENTORY,
-            t.LOCK_LOCALID,
-        ):
-            names = self._children(parent)
-            got = self._get_many(f"{parent}/{n}" for n in names)
-            for path, node in got.items():
-                if node:
-                    yield path, node[1]

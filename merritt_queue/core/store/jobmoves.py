@@ -20,6 +20,7 @@ from ..records import (
     ItemLock,
     JobRecord,
     Op,
+    OpKind,
     evolve,
 )
 from ..states import (
@@ -33,12 +34,13 @@ from ..states import (
     resume_target,
 )
 from .historywrites import HistoryWrites
+from .locks import Locks
 
 # One logger for all of the store, whichever part of it speaks.
 log = logging.getLogger("merritt_queue.core.store")
 
 
-class JobMoves(HistoryWrites):
+class JobMoves(HistoryWrites, Locks):
     """Job moves of ``QueueStore``."""
 
     def acquire_job(self, status: str) -> JobRecord | None:
@@ -67,6 +69,9 @@ class JobMoves(HistoryWrites):
         """Take the job's ephemeral lock; None when someone else holds it."""
         if not self._try_lock(t.job_node(jid, "lock")):
             return None
+        # Read under the lock, the job holds whatever this store wrote in an earlier step
+        # that never reached its status write; one process's store lives through many.
+        self._data_written.pop(jid, None)
         try:
             return evolve(self.get_job(jid), locked=True, lock_session=self.session_id)
         except NotFound:
@@ -122,7 +127,7 @@ class JobMoves(HistoryWrites):
         if isinstance(job, str):
             job = self.get_job(job)
         record, moves = self._plan_move(job, new, message, retry)
-        moves = moves + [Op("delete", lock.path, tolerant=True) for lock in unlock]
+        moves = moves + [Op(OpKind.DELETE, lock.path, tolerant=True) for lock in unlock]
         return self._write_status(
             job, record, moves, release_lock=release_lock, keep_lock=keep_lock, data=data
         )
@@ -165,7 +170,7 @@ class JobMoves(HistoryWrites):
         planned, batches = [], []
         for i, job, record, ops in plans:
             status_op = Op(
-                "set", t.job_node(job.jid, "status"), t.encode_json(record), job.status_version
+                OpKind.SET, t.job_node(job.jid, "status"), t.encode_json(record), job.status_version
             )
             old = job.history if job.history is not None else read[t.job_node(job.jid, h.NODE)]
             history_op, history = self._job_history_op(
@@ -174,7 +179,7 @@ class JobMoves(HistoryWrites):
             planned.append((i, job, record, history))
             batches.append(([status_op, history_op, *ops], f"job {job.jid}"))
         for (i, job, record, history), result in zip(
-            planned, self._commit_many(batches), strict=True
+            planned, self.engine.commit_many(batches), strict=True
         ):
             if isinstance(result, QueueError):
                 out[i] = result
@@ -212,7 +217,7 @@ class JobMoves(HistoryWrites):
         ark = (job.identifiers or {}).get("primary_id")
         if ark:
             locks += [t.storage_lock(ark), t.inventory_lock(ark)]
-        ops += [Op("delete", path, tolerant=True) for path in locks]
+        ops += [Op(OpKind.DELETE, path, tolerant=True) for path in locks]
         failed = self._write_status(job, record, ops, release_lock=False)
         return evolve(failed, locked=False, lock_session=None)
 
@@ -238,15 +243,17 @@ class JobMoves(HistoryWrites):
         history_op, history = self._job_history_op(
             job.jid, old, job.status_version + 1, job.status, record
         )
-        ops = [Op("set", t.job_node(job.jid, "status"), t.encode_json(record), job.status_version)]
+        ops = [
+            Op(OpKind.SET, t.job_node(job.jid, "status"), t.encode_json(record), job.status_version)
+        ]
         ops += [history_op, *extra]
         if release_lock or keep_lock:
             self._check_session(job, what)
             lock = t.job_node(job.jid, "lock")
-            ops.append(Op("delete", lock) if release_lock else Op("check", lock))
+            ops.append(Op(OpKind.DELETE, lock) if release_lock else Op(OpKind.CHECK, lock))
         data_ops = self._data_ops(job, data or {})
         try:
-            results = self._commit(ops + data_ops, what)
+            results = self.engine.commit(ops + data_ops, what)
         except QueueError as e:
             if not data_ops or isinstance(e, ChangedUnderYou | LockLost):
                 raise
@@ -254,7 +261,7 @@ class JobMoves(HistoryWrites):
             # ``save_job_data`` does, then the move alone.
             for name, value in (data or {}).items():
                 self._write_data(job.jid, name, value, exists=True)
-            results = self._commit(ops, what)
+            results = self.engine.commit(ops, what)
         return self._written(
             job,
             record,
@@ -269,7 +276,9 @@ class JobMoves(HistoryWrites):
         for name, value in data.items():
             path, encoded = self._data_node(job.jid, name, value)
             exists = name == "space_needed" or getattr(job, name) is not None
-            ops.append(Op("set", path, encoded) if exists else Op("create", path, encoded))
+            ops.append(
+                Op(OpKind.SET, path, encoded) if exists else Op(OpKind.CREATE, path, encoded)
+            )
         return ops
 
     def _data_node(self, jid: str, name: str, value: Any) -> tuple[str, bytes]:
@@ -307,24 +316,27 @@ class JobMoves(HistoryWrites):
             locked=job.locked and not release_lock,
             lock_session=None if release_lock else job.lock_session,
         )
-        self._changed("job", job.jid, job.status, written)
+        self.changes.changed("job", job.jid, job.status, written)
         return written
 
     def _move_ops(self, job: JobRecord, new_index: str, new_status: str) -> list[Op]:
         ops: list[Op] = []
         old_index = job.index_path
         if old_index != new_index:
-            ops += [Op("delete", old_index, tolerant=True), Op("create", new_index, tolerant=True)]
+            ops += [
+                Op(OpKind.DELETE, old_index, tolerant=True),
+                Op(OpKind.CREATE, new_index, tolerant=True),
+            ]
         if job.bid and batch_dir_for(job.status) != batch_dir_for(new_status):
             old_ref = t.batch_job_ref(job.bid, job.status, job.jid)
             new_ref = t.batch_job_ref(job.bid, new_status, job.jid)
-            ops += [Op("delete", old_ref, tolerant=True)]
+            ops += [Op(OpKind.DELETE, old_ref, tolerant=True)]
             if batch_dir_for(new_status) == PROCESSING_DIR:
                 # Back to work: its batch's batch-processing must still be there. Deleting a
                 # batch removes it, and recreating it would make MerrittZK's reporting throw
                 # on the Deleted batch (batch_sides); every caller is refused here.
-                ops.append(Op("check", t.batch_job_dir(job.bid, PROCESSING_DIR)))
-            ops.append(Op("create", new_ref, tolerant=True))
+                ops.append(Op(OpKind.CHECK, t.batch_job_dir(job.bid, PROCESSING_DIR)))
+            ops.append(Op(OpKind.CREATE, new_ref, tolerant=True))
         return ops
 
     def fail_job(
@@ -374,15 +386,17 @@ class JobMoves(HistoryWrites):
             job.jid, old, job.status_version + 1, job.status, told
         )
         ops = [
-            Op("set", t.job_node(job.jid, "status"), t.encode_json(status), job.status_version),
+            Op(
+                OpKind.SET, t.job_node(job.jid, "status"), t.encode_json(status), job.status_version
+            ),
             history_op,
-            Op("set", t.job_node(job.jid, "priority"), t.encode_int(priority)),
-            Op("delete", job.index_path, tolerant=True),
-            Op("create", moved.index_path, tolerant=True),
+            Op(OpKind.SET, t.job_node(job.jid, "priority"), t.encode_int(priority)),
+            Op(OpKind.DELETE, job.index_path, tolerant=True),
+            Op(OpKind.CREATE, moved.index_path, tolerant=True),
         ]
-        results = self._commit(ops, f"job {job.jid} priority")
+        results = self.engine.commit(ops, f"job {job.jid} priority")
         moved = evolve(moved, status_version=results[0].version, history=history)
-        self._changed("job", job.jid, job.status, moved)
+        self.changes.changed("job", job.jid, job.status, moved)
         return moved
 
     def set_space_needed(self, jid: str, space_needed: int) -> None:
@@ -402,14 +416,14 @@ class JobMoves(HistoryWrites):
 
     def _write_data(self, jid: str, name: str, value: Any, *, exists: bool = True) -> None:
         path, encoded = self._data_node(jid, name, value)
-        self._put(path, encoded, f"job {jid}", exists=exists)
+        self.engine.put(path, encoded, f"job {jid}", exists=exists)
         self._data_changed(jid, name, value)
 
     def _data_changed(self, jid: str, name: str, value: Any) -> None:
         if len(self._data_written) > 1000:  # a store that writes data of jobs it never moves
             self._data_written.clear()
         self._data_written.setdefault(jid, {})[name] = value
-        self._changed("job", jid, None, data={name: value})
+        self.changes.changed("job", jid, None, data={name: value})
 
     def hold_job(self, jid: str, message: str = "") -> JobRecord:
         return self.transition_job(jid, JobStatus.HELD, message)

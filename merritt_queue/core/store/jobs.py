@@ -24,6 +24,7 @@ from ..records import (
     JobRecord,
     NewJob,
     Op,
+    OpKind,
     evolve,
 )
 from ..states import (
@@ -72,15 +73,15 @@ class JobStore(HistoryWrites):
         new = NewJob(configuration, priority, space_needed, identifiers, metadata)
         self._check_new_job(bid, new)
         self._require_batch(bid)
-        jid = self._create_sequential(f"{t.JOBS}/{t.JOB_PREFIX}")
+        jid = self.engine.create_sequential(f"{t.JOBS}/{t.JOB_PREFIX}")
         new = replace(new, configuration=with_job_id(new.configuration, jid))
         status = t.job_status_record(JobStatus.PENDING)
         try:
-            self._commit(
+            self.engine.commit(
                 self._job_create_ops(bid, jid, new, status), f"create job {jid} in batch {bid}"
             )
         except QueueError:
-            self._delete_quietly(t.job_path(jid))
+            self.engine.delete_quietly(t.job_path(jid))
             raise
         self._job_created(bid, jid, new, status)
         return jid
@@ -115,7 +116,7 @@ class JobStore(HistoryWrites):
                 for jid, new in zip(jids, chunk, strict=True)
             ]
             statuses = [t.job_status_record(JobStatus.PENDING) for _ in chunk]
-            results = self._commit_many(
+            results = self.engine.commit_many(
                 [
                     (self._job_create_ops(bid, jid, new, st), f"create job {jid} in batch {bid}")
                     for jid, new, st in zip(jids, chunk, statuses, strict=True)
@@ -124,7 +125,7 @@ class JobStore(HistoryWrites):
             error = None
             for jid, new, st, result in zip(jids, chunk, statuses, results, strict=True):
                 if isinstance(result, QueueError):
-                    self._delete_quietly(t.job_path(jid))
+                    self.engine.delete_quietly(t.job_path(jid))
                     error = error or result
                 else:
                     self._job_created(bid, jid, new, st)
@@ -156,12 +157,12 @@ class JobStore(HistoryWrites):
 
     def job_count(self) -> int:
         """Jobs in the tree, any status, from one stat of ``/jobs`` (no listing)."""
-        stat = self._exists(t.JOBS)
+        stat = self.engine.exists(t.JOBS)
         # Besides the jobs, /jobs holds one container: the state index (``/jobs/states``).
         return max(0, stat.numChildren - 1) if stat else 0
 
     def _require_batch(self, bid: str) -> None:
-        if not self._exists(t.batch_node(bid, "status")):
+        if not self.engine.exists(t.batch_node(bid, "status")):
             raise NotFound(f"batch {bid} does not exist; no job was created")
 
     def _created_history(self, jid: str, status: dict) -> tuple[Op, h.History]:
@@ -169,20 +170,20 @@ class JobStore(HistoryWrites):
 
     def _job_create_ops(self, bid: str, jid: str, new: NewJob, status: dict) -> list[Op]:
         ops = [
-            Op("check", t.batch_node(bid, "status")),
-            Op("create", t.job_node(jid, "bid"), t.encode_str(bid)),
-            Op("create", t.job_node(jid, "priority"), t.encode_int(new.priority)),
-            Op("create", t.job_node(jid, "space_needed"), t.encode_int(new.space_needed)),
-            Op("create", t.job_node(jid, "configuration"), t.encode_json(new.configuration)),
-            Op("create", t.job_node(jid, "status"), t.encode_json(status)),
+            Op(OpKind.CHECK, t.batch_node(bid, "status")),
+            Op(OpKind.CREATE, t.job_node(jid, "bid"), t.encode_str(bid)),
+            Op(OpKind.CREATE, t.job_node(jid, "priority"), t.encode_int(new.priority)),
+            Op(OpKind.CREATE, t.job_node(jid, "space_needed"), t.encode_int(new.space_needed)),
+            Op(OpKind.CREATE, t.job_node(jid, "configuration"), t.encode_json(new.configuration)),
+            Op(OpKind.CREATE, t.job_node(jid, "status"), t.encode_json(status)),
             self._created_history(jid, status)[0],
         ]
         for name, value in (("identifiers", new.identifiers), ("metadata", new.metadata)):
             if value is not None:
-                ops.append(Op("create", t.job_node(jid, name), t.encode_json(value)))
+                ops.append(Op(OpKind.CREATE, t.job_node(jid, name), t.encode_json(value)))
         return ops + [
-            Op("create", t.job_index(JobStatus.PENDING, new.priority, jid), tolerant=True),
-            Op("create", t.batch_job_ref(bid, JobStatus.PENDING, jid), tolerant=True),
+            Op(OpKind.CREATE, t.job_index(JobStatus.PENDING, new.priority, jid), tolerant=True),
+            Op(OpKind.CREATE, t.batch_job_ref(bid, JobStatus.PENDING, jid), tolerant=True),
         ]
 
     def _job_created(self, bid: str, jid: str, new: NewJob, status: dict) -> None:
@@ -203,14 +204,14 @@ class JobStore(HistoryWrites):
                 metadata=new.metadata,
                 history=self._created_history(jid, status)[1],
             )
-            self._changed("job", jid, None, record)
+            self.changes.changed("job", jid, None, record)
 
     def get_job(self, jid: str) -> JobRecord:
         t.check_id(t.JOB_PREFIX, jid)
         # The history after the status: see ``history`` for why the order matters.
         names = ("bid", "priority", "space_needed", *t.JOB_JSON_NODES, h.NODE)
         lock = self.client.exists_async(t.job_node(jid, "lock"))
-        got = self._get_many(t.job_node(jid, n) for n in names)
+        got = self.engine.get_many(t.job_node(jid, n) for n in names)
         locked = lock.get() is not None
         status = got[t.job_node(jid, "status")]
         if status is None:
@@ -234,7 +235,7 @@ class JobStore(HistoryWrites):
         out: dict[str, Any] = {}
         for start in range(0, len(jids), READ_CHUNK):
             chunk = jids[start : start + READ_CHUNK]
-            got = self._get_many(t.job_node(jid, name) for jid in chunk)
+            got = self.engine.get_many(t.job_node(jid, name) for jid in chunk)
             for jid in chunk:
                 node = got[t.job_node(jid, name)]
                 out[jid] = decode(node[0]) if node else None
@@ -344,10 +345,12 @@ class JobStore(HistoryWrites):
         )
 
     def list_job_ids(self) -> list[str]:
-        return sorted(c for c in self._children(t.JOBS) if t.is_job_id(c))
+        return sorted(c for c in self.engine.children(t.JOBS) if t.is_job_id(c))
 
     def jobs_in_state(self, status: str, watch=None) -> list[tuple[int, str]]:
         """``(priority, jid)`` of the index directory of ``status``, in serving order;
         ``watch`` is called once on the directory's next change."""
-        entries = (t.parse_index_name(n) for n in self._children(t.job_state_dir(status), watch))
+        entries = (
+            t.parse_index_name(n) for n in self.engine.children(t.job_state_dir(status), watch)
+        )
         return sorted(e for e in entries if e)

@@ -10,6 +10,7 @@ from ..errors import (
 )
 from ..records import (
     Op,
+    OpKind,
 )
 from ..states import (
     REMOVABLE,
@@ -28,17 +29,21 @@ class Removal(StoreBase):
             raise NotRemovable(f"job {jid} is {job.status}; only a Deleted job can be removed")
         if job.locked:
             raise Locked(f"job {jid} is locked by a worker; not removed")
-        children = self._children(t.job_path(jid))
+        children = self.engine.children(t.job_path(jid))
         ops = [
-            Op("delete", t.job_node(jid, c), version=job.status_version if c == "status" else -1)
+            Op(
+                OpKind.DELETE,
+                t.job_node(jid, c),
+                version=job.status_version if c == "status" else -1,
+            )
             for c in children
         ]
-        ops.append(Op("delete", t.job_path(jid)))
-        ops += [Op("delete", job.index_path, tolerant=True)]
+        ops.append(Op(OpKind.DELETE, t.job_path(jid)))
+        ops += [Op(OpKind.DELETE, job.index_path, tolerant=True)]
         if job.bid:
-            ops.append(Op("delete", t.batch_job_ref(job.bid, job.status, jid), tolerant=True))
-        self._commit(ops, f"remove job {jid}")
-        self._changed("job", jid, job.status, removed=True)
+            ops.append(Op(OpKind.DELETE, t.batch_job_ref(job.bid, job.status, jid), tolerant=True))
+        self.engine.commit(ops, f"remove job {jid}")
+        self.changes.changed("job", jid, job.status, removed=True)
 
     def purge_batch(self, bid: str) -> list[str]:
         """Remove a Completed or Deleted batch, all its jobs and its uuid entry.
@@ -68,15 +73,15 @@ class Removal(StoreBase):
                     pass
                 removed.append(jid)
         ops = [
-            Op("delete", p)
+            Op(OpKind.DELETE, p)
             for p in self._subtree(t.batch_path(bid))
             if p != t.batch_node(bid, "status")
         ]
-        ops.insert(-1, Op("delete", t.batch_node(bid, "status"), version=batch.status_version))
+        ops.insert(-1, Op(OpKind.DELETE, t.batch_node(bid, "status"), version=batch.status_version))
         if batch.uuid and self.find_batch_by_uuid(batch.uuid) == bid:
-            ops.append(Op("delete", t.batch_uuid_path(batch.uuid)))
-        self._commit(ops, f"remove batch {bid}")
-        self._changed("batch", bid, batch.status, removed=True)
+            ops.append(Op(OpKind.DELETE, t.batch_uuid_path(batch.uuid)))
+        self.engine.commit(ops, f"remove batch {bid}")
+        self.changes.changed("batch", bid, batch.status, removed=True)
         return removed
 
     def _subtree(self, root: str) -> list[str]:
@@ -84,12 +89,9 @@ class Removal(StoreBase):
         out: list[str] = []
 
         def walk(path: str) -> None:
-            for child in self._children(path):
+            for child in self.engine.children(path):
                 walk(f"{path}/{child}")
             out.append(path)
 
         walk(root)
         return out
-
-    def removable_batches(self) -> list[str]:
-        return [b for b, st in self.batch_statuses().items() if st.get("status") in REMOVABLE]

@@ -41,6 +41,7 @@ from .. import history
 from .. import tree as t
 from ..errors import InvalidData
 from ..states import REMOVABLE, BatchStatus, JobStatus, batch_dir_for
+from ..store.engine import Engine
 from ..treeread import (
     Node,
     _Batch,
@@ -50,7 +51,8 @@ from ..treeread import (
     read_tree,
 )
 from . import lockchecks, merrittchecks
-from .treerepair import Op, RepairFailed, _commit, _exists
+from . import treerepair as r
+from .treerepair import Op, RepairFailed
 
 if TYPE_CHECKING:
     from ..store import QueueStore
@@ -99,8 +101,11 @@ class _Checker:
         grace: float,
         now: float,
         actor: str = history.REPAIR,
+        engine: Engine | None = None,
     ):
         self.client = client
+        # The store's engine when the store is at hand: repairs are its multis.
+        self.engine = engine or Engine(client)
         # Who a repair that writes a status is recorded as, in the item's history.
         self.actor = actor
         self.tree = tree
@@ -111,7 +116,7 @@ class _Checker:
         self.plans: list[tuple[list[Finding], Callable[[], list[Op]]]] = []
         self.index_by_jid: dict[str, list[str]] = defaultdict(list)
         self.refs_by_jid: dict[str, list[tuple[str, str]]] = defaultdict(list)  # (bid, path)
-        self.jobs_by_batch = defaultdict(list)
+        self.jobs_by_batch: dict[str, list[str]] = defaultdict(list)
         self._by_ark: dict[str, list[_Job]] | None = None
         self._index_tree()
 
@@ -157,7 +162,7 @@ class _Checker:
     def repair(self) -> None:
         for findings, plan in self.plans:
             try:
-                _commit(self.client, plan())
+                r.commit(self.engine, plan())
             except RepairFailed as e:
                 for f in findings:
                     f.reason += f" Repair failed: {e}."
@@ -207,8 +212,7 @@ class _Checker:
         else:
             version = batch.stat.version
             ops = [
-                ("delete", t.batch_node(batch.id, c), self._version(batch, c))
-                for c in batch.children
+                r.delete(t.batch_node(batch.id, c), self._version(batch, c)) for c in batch.children
             ]
             self.add(
                 "half-created-batch",
@@ -216,7 +220,7 @@ class _Checker:
                 f"{head}: its creation (or removal) was interrupted {_age(age)} ago and it "
                 "holds no data.",
                 f"remove the empty node {path}",
-                lambda: [*ops, ("delete", path, version)],
+                lambda: [*ops, r.delete(path, version)],
             )
 
     def _young(self, head: str, age: float) -> str:
@@ -234,7 +238,7 @@ class _Checker:
             f"Batch {batch.id} is {batch.status} but has no states node, as if it had never "
             "been acquired; its jobs' references have nowhere to live.",
             f"create {states}",
-            lambda: [("check", t.batch_node(batch.id, "status"), version), ("create", states, b"")],
+            lambda: [r.check(t.batch_node(batch.id, "status"), version), r.create(states)],
         )
 
     def check_history(self, item: _Item, label: str, path: str) -> None:
@@ -285,8 +289,8 @@ class _Checker:
         elif age < self.grace:
             self.add("half-created-job", t.job_path(job.id), self._young(head, age))
         else:
-            ops = [("delete", t.job_node(job.id, c), self._version(job, c)) for c in job.children]
-            ops.append(("delete", t.job_path(job.id), job.stat.version))
+            ops = [r.delete(t.job_node(job.id, c), self._version(job, c)) for c in job.children]
+            ops.append(r.delete(t.job_path(job.id), job.stat.version))
             held = f" (it holds only {', '.join(sorted(job.children))})" if job.children else ""
             self.add(
                 "half-created-job",
@@ -319,8 +323,8 @@ class _Checker:
         entries = self.index_by_jid.get(job.id, []) + [
             p for _, p in self.refs_by_jid.get(job.id, [])
         ]
-        ops = [("delete", t.job_node(job.id, c), self._version(job, c)) for c in job.children]
-        ops += [("delete", path, -1)] + [("delete", p, -1) for p in entries]
+        ops = [r.delete(t.job_node(job.id, c), self._version(job, c)) for c in job.children]
+        ops += [r.delete(path)] + [r.delete(p) for p in entries]
         self.add(
             "orphan-job",
             path,
@@ -338,12 +342,14 @@ class _Checker:
     def _job_guard(self, job: _Job, *names: str) -> list[Op]:
         """Checks that the job's status (and the named nodes) are still as read."""
         return [
-            ("check", t.job_node(job.id, n), job.version(n))
+            r.check(t.job_node(job.id, n), job.version(n))
             for n in ("status", *names)
             if job.node(n)
         ]
 
     def check_index(self, job: _Job) -> None:
+        # ``check_job`` comes here only for a job whose status and priority it could read.
+        assert job.status is not None and job.priority is not None
         right = t.job_index(job.status, job.priority, job.id)
         entries = self.index_by_jid.get(job.id, [])
         wrong = sorted(p for p in entries if p != right)
@@ -373,8 +379,8 @@ class _Checker:
                 reason = f"Index entry {p} names job {job.id}, which is {state}."
             group.append(self.add(kind, p, reason, f"delete {p}"))
         ops = self._job_guard(job, "priority")
-        ops += [] if has_right else [("create", right, b"")]
-        ops += [("delete", p, -1) for p in wrong]
+        ops += [] if has_right else [r.create(right)]
+        ops += [r.delete(p) for p in wrong]
         self.plans.append((group, lambda: ops))
 
     def check_refs(self, job: _Job) -> None:
@@ -387,11 +393,12 @@ class _Checker:
                     f"Batch {bid} references job {job.id}, which belongs to "
                     f"{'batch ' + job.bid if job.bid else 'no batch'}.",
                     f"delete {p}",
-                    lambda p=p: [*self._job_guard(job, "bid"), ("delete", p, -1)],
+                    lambda p=p: [*self._job_guard(job, "bid"), r.delete(p)],
                 )
         batch = self.tree.batches.get(job.bid) if job.bid else None
         if batch is None or not batch.has_status:
             return
+        assert job.bid is not None and job.status is not None  # a checked job's, read
         own = sorted(p for bid, p in refs if bid == job.bid)
         right = t.batch_job_ref(job.bid, job.status, job.id)
         wrong = [p for p in own if p != right]
@@ -423,13 +430,14 @@ class _Checker:
         self.plans.append((group, lambda: self._ref_ops(job, right, right in own, wrong)))
 
     def _ref_ops(self, job: _Job, right: str, has_right: bool, wrong: list[str]) -> list[Op]:
-        ops = self._job_guard(job, "bid") + [("check", t.batch_node(job.bid, "status"), -1)]
+        assert job.bid is not None  # planned by ``check_refs`` for a job of a live batch
+        ops = self._job_guard(job, "bid") + [r.check(t.batch_node(job.bid, "status"), -1)]
         if not has_right:
             states = t.batch_states(job.bid)
             parent = right.rsplit("/", 1)[0]
-            ops += [("create", p, b"") for p in (states, parent) if not _exists(self.client, p)]
-            ops.append(("create", right, b""))
-        return ops + [("delete", p, -1) for p in wrong]
+            ops += [r.create(p) for p in (states, parent) if not r.exists(self.engine, p)]
+            ops.append(r.create(right))
+        return ops + [r.delete(p) for p in wrong]
 
     # --- stray entries -----------------------------------------------------
 
@@ -459,7 +467,7 @@ class _Checker:
                             path,
                             f"Batch {batch.id} has {name!r} under {d}, which is not a job id.",
                             f"delete {path}",
-                            lambda path=path: [("delete", path, -1)],
+                            lambda path=path: [r.delete(path)],
                         )
                     elif not self._live(name):
                         self.stray(
@@ -483,15 +491,13 @@ class _Checker:
             path,
             f"{what} names job {jid}, {state}.",
             f"delete {path}",
-            lambda: self._absent_ops(
-                t.job_node(jid, "status"), f"job {jid}", [("delete", path, -1)]
-            ),
+            lambda: self._absent_ops(t.job_node(jid, "status"), f"job {jid}", [r.delete(path)]),
         )
 
     def _absent_ops(self, must_be_absent: str | None, what: str, ops: list[Op]) -> list[Op]:
         # ZooKeeper cannot check absence inside a multi; ids are never reused, so a
         # fresh look right before the delete is enough.
-        if must_be_absent and _exists(self.client, must_be_absent):
+        if must_be_absent and r.exists(self.engine, must_be_absent):
             raise RepairFailed(f"{what} exists now; run the check again")
         return ops
 
@@ -508,7 +514,7 @@ class _Checker:
         path = f"{t.BATCH_UUIDS}/{uuid}"
         bid = node[0].decode(errors="replace")
         batch = self.tree.batches.get(bid)
-        delete = ("delete", path, node[1].version)
+        removal = r.delete(path, node[1].version)
         if batch is None:
             self.add(
                 "dangling-uuid",
@@ -516,7 +522,7 @@ class _Checker:
                 f"batchID {uuid} points at batch {bid or '(empty)'}, which does not exist.",
                 f"delete {path}",
                 lambda: self._absent_ops(
-                    t.batch_path(bid) if bid else None, f"batch {bid}", [delete]
+                    t.batch_path(bid) if bid else None, f"batch {bid}", [removal]
                 ),
             )
         elif batch.has_status and not batch.submission_problem and batch.uuid != uuid:
@@ -526,16 +532,17 @@ class _Checker:
                 f"batchID {uuid} points at batch {bid}, whose submission has batchID "
                 f"{batch.uuid or '(none)'}.",
                 f"delete {path}",
-                lambda: [self._submission_guard(batch), delete],
+                lambda: [self._submission_guard(batch), removal],
             )
 
     @staticmethod
     def _submission_guard(batch: _Batch) -> Op:
         name = "submission" if batch.node("submission") else "status"
-        return ("check", t.batch_node(batch.id, name), batch.version(name))
+        return r.check(t.batch_node(batch.id, name), batch.version(name))
 
     def missing_uuid(self, batch: _Batch) -> None:
         uuid, bid = batch.uuid, batch.id
+        assert uuid is not None  # ``check_uuids`` asks only for batches with a batchID
         try:
             path = t.batch_uuid_path(uuid)
         except InvalidData as e:
@@ -561,7 +568,7 @@ class _Checker:
             f"Batch {bid} has batchID {uuid} but {path} does not name it, so a resubmission "
             "would not be recognised as a duplicate.",
             f"create {path} -> {bid}{after}",
-            lambda: [self._submission_guard(batch), ("create", path, t.encode_str(bid))],
+            lambda: [self._submission_guard(batch), r.create(path, t.encode_str(bid))],
         )
 
 
@@ -585,6 +592,7 @@ def check_tree(
         grace=grace,
         now=time.time() if now is None else now,
         actor=store.actor or history.REPAIR,
+        engine=store.engine,
     )
     checker.run()
     if repair:

@@ -15,6 +15,7 @@ from .. import tree as t
 from ..states import JobStatus
 from ..treeread import Node, _json_field, _pipelined
 from . import consistency as c
+from . import treerepair as r
 
 if TYPE_CHECKING:
     from ..treeread import _Job
@@ -95,11 +96,11 @@ def storage_lock(checker: _Checker, path: str, node: Node, age: float) -> None:
     if storing:
         checker.add("stale-lock", path, f"{head}; job {', '.join(storing)} is Storing this object.")
         return
-    guards = [("check", t.job_node(j.id, "status"), j.version("status")) for j in related]
+    guards = [r.check(t.job_node(j.id, "status"), j.version("status")) for j in related]
     checker.add(
         "stale-lock",
         path,
         f"{head} and no job is storing this object, so it only blocks the next deposit.",
         f"delete {path}",
-        lambda: [*guards, ("delete", path, node[1].version)],
+        lambda: [*guards, r.delete(path, node[1].version)],
     )

@@ -20,7 +20,8 @@ from .. import history
 from .. import tree as t
 from ..states import PROCESSING_DIR, BatchStatus, batch_dir_for
 from . import consistency as c
-from .treerepair import RepairFailed, _exists
+from . import treerepair as r
+from .treerepair import RepairFailed
 
 if TYPE_CHECKING:
     from ..treeread import _Batch
@@ -39,8 +40,8 @@ def check_batch(checker: _Checker, batch: _Batch) -> None:
         _deleted_blocking_reports(checker, batch)
 
 
-def _status_guard(batch: _Batch) -> tuple[str, str, int]:
-    return ("check", t.batch_node(batch.id, "status"), batch.version("status"))
+def _status_guard(batch: _Batch) -> r.Op:
+    return r.check(t.batch_node(batch.id, "status"), batch.version("status"))
 
 
 def _status_write(checker: _Checker, batch: _Batch, new: str, message: str) -> list:
@@ -56,8 +57,8 @@ def _status_write(checker: _Checker, batch: _Batch, new: str, message: str) -> l
     data = history.append(old, entry)[1]
     path = t.batch_node(batch.id, history.NODE)
     return [
-        ("set", t.batch_node(batch.id, "status"), (t.encode_json(record), version)),
-        ("set", path, (data, -1)) if old.exists else ("create", path, data),
+        r.set_data(t.batch_node(batch.id, "status"), t.encode_json(record), version),
+        r.set_data(path, data) if old.exists else r.create(path, data),
     ]
 
 
@@ -71,7 +72,7 @@ def _held_without_states(checker: _Checker, batch: _Batch) -> None:
         "Processing) and leave it locked. Creating the empty states node makes Merritt's "
         "ingest pass it by; nothing else reads that node before the batch is released.",
         f"create {states}",
-        lambda: [_status_guard(batch), ("create", states, b"")],
+        lambda: [_status_guard(batch), r.create(states)],
     )
 
 
@@ -101,7 +102,7 @@ def _processing_without_jobs(checker: _Checker, batch: _Batch) -> None:
 
     def plan():
         # A lock cannot be checked absent inside a multi: look right before writing.
-        if _exists(checker.client, lock):
+        if r.exists(checker.engine, lock):
             raise RepairFailed(f"batch {batch.id} is locked now; run the check again")
         return _status_write(checker, batch, BatchStatus.FAILED, message)
 
@@ -175,7 +176,7 @@ def _deleted_blocking_reports(checker: _Checker, batch: _Batch) -> None:
         stat = checker.client.exists(node)
         if stat is None:
             raise RepairFailed(f"{node} no longer exists; nothing was written")
-        return [_status_guard(batch), ("delete", node, stat.version)]
+        return [_status_guard(batch), r.delete(node, stat.version)]
 
     checker.add(
         "deleted-batch-blocks-reporting",

@@ -1,45 +1,48 @@
-"""Making the consistency check's repairs: each one ZooKeeper multi, all or nothing."""
+"""Making the consistency check's repairs: each one ZooKeeper multi, all or nothing,
+sent by the store's engine; the ops are the store's own (``records.Op``)."""
 
 from __future__ import annotations
 
-from typing import Any
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
 
-from kazoo.client import KazooClient
-from kazoo.exceptions import (
-    BadVersionError,
-    NodeExistsError,
-    NoNodeError,
-    NotEmptyError,
-    RolledBackError,
-    RuntimeInconsistency,
-)
+from ..records import Op, OpKind
+from ..store.engine import Engine, refused
 
-Op = tuple[str, str, Any]  # (create | delete | check | set, path, data, version or both)
+__all__ = ["Op", "RepairFailed", "check", "commit", "create", "delete", "set_data"]
 
 
 class RepairFailed(Exception):
     """A repair was not made; the message says why, for the finding's reason."""
 
 
-def _commit(client: KazooClient, ops: list[Op]) -> None:
-    """Run ``ops`` as one multi; raise RepairFailed naming the op ZooKeeper refused."""
+def create(path: str, data: bytes = b"") -> Op:
+    return Op(OpKind.CREATE, path, data)
+
+
+def delete(path: str, version: int = -1) -> Op:
+    return Op(OpKind.DELETE, path, version=version)
+
+
+def set_data(path: str, data: bytes, version: int = -1) -> Op:
+    return Op(OpKind.SET, path, data, version=version)
+
+
+def check(path: str, version: int) -> Op:
+    return Op(OpKind.CHECK, path, version=version)
+
+
+def commit(engine: Engine, ops: list[Op]) -> None:
+    """Run ``ops`` as one multi; raise RepairFailed naming the op ZooKeeper refused.
+
+    Unlike the store's ``commit``, nothing is mended: the check read the tree, and a
+    tree that moved since is left for the next run.
+    """
     if not ops:
         raise RepairFailed("nothing left to do; run the check again")
-    tx = client.transaction()
-    for kind, path, arg in ops:
-        if kind == "create":
-            tx.create(path, arg)
-        elif kind == "delete":
-            tx.delete(path, version=arg)
-        elif kind == "set":
-            tx.set_data(path, arg[0], version=arg[1])
-        else:
-            tx.check(path, arg)
-    for (kind, path, _), result in zip(ops, tx.commit(), strict=False):
-        if isinstance(result, Exception) and not isinstance(
-            result, RolledBackError | RuntimeInconsistency
-        ):
-            raise RepairFailed(_explain(kind, path, result))
+    failed = refused(engine.multi(ops))
+    if failed is not None:
+        i, err = failed
+        raise RepairFailed(_explain(ops[i].kind, ops[i].path, err))
 
 
 def _explain(kind: str, path: str, err: Exception) -> str:
@@ -54,5 +57,5 @@ def _explain(kind: str, path: str, err: Exception) -> str:
     return f"ZooKeeper refused {kind} {path}: {err!r}; nothing was written"
 
 
-def _exists(client: KazooClient, path: str) -> bool:
-    return client.exists(path) is not None
+def exists(engine: Engine, path: str) -> bool:
+    return engine.exists(path) is not None

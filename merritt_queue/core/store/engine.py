@@ -1,0 +1,275 @@
+"""The one ZooKeeper engine: pipelined reads, multis, mending and error mapping.
+
+Every write of the queue, and every repair of the consistency check, goes through
+``Engine.multi``: all or nothing, version-checked. ``stats`` counts what it costs, so
+tests and benchmarks can hold the store to its round trips.
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionClosedError,
+    ConnectionLoss,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    OperationTimeoutError,
+    RolledBackError,
+    RuntimeInconsistency,
+    SessionExpiredError,
+)
+from kazoo.handlers.threading import KazooTimeoutError
+
+from ..errors import ChangedUnderYou, InvalidTransition, LockLost, NotFound, QueueError
+from ..records import Op, OpKind
+from ..states import BATCH_JOB_DIRS
+
+# One logger for all of the store, whichever part of it speaks.
+log = logging.getLogger("merritt_queue.core.store")
+
+# ZooKeeper did not answer: the request may or may not have been applied.
+CONNECTION_ERRORS = (
+    ConnectionLoss,
+    ConnectionClosedError,
+    OperationTimeoutError,
+    SessionExpiredError,
+    KazooTimeoutError,
+)
+
+# How often a multi with tolerant ops is mended and sent again before giving up.
+MEND_ROUNDS = 8
+
+
+def is_auto_dir(path: str) -> bool:
+    """Index directories the store may create on demand (never an item itself)."""
+    parts = path.strip("/").split("/")
+    if parts[:2] == ["jobs", "states"] and len(parts) == 3:
+        return True
+    return (
+        len(parts) in (3, 4)
+        and parts[0] == "batches"
+        and parts[2] == "states"
+        and (len(parts) == 3 or parts[3] in BATCH_JOB_DIRS)
+    )
+
+
+def refused(results: Sequence[Any]) -> tuple[int, Exception] | None:
+    """The op ZooKeeper refused in a multi's results (the others only rolled back)."""
+    for i, result in enumerate(results):
+        if isinstance(result, Exception) and not isinstance(
+            result, RolledBackError | RuntimeInconsistency
+        ):
+            return i, result
+    return None
+
+
+def error(op: Op, err: Exception, what: str) -> QueueError:
+    """The queue's error for an op ZooKeeper refused, saying that nothing was written."""
+    if isinstance(err, BadVersionError):
+        return ChangedUnderYou(
+            f"{what}: changed under you ({op.path} is no longer at version {op.version}); "
+            "nothing was written, reload and try again"
+        )
+    if isinstance(err, NoNodeError):
+        if op.kind == OpKind.CHECK and op.path.endswith("/states/batch-processing"):
+            bid = op.path.split("/")[2]
+            return InvalidTransition(
+                f"{what}: batch {bid} was deleted, so none of its jobs can go back to work; "
+                "nothing was written. Submit the deposit again instead."
+            )
+        if op.path.endswith("/lock"):
+            return LockLost(f"{what}: the lock {op.path} is gone; nothing was written")
+        return NotFound(f"{what}: {op.path} does not exist; nothing was written")
+    if isinstance(err, NodeExistsError):
+        return QueueError(f"{what}: {op.path} already exists; nothing was written")
+    if isinstance(err, NotEmptyError):
+        return ChangedUnderYou(f"{what}: {op.path} gained children; nothing was written")
+    return QueueError(f"{what}: ZooKeeper refused {op.kind} {op.path}: {err!r}")
+
+
+class Engine:
+    """Reads and multis over one kazoo client, counted in ``stats``."""
+
+    def __init__(self, client: KazooClient, stats: Counter[str] | None = None):
+        self.client = client
+        self.stats: Counter[str] = Counter() if stats is None else stats
+
+    def get_many(self, paths: Iterable[str]) -> dict[str, tuple[bytes, Any] | None]:
+        """Read many nodes in one pipelined round; a missing node reads as None."""
+        pending = [(p, self.client.get_async(p)) for p in paths]
+        self.stats["round_trips"] += 1
+        out: dict[str, tuple[bytes, Any] | None] = {}
+        for path, result in pending:
+            try:
+                out[path] = result.get()
+            except NoNodeError:  # optional node, or the item vanished: caller decides
+                out[path] = None
+        return out
+
+    def children(self, path: str, watch: Callable | None = None) -> list[str]:
+        self.stats["round_trips"] += 1
+        try:
+            return self.client.get_children(path, watch=watch)
+        except NoNodeError:  # a lazily created directory that does not exist yet is empty
+            return []
+
+    def children_stat(self, path: str) -> tuple[list[str], Any] | None:
+        """A node's children and its stat in one round; None when it is missing."""
+        self.stats["round_trips"] += 1
+        try:
+            return self.client.get_children(path, include_data=True)
+        except NoNodeError:
+            return None
+
+    def children_many(
+        self, paths: Iterable[str], watches: Mapping[str, Callable] | None = None
+    ) -> dict[str, list[str] | None]:
+        """Children of many nodes in one pipelined round; a missing node gives None.
+        ``watches``: a one-shot watch to arm on some of them, by path."""
+        watches = watches or {}
+        pending = [(p, self.client.get_children_async(p, watch=watches.get(p))) for p in paths]
+        self.stats["round_trips"] += 1
+        out: dict[str, list[str] | None] = {}
+        for path, result in pending:
+            try:
+                out[path] = result.get()
+            except NoNodeError:  # caller tells "missing" from "empty"
+                out[path] = None
+        return out
+
+    def watch_nodes(self, watches: Mapping[str, Callable]) -> None:
+        """Arm a one-shot watch on each node (path: watcher), in one pipelined round: it
+        fires when the node changes, is created or is deleted."""
+        if not watches:
+            return
+        pending = [self.client.exists_async(p, watch=fn) for p, fn in watches.items()]
+        self.stats["round_trips"] += 1
+        for result in pending:
+            result.get()
+
+    def exists(self, path: str) -> Any:
+        self.stats["round_trips"] += 1
+        return self.client.exists(path)
+
+    def exists_many(self, paths: list[str]) -> list[bool]:
+        """Whether each node exists, in one pipelined round."""
+        pending = [self.client.exists_async(p) for p in paths]
+        self.stats["round_trips"] += 1
+        return [r.get() is not None for r in pending]
+
+    def multi(self, ops: Sequence[Op]) -> list[Any]:
+        """Send ``ops`` as one multi, once; each op's result or exception."""
+        tx = self.client.transaction()
+        for op in ops:
+            op.add_to(tx)
+        self.stats["round_trips"] += 1
+        self.stats["writes"] += 1
+        return tx.commit()
+
+    def commit(self, ops: Sequence[Op], what: str) -> list[Any]:
+        """Run ``ops`` as one multi; mend tolerant index ops and retry, else raise."""
+        ops = list(ops)
+        for _ in range(MEND_ROUNDS):
+            results = self.multi(ops)
+            failed = refused(results)
+            if failed is None:
+                return results
+            i, err = failed
+            op = ops[i]
+            if not op.tolerant:
+                raise error(op, err, what)
+            self.stats["mended"] += 1
+            if isinstance(err, NodeExistsError) or (
+                isinstance(err, NoNodeError) and op.kind == OpKind.DELETE
+            ):
+                log.warning(
+                    "%s: %s %s was already done; the tree is mended", what, op.kind, op.path
+                )
+                del ops[i]
+            elif isinstance(err, NoNodeError) and op.kind == OpKind.CREATE:
+                parent = posixpath.dirname(op.path)
+                if not is_auto_dir(parent):
+                    log.warning("%s: %s has no parent %s; skipped", what, op.path, parent)
+                    del ops[i]
+                else:
+                    ops.insert(i, Op(OpKind.CREATE, parent, tolerant=True))
+            else:
+                raise error(op, err, what)
+        raise QueueError(f"{what}: the tree kept changing while writing; nothing was written")
+
+    def commit_many(self, batches: Sequence[tuple[list[Op], str]]) -> list[list[Any] | QueueError]:
+        """Run many independent multis pipelined on the connection; each result or error.
+
+        Each multi is still all-or-nothing and version-checked; only the waiting is
+        shared. One that needs mending (a tolerant index op) is redone by ``commit``.
+        """
+        sent = []
+        for ops, _ in batches:
+            tx = self.client.transaction()
+            for op in ops:
+                op.add_to(tx)
+            sent.append(tx.commit_async())
+        self.stats["round_trips"] += 1
+        self.stats["writes"] += len(batches)
+        out: list[list[Any] | QueueError] = []
+        for (ops, what), pending in zip(batches, sent, strict=True):
+            try:
+                results = pending.get()
+            except Exception as e:  # connection lost: the multi may or may not have run
+                out.append(QueueError(f"{what}: ZooKeeper did not answer ({e!r}); reload to see"))
+                continue
+            failed = refused(results)
+            if failed is None:
+                out.append(results)
+            elif ops[failed[0]].tolerant:
+                try:
+                    out.append(self.commit(ops, what))
+                except QueueError as e:
+                    out.append(e)
+            else:
+                out.append(error(ops[failed[0]], failed[1], what))
+        return out
+
+    def create_sequential(self, prefix: str) -> str:
+        self.stats["round_trips"] += 1
+        self.stats["writes"] += 1
+        return posixpath.basename(self.client.create(prefix, b"", sequence=True))
+
+    def delete_quietly(self, path: str) -> None:
+        try:
+            self.client.delete(path)
+        except (NoNodeError, NotEmptyError):  # already gone, or someone filled it: leave it
+            pass
+
+    def put(self, path: str, data: bytes, what: str, *, exists: bool = True) -> None:
+        """Set a node's data, creating the node when missing (never its parents).
+
+        ``exists=False`` tries the create first: a refused write still costs ZooKeeper
+        a transaction, so guessing right saves one per call.
+        """
+        self.stats["round_trips"] += 1
+        self.stats["writes"] += 1
+        first, second = (self._set, self._create) if exists else (self._create, self._set)
+        try:
+            first(path, data)
+        except (NoNodeError, NodeExistsError):
+            try:
+                second(path, data)
+            except NoNodeError:
+                raise NotFound(f"{what} does not exist; nothing was written") from None
+            except NodeExistsError:  # created between our two calls: set it once more
+                self._set(path, data)
+
+    def _set(self, path: str, data: bytes) -> None:
+        self.client.set(path, data)
+
+    def _create(self, path: str, data: bytes) -> None:
+        self.client.create(path, data)

@@ -1,0 +1,177 @@
+"""Ephemeral and persistent locks: items' locks, the storage, inventory and local-id
+locks, and the locks an outage kept this session from releasing (orphans)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+from .. import tree as t
+from ..errors import LockLost
+from ..records import ItemLock
+from .base import StoreBase
+from .engine import CONNECTION_ERRORS, log
+
+
+class Locks(StoreBase):
+    """The locks of ``QueueStore``."""
+
+    def __init__(self, client: KazooClient, **kwargs: Any):
+        super().__init__(client, **kwargs)
+        # Locks this session holds but could not release while ZooKeeper was away.
+        self._orphaned: set[str] = set()
+        self._orphan_guard = threading.Lock()
+        self._watching_state = False
+
+    @property
+    def session_id(self) -> int | None:
+        cid = self.client.client_id
+        return cid[0] if cid else None
+
+    def _check_session(self, record: Any, what: str) -> None:
+        if record.lock_session is not None and record.lock_session != self.session_id:
+            raise LockLost(
+                f"{what}: the ZooKeeper session that took the lock has ended; "
+                "the step is abandoned without committing and will run again"
+            )
+
+    def _try_lock(self, path: str) -> bool:
+        if path in self._orphaned:  # ours from before an outage: free it, then take it anew
+            self.release_orphaned_locks()
+        self.stats["round_trips"] += 1
+        self.stats["writes"] += 1
+        try:
+            self.client.create(path, b"", ephemeral=True)
+            return True
+        except NodeExistsError:  # someone else holds it: normal, try the next item
+            return False
+        except NoNodeError:  # the item was removed since it was listed
+            return False
+        except CONNECTION_ERRORS:
+            # The create may have been applied with its answer lost: if so the lock is
+            # ours and nobody else's, so it must go once ZooKeeper answers.
+            self._orphan(path)
+            raise
+
+    def _unlock(self, path: str) -> None:
+        """Drop a lock this session holds; another session's lock is left alone.
+
+        After a force-fail and a resume, another worker may hold a new lock on the
+        same path: deleting it blindly would let a third worker in beside it. When
+        ZooKeeper does not answer, the lock is released once it does (see ``_orphan``).
+        """
+        self.stats["round_trips"] += 2
+        self.stats["writes"] += 1
+        try:
+            self._delete_own(path)
+        except CONNECTION_ERRORS:
+            self._orphan(path)
+
+    def _delete_own(self, path: str) -> None:
+        stat = self.client.exists(path)
+        if stat is None or stat.ephemeralOwner != self.session_id:
+            return
+        try:
+            self.client.delete(path, version=stat.version)
+        except (NoNodeError, BadVersionError):  # released meanwhile (force-fail, repair)
+            pass
+
+    def _orphan(self, path: str) -> None:
+        """Remember a lock to release when the connection is back.
+
+        A session can outlive an outage (ZooKeeper restarted and restored it, or the
+        client reconnected in time): a lock it failed to drop would then keep its item
+        from every worker for as long as this process lives.
+        """
+        log.warning("could not release %s: ZooKeeper did not answer; releasing it later", path)
+        with self._orphan_guard:
+            self._orphaned.add(path)
+            if not self._watching_state:
+                self._watching_state = True
+                self.client.add_listener(self._on_state)
+
+    def _on_state(self, state: str) -> bool:
+        # Runs on kazoo's connection thread, which must not block: release elsewhere.
+        if state == KazooState.CONNECTED and self._orphaned:
+            self.client.handler.spawn(self.release_orphaned_locks)
+        return False
+
+    def release_orphaned_locks(self) -> int:
+        """Release the locks left by an outage (those still ours); how many were handled."""
+        with self._orphan_guard:
+            paths = sorted(self._orphaned)
+        handled = 0
+        for path in paths:
+            try:
+                self._delete_own(path)
+            except CONNECTION_ERRORS:
+                break  # still away: the next reconnection tries again
+            with self._orphan_guard:
+                self._orphaned.discard(path)
+            handled += 1
+            log.info("released %s, left behind by a ZooKeeper outage", path)
+        return handled
+
+    def lock_storage(self, ark: str, owner: str = "") -> bool:
+        """Take the persistent storage lock of ``ark``.
+
+        The lock outlives its holder's session, so it records the owner (a job
+        id): a job whose earlier run died while storing takes its own lock back.
+        """
+        path = t.storage_lock(ark)
+        self.stats["round_trips"] += 1
+        self.stats["writes"] += 1
+        try:
+            self.client.create(path, t.encode_str(owner))
+            return True
+        except NodeExistsError:  # held: ours from a run that died, or someone else's
+            pass
+        got = self.engine.get_many([path])[path]
+        return bool(owner) and got is not None and t.decode_str(got[0]) == owner
+
+    def release_lock(self, lock: ItemLock) -> None:
+        """Let go of ``lock`` if it is still this holder's: a step whose commit failed.
+
+        After a force-fail another job may hold a storage lock of the same ARK, so the
+        owner recorded in it is compared first; an inventory lock is this session's or
+        left alone (``_unlock``).
+        """
+        if lock.kind == "inventory":
+            self._unlock(lock.path)
+            return
+        self.stats["round_trips"] += 2
+        self.stats["writes"] += 1
+        try:
+            data, stat = self.client.get(lock.path)
+            if (t.decode_str(data) or "") == lock.owner:
+                self.client.delete(lock.path, version=stat.version)
+        except (NoNodeError, BadVersionError):  # gone, or changed hands meanwhile
+            pass
+
+    def lock_inventory(self, ark: str) -> bool:
+        return self._try_lock(t.inventory_lock(ark))
+
+    def lock_localid(self, local_id: str) -> bool:
+        return self._try_lock(t.localid_lock(local_id))
+
+    def unlock_localid(self, local_id: str) -> None:
+        self._unlock(t.localid_lock(local_id))
+
+    def locks(self) -> Iterator[tuple[str, Any]]:
+        """Every lock node with its stat: queue, collection, storage, inventory, local id."""
+        for parent in (
+            t.LOCK_QUEUE,
+            t.LOCK_COLLECTIONS,
+            t.LOCK_STORAGE,
+            t.LOCK_INVENTORY,
+            t.LOCK_LOCALID,
+        ):
+            names = self.engine.children(parent)
+            got = self.engine.get_many(f"{parent}/{n}" for n in names)
+            for path, node in got.items():
+                if node:
+                    yield path, node[1]
