@@ -130,7 +130,14 @@ def submit(
 
     check_submission(clean, upload)
     store = get_store()
-    store.actor = submission_actor(clean.get("submitted_by") or clean.get("submitter") or "")
+    # The writer's name for this request only: one store serves every thread of the process.
+    who = submission_actor(clean.get("submitted_by") or clean.get("submitter") or "")
+    with store.acting_as(who):
+        return _create(store, clean, by, upload)
+
+
+def _create(store, clean: dict, by, upload) -> SubmitResult:
+    """The batch made in ZooKeeper, or the one this batchID already names."""
     if clean.get("batchID"):
         existing = store.find_batch_by_uuid(clean["batchID"])
         if existing:

@@ -98,15 +98,16 @@ def run_items(record: AdminAction) -> AdminAction:
     handled = set(record.items.values_list("item_id", flat=True))
     _recount(record)
     store = get_store()
-    store.act_as(admin_actor(record.username))
     problem = refusal(user, action) if user is not None else "the person is gone"
     scope = collections_of(user) if user is not None else set()
     note = f"{record.username}: {record.reason}"
     todo = [(i, v) for i, v in record.pending_items if i not in handled]
     size = MOVE_CHUNK if action.batched else 1
-    for first in range(0, len(todo), size):
-        chunk = todo[first : first + size]
-        _run_chunk(store, action, record, chunk, scope, problem, note)
+    # The person's name for these writes only: one store serves every thread of the process.
+    with store.acting_as(admin_actor(record.username)):
+        for first in range(0, len(todo), size):
+            chunk = todo[first : first + size]
+            _run_chunk(store, action, record, chunk, scope, problem, note)
     record.finished = timezone.now()
     record.save(update_fields=["finished", "done", "skipped", "failed"])
     return record
