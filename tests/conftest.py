@@ -33,6 +33,7 @@ FAST_MODULES = frozenset(
         "test_deploy_units",
         "test_history_pages",
         "test_manifest",
+        "test_manifest_check",
         "test_objectfiles",
         "test_objects_payload",
         "test_objects_storage",

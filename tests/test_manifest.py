@@ -17,8 +17,8 @@ from merritt_queue.deposit.manifest import (
     ManifestError,
     container_type,
     parse_manifest,
-    rewrite_url,
 )
+from merritt_queue.deposit.manifestvalues import rewrite_url
 
 SAMPLES = Path(__file__).parent / "fixtures" / "merritt-sample-files"
 PUBLIC = "https://raw.githubusercontent.com/CDLUC3/mrt-doc/main/sampleFiles/"

@@ -24,20 +24,19 @@ Guarantees of ``parse_manifest``:
   (``./a//b`` -> ``a/b``); digest algorithms are stored by their hashlib name and digest
   values in lower case;
 - no field is longer than its ``FIELD_LIMITS`` entry.
+
+Decoding and sorting lines is checkmscan's, the checks of one value of a row manifestvalues';
+this module reads the headers and makes rows of what they found.
 """
 
 from __future__ import annotations
 
-import codecs
-import re
-import unicodedata
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
-from ..services.netpolicy import redact, userinfo_of
-from .digest import check_digest_format, normalise_algorithm
-from .findings import Finding, Findings
+from .checkmscan import ManifestError, Scan, decode, scan_lines, split_cells
+from .findings import Findings
+from .manifestvalues import Rules, check_digest, check_file_name, check_size, check_url
 
 MAX_BYTES = 10 * 1024 * 1024
 MAX_ROWS = 100_000
@@ -105,8 +104,6 @@ STANDARD_FIELDS = {
     "containers": _BATCH_COLUMNS,
 }
 _CANONICAL = {name.lower(): name for name in FIELDS}
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")
-_DRIVE = re.compile(r"[A-Za-z]:")
 
 
 @dataclass(frozen=True)
@@ -134,20 +131,6 @@ class Manifest:
     rows: tuple[ManifestRow, ...]
 
 
-class ManifestError(ValueError):
-    """The manifest is refused; ``problems`` lists why, one sentence each."""
-
-    def __init__(self, problems: list[str], findings: list[Finding] | None = None):
-        super().__init__("\n".join(problems))
-        self.problems = problems
-        self.findings = findings if findings is not None else [Finding(p) for p in problems]
-
-
-def _refuse(message: str, line: int | None = None) -> ManifestError:
-    finding = Finding(message, line)
-    return ManifestError([finding.text], [finding])
-
-
 def container_type(name: str) -> str | None:
     """``zip``, ``tar`` or ``tar.gz`` judging by the file name's extension, else None."""
     lower = name.lower()
@@ -156,12 +139,6 @@ def container_type(name: str) -> str | None:
     if lower.endswith(".tar"):
         return "tar"
     return "zip" if lower.endswith(".zip") else None
-
-
-def rewrite_url(url: str, rewrite: tuple[str, str]) -> str:
-    """``url`` with the prefix ``rewrite[0]`` replaced by ``rewrite[1]`` (unchanged otherwise)."""
-    old, new = rewrite
-    return new + url[len(old) :] if url.startswith(old) else url
 
 
 def parse_manifest(
@@ -197,159 +174,30 @@ def parse_findings(
     be a manifest at all), its errors and the warnings about what Merritt accepts anyway."""
     problems = Findings()
     try:
-        text = _decode(data, max_bytes, problems)
-        scan = _scan(text, max_rows, problems)
+        text = decode(data, max_bytes, problems)
+        scan = scan_lines(text, max_rows, problems)
     except ManifestError as e:
         problems.errors = list(e.findings)
         return None, problems
     profile, kind = _profile(scan, problems)
     fields = _fields(scan, kind, problems)
-    rules = _Rules(kind, fields, tuple(s.lower() for s in allowed_schemes), base_url_rewrite)
+    rules = Rules(kind, fields, tuple(s.lower() for s in allowed_schemes), base_url_rewrite)
     rows = _rows(scan, rules, problems) if fields else ()
     _check_end(scan, problems)
     return Manifest(profile, kind, fields, rows), problems
 
 
-# --- decoding and scanning ---------------------------------------------------------------
-
-
-_WIDE_BOMS = (
-    (codecs.BOM_UTF32_LE, "UTF-32"),
-    (codecs.BOM_UTF32_BE, "UTF-32"),
-    (codecs.BOM_UTF16_LE, "UTF-16"),
-    (codecs.BOM_UTF16_BE, "UTF-16"),
-)
-
-
-def _decode(data: bytes | str, max_bytes: int, problems: Findings) -> str:
-    size = len(data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data)
-    if size > max_bytes:
-        raise _refuse(f"the manifest is {size} bytes, over the limit of {max_bytes} bytes")
-    if isinstance(data, str):
-        return data.removeprefix("\ufeff")
-    _refuse_non_text(data)
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line = len(_LINE_BREAK.split(data[: e.start].decode("utf-8-sig", "replace")))
-        problems.add(f"not UTF-8: byte 0x{data[e.start]:02x} at offset {e.start}", line)
-        return data.decode("utf-8-sig", "replace")
-
-
-def _refuse_non_text(data: bytes) -> None:
-    """UTF-16/32 and binary files: one clear sentence instead of a problem on every line."""
-    encoding = next((name for bom, name in _WIDE_BOMS if data.startswith(bom)), None)
-    if encoding:
-        raise _refuse(
-            f"the manifest is {encoding} (it starts with a {encoding} byte order mark); "
-            "save it as UTF-8"
-        )
-    nul = data.find(b"\0")
-    if nul < 0:
-        return
-    line = data[:nul].count(b"\n") + 1
-    if _looks_wide(data):
-        raise _refuse(
-            f"NUL byte at offset {nul}: the manifest is not a text file "
-            "(UTF-16 without a byte order mark, or binary); save it as UTF-8",
-            line,
-        )
-    # A stray NUL in UTF-8 text: calling it UTF-16 would send the depositor the wrong way.
-    raise _refuse(
-        f"NUL byte at line {line}, offset {nul}: a UTF-8 manifest cannot hold NUL bytes; remove it"
-    )
-
-
-def _looks_wide(data: bytes) -> bool:
-    """UTF-16/32 text of mostly ASCII: a NUL in at least every other byte of its start."""
-    head = data[:256]
-    pairs = [head[i : i + 2] for i in range(0, len(head) - 1, 2)]
-    return bool(pairs) and sum(b"\0" in pair for pair in pairs) * 4 >= len(pairs) * 3
-
-
-@dataclass
-class _Scan:
-    headers: dict[str, list[tuple[int, list[str]]]] = field(default_factory=dict)
-    rows: list[tuple[int, str]] = field(default_factory=list)
-    eof_line: int | None = None
-
-
-def _scan(text: str, max_rows: int, problems: Findings) -> _Scan:
-    scan = _Scan()
-    raw = _LINE_BREAK.split(text)
-    if raw[-1] == "":
-        raw.pop()  # what follows the last line break is no line
-    lines = [(n, line.strip()) for n, line in enumerate(raw, 1) if line.strip()]
-    if not lines:
-        raise _refuse("the manifest is empty")
-    if lines[0][1].startswith("<"):
-        # A login or error page served in place of the manifest: its lines mean nothing here.
-        raise _refuse(
-            "this is an HTML or XML document, not a checkm manifest "
-            "(the URL may lead to a web page, a login or an error page)",
-            lines[0][0],
-        )
-    lines = _declaration(lines, problems)
-    for n, line in lines:
-        if scan.eof_line is not None:
-            problems.add("text after #%eof", n, value=line)
-            return scan
-        _scan_line(scan, n, line, max_rows, problems)
-    if scan.eof_line is not None and scan.eof_line < len(raw):
-        problems.warn(
-            "blank lines after #%eof: Merritt's ingest ignores them, its validator does not",
-            scan.eof_line + 1,
-        )
-    return scan
-
-
-def _declaration(lines: list[tuple[int, str]], problems: Findings) -> list[tuple[int, str]]:
-    """The lines after the ``#%checkm_0.7`` declaration, which Merritt's ingest does without;
-    a declaration of another version or format still refuses the manifest."""
-    n, first = lines[0]
-    declared = _cells(first)[0].lower()
-    if declared == "#%checkm_0.7":
-        return lines[1:]
-    if declared.startswith("#%checkm"):
-        problems.add("not a checkm 0.7 manifest (first line must be #%checkm_0.7)", n, value=first)
-        return lines[1:]
-    problems.warn(
-        "no #%checkm_0.7 line: Merritt's ingest does without it, its validator asks for it", n
-    )
-    return lines
-
-
-def _scan_line(scan: _Scan, n: int, line: str, max_rows: int, problems: Findings) -> None:
-    if line.startswith("#%"):
-        cells = _cells(line)
-        keyword = cells[0][2:].lower()
-        scan.headers.setdefault(keyword, []).append((n, cells[1:]))
-        if keyword == "eof":
-            scan.eof_line = n
-    elif line.startswith("#"):
-        return  # a comment
-    elif len(scan.rows) < max_rows:
-        scan.rows.append((n, line))
-    elif len(scan.rows) == max_rows:
-        problems.add(f"more than {max_rows} rows", n)
-        scan.rows.append((n, ""))  # a marker, so the problem is reported once
-
-
-def _cells(line: str) -> list[str]:
-    return [cell.strip() for cell in line.split("|")]
-
-
 # --- headers -----------------------------------------------------------------------------
 
 
-def _single_header(scan: _Scan, keyword: str, problems: Findings) -> tuple[int, list[str]] | None:
+def _single_header(scan: Scan, keyword: str, problems: Findings) -> tuple[int, list[str]] | None:
     found = scan.headers.get(keyword, [])
     for n, _ in found[1:]:
         problems.add(f"second #%{keyword} line (the first is line {found[0][0]})", n)
     return found[0] if found else None
 
 
-def _profile(scan: _Scan, problems: Findings) -> tuple[str, str]:
+def _profile(scan: Scan, problems: Findings) -> tuple[str, str]:
     expected = ", ".join(PROFILES)
     header = _single_header(scan, "profile", problems)
     if header is None:
@@ -365,7 +213,7 @@ def _profile(scan: _Scan, problems: Findings) -> tuple[str, str]:
     return url, kind or ""
 
 
-def _fields(scan: _Scan, kind: str, problems: Findings) -> tuple[str, ...]:
+def _fields(scan: Scan, kind: str, problems: Findings) -> tuple[str, ...]:
     header = _single_header(scan, "fields", problems)
     standard = STANDARD_FIELDS.get(kind)
     if header is None and standard is None:
@@ -411,7 +259,7 @@ def _check_field_names(n: int, fields: tuple[str, ...], problems: Findings) -> b
     return len(problems) == before
 
 
-def _check_end(scan: _Scan, problems: Findings) -> None:
+def _check_end(scan: Scan, problems: Findings) -> None:
     if not scan.rows:
         problems.add("no rows: the manifest lists nothing to ingest")
     if scan.eof_line is None:
@@ -421,15 +269,7 @@ def _check_end(scan: _Scan, problems: Findings) -> None:
 # --- rows --------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Rules:
-    kind: str
-    fields: tuple[str, ...]
-    schemes: tuple[str, ...]
-    rewrite: tuple[str, str] | None
-
-
-def _rows(scan: _Scan, rules: _Rules, problems: Findings) -> tuple[ManifestRow, ...]:
+def _rows(scan: Scan, rules: Rules, problems: Findings) -> tuple[ManifestRow, ...]:
     rows = [_row(n, line, rules, problems) for n, line in scan.rows if line]
     valid = [row for row in rows if row is not None]
     if rules.kind == "object":
@@ -439,8 +279,8 @@ def _rows(scan: _Scan, rules: _Rules, problems: Findings) -> tuple[ManifestRow, 
     return tuple(valid)
 
 
-def _row(n: int, line: str, rules: _Rules, problems: Findings) -> ManifestRow | None:
-    cells = _cells(line)
+def _row(n: int, line: str, rules: Rules, problems: Findings) -> ManifestRow | None:
+    cells = split_cells(line)
     if len(cells) > len(rules.fields):
         problems.add(
             f"{len(cells)} cells but #%fields lists {len(rules.fields)} (extra '|')", n, value=line
@@ -455,10 +295,10 @@ def _row(n: int, line: str, rules: _Rules, problems: Findings) -> ManifestRow | 
     values = {
         FIELDS[f]: c or None for f, c in zip(rules.fields, cells, strict=False) if f in FIELDS
     }
-    url = _check_url(n, values.get("url"), rules, problems)
-    algorithm, digest = _check_digest(n, values, problems)
-    size = _check_size(n, values.get("file_size"), problems)
-    name = _file_name(n, values.get("file_name"), url, problems)
+    url = check_url(n, values.get("url"), rules, problems)
+    algorithm, digest = check_digest(n, values, problems)
+    size = check_size(n, values.get("file_size"), problems)
+    name = check_file_name(n, values.get("file_name"), url, problems)
     if len(problems) > before:
         return None
     fixed = {"url": url, "hash_algorithm": algorithm, "hash_value": digest, "file_size": size}
@@ -468,128 +308,6 @@ def _row(n: int, line: str, rules: _Rules, problems: Findings) -> ManifestRow | 
 def _make_row(n: int, values: dict) -> ManifestRow:
     fields: dict[str, Any] = {attr: values.get(attr) for attr in FIELDS.values()}
     return ManifestRow(line=n, **fields)
-
-
-def _check_url(n: int, url: str | None, rules: _Rules, problems: Findings) -> str:
-    if not url:
-        problems.add("empty nfo:fileUrl", n, "nfo:fileUrl")
-        return ""
-    url = rewrite_url(url, rules.rewrite) if rules.rewrite else url
-    problem = _url_problem(url, rules.schemes)
-    if problem:
-        problems.add(problem, n, "nfo:fileUrl", url)
-    return url
-
-
-def _url_problem(url: str, schemes: tuple[str, ...]) -> str | None:
-    allowed = ", ".join(schemes)
-    if _has_control(url):
-        return f"URL {url!r} contains control characters"
-    parts = urlsplit(url)
-    if not parts.scheme:
-        return f"{url!r} is not a URL (it has no scheme; allowed: {allowed})"
-    if parts.scheme.lower() not in schemes:
-        return f"URL scheme {parts.scheme!r} is not allowed (allowed: {allowed})"
-    if not parts.hostname:
-        return f"URL {url!r} has no host"
-    if userinfo_of(url):
-        return (
-            f"URL {redact(url)!r} holds a user name or password (user:password@host); "
-            "credentials in URLs are not accepted"
-        )
-    return None
-
-
-def _check_digest(n: int, values: dict, problems: Findings):
-    alg, value = values.get("hash_algorithm"), values.get("hash_value")
-    if alg and not value:
-        problems.add(
-            f"nfo:hashAlgorithm {alg!r} is given without nfo:hashValue", n, "nfo:hashValue"
-        )
-    elif value and not alg:
-        problems.add("nfo:hashValue is given without nfo:hashAlgorithm", n, "nfo:hashAlgorithm")
-    elif alg and value:
-        return _check_digest_pair(n, alg, value, problems)
-    return None, None
-
-
-def _check_digest_pair(n: int, alg: str, value: str, problems: Findings):
-    try:
-        alg = normalise_algorithm(alg)
-    except ValueError as e:
-        problems.add(str(e), n, "nfo:hashAlgorithm", alg)
-        return None, None
-    problem = check_digest_format(alg, value)
-    if problem:
-        problems.add(problem, n, "nfo:hashValue", value)
-    return alg, value.lower()
-
-
-def _check_size(n: int, value: str | None, problems: Findings) -> int | None:
-    if value is None:
-        return None
-    if not (value.isascii() and value.isdigit()):
-        problems.add(
-            f"nfo:fileSize {value!r} is not a whole number of bytes (0 or more)",
-            n,
-            "nfo:fileSize",
-            value,
-        )
-        return None
-    return int(value)
-
-
-def _file_name(n: int, name: str | None, url: str, problems: Findings) -> str:
-    if name is None:
-        return _url_file_name(n, url, problems)
-    return _checked_file_name(n, name, problems)
-
-
-def _url_file_name(n: int, url: str, problems: Findings) -> str:
-    if not url:
-        return ""  # the empty URL is reported already
-    name = unquote(urlsplit(url).path.rsplit("/", 1)[-1])
-    if not name:
-        problems.add(
-            "no file name: nfo:fileName is empty and the URL path ends with '/'",
-            n,
-            "nfo:fileName",
-            url,
-        )
-        return ""
-    return _checked_file_name(n, name, problems)
-
-
-def _checked_file_name(n: int, name: str, problems: Findings) -> str:
-    problem = file_name_problem(name)
-    if problem:
-        problems.add(problem, n, "nfo:fileName", name)
-        return ""
-    return normalise_file_name(name)
-
-
-def file_name_problem(name: str) -> str | None:
-    """Why ``name`` cannot name a file of an object, or None if it can."""
-    if name.startswith("/") or _DRIVE.match(name):
-        return f"file name {name!r} is absolute"
-    if "\\" in name:
-        return f"file name {name!r} contains a backslash"
-    if _has_control(name):
-        return f"file name {name!r} contains control characters"
-    if ".." in name.split("/"):
-        return f"file name {name!r} contains a '..' segment"
-    if not normalise_file_name(name):
-        return f"file name {name!r} is empty once normalised" if name else "empty file name"
-    return None
-
-
-def normalise_file_name(name: str) -> str:
-    """``name`` without empty and ``.`` segments: ``./a//b`` -> ``a/b``."""
-    return "/".join(part for part in name.split("/") if part not in ("", "."))
-
-
-def _has_control(text: str) -> bool:
-    return any(unicodedata.category(ch) == "Cc" for ch in text)
 
 
 def _check_unique(rows: list[ManifestRow], attr: str, label: str, problems: Findings) -> None:

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from ..core.errors import QueueError
-from .manifest import file_name_problem, normalise_file_name
+from .manifestvalues import file_name_problem, normalise_file_name
 
 # The usual limits of Linux file systems (ext4, xfs), in bytes of the encoded name: beyond
 # them the kernel answers ENAMETOOLONG, which would reach a librarian as an internal error.
