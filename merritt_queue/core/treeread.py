@@ -15,6 +15,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 from kazoo.protocol.states import ZnodeStat
 
+from . import multiread as mr
 from . import tree as t
 from .errors import InvalidData
 from .states import BatchStatus, JobStatus
@@ -35,19 +36,23 @@ BATCH_STATUSES = frozenset(s.value for s in BatchStatus)
 Node = tuple[bytes, ZnodeStat]
 
 
-def _pipelined(client: KazooClient, requests: list[tuple[str, str]]) -> dict[tuple[str, str], Any]:
-    """Run ``(op, path)`` reads, WINDOW at a time in flight; a missing node reads as None.
+def read_pipelined(
+    client: KazooClient, requests: list[tuple[str, str]]
+) -> dict[tuple[str, str], Any]:
+    """Run ``(op, path)`` reads in few round trips; a missing node reads as None.
 
-    ``op`` is ``get``, ``children`` or ``children+stat``.
+    ``op`` is ``get``, ``children`` or ``children+stat``. Gets and listings go through the
+    shared reader (``multiread``, as the mirror's snapshot does); a listing with its stat,
+    which ZooKeeper's multiRead cannot answer, is pipelined WINDOW at a time in flight.
     """
-    issue = {
-        "get": client.get_async,
-        "children": client.get_children_async,
-        "children+stat": lambda p: client.get_children_async(p, include_data=True),
-    }
-    out: dict[tuple[str, str], Any] = {}
-    for start in range(0, len(requests), WINDOW):
-        pending = [(req, issue[req[0]](req[1])) for req in requests[start : start + WINDOW]]
+    plain = [req for req in requests if req[0] != "children+stat"]
+    kinds = {"get": mr.GET, "children": mr.CHILDREN}
+    got = mr.read_many(client, [(kinds[op], path) for op, path in plain]) if plain else []
+    out: dict[tuple[str, str], Any] = dict(zip(plain, got, strict=True))
+    with_stat = [req for req in requests if req[0] == "children+stat"]
+    for start in range(0, len(with_stat), WINDOW):
+        window = with_stat[start : start + WINDOW]
+        pending = [(req, client.get_children_async(req[1], include_data=True)) for req in window]
         for req, result in pending:
             try:
                 out[req] = result.get()
@@ -109,7 +114,7 @@ class _Tree:
 def read_tree(client: KazooClient) -> _Tree:
     """Read everything the check judges, level by level, each level pipelined."""
     roots = [t.JOBS, t.BATCHES, t.BATCH_UUIDS, t.JOB_STATES, *_LOCK_DIRS]
-    top = _pipelined(client, [("children", p) for p in roots])
+    top = read_pipelined(client, [("children", p) for p in roots])
     names = {p: top[("children", p)] or [] for p in roots}
     jids = sorted(n for n in names[t.JOBS] if t.is_job_id(n))
     bids = sorted(n for n in names[t.BATCHES] if t.is_batch_id(n))
@@ -139,7 +144,7 @@ def _read_level2(client, jids, bids, names) -> dict:
     reqs += [("children", f"{t.JOB_STATES}/{d}") for d in names[t.JOB_STATES]]
     reqs += [("get", f"{t.BATCH_UUIDS}/{u}") for u in names[t.BATCH_UUIDS]]
     reqs += [("get", f"{d}/{n}") for d in _LOCK_DIRS for n in names[d]]
-    return _pipelined(client, reqs)
+    return read_pipelined(client, reqs)
 
 
 def _job_item(jid: str, got) -> _Job | None:
@@ -161,7 +166,7 @@ def _read_item_nodes(client, jobs: dict[str, _Job], batches: dict[str, _Batch]) 
         reqs += [("get", t.batch_node(batch.id, n)) for n in BATCH_READS if n in batch.children]
         if "states" in batch.children:
             reqs.append(("children", t.batch_states(batch.id)))
-    got = _pipelined(client, reqs)
+    got = read_pipelined(client, reqs)
     for (op, path), value in got.items():
         if op == "get" and value is not None:
             root, item_id, name = path.strip("/").split("/")
@@ -171,7 +176,7 @@ def _read_item_nodes(client, jobs: dict[str, _Job], batches: dict[str, _Batch]) 
         for batch in batches.values()
         for d in got.get(("children", t.batch_states(batch.id))) or []
     ]
-    refs = _pipelined(client, [("children", t.batch_job_dir(b.id, d)) for b, d in dirs])
+    refs = read_pipelined(client, [("children", t.batch_job_dir(b.id, d)) for b, d in dirs])
     for batch, d in dirs:
         batch.refs[d] = refs[("children", t.batch_job_dir(batch.id, d))] or []
     for job in jobs.values():

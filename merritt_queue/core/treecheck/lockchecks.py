@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from .. import tree as t
 from ..states import JobStatus
-from ..treeread import Node, _json_field, _pipelined
+from ..treeread import Node, _json_field, read_pipelined
 from . import consistency as c
 from . import treerepair as r
 
@@ -75,7 +75,9 @@ def jobs_by_ark_lock(checker: _Checker) -> dict[str, list[_Job]]:
         jobs = [
             j for j in checker.tree.jobs.values() if j.has_status and "identifiers" in j.children
         ]
-        got = _pipelined(checker.client, [("get", t.job_node(j.id, "identifiers")) for j in jobs])
+        got = read_pipelined(
+            checker.client, [("get", t.job_node(j.id, "identifiers")) for j in jobs]
+        )
         checker._by_ark = defaultdict(list)
         for job in jobs:
             ark = _json_field(got[("get", t.job_node(job.id, "identifiers"))], "primary_id")
