@@ -329,7 +329,7 @@ def test_a_worker_dead_mid_chain_leaves_the_steps_it_committed(live, follower, m
         record = worker.lock_job(jid)
         for _ in range(3):
             record = worker.succeed_job(record, keep_lock=True)
-        worker._local.deferred._changes.clear()  # SIGKILL: nothing is told
+        worker.changes._deferred.get()._changes.clear()  # SIGKILL: nothing is told
         worker.client.stop()  # and its session, with the job's lock, goes
     wait_for(
         lambda: not Job.objects.get(jid=jid).locked and Job.objects.get(jid=jid).status_version == 3
