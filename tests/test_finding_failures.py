@@ -79,7 +79,8 @@ def test_a_long_message_opens_to_its_whole_text(browser):
     html = browser.get("/jobs/").content.decode()
     cell = html.split('<td class="c-message">', 1)[1].split("</td>", 1)[0]
     assert cell.startswith('<details class="msg"><summary title="storage refused: ')
-    assert "…</summary>" in cell
+    assert "…</span></summary>" in cell
+    assert '<span class="full">storage refused: ' in cell
     assert "&lt;b&gt;end&lt;/b&gt;</span></details>" in cell
     assert "<b>" not in cell
 

@@ -49,7 +49,8 @@ def message_cell(value: str, length: int = TRUNCATE):
         return value or ""
     short = value[: length - 1].rstrip() + "…"
     return format_html(
-        '<details class="msg"><summary title="{}">{}</summary><span>{}</span></details>',
+        '<details class="msg"><summary title="{}"><span class="short">{}</span></summary>'
+        '<span class="full">{}</span></details>',
         value,
         short,
         value,
