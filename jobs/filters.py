@@ -1,5 +1,6 @@
 """Filters of the job list; each is a query-string parameter. Most read an indexed column;
-a text search and a message's signature read the rows of their status (or all rows)."""
+a text search, a part of a message and a cause of failure read the rows themselves (the
+rows of the chosen status, or every row)."""
 
 from __future__ import annotations
 
@@ -88,7 +89,7 @@ class JobFilter(df.FilterSet):
         model = Job
         fields: list[str] = []
 
-    # Set when the search reads every row (a title search): the page then skips the count.
+    # Set when the search reads every row (text or message): the page then skips the count.
     scans = False
 
     def search(self, queryset, name, value):
@@ -113,8 +114,10 @@ class JobFilter(df.FilterSet):
         return queryset.filter(in_collection(value))
 
     def filter_message(self, queryset, name, value):
+        if not value.strip():
+            return queryset
         self.scans = True
-        return queryset.filter(message__icontains=value)
+        return queryset.filter(message__icontains=value.strip())
 
     def filter_signature(self, queryset, name, value):
         return queryset.filter(signature_q(value))
