@@ -9,7 +9,7 @@ from django.utils.html import format_html
 from batches.models import Batch
 from batches.templatetags.merritt_sides import merritt_batch_label
 from merritt_queue.core.states import JobStatus
-from ui.cells import age_text, select_box, status_badge, truncated, when
+from ui.cells import age_text, message_cell, select_box, status_badge, truncated, when
 from ui.links import batch_link
 from ui.tables import PageTable
 
@@ -23,6 +23,7 @@ BATCH_LIST_FIELDS = (
     "submitted",
     "status",
     "job_counts",
+    "message",
     "submission",  # for the "Merritt ingest" label
 )
 _STATUS_ORDER = {s.value: i for i, s in enumerate(JobStatus)}
@@ -41,15 +42,19 @@ def job_counts_text(counts) -> str:
 
 
 class BatchTable(PageTable):
+    """Id, status and message come first, as in the job table: a batch that failed before it
+    made any jobs has only its message to say why."""
+
     # Every sort ends on bid so that pages never overlap or skip a row.
     bid = tables.Column("Batch", order_by=("bid",))
+    status = tables.Column("Status", order_by=("status", "bid"))
+    message = tables.Column("Message", orderable=False)
     uuid = tables.Column("batchID", order_by=("uuid", "bid"))
     collection = tables.Column("Collection", order_by=("collection", "bid"))
     submitter = tables.Column("Submitter", order_by=("submitter", "bid"))
     type = tables.Column("Type", order_by=("type", "bid"))
     title = tables.Column("Title", orderable=False)
     submitted = tables.Column("Submitted", order_by=("submitted", "bid"))
-    status = tables.Column("Status", order_by=("status", "bid"))
     job_counts = tables.Column("Jobs", orderable=False, empty_values=())
     # Youngest first when ascending: the opposite of "submitted".
     age = tables.Column("Age", accessor="submitted", order_by=("-submitted", "-bid"))
@@ -63,6 +68,9 @@ class BatchTable(PageTable):
 
     def render_title(self, value):
         return truncated(value)
+
+    def render_message(self, value):
+        return message_cell(value)
 
     def render_submitted(self, value):
         return when(value)

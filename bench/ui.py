@@ -21,6 +21,7 @@ import tempfile
 import time
 from datetime import UTC, timedelta
 from pathlib import Path
+from urllib.parse import urlencode
 
 from bench.common import emit, env_int, percentile, ran_in_own_process, summary
 
@@ -68,6 +69,8 @@ MESSAGES = [
     "not enough disk space: 12 GB needed, 3 GB free",
     "callback https://example.org/hook failed: 502 Bad Gateway",
 ]
+# The dashboard's cause of the digest message above (ui.signatures).
+DIGEST_CAUSE = "digest mismatch: md5 expected <hex> got <hex>"
 
 
 def _pick(rng: random.Random, weights: dict[str, int]) -> str:
@@ -293,8 +296,13 @@ def pages(ids: dict) -> list[tuple[str, str]]:
         ("jobs", "/jobs/"),
         ("jobs-page-500", "/jobs/?page=500"),
         ("jobs-filtered", f"/jobs/?status=Failed&collection={ids['collection']}"),
+        # A text search and a cause of failure read the rows themselves (jobs.filters).
+        ("jobs-search", "/jobs/?q=md5"),
+        ("jobs-search-rare", "/jobs/?q=nothing-like-this"),
+        ("jobs-cause", "/jobs/?" + urlencode({"status": "Failed", "signature": DIGEST_CAUSE})),
         ("job-detail", f"/jobs/{ids['jid']}/"),
         ("batches", "/batches/"),
+        ("batches-search", "/batches/?q=manifest"),
         ("batch-detail", f"/batches/{ids['bid']}/"),
     ]
 

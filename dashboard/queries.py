@@ -26,7 +26,6 @@ from ui.cells import age_text
 # The other app's list pages; filters are passed as query strings.
 JOBS_URL = "/jobs/"
 BATCHES_URL = "/batches/"
-TOP_MESSAGES = 10
 # Two aggregates take 50-70 ms at 100,000 jobs on SQLite (no index fits them), so their
 # results are kept in Django's cache (local memory by default) for a few seconds.
 THROUGHPUT_CACHE_SECONDS = 30
@@ -89,27 +88,6 @@ def failures_by_step() -> list[FailedAt]:
         item.last_successful.append(last or "none")
     order = {s: i for i, s in enumerate(JOB.statuses)}
     return sorted(steps.values(), key=lambda f: (order.get(f.step, len(order)), f.step))
-
-
-@dataclass
-class FailedWith:
-    message: str
-    count: int
-
-    @property
-    def href(self) -> str:
-        return jobs_url(status=JobStatus.FAILED, message=self.message)
-
-
-def failures_by_message(limit: int = TOP_MESSAGES) -> list[FailedWith]:
-    rows = (
-        Job.objects.filter(status=JobStatus.FAILED)
-        .order_by()
-        .values_list("message")
-        .annotate(n=Count("id"))
-        .order_by("-n", "message")[:limit]
-    )
-    return [FailedWith(message, n) for message, n in rows]
 
 
 @dataclass

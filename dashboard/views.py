@@ -13,8 +13,11 @@ from django.utils import timezone
 
 from batches.capacity import usage
 from dashboard import queries as q
+from dashboard.causes import CAUSES_CACHE_SECONDS, failure_causes
 from dashboard.diagram import diagram
 from merritt_queue.core.states import BATCH, JOB
+from steering.catalog import ACTIONS
+from steering.permissions import may
 
 # Findings shown on one consistency page; the rest are counted, and filtered by ?kind=.
 FINDINGS_SHOWN = 500
@@ -37,7 +40,9 @@ def dashboard(request):
         "job_unknown": _unknown(job_counts, JOB.statuses),
         "batch_unknown": _unknown(batch_counts, BATCH.statuses),
         "failed_by_step": q.failures_by_step(),
-        "failed_by_message": q.failures_by_message(),
+        "failure_causes": failure_causes(),
+        "causes_cache_seconds": CAUSES_CACHE_SECONDS,
+        "may_resume": may(request.user, ACTIONS["job.resume"]),
         "throughput": q.throughput(),
         "throughput_cache_seconds": q.THROUGHPUT_CACHE_SECONDS,
         "held": q.held_collections(),

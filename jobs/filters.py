@@ -1,4 +1,6 @@
-"""Filters of the job list; every one is a query-string parameter on an indexed column."""
+"""Filters of the job list; each is a query-string parameter. Most read an indexed column;
+a text search, a part of a message and a cause of failure read the rows themselves (the
+rows of the chosen status, or every row)."""
 
 from __future__ import annotations
 
@@ -6,10 +8,12 @@ import django_filters as df
 from django import forms
 from django.db.models import Q
 
+from batches.models import Batch
 from jobs.models import JOB_STATUS_CHOICES, Job
 from merritt_queue.core.states import JOB_STEPS, RESUMES_AFTER, JobStatus, resume_target
 from mirror.facade import LOCAL_ID_SEPARATOR
 from ui.filters import DateRange, id_search, in_collection
+from ui.signatures import signature_q
 
 
 def local_id_first(value: str) -> Q:
@@ -17,11 +21,17 @@ def local_id_first(value: str) -> Q:
     return Q(local_id=value) | Q(local_id__startswith=value + LOCAL_ID_SEPARATOR)
 
 
-def local_id_later(value: str) -> Q:
-    """Jobs that have ``value`` as a later one of their local ids (the column joins them
-    all): a scan of every row, as a title search is."""
-    sep = LOCAL_ID_SEPARATOR
-    return Q(local_id__endswith=sep + value) | Q(local_id__contains=sep + value + sep)
+def text_search(value: str) -> Q:
+    """Jobs whose message, title, local id, ARK, batch or batchID contains ``value``, in
+    any case: a scan of the rows, so the list then pages without a count."""
+    batches = Batch.objects.filter(Q(uuid__icontains=value) | Q(bid__icontains=value))
+    return (
+        Q(message__icontains=value)
+        | Q(title__icontains=value)
+        | Q(local_id__icontains=value)
+        | Q(ark__icontains=value)
+        | Q(batch_id__in=batches.values("bid"))
+    )
 
 
 def failed_at_values() -> dict[str, list[str]]:
@@ -40,7 +50,11 @@ FAILED_AT = failed_at_values()
 
 
 class JobFilter(df.FilterSet):
-    q = df.CharFilter(method="search", label="Search", help_text="job id, ARK, local id or title")
+    q = df.CharFilter(
+        method="search",
+        label="Search",
+        help_text="job id, or part of a message, title, local id, ARK, batch or batchID",
+    )
     status = df.MultipleChoiceFilter(
         choices=JOB_STATUS_CHOICES,
         widget=forms.CheckboxSelectMultiple,
@@ -60,22 +74,29 @@ class JobFilter(df.FilterSet):
     )
     batch = df.CharFilter(field_name="batch_id", label="Batch")
     submitter = df.CharFilter(label="Submitter")
-    # Exact: the dashboard links each frequent error message to the jobs that carry it.
-    message = df.CharFilter(label="Message (exact)")
+    message = df.CharFilter(
+        method="filter_message", label="Message", help_text="any part of it, in any case"
+    )
+    # The dashboard links each frequent cause of failure to its jobs (ui.signatures).
+    signature = df.CharFilter(
+        method="filter_signature",
+        label="Cause",
+        help_text="a message with its numbers, ids and links as <n>, <id>, <url>…",
+    )
     last_modified = DateRange(label="Last change")
 
     class Meta:
         model = Job
         fields: list[str] = []
 
-    # Set when the search reads every row (a title search): the page then skips the count.
+    # Set when the search reads every row (text or message): the page then skips the count.
     scans = False
 
     def search(self, queryset, name, value):
-        """An exact job id, ARK or local id finds those jobs; any other text, the titles
-        (and the jobs that have it as a later one of several local ids).
+        """An exact job id, ARK or local id finds those jobs; any other text, the jobs that
+        contain it (``text_search``).
 
-        Identifiers are indexed; a title search reads every row, so it is the fallback.
+        Identifiers are indexed; a text search reads every row, so it is the fallback.
         """
         value = value.strip()
         if not value:
@@ -87,10 +108,19 @@ class JobFilter(df.FilterSet):
         if Job.objects.filter(ids).exists():
             return queryset.filter(ids)
         self.scans = True
-        return queryset.filter(Q(title__icontains=value) | local_id_later(value))
+        return queryset.filter(text_search(value))
 
     def filter_collection(self, queryset, name, value):
         return queryset.filter(in_collection(value))
+
+    def filter_message(self, queryset, name, value):
+        if not value.strip():
+            return queryset
+        self.scans = True
+        return queryset.filter(message__icontains=value.strip())
+
+    def filter_signature(self, queryset, name, value):
+        return queryset.filter(signature_q(value))
 
     def filter_failed_at(self, queryset, name, value):
         return queryset.filter(status=JobStatus.FAILED, last_successful_status__in=FAILED_AT[value])

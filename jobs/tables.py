@@ -6,7 +6,7 @@ import django_tables2 as tables
 from django.template.defaultfilters import filesizeformat
 
 from jobs.models import Job
-from ui.cells import select_box, status_badge, truncated, when
+from ui.cells import message_cell, select_box, status_badge, truncated, when
 from ui.links import batch_link, job_link
 from ui.tables import PageTable
 
@@ -34,11 +34,15 @@ def job_rows():
 
 
 class JobTable(PageTable):
+    """Id, status and message come first: why a job stopped is what a reader looks for, and
+    a narrow screen shows the first columns."""
+
     # Every sort ends on jid so that pages never overlap or skip a row.
     jid = tables.Column("Job", order_by=("jid",))
+    status = tables.Column("Status", order_by=("status", "jid"))
+    message = tables.Column("Message", orderable=False)
     batch = tables.Column("Batch", accessor="batch_id", order_by=("batch_id", "jid"))
     collection = tables.Column("Collection", order_by=("collection", "jid"))
-    status = tables.Column("Status", order_by=("status", "jid"))
     last_successful_status = tables.Column(
         "Last successful", order_by=("last_successful_status", "jid")
     )
@@ -49,7 +53,6 @@ class JobTable(PageTable):
     ark = tables.Column("ARK", order_by=("ark", "jid"))
     title = tables.Column("Title", orderable=False)
     last_modified = tables.Column("Last change", order_by=("last_modified", "jid"))
-    message = tables.Column("Message", orderable=False)
 
     class Meta(PageTable.Meta):
         order_by = "-jid"
@@ -71,7 +74,7 @@ class JobTable(PageTable):
         return truncated(value)
 
     def render_message(self, value):
-        return truncated(value)
+        return message_cell(value)
 
     def render_last_modified(self, value):
         return when(value)

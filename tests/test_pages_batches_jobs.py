@@ -644,7 +644,7 @@ def test_live_with_zookeeper_unreachable_shows_a_clear_message(browser, settings
     assert "still the mirror&#x27;s" in body
 
 
-def test_the_exact_message_filter_lists_the_jobs_with_that_error(client, django_user_model):
+def test_the_message_filter_lists_the_jobs_with_that_error(client, django_user_model):
     from django.utils import timezone
 
     from jobs.models import Job

@@ -42,6 +42,21 @@ def truncated(value: str, length: int = TRUNCATE):
     return format_html('<span class="truncated" title="{}">{}</span>', value, short)
 
 
+def message_cell(value: str, length: int = TRUNCATE):
+    """A message in a table: a long one shows its start, the whole on hover (``title``) and
+    when opened (a tap on a phone, which has no hover)."""
+    if not value or len(value) <= length:
+        return value or ""
+    short = value[: length - 1].rstrip() + "…"
+    return format_html(
+        '<details class="msg"><summary title="{}"><span class="short">{}</span></summary>'
+        '<span class="full">{}</span></details>',
+        value,
+        short,
+        value,
+    )
+
+
 def select_box(form: str, item_id: str):
     """A row's selection checkbox; it belongs to the list's action bar form."""
     return format_html(
