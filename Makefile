@@ -92,6 +92,7 @@ demo: venv
 		$(SERVICES) redis-start var/redis $(REDIS_PORT); \
 	fi
 	$(PY) manage.py migrate --verbosity 0
+	$(PY) manage.py collectstatic --noinput --verbosity 0
 	$(PY) manage.py load_demo --content-dir var/demo-content --content-url http://127.0.0.1:$(CONTENT_PORT)/
 	$(PY) manage.py reconcile --full
 	@if ! { test -s var/run/web.pid && kill -0 "$$(cat var/run/web.pid)" 2>/dev/null; }; then \

@@ -300,7 +300,7 @@ def age(since: datetime | None, now: datetime) -> str:
 
 def stamp(when: datetime | None) -> str:
     """A time in the site's time zone as ``2026-11-21 14:15:25``, or a dash."""
-    return timezone.localtime(when).strftime("%Y-%m-%d %H:%M:%S") if when else "—"
+    return timezone.localtime(when).strftime("%Y-%m-%d %H:%M:%S %Z") if when else "—"
 
 
 @dataclass

@@ -1,7 +1,8 @@
 """``mirror_freshness``: how old the mirror is, for the base template's footer line.
 
 Guarantees: at most one query, and only when a template shows the value; a
-database without the mirror's tables gives an empty text instead of an error.
+database without the mirror's tables gives an empty text instead of an error; a visitor who
+has not signed in (the login page) is told nothing about the queue's inside.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from django.utils.functional import SimpleLazyObject
 from jobs.models import MirrorState
 
 FOLLOWED = ("write-through", "watch")
+# How the newest update reached the mirror, in words rather than the mirror's own names.
+HOW = {"write-through": "by this site", "watch": "seen in the queue"}
 
 
 def ago(moment: datetime, now: datetime) -> str:
@@ -29,16 +32,16 @@ def ago(moment: datetime, now: datetime) -> str:
 
 
 def freshness_text(states: dict[str, datetime], now: datetime) -> str:
-    """E.g. "Mirror updated 3 s ago (write-through); last full reconcile 2 min ago"."""
+    """E.g. "Mirror updated 3 s ago (by this site); last full reconcile 2 min ago"."""
     followed = [(at, name) for name, at in states.items() if name in FOLLOWED]
     full = states.get("full")
     if not followed and not full:
-        return "Mirror not filled yet: run manage.py reconcile --full"
+        return "Mirror not filled yet: an administrator runs manage.py reconcile --full"
     if not followed:
         return f"Mirror last fully reconciled {ago(full, now)}"
     at, name = max(followed)
     since = f"last full reconcile {ago(full, now)}" if full else "never fully reconciled"
-    return f"Mirror updated {ago(at, now)} ({name}); {since}"
+    return f"Mirror updated {ago(at, now)} ({HOW[name]}); {since}"
 
 
 def _text() -> str:
@@ -52,4 +55,7 @@ def _text() -> str:
 
 
 def mirror_freshness(request) -> dict:
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return {"mirror_freshness": ""}
     return {"mirror_freshness": SimpleLazyObject(_text)}

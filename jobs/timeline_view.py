@@ -19,6 +19,7 @@ from batches.models import BatchEvent
 from jobs.models import JobEvent
 from merritt_queue.core import history
 from merritt_queue.core.states import BATCH, JOB
+from mirror import follow, rebuild
 from mirror.timeline import own_message
 from steering.catalog import ACTIONS
 from steering.models import AdminActionItem
@@ -33,7 +34,7 @@ INEXACT_NOTE = (
 @dataclass(frozen=True)
 class Who:
     text: str
-    kind: str  # admin | worker | dispatcher | command | other-writer | "" (as spelled)
+    kind: str  # admin | worker | dispatcher | command | mirror | other-writer | "" (as spelled)
     title: str = ""
 
 
@@ -52,6 +53,18 @@ def who_of(actor: str) -> Who:
         return Who(process, "dispatcher", "the dispatcher (host:process id)")
     if actor in (history.CLEANUP, history.REPAIR):
         return Who(actor, "command", "a management command")
+    if actor == follow.ACTOR:
+        return Who(
+            "seen by the mirror (writer unknown)",
+            "mirror",
+            "the mirror saw this change while following the tree; who made it was not recorded",
+        )
+    if actor == rebuild.ACTOR:
+        return Who(
+            "found by a full reconcile (writer unknown)",
+            "mirror",
+            "a full reconcile found this state; who made it was not recorded",
+        )
     if actor == history.OTHER_WRITER:
         return Who(actor, "other-writer", "no process of this queue: another writer of the tree")
     return Who(actor or "—", "")

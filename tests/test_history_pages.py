@@ -183,7 +183,8 @@ def test_inexact_rows_are_marked_with_a_tooltip(browser):
         ("cleanup", "cleanup", "command"),
         ("check_tree --repair", "check_tree --repair", "command"),
         ("Merritt ingest", "Merritt ingest", "other-writer"),
-        ("reconcile", "reconcile", ""),
+        ("reconcile", "found by a full reconcile (writer unknown)", "mirror"),
+        ("watch", "seen by the mirror (writer unknown)", "mirror"),
         ("", "—", ""),
     ],
 )

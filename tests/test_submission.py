@@ -178,8 +178,18 @@ def test_the_submit_command_prints_the_batch_id(queue, capsys):
 
 
 def test_the_submit_command_lists_every_problem(queue):
-    with pytest.raises(CommandError, match=r"nothing was submitted:\n  submitter is required"):
-        call_command("submit", profile="demo", type="file", payload_url="https://e.org/a")
+    with pytest.raises(CommandError, match=r"nothing was submitted:\n  type is required") as e:
+        call_command("submit", profile="demo", payload_url="https://e.org/a", digest_type="x")
+    assert len(str(e.value).splitlines()) >= 3  # every problem, one a line
+
+
+def test_the_submit_command_records_the_hosts_login_name_by_default(queue):
+    import getpass
+
+    out = io.StringIO()
+    call_command("submit", profile="demo", type="file", payload_url="https://e.org/a", stdout=out)
+    bid = out.getvalue().split()[0]
+    assert queue.get_batch(bid).submission["submitter"] == getpass.getuser()
 
 
 def test_the_form_submits_for_a_logged_in_user(client, queue, django_user_model):

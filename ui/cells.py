@@ -14,7 +14,7 @@ def when(value: datetime | None) -> str:
     """A timestamp in the site's time zone, to the second."""
     if value is None:
         return "—"
-    return timezone.localtime(value).strftime("%Y-%m-%d %H:%M:%S")
+    return timezone.localtime(value).strftime("%Y-%m-%d %H:%M:%S %Z")
 
 
 def age_text(age: timedelta) -> str:

@@ -9,7 +9,7 @@ from django.conf import settings
 from django.core import checks
 
 from ..core.sides import mode_problem
-from .env import DEV_SECRET_KEY
+from .env import DEV_SECRET_KEY, known_time_zone
 
 TAG = "merritt_queue"
 
@@ -301,6 +301,19 @@ def check_workers(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     ]
 
 
+def check_display_time_zone(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    zone = settings.MQ_DISPLAY_TIME_ZONE
+    if known_time_zone(zone):
+        return []
+    return [
+        checks.Error(
+            f"MQ_DISPLAY_TIME_ZONE={zone!r} is not a time zone this host knows; pages show UTC.",
+            hint="Use an IANA name such as UTC, America/Los_Angeles or Europe/Zurich.",
+            id="mq.E060",
+        )
+    ]
+
+
 ALL_CHECKS = [
     check_zk_hosts,
     check_zk_chroot,
@@ -318,6 +331,7 @@ ALL_CHECKS = [
     check_capacity,
     check_download_limits,
     check_workers,
+    check_display_time_zone,
 ]
 
 

@@ -62,3 +62,14 @@ def env_host_ports(name: str) -> list[tuple[str, int]]:
             )
         out.append((host, int(port)))
     return out
+
+
+def known_time_zone(name: str) -> bool:
+    """Whether ``name`` is an IANA zone (``Europe/Zurich``, ``UTC``) this host knows."""
+    from zoneinfo import ZoneInfo
+
+    try:
+        ZoneInfo(name)
+    except (ValueError, KeyError, OSError):
+        return False
+    return bool(name)

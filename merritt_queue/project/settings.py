@@ -6,7 +6,15 @@ from pathlib import Path
 import dj_database_url
 
 from ..core.dispatcher import all_queue_names
-from .env import DEV_SECRET_KEY, env_bool, env_float, env_host_ports, env_int, env_str
+from .env import (
+    DEV_SECRET_KEY,
+    env_bool,
+    env_float,
+    env_host_ports,
+    env_int,
+    env_str,
+    known_time_zone,
+)
 
 BASE_DIR = Path(__file__).resolve().parents[2]
 VAR_DIR = BASE_DIR / "var"
@@ -169,6 +177,9 @@ LOGOUT_REDIRECT_URL = "login"
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Static files with DEBUG off too, so the pages never lose their styles behind a proxy
+    # that was not told to serve /static/.
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     # The user is known from the session cookie alone, so a submission's body can be refused
@@ -235,13 +246,21 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 
 LANGUAGE_CODE = "en-us"
-TIME_ZONE = "UTC"
+# Pages show every time in this zone, with its abbreviation; ZooKeeper and the database keep UTC.
+# A misspelt zone falls back to UTC here, so that the system checks (mq.E060) can name it
+# instead of Django refusing to start.
+MQ_DISPLAY_TIME_ZONE = env_str("MQ_DISPLAY_TIME_ZONE", "UTC")
+TIME_ZONE = MQ_DISPLAY_TIME_ZONE if known_time_zone(MQ_DISPLAY_TIME_ZONE) else "UTC"
 USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "static"
+# collectstatic fills STATIC_ROOT for a deployment; until it has run, the finders still serve
+# the files from static/, so a forgotten step costs speed, not the page's looks.
+WHITENOISE_USE_FINDERS = True
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns at every start without it
 
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.filebased.EmailBackend")
 EMAIL_FILE_PATH = VAR_DIR / "mail"

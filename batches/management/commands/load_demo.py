@@ -55,9 +55,16 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument(
-            "--content-dir", type=Path, default=Path(settings.BASE_DIR) / "var" / "demo-content"
+            "--content-dir",
+            type=Path,
+            default=Path(settings.BASE_DIR) / "var" / "demo-content",
+            help="where to write the demo's files (default: var/demo-content)",
         )
-        parser.add_argument("--content-url", default="http://127.0.0.1:8001/")
+        parser.add_argument(
+            "--content-url",
+            default="http://127.0.0.1:8001/",
+            help="the URL at which --content-dir is served (default: http://127.0.0.1:8001/)",
+        )
         parser.add_argument("--password", default="admin", help="the demo admin's password")
         parser.add_argument(
             "--updates",

@@ -1,0 +1,84 @@
+"""The ``manage.py`` examples of README.md and docs/usage.md run as written.
+
+Each example is read from the text (inline code and shell blocks alike), its placeholders
+(URL, PATH, FILE) filled in, and given to the command's own parser; the submit examples then
+run with ``--dry-run`` against the test database, so an example the command would refuse
+("submitter is required") fails here, not for a reader.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+from django.core.management import (
+    CommandError,
+    call_command,
+    get_commands,
+    load_command_class,
+)
+
+from batches.models import Profile
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCUMENTS = ("README.md", "docs/usage.md")
+PLACEHOLDERS = {"URL": "http://127.0.0.1:8001/4blocks.checkm", "NAME": "someone"}
+
+
+def examples(text: str) -> list[str]:
+    """Every ``manage.py COMMAND ...`` line: inline code, and shell lines joined at ``\\``."""
+    found = []
+    for block in re.findall(r"```sh\n(.*?)```", text, flags=re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            line = line.split(" #")[0].strip()
+            if re.match(r"(python )?manage\.py ", line):
+                found.append(line)
+    for span in re.findall(r"`([^`\n]*manage\.py [a-z_]+[^`\n]*)`", text):
+        found.append(span.strip())
+    return [re.sub(r"^.*?manage\.py ", "", e) for e in found]
+
+
+def all_examples() -> list[tuple[str, str]]:
+    return [(doc, e) for doc in DOCUMENTS for e in examples((ROOT / doc).read_text())]
+
+
+def argv(example: str, tmp_path: Path) -> list[str]:
+    payload = tmp_path / "payload.txt"
+    payload.write_text("hello\n")
+    words = shlex.split(re.sub(r"\[([^\]]*)\]", r"\1", example))  # [--repair]: the option
+    return [str(payload) if w in ("PATH", "FILE") else PLACEHOLDERS.get(w, w) for w in words]
+
+
+def test_the_documents_hold_examples():
+    names = {e.split()[0] for _, e in all_examples()}
+    assert {"submit", "check_tree", "reconcile", "cleanup"} <= names
+
+
+@pytest.mark.parametrize(("doc", "example"), all_examples())
+def test_an_example_is_a_command_with_options_it_accepts(doc, example, tmp_path):
+    name, *args = argv(example, tmp_path)
+    assert name in get_commands(), f"{doc}: no command {name}"
+    parser = load_command_class(get_commands()[name], name).create_parser("manage.py", name)
+    if "--help" in args:
+        assert parser.format_help()
+        return
+    try:
+        parser.parse_args(args)
+    except (SystemExit, CommandError):
+        pytest.fail(f"{doc}: manage.py {example} is refused by the command's own options")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("doc", "example"),
+    [(d, e) for d, e in all_examples() if e.startswith("submit ") and "--help" not in e],
+)
+def test_a_submit_example_would_be_accepted(doc, example, tmp_path):
+    Profile.objects.create(name="demo", collection="demo", minter_shoulder="ark:/99999/fk4")
+    name, *args = argv(example, tmp_path)
+    out = io.StringIO()
+    call_command(name, *args, "--dry-run", stdout=out)
+    assert "would submit" in out.getvalue()
