@@ -115,9 +115,7 @@ def test_batch_delete_lists_warns_audits_and_removes_each_job(client, queue, peo
 # --- waits nobody named ----------------------------------------------------------------------
 
 
-def test_releasing_a_batch_in_a_held_collection_says_it_will_be_held_again(
-    client, queue, people
-):
+def test_releasing_a_batch_in_a_held_collection_says_it_will_be_held_again(client, queue, people):
     bid = new_batch(queue)
     queue.hold_batch(bid)
     batch_mirrored(queue, bid)
