@@ -359,8 +359,8 @@ ACTIONS: dict[str, Action] = {
             "Delete",
             _batch_delete,
             applies_to=frozenset({B.FAILED, B.HELD}),
-            warning="Deleting cannot be undone: the batch and its Failed and Held jobs (listed "
-            "below) are deleted, and the depositor is not notified.",
+            warning="Deleting cannot be undone: the batch and the jobs listed with it are "
+            "deleted, and the depositor is not notified.",
             refusals={
                 B.COMPLETED: "Completed is final in the queue (zk-tree.md); use Purge now to "
                 "remove the batch and its jobs"
