@@ -4,7 +4,9 @@ Every action goes through one confirmation page listing each item and whether th
 action applies to it. The page signs the items that apply, at the versions shown, with
 a fresh token; executing verifies that signature and hands exactly those items to
 ``steering.actions.execute``, which re-checks permissions and versions and records
-everything. The token makes a double submit a no-op.
+everything. The token executes once: a confirmation submitted again (a double click, Back,
+a second tab) acts on nothing and shows a fresh confirmation saying it was used, with the new
+reason kept. Neither page is kept by the browser (``no-store``), so Back asks again.
 """
 
 from __future__ import annotations
