@@ -9,6 +9,7 @@ from django.utils.html import format_html
 from batches.models import Batch
 from batches.templatetags.merritt_sides import merritt_batch_label
 from merritt_queue.core.states import JobStatus
+from steering.templatetags.steering import may_select
 from ui.cells import age_text, message_cell, select_box, status_badge, truncated, when
 from ui.links import batch_link
 from ui.tables import PageTable
@@ -97,3 +98,7 @@ class SelectBatchTable(BatchTable):
 
     def render_select(self, record):
         return select_box("mq-actions-batch", record.bid)
+
+    def before_render(self, request):
+        if not may_select(request.user, "batch"):  # a viewer: nothing to select for
+            self.columns.hide("select")

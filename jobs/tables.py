@@ -6,6 +6,7 @@ import django_tables2 as tables
 from django.template.defaultfilters import filesizeformat
 
 from jobs.models import Job
+from steering.templatetags.steering import may_select
 from ui.cells import message_cell, select_box, status_badge, truncated, when
 from ui.links import batch_link, job_link
 from ui.tables import PageTable
@@ -90,3 +91,7 @@ class SelectJobTable(JobTable):
 
     def render_select(self, record):
         return select_box("mq-actions-job", record.jid)
+
+    def before_render(self, request):
+        if not may_select(request.user, "job"):  # a viewer: nothing to select for
+            self.columns.hide("select")

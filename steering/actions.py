@@ -95,7 +95,7 @@ def run_items(record: AdminAction) -> AdminAction:
         return record
     action = ACTIONS[record.action]
     user = record.user
-    handled = set(record.items.values_list("item_id", flat=True))
+    handled = set(record.items.filter(part_of="").values_list("item_id", flat=True))
     _recount(record)
     store = get_store()
     problem = refusal(user, action) if user is not None else "the person is gone"
@@ -122,6 +122,7 @@ def _run_chunk(store, action, record, chunk, scope, problem, note) -> None:
     new version, so running the action again skips them, never acts twice.
     """
     rows = [AdminActionItem(admin_action=record, item_id=item_id) for item_id, _ in chunk]
+    along: list[AdminActionItem] = []
     if problem:
         for row in rows:
             row.result, row.detail = "skipped", problem
@@ -145,8 +146,9 @@ def _run_chunk(store, action, record, chunk, scope, problem, note) -> None:
             results = action.apply(store, items, record.params or {}, note)
             for row, result in zip(ready, results, strict=True):
                 _record(row, result)
+                along.extend(_along(row, result))
     with transaction.atomic():
-        AdminActionItem.objects.bulk_create(rows, batch_size=500)
+        AdminActionItem.objects.bulk_create(rows + along, batch_size=500)
         for row in rows:
             setattr(record, row.result, getattr(record, row.result) + 1)
         record.save(update_fields=["done", "skipped", "failed"])  # the progress bar
@@ -257,8 +259,29 @@ def _record(row: AdminActionItem, result: ItemResult) -> None:
             row.after_version = result.after.status_version
 
 
+def _along(row: AdminActionItem, result: ItemResult) -> list[AdminActionItem]:
+    """The audit rows of the items acted on with ``row``'s item (a batch's jobs)."""
+    if not isinstance(result, Applied):
+        return []
+    return [
+        AdminActionItem(
+            admin_action=row.admin_action,
+            item_id=before.jid,
+            collection=row.collection,
+            before_status=before.status,
+            before_version=before.status_version,
+            after_status=after.status,
+            after_version=after.status_version,
+            result="done",
+            detail=f"with batch {row.item_id}",
+            part_of=row.item_id,
+        )
+        for before, after in result.along
+    ]
+
+
 def _recount(record: AdminAction) -> None:
-    rows = record.items.order_by().values("result").annotate(n=Count("id"))
+    rows = record.items.filter(part_of="").order_by().values("result").annotate(n=Count("id"))
     counts = {r["result"]: r["n"] for r in rows}
     record.done, record.skipped, record.failed = (
         counts.get("done", 0),

@@ -53,6 +53,9 @@ class Applied:
 
     after: Any = None
     detail: str = ""
+    # Items acted on with this one, each ``(before, after)`` record: a batch's jobs deleted
+    # with it. Each gets its own audit row.
+    along: tuple = ()
 
 
 # Each item's result: applied, or the queue's refusal (``ChangedUnderYou``: skipped).
@@ -213,13 +216,17 @@ def _batch_delete(store: QueueStore, batch, params, note) -> Applied:
             kept.append(f"{jid} ({job.status})")
     with store.deferred_changes():
         written = store.move_jobs(moves)
-    for result in written:
+    along = []
+    for (before, *_), result in zip(moves, written, strict=True):
         if isinstance(result, QueueError):
             raise result
+        _remove_work_dir(result)  # as a job deleted on its own
+        along.append((before, result))
     if kept:  # their upload stays while they run; cleanup removes it after the purge
-        return Applied(deleted, "not deleted, only Failed or Held jobs can be: " + ", ".join(kept))
+        why = "not deleted, only Failed or Held jobs can be: " + ", ".join(kept)
+        return Applied(deleted, why, tuple(along))
     _remove_upload(batch)
-    return Applied(deleted)
+    return Applied(deleted, along=tuple(along))
 
 
 def _remove_upload(batch) -> None:
@@ -352,6 +359,8 @@ ACTIONS: dict[str, Action] = {
             "Delete",
             _batch_delete,
             applies_to=frozenset({B.FAILED, B.HELD}),
+            warning="Deleting cannot be undone: the batch and the jobs listed with it are "
+            "deleted, and the depositor is not notified.",
             refusals={
                 B.COMPLETED: "Completed is final in the queue (zk-tree.md); use Purge now to "
                 "remove the batch and its jobs"

@@ -81,6 +81,9 @@ class AdminActionItem(models.Model):
     after_version = models.IntegerField(null=True)
     result = models.CharField(max_length=10, choices=RESULTS)
     detail = models.TextField(blank=True)
+    # The item this one was acted on with (a batch's job deleted with it): not counted in
+    # the action's totals, which count the items the person chose.
+    part_of = models.CharField(max_length=100, blank=True)
 
     class Meta:
         ordering = ["admin_action", "id"]

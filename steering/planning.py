@@ -6,14 +6,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from batches.models import Profile
+from jobs.models import Job
 from merritt_queue.core.errors import QueueError
-from merritt_queue.core.states import JOB_STEPS, JobStatus, resume_target
+from merritt_queue.core.states import JOB_STEPS, BatchStatus, JobStatus, resume_target
 from merritt_queue.core.store import QueueStore
 from merritt_queue.project.runtime import get_store
 from steering.catalog import Action, Target
 from steering.permissions import collections_of
 
-J = JobStatus
+J, B = JobStatus, BatchStatus
 
 
 @dataclass(frozen=True)
@@ -37,13 +38,55 @@ def judge(action: Action, t: Target, scope: set[str] | None) -> PlanItem:
 
 
 def _extra_note(action: Action, t: Target) -> str:
-    if (
-        action.name == "job.release"
-        and t.collection
-        and get_store(init=False).is_collection_held(t.collection)
-    ):
-        return f"warning: collection {t.collection} is still on hold, so the job will be held again"
+    if action.name in ("job.release", "batch.release") and _collection_held(t.collection):
+        what = action.scope.value
+        return (
+            f"warning: collection {t.collection} is on hold, so the {what} will be held again "
+            f"until the collection is released (Release on the collection's page)"
+        )
+    if action.name == "batch.update_reporting" and (held := held_jobs(t.id)):
+        return report_wait(held)
     return action.warning
+
+
+def _collection_held(collection: str) -> bool:
+    return bool(collection) and get_store(init=False).is_collection_held(collection)
+
+
+def held_jobs(bid: str) -> int:
+    """The batch's Held jobs, as the mirror shows them: its report waits for them."""
+    return Job.objects.filter(batch_id=bid, status=J.HELD).count()
+
+
+def report_wait(held: int) -> str:
+    verb, them = ("is", "it") if held == 1 else ("are", "them")
+    return (
+        f"warning: the report waits while {held} of its jobs {verb} Held; release {them} "
+        f"(Release) or delete {them} (Delete) to let it finish"
+    )
+
+
+def batch_waits(bid: str, status: str, collection: str) -> str:
+    """What a batch is waiting for that no worker will end, and the action that ends it."""
+    if status in (B.PENDING, B.HELD) and _collection_held(collection):
+        return (
+            f"Collection {collection} is on hold: this batch is held (again) until the "
+            f"collection is released (Release on the collection's page)."
+        )
+    if status == B.UPDATE_REPORTING and (held := held_jobs(bid)):
+        text = report_wait(held).removeprefix("warning: ")
+        return text[0].upper() + text[1:] + "."
+    return ""
+
+
+def also_deleted(bids: list[str]) -> dict[str, list[tuple[str, str]]]:
+    """For a batch delete: each batch's jobs deleted with it (Failed or Held), as the mirror
+    shows them, so the confirmation page can list every one."""
+    found: dict[str, list[tuple[str, str]]] = {bid: [] for bid in bids}
+    rows = Job.objects.filter(batch_id__in=bids, status__in=(J.FAILED, J.HELD))
+    for bid, jid, status in rows.order_by("jid").values_list("batch_id", "jid", "status"):
+        found[bid].append((jid, status))
+    return found
 
 
 def profile_collections() -> dict[str, str]:

@@ -4,7 +4,9 @@ Every action goes through one confirmation page listing each item and whether th
 action applies to it. The page signs the items that apply, at the versions shown, with
 a fresh token; executing verifies that signature and hands exactly those items to
 ``steering.actions.execute``, which re-checks permissions and versions and records
-everything. The token makes a double submit a no-op.
+everything. The token executes once: a confirmation submitted again (a double click, Back,
+a second tab) acts on nothing and shows a fresh confirmation saying it was used, with the new
+reason kept. Neither page is kept by the browser (``no-store``), so Back asks again.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from django.http import (
 )
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 from redis.exceptions import RedisError
 
@@ -43,7 +47,14 @@ from steering.actions import execute, run_items, start
 from steering.catalog import ACTIONS, Action, Scope, Target
 from steering.models import AdminAction, AdminActionItem
 from steering.permissions import refusal
-from steering.planning import PlanItem, plan, profile_collections, resume_offer, steps_again
+from steering.planning import (
+    PlanItem,
+    also_deleted,
+    plan,
+    profile_collections,
+    resume_offer,
+    steps_again,
+)
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +64,7 @@ SHOWN = 200  # items listed on the confirmation page
 MAX_ITEMS = 10_000  # "all matching" beyond this must be narrowed first
 PER_PAGE = 50
 # Query-string keys that are not the list's filter.
-NOT_FILTER = {"all", "ids", "page", "sort", "per_page", "action", "mode"}
+NOT_FILTER = {"all", "ids", "page", "sort", "per_page", "action", "mode", "next"}
 
 
 # --- the selection ---------------------------------------------------------------------
@@ -174,7 +185,6 @@ def _resume_plan(action: Action, items: list[PlanItem]) -> tuple[list[PlanItem],
         note = resume_note(job.last_successful_status)
         judged.append(PlanItem(p.target, True, note or p.why))
         again[job.jid] = steps_again(job.last_successful_status)
-    options = []
     applying = [p.target.id for p in judged if p.applies]
     if len(applying) == 1:
         job = jobs[applying[0]]
@@ -188,10 +198,28 @@ def _resume_plan(action: Action, items: list[PlanItem]) -> tuple[list[PlanItem],
             }
             for s in offers[job.jid]
         ]
-    return judged, again, options
+        return judged, again, options
+    return judged, again, _common_steps([offers[jid] for jid in applying])
 
 
-def confirmation(request, action: Action, *, error: str = "", reason: str = "", status=200):
+def _common_steps(offers: list[list[str]]) -> list[dict]:
+    """For several jobs: each restarts where it failed (the first choice), or all at a step
+    every one of them may restart at."""
+    if not offers:
+        return []
+    common = [s for s in offers[0] if all(s in o for o in offers[1:])]
+    if not common:
+        return []
+    each = {"step": "", "again": [], "default": True, "where_failed": True, "each": True}
+    return [each] + [
+        {"step": s, "again": steps_again(None, s), "default": False, "where_failed": False}
+        for s in common
+    ]
+
+
+def confirmation(
+    request, action: Action, *, error="", reason="", status=200, used: AdminAction | None = None
+):
     problem = refusal(request.user, action)
     if problem:
         return _refused(request, action, problem)
@@ -202,6 +230,7 @@ def confirmation(request, action: Action, *, error: str = "", reason: str = "", 
     ]
     items, again, options = _resume_plan(action, items)
     applying = [p for p in items if p.applies]
+    along = also_deleted([p.target.id for p in applying]) if action.name == "batch.delete" else {}
     token = uuid.uuid4().hex
     payload = signing.dumps(
         {
@@ -210,13 +239,16 @@ def confirmation(request, action: Action, *, error: str = "", reason: str = "", 
             "items": [[p.target.id, p.target.version] for p in applying],
             "token": token,
             "selection": selection.query if selection.everything else "",
-            "steps": [o["step"] for o in options],
+            "steps": [o["step"] for o in options if o["step"]],
             "back": request.GET.urlencode(),
         },
         salt=SALT,
         compress=True,
     )
-    rows = [{"plan": p, "again": again.get(p.target.id)} for p in items[:SHOWN]]
+    rows = [
+        {"plan": p, "again": again.get(p.target.id), "along": along.get(p.target.id, [])}
+        for p in items[:SHOWN]
+    ]
     context = {
         "action": action,
         "selection": selection,
@@ -229,10 +261,23 @@ def confirmation(request, action: Action, *, error: str = "", reason: str = "", 
         "error": error,
         "reason": reason,
         "strong": action.name == "job.force_fail" or bool(action.warning),
+        "along": sum(len(jobs) for jobs in along.values()),
+        "next": safe_next(request, request.GET.get("next", "")),
+        "used": used,
     }
     return render(request, "steering/confirm.html", context, status=status)
 
 
+def safe_next(request, url: str) -> str:
+    """Where the person came from (a list with its filter), if it is a page of this site."""
+    if url.startswith("/") and url_has_allowed_host_and_scheme(
+        url, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return url
+    return ""
+
+
+@never_cache
 @login_required
 @require_GET
 def confirm(request, action_name: str):
@@ -252,12 +297,15 @@ def choose(request):
                 q.setlist(key, request.GET.getlist(key))
     else:
         q["ids"] = ",".join(_ids(request))
+    if back := safe_next(request, request.GET.get("next", "")):
+        q["next"] = back
     return redirect(reverse("steering:confirm", args=[action.name]) + "?" + q.urlencode())
 
 
 # --- execution --------------------------------------------------------------------------
 
 
+@never_cache
 @login_required
 @require_POST
 def run(request, action_name: str):
@@ -282,6 +330,10 @@ def run(request, action_name: str):
         params["step"] = step
     if not reason:
         return _again_page(request, action, data, "a reason is required", reason)
+    used = AdminAction.objects.filter(token=data["token"]).first()
+    if used is not None:  # a page kept from before (Back, another tab): never act twice
+        request.GET = QueryDict(data.get("back", ""))
+        return confirmation(request, action, reason=reason, status=409, used=used)
     items = [(i, v) for i, v in data["items"]]
     how = dict(token=data["token"], params=params, selection=data.get("selection", ""))
     try:
@@ -293,7 +345,9 @@ def run(request, action_name: str):
                 _queue(record)
     except PermissionDenied as e:
         return _refused(request, action, str(e))
-    return redirect("steering:result", pk=record.pk)
+    url = reverse("steering:result", args=[record.pk])
+    back = safe_next(request, QueryDict(data.get("back", "")).get("next", ""))
+    return redirect(url + ("?" + urlencode({"next": back}) if back else ""))
 
 
 def _queue(record: AdminAction) -> None:
@@ -314,6 +368,7 @@ def _again_page(request, action, data, error, reason):
 # --- result and audit trail ---------------------------------------------------------------
 
 
+@never_cache
 @login_required
 def result(request, pk: int):
     record = get_object_or_404(AdminAction, pk=pk)
@@ -327,6 +382,7 @@ def result(request, pk: int):
             "action": action,
             "running": running,
             "items": record.items.none() if running else record.items.all(),
+            "next": safe_next(request, request.GET.get("next", "")),
         },
     )
 

@@ -35,7 +35,7 @@ def confirm(page, reason: str) -> None:
     page.wait_for_selector("[data-confirm-open]")
     page.fill("textarea#reason", reason)
     page.click("form.confirm-form button[type=submit]")
-    page.wait_for_url(re.compile(r"/actions/\d+/$"))
+    page.wait_for_url(re.compile(r"/actions/\d+/(\?next=.*)?$"))
     assert "done" in page.inner_text("body")
 
 
@@ -107,3 +107,78 @@ def test_a_failed_job_resumed_from_its_page_completes(
     run_until(pipeline, lambda: pipeline.store.get_job(job.jid).status == "Completed")
     page.goto(f"{url}/jobs/{job.jid}/")
     assert "Completed" in page.inner_text("body")
+
+
+SHOTS = "/tmp/shots-steer16"
+
+
+def shoot(page, name: str) -> None:
+    """The page at desktop and phone widths, for a person to look at."""
+    import os
+
+    os.makedirs(SHOTS, exist_ok=True)
+    for width, height in ((1400, 900), (390, 844)):
+        page.set_viewport_size({"width": width, "height": height})
+        page.screenshot(path=f"{SHOTS}/{name}-{width}.png", full_page=True)
+    page.set_viewport_size({"width": 1400, "height": 900})
+
+
+def test_select_all_resume_at_a_common_step_back_to_the_list_and_no_stale_confirmation(
+    admin_page, live_server, pipeline, http_server
+):
+    page, url = admin_page, live_server.url
+    bids = [pipeline.submit(type="file", payload_url=f"{http_server.url}/gone.txt")]
+    bids.append(pipeline.submit(type="file", payload_url=f"{http_server.url}/gone.txt"))
+    jobs = run_until(
+        pipeline,
+        lambda: (
+            found
+            if len(found := [j for b in bids for j in pipeline.jobs(b) if j.status == "Failed"])
+            == 2
+            else None
+        ),
+    )
+    listing = f"{url}/jobs/?status=Failed"
+    page.goto(listing)
+    page.check("input[data-select-all]")
+    assert page.locator("input[data-select]:checked").count() == 2
+    shoot(page, "job-list-select-all")
+    page.select_option("form.mq-action-bar select[name=action]", "job.resume")
+    page.click("form.mq-action-bar button[value=selected]")
+    page.wait_for_selector("[data-confirm-open]")
+    assert "each job where it failed" in page.inner_text("form.confirm-form")
+    shoot(page, "bulk-resume-confirm")
+    used = page.get_attribute("input[name=payload]", "value")
+    confirm(page, "the file will be there")
+    shoot(page, "bulk-resume-result")
+    assert all(pipeline.store.get_job(j.jid).status != "Failed" for j in jobs)
+    page.click("a.back")
+    page.wait_for_url(listing)
+
+    page.go_back()  # the result
+    page.go_back()  # the confirmation: asked again, never the used one from the cache
+    page.wait_for_selector("[data-confirm-open]")
+    assert page.locator(f'input[name=payload][value="{used}"]').count() == 0
+    assert "applies to none" in page.inner_text("body")
+
+
+def test_batch_delete_lists_its_jobs_and_a_held_collection_is_named_on_the_batch(
+    admin_page, live_server, pipeline
+):
+    page, url, store = admin_page, live_server.url, pipeline.store
+    bid = store.create_batch({"batchID": "to-delete", "collection": "demo"}).id
+    jids = [store.create_job(bid, {"collection": "demo"}) for _ in range(2)]
+    for jid in jids:
+        store.transition_job(jid, "Failed", "the file was gone")
+    store.hold_batch(bid)
+    store.hold_collection("demo")
+    mirror.full_reconcile(store)
+    page.goto(f"{url}/batches/{bid}/")
+    assert "Collection demo is on hold" in page.inner_text(".waits")
+    shoot(page, "batch-held-collection")
+    page.click("a.action-batchdelete")
+    page.wait_for_selector("[data-confirm-open]")
+    along = page.inner_text(f'tr[data-along="{bid}"]')
+    assert all(jid in along for jid in jids)
+    assert "depositor is not notified" in page.inner_text(".mq-warning-box")
+    shoot(page, "batch-delete-confirm")

@@ -352,7 +352,7 @@ def test_an_upload_stays_while_a_job_may_be_resumed_and_goes_with_the_deleted_ba
     admin = django_user_model.objects.create_superuser("root-admin", password="pw")
     version = pipeline.store.get_batch(bid).status_version
     record = execute(admin, ACTIONS["batch.delete"], [(bid, version)], "gone", token="u1")
-    assert record.items.get().result == "done"
+    assert record.items.get(part_of="").result == "done"
     assert only_job(pipeline, bid).status == "Deleted"
     assert not folder.exists()
 

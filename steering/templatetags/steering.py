@@ -9,9 +9,11 @@ from django.conf import settings
 from django.urls import reverse
 from django.utils.html import format_html
 
+from batches.models import Batch
 from steering.catalog import ACTIONS
 from steering.models import AdminActionItem
 from steering.permissions import role_of
+from steering.planning import batch_waits
 from ui.links import batch_link, job_link
 
 register = template.Library()
@@ -39,6 +41,11 @@ def actions_for(user, scope: str, status: str | None = None) -> list:
     ]
 
 
+def may_select(user, scope: str) -> bool:
+    """Whether the person may take any action on a list's rows: else no row checkboxes."""
+    return bool(actions_for(user, scope))
+
+
 @register.simple_tag
 def item_link(scope: str, item_id: str):
     if scope == "job":
@@ -55,14 +62,23 @@ def item_link(scope: str, item_id: str):
 @register.inclusion_tag("steering/_buttons.html", takes_context=True)
 def item_actions(context, scope: str, item_id: str, status: str | None = None):
     """Links to the confirmation page of each action on this item, and its audit trail."""
-    user = context["request"].user
+    request = context["request"]
+    here = {"next": request.get_full_path()}
     links = [
-        (a, confirm_url(a.name, ids=item_id) if scope != "queue" else confirm_url(a.name))
-        for a in actions_for(user, scope, status)
+        (a, confirm_url(a.name, ids=item_id, **here) if scope != "queue" else confirm_url(a.name))
+        for a in actions_for(request.user, scope, status)
     ]
     key = {"job": "job", "batch": "batch", "collection": "collection"}.get(scope)
     audit = f"{reverse('steering:audit')}?{urlencode({key: item_id})}" if key else ""
-    return {"links": links, "audit": audit}
+    return {"links": links, "audit": audit, "waits": _waits(scope, item_id, status)}
+
+
+def _waits(scope: str, item_id: str, status: str | None) -> str:
+    """What a batch waits for that no worker ends, shown beside its actions."""
+    if scope != "batch" or not status:
+        return ""
+    collection = Batch.objects.filter(bid=item_id).values_list("collection", flat=True).first()
+    return batch_waits(item_id, status, collection or "")
 
 
 @register.inclusion_tag("steering/_bar.html", takes_context=True)
@@ -82,6 +98,7 @@ def action_bar(context, scope: str, table=None):
         "filters": filters,
         "total": total,
         "form_id": f"mq-actions-{scope}",
+        "next": request.get_full_path(),
     }
 
 
