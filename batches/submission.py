@@ -72,7 +72,10 @@ class SubmissionError(ValueError):
         self.status = status
 
 
-READ_ONLY_PROBLEM = "the queue is in read-only mode (READ_ONLY): nothing can be submitted"
+READ_ONLY_PROBLEM = (
+    "the queue is read-only at the moment (set by the site's administrators): "
+    "nothing can be submitted"
+)
 NO_WORKERS_PROBLEM = (
     "this queue runs no ingest workers (MQ_WORKERS=none): nothing would ingest a new "
     "submission here. Submit through Merritt's own ingest, or ask the administrators."

@@ -196,24 +196,33 @@ def _force_fail(store: QueueStore, job, params, note) -> Applied:
 
 
 def _batch_delete(store: QueueStore, batch, params, note) -> Applied:
-    """The batch and those of its jobs that can be deleted; the others are listed.
+    """The batch with its Failed and Held jobs, or nothing when a job still works.
 
-    The jobs are read and moved in pipelined rounds (``job_heads``, ``move_jobs``), not
-    one round trip each: a batch can hold thousands.
+    The jobs go first: the queue deletes a batch only once none of its jobs is left in
+    batch-processing (zk-tree.md), where a Held job stays. A job still at work refuses the
+    whole action before anything is written. The jobs are read and moved in pipelined rounds
+    (``job_heads``, ``move_jobs``), not one round trip each: a batch can hold thousands.
     """
-    deleted = store.transition_batch(batch, B.DELETED, note_of(note, "deleted"))
     jids = [jid for group in store.batch_jobs(batch.bid).values() for jid in group]
     heads = store.job_heads(jids)
     message = note_of(note, f"deleted with batch {batch.bid}")
-    moves, kept = [], []
+    moves, working, kept = [], [], []
     for jid in jids:
         job = heads[jid]
         if isinstance(job, QueueError):
             raise job
         if job.status in (J.FAILED, J.HELD):
             moves.append((job, J.DELETED, message, False))
-        elif job.status != J.DELETED:
+        elif job.status == J.COMPLETED:
             kept.append(f"{jid} ({job.status})")
+        elif job.status != J.DELETED:
+            working.append(f"{jid} ({job.status})")
+    if working:
+        raise QueueError(
+            f"batch {batch.bid} was not deleted: {len(working)} of its job(s) are not finished "
+            f"yet ({', '.join(working[:10])}{' ...' if len(working) > 10 else ''}); let them "
+            "finish, or fail them, then delete the batch"
+        )
     with store.deferred_changes():
         written = store.move_jobs(moves)
     along = []
@@ -222,11 +231,10 @@ def _batch_delete(store: QueueStore, batch, params, note) -> Applied:
             raise result
         _remove_work_dir(result)  # as a job deleted on its own
         along.append((before, result))
-    if kept:  # their upload stays while they run; cleanup removes it after the purge
-        why = "not deleted, only Failed or Held jobs can be: " + ", ".join(kept)
-        return Applied(deleted, why, tuple(along))
+    deleted = store.transition_batch(batch, B.DELETED, note_of(note, "deleted"))
     _remove_upload(batch)
-    return Applied(deleted, along=tuple(along))
+    why = "not deleted, only Failed or Held jobs can be: " + ", ".join(kept) if kept else ""
+    return Applied(deleted, why, tuple(along))
 
 
 def _remove_upload(batch) -> None:

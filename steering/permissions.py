@@ -57,7 +57,10 @@ def collections_of(user) -> set[str] | None:
 
 def refusal(user, action: Action) -> str | None:
     if settings.READ_ONLY:
-        return "the queue is in read-only mode (READ_ONLY): no action can be taken"
+        return (
+            "the queue is read-only at the moment (set by the site's administrators): "
+            "no action can be taken"
+        )
     if not may(user, action):
         return f"{action.label} needs the {action.role} role"
     return None

@@ -267,6 +267,26 @@ def test_batch_delete_takes_the_jobs_that_can_go_and_names_the_others(queue, peo
     assert queue.get_job(failed).status == "Deleted" and queue.get_job(done).status == "Completed"
 
 
+def test_batch_delete_takes_its_held_jobs_too(queue, people):
+    """A Held job stays in batch-processing, where the queue refuses a batch delete: the
+    action deletes the jobs first, then the batch (issue 16: the page lists them as deleted)."""
+    bid = new_batch(queue)
+    held = queue.create_job(bid, {"collection": "demo"})
+    failed = queue.create_job(bid, {"collection": "demo"})
+    queue.hold_job(held)
+    queue.transition_job(failed, "Failed", "x")
+    queue.hold_batch(bid)
+    version = queue.get_batch(bid).status_version
+    record = execute(
+        people["administrator"], ACTIONS["batch.delete"], [(bid, version)], "gone", token="bh"
+    )
+    item = record.items.get(part_of="")
+    assert item.result == "done", item.detail
+    assert queue.get_batch(bid).status == "Deleted"
+    assert queue.get_job(held).status == "Deleted" and queue.get_job(failed).status == "Deleted"
+    assert set(record.items.exclude(part_of="").values_list("item_id", flat=True)) == {held, failed}
+
+
 def test_batch_delete_is_refused_while_a_job_is_still_processing(queue, people):
     """Deleted with a job running, the batch would be left to MerrittZK's reporting, which
     throws on a Deleted batch once that job leaves batch-processing (issue 13)."""
