@@ -26,8 +26,16 @@ def fits(page) -> bool:
     return page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
 
 
+def open_menu(page) -> None:
+    """On a phone the navigation is folded behind its Menu button."""
+    button = page.locator("label.nav-button")
+    if button.is_visible():
+        button.click()
+
+
 def test_from_the_navigation_to_an_object_and_its_versions(page, live_server, tmp_path):
     record_brain(LocalInventory())
+    open_menu(page)
     page.click("header.top nav a[href='/objects/']")
     page.wait_for_url("**/objects/")
     assert ARK in page.inner_text("main")
