@@ -27,7 +27,12 @@ def check_manifest_page(request):
     if refused is not None:
         return render(request, TEMPLATE, {"refused": refused[1]}, status=refused[0])
     report = check_manifest(data or b"", max_bytes=limit)
-    context = {"report": report, "errors": _rows(report.errors), "warnings": _rows(report.warnings)}
+    context = {
+        "report": report,
+        "errors": _rows(report.errors),
+        "warnings": _rows(report.warnings),
+        "text": request.POST.get("text", ""),  # kept, to be corrected and checked again
+    }
     return render(request, TEMPLATE, context)
 
 

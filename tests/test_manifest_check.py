@@ -188,7 +188,15 @@ def test_the_page_renders_a_report(client, person):
     html = page.content.decode()
     assert page.status_code == 200 and "Valid" in html and "has no dot" in html
     page = client.post("/manifests/check/", {"text": checkm("ftp://h.org/a.jpg")})
-    assert "Refused" in page.content.decode() and "nfo:fileUrl" in page.content.decode()
+    html = page.content.decode()
+    assert "Refused: 1 error to fix" in html and "nfo:fileUrl" in html
+    # The text stays in the form, to be corrected and checked again.
+    assert "ftp://h.org/a.jpg\n#%eof\n</textarea>" in html
+
+
+def test_the_submit_page_links_to_the_check(client, person):
+    client.force_login(person)
+    assert 'href="/manifests/check/"' in client.get("/submit/").content.decode()
 
 
 def test_the_page_needs_a_login(client):
