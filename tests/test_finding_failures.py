@@ -9,21 +9,14 @@ from html import unescape
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from django.core.cache import cache
 
+from tests.test_dashboard import empty_cache  # noqa: F401 - the same autouse fixture
 from tests.test_pages_batches_jobs import bid, jid, listed, make_batch, make_job
 from ui.signatures import signature
 
 pytestmark = pytest.mark.django_db
 
 DIGEST = "digest mismatch: md5 expected {} got {}"
-
-
-@pytest.fixture(autouse=True)
-def empty_cache():
-    cache.clear()
-    yield
-    cache.clear()
 
 
 @pytest.fixture
