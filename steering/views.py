@@ -15,7 +15,7 @@ import csv
 import logging
 import uuid
 from dataclasses import dataclass
-from urllib.parse import urlencode
+from urllib.parse import parse_qsl, urlencode
 
 import django_rq
 from django.conf import settings
@@ -79,6 +79,12 @@ class Selection:
     query: str  # the filter, as a query string, when everything
     too_many: bool = False
     error: str = ""
+
+    @property
+    def readable(self) -> str:
+        """The filter as a librarian reads it: ``status=Failed · signature=digest mismatch…``,
+        not percent-encoded."""
+        return " · ".join(f"{key}={value}" for key, value in parse_qsl(self.query))
 
 
 def _ids(request) -> list[str]:

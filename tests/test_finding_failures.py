@@ -205,6 +205,9 @@ def test_resume_all_of_a_cause_opens_the_bulk_confirmation_with_its_filter(admin
     body = page.content.decode()
     assert all(jid(n) in body for n in (1, 2, 3, 4))
     assert jid(8) not in body and jid(9) not in body
+    # The filter is shown as words, not percent-encoded.
+    shown = "status=Failed · signature=digest mismatch: md5 expected &lt;hex&gt; got &lt;hex&gt;"
+    assert shown in body
 
 
 def test_no_resume_link_for_a_reader_who_may_not_resume(browser, failures):
