@@ -72,3 +72,35 @@ def test_a_list_and_a_confirmation_fit_a_phone(browser, live_server, operator): 
         assert fits(page), "the confirmation page is wider than the phone"
     finally:
         page.context.close()
+
+
+def test_a_phone_shows_the_search_and_folds_the_other_filters(browser, live_server, operator):  # noqa: F811
+    """The filters filled a phone's first screen; the list came after them (issue 16)."""
+    fill_mirror()
+    page = logged_in(browser, live_server.url, "olive", width=PHONE)
+    try:
+        page.goto(f"{live_server.url}/jobs/")
+        status = page.locator(".filters .filter-status")
+        assert page.locator(".filters #id_q").is_visible() and not status.is_visible()
+        assert "More filters" not in page.locator(".filters").inner_text().replace(
+            page.locator(".filters label.more-button").inner_text(), "", 1
+        ), "no template text leaks into the form"
+        assert page.locator("table tbody tr").first.bounding_box()["y"] < 900
+        page.click(".filters label.more-button")
+        assert status.is_visible()
+        # A list opened with another filter set shows the filters open.
+        page.goto(f"{live_server.url}/jobs/?status=Failed")
+        assert status.is_visible()
+    finally:
+        page.context.close()
+
+
+def test_a_desktop_shows_every_filter(browser, live_server, operator):  # noqa: F811
+    fill_mirror()
+    page = logged_in(browser, live_server.url, "olive", width=1400)
+    try:
+        page.goto(f"{live_server.url}/jobs/")
+        assert page.locator(".filters .filter-status").is_visible()
+        assert not page.locator(".filters label.more-button").is_visible()
+    finally:
+        page.context.close()
