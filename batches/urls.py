@@ -1,11 +1,18 @@
 from django.urls import path
 
-from batches import api, manifest_check, manifest_check_api, views
+from batches import api, manifest_check, manifest_check_api, status_api, views
 
 app_name = "batches"
 
 urlpatterns = [
     path("api/v1/batches", api.submit_batch, name="api-submit"),
+    path("api/v1/batches/<str:bid>", status_api.batch_status, name="api-batch"),
+    path(
+        "api/v1/batches/by-batch-id/<str:batch_id>",
+        status_api.batch_status_by_batch_id,
+        name="api-batch-by-batch-id",
+    ),
+    path("api/v1/jobs/<str:jid>", status_api.job_status, name="api-job"),
     path(
         "api/v1/manifests/check", manifest_check_api.check_manifest_api, name="api-check-manifest"
     ),

@@ -35,6 +35,7 @@ FAST_MODULES = frozenset(
         "test_doc_examples",
         "test_pages_words",
         "test_history_pages",
+        "test_status_api",
         "test_manifest",
         "test_manifest_check",
         "test_objectfiles",

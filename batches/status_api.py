@@ -1,0 +1,198 @@
+"""Where a deposit stands, over the API: a batch (by its bid or the depositor's batchID) and a
+job, as JSON, for a bearer token.
+
+Read from the mirror tables only, as the pages are, and within the token's user's reading
+scope (ui.reading_scope). An item the user may not read answers 404, exactly like one that
+does not exist, so a token of one collection cannot confirm the ids of another.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from urllib.parse import urlencode
+
+from django.conf import settings
+from django.http import JsonResponse
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_safe
+
+from batches.api import token_of
+from batches.models import ApiToken, Batch, BatchEvent
+from jobs.models import Job, JobEvent
+from jobs.timeline_view import who_of
+from merritt_queue.core.tree import is_batch_id, is_job_id
+from mirror.facade import LOCAL_ID_SEPARATOR
+from ui.reading_scope import readable_collections
+
+DEFAULT_LIMIT = 100
+MAX_LIMIT = 1000
+JOB_ROW_FIELDS = ("jid", "status", "message", "ark", "local_id", "last_modified")
+NO_TOKEN = "a valid API token is required (Authorization: Bearer <token>)"
+
+
+def _utc(value: datetime | None) -> str | None:
+    """ISO 8601 in UTC, whatever zone the site shows its pages in."""
+    if value is None:
+        return None
+    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _local_ids(job: Job) -> list[str]:
+    return job.local_id.split(LOCAL_ID_SEPARATOR) if job.local_id else []
+
+
+def _not_found(kind: str, given: str) -> JsonResponse:
+    """The same answer for an item that does not exist and one the token may not read."""
+    return JsonResponse(
+        {
+            "errors": [
+                f"no {kind} {given[:100]!r} is known to this token: the id may be wrong, "
+                "belong to a collection the token's user may not read, or be so new that "
+                "the queue's record has not caught up with it yet"
+            ]
+        },
+        status=404,
+    )
+
+
+def _reader(request):
+    """The token's user, or the 401 to answer; the token's last use is noted."""
+    token = token_of(request)
+    if token is None:
+        return None, JsonResponse({"errors": [NO_TOKEN]}, status=401)
+    if not settings.READ_ONLY:
+        ApiToken.objects.filter(pk=token.pk).update(last_used=timezone.now())
+    return token.user, None
+
+
+def _readable(user, collection: str) -> bool:
+    allowed = readable_collections(user)
+    return allowed is None or collection in allowed
+
+
+def _history(events, with_retries: bool) -> list[dict]:
+    """The item's status changes in version order, as the history exports spell them."""
+    rows = []
+    for e in events:
+        row = {
+            "version": e.status_version,
+            "at": _utc(e.at),
+            "from_status": e.from_status,
+            "to_status": e.to_status,
+            "message": e.message,
+            "actor": e.actor,
+            "who": who_of(e.actor).text if e.actor else "",
+        }
+        if with_retries:
+            row["retry_count"] = e.retry_count
+        rows.append(row)
+    return rows
+
+
+def _page_params(request) -> tuple[int, str, list[str]]:
+    """``limit`` and ``after`` (the last jid of the page before), and what is wrong in them."""
+    problems = []
+    text = request.GET.get("limit", "").strip()
+    limit = DEFAULT_LIMIT
+    if text:
+        if not text.isdigit() or not 1 <= int(text) <= MAX_LIMIT:
+            problems.append(f"limit must be a whole number from 1 to {MAX_LIMIT}")
+        else:
+            limit = int(text)
+    after = request.GET.get("after", "").strip()
+    if after and not is_job_id(after):
+        problems.append(f"after: {after[:40]!r} is not a job id (jid and 10 digits)")
+    return limit, after, problems
+
+
+def _batch_body(request, batch: Batch) -> JsonResponse:
+    limit, after, problems = _page_params(request)
+    if problems:
+        return JsonResponse({"errors": problems}, status=400)
+    jobs = Job.objects.filter(batch_id=batch.bid).only(*JOB_ROW_FIELDS).order_by("jid")
+    if after:
+        jobs = jobs.filter(jid__gt=after)
+    page = list(jobs[: limit + 1])
+    following = None
+    if len(page) > limit:
+        page = page[:limit]
+        query = urlencode({"limit": limit, "after": page[-1].jid})
+        path = reverse("batches:api-batch", args=[batch.bid])
+        following = request.build_absolute_uri(f"{path}?{query}")
+    events = BatchEvent.objects.filter(bid=batch.bid).order_by("status_version")
+    body = {
+        "bid": batch.bid,
+        "batchID": batch.uuid or None,
+        "status": batch.status,
+        "message": batch.message,
+        "collection": batch.collection,
+        "submitted": _utc(batch.submitted),
+        "last_change": _utc(batch.last_modified),
+        "job_total": Job.objects.filter(batch_id=batch.bid).count(),
+        "jobs": [
+            {
+                "jid": job.jid,
+                "status": job.status,
+                "message": job.message,
+                "ark": job.ark or None,
+                "local_ids": _local_ids(job),
+                "last_change": _utc(job.last_modified),
+            }
+            for job in page
+        ],
+        "next": following,
+        "history": _history(events, with_retries=False),
+        "report": batch.status_report if isinstance(batch.status_report, dict) else None,
+    }
+    return JsonResponse(body)
+
+
+@require_safe
+def batch_status(request, bid: str):
+    user, refusal = _reader(request)
+    if refusal:
+        return refusal
+    batch = Batch.objects.filter(bid=bid).first() if is_batch_id(bid) else None
+    if batch is None or not _readable(user, batch.collection):
+        return _not_found("batch", bid)
+    return _batch_body(request, batch)
+
+
+@require_safe
+def batch_status_by_batch_id(request, batch_id: str):
+    """The batch a depositor named with their own ``batchID`` when submitting it."""
+    user, refusal = _reader(request)
+    if refusal:
+        return refusal
+    allowed = readable_collections(user)
+    batches = Batch.objects.filter(uuid=batch_id).order_by("bid")
+    if allowed is not None:
+        batches = batches.filter(collection__in=allowed)
+    batch = batches.first() if batch_id else None
+    if batch is None:
+        return _not_found("batch with batchID", batch_id)
+    return _batch_body(request, batch)
+
+
+@require_safe
+def job_status(request, jid: str):
+    user, refusal = _reader(request)
+    if refusal:
+        return refusal
+    job = Job.objects.filter(jid=jid).first() if is_job_id(jid) else None
+    if job is None or not _readable(user, job.collection):
+        return _not_found("job", jid)
+    events = JobEvent.objects.filter(jid=job.jid).order_by("status_version")
+    body = {
+        "jid": job.jid,
+        "bid": job.batch_id or None,
+        "status": job.status,
+        "message": job.message,
+        "ark": job.ark or None,
+        "local_ids": _local_ids(job),
+        "retries": job.retry_count,
+        "last_change": _utc(job.last_modified),
+        "history": _history(events, with_retries=True),
+    }
+    return JsonResponse(body)
