@@ -8,28 +8,19 @@ from django.conf import settings
 from django.core.exceptions import SuspiciousOperation
 from django.http import JsonResponse
 from django.http.multipartparser import MultiPartParserError
-from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 from kazoo.exceptions import KazooException
 
 from batches.middleware import length_problem
-from batches.models import ApiToken
 from batches.submission import (
     READ_ONLY_PROBLEM,
     SubmissionError,
     Upload,
     submit,
 )
+from batches.tokens import NO_TOKEN, note_use, token_of
 from merritt_queue.core.errors import QueueError
-
-
-def token_of(request) -> ApiToken | None:
-    scheme, _, key = request.headers.get("Authorization", "").partition(" ")
-    if scheme.lower() not in ("bearer", "token") or not key.strip():
-        return None
-    return ApiToken.lookup(key.strip())
-
 
 JSON = "application/json"
 FORMS = ("multipart/form-data", "application/x-www-form-urlencoded")
@@ -111,10 +102,7 @@ def submit_batch(request):
         return JsonResponse({"errors": [READ_ONLY_PROBLEM]}, status=503)
     token = token_of(request)
     if token is None:
-        return JsonResponse(
-            {"errors": ["a valid API token is required (Authorization: Bearer <token>)"]},
-            status=401,
-        )
+        return JsonResponse({"errors": [NO_TOKEN]}, status=401)
     try:
         data, upload = _payload(request)
     except _Refused as e:
@@ -127,6 +115,6 @@ def submit_batch(request):
         return JsonResponse(
             {"errors": [f"the queue is unavailable, nothing was written: {e}"]}, status=503
         )
-    ApiToken.objects.filter(pk=token.pk).update(last_used=timezone.now())
+    note_use(token)
     body = {"batch_id": result.bid, "batchID": result.batch_uuid, "duplicate": result.duplicate}
     return JsonResponse(body, status=200 if result.duplicate else 201)

@@ -1,7 +1,8 @@
 """``POST /api/v1/manifests/check``: a manifest judged as a submission would judge it.
 
 Authenticated as the submission API (a bearer token of a user who may submit); nothing is
-written. The body is the manifest itself, or a multipart form with its ``file``.
+written. Its length is judged before anything reads it, as a submission's is
+(``batches.middleware``). The body is the manifest itself, or a multipart form with its ``file``.
 """
 
 from __future__ import annotations
@@ -12,18 +13,17 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from batches import rights
-from batches.api import token_of
+from batches.tokens import api_user
 from merritt_queue.deposit.manifestcheck import check_manifest
 
 
 def manifest_bytes(request, limit: int) -> tuple[bytes | None, tuple[int, str] | None]:
-    """The manifest sent, or the status and reason why it cannot be read."""
-    try:
-        length = int(request.META.get("CONTENT_LENGTH") or 0)
-    except ValueError:
-        return None, (400, "the Content-Length header is not a number")
-    if length > limit + 64 * 1024:  # room for a form's boundaries around the file
-        return None, (413, f"the body is {length} bytes, over the limit of {limit} bytes")
+    """The manifest sent, or the status and reason why it cannot be read.
+
+    The body's length was judged by its headers before anything read it
+    (``batches.middleware``); a bare body is read from the stream, not ``request.body``,
+    whose own cap (DATA_UPLOAD_MAX_MEMORY_SIZE) is meant for forms, not manifests.
+    """
     if request.content_type == "multipart/form-data":
         upload = request.FILES.get("file")
         if upload is None:
@@ -31,19 +31,16 @@ def manifest_bytes(request, limit: int) -> tuple[bytes | None, tuple[int, str] |
         if upload.size > limit:
             return None, (413, f"the manifest is {upload.size} bytes, over {limit} bytes")
         return upload.read(), None
-    return request.body, None
+    return request.read(limit + 1), None
 
 
 @csrf_exempt  # a token API has no session cookie, so there is no CSRF to forge
 @require_POST
 def check_manifest_api(request):
-    token = token_of(request)
-    if token is None:
-        return JsonResponse(
-            {"errors": ["a valid API token is required (Authorization: Bearer <token>)"]},
-            status=401,
-        )
-    if refusal := rights.submit_refusal(token.user, None):
+    user, refused_token = api_user(request)
+    if refused_token is not None:
+        return refused_token
+    if refusal := rights.submit_refusal(user, None):
         return JsonResponse({"errors": [refusal]}, status=403)
     limit = settings.MQ_MAX_MANIFEST_BYTES
     data, refused = manifest_bytes(request, limit)

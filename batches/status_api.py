@@ -11,24 +11,21 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from urllib.parse import urlencode
 
-from django.conf import settings
 from django.http import JsonResponse
 from django.urls import reverse
-from django.utils import timezone
 from django.views.decorators.http import require_safe
 
-from batches.api import token_of
-from batches.models import ApiToken, Batch, BatchEvent
+from batches.models import Batch, BatchEvent
+from batches.tokens import api_user
 from jobs.models import Job, JobEvent
 from jobs.timeline_view import who_of
 from merritt_queue.core.tree import is_batch_id, is_job_id
 from mirror.facade import LOCAL_ID_SEPARATOR
-from ui.reading_scope import readable_collections
+from ui.reading_scope import may_read, readable_collections
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
 JOB_ROW_FIELDS = ("jid", "status", "message", "ark", "local_id", "last_modified")
-NO_TOKEN = "a valid API token is required (Authorization: Bearer <token>)"
 
 
 def _utc(value: datetime | None) -> str | None:
@@ -54,21 +51,6 @@ def _not_found(kind: str, given: str) -> JsonResponse:
         },
         status=404,
     )
-
-
-def _reader(request):
-    """The token's user, or the 401 to answer; the token's last use is noted."""
-    token = token_of(request)
-    if token is None:
-        return None, JsonResponse({"errors": [NO_TOKEN]}, status=401)
-    if not settings.READ_ONLY:
-        ApiToken.objects.filter(pk=token.pk).update(last_used=timezone.now())
-    return token.user, None
-
-
-def _readable(user, collection: str) -> bool:
-    allowed = readable_collections(user)
-    return allowed is None or collection in allowed
 
 
 def _history(events, with_retries: bool) -> list[dict]:
@@ -129,7 +111,7 @@ def _batch_body(request, batch: Batch) -> JsonResponse:
         "collection": batch.collection,
         "submitted": _utc(batch.submitted),
         "last_change": _utc(batch.last_modified),
-        "job_total": Job.objects.filter(batch_id=batch.bid).count(),
+        "job_total": batch.job_total,
         "jobs": [
             {
                 "jid": job.jid,
@@ -150,11 +132,11 @@ def _batch_body(request, batch: Batch) -> JsonResponse:
 
 @require_safe
 def batch_status(request, bid: str):
-    user, refusal = _reader(request)
+    user, refusal = api_user(request)
     if refusal:
         return refusal
     batch = Batch.objects.filter(bid=bid).first() if is_batch_id(bid) else None
-    if batch is None or not _readable(user, batch.collection):
+    if batch is None or not may_read(user, batch.collection):
         return _not_found("batch", bid)
     return _batch_body(request, batch)
 
@@ -162,14 +144,14 @@ def batch_status(request, bid: str):
 @require_safe
 def batch_status_by_batch_id(request, batch_id: str):
     """The batch a depositor named with their own ``batchID`` when submitting it."""
-    user, refusal = _reader(request)
+    user, refusal = api_user(request)
     if refusal:
         return refusal
     allowed = readable_collections(user)
     batches = Batch.objects.filter(uuid=batch_id).order_by("bid")
     if allowed is not None:
         batches = batches.filter(collection__in=allowed)
-    batch = batches.first() if batch_id else None
+    batch = batches.first()
     if batch is None:
         return _not_found("batch with batchID", batch_id)
     return _batch_body(request, batch)
@@ -177,11 +159,11 @@ def batch_status_by_batch_id(request, batch_id: str):
 
 @require_safe
 def job_status(request, jid: str):
-    user, refusal = _reader(request)
+    user, refusal = api_user(request)
     if refusal:
         return refusal
     job = Job.objects.filter(jid=jid).first() if is_job_id(jid) else None
-    if job is None or not _readable(user, job.collection):
+    if job is None or not may_read(user, job.collection):
         return _not_found("job", jid)
     events = JobEvent.objects.filter(jid=job.jid).order_by("status_version")
     body = {

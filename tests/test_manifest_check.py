@@ -223,3 +223,28 @@ def test_the_command_fetches_urls_under_the_network_policy_and_hides_credentials
     with pytest.raises(CommandError) as caught:
         call_command("check_manifest", "http://user:secret@127.0.0.1:9/m.checkm")
     assert "secret" not in str(caught.value) and "could not be fetched" in str(caught.value)
+
+
+def test_an_oversized_check_is_refused_by_its_headers_before_anything_reads_it(client, person):
+    """The check's page and API pass the submission's door (batches.middleware): a body over
+    the manifest limit is refused unread, and a chunked one too; before, the CSRF check read
+    a page's whole upload to disk before the view judged its size."""
+    from django.conf import settings
+
+    over = str(settings.MQ_MAX_MANIFEST_BYTES + 1024 * 1024)
+    client.force_login(person)
+    page = client.post("/manifests/check/", {"text": "x"}, CONTENT_LENGTH=over)
+    assert page.status_code == 413 and "over the limit" in page.content.decode()
+    key = ApiToken.issue(person, "tests")[1]
+    assert api(client, key, "x", CONTENT_LENGTH=over).status_code == 413
+    chunked = api(client, key, "x", HTTP_TRANSFER_ENCODING="chunked")
+    assert chunked.status_code == 411 and "chunked" in chunked.json()["errors"][0]
+
+
+def test_a_manifest_over_the_forms_memory_cap_is_still_checked(client, person, settings):
+    """Django's cap on a form body in memory is not the manifest's limit."""
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1024
+    key = ApiToken.issue(person, "tests")[1]
+    rows = [f"http://h.org/f{n:05}.jpg | | | | f{n:05}.jpg" for n in range(200)]
+    response = api(client, key, checkm(*rows))
+    assert response.status_code == 200 and response.json()["valid"] is True

@@ -11,6 +11,7 @@ import pytest
 from batches.models import ApiToken, BatchEvent
 from batches.rights import grant_depositor
 from jobs.models import JobEvent
+from mirror.facade import recount
 from tests.test_pages_batches_jobs import bid, jid, make_batch, make_job
 
 pytestmark = pytest.mark.django_db
@@ -59,6 +60,7 @@ def deposit():
             last_modified=AT + timedelta(minutes=n),
             retry_count=n - 1,
         )
+    recount([bid(1)])  # as the mirror does with every change to a batch's jobs
     BatchEvent.objects.create(
         bid=bid(1),
         from_status="",
@@ -222,6 +224,7 @@ def test_a_big_batchs_jobs_come_in_pages_with_a_next_link(client, depositor):
     make_batch(1)
     for n in range(1, 6):
         make_job(n)
+    recount([bid(1)])
     key = key_of(depositor)
     seen, url, pages = [], f"/api/v1/batches/{bid(1)}?limit=2", 0
     while url:

@@ -33,8 +33,12 @@ def readable_collections(user) -> set[str] | None:
     return set(scope.collections) if scope and isinstance(scope.collections, list) else set()
 
 
+def may_read(user, collection: str) -> bool:
+    allowed = readable_collections(user)
+    return allowed is None or collection in allowed
+
+
 def require_readable(user, collection: str) -> None:
     """404 for an item of a collection ``user`` may not read: its existence is not told."""
-    allowed = readable_collections(user)
-    if allowed is not None and collection not in allowed:
+    if not may_read(user, collection):
         raise Http404("No such item.")
