@@ -144,6 +144,20 @@ def test_report_has_line_field_value_and_redacts_credentials():
     assert all(len(e["value"] or "") <= VALUE_LIMIT for e in body["errors"])
 
 
+def test_no_message_or_value_quotes_a_password_whatever_the_url_s_fault():
+    """A URL refused for having no host, or a whole line quoted as a value (extra '|'), kept
+    its user:password; only a value that was one good URL was redacted."""
+    data = checkm(
+        "https://bob:hunter2@/b.txt",
+        "a.txt | https://alice:s3cret@example.org/a.txt | | | x.txt | extra",
+    )
+    report = json.dumps(check_manifest(data).as_json())
+    assert "hunter2" not in report and "s3cret" not in report
+    with pytest.raises(ManifestError) as refused:
+        parse_manifest(data)
+    assert "hunter2" not in str(refused.value)
+
+
 # --- the API, the page and the command ----------------------------------------------------
 
 

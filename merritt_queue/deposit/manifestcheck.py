@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from ..services.netpolicy import redact, userinfo_of
+from ..services.netpolicy import hide_credentials, redact, userinfo_of
 from .findings import MAX_PROBLEMS, Finding, Findings, in_order
 from .manifest import MAX_BYTES, Manifest, container_type, parse_findings
 
@@ -55,11 +55,12 @@ def check_manifest(data: bytes | str, *, max_bytes: int = MAX_BYTES) -> Manifest
 
 
 def safe_value(value: str | None) -> str | None:
-    """``value`` fit to show: credentials of a URL redacted, at most VALUE_LIMIT characters."""
+    """``value`` fit to show: credentials of every URL in it hidden (a value may be a whole
+    line), at most VALUE_LIMIT characters."""
     if value is None:
         return None
-    if "@" in value and userinfo_of(value):
-        value = redact(value)
+    if "@" in value:
+        value = hide_credentials(redact(value) if userinfo_of(value) else value)
     return value if len(value) <= VALUE_LIMIT else value[: VALUE_LIMIT - 1] + "…"
 
 

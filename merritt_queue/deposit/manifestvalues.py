@@ -14,7 +14,7 @@ import unicodedata
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
-from ..services.netpolicy import redact, userinfo_of
+from ..services.netpolicy import hide_credentials, redact, userinfo_of
 from .digest import check_digest_format, normalise_algorithm
 from .findings import Findings
 
@@ -49,16 +49,18 @@ def check_url(n: int, url: str | None, rules: Rules, problems: Findings) -> str:
 
 
 def _url_problem(url: str, schemes: tuple[str, ...]) -> str | None:
+    """Why ``url`` is refused, never quoting its credentials."""
     allowed = ", ".join(schemes)
+    shown = hide_credentials(url)
     if _has_control(url):
-        return f"URL {url!r} contains control characters"
+        return f"URL {shown!r} contains control characters"
     parts = urlsplit(url)
     if not parts.scheme:
-        return f"{url!r} is not a URL (it has no scheme; allowed: {allowed})"
+        return f"{shown!r} is not a URL (it has no scheme; allowed: {allowed})"
     if parts.scheme.lower() not in schemes:
         return f"URL scheme {parts.scheme!r} is not allowed (allowed: {allowed})"
     if not parts.hostname:
-        return f"URL {url!r} has no host"
+        return f"URL {shown!r} has no host"
     if userinfo_of(url):
         return (
             f"URL {redact(url)!r} holds a user name or password (user:password@host); "

@@ -21,6 +21,7 @@ differently a second time (DNS rebinding) is not caught here.
 from __future__ import annotations
 
 import ipaddress
+import re
 import socket
 from urllib.parse import urlsplit
 
@@ -140,6 +141,16 @@ def redact(url: str) -> str:
     parts = urlsplit(url)
     host = parts.netloc.rpartition("@")[2]
     return parts._replace(netloc=f"***@{host}").geturl()
+
+
+# ``scheme://user:password@`` anywhere in a text; the user part may be empty or odd.
+_USERINFO = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://)[^/?#@\s|]*@")
+
+
+def hide_credentials(text: str) -> str:
+    """``text`` with the user name and password of every URL in it replaced by ``***``: a
+    whole manifest line or a URL no parser accepts is shown without them too."""
+    return _USERINFO.sub(r"\g<head>***@", text)
 
 
 def _resolve(url: str, host: str, port: int) -> list[Address]:
