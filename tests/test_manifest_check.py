@@ -158,6 +158,13 @@ def test_no_message_or_value_quotes_a_password_whatever_the_url_s_fault():
     assert "hunter2" not in str(refused.value)
 
 
+def test_a_name_the_disk_cannot_hold_is_refused_at_the_door():
+    """A segment over NAME_MAX passed the manifest and failed the job later, before the disk."""
+    name = "d/" + "x" * 300
+    report = check_manifest(checkm(f"http://h.org/a.jpg | | | | {name}"))
+    assert not report.valid and "over 255 bytes" in report.errors[0].message
+
+
 # --- the API, the page and the command ----------------------------------------------------
 
 

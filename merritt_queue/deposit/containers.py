@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .manifest import container_type
-from .safepath import NAME_MAX
+from .manifestvalues import NAME_MAX
 
 CHUNK = 1024 * 1024
 MAX_TOTAL_BYTES = 10 * 1024**3

@@ -9,6 +9,7 @@ shown on pages; a refused URL's message quotes it redacted.
 
 from __future__ import annotations
 
+import os
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -137,6 +138,12 @@ def _checked_file_name(n: int, name: str, problems: Findings) -> str:
     return normalise_file_name(name)
 
 
+# The usual limit of Linux file systems (ext4, xfs) on one name, in bytes of the encoded name:
+# beyond it the kernel answers ENAMETOOLONG, which would reach a librarian as an internal
+# error. The door and the workers (safepath) judge by this one rule.
+NAME_MAX = 255
+
+
 def file_name_problem(name: str) -> str | None:
     """Why ``name`` cannot name a file of an object, or None if it can."""
     if name.startswith("/") or _DRIVE.match(name):
@@ -149,6 +156,8 @@ def file_name_problem(name: str) -> str | None:
         return f"file name {name!r} contains a '..' segment"
     if not normalise_file_name(name):
         return f"file name {name!r} is empty once normalised" if name else "empty file name"
+    if any(len(os.fsencode(part)) > NAME_MAX for part in name.split("/")):
+        return f"file name {name!r} has a segment over {NAME_MAX} bytes (the file system's limit)"
     return None
 
 

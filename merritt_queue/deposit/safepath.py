@@ -14,9 +14,7 @@ from pathlib import Path
 from ..core.errors import QueueError
 from .manifestvalues import file_name_problem, normalise_file_name
 
-# The usual limits of Linux file systems (ext4, xfs), in bytes of the encoded name: beyond
-# them the kernel answers ENAMETOOLONG, which would reach a librarian as an internal error.
-NAME_MAX = 255
+# The usual limit of Linux file systems on a whole path (see NAME_MAX for one name).
 PATH_MAX = 4096
 
 
@@ -28,16 +26,7 @@ def name_problem(name: object) -> str | None:
     """Why ``name`` cannot name a file inside a job's folder, or None if it can."""
     if not isinstance(name, str):
         return f"file name {name!r} is not text"
-    problem = file_name_problem(name)
-    if problem:
-        return problem
-    too_long = next(
-        (p for p in normalise_file_name(name).split("/") if len(os.fsencode(p)) > NAME_MAX),
-        None,
-    )
-    if too_long is not None:
-        return f"file name {name!r} has a segment over {NAME_MAX} bytes (the file system's limit)"
-    return None
+    return file_name_problem(name)
 
 
 def safe_name(name: object) -> str:
