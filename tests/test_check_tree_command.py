@@ -71,3 +71,15 @@ def test_check_tree_command_reads_the_lock_age_from_settings_or_the_option(
     assert code == 1 and "stale-lock" in out
     code, out = run("--lock-max-age", "-1")
     assert code == 1 and "stale-lock" in out
+
+
+def test_a_check_without_repair_writes_nothing_not_even_the_containers(store, zk_config):
+    """An ensemble where nothing of the queue exists yet stays as it is after a check."""
+    store.client.ensure_path("/untouched")
+    with override_settings(ZK_HOSTS=zk_config.hosts, ZK_CHROOT=zk_config.chroot + "/untouched"):
+        try:
+            code, _ = run()
+        finally:
+            runtime.close()
+    assert code == 0
+    assert store.client.get_children("/untouched") == []

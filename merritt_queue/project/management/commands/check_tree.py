@@ -72,7 +72,7 @@ class Command(BaseCommand):
         if max_age is None:
             max_age = getattr(settings, "MQ_LOCK_STALE_SECONDS", 3600)
         # No store.init(): a check must not write, not even the empty containers.
-        store = get_store()
+        store = get_store(init=False)
         store.actor = REPAIR
         findings = check_tree(store, repair=opts["repair"], lock_max_age=max_age)
         try:
