@@ -102,3 +102,4 @@ def close() -> None:
         if _holder is not None:
             _holder.close()
         _holder = None
+        _store = None

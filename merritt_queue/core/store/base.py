@@ -54,17 +54,12 @@ class StoreBase:
 
     @actor.setter
     def actor(self, actor: str) -> None:
-        """The process's actor (a worker, the dispatcher, a command); the calling thread
-        drops any actor of its own, so that one it set earlier does not outlive this."""
-        self.changes.set_default_actor(actor)
-
-    def act_as(self, actor: str) -> None:
-        """Write as ``actor`` in this thread or task only, until it says otherwise: one
-        store serves every request thread, and their people must not mix."""
-        self.changes.act_as(actor)
+        """The process's actor (a worker, the dispatcher, a command)."""
+        self.changes.default_actor = actor
 
     def acting_as(self, actor: str) -> AbstractContextManager[None]:
-        """Write as ``actor`` in this thread or task for the block only."""
+        """Write as ``actor`` in this thread or task for the block only: one store serves
+        every request thread, and their people must not mix."""
         return self.changes.acting_as(actor)
 
     @contextmanager

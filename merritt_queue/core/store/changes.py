@@ -26,7 +26,8 @@ class Changes:
     def __init__(self, actor: str = "", listeners: list[Listener] | None = None):
         self.listeners: list[Listener] = list(listeners or [])
         # Who is writing ("worker", "admin:<user>"): the process's default, which a
-        # thread or task may override for itself.
+        # thread or task may override for a block (``acting_as``), never beyond it: a
+        # request thread serves many people in turn.
         self.default_actor = actor
         self._acting: ContextVar[str | None] = ContextVar(f"actor-{id(self)}", default=None)
         self._deferred: ContextVar[ChangeBuffer | None] = ContextVar(
@@ -37,15 +38,6 @@ class Changes:
     def actor(self) -> str:
         acting = self._acting.get()
         return self.default_actor if acting is None else acting
-
-    def set_default_actor(self, actor: str) -> None:
-        """The process's actor; the calling thread drops any actor of its own, so that
-        one it set earlier does not outlive this."""
-        self.default_actor = actor
-        self._acting.set(None)
-
-    def act_as(self, actor: str) -> None:
-        self._acting.set(actor)
 
     @contextmanager
     def acting_as(self, actor: str) -> Iterator[None]:
