@@ -132,3 +132,17 @@ def test_an_unknown_display_zone_fails_the_checks(settings):
     assert problem.id == "mq.E060" and "Mars/Olympus" in problem.msg
     settings.MQ_DISPLAY_TIME_ZONE = "Europe/Zurich"
     assert checks.check_display_time_zone() == []
+
+
+def test_the_display_zone_is_the_pages_alone(client, django_user_model, settings):
+    """MQ_DISPLAY_TIME_ZONE set Django's TIME_ZONE, and with it the process's own zone: the
+    timestamps the core writes into ZooKeeper took the display zone's offset."""
+    import time
+
+    from merritt_queue.core import tree
+
+    settings.MQ_DISPLAY_TIME_ZONE = "America/Los_Angeles"
+    client.force_login(django_user_model.objects.create_user("zed"))
+    page = client.get("/").content.decode()
+    assert "hours in PST" in page or "hours in PDT" in page
+    assert tree.now().endswith("+0000") and time.strftime("%z") == "+0000"

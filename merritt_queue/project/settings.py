@@ -13,7 +13,6 @@ from .env import (
     env_host_ports,
     env_int,
     env_str,
-    known_time_zone,
 )
 
 BASE_DIR = Path(__file__).resolve().parents[2]
@@ -180,6 +179,7 @@ MIDDLEWARE = [
     # Static files with DEBUG off too, so the pages never lose their styles behind a proxy
     # that was not told to serve /static/.
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    "merritt_queue.project.display_zone.DisplayZoneMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     # The user is known from the session cookie alone, so a submission's body can be refused
@@ -246,11 +246,11 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 
 LANGUAGE_CODE = "en-us"
-# Pages show every time in this zone, with its abbreviation; ZooKeeper and the database keep UTC.
-# A misspelt zone falls back to UTC here, so that the system checks (mq.E060) can name it
-# instead of Django refusing to start.
+# Pages show every time in this zone, with its abbreviation (project.display_zone, per
+# request); the process itself, and so ZooKeeper's timestamps, the logs and the database,
+# keep UTC. A misspelt zone falls back to UTC, and the system checks (mq.E060) name it.
 MQ_DISPLAY_TIME_ZONE = env_str("MQ_DISPLAY_TIME_ZONE", "UTC")
-TIME_ZONE = MQ_DISPLAY_TIME_ZONE if known_time_zone(MQ_DISPLAY_TIME_ZONE) else "UTC"
+TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 
