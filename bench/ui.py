@@ -161,6 +161,7 @@ def fill(n_jobs: int) -> dict:
 
 def _job(rng, jid, bid, coll, status, now, steps):
     from jobs.models import Job
+    from ui.signatures import cause_of
 
     jid_s = f"jid{jid:010d}"
     # The statuses this job went through, in order, ending with its current one.
@@ -209,6 +210,7 @@ def _job(rng, jid, bid, coll, status, now, steps):
         ark=f"ark:/13030/m5{jid:07d}" if len(path) > 5 else "",
         title=f"Bench object {jid}",
         message=message,
+        signature=cause_of(message),
         last_modified=events[-1][4],
         configuration={
             "profile": f"{coll}_content",

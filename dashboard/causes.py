@@ -1,10 +1,11 @@
 """The causes of failed jobs: their messages grouped by signature (ui.signatures).
 
 One cause can carry as many texts as there are files (a digest, a URL, an ARK in each), so
-the dashboard groups by signature, not by exact text. The database groups by text (one
-query over the failed jobs' status index); the texts are then grouped here. With many
-different texts (every digest its own) that takes tens of milliseconds, so the result is
-kept in Django's cache for CAUSES_CACHE_SECONDS, as the dashboard's other full aggregates.
+the dashboard groups by signature, not by exact text. The mirror writes each job's
+signature with its message (``Job.signature``): the database counts the causes over the
+(status, signature) index, then gives the top causes' texts, most frequent first, for an
+example and how many texts each groups. The result is kept in Django's cache for
+CAUSES_CACHE_SECONDS, as the dashboard's other full aggregates.
 """
 
 from __future__ import annotations
@@ -16,13 +17,13 @@ from django.core.cache import cache
 from django.db.models import Count
 from django.urls import reverse
 
+from dashboard.queries import jobs_url
 from jobs.models import Job
 from merritt_queue.core.states import JobStatus
-from ui.signatures import signature
+from ui.signatures import NO_MESSAGE
 
 TOP_CAUSES = 10
 CAUSES_CACHE_SECONDS = 10
-JOBS_URL = "/jobs/"
 
 
 @dataclass
@@ -33,12 +34,16 @@ class Cause:
     texts: int  # how many different texts it groups
 
     @property
+    def label(self) -> str:
+        return "(no message)" if self.signature == NO_MESSAGE else self.signature
+
+    @property
     def filter(self) -> dict[str, str]:
         return {"status": JobStatus.FAILED.value, "signature": self.signature}
 
     @property
     def href(self) -> str:
-        return f"{JOBS_URL}?{urlencode(self.filter)}"
+        return jobs_url(**self.filter)
 
     @property
     def resume_href(self) -> str:
@@ -58,20 +63,19 @@ def failure_causes(limit: int = TOP_CAUSES) -> list[Cause]:
 
 
 def _causes(limit: int) -> list[Cause]:
-    rows = (
-        Job.objects.filter(status=JobStatus.FAILED)
-        .order_by()
-        .values_list("message")
+    failed = Job.objects.filter(status=JobStatus.FAILED).order_by()
+    top = list(
+        failed.values_list("signature").annotate(n=Count("id")).order_by("-n", "signature")[:limit]
+    )
+    texts = (
+        failed.filter(signature__in=[sig for sig, _ in top])
+        .values_list("signature", "message")
         .annotate(n=Count("id"))
         .order_by("-n", "message")
     )
-    causes: dict[str, Cause] = {}
-    for message, n in rows:
-        sig = signature(message)
-        cause = causes.get(sig)
-        if cause is None:
-            causes[sig] = Cause(sig, message, n, 1)
-        else:  # rows come most frequent first: the example stays the most frequent text
-            cause.count += n
-            cause.texts += 1
-    return sorted(causes.values(), key=lambda c: (-c.count, c.signature))[:limit]
+    example: dict[str, str] = {}
+    variety: dict[str, int] = {}
+    for sig, message, _ in texts:  # most frequent first: the first is the example
+        example.setdefault(sig, message)
+        variety[sig] = variety.get(sig, 0) + 1
+    return [Cause(sig, example.get(sig, ""), n, variety.get(sig, 0)) for sig, n in top]

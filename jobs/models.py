@@ -33,6 +33,9 @@ class Job(models.Model):
     ark = models.CharField(max_length=255, blank=True, db_index=True)
     title = models.TextField(blank=True)
     message = models.TextField(blank=True)
+    # The message's cause (ui.signatures.cause_of), written with it: causes are counted and
+    # listed by this index, not by reading every message.
+    signature = models.CharField(max_length=255, blank=True, default="")
     last_modified = models.DateTimeField(null=True, db_index=True)
     configuration = models.JSONField(default=dict)
     identifiers = models.JSONField(null=True)
@@ -51,6 +54,7 @@ class Job(models.Model):
             models.Index(fields=["collection", "-jid"]),
             models.Index(fields=["batch", "-jid"]),
             models.Index(fields=["status", "last_successful_status"]),
+            models.Index(fields=["status", "signature"]),
         ]
 
     def __str__(self) -> str:

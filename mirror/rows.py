@@ -17,6 +17,7 @@ from jobs.models import Job
 from merritt_queue.core import tree as t
 from merritt_queue.core.itemkeys import profile_of
 from merritt_queue.core.store import BatchRecord, JobRecord
+from ui.signatures import cause_of
 
 JOB_FIELDS = (
     "batch_id",
@@ -32,6 +33,7 @@ JOB_FIELDS = (
     "ark",
     "title",
     "message",
+    "signature",
     "last_modified",
     "configuration",
     "identifiers",
@@ -65,6 +67,7 @@ JOB_STATUS_FIELDS = (
     "retry_count",
     "priority",
     "message",
+    "signature",
     "last_modified",
     "locked",
     "status_version",
@@ -142,6 +145,7 @@ def job_values(record: JobRecord) -> dict[str, Any]:
         "ark": _text(ids.get("primary_id")),
         "title": _text(meta.get("erc_what") or conf.get("title")),
         "message": record.message,
+        "signature": cause_of(record.message),
         "last_modified": _timestamp(record.last_modified),
         "configuration": record.configuration if record.configuration is not None else {},
         "identifiers": record.identifiers,

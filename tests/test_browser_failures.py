@@ -14,6 +14,7 @@ from django.utils import timezone
 from batches.models import Batch
 from jobs.models import Job
 from tests.test_browser import PASSWORD, browser, logged_in  # noqa: F401 - the same fixture
+from ui.signatures import cause_of
 
 LONG = (
     "digest mismatch: md5 expected 3f2a9b41c0d8e7f6a1b2c3d4e5f60718 got "
@@ -50,6 +51,7 @@ def mirror(transactional_db):
             ark=f"ark:/13030/m5{n:08d}",
             title=f"A rather long title of an object, number {n}",
             message=LONG.replace("0042", f"00{n}") if n % 2 else "",
+            signature=cause_of(LONG.replace("0042", f"00{n}") if n % 2 else ""),
             last_modified=now - timedelta(minutes=n),
             read_at=now,
         )

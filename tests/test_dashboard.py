@@ -22,6 +22,7 @@ from jobs.models import Job, JobEvent, MirrorState
 from merritt_queue.core import tree as t
 from merritt_queue.core.states import BATCH, JOB, JOB_STEPS
 from merritt_queue.project import runtime
+from ui.signatures import cause_of
 
 XSS = '<script>alert("x")</script>'
 
@@ -66,6 +67,7 @@ def make_batch(bid: str, status: str = "Processing", **kw) -> Batch:
 
 def make_job(jid: str, status: str = "Pending", **kw) -> Job:
     kw.setdefault("batch_id", "bid0000000001")
+    kw.setdefault("signature", cause_of(kw.get("message", "")))  # as the mirror writes it
     return Job.objects.create(jid=jid, status=status, read_at=timezone.now(), **kw)
 
 
@@ -78,6 +80,7 @@ def make_jobs(n: int, start: int = 1, **kw) -> None:
             status=statuses[i % len(statuses)],
             collection=f"coll{i % 5}",
             message=f"error {i % 13}" if statuses[i % len(statuses)] == "Failed" else "",
+            signature="error <n>" if statuses[i % len(statuses)] == "Failed" else "<none>",
             locked=i % 17 == 0,
             read_at=timezone.now(),
             **kw,

@@ -213,3 +213,26 @@ def test_resume_all_of_a_cause_opens_the_bulk_confirmation_with_its_filter(admin
 def test_no_resume_link_for_a_reader_who_may_not_resume(browser, failures):
     html = browser.get("/").content.decode()
     assert "resume-all" not in html
+
+
+def test_a_cause_without_a_message_lists_only_its_own_jobs(admin, db):
+    """Its signature was empty: its link, and "resume all", selected every failed job."""
+    make_batch(1)
+    make_job(1, "Failed", message="")
+    make_job(2, "Failed", message="digest mismatch: md5 expected 3f2a9b41c0d8e7f6 got 01234567")
+    table = causes_table(admin.get("/").content.decode())
+    hrefs = [query(h) for h in re.findall(r'<a class="msg" href="([^"]+)"', table)]
+    blank = next(h for h in hrefs if h["signature"] == ["<none>"])
+    found = listed(admin.get("/jobs/", {k: v[0] for k, v in blank.items() if k != "path"}))
+    assert found == [jid(1)]
+
+
+def test_a_cause_is_found_exactly_as_the_dashboard_counted_it(admin, db):
+    """The list's regular expression took a number for a digest (``<hex>`` matched ``12``)
+    and missed an upper-case id the dashboard counted."""
+    make_batch(1)
+    make_job(1, "Failed", message="digest 3f2a9b41c0d8e7f6 bad")
+    make_job(2, "Failed", message="digest 12 bad")
+    make_job(3, "Failed", message="lock held by JID0000000009")
+    assert listed(admin.get("/jobs/", {"signature": "digest <hex> bad"})) == [jid(1)]
+    assert listed(admin.get("/jobs/", {"signature": "lock held by <id>"})) == [jid(3)]

@@ -19,6 +19,7 @@ from merritt_queue.core.states import BatchStatus, JobStatus
 from merritt_queue.core.tree import parse_timestamp
 from merritt_queue.project import runtime
 from ui.cells import age_text
+from ui.signatures import cause_of
 
 pytestmark = pytest.mark.django_db
 
@@ -69,6 +70,7 @@ def make_job(n: int, status: str = "Pending", batch: int = 1, **fields) -> Job:
         "read_at": NOW,
     }
     values.update(fields)
+    values.setdefault("signature", cause_of(values.get("message", "")))  # as the mirror does
     return Job.objects.create(jid=jid(n), **values)
 
 
