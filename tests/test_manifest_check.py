@@ -19,6 +19,7 @@ PROFILE = "http://uc3.cdlib.org/registry/ingest/manifest/"
 FIELDS = "#%fields | nfo:fileUrl | nfo:hashAlgorithm | nfo:hashValue | nfo:fileSize | nfo:fileName"
 BATCH = "#%fields | nfo:fileUrl | nfo:fileName | mrt:localIdentifier"
 URL = "/api/v1/manifests/check"
+pytest_plugins = ["tests.httpserver"]
 
 
 def checkm(*rows, profile="mrt-ingest-manifest", fields=FIELDS, head="#%checkm_0.7", tail=""):
@@ -244,6 +245,21 @@ def test_the_command_fetches_urls_under_the_network_policy_and_hides_credentials
     with pytest.raises(CommandError) as caught:
         call_command("check_manifest", "http://user:secret@127.0.0.1:9/m.checkm")
     assert "secret" not in str(caught.value) and "could not be fetched" in str(caught.value)
+
+
+def test_the_command_fetches_a_served_manifest_only_where_the_network_policy_allows(
+    http_server, settings, capsys
+):
+    """The test above is refused for the URL's password before the network policy speaks:
+    here a real manifest on a local server is fetched, then refused as a loopback address."""
+    (http_server.root / "m.checkm").write_text(checkm("http://h.org/a.jpg"))
+    url = http_server.url_for("/m.checkm")
+    settings.MQ_ALLOW_LOOPBACK = True
+    call_command("check_manifest", url)
+    assert "valid, 1 row(s)" in capsys.readouterr().out
+    settings.MQ_ALLOW_LOOPBACK = False
+    with pytest.raises(CommandError, match="loopback"):
+        call_command("check_manifest", url)
 
 
 def test_an_oversized_check_is_refused_by_its_headers_before_anything_reads_it(client, person):
