@@ -8,7 +8,7 @@ from django.shortcuts import render
 
 from batches import rights
 from batches.manifest_check_api import manifest_bytes
-from merritt_queue.deposit.manifestcheck import check_manifest, safe_value
+from merritt_queue.deposit.manifestcheck import check_manifest
 
 TEMPLATE = "batches/manifest_check.html"
 
@@ -27,17 +27,11 @@ def check_manifest_page(request):
     if refused is not None:
         return render(request, TEMPLATE, {"refused": refused[1]}, status=refused[0])
     report = check_manifest(data or b"", max_bytes=limit)
+    shown = report.as_json()  # the API's items: values capped, credentials hidden
     context = {
         "report": report,
-        "errors": _rows(report.errors),
-        "warnings": _rows(report.warnings),
+        "errors": shown["errors"],
+        "warnings": shown["warnings"],
         "text": request.POST.get("text", ""),  # kept, to be corrected and checked again
     }
     return render(request, TEMPLATE, context)
-
-
-def _rows(findings) -> list[dict]:
-    return [
-        {"line": f.line, "field": f.field, "value": safe_value(f.value), "message": f.message}
-        for f in findings
-    ]

@@ -83,21 +83,32 @@ def reset() -> None:
     _cache.clear()
 
 
+def _network() -> dict[str, bool]:
+    return {
+        "allow_loopback": settings.MQ_ALLOW_LOOPBACK,
+        "allow_private": settings.MQ_ALLOW_PRIVATE,
+    }
+
+
+def build_fetcher() -> Fetcher:
+    """The site's fetcher: its timeouts, size limit and network policy (the SSRF guard)."""
+    return Fetcher(
+        timeout=settings.MQ_FETCH_TIMEOUT,
+        retries=settings.MQ_FETCH_RETRIES,
+        deadline=settings.MQ_FETCH_DEADLINE or None,
+        max_download_bytes=settings.MQ_MAX_DOWNLOAD_BYTES or None,
+        **_network(),
+    )
+
+
 def build_services() -> Services:
-    net = {"allow_loopback": settings.MQ_ALLOW_LOOPBACK, "allow_private": settings.MQ_ALLOW_PRIVATE}
     return Services(
         store=get_store(),
-        fetcher=Fetcher(
-            timeout=settings.MQ_FETCH_TIMEOUT,
-            retries=settings.MQ_FETCH_RETRIES,
-            deadline=settings.MQ_FETCH_DEADLINE or None,
-            max_download_bytes=settings.MQ_MAX_DOWNLOAD_BYTES or None,
-            **net,
-        ),
+        fetcher=build_fetcher(),
         minter=_minter(),
         storage=_storage(),
         inventory=LocalInventory(),
-        notifier=CallbackNotifier(retries=settings.MQ_CALLBACK_RETRIES, **net),
+        notifier=CallbackNotifier(retries=settings.MQ_CALLBACK_RETRIES, **_network()),
         work_root=Path(settings.MQ_WORK_DIR),
         host_slots=HostSlots(
             django_rq.get_connection("default"), settings.MQ_MAX_DOWNLOADS_PER_HOST

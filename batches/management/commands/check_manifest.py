@@ -10,9 +10,9 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from jobs.services import build_fetcher
 from merritt_queue.deposit.manifestcheck import check_manifest, safe_value
 from merritt_queue.services.errors import ServiceError
-from merritt_queue.services.fetch import Fetcher
 from merritt_queue.services.netpolicy import redact
 
 
@@ -52,13 +52,7 @@ def _read(path: Path) -> bytes:
 
 
 def _fetched(url: str, limit: int) -> bytes:
-    fetcher = Fetcher(
-        timeout=settings.MQ_FETCH_TIMEOUT,
-        retries=settings.MQ_FETCH_RETRIES,
-        deadline=settings.MQ_FETCH_DEADLINE or None,
-        allow_loopback=settings.MQ_ALLOW_LOOPBACK,
-        allow_private=settings.MQ_ALLOW_PRIVATE,
-    )
+    fetcher = build_fetcher()
     with tempfile.TemporaryDirectory() as tmp:
         dest = Path(tmp) / "manifest.checkm"
         try:
