@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.db.models import Count
+
 from batches.models import Profile
 from jobs.models import Job
 from merritt_queue.core.errors import QueueError
@@ -24,27 +26,54 @@ class PlanItem:
     why: str = ""
 
 
+RELEASES = ("job.release", "batch.release")
+
+
+@dataclass(frozen=True)
+class Waits:
+    """What the listed items may wait for, read once for the whole page (a selection can
+    hold thousands of items): the held collections, each batch's Held jobs."""
+
+    held_collections: frozenset[str] = frozenset()
+    held_jobs: dict[str, int] | None = None
+
+    @classmethod
+    def of(cls, action: Action, targets: list[Target]) -> Waits:
+        if action.name in RELEASES:
+            # A hold Merritt wrote under one of a collection's profiles holds it too.
+            names = get_store(init=False).held_collections()
+            of_profile = profile_collections()
+            held = {*names, *(of_profile[n] for n in names if n in of_profile)}
+            return cls(held_collections=frozenset(held))
+        if action.name == "batch.update_reporting":
+            rows = Job.objects.filter(batch_id__in=[t.id for t in targets], status=J.HELD)
+            counts = rows.values_list("batch_id").annotate(n=Count("id")).order_by()
+            return cls(held_jobs=dict(counts))
+        return cls()
+
+
 def plan(user, action: Action, targets: list[Target]) -> list[PlanItem]:
     """Whether the action applies to each item, and why not."""
     scope = collections_of(user)
-    return [judge(action, t, scope) for t in targets]
+    waits = Waits.of(action, targets)
+    return [judge(action, t, scope, waits) for t in targets]
 
 
-def judge(action: Action, t: Target, scope: set[str] | None) -> PlanItem:
+def judge(action: Action, t: Target, scope: set[str] | None, waits: Waits) -> PlanItem:
     why = action.check(t, scope)
     if why is not None:
         return PlanItem(t, False, why)
-    return PlanItem(t, True, _extra_note(action, t))
+    return PlanItem(t, True, _extra_note(action, t, waits))
 
 
-def _extra_note(action: Action, t: Target) -> str:
-    if action.name in ("job.release", "batch.release") and _collection_held(t.collection):
+def _extra_note(action: Action, t: Target, waits: Waits) -> str:
+    if action.name in RELEASES and t.collection in waits.held_collections:
         what = action.scope.value
         return (
             f"warning: collection {t.collection} is on hold, so the {what} will be held again "
             f"until the collection is released (Release on the collection's page)"
         )
-    if action.name == "batch.update_reporting" and (held := held_jobs(t.id)):
+    if waits.held_jobs and (held := waits.held_jobs.get(t.id, 0)):
         return report_wait(held)
     return action.warning
 
