@@ -31,7 +31,7 @@ from merritt_queue.core.errors import ChangedUnderYou, QueueError
 from merritt_queue.core.history import admin_actor
 from merritt_queue.core.store import QueueStore
 from merritt_queue.project.runtime import get_store
-from steering.catalog import ACTIONS, Action, Applied, ItemResult, Scope, Target
+from steering.catalog import ACTIONS, Action, Applied, ItemResult, PartlyDone, Scope, Target
 from steering.models import AdminAction, AdminActionItem
 from steering.permissions import collections_of, refusal
 from steering.planning import profile_collections
@@ -260,8 +260,9 @@ def _record(row: AdminActionItem, result: ItemResult) -> None:
 
 
 def _along(row: AdminActionItem, result: ItemResult) -> list[AdminActionItem]:
-    """The audit rows of the items acted on with ``row``'s item (a batch's jobs)."""
-    if not isinstance(result, Applied):
+    """The audit rows of the items acted on with ``row``'s item (a batch's jobs), whether the
+    action then succeeded on the item or not (``PartlyDone``)."""
+    if not isinstance(result, Applied | PartlyDone):
         return []
     return [
         AdminActionItem(

@@ -58,6 +58,15 @@ class Applied:
     along: tuple = ()
 
 
+class PartlyDone(QueueError):
+    """The action failed on its item after acting on some items with it (a batch delete
+    whose jobs were only partly deleted): the failure and what was done are both recorded."""
+
+    def __init__(self, message: str, along: Sequence = ()):
+        super().__init__(message)
+        self.along = tuple(along)
+
+
 # Each item's result: applied, or the queue's refusal (``ChangedUnderYou``: skipped).
 ItemResult = Applied | QueueError
 
@@ -225,12 +234,20 @@ def _batch_delete(store: QueueStore, batch, params, note) -> Applied:
         )
     with store.deferred_changes():
         written = store.move_jobs(moves)
-    along = []
+    along, failed = [], []
     for (before, *_), result in zip(moves, written, strict=True):
         if isinstance(result, QueueError):
-            raise result
+            failed.append(f"{before.jid}: {result}")
+            continue
         _remove_work_dir(result)  # as a job deleted on its own
         along.append((before, result))
+    if failed:  # the jobs deleted keep their audit rows; the batch waits for the rest
+        raise PartlyDone(
+            f"batch {batch.bid} was not deleted: {len(failed)} of its job(s) could not be "
+            f"deleted ({'; '.join(failed[:3])}{' ...' if len(failed) > 3 else ''}); run the "
+            "action again",
+            along,
+        )
     deleted = store.transition_batch(batch, B.DELETED, note_of(note, "deleted"))
     _remove_upload(batch)
     why = "not deleted, only Failed or Held jobs can be: " + ", ".join(kept) if kept else ""

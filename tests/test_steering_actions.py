@@ -287,6 +287,41 @@ def test_batch_delete_takes_its_held_jobs_too(queue, people):
     assert set(record.items.exclude(part_of="").values_list("item_id", flat=True)) == {held, failed}
 
 
+def test_a_batch_delete_that_fails_on_one_job_records_the_jobs_it_deleted(
+    queue, people, monkeypatch
+):
+    """The first job refused aborted the batch's result: the jobs already Deleted in
+    ZooKeeper had no audit row, and those after it kept their folders."""
+    from merritt_queue.core.errors import QueueError
+    from steering import actions
+
+    bid = new_batch(queue)
+    first = queue.create_job(bid, {"collection": "demo"})
+    second = queue.create_job(bid, {"collection": "demo"})
+    for jid in (first, second):
+        queue.transition_job(jid, "Failed", "x")
+    queue.hold_batch(bid)
+    store = actions.get_store()
+    real = store.move_jobs
+
+    def second_refused(moves):
+        done = real(moves[:1])
+        return [*done, *(QueueError("refused here") for _ in moves[1:])]
+
+    monkeypatch.setattr(store, "move_jobs", second_refused)
+    version = queue.get_batch(bid).status_version
+    record = execute(
+        people["administrator"], ACTIONS["batch.delete"], [(bid, version)], "gone", token="bp"
+    )
+    item = record.items.get(part_of="")
+    assert item.result == "failed" and "could not be deleted" in item.detail
+    assert queue.get_batch(bid).status == "Held"
+    deleted = [jid for jid in (first, second) if queue.get_job(jid).status == "Deleted"]
+    assert len(deleted) == 1
+    along = record.items.exclude(part_of="")
+    assert list(along.values_list("item_id", flat=True)) == deleted
+
+
 def test_batch_delete_is_refused_while_a_job_is_still_processing(queue, people):
     """Deleted with a job running, the batch would be left to MerrittZK's reporting, which
     throws on a Deleted batch once that job leaves batch-processing (issue 13)."""
