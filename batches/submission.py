@@ -106,6 +106,23 @@ def submit(
     ``by`` is the authenticated user (API, form); ``via`` names a trusted caller for the
     audit (``manage.py submit``) when there is no user.
     """
+    clean = prepare(data, upload, by=by, via=via)
+    from batches.capacity import check_submission  # here: its error subclasses this module's
+
+    check_submission(clean, upload)
+    store = get_store()
+    # The writer's name for this request only: one store serves every thread of the process.
+    who = submission_actor(clean.get("submitted_by") or clean.get("submitter") or "")
+    with store.acting_as(who):
+        return _create(store, clean, by, upload)
+
+
+def prepare(
+    data: Mapping, upload: Upload | None = None, *, by=None, via: str | None = None
+) -> dict:
+    """Every check of the door but the queue's room (which asks ZooKeeper): the submission
+    as it would be written, or SubmissionError. ``submit`` and ``submit --dry-run`` both
+    judge by it."""
     if settings.READ_ONLY:
         raise SubmissionError([READ_ONLY_PROBLEM], status=503)
     if settings.MQ_WORKERS == NONE:
@@ -129,14 +146,7 @@ def submit(
         clean["submitted_by"] = by.get_username()
     elif via:
         clean["submitted_by"] = via
-    from batches.capacity import check_submission  # here: its error subclasses this module's
-
-    check_submission(clean, upload)
-    store = get_store()
-    # The writer's name for this request only: one store serves every thread of the process.
-    who = submission_actor(clean.get("submitted_by") or clean.get("submitter") or "")
-    with store.acting_as(who):
-        return _create(store, clean, by, upload)
+    return clean
 
 
 def _create(store, clean: dict, by, upload) -> SubmitResult:

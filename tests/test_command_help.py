@@ -56,3 +56,23 @@ def test_submit_spells_every_option_with_dashes_and_keeps_the_old_spelling_hidde
     assert "--batch-id" in text and "--batchID" not in text
     assert parser.parse_args(["--batchID", "x"]).batchID == "x"
     assert parser.parse_args(["--batch-id", "x"]).batchID == "x"
+
+
+def test_a_dry_run_judges_as_submitting_does(settings, db):
+    """It checked fields and rights only: a read-only queue, or a trusted caller naming
+    on_behalf_of, said 'would submit'."""
+    import pytest
+    from django.core.management import CommandError, call_command
+
+    settings.READ_ONLY = True
+    with pytest.raises(CommandError, match="read-only"):
+        call_command(
+            "submit",
+            "--profile",
+            "demo_profile",
+            "--type",
+            "file",
+            "--payload-url",
+            "https://example.org/a.txt",
+            "--dry-run",
+        )

@@ -5,8 +5,7 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from batches import rights
-from batches.submission import TEXT_FIELDS, SubmissionError, Upload, submit, validate
+from batches.submission import TEXT_FIELDS, SubmissionError, Upload, prepare, submit
 from merritt_queue.core.planning import SUBMISSION_TYPES
 
 # What each submission field means, for --help; the same fields as the API's JSON.
@@ -42,7 +41,8 @@ class Command(BaseCommand):
         "host is already full control of it, so the command is trusted: it records the "
         "--submitter it is given (your login name by default). With --as-user it submits as "
         "that user instead, with that user's rights checked as for the API. --dry-run only "
-        "checks the submission."
+        "checks the submission, as the door would, but for the queue's room (asked of ZooKeeper "
+        "when submitting)."
     )
 
     def add_arguments(self, parser):
@@ -83,9 +83,10 @@ class Command(BaseCommand):
                 if not path.is_file():
                     raise CommandError(f"{path} is not a readable file")
                 upload = Upload(path.name, path.open("rb"), path.stat().st_size)
+            via = None if by else "manage.py submit"
             if opts["dry_run"]:
-                return self._check(data, upload, by)
-            result = submit(data, upload, by=by, via=None if by else "manage.py submit")
+                return self._check(data, upload, by, via)
+            result = submit(data, upload, by=by, via=via)
         except SubmissionError as e:
             raise CommandError("nothing was submitted:\n  " + "\n  ".join(e.problems)) from None
         finally:
@@ -94,14 +95,11 @@ class Command(BaseCommand):
         note = " (duplicate: this batchID was already submitted)" if result.duplicate else ""
         self.stdout.write(f"{result.bid}{note}")
 
-    def _check(self, data: dict, upload: Upload | None, by) -> None:
-        if by is not None:
-            data = {**data, "submitter": by.get_username()}
-        clean, problems = validate(data, upload)
-        if by is not None and not problems:
-            problems += filter(None, [rights.submit_refusal(by, clean.get("collection"))])
-        if problems:
-            raise CommandError("this would be refused:\n  " + "\n  ".join(problems))
+    def _check(self, data: dict, upload: Upload | None, by, via: str | None) -> None:
+        try:
+            clean = prepare(data, upload, by=by, via=via)
+        except SubmissionError as e:
+            raise CommandError("this would be refused:\n  " + "\n  ".join(e.problems)) from None
         self.stdout.write(
             f"would submit: {clean['type']} to profile {clean['profile']} "
             f"as {clean['submitter']} (nothing was submitted)"
