@@ -343,6 +343,18 @@ def test_reads_without_multiread_give_the_same_records(store, monkeypatch):
     assert fast.missing == slow.missing == ["jid9999999999"]
 
 
+def test_many_reads_go_a_window_at_a_time_with_the_same_results(store, monkeypatch):
+    _, jids = make_jobs(store, 3)
+    paths = [(multiread.GET, f"/jobs/{j}/status") for j in [*jids, "jid9999999999"]]
+    whole = multiread.read_many(store.client, paths)
+    sent = []
+    real = multiread.Reads
+    monkeypatch.setattr(multiread, "WINDOW", 2)
+    monkeypatch.setattr(multiread, "Reads", lambda c, r: sent.append(len(r)) or real(c, r))
+    assert multiread.read_many(store.client, paths) == whole and whole[-1] is None
+    assert sent == [2, 2]
+
+
 # --- following writes made by others ------------------------------------------------------
 
 

@@ -44,6 +44,8 @@ CHILDREN = 8  # ZooDefs.OpCode.getChildren
 # Reads per multiRead: enough to amortise the per-request cost, while a response of job
 # data stays a few hundred KB (Java clients refuse more than jute.maxbuffer, 1 MB).
 CHUNK = 500
+# Reads in flight at once in ``read_many``: fifty multiRead requests.
+WINDOW = 50 * CHUNK
 
 Request = tuple[int, str]  # (GET | CHILDREN, path)
 
@@ -144,7 +146,12 @@ def start(client: KazooClient, requests: Sequence[Request]) -> Reads:
 
 
 def read_many(client: KazooClient, requests: Sequence[Request]) -> list:
-    return Reads(client, requests).results()
+    """``requests``' results, at most WINDOW reads in flight: a whole tree's reads at once
+    would hold every pending result in memory (one per read on a server without multiRead)."""
+    out: list = []
+    for start in range(0, len(requests), WINDOW):
+        out += Reads(client, requests[start : start + WINDOW]).results()
+    return out
 
 
 def _supports_multiread(client: KazooClient) -> bool:
