@@ -19,7 +19,6 @@ from batches.models import BatchEvent
 from jobs.models import JobEvent
 from merritt_queue.core import history
 from merritt_queue.core.states import BATCH, JOB
-from mirror import follow, rebuild
 from mirror.timeline import own_message
 from steering.catalog import ACTIONS
 from steering.models import AdminActionItem
@@ -53,13 +52,13 @@ def who_of(actor: str) -> Who:
         return Who(process, "dispatcher", "the dispatcher (host:process id)")
     if actor in (history.CLEANUP, history.REPAIR):
         return Who(actor, "command", "a management command")
-    if actor == follow.ACTOR:
+    if actor == history.MIRROR_WATCH:
         return Who(
             "seen by the mirror (writer unknown)",
             "mirror",
             "the mirror saw this change while following the tree; who made it was not recorded",
         )
-    if actor == rebuild.ACTOR:
+    if actor == history.MIRROR_RECONCILE:
         return Who(
             "found by a full reconcile (writer unknown)",
             "mirror",

@@ -49,7 +49,7 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from batches.models import Batch
 from jobs.models import Job
-from merritt_queue.core import snapshot
+from merritt_queue.core import history, snapshot
 from merritt_queue.core import tree as t
 from merritt_queue.core.states import BatchStatus, JobStatus
 from merritt_queue.core.store import QueueStore
@@ -60,7 +60,7 @@ log = logging.getLogger(__name__)
 
 FINAL_BATCH = (BatchStatus.COMPLETED, BatchStatus.DELETED)
 FINAL_JOB = (JobStatus.COMPLETED, JobStatus.DELETED)
-ACTOR = "watch"  # names a row only seen, when the item's history could not be read
+ACTOR = history.MIRROR_WATCH  # a row only seen, when the item's history could not be read
 RECHECK_SECONDS = 10.0  # how long a job is re-read each turn until its listing agrees
 LIST_SECONDS_PER_100K = 2.0
 

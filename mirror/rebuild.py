@@ -11,7 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from jobs.models import Job
-from merritt_queue.core import snapshot
+from merritt_queue.core import history, snapshot
 from merritt_queue.core.store import JobRecord, QueueStore
 
 from .locks import locks_detail, sync_collections
@@ -29,7 +29,7 @@ from .upsert import (
 )
 
 # Names a timeline row only seen, when an item's history could not be read.
-ACTOR = "reconcile"
+ACTOR = history.MIRROR_RECONCILE
 
 
 @dataclass

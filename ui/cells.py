@@ -34,11 +34,15 @@ def status_badge(value: str):
     return format_html('<span class="st st-{}">{}</span>', (value or "none").lower(), value or "—")
 
 
+def _start(value: str, length: int) -> str:
+    return value[: length - 1].rstrip() + "…"
+
+
 def truncated(value: str, length: int = TRUNCATE):
     """The start of a long text, the whole of it in the ``title`` tooltip."""
     if not value or len(value) <= length:
         return value or ""
-    short = value[: length - 1].rstrip() + "…"
+    short = _start(value, length)
     return format_html('<span class="truncated" title="{}">{}</span>', value, short)
 
 
@@ -47,7 +51,7 @@ def message_cell(value: str, length: int = TRUNCATE):
     when opened (a tap on a phone, which has no hover)."""
     if not value or len(value) <= length:
         return value or ""
-    short = value[: length - 1].rstrip() + "…"
+    short = _start(value, length)
     return format_html(
         '<details class="msg"><summary title="{}"><span class="short">{}</span></summary>'
         '<span class="full">{}</span></details>',

@@ -49,6 +49,10 @@ CLEANUP = "cleanup"
 REPAIR = "check_tree --repair"
 # A status version with no entry here: no process of this project wrote it.
 OTHER_WRITER = "Merritt ingest"
+# The mirror's own names for a row whose writer it does not know: seen while following the
+# tree (its history could not be read), or found by a full reconcile.
+MIRROR_WATCH = "watch"
+MIRROR_RECONCILE = "reconcile"
 
 
 def process_actor(prefix: str) -> str:
