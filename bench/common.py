@@ -146,12 +146,7 @@ def zk_store(prefix: str) -> tuple[QueueStore, Callable[[], None]]:
             client.close()
         except Exception as e:  # a dead client must not keep the chroot from going
             print(f"bench: closing the {prefix} client failed: {e!r}", file=sys.stderr)
-        root = connect(ZkConfig(hosts=hosts))
-        try:
-            zookeeper.delete_tree(root, chroot)
-        finally:
-            root.stop()
-            root.close()
+        zookeeper.delete_chroot(hosts, chroot, "bench")
 
     return store, cleanup
 
@@ -293,18 +288,17 @@ class Processes(harness_procs.Procs):
     def __init__(
         self, part: str, log_dir: Path, env: dict[str, str], script: str = "manage.py"
     ) -> None:
-        super().__init__(env, log_dir, new_session=True, label=f"bench {part}")
+        super().__init__(env, log_dir, new_session=True, label=f"bench {part}", script=script)
         self.part = part
-        self.script = script
 
     def start(self, name: str, *argv: str, **env: str) -> subprocess.Popen:
-        """``script argv`` under the bench's Python. BENCH_PROFILE_DIR: each process runs under
-        cProfile and leaves <logs dir>-<name>.pstats there when it stops (SIGTERM ends the
-        queue's processes normally, so the stats are written)."""
+        """``python argv``, as the harness starts it. BENCH_PROFILE_DIR: each process runs
+        under cProfile and leaves <logs dir>-<name>.pstats there when it stops (SIGTERM ends
+        the queue's processes normally, so the stats are written)."""
         profile_dir = os.environ.get("BENCH_PROFILE_DIR")
         stats = f"{profile_dir}/{self.root.name}-{name}.pstats"
         runner = ["-m", "cProfile", "-o", stats] if profile_dir else []
-        return super().start(name, *runner, self.script, *argv, **env)
+        return super().start(name, *runner, *argv, **env)
 
     def cpu(self) -> dict[str, float]:
         """CPU seconds (user + system) each process has used so far."""
@@ -409,12 +403,11 @@ def submit_and_start(
     then submit the manifest; (batch id, ``perf_counter`` at the start: the submission is
     timed, the processes' start-up is not, as a running queue has none). ``meter`` then
     counts the processes' CPU from the start on."""
-    from merritt_queue.core.dispatcher import all_queue_names
 
     up = time.perf_counter()
-    procs.start("dispatcher", "run_dispatcher")
+    procs.dispatcher()
     for i in range(1, workers + 1):
-        procs.start(f"worker{i}", "rqworker", *all_queue_names())
+        procs.worker(f"worker{i}")
     _wait_until_up(part, run, procs, workers)
     emit(part, event="started", seconds=round(time.perf_counter() - up, 3), pids=procs.pids())
     if meter is not None:

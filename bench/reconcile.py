@@ -30,10 +30,10 @@ import tempfile
 from pathlib import Path
 
 from bench.common import emit, env_int, ran_in_own_process, summary, timer, zk_store
-from harness.zookeeper import four_letter
 from merritt_queue.core import history as h
 from merritt_queue.core import tree as t
 from merritt_queue.core.states import JOB, BatchStatus, JobStatus, batch_dir_for
+from merritt_queue.core.zkstats import znode_count
 
 PART = "reconcile"
 DEFAULT_JOBS = 100_000
@@ -130,7 +130,7 @@ HEAP_USABLE = 0.6  # of -Xmx: the rest is ZooKeeper's own, its request log and G
 def check_room(n: int) -> None:
     """Refuse to build a tree the ZooKeeper's heap cannot hold (it would fail for everyone)."""
     heap = _heap_bytes(os.environ.get("ZK_HEAP", "256m"))
-    existing = _znode_count(os.environ["ZK_HOSTS"])
+    existing = znode_count(os.environ["ZK_HOSTS"]) or 0
     needed = (existing + n * ZNODES_PER_JOB) * HEAP_BYTES_PER_ZNODE / HEAP_USABLE
     needed += n * HISTORY_BYTES_PER_JOB / HEAP_USABLE
     emit(
@@ -154,18 +154,6 @@ def _heap_bytes(text: str) -> int:
         raise SystemExit(f"bench {PART}: ZK_HEAP={text!r} is not a heap size like 1g") from None
 
 
-def _znode_count(hosts: str) -> int:
-    """Znodes on the server now, from the ``mntr`` four-letter word (0 when it is refused)."""
-    try:
-        answer = four_letter(hosts, "mntr")
-    except OSError:
-        return 0
-    for line in answer.splitlines():
-        if line.startswith("zk_znode_count"):
-            return int(line.split()[1])
-    return 0
-
-
 def build_tree(client, n: int) -> int:
     """Write ``n`` jobs in batches of JOBS_PER_BATCH; the number of batches."""
     for path in t.CONTAINERS:
@@ -184,7 +172,8 @@ def build_tree(client, n: int) -> int:
 def drop_tree(client) -> None:
     """Delete everything under the chroot, deepest first, 500 deletes per multi.
 
-    ``harness.zookeeper.delete_tree`` sends one request per node: minutes for a million nodes.
+    ``harness.zookeeper.delete_tree`` pipelines each level but still sends one delete request
+    per node; a million nodes go here as two thousand multis.
     """
     from merritt_queue.core import multiread
 

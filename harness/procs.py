@@ -57,6 +57,8 @@ class Procs:
     procs: list[tuple[str, subprocess.Popen]] = field(default_factory=list)
     new_session: bool = field(default=False, kw_only=True)
     label: str = field(default="harness", kw_only=True)
+    # What runs the queue's commands (bench/machinery.py: one whose handlers do nothing).
+    script: str = field(default="manage.py", kw_only=True)
 
     def manage(self, *args: str, timeout: float = 120) -> str:
         """Run a manage.py command to its end; its stdout."""
@@ -90,10 +92,10 @@ class Procs:
 
     def worker(self, name: str, *queues: str, **env: str) -> subprocess.Popen:
         """An RQ worker on ``queues`` (default: every queue, in serving order)."""
-        return self.start(name, "manage.py", "rqworker", *(queues or all_queue_names()), **env)
+        return self.start(name, self.script, "rqworker", *(queues or all_queue_names()), **env)
 
     def dispatcher(self, **env: str) -> subprocess.Popen:
-        return self.start("dispatcher", "manage.py", "run_dispatcher", **env)
+        return self.start("dispatcher", self.script, "run_dispatcher", **env)
 
     def proc(self, name: str) -> subprocess.Popen:
         """The latest process started under ``name``."""

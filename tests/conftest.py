@@ -8,11 +8,11 @@ test writes lives under ``/mq-test-<uuid>``.
 from __future__ import annotations
 
 import os
-import uuid
 
 import pytest
 from kazoo.client import KazooClient
 
+from harness import zookeeper
 from merritt_queue.core.store import QueueStore
 from merritt_queue.core.zk import ZkConfig, connect
 from merritt_queue.project import runtime
@@ -72,17 +72,9 @@ def _zk_hosts() -> str:
 @pytest.fixture
 def zk_config() -> ZkConfig:
     hosts = _zk_hosts()
-    config = ZkConfig(hosts=hosts, chroot=f"/mq-test-{uuid.uuid4().hex}", timeout=10)
+    config = ZkConfig(hosts=hosts, chroot=zookeeper.fresh_chroot("mq-test"), timeout=10)
     yield config
-    root = KazooClient(hosts=hosts)
-    root.start(timeout=10)
-    try:
-        root.delete(config.chroot_path, recursive=True)
-    except Exception:  # a test that never connected left nothing to remove
-        pass
-    finally:
-        root.stop()
-        root.close()
+    zookeeper.delete_chroot(hosts, config.chroot_path, "tests")
 
 
 @pytest.fixture
