@@ -28,6 +28,14 @@ def in_order(findings: list[Finding]) -> list[Finding]:
     return sorted(findings, key=lambda f: float("inf") if f.line is None else f.line)
 
 
+def capped(findings: list[Finding]) -> list[Finding]:
+    """``in_order``, at most MAX_PROBLEMS of them, then one saying how many more."""
+    ordered = in_order(findings)
+    if len(ordered) <= MAX_PROBLEMS:
+        return ordered
+    return [*ordered[:MAX_PROBLEMS], Finding(f"... and {len(ordered) - MAX_PROBLEMS} more")]
+
+
 class Findings:
     def __init__(self) -> None:
         self.errors: list[Finding] = []
@@ -43,7 +51,4 @@ class Findings:
         self.warnings.append(Finding(text, line, field, value))
 
     def error_texts(self) -> list[str]:
-        items = [f.text for f in in_order(self.errors)]
-        if len(items) > MAX_PROBLEMS:
-            return [*items[:MAX_PROBLEMS], f"... and {len(items) - MAX_PROBLEMS} more"]
-        return items
+        return [f.text for f in capped(self.errors)]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from ..services.netpolicy import hide_credentials, redact, userinfo_of
-from .findings import MAX_PROBLEMS, Finding, Findings, in_order
+from .findings import Finding, Findings, capped
 from .manifest import MAX_BYTES, Manifest, container_type, parse_findings
 
 VALUE_LIMIT = 200
@@ -49,8 +49,8 @@ def check_manifest(data: bytes | str, *, max_bytes: int = MAX_BYTES) -> Manifest
         profile=(safe_value(manifest.profile) or "") if manifest else "",
         kind=manifest.kind if manifest else "",
         rows=len(manifest.rows) if manifest else 0,
-        errors=tuple(_capped(found.errors)),
-        warnings=tuple(_capped(found.warnings)),
+        errors=tuple(capped(found.errors)),
+        warnings=tuple(capped(found.warnings)),
     )
 
 
@@ -66,13 +66,6 @@ def safe_value(value: str | None) -> str | None:
 
 def _item(f: Finding) -> dict:
     return {"line": f.line, "field": f.field, "value": safe_value(f.value), "message": f.message}
-
-
-def _capped(findings: list[Finding]) -> list[Finding]:
-    ordered = in_order(findings)
-    if len(ordered) <= MAX_PROBLEMS:
-        return ordered
-    return [*ordered[:MAX_PROBLEMS], Finding(f"... and {len(ordered) - MAX_PROBLEMS} more")]
 
 
 def _warn_where_merritt_validator_is_stricter(manifest: Manifest, found: Findings) -> None:
