@@ -22,7 +22,7 @@ from jobs.timeline_view import batch_timeline
 from ui.fields import fields_of
 from ui.links import job_link
 from ui.listing import collection_names, filtered_table, record_links
-from ui.reading_scope import require_readable
+from ui.reading_scope import readable_rows, require_readable
 
 MAX_REPORT_LINKS = 500
 
@@ -61,7 +61,8 @@ def submit_form(request):
 
 @login_required
 def batch_list(request):
-    filterset, table = filtered_table(request, BatchFilter, batch_rows(), SelectBatchTable)
+    rows = readable_rows(request.user, batch_rows())
+    filterset, table = filtered_table(request, BatchFilter, rows, SelectBatchTable)
     return render(
         request,
         "batches/batch_list.html",

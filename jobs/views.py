@@ -26,7 +26,7 @@ from mirror.facade import LOCAL_ID_SEPARATOR
 from ui.cells import when
 from ui.fields import as_text, fields_of
 from ui.listing import collection_names, filtered_table, record_links
-from ui.reading_scope import readable_collections, require_readable
+from ui.reading_scope import readable_collections, readable_rows, require_readable
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,11 @@ def job_list(request):
     # the range then also gives the order, however wide the range.
     by_change = "last_modified_after" in request.GET or "last_modified_before" in request.GET
     filterset, table = filtered_table(
-        request, JobFilter, job_rows(), SelectJobTable, "-last_modified" if by_change else None
+        request,
+        JobFilter,
+        readable_rows(request.user, job_rows()),
+        SelectJobTable,
+        "-last_modified" if by_change else None,
     )
     return render(
         request,

@@ -236,3 +236,21 @@ def test_a_cause_is_found_exactly_as_the_dashboard_counted_it(admin, db):
     make_job(3, "Failed", message="lock held by JID0000000009")
     assert listed(admin.get("/jobs/", {"signature": "digest <hex> bad"})) == [jid(1)]
     assert listed(admin.get("/jobs/", {"signature": "lock held by <id>"})) == [jid(3)]
+
+
+def test_a_depositor_lists_and_searches_only_their_collections(client, django_user_model):
+    """The lists were not narrowed: a depositor searched every collection's messages, and
+    the dashboard showed other collections' error texts."""
+    from batches.rights import grant_depositor
+
+    make_batch(1, collection="demo")
+    make_batch(2, collection="other", message="their failure")
+    make_job(1, "Failed", message="storage refused: ours")
+    make_job(2, "Failed", batch=2, collection="other", message="storage refused: theirs")
+    person = django_user_model.objects.create_user("dee")
+    grant_depositor(person, ["demo"])
+    client.force_login(person)
+    assert listed(client.get("/jobs/", {"q": "storage refused"})) == [jid(1)]
+    batches = client.get("/batches/").content.decode()
+    assert bid(1) in batches and bid(2) not in batches
+    assert "theirs" not in client.get("/").content.decode()
