@@ -260,7 +260,10 @@ STATIC_ROOT = VAR_DIR / "static"
 # collectstatic fills STATIC_ROOT for a deployment; until it has run, the finders still serve
 # the files from static/, so a forgotten step costs speed, not the page's looks.
 WHITENOISE_USE_FINDERS = True
-STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns at every start without it
+try:
+    STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns at every start without it
+except OSError:  # a read-only install: the warning is all it costs
+    pass
 
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.filebased.EmailBackend")
 EMAIL_FILE_PATH = VAR_DIR / "mail"

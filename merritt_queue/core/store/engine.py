@@ -1,8 +1,9 @@
 """The one ZooKeeper engine: pipelined reads, multis, mending and error mapping.
 
-Every write of the queue, and every repair of the consistency check, goes through
-``Engine.multi``: all or nothing, version-checked. ``stats`` counts what it costs, so
-tests and benchmarks can hold the store to its round trips.
+Every multi of the queue, and every repair of the consistency check, goes through
+``Engine.multi``: all or nothing, version-checked. A few single writes do not (a lock's
+ephemeral node and its delete, the pause flag, ``put``, ``create_sequential``). ``stats``
+counts what it costs, so tests and benchmarks can hold the store to its round trips.
 """
 
 from __future__ import annotations
