@@ -74,6 +74,26 @@ PAST_PENDING = frozenset(
 )
 
 
+# Told (done, total) as the check goes: the items checked, then the repairs tried.
+OnProgress = Callable[[int, int], None]
+# Items between two reports: often enough for a progress bar, rarely enough to cost nothing.
+PROGRESS_EVERY = 200
+
+
+class Progress:
+    def __init__(self, total: int, report: OnProgress | None):
+        self.total, self.done, self.report = total, 0, report
+
+    def step(self) -> None:
+        self.done += 1
+        if self.report is not None and self.done % PROGRESS_EVERY == 0:
+            self.report(self.done, self.total)
+
+    def end(self) -> None:
+        if self.report is not None:
+            self.report(self.total, self.total)
+
+
 @dataclass
 class Finding:
     kind: str
@@ -149,18 +169,21 @@ class _Checker:
     def age(self, stat: ZnodeStat) -> float:
         return self.now - stat.ctime / 1000
 
-    def run(self) -> None:
+    def run(self, progress: Progress) -> None:
         for batch in sorted(self.tree.batches.values(), key=lambda b: b.id):
             self.check_batch(batch)
+            progress.step()
         for job in sorted(self.tree.jobs.values(), key=lambda j: j.id):
             self.check_job(job)
+            progress.step()
         self.check_stray_index()
         self.check_stray_refs()
         self.check_uuids()
         lockchecks.check_lock_dirs(self)
 
-    def repair(self) -> None:
+    def repair(self, progress: Progress) -> None:
         for findings, plan in self.plans:
+            progress.step()
             try:
                 r.commit(self.engine, plan())
             except RepairFailed as e:
@@ -579,11 +602,14 @@ def check_tree(
     lock_max_age: float = 3600,
     grace: float = 300,
     now: float | None = None,
+    progress: OnProgress | None = None,
 ) -> list[Finding]:
     """Read the whole tree and report what is inconsistent; repair it when asked.
 
     ``lock_max_age`` and ``grace`` are seconds; ``now`` (epoch seconds) is the
     time ages are measured against. Findings come sorted by kind, then path.
+    ``progress`` is told ``(done, total)`` every few items checked and repairs tried;
+    the total counts the repairs once the check has planned them.
     """
     checker = _Checker(
         store.client,
@@ -594,7 +620,14 @@ def check_tree(
         actor=store.actor or history.REPAIR,
         engine=store.engine,
     )
-    checker.run()
+    items = len(checker.tree.batches) + len(checker.tree.jobs)
+    checked = Progress(items, progress)
+    checker.run(checked)
     if repair:
-        checker.repair()
+        repairs = Progress(items + len(checker.plans), progress)
+        repairs.done = items
+        checker.repair(repairs)
+        repairs.end()
+    else:
+        checked.end()
     return sorted(checker.findings, key=lambda f: (f.kind, f.path))
