@@ -107,7 +107,7 @@ def _alive(record: AdminAction) -> bool:
         return False
     except (RedisError, OSError):
         return True
-    return status not in (RQStatus.FAILED, RQStatus.STOPPED, RQStatus.CANCELED)
+    return status not in (RQStatus.FINISHED, RQStatus.FAILED, RQStatus.STOPPED, RQStatus.CANCELED)
 
 
 def start(
@@ -200,6 +200,11 @@ def run_operation(action_id: int) -> str:
             return "gone"
         if record.finished is not None:
             return "already finished"
+        user = record.user
+        problem = refusal(user, OPERATIONS[record.action]) if user else "the person is gone"
+        if problem:  # as every admin action, judged again when it runs
+            fail(record, f"not run: {problem}")
+            return "refused"
         try:
             RUNNERS[record.action](record, Meter(record))
         except Exception as e:  # the row must say why, whatever it was

@@ -138,6 +138,8 @@ class _Checker:
         self.refs_by_jid: dict[str, list[tuple[str, str]]] = defaultdict(list)  # (bid, path)
         self.jobs_by_batch: dict[str, list[str]] = defaultdict(list)
         self._by_ark: dict[str, list[_Job]] | None = None
+        # Every item checked, then every repair tried.
+        self.progress = Progress(len(tree.batches) + len(tree.jobs), None)
         self._index_tree()
 
     def _index_tree(self) -> None:
@@ -169,21 +171,22 @@ class _Checker:
     def age(self, stat: ZnodeStat) -> float:
         return self.now - stat.ctime / 1000
 
-    def run(self, progress: Progress) -> None:
+    def run(self) -> None:
         for batch in sorted(self.tree.batches.values(), key=lambda b: b.id):
             self.check_batch(batch)
-            progress.step()
+            self.progress.step()
         for job in sorted(self.tree.jobs.values(), key=lambda j: j.id):
             self.check_job(job)
-            progress.step()
+            self.progress.step()
         self.check_stray_index()
         self.check_stray_refs()
         self.check_uuids()
         lockchecks.check_lock_dirs(self)
 
-    def repair(self, progress: Progress) -> None:
+    def repair(self) -> None:
+        self.progress.total += len(self.plans)
         for findings, plan in self.plans:
-            progress.step()
+            self.progress.step()
             try:
                 r.commit(self.engine, plan())
             except RepairFailed as e:
@@ -620,14 +623,9 @@ def check_tree(
         actor=store.actor or history.REPAIR,
         engine=store.engine,
     )
-    items = len(checker.tree.batches) + len(checker.tree.jobs)
-    checked = Progress(items, progress)
-    checker.run(checked)
+    checker.progress.report = progress
+    checker.run()
     if repair:
-        repairs = Progress(items + len(checker.plans), progress)
-        repairs.done = items
-        checker.repair(repairs)
-        repairs.end()
-    else:
-        checked.end()
+        checker.repair()
+    checker.progress.end()
     return sorted(checker.findings, key=lambda f: (f.kind, f.path))
