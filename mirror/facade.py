@@ -7,7 +7,7 @@ import threading
 from merritt_queue.core.store import QueueStore
 
 from .locks import apply_collection, locks_detail, refresh_locks, sync_collections
-from .rebuild import Drift, full_reconcile
+from .rebuild import Drift, full_reconcile, kept_report, report_lines
 from .rows import (
     BATCH_FIELDS,
     JOB_FIELDS,
@@ -59,6 +59,7 @@ __all__ = [
     "follow",
     "full_reconcile",
     "job_values",
+    "kept_report",
     "local_ids_text",
     "locks_detail",
     "make_listener",
@@ -69,6 +70,7 @@ __all__ = [
     "remove_batches",
     "remove_job",
     "remove_jobs",
+    "report_lines",
     "sync_collections",
 ]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -64,14 +65,24 @@ class Drift:
         self.changed += outcome.changed
 
 
-def full_reconcile(store: QueueStore) -> Drift:
+# Told (done, total) as the rebuild goes: the batches, then each chunk of jobs, mirrored.
+OnProgress = Callable[[int, int], None]
+# Ids listed per kind of drift in a kept report (the counts are always whole).
+LISTED = 50
+
+
+def full_reconcile(store: QueueStore, progress: OnProgress | None = None) -> Drift:
     """Rebuild the mirror from the whole tree; report what differed."""
     began, clock = timezone.now(), time.perf_counter()
     client, drift = store.client, Drift()
     listing = snapshot.read_listing(client)
+    total = len(listing.bids) + len(listing.jids)
+    tell = progress or (lambda done, total: None)
     batches = snapshot.read_batches(client, listing.bids)
     records = list(batches.records.values())
     drift.take(apply_batches(records, actor=ACTOR, at=began, since=began))
+    done = len(listing.bids)
+    tell(done, total)
     item_locks, present = dict(batches.locks), set(batches.records) | set(batches.unreadable)
     drift.unreadable.update(batches.unreadable)
     present_jobs: set[str] = set()
@@ -87,6 +98,8 @@ def full_reconcile(store: QueueStore) -> Drift:
         drift.unreadable.update(items.unreadable)
         item_locks.update(items.locks)
         present_jobs |= set(items.records) | set(items.unreadable)
+        done += len(items.records) + len(items.unreadable) + len(items.missing)
+        tell(min(done, total), total)
     drift.removed += _remove_gone(BATCHES, present, began) + _remove_gone(JOBS, present_jobs, began)
     with transaction.atomic():
         recount()
@@ -95,7 +108,34 @@ def full_reconcile(store: QueueStore) -> Drift:
     drift.jobs, drift.batches = len(present_jobs), len(present)
     drift.seconds = time.perf_counter() - clock
     mark(FULL, began, drift.summary())
+    tell(total, total)
     return drift
+
+
+def report_lines(drift: Drift, shown: int) -> list[str]:
+    """The drift as ``reconcile --full`` prints it, ``shown`` ids listed per kind."""
+    lines = []
+    for name in ("added", "changed", "removed"):
+        ids = getattr(drift, name)
+        more = f" ... (+{len(ids) - shown})" if len(ids) > shown else ""
+        lines.append(f"{name}: {len(ids)}" + (f"  {' '.join(ids[:shown])}{more}" if ids else ""))
+    for item_id, why in list(drift.unreadable.items())[:shown]:
+        lines.append(f"unreadable: {item_id}: {why}")
+    lines.append(
+        f"{drift.jobs} jobs and {drift.batches} batches in {drift.seconds:.1f} s "
+        f"({drift.jobs_per_s:.0f} jobs/s)"
+    )
+    return lines
+
+
+def kept_report(drift: Drift) -> dict[str, Any]:
+    """The drift as the Maintenance page keeps it: every count, the first ids of each kind."""
+    return {
+        **drift.summary(),
+        "ids": {name: getattr(drift, name)[:LISTED] for name in ("added", "changed", "removed")},
+        "unreadable_ids": dict(list(drift.unreadable.items())[:LISTED]),
+        "lines": report_lines(drift, LISTED),
+    }
 
 
 def _with_histories(client, records: list[JobRecord]) -> list[JobRecord]:

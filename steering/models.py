@@ -19,6 +19,9 @@ def group_names(user) -> frozenset[str]:
 # Submitting is a right of its own, beside the steering ranks (batches.rights).
 DEPOSITOR = "depositor"
 
+# The maintenance operations (``steering.maintenance``): one of each may run at a time.
+MAINTENANCE = ("check-tree", "reconcile-full", "cleanup")
+
 
 class AdminAction(models.Model):
     """One action taken by a person: what, on what, why, and how each item fared."""
@@ -41,9 +44,19 @@ class AdminAction(models.Model):
     token = models.CharField(max_length=64, unique=True)
     # The [id, version] pairs to act on, kept so a queued action (mq-admin) can run them.
     pending_items = models.JSONField(default=list, blank=True)
+    # What a maintenance operation found (findings, drift, what went), or why it failed.
+    report = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["-started"]
+        constraints = [
+            # A second start of a running operation fails here, whatever raced it.
+            models.UniqueConstraint(
+                fields=["action"],
+                condition=models.Q(finished__isnull=True, action__in=MAINTENANCE),
+                name="one_running_maintenance_of_a_kind",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.action} by {self.username}"

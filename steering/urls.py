@@ -1,6 +1,6 @@
 from django.urls import path
 
-from steering import views
+from steering import maintenance_views, views
 
 app_name = "steering"
 
@@ -11,4 +11,7 @@ urlpatterns = [
     path("actions/<int:pk>/", views.result, name="result"),
     path("actions/<str:action_name>/confirm", views.confirm, name="confirm"),
     path("actions/<str:action_name>/execute", views.run, name="execute"),
+    path("maintenance/", maintenance_views.page, name="maintenance"),
+    path("maintenance/<str:name>/confirm", maintenance_views.confirm, name="maintenance-confirm"),
+    path("maintenance/<str:name>/start", maintenance_views.start, name="maintenance-start"),
 ]

@@ -45,7 +45,8 @@ from merritt_queue.core.states import resume_note, resume_target
 from steering import tasks
 from steering.actions import execute, run_items, start
 from steering.catalog import ACTIONS, Action, Scope, Target
-from steering.models import AdminAction, AdminActionItem
+from steering.maintenance import OPERATIONS
+from steering.models import MAINTENANCE, AdminAction, AdminActionItem
 from steering.permissions import refusal
 from steering.planning import (
     PlanItem,
@@ -380,6 +381,8 @@ def result(request, pk: int):
     record = get_object_or_404(AdminAction, pk=pk)
     action = ACTIONS.get(record.action)
     running = record.finished is None
+    if record.action in MAINTENANCE:
+        return maintenance_result(request, record)
     return render(
         request,
         "steering/result.html",
@@ -391,6 +394,21 @@ def result(request, pk: int):
             "next": safe_next(request, request.GET.get("next", "")),
         },
     )
+
+
+def maintenance_result(request, record: AdminAction):
+    """A maintenance operation's progress while it runs, its report once it is done."""
+    report = record.report or {}
+    context = {
+        "record": record,
+        "op": OPERATIONS[record.action],
+        "running": record.finished is None,
+        "report": report,
+        "error": report.get("error", ""),
+        "items": record.items.order_by("id")[:SHOWN] if record.finished else [],
+        "more_items": max(0, record.items.count() - SHOWN) if record.finished else 0,
+    }
+    return render(request, "steering/maintenance_result.html", context)
 
 
 FILTERS = ("job", "batch", "collection", "user", "action", "scope")
@@ -431,7 +449,7 @@ def audit(request):
             "shown": shown,
             "filtered": filters,
             "query": urlencode(filters),
-            "actions": sorted(ACTIONS),
+            "actions": sorted([*ACTIONS, *MAINTENANCE]),
         },
     )
 

@@ -206,6 +206,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "jobs.context_processors.mirror_freshness",
                 "batches.context_processors.may_submit",
+                "steering.context_processors.may_maintain",
             ],
         },
     },

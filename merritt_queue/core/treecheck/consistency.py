@@ -74,6 +74,26 @@ PAST_PENDING = frozenset(
 )
 
 
+# Told (done, total) as the check goes: the items checked, then the repairs tried.
+OnProgress = Callable[[int, int], None]
+# Items between two reports: often enough for a progress bar, rarely enough to cost nothing.
+PROGRESS_EVERY = 200
+
+
+class Progress:
+    def __init__(self, total: int, report: OnProgress | None):
+        self.total, self.done, self.report = total, 0, report
+
+    def step(self) -> None:
+        self.done += 1
+        if self.report is not None and self.done % PROGRESS_EVERY == 0:
+            self.report(self.done, self.total)
+
+    def end(self) -> None:
+        if self.report is not None:
+            self.report(self.total, self.total)
+
+
 @dataclass
 class Finding:
     kind: str
@@ -118,6 +138,8 @@ class _Checker:
         self.refs_by_jid: dict[str, list[tuple[str, str]]] = defaultdict(list)  # (bid, path)
         self.jobs_by_batch: dict[str, list[str]] = defaultdict(list)
         self._by_ark: dict[str, list[_Job]] | None = None
+        # Every item checked, then every repair tried.
+        self.progress = Progress(len(tree.batches) + len(tree.jobs), None)
         self._index_tree()
 
     def _index_tree(self) -> None:
@@ -152,15 +174,19 @@ class _Checker:
     def run(self) -> None:
         for batch in sorted(self.tree.batches.values(), key=lambda b: b.id):
             self.check_batch(batch)
+            self.progress.step()
         for job in sorted(self.tree.jobs.values(), key=lambda j: j.id):
             self.check_job(job)
+            self.progress.step()
         self.check_stray_index()
         self.check_stray_refs()
         self.check_uuids()
         lockchecks.check_lock_dirs(self)
 
     def repair(self) -> None:
+        self.progress.total += len(self.plans)
         for findings, plan in self.plans:
+            self.progress.step()
             try:
                 r.commit(self.engine, plan())
             except RepairFailed as e:
@@ -579,11 +605,14 @@ def check_tree(
     lock_max_age: float = 3600,
     grace: float = 300,
     now: float | None = None,
+    progress: OnProgress | None = None,
 ) -> list[Finding]:
     """Read the whole tree and report what is inconsistent; repair it when asked.
 
     ``lock_max_age`` and ``grace`` are seconds; ``now`` (epoch seconds) is the
     time ages are measured against. Findings come sorted by kind, then path.
+    ``progress`` is told ``(done, total)`` every few items checked and repairs tried;
+    the total counts the repairs once the check has planned them.
     """
     checker = _Checker(
         store.client,
@@ -594,7 +623,9 @@ def check_tree(
         actor=store.actor or history.REPAIR,
         engine=store.engine,
     )
+    checker.progress.report = progress
     checker.run()
     if repair:
         checker.repair()
+    checker.progress.end()
     return sorted(checker.findings, key=lambda f: (f.kind, f.path))

@@ -2,7 +2,8 @@
 
 ``--full`` rebuilds once and prints what differed (drift). ``--watch`` follows
 the tree with watches, with a full rebuild every MQ_RECONCILE_SECONDS, until
-SIGTERM or SIGINT; the signal only asks the loop to stop after its turn.
+SIGTERM or SIGINT; the signal only asks the loop to stop after its turn. The Maintenance
+page runs the same full rebuild (``mirror.facade.full_reconcile``).
 """
 
 import logging
@@ -18,18 +19,7 @@ SHOWN = 5  # ids listed per kind of drift
 
 
 def report(drift: mirror.Drift) -> list[str]:
-    lines = []
-    for name in ("added", "changed", "removed"):
-        ids = getattr(drift, name)
-        more = f" ... (+{len(ids) - SHOWN})" if len(ids) > SHOWN else ""
-        lines.append(f"{name}: {len(ids)}" + (f"  {' '.join(ids[:SHOWN])}{more}" if ids else ""))
-    for item_id, why in list(drift.unreadable.items())[:SHOWN]:
-        lines.append(f"unreadable: {item_id}: {why}")
-    lines.append(
-        f"{drift.jobs} jobs and {drift.batches} batches in {drift.seconds:.1f} s "
-        f"({drift.jobs_per_s:.0f} jobs/s)"
-    )
-    return lines
+    return mirror.report_lines(drift, SHOWN)
 
 
 class Command(BaseCommand):

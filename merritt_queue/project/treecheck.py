@@ -1,0 +1,69 @@
+"""The consistency check as the queue runs it, from ``manage.py check_tree`` and from the
+Maintenance page (``steering.maintenance``) alike: check (and repair) the tree as the
+repair actor, and keep the findings for the /consistency/ page."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from django.conf import settings
+from django.utils import timezone
+
+from jobs.models import MirrorState
+
+from ..core.history import REPAIR
+from ..core.treecheck.consistency import Finding, OnProgress, check_tree
+from .runtime import get_store
+
+# Findings saved for the page; a tree broken beyond that is counted, not listed.
+MAX_SAVED_FINDINGS = 5000
+
+
+def lock_max_age(given: float | None = None) -> float:
+    """The age in seconds past which a lock is stale: ``given``, else the setting."""
+    return given if given is not None else getattr(settings, "MQ_LOCK_STALE_SECONDS", 3600)
+
+
+def run_check(
+    *,
+    repair: bool,
+    max_age: float,
+    progress: OnProgress | None = None,
+    actor: str = REPAIR,
+) -> list[Finding]:
+    """Check the tree (and make the safe repairs when ``repair``, written as ``actor``);
+    the findings."""
+    # No store.init(): a check must not write, not even the empty containers.
+    store = get_store(init=False)
+    with store.acting_as(actor):  # a worker's store serves its other jobs too
+        return check_tree(store, repair=repair, lock_max_age=max_age, progress=progress)
+
+
+def save_findings(findings: list[Finding], repairing: bool, max_age: float) -> dict:
+    """Keep this run's findings in the mirror (one row, replaced by each run); what was kept."""
+    detail = {
+        "repair": repairing,
+        "lock_max_age": max_age,
+        "total": len(findings),
+        "repaired": sum(f.repaired for f in findings),
+        "unrepaired": sum(not f.repaired for f in findings),
+        "truncated": len(findings) > MAX_SAVED_FINDINGS,
+        # Unrepaired first, so a cut list still shows what is left to do.
+        "findings": [asdict(f) for f in sorted(findings, key=lambda f: f.repaired)][
+            :MAX_SAVED_FINDINGS
+        ],
+    }
+    MirrorState.objects.update_or_create(
+        name="consistency", defaults={"at": timezone.now(), "detail": detail}
+    )
+    return detail
+
+
+def outcome(finding: Finding, repairing: bool) -> str:
+    if finding.repaired:
+        return f"-> repaired: {finding.repair}"
+    if finding.repair is None:
+        return "-> fix by hand"
+    if repairing:
+        return f"-> repair failed: {finding.repair}"
+    return f"-> would repair: {finding.repair}"

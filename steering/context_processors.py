@@ -1,0 +1,17 @@
+"""``may_maintain``: whether the navigation offers the Maintenance page (administrators);
+the page and its actions check the role afresh."""
+
+from __future__ import annotations
+
+from django.utils.functional import SimpleLazyObject
+
+from steering.permissions import Role, role_of
+
+
+def may_maintain(request) -> dict:
+    user = getattr(request, "user", None)
+    return {
+        "may_maintain": SimpleLazyObject(
+            lambda: user is not None and role_of(user) >= Role.ADMINISTRATOR
+        )
+    }
