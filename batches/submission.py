@@ -23,13 +23,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import django_rq
 from django.conf import settings
 from django.contrib.auth import get_user_model
 
 from batches import rights
 from batches.models import Profile
 from batches.objects import ark_problem, change_refusal
-from merritt_queue.core import tree
+from merritt_queue.core import handover, tree
 from merritt_queue.core.history import submission_actor
 from merritt_queue.core.planning import SINGLE_TYPES, SUBMISSION_TYPES
 from merritt_queue.core.sides import CREATED_BY, CREATED_BY_KEY, NONE
@@ -37,6 +38,7 @@ from merritt_queue.deposit import safepath
 from merritt_queue.deposit.digest import check_digest_format, normalise_algorithm
 from merritt_queue.deposit.uploads import uploads_root
 from merritt_queue.project.runtime import get_store
+from merritt_queue.project.tasks import TASKS
 from merritt_queue.services.netpolicy import userinfo_of
 
 TEXT_FIELDS = {
@@ -167,6 +169,8 @@ def _create(store, clean: dict, by, upload) -> SubmitResult:
     if created.duplicate:
         _remove_upload(saved)
         _check_owner(store, created.id, clean, by)
+    elif settings.MQ_HANDOVER:
+        handover.new_batch(store, django_rq.get_connection("default"), TASKS, created.id)
     return SubmitResult(created.id, created.duplicate, clean.get("batchID"))
 
 

@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import close_old_connections
 from rq import get_current_job
 
 from batches import handlers
 from jobs.services import get_services
+from merritt_queue.core import handover
 from merritt_queue.core.dispatcher import LEAVE_SECONDS, defer, rq_job_id
+from merritt_queue.project.tasks import TASKS
 
 
 def run_batch_pending(bid: str, status: str = "Pending") -> str:
     close_old_connections()
     try:
-        return _left(handlers.run_pending(get_services(), bid), bid, status)
+        services = get_services()
+        result = handlers.run_pending(services, bid)
+        current = get_current_job()
+        if result == "processing" and current is not None and settings.MQ_HANDOVER:
+            handover.new_jobs(services.store, current.connection, TASKS, bid)
+        return _left(result, bid, status)
     finally:
         close_old_connections()
 

@@ -8,9 +8,11 @@ from rq import Worker, get_current_job
 
 from jobs.handlers import handlers
 from jobs.services import get_services
+from merritt_queue.core import handover
 from merritt_queue.core.dispatcher import LEAVE_SECONDS, defer, job_queue_name, rq_job_id
 from merritt_queue.core.runner import ChainPolicy, StepResult, run_job_steps
 from merritt_queue.core.sides import NONE, runs_job
+from merritt_queue.project.tasks import TASKS
 
 _handlers: dict[int, dict] = {}
 # The queues each worker (by name) serves: a worker's queues are fixed when it starts.
@@ -37,6 +39,10 @@ def run_job_step(jid: str, status: str) -> str:
             # have reached after the one this RQ job was enqueued for.
             waiting = report.job.status if report.job else status
             defer(current.connection, rq_job_id("job", jid, waiting), report.outcome.delay)
+        if settings.MQ_HANDOVER and report.job and report.job.bid and current is not None:
+            handover.batch_report(
+                services.store, current.connection, TASKS, report.job.bid, report.job.status
+            )
         return report.result.value
     finally:
         close_old_connections()

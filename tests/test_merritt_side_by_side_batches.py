@@ -268,6 +268,7 @@ def test_none_mode_enqueues_nothing_runs_nothing_and_refuses_submissions(
     pipeline,
     settings,
 ):
+    settings.MQ_HANDOVER = False  # what the dispatcher enqueues is the question here
     bid = pipeline.submit(type="file", payload_url="http://example.org/a.txt")
     settings.MQ_WORKERS = "none"
     assert step(pipeline, "none") == 0

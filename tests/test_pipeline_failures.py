@@ -522,7 +522,12 @@ def test_a_batch_of_a_held_collection_waits_held_and_completes_once_released(pip
     assert_stored(pipeline, job, ["call911.jpg"])
 
 
-def test_holding_a_collection_mid_batch_holds_its_pending_jobs_until_released(pipeline, content):
+def test_holding_a_collection_mid_batch_holds_its_pending_jobs_until_released(
+    pipeline, content, settings
+):
+    # The test steps in between the jobs' creation and their first step, which a worker's
+    # hand-over would otherwise enqueue in the same burst.
+    settings.MQ_HANDOVER = False
     store = pipeline.store
     bid = pipeline.submit(
         type="single-file-batch-manifest", payload_url=f"{content.url}/sampleBatchOfFiles.checkm"

@@ -118,6 +118,42 @@ def test_the_sweep_enqueues_each_job_once_in_priority_order(store, redis, batch)
     assert disp.sweep() == 0, "a second sweep must not enqueue duplicates"
 
 
+def test_a_more_urgent_job_goes_ahead_of_those_already_waiting_in_rq(store, redis, batch):
+    """RQ serves first in, first out: a small deposit's job, enqueued after a big batch's
+    backlog, must still be served first (bench latency: busy p95)."""
+    backlog = [store.create_job(batch, CONFIGURATION, priority=7) for _ in range(3)]
+    disp = Dispatcher(store, redis, TASKS)
+    assert disp.sweep() == 3
+    urgent = store.create_job(batch, CONFIGURATION, priority=5)
+    more = store.create_job(batch, CONFIGURATION, priority=2)
+    late = store.create_job(batch, CONFIGURATION, priority=9)
+    assert disp.sweep_job_state("Pending") == 3
+    queue = Queue(d.job_queue_name("Pending"), connection=redis)
+    assert [j.args[0] for j in queue.jobs] == [more, urgent, *backlog, late]
+
+
+def test_an_event_after_a_quiet_spell_is_served_at_once(store, redis, batch):
+    """The settle time coalesces bursts; it must not delay the first event after a quiet
+    spell (a small deposit on an idle queue waited a whole settle at each hand-over)."""
+    import threading
+
+    disp = Dispatcher(store, redis, TASKS, DispatcherConfig(settle=3.0, sweep_interval=60))
+    runner = threading.Thread(target=disp.run, daemon=True)
+    runner.start()
+    queue = Queue(d.job_queue_name("Pending"), connection=redis)
+    try:
+        time.sleep(3.5)  # the first sweep and its settle are over: the queue is quiet
+        store.create_job(batch, CONFIGURATION)
+        deadline = time.monotonic() + 2.0  # under the settle time
+        while not queue.count:
+            assert time.monotonic() < deadline, "the new job waited for the settle time"
+            time.sleep(0.02)
+    finally:
+        disp.stop.set()
+        disp.wake.set()
+        runner.join(10)
+
+
 def test_a_locked_job_is_not_enqueued(store, make_store, redis, batch):
     jid = store.create_job(batch, CONFIGURATION)
     make_store().lock_job(jid)

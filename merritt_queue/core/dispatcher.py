@@ -105,6 +105,10 @@ def _later_key(job_id: str) -> str:
     return f"mq:later:{job_id}"
 
 
+def is_deferred(redis: Redis, job_id: str) -> bool:
+    return bool(redis.exists(_later_key(job_id)))
+
+
 def defer(redis: Redis, job_id: str, seconds: float) -> None:
     """Keep the sweep from re-enqueueing a step that asked to wait (e.g. short of disk)."""
     redis.set(_later_key(job_id), b"1", px=max(1, int(seconds * 1000)))
@@ -172,6 +176,8 @@ class Dispatcher:
         # Whether our workers may run each item (``sides``); an item's data never changes.
         self._runs: dict[tuple[str, str], bool] = {}
         self.enqueued = 0
+        # When the last sweep began (``run`` spaces them by ``settle``).
+        self._swept = 0.0
 
     # --- watches: callbacks only mark what changed and wake the loop ----------
 
@@ -224,6 +230,10 @@ class Dispatcher:
 
     def sweep(self) -> int:
         """Enqueue everything that has work; the number of RQ jobs enqueued."""
+        self._swept = time.monotonic()
+        # What was marked before now is covered (the watches' first calls, on installing).
+        with self._dirty_lock:
+            self._dirty.clear()
         if self.config.workers == NONE or self._paused():
             return 0
         count = sum(self.sweep_job_state(s) for s in JOB_WORK_STATES)
@@ -234,6 +244,7 @@ class Dispatcher:
             dirty, self._dirty = self._dirty, set()
         if not dirty:
             return 0
+        self._swept = time.monotonic()
         if "all" in dirty:
             return self.sweep()
         if self.config.workers == NONE or self._paused():
@@ -263,10 +274,16 @@ class Dispatcher:
             return 0
         listed = self.store.jobs_in_state(status, watch=self._state_watchers[status])
         id_of = {jid: rq_job_id("job", jid, status) for _, jid in listed}
+        priority_of = {jid: p for p, jid in listed}
+        # The least urgent job already waiting in RQ: one more urgent goes ahead of it.
+        last_served = max((p for p, jid in listed if id_of[jid] in queued), default=None)
         if status == JobStatus.PENDING:
             listed = self._fair(listed, {jid for jid, job_id in id_of.items() if job_id in queued})
         entries = [(jid, id_of[jid]) for _, jid in listed if id_of[jid] not in queued]
         count = 0
+        # RQ serves a queue first in, first out: a job more urgent than one already waiting
+        # there (a small deposit behind a big batch's backlog) goes to its front instead.
+        ahead: list[tuple[str, str]] = []
         self._backlog[status] = False
         # Locked jobs (running, or chained through by a worker) sit at the head of the
         # order: look a little past the budget, not through the whole backlog.
@@ -277,14 +294,32 @@ class Dispatcher:
             for (jid, job_id), waiting in zip(
                 free, self._deferred(j for _, j in free), strict=True
             ):
-                if count >= budget:
+                if count + len(ahead) >= budget:
                     self._backlog[status] = True
-                    return count
-                if not waiting and self._enqueue(queue, self.tasks.job_step, (jid, status), job_id):
+                    return count + self._enqueue_ahead(queue, status, ahead)
+                if waiting:
+                    continue
+                if last_served is not None and priority_of[jid] < last_served:
+                    ahead.append((jid, job_id))
+                elif self._enqueue(queue, self.tasks.job_step, (jid, status), job_id):
                     count += 1
-                    if status == JobStatus.PENDING:
-                        self._turns.handed(self._batch_of.get(jid))
+                    self._handed(status, jid)
+        return count + self._enqueue_ahead(queue, status, ahead)
+
+    def _enqueue_ahead(self, queue: Queue, status: str, ahead: list[tuple[str, str]]) -> int:
+        """Enqueue ``ahead`` (in serving order) at the queue's front, the most urgent last so
+        that it ends up first."""
+        count = 0
+        for jid, job_id in reversed(ahead):
+            args = (jid, status)
+            if self._enqueue(queue, self.tasks.job_step, args, job_id, at_front=True):
+                count += 1
+                self._handed(status, jid)
         return count
+
+    def _handed(self, status: str, jid: str) -> None:
+        if status == JobStatus.PENDING:
+            self._turns.handed(self._batch_of.get(jid))
 
     def _fair(self, listed: list[tuple[int, str]], handed: set[str]) -> list[tuple[int, str]]:
         """The Pending jobs not ``handed`` out (enqueued) yet, batches taking turns within a
@@ -380,20 +415,23 @@ class Dispatcher:
             else:
                 queue, task = report_q, self.tasks.batch_report
             job_id = rq_job_id("batch", bid, status)
-            if not self.redis.exists(_later_key(job_id)):
+            if not is_deferred(self.redis, job_id):
                 count += self._enqueue(queue, task, (bid, status), job_id)
         return count
 
     def _locked(self, paths: Iterable[str]) -> list[bool]:
         return self.store.exists_many(list(paths))
 
-    def _enqueue(self, queue: Queue, func: str, args: tuple, job_id: str) -> bool:
+    def _enqueue(
+        self, queue: Queue, func: str, args: tuple, job_id: str, *, at_front: bool = False
+    ) -> bool:
         for _ in range(2):
             try:
                 queue.enqueue_call(
                     func,
                     args=args,
                     job_id=job_id,
+                    at_front=at_front,
                     timeout=self.config.job_timeout,
                     result_ttl=0,
                     failure_ttl=self.config.failure_ttl,
@@ -462,8 +500,10 @@ class Dispatcher:
                 log.warning("dispatch sweep failed, retrying: %s", e)
                 next_full = time.monotonic() + 1.0
             self.wake.wait(timeout=max(0.05, min(1.0, next_full - time.monotonic())))
-            # Let a burst of watch events coalesce into one sweep.
-            self.stop.wait(self.config.settle)
+            # At most one sweep per ``settle``: a burst of watch events (a busy queue) makes
+            # one sweep, while the first event after a quiet spell (a small deposit on an
+            # idle queue) is served at once instead of waiting for a burst that never comes.
+            self.stop.wait(max(0.0, self._swept + self.config.settle - time.monotonic()))
             self.wake.clear()
 
 

@@ -138,6 +138,9 @@ MQ_STARTED_GRACE_SECONDS = env_float("MQ_STARTED_GRACE_SECONDS", 60.0)
 # high-priority job start sooner.
 MQ_CHAIN_STEPS = env_int("MQ_CHAIN_STEPS", 8)
 MQ_CHAIN_SECONDS = env_float("MQ_CHAIN_SECONDS", 30.0)
+# Whoever makes work whose next step is known enqueues it at once (merritt_queue.core.handover)
+# instead of waiting for the dispatcher to hear of it; off, the dispatcher alone enqueues.
+MQ_HANDOVER = env_bool("MQ_HANDOVER", True)
 # A worker's writes reach the mirror together, in one transaction, at the end of its RQ job
 # or once the first has waited MQ_MIRROR_DELAY seconds, whichever is sooner (0: each write
 # at once, a transaction each). The mirror then lags ZooKeeper by at most this much while a
