@@ -17,6 +17,29 @@ class ProfileAdmin(admin.ModelAdmin):
     )
     search_fields = ("name", "collection", "owner")
     list_filter = ("collection", "storage_node", "allow_external_ids")
+    actions = ("rotate_notify_secret",)
+
+    @admin.action(
+        description="Rotate the notification signing secret (receivers need the new one)",
+        permissions=["change"],
+    )
+    def rotate_notify_secret(self, request, queryset):
+        for profile in queryset:
+            secret = profile.rotate_notify_secret()
+            messages.warning(
+                request,
+                f"The new notification secret of {profile} is {secret} — give it to the "
+                "receivers; it is not shown again.",
+            )
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        if not change:
+            messages.warning(
+                request,
+                f"The notification secret of {obj} is {obj.notify_secret} — give it to the "
+                "receivers that verify its signatures; it is not shown again.",
+            )
 
 
 @admin.register(ApiToken)
