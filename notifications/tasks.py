@@ -162,7 +162,7 @@ def _mail(first: Delivery) -> str:
     deliveries = [first, *Delivery.objects.filter(pk__in=claimed, claimed_until=now + CLAIM)]
     lines = [_mail_line(d.payload) for d in deliveries]
     if len(deliveries) == 1:
-        subject = f"Batch {sub.bid}: {lines[0]}"
+        subject = " ".join(f"Batch {sub.bid}: {lines[0]}".split())  # one line, whatever the text
     else:
         subject = f"Batch {sub.bid}: {len(deliveries)} events"
     body = "\n".join([f"Batch {sub.bid} ({sub.batch_uuid or 'no batchID'})", "", *lines, ""])
@@ -170,6 +170,8 @@ def _mail(first: Delivery) -> str:
         send_mail(subject[:200], body, settings.DEFAULT_FROM_EMAIL, sub.addresses)
     except OSError as exc:  # SMTP errors are OSErrors too
         result = webhook.Attempt(False, None, f"not sent: {type(exc).__name__}: {exc}", True)
+    except ValueError as exc:  # a header the message cannot carry: no retry mends it
+        result = webhook.Attempt(False, None, f"not sent: {exc}", False)
     else:
         result = webhook.Attempt(True, None, f"sent to {', '.join(sub.addresses)}", False)
     return _record(deliveries, result)
