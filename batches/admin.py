@@ -1,4 +1,5 @@
 from django.contrib import admin, messages
+from django.db import models
 
 from batches.models import ApiToken, Batch, Collection, Profile
 from steering.admin import ReadOnlyAdmin, scope_actions
@@ -18,6 +19,7 @@ class ProfileAdmin(admin.ModelAdmin):
     search_fields = ("name", "collection", "owner")
     list_filter = ("collection", "storage_node", "allow_external_ids")
     actions = ("rotate_notify_secret",)
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
 
     @admin.action(
         description="Rotate the notification signing secret (receivers need the new one)",

@@ -89,7 +89,7 @@ def deliver_all(timeout: float = 30) -> None:
 
 
 def test_a_batch_s_events_reach_a_receiver_that_verifies_them_after_it_failed_once(
-    pipeline, content, settings
+    pipeline, content, settings, admin_client
 ):
     settings.MQ_NOTIFY_BACKOFF = 0  # the retry is due at once: the test does not wait
     url, seen = receiver(content, pipeline.profile.notify_secret, fail_first=1)
@@ -119,6 +119,8 @@ def test_a_batch_s_events_reach_a_receiver_that_verifies_them_after_it_failed_on
     assert retried.attempts == 2 and retried.last_status == 200
     assert [(a.ok, a.http_status) for a in retried.tries.all()] == [(False, 500), (True, 200)]
     assert len(seen) == len(deliveries) + 1
+    page = admin_client.get(f"/batches/{bid}/").content.decode()
+    assert 'id="notifications"' in page and str(first_id) in page and "Resend" in page
 
     # A rebuild of the mirror writes every timeline row again: no delivery is made twice.
     JobEvent.objects.all().delete()
