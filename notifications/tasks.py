@@ -54,15 +54,15 @@ def _due(now) -> Q:
 
 def queue_deliveries(keys: Iterable[tuple[int, str]]) -> int:
     """Queue the due deliveries of these (subscription id, event id) keys; how many."""
-    keys = list(keys)
-    subs = {s for s, _ in keys}
-    events = {e for _, e in keys}
+    wanted = set(keys)
+    subs = {s for s, _ in wanted}
+    events = {e for _, e in wanted}
     pks = [
         pk
         for pk, s, e in Delivery.objects.filter(
             _due(timezone.now()), subscription_id__in=subs, event_id__in=events
         ).values_list("pk", "subscription_id", "event_id")
-        if (s, e) in set(keys)
+        if (s, e) in wanted
     ]
     return _enqueue(pks)
 

@@ -14,7 +14,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core import signing
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.http import HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -101,10 +101,21 @@ def _run(request, delivery, collection):
     if not reason:
         return _page(request, delivery, collection, error="a reason is required", status=400)
     back = reverse("batches:detail", args=[delivery.subscription.bid]) + "#notifications"
+    try:
+        _audit_and_resend(request, delivery, collection, data["token"], reason)
+    except IntegrityError:  # the same page submitted twice (even at once): its token acts once
+        messages.warning(request, "This resend was already made: nothing was sent again.")
+    else:
+        messages.success(request, f"Delivery {delivery.delivery_id} will be sent again.")
+    return redirect(back)
+
+
+def _audit_and_resend(request, delivery, collection: str, token: str, reason: str) -> None:
+    """Record the action, then make the delivery due; ``IntegrityError`` when ``token`` has
+    acted already."""
     with transaction.atomic():
-        if AdminAction.objects.filter(token=data["token"]).exists():
-            messages.warning(request, "This resend was already made: nothing was sent again.")
-            return redirect(back)
+        if AdminAction.objects.filter(token=token).exists():
+            raise IntegrityError("token used")
         record = AdminAction.objects.create(
             user=request.user,
             username=request.user.get_username(),
@@ -112,7 +123,7 @@ def _run(request, delivery, collection):
             scope="delivery",
             reason=reason,
             params={"delivery_id": str(delivery.delivery_id), "event": delivery.event_id},
-            token=data["token"],
+            token=token,
             total=1,
             done=1,
             finished=timezone.now(),
@@ -133,5 +144,3 @@ def _run(request, delivery, collection):
         )
         key = (delivery.subscription_id, delivery.event_id)
         transaction.on_commit(lambda: queue_deliveries([key]))
-    messages.success(request, f"Delivery {delivery.delivery_id} will be sent again.")
-    return redirect(back)
