@@ -17,14 +17,19 @@ REDIS_URL ?= redis://127.0.0.1:$(REDIS_PORT)/0
 WEB_PORT ?= 8000
 
 CONTENT_PORT ?= 8001
+# The demo depositor's notification receiver (scripts/demo_receiver.py).
+RECEIVER_PORT ?= 8002
 # `make demo` submits its update batch once the workers have stored the first version.
 DEMO_UPDATE_WAIT ?= 120
 # Every name in DEMO_PROCS is started by `make demo` and stopped by `make stop`, with
 # var/run/NAME.pid and var/log/NAME.log; its command is PROC_NAME.
-DEMO_PROCS := web content dispatcher worker1 worker2 reconciler
+DEMO_PROCS := web content receiver dispatcher worker1 worker2 reconciler
 QUEUES = $$($(PY) -c 'from merritt_queue.core.dispatcher import all_queue_names as q; print(*q())')
 PROC_web = $(PY) manage.py runserver --noreload 127.0.0.1:$(WEB_PORT)
 PROC_content = $(PY) -m http.server $(CONTENT_PORT) --bind 127.0.0.1 --directory var/demo-content
+# It fails the first delivery on purpose, so the batch page shows a retry.
+PROC_receiver = $(PY) scripts/demo_receiver.py --port $(RECEIVER_PORT) --fail-first 1 \
+	--secret-file var/run/demo-receiver.secret --log var/log/receiver-events.log
 PROC_dispatcher = $(PY) manage.py run_dispatcher
 PROC_worker1 = $(PY) manage.py rqworker $(QUEUES)
 PROC_worker2 = $(PY) manage.py rqworker $(QUEUES)
@@ -93,7 +98,8 @@ demo: venv
 	fi
 	$(PY) manage.py migrate --verbosity 0
 	$(PY) manage.py collectstatic --noinput --verbosity 0
-	$(PY) manage.py load_demo --content-dir var/demo-content --content-url http://127.0.0.1:$(CONTENT_PORT)/
+	$(PY) manage.py load_demo --content-dir var/demo-content --content-url http://127.0.0.1:$(CONTENT_PORT)/ \
+		--receiver-url http://127.0.0.1:$(RECEIVER_PORT)/events
 	$(PY) manage.py reconcile --full
 	@if ! { test -s var/run/web.pid && kill -0 "$$(cat var/run/web.pid)" 2>/dev/null; }; then \
 		$(SERVICES) port-free $(WEB_PORT) \

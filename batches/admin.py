@@ -1,4 +1,5 @@
 from django.contrib import admin, messages
+from django.db import models
 
 from batches.models import ApiToken, Batch, Collection, Profile
 from steering.admin import ReadOnlyAdmin, scope_actions
@@ -17,6 +18,30 @@ class ProfileAdmin(admin.ModelAdmin):
     )
     search_fields = ("name", "collection", "owner")
     list_filter = ("collection", "storage_node", "allow_external_ids")
+    actions = ("rotate_notify_secret",)
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
+
+    @admin.action(
+        description="Rotate the notification signing secret (receivers need the new one)",
+        permissions=["change"],
+    )
+    def rotate_notify_secret(self, request, queryset):
+        for profile in queryset:
+            secret = profile.rotate_notify_secret()
+            messages.warning(
+                request,
+                f"The new notification secret of {profile} is {secret} — give it to the "
+                "receivers; it is not shown again.",
+            )
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        if not change:
+            messages.warning(
+                request,
+                f"The notification secret of {obj} is {obj.notify_secret} — give it to the "
+                "receivers that verify its signatures; it is not shown again.",
+            )
 
 
 @admin.register(ApiToken)

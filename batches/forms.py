@@ -24,6 +24,24 @@ class SubmitForm(forms.Form):
     digest_type = forms.CharField(required=False)
     digest_value = forms.CharField(required=False)
     submission_mode = forms.ChoiceField(choices=[("add", "add"), ("update", "update")])
+    notify_url = forms.URLField(
+        required=False,
+        max_length=2048,
+        assume_scheme="https",
+        label="Notification endpoint (optional)",
+        help_text="Sent this batch's events as signed JSON (the profile's secret).",
+    )
+    notify_events = forms.ChoiceField(
+        required=False,
+        choices=[("", "every event"), ("failures", "failures only"), ("completion", "completion")],
+        label="Events to send",
+    )
+    notify_emails = forms.CharField(
+        required=False,
+        max_length=2000,
+        label="E-mail addresses (optional)",
+        help_text="Comma-separated; told of failures as they happen and of the batch's end.",
+    )
 
     def __init__(self, *args, collections: set[str] | None = None, **kwargs):
         """``collections``: the only ones whose profiles are offered (None: all)."""

@@ -44,6 +44,17 @@ def validate_shoulder_lines(text: str) -> None:
         )
 
 
+def new_notify_secret() -> str:
+    return secrets.token_hex(32)
+
+
+NOTIFY_EVENT_CHOICES = [
+    ("all", "every state entry of the batch and of each job"),
+    ("failures", "failures only"),
+    ("completion", "completion only (the batch's report)"),
+]
+
+
 class Profile(models.Model):
     """How a collection ingests: who is told, how it is identified and where it is stored."""
 
@@ -59,6 +70,33 @@ class Profile(models.Model):
         default=False, help_text="Also e-mail when a batch has been turned into jobs."
     )
     callback_url = models.URLField(blank=True, help_text="Called with JSON when a job completes.")
+    notify_url = models.URLField(
+        "default notification endpoint",
+        blank=True,
+        max_length=2048,
+        help_text=(
+            "Sent signed events of each batch that names no endpoint of its own (the "
+            "depositor's subscription, docs/usage.md)."
+        ),
+    )
+    notify_events = models.CharField(
+        "default events",
+        max_length=12,
+        choices=NOTIFY_EVENT_CHOICES,
+        default="completion",
+        help_text="Which events the default endpoint is sent.",
+    )
+    mail_failures = models.BooleanField(
+        "e-mail failures as they happen",
+        default=False,
+        help_text=(
+            "Also e-mail the addresses above each job's failure when it happens (a minute's "
+            "failures in one message), not only in the batch's report."
+        ),
+    )
+    # Signs every notification (HMAC-SHA256): the receiver holds the same secret. Kept in
+    # clear, as an HMAC needs it; shown once in the admin, on creation and on rotation.
+    notify_secret = models.CharField(max_length=64, default=new_notify_secret, editable=False)
     default_priority = models.PositiveSmallIntegerField(
         default=5, validators=[MaxValueValidator(99)], help_text="0 is served first, 99 last."
     )
@@ -103,6 +141,12 @@ class Profile(models.Model):
     def external_shoulder_list(self) -> list[str]:
         """The shoulders under which a depositor's own ARK is accepted (when allowed)."""
         return shoulder_lines(self.external_shoulders)
+
+    def rotate_notify_secret(self) -> str:
+        """A new signing secret (receivers must be given it); returned to be shown once."""
+        self.notify_secret = new_notify_secret()
+        self.save(update_fields=["notify_secret"])
+        return self.notify_secret
 
     @property
     def emails(self) -> list[str]:

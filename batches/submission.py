@@ -40,6 +40,7 @@ from merritt_queue.deposit.uploads import uploads_root
 from merritt_queue.project.runtime import get_store
 from merritt_queue.project.tasks import TASKS
 from merritt_queue.services.netpolicy import userinfo_of
+from notifications import subscribe
 
 TEXT_FIELDS = {
     "profile": 100,
@@ -59,6 +60,7 @@ TEXT_FIELDS = {
     "primary_id": 255,
     "submission_mode": 10,
     "response_type": 20,
+    **subscribe.FIELDS,
 }
 REQUIRED = ("profile", "submitter", "type")
 _BATCH_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$")
@@ -115,8 +117,12 @@ def submit(
     store = get_store()
     # The writer's name for this request only: one store serves every thread of the process.
     who = submission_actor(clean.get("submitted_by") or clean.get("submitter") or "")
+    wishes = subscribe.take(clean)
     with store.acting_as(who):
-        return _create(store, clean, by, upload)
+        result = _create(store, clean, by, upload)
+    if not result.duplicate:
+        subscribe.subscribe(result.bid, clean, wishes)
+    return result
 
 
 def prepare(
@@ -252,6 +258,7 @@ def validate(data: Mapping, upload: Upload | None) -> tuple[dict, list[str]]:
     problems += _payload_problems(clean, upload)
     problems += _digest_problems(clean)
     problems += _other_problems(clean)
+    problems += subscribe.problems(clean)
     if profile and not problems:
         clean |= {
             "collection": profile.collection,

@@ -19,6 +19,7 @@ from batches.tables import SelectBatchTable, batch_rows, job_counts_text
 from jobs import history_export
 from jobs.tables import JobTable, job_rows
 from jobs.timeline_view import batch_timeline
+from notifications.views import batch_section
 from ui.fields import fields_of
 from ui.links import job_link
 from ui.listing import collection_names, filtered_table, record_links
@@ -121,6 +122,7 @@ def batch_detail(request, bid: str):
         "report_lists": report_lists(report),
         "jobs": jobs,
         "timeline": batch_timeline(batch),
+        **batch_section(request.user, batch.bid),
     }
     return render(request, "batches/batch_detail.html", context)
 

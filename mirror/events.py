@@ -7,11 +7,14 @@ call, by these rules, whatever order the writers come in:
 - except that an exact row replaces an inexact one (a watcher's view of a write,
   then the write's own record); an exact row is never replaced.
 
-One statement does both (``sql.insert_keeping_exact``).
+One statement does both (``sql.insert_keeping_exact``). Then each listener (``listen``) is
+called with the rows, in the same transaction: the depositors' notifications are recorded
+there (the notifications app registers itself, so the mirror imports no app).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -70,6 +73,21 @@ def last_known(kind: EventKind, ids: list[str]) -> dict[str, tuple[int, str]]:
     return last
 
 
+Listener = Callable[[str, list[dict[str, Any]]], None]
+_listeners: list[Listener] = []
+
+
+def listen(listener: Listener) -> None:
+    """Call ``listener("job" | "batch", rows)`` after each write of timeline rows (rows an
+    earlier write already made come again: a listener keeps its own record of what it saw)."""
+    if listener not in _listeners:
+        _listeners.append(listener)
+
+
 def write(kind: EventKind, rows: list[dict[str, Any]]) -> None:
     """Write rows (``values``) by the module's rules; in the caller's transaction."""
     insert_keeping_exact(kind.model, kind.key, rows)
+    if rows:
+        name = "job" if kind is JOB_EVENTS else "batch"
+        for listener in _listeners:
+            listener(name, rows)

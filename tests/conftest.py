@@ -44,6 +44,7 @@ FAST_MODULES = frozenset(
         "test_services_fetch",
         "test_services_minter",
         "test_services_notifier",
+        "test_services_webhook",
         "test_services_storage",
     }
 )

@@ -252,3 +252,18 @@ def test_the_default_services_pass(settings):
     from merritt_queue.project.checks import check_services
 
     assert check_services() == []
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"MQ_NOTIFY_ATTEMPTS": 0},
+        {"MQ_NOTIFY_TIMEOUT": 0},
+        {"MQ_NOTIFY_BACKOFF": -1},
+        {"MQ_NOTIFY_BACKOFF": 7200, "MQ_NOTIFY_BACKOFF_MAX": 3600},
+        {"MQ_NOTIFY_MAIL_GATHER": -1},
+    ],
+)
+def test_notification_settings_out_of_range_are_e023(overrides):
+    with override_settings(**overrides):
+        assert ids(checks.check_notify()) == ["mq.E023"]

@@ -62,6 +62,9 @@ BATCH_PENDING_QUEUE = "mq-batch-pending"
 # Bulk admin actions, which the project enqueues itself: served before everything else.
 ADMIN_QUEUE = "mq-admin"
 BATCH_REPORT_QUEUE = "mq-batch-reporting"
+# Depositors' notifications (the project's notifications app enqueues them itself): served
+# last, so that a slow receiver never holds the pipeline's work.
+NOTIFY_QUEUE = "mq-notify"
 # Batches the reporting task picks up: the ones whose jobs are all finished.
 REPORT_STATES = (BatchStatus.PROCESSING, BatchStatus.REPORTING, BatchStatus.UPDATE_REPORTING)
 # How long a batch a handler found to be Merritt's is left alone by the sweep.
@@ -86,6 +89,8 @@ def all_queue_names() -> list[str]:
     A Pending batch comes just before Pending jobs: last, a new batch would wait until
     every job queue is empty, which a big batch in flight keeps from happening; here
     it waits only for the next job to start, and its jobs then queue by priority.
+    Notifications come after all the pipeline's work: a site that wants them prompt under a
+    steady load gives ``mq-notify`` a worker of its own.
     """
     later_first = [job_queue_name(s) for s in reversed(JOB_WORK_STATES)]
     return [
@@ -94,6 +99,7 @@ def all_queue_names() -> list[str]:
         *later_first[:-1],
         BATCH_PENDING_QUEUE,
         later_first[-1],
+        NOTIFY_QUEUE,
     ]
 
 
@@ -152,6 +158,7 @@ class Dispatcher:
         redis: Redis,
         tasks: Tasks,
         config: DispatcherConfig | None = None,
+        after_sweep: Callable[[], object] | None = None,
     ):
         self.store = store
         if not store.actor:  # a store shared with other writers keeps theirs
@@ -159,6 +166,9 @@ class Dispatcher:
         self.redis = redis
         self.tasks = tasks
         self.config = config or DispatcherConfig()
+        # Run after each full sweep (the project's periodic work, e.g. due notifications);
+        # its failure is logged and never stops the dispatching.
+        self.after_sweep = after_sweep
         self.wake = threading.Event()
         self.stop = threading.Event()
         self._dirty: set[str] = set()
@@ -492,6 +502,7 @@ class Dispatcher:
                 if time.monotonic() >= next_full:
                     self.sweep()
                     next_full = time.monotonic() + self.config.sweep_interval
+                    self._after_sweep()
                 else:
                     self.sweep_dirty()
             # KazooTimeoutError is not a KazooException: a request made while ZooKeeper is
@@ -505,6 +516,14 @@ class Dispatcher:
             # idle queue) is served at once instead of waiting for a burst that never comes.
             self.stop.wait(max(0.0, self._swept + self.config.settle - time.monotonic()))
             self.wake.clear()
+
+    def _after_sweep(self) -> None:
+        if self.after_sweep is None:
+            return
+        try:
+            self.after_sweep()
+        except Exception:
+            log.exception("the periodic work after the sweep failed; trying again next sweep")
 
 
 def _aware(moment: datetime) -> datetime:

@@ -272,6 +272,29 @@ def check_download_limits(app_configs=None, **kwargs) -> list[checks.CheckMessag
     return errors
 
 
+def check_notify(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    """Depositors' notifications: at least one attempt, each with time to be answered."""
+    if (
+        settings.MQ_NOTIFY_ATTEMPTS >= 1
+        and settings.MQ_NOTIFY_TIMEOUT > 0
+        and 0 <= settings.MQ_NOTIFY_BACKOFF <= settings.MQ_NOTIFY_BACKOFF_MAX
+        and settings.MQ_NOTIFY_MAIL_GATHER >= 0
+    ):
+        return []
+    return [
+        checks.Error(
+            f"MQ_NOTIFY_ATTEMPTS={settings.MQ_NOTIFY_ATTEMPTS!r} must be at least 1, "
+            f"MQ_NOTIFY_TIMEOUT={settings.MQ_NOTIFY_TIMEOUT!r} positive, "
+            f"MQ_NOTIFY_BACKOFF={settings.MQ_NOTIFY_BACKOFF!r} between 0 and "
+            f"MQ_NOTIFY_BACKOFF_MAX={settings.MQ_NOTIFY_BACKOFF_MAX!r}, and "
+            f"MQ_NOTIFY_MAIL_GATHER={settings.MQ_NOTIFY_MAIL_GATHER!r} not negative.",
+            hint="For example 8 attempts, a 10 s timeout, a 30 s backoff capped at 3600 s and "
+            "60 s to gather an e-mail's events.",
+            id="mq.E023",
+        )
+    ]
+
+
 def check_secret_key(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     if settings.DEBUG or settings.SECRET_KEY != DEV_SECRET_KEY:
         return []
@@ -330,6 +353,7 @@ ALL_CHECKS = [
     check_container_paths,
     check_capacity,
     check_download_limits,
+    check_notify,
     check_workers,
     check_display_time_zone,
 ]

@@ -91,6 +91,14 @@ MQ_FETCH_RETRIES = env_int("MQ_FETCH_RETRIES", 3)
 # forever; 6 hours still lets 100 GB through at 5 MB/s.
 MQ_FETCH_DEADLINE = env_float("MQ_FETCH_DEADLINE", 21600.0)
 MQ_CALLBACK_RETRIES = env_int("MQ_CALLBACK_RETRIES", 3)
+# Depositors' notifications (the notifications app): attempts per delivery, the wait after the
+# first failed one (doubling after each, up to the cap), one attempt's deadline, and how long
+# an e-mail waits to gather the events that follow it into one message.
+MQ_NOTIFY_ATTEMPTS = env_int("MQ_NOTIFY_ATTEMPTS", 8)
+MQ_NOTIFY_BACKOFF = env_float("MQ_NOTIFY_BACKOFF", 30.0)
+MQ_NOTIFY_BACKOFF_MAX = env_float("MQ_NOTIFY_BACKOFF_MAX", 3600.0)
+MQ_NOTIFY_TIMEOUT = env_float("MQ_NOTIFY_TIMEOUT", 10.0)
+MQ_NOTIFY_MAIL_GATHER = env_float("MQ_NOTIFY_MAIL_GATHER", 60.0)
 # A download whose size nobody declared (manifest, HEAD) was not reserved by Provisioning:
 # this is how far one such file may grow. The same figure as MQ_MAX_CONTAINER_BYTES, the
 # most an unknown container may unpack to; 0: no limit.
@@ -170,6 +178,7 @@ INSTALLED_APPS = [
     "inventory",
     "dashboard",
     "steering",
+    "notifications",
     "ui",
 ]
 

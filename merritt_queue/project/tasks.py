@@ -10,3 +10,7 @@ TASKS = Tasks(
     batch_pending="batches.tasks.run_batch_pending",
     batch_report="batches.tasks.run_batch_report",
 )
+
+# Run by the dispatcher after each full sweep: queue the notifications that are due (a
+# retry's time has come, or Redis was away when they were written).
+PERIODIC = "notifications.tasks.sweep"

@@ -24,11 +24,21 @@ from merritt_queue.project.runtime import get_store
 
 SAMPLES = Path(settings.BASE_DIR) / "tests" / "fixtures" / "merritt-sample-files"
 SAMPLE_PREFIX = "https://raw.githubusercontent.com/CDLUC3/mrt-doc/main/sampleFiles/"
+# The demo's notification receiver, and where it reads the demo profile's signing secret.
+RECEIVER = "{receiver}"
+SECRET_FILE = Path(settings.BASE_DIR) / "var" / "run" / "demo-receiver.secret"
 # batchID, type, payload, title, further fields
 DEMO_BATCHES = [
     ("demo-file", "file", "goldenDragon.jpg", "Golden Dragon Restaurant Sign", {}),
     ("demo-container", "container", "huskyChicken.zip", "Husky Chicken", {}),
-    ("demo-object-manifest", "object-manifest", "4blocks.checkm", "Motel Capri", {}),
+    # Subscribed to every event, sent to the demo's receiver (scripts/demo_receiver.py).
+    (
+        "demo-object-manifest",
+        "object-manifest",
+        "4blocks.checkm",
+        "Motel Capri",
+        {"notify_url": RECEIVER, "notify_events": "all"},
+    ),
     ("demo-files", "single-file-batch-manifest", "sampleBatchOfFiles.checkm", "", {}),
     ("demo-manifests", "batch-manifest", "sampleBatchOfManifests.checkm", "", {}),
     ("demo-containers", "container-batch-manifest", "sampleBatchOfContainers.checkm", "", {}),
@@ -65,6 +75,12 @@ class Command(BaseCommand):
             default="http://127.0.0.1:8001/",
             help="the URL at which --content-dir is served (default: http://127.0.0.1:8001/)",
         )
+        parser.add_argument(
+            "--receiver-url",
+            default="http://127.0.0.1:8002/events",
+            help="the demo's notification receiver, sent the events of one demo batch "
+            "(default: http://127.0.0.1:8002/events)",
+        )
         parser.add_argument("--password", default="admin", help="the demo admin's password")
         parser.add_argument(
             "--updates",
@@ -87,10 +103,12 @@ class Command(BaseCommand):
             return
         self._user(opts["password"])
         self._content(opts["content_dir"], base)
-        self._submit_all(profile, base, DEMO_BATCHES)
+        self._secret(profile)
+        self._submit_all(profile, base, DEMO_BATCHES, receiver=opts["receiver_url"])
 
-    def _submit_all(self, profile: Profile, base: str, batches) -> None:
+    def _submit_all(self, profile: Profile, base: str, batches, receiver: str = "") -> None:
         for batch_id, kind, name, title, extra in batches:
+            extra = {k: v.format(receiver=receiver) for k, v in extra.items()}
             data = {
                 "profile": profile.name,
                 "submitter": "demo",
@@ -163,6 +181,12 @@ class Command(BaseCommand):
         )
         self.stdout.write(f"profile demo {'created' if created else 'kept'}")
         return profile
+
+    def _secret(self, profile: Profile) -> None:
+        """The demo receiver's copy of the profile's secret (a depositor would be given it)."""
+        SECRET_FILE.parent.mkdir(parents=True, exist_ok=True)
+        SECRET_FILE.touch(mode=0o600)
+        SECRET_FILE.write_text(profile.notify_secret + "\n")
 
     def _user(self, password: str) -> None:
         users = get_user_model()

@@ -27,6 +27,9 @@ FIELD_HELP = {
     "primary_id": "the ARK of an existing object to add a version to",
     "submission_mode": "add (default) or update",
     "response_type": "the format of the depositor's report",
+    "notify_url": "an http(s) endpoint sent this batch's events, signed (docs/usage.md)",
+    "notify_events": "which events: all (default), failures or completion",
+    "notify_emails": "addresses e-mailed this batch's failures and completion, comma-separated",
 }
 
 

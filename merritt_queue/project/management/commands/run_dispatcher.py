@@ -4,10 +4,11 @@ import signal
 import django_rq
 from django.conf import settings
 from django.core.management.base import BaseCommand
+from django.utils.module_loading import import_string
 
 from ....core.dispatcher import Dispatcher, DispatcherConfig, all_queue_names
 from ...runtime import get_store
-from ...tasks import TASKS
+from ...tasks import PERIODIC, TASKS
 
 
 class Command(BaseCommand):
@@ -28,7 +29,8 @@ class Command(BaseCommand):
             started_grace=settings.MQ_STARTED_GRACE_SECONDS,
             workers=settings.MQ_WORKERS,
         )
-        dispatcher = Dispatcher(store, django_rq.get_connection("default"), TASKS, config)
+        redis = django_rq.get_connection("default")
+        dispatcher = Dispatcher(store, redis, TASKS, config, after_sweep=import_string(PERIODIC))
         if opts["once"]:
             self.stdout.write(f"enqueued {dispatcher.sweep()}")
             return
