@@ -1,5 +1,7 @@
 """The project's RQ tasks, by the dotted path the dispatcher enqueues them under: the apps
-that run a job's step and a batch's, which the queue core does not know by name."""
+that run a job's step and a batch's, which the queue core does not know by name; and the
+dispatcher's periodic hook (``TICK``, called with the store), which applies maintenance
+windows."""
 
 from __future__ import annotations
 
@@ -10,3 +12,5 @@ TASKS = Tasks(
     batch_pending="batches.tasks.run_batch_pending",
     batch_report="batches.tasks.run_batch_report",
 )
+
+TICK = "steering.scheduler.apply_windows"
