@@ -39,6 +39,15 @@ from steering.windowmath import Occurrence
 log = logging.getLogger(__name__)
 
 SCHEDULER = "scheduler"
+# What the audit trail records of windows: the administrator's, then the scheduler's.
+WINDOW_ACTIONS = (
+    "window.create",
+    "window.cancel",
+    "window.start",
+    "window.end",
+    "window.reapply",
+    "window.missed",
+)
 # The manual actions that put each kind of hold on: one taken during a window keeps it on.
 HOLDS_BY_HAND = {
     MaintenanceWindow.QUEUE: "queue.pause",

@@ -55,6 +55,7 @@ from steering.planning import (
     resume_offer,
     steps_again,
 )
+from steering.scheduler import WINDOW_ACTIONS
 
 log = logging.getLogger(__name__)
 
@@ -431,7 +432,7 @@ def audit(request):
             "shown": shown,
             "filtered": filters,
             "query": urlencode(filters),
-            "actions": sorted(ACTIONS),
+            "actions": sorted([*ACTIONS, *WINDOW_ACTIONS]),
         },
     )
 
