@@ -3,11 +3,13 @@ ZooKeeper: starts, ends, late starts, misses, overlaps, holds set by hand, resta
 
 from __future__ import annotations
 
+import io
 import uuid
 from datetime import timedelta
 
 import pytest
 from django.contrib.auth.models import Group
+from django.core.management import call_command
 from django.utils import timezone
 
 from merritt_queue.core.dispatcher import Dispatcher
@@ -207,3 +209,20 @@ def test_a_weekly_window_applies_each_week(process_store, scope):
     for moment in (now, occ.end, occ.start + timedelta(days=7), occ.end + timedelta(days=7)):
         apply_windows(process_store, moment)
     assert events(w) == ["window.start", "window.end", "window.start", "window.end"]
+
+
+def test_the_dispatcher_command_applies_the_windows_before_it_sweeps(process_store, redis):
+    w = window()
+    out = io.StringIO()
+    call_command("run_dispatcher", "--once", stdout=out)
+    assert process_store.queue_paused() and events(w) == ["window.start"]
+    assert out.getvalue().strip() == "enqueued 0"
+
+
+def test_a_failing_hook_is_logged_and_called_again_soon_not_fatal(process_store, redis, caplog):
+    def broken():
+        raise RuntimeError("database away")
+
+    dispatcher = Dispatcher(process_store, redis, TASKS, on_tick=broken)
+    assert dispatcher.tick() == 5.0
+    assert "dispatcher tick failed" in caplog.text
