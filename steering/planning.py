@@ -98,7 +98,7 @@ def _window_note(action: Action, t: Target) -> str:
     )
     return (
         f"warning: maintenance {names} holds it: the window puts the hold back at its next "
-        "check, within a minute; to end the window early, cancel it (Maintenance)"
+        "check, within a minute; to end the window early, cancel it (Maintenance windows)"
     )
 
 

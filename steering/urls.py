@@ -1,6 +1,6 @@
 from django.urls import path
 
-from steering import views, windowviews
+from steering import views
 
 app_name = "steering"
 
@@ -11,7 +11,4 @@ urlpatterns = [
     path("actions/<int:pk>/", views.result, name="result"),
     path("actions/<str:action_name>/confirm", views.confirm, name="confirm"),
     path("actions/<str:action_name>/execute", views.run, name="execute"),
-    path("maintenance/", windowviews.windows, name="windows"),
-    path("maintenance/schedule", windowviews.schedule, name="schedule_window"),
-    path("maintenance/<int:pk>/cancel", windowviews.cancel, name="cancel_window"),
 ]

@@ -55,7 +55,6 @@ from steering.planning import (
     resume_offer,
     steps_again,
 )
-from steering.scheduler import WINDOW_ACTIONS
 
 log = logging.getLogger(__name__)
 
@@ -432,7 +431,7 @@ def audit(request):
             "shown": shown,
             "filtered": filters,
             "query": urlencode(filters),
-            "actions": sorted([*ACTIONS, *WINDOW_ACTIONS]),
+            "actions": sorted(ACTIONS),
         },
     )
 

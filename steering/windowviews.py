@@ -157,7 +157,7 @@ def _create(request):
             _item(record, w, "scheduled")
     except IntegrityError:  # the same confirmation submitted again: nothing is done twice
         pass
-    return redirect(reverse("steering:windows") + "?scheduled=1")
+    return redirect(reverse("windows:list") + "?scheduled=1")
 
 
 @never_cache
@@ -201,15 +201,15 @@ def _cancel(request, w: MaintenanceWindow, state):
             )
             _item(record, w, "cancelled" if cancelled else "already cancelled")
     except IntegrityError:
-        return redirect("steering:windows")
+        return redirect("windows:list")
     w.refresh_from_db()
     if w.applied_start is not None:
         try:
             end_now(get_store(), w)
         except (QueueError, KazooException, KazooTimeoutError) as e:
             log.warning("window %s cancelled; ending its hold waits for ZooKeeper: %s", w.pk, e)
-            return redirect(reverse("steering:windows") + "?cancelled=later")
-    return redirect(reverse("steering:windows") + "?cancelled=1")
+            return redirect(reverse("windows:list") + "?cancelled=later")
+    return redirect(reverse("windows:list") + "?cancelled=1")
 
 
 def _audit(user, action: Action, scope: str, reason: str, token: str) -> AdminAction:

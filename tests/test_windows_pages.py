@@ -40,7 +40,7 @@ def form(**changes) -> dict:
 
 
 def schedule(client, **changes):
-    page = client.post("/maintenance/schedule", form(**changes))
+    page = client.post("/windows/schedule", form(**changes))
     assert page.status_code == 200, page.content.decode()
     payload = PAYLOAD.search(page.content.decode()).group(1)
     return page, {"payload": payload, "reason": "storage upgrade"}
@@ -53,17 +53,17 @@ def demo(db):
 
 def test_an_administrator_schedules_a_window_once_whatever_the_double_submit(client, people, db):
     client.force_login(people["administrator"])
-    assert "Schedule maintenance" in client.get("/maintenance/").content.decode()
+    assert "Schedule maintenance" in client.get("/windows/").content.decode()
     page, data = schedule(client)
     body = page.content.decode()
     assert "data-confirm-open" in body and "The whole queue is paused" in body
-    assert client.post("/maintenance/schedule", data).status_code == 302
-    assert client.post("/maintenance/schedule", data).status_code == 302  # again: nothing
+    assert client.post("/windows/schedule", data).status_code == 302
+    assert client.post("/windows/schedule", data).status_code == 302  # again: nothing
     w = MaintenanceWindow.objects.get()
     assert (w.scope, w.reason, w.created_by_name) == ("queue", "storage upgrade", "ada")
     record = AdminAction.objects.get(action="window.create")
     assert record.username == "ada" and record.params == {"window": w.pk}
-    listing = client.get("/maintenance/").content.decode()
+    listing = client.get("/windows/").content.decode()
     assert f'data-window="{w.pk}"' in listing and "window-upcoming" in listing
     home = client.get("/").content.decode()
     assert "Scheduled next" in home and "storage upgrade" in home
@@ -94,7 +94,7 @@ def test_an_administrator_schedules_a_window_once_whatever_the_double_submit(cli
 )
 def test_the_form_refuses_what_does_not_make_a_window(client, people, demo, changes, error):
     client.force_login(people["administrator"])
-    page = client.post("/maintenance/schedule", form(**changes))
+    page = client.post("/windows/schedule", form(**changes))
     assert page.status_code == 400
     assert error.lower() in page.content.decode().lower()
     assert not MaintenanceWindow.objects.exists() and not AdminAction.objects.exists()
@@ -117,7 +117,7 @@ def test_a_weekly_collection_window_is_confirmed_with_its_next_times(client, peo
     body = page.content.decode()
     assert "Collection <strong>demo</strong> is held" in body
     assert body.count("<li>") >= 4  # the next four Sundays
-    client.post("/maintenance/schedule", data)
+    client.post("/windows/schedule", data)
     w = MaintenanceWindow.objects.get()
     assert (w.weekday, w.time_of_day.hour, w.duration) == (6, 1, timedelta(hours=2))
 
@@ -132,19 +132,19 @@ def test_viewers_and_operators_see_the_windows_but_may_not_schedule_or_cancel(cl
     )
     for who in ("viewer", "operator"):
         client.force_login(people[who])
-        listing = client.get("/maintenance/").content.decode()
+        listing = client.get("/windows/").content.decode()
         assert f'data-window="{w.pk}"' in listing and "Schedule maintenance…" not in listing
-        assert client.get("/maintenance/schedule").status_code == 403
-        assert client.post("/maintenance/schedule", form()).status_code == 403
-        assert client.get(f"/maintenance/{w.pk}/cancel").status_code == 403
+        assert client.get("/windows/schedule").status_code == 403
+        assert client.post("/windows/schedule", form()).status_code == 403
+        assert client.get(f"/windows/{w.pk}/cancel").status_code == 403
     assert MaintenanceWindow.objects.count() == 1 and not AdminAction.objects.exists()
 
 
 def test_an_administrator_of_some_collections_holds_only_those(client, people, demo):
     CollectionScope.objects.create(user=people["administrator"], collections=["other"])
     client.force_login(people["administrator"])
-    assert client.post("/maintenance/schedule", form()).status_code == 403
-    page = client.post("/maintenance/schedule", form(scope="collection", collection="demo"))
+    assert client.post("/windows/schedule", form()).status_code == 403
+    page = client.post("/windows/schedule", form(scope="collection", collection="demo"))
     assert page.status_code == 403 and not MaintenanceWindow.objects.exists()
 
 
@@ -153,7 +153,7 @@ def test_a_confirmation_made_for_someone_else_is_refused(client, people, db):
     _, data = schedule(client)
     other = type(people["administrator"]).objects.create_superuser("root", password="pw")
     client.force_login(other)
-    assert client.post("/maintenance/schedule", data).status_code == 400
+    assert client.post("/windows/schedule", data).status_code == 400
     assert not MaintenanceWindow.objects.exists()
 
 
@@ -173,12 +173,12 @@ def test_cancelling_an_active_window_ends_it_now_and_is_audited(client, people, 
     assert "on now" in home and "upgrade" in home
     resume = client.get("/actions/queue.resume/confirm").content.decode()
     assert f"maintenance window {w.pk}" in resume and "puts the hold back" in resume
-    page = client.get(f"/maintenance/{w.pk}/cancel").content.decode()
+    page = client.get(f"/windows/{w.pk}/cancel").content.decode()
     assert "ends it now" in page
     payload = PAYLOAD.search(page).group(1)
-    refused = client.post(f"/maintenance/{w.pk}/cancel", {"payload": payload, "reason": ""})
+    refused = client.post(f"/windows/{w.pk}/cancel", {"payload": payload, "reason": ""})
     assert refused.status_code == 400 and MaintenanceWindow.objects.get().cancelled is None
-    done = client.post(f"/maintenance/{w.pk}/cancel", {"payload": payload, "reason": "done early"})
+    done = client.post(f"/windows/{w.pk}/cancel", {"payload": payload, "reason": "done early"})
     assert done.status_code == 302 and done.url.endswith("cancelled=1")
     assert not queue.queue_paused()
     w.refresh_from_db()
@@ -188,6 +188,6 @@ def test_cancelling_an_active_window_ends_it_now_and_is_audited(client, people, 
         "window.cancel",
         "window.end",
     ]
-    again = client.post(f"/maintenance/{w.pk}/cancel", {"payload": payload, "reason": "x"})
+    again = client.post(f"/windows/{w.pk}/cancel", {"payload": payload, "reason": "x"})
     assert again.status_code == 302 and AdminAction.objects.count() == 3
-    assert "window-past" in client.get("/maintenance/").content.decode()
+    assert "window-past" in client.get("/windows/").content.decode()
