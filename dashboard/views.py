@@ -18,6 +18,7 @@ from dashboard.diagram import diagram
 from merritt_queue.core.states import BATCH, JOB
 from steering.catalog import ACTIONS
 from steering.permissions import may
+from steering.windowlist import scheduled_next
 from ui.reading_scope import readable_collections
 
 # Findings shown on one consistency page; the rest are counted, and filtered by ?kind=.
@@ -48,6 +49,7 @@ def dashboard(request):
         "throughput": q.throughput(),
         "throughput_cache_seconds": q.THROUGHPUT_CACHE_SECONDS,
         "held": q.held_collections(),
+        "scheduled": scheduled_next(),
         "mirror": q.mirror_summary(),
         # The mirror's job count stands for the tree's (it follows it within seconds).
         "capacity": usage(sum(job_counts.values())),

@@ -4,6 +4,8 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 
+from steering.windowmath import Rule
+
 VIEWER, OPERATOR, ADMINISTRATOR = "viewer", "operator", "administrator"
 
 
@@ -127,3 +129,72 @@ class CollectionScope(models.Model):
         problems = [p for m in self.collections if (p := mnemonic_problem(m))]
         if problems:
             raise ValidationError({"collections": problems})
+
+
+class MaintenanceWindow(models.Model):
+    """A scheduled queue pause or collection hold, one-off or weekly (``steering.windowmath``).
+
+    Never deleted: a cancelled window keeps its row, as the history of what was planned.
+    The ``applied_*`` fields are what the scheduler did (``steering.scheduler``), kept here
+    so that a dispatcher started again neither misses an occurrence nor applies one twice.
+    """
+
+    QUEUE, COLLECTION = "queue", "collection"
+    SCOPES = [(QUEUE, "the whole queue (pause)"), (COLLECTION, "one collection (hold)")]
+    ONCE, WEEKLY = "none", "weekly"
+    RECURRENCES = [(ONCE, "once"), (WEEKLY, "weekly")]
+    WEEKDAYS = list(
+        enumerate(("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"))
+    )
+
+    scope = models.CharField(max_length=20, choices=SCOPES)
+    collection = models.CharField(max_length=100, blank=True, db_index=True)
+    recurrence = models.CharField(max_length=10, choices=RECURRENCES, default=ONCE)
+    # Once: the window itself. Weekly: the first and the last moment an occurrence may begin
+    # (either may be empty).
+    start = models.DateTimeField(null=True, blank=True)
+    end = models.DateTimeField(null=True, blank=True)
+    weekday = models.PositiveSmallIntegerField(null=True, blank=True, choices=WEEKDAYS)
+    time_of_day = models.TimeField(null=True, blank=True)
+    duration = models.DurationField(null=True, blank=True)
+    time_zone = models.CharField(max_length=64, default="UTC")
+    reason = models.TextField()
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_by_name = models.CharField(max_length=150)
+    created = models.DateTimeField(auto_now_add=True)
+    cancelled = models.DateTimeField(null=True, blank=True, db_index=True)
+    cancelled_by = models.CharField(max_length=150, blank=True)
+    cancel_reason = models.TextField(blank=True)
+    # The occurrence applied now (start and end), None when none is; when it was applied.
+    applied_start = models.DateTimeField(null=True, blank=True)
+    applied_end = models.DateTimeField(null=True, blank=True)
+    applied_at = models.DateTimeField(null=True, blank=True)
+    # Whether the hold is on because a window set it (this one, or one it overlapped): only
+    # then may its end release it. A hold a person had set before stays.
+    owns_hold = models.BooleanField(default=False)
+    # The end of the last occurrence ended or recorded as missed: nothing before is looked at.
+    handled_until = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created", "-pk"]
+
+    def __str__(self) -> str:
+        return f"window {self.pk} ({self.target})"
+
+    @property
+    def target(self) -> str:
+        """What it holds: ``queue`` or ``collection <mnemonic>``."""
+        return "queue" if self.scope == self.QUEUE else f"collection {self.collection}"
+
+    def rule(self) -> Rule:
+        return Rule(
+            start=self.start,
+            end=self.end,
+            weekly=self.recurrence == self.WEEKLY,
+            weekday=self.weekday,
+            time_of_day=self.time_of_day,
+            duration=self.duration,
+            zone=self.time_zone or "UTC",
+        )

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.db.models import Count
+from django.utils.timezone import localtime
 
 from batches.models import Profile
 from jobs.models import Job
@@ -15,6 +16,7 @@ from merritt_queue.core.store import QueueStore
 from merritt_queue.project.runtime import get_store
 from steering.catalog import Action, Target
 from steering.permissions import collections_of
+from steering.windowlist import active_for
 
 J, B = JobStatus, BatchStatus
 
@@ -66,7 +68,13 @@ def judge(action: Action, t: Target, scope: set[str] | None, waits: Waits) -> Pl
     return PlanItem(t, True, _extra_note(action, t, waits))
 
 
+# The releases a maintenance window on now undoes at its next check (``steering.scheduler``).
+WINDOW_RELEASES = {"queue.resume": "queue", "collection.release": "collection"}
+
+
 def _extra_note(action: Action, t: Target, waits: Waits) -> str:
+    if action.name in WINDOW_RELEASES and (note := _window_note(action, t)):
+        return note
     if action.name in RELEASES and t.collection in waits.held_collections:
         what = action.scope.value
         return (
@@ -76,6 +84,22 @@ def _extra_note(action: Action, t: Target, waits: Waits) -> str:
     if waits.held_jobs and (held := waits.held_jobs.get(t.id, 0)):
         return report_wait(held)
     return action.warning
+
+
+def _window_note(action: Action, t: Target) -> str:
+    scope = WINDOW_RELEASES[action.name]
+    on = active_for(scope, t.id if scope == "collection" else "")
+    if not on:
+        return ""
+    names = ", ".join(
+        f"window {s.window.pk} (until {localtime(s.occurrence.end):%Y-%m-%d %H:%M %Z})"
+        for s in on
+        if s.occurrence
+    )
+    return (
+        f"warning: maintenance {names} holds it: the window puts the hold back at its next "
+        "check, within a minute; to end the window early, cancel it (Maintenance windows)"
+    )
 
 
 def _collection_held(collection: str) -> bool:

@@ -272,7 +272,8 @@ def test_dashboard_query_count_does_not_grow_with_the_number_of_jobs(client):
     )
     Collection.objects.bulk_create(Collection(mnemonic=f"h{i}", held=True) for i in range(20))
     assert Job.objects.count() == 500
-    assert 0 < count() == small <= 12
+    # One of them reads the maintenance windows ("Scheduled next").
+    assert 0 < count() == small <= 13
 
 
 def test_pages_need_a_login(client):

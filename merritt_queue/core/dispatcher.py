@@ -147,6 +147,7 @@ class DispatcherConfig:
     job_timeout: int = 3600
     failure_ttl: int = 86400
     workers: str = ALL  # what this site's workers take: sides.WORKER_MODES
+    tick_interval: float = 30.0  # longest time between two calls of the ``on_tick`` hook
 
 
 class Dispatcher:
@@ -159,8 +160,12 @@ class Dispatcher:
         tasks: Tasks,
         config: DispatcherConfig | None = None,
         after_sweep: Callable[[], object] | None = None,
+        on_tick: Callable[[], float | None] | None = None,
     ):
         self.store = store
+        # The project's periodic work (maintenance windows), called at start-up and at
+        # least every ``tick_interval``; it answers how soon it wants to be called again.
+        self.on_tick = on_tick
         if not store.actor:  # a store shared with other writers keeps theirs
             store.actor = process_actor(DISPATCHER_PREFIX)
         self.redis = redis
@@ -493,11 +498,31 @@ class Dispatcher:
 
     # --- the loop ----------------------------------------------------------------
 
+    def tick(self) -> float:
+        """Call the ``on_tick`` hook; the seconds until it is due again.
+
+        Whatever the hook raises is logged and the hook called again soon: a fault in the
+        project's periodic work must not stop the dispatching.
+        """
+        wait = self.config.tick_interval
+        if self.on_tick is None:
+            return wait
+        try:
+            asked = self.on_tick()
+        except Exception:
+            log.exception("dispatcher tick failed, retrying")
+            return min(wait, 5.0)
+        return wait if asked is None else min(wait, max(asked, 0.0))
+
     def run(self) -> None:
-        """Sweep now, then on every watch event and every ``sweep_interval`` seconds."""
+        """Sweep now, then on every watch event and every ``sweep_interval`` seconds; call
+        the tick hook first (a maintenance window on at start-up holds what it holds before
+        anything is enqueued), then whenever it is due."""
         self.install_watches()
-        next_full = 0.0
+        next_full = next_tick = 0.0
         while not self.stop.is_set():
+            if time.monotonic() >= next_tick:
+                next_tick = time.monotonic() + self.tick()
             try:
                 if time.monotonic() >= next_full:
                     self.sweep()

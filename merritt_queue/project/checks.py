@@ -153,6 +153,20 @@ def check_reconcile_seconds(app_configs=None, **kwargs) -> list[checks.CheckMess
     ]
 
 
+def check_window_check_seconds(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    seconds = settings.MQ_WINDOW_CHECK_SECONDS
+    if 1 <= seconds <= 60:
+        return []
+    return [
+        checks.Error(
+            f"MQ_WINDOW_CHECK_SECONDS={seconds!r} must be from 1 to 60.",
+            hint="Set MQ_WINDOW_CHECK_SECONDS to the longest time in seconds between two "
+            "checks of the maintenance windows by the dispatcher, e.g. 30.",
+            id="mq.E070",
+        )
+    ]
+
+
 def check_chain(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     steps, seconds = settings.MQ_CHAIN_STEPS, settings.MQ_CHAIN_SECONDS
     delay = settings.MQ_MIRROR_DELAY
@@ -350,6 +364,7 @@ ALL_CHECKS = [
     check_services,
     check_secret_key,
     check_chain,
+    check_window_check_seconds,
     check_container_paths,
     check_capacity,
     check_download_limits,

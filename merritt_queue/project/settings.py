@@ -133,6 +133,7 @@ MQ_DISPATCH_AHEAD = env_int("MQ_DISPATCH_AHEAD", 20)
 # result page shows its progress); up to this many it runs inside the request.
 MQ_BULK_INLINE_MAX = env_int("MQ_BULK_INLINE_MAX", 200)
 MQ_SWEEP_SECONDS = env_float("MQ_SWEEP_SECONDS", 10.0)
+MQ_WINDOW_CHECK_SECONDS = env_float("MQ_WINDOW_CHECK_SECONDS", 30.0)
 # What this project's workers take when Merritt's own ingest may share the ensemble
 # (merritt_queue/core/sides.py): all, own (only batches submitted here) or none (no workers).
 MQ_WORKERS = env_str("MQ_WORKERS", "all")

@@ -1,5 +1,7 @@
 """The project's RQ tasks, by the dotted path the dispatcher enqueues them under: the apps
-that run a job's step and a batch's, which the queue core does not know by name."""
+that run a job's step and a batch's, which the queue core does not know by name; and the
+dispatcher's periodic hook (``TICK``, called with the store), which applies maintenance
+windows."""
 
 from __future__ import annotations
 
@@ -14,3 +16,4 @@ TASKS = Tasks(
 # Run by the dispatcher after each full sweep: queue the notifications that are due (a
 # retry's time has come, or Redis was away when they were written).
 PERIODIC = "notifications.tasks.sweep"
+TICK = "steering.scheduler.apply_windows"

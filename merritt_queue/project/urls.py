@@ -14,4 +14,5 @@ urlpatterns = [
     path("", include("dashboard.urls")),
     path("", include("steering.urls")),
     path("", include("notifications.urls")),
+    path("", include("steering.windowurls")),
 ]

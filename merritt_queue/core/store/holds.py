@@ -123,33 +123,55 @@ class Holds(Locks):
     def held_collections(self) -> list[str]:
         return sorted(self.engine.children(t.LOCK_COLLECTIONS))
 
-    def release_collection_items(self, mnemonic: str, message: str = "") -> ReleaseResult:
+    def release_collection_items(
+        self, mnemonic: str, message: str = "", *, by_hold_only: bool = False
+    ) -> ReleaseResult:
         """Release every held job and batch of a collection (each version-checked), whichever
-        side wrote it: an item names its collection, or only its profile (Merritt's)."""
+        side wrote it: an item names its collection, or only its profile (Merritt's).
+
+        ``by_hold_only``: only the items a collection hold moved to Held (their message is
+        ``item_hold``'s), not those a person held one by one.
+        """
         result = ReleaseResult()
         for _, jid in self.jobs_in_state(JobStatus.HELD):
             self._release_one(
-                result, jid, mnemonic, message, self._job_collection, self.release_job
+                result, jid, mnemonic, message, by_hold_only, self._job_read, self.release_job
             )
         for bid, st in self.batch_statuses().items():
             if st.get("status") == BatchStatus.HELD:
                 self._release_one(
-                    result, bid, mnemonic, message, self._batch_collection, self.release_batch
+                    result,
+                    bid,
+                    mnemonic,
+                    message,
+                    by_hold_only,
+                    self._batch_read,
+                    self.release_batch,
                 )
         return result
 
-    def _job_collection(self, jid: str) -> str:
-        return self.item_collection(self.get_job(jid).configuration)
+    def _job_read(self, jid: str) -> tuple[str, str]:
+        job = self.get_job(jid)
+        return self.item_collection(job.configuration), job.message or ""
 
-    def _batch_collection(self, bid: str) -> str:
-        return self.item_collection(self.get_batch(bid).submission)
+    def _batch_read(self, bid: str) -> tuple[str, str]:
+        batch = self.get_batch(bid)
+        return self.item_collection(batch.submission), batch.message or ""
 
     @staticmethod
-    def _release_one(result, item_id, mnemonic, message, collection, release) -> None:
+    def _release_one(result, item_id, mnemonic, message, by_hold_only, read, release) -> None:
         try:
-            if collection(item_id) != mnemonic:
+            collection, why_held = read(item_id)
+            if collection != mnemonic:
+                return
+            if by_hold_only and not _held_by_a_hold(why_held):
                 return
             release(item_id, message)
             result.released.append(item_id)
         except QueueError as e:
             result.skipped[item_id] = str(e)
+
+
+def _held_by_a_hold(message: str) -> bool:
+    """Whether an item's message is the one ``item_hold`` gave it when a hold moved it."""
+    return message.startswith(("collection ", "profile ")) and " is on hold" in message

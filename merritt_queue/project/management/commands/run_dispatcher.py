@@ -4,11 +4,12 @@ import signal
 import django_rq
 from django.conf import settings
 from django.core.management.base import BaseCommand
+from django.db import close_old_connections
 from django.utils.module_loading import import_string
 
 from ....core.dispatcher import Dispatcher, DispatcherConfig, all_queue_names
 from ...runtime import get_store
-from ...tasks import PERIODIC, TASKS
+from ...tasks import PERIODIC, TASKS, TICK
 
 
 class Command(BaseCommand):
@@ -28,10 +29,22 @@ class Command(BaseCommand):
             sweep_interval=settings.MQ_SWEEP_SECONDS,
             started_grace=settings.MQ_STARTED_GRACE_SECONDS,
             workers=settings.MQ_WORKERS,
+            tick_interval=settings.MQ_WINDOW_CHECK_SECONDS,
         )
+        apply_windows = import_string(TICK)
+
+        def tick():
+            # A long-lived process: a database connection dropped since the last tick is
+            # replaced rather than failing every tick after.
+            close_old_connections()
+            return apply_windows(store)
+
         redis = django_rq.get_connection("default")
-        dispatcher = Dispatcher(store, redis, TASKS, config, after_sweep=import_string(PERIODIC))
+        dispatcher = Dispatcher(
+            store, redis, TASKS, config, after_sweep=import_string(PERIODIC), on_tick=tick
+        )
         if opts["once"]:
+            dispatcher.tick()
             self.stdout.write(f"enqueued {dispatcher.sweep()}")
             return
         # The handler only asks the loop to stop; the loop finishes its sweep first.
