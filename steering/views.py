@@ -56,6 +56,7 @@ from steering.planning import (
     resume_offer,
     steps_again,
 )
+from steering.scheduler import WINDOW_ACTIONS
 
 log = logging.getLogger(__name__)
 
@@ -449,7 +450,7 @@ def audit(request):
             "shown": shown,
             "filtered": filters,
             "query": urlencode(filters),
-            "actions": sorted([*ACTIONS, *MAINTENANCE]),
+            "actions": sorted([*ACTIONS, *MAINTENANCE, *WINDOW_ACTIONS]),
         },
     )
 
