@@ -16,12 +16,10 @@ from __future__ import annotations
 
 import re
 import shutil
-import unicodedata
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -33,31 +31,16 @@ from merritt_queue.core import tree
 from merritt_queue.core.history import submission_actor
 from merritt_queue.core.planning import SINGLE_TYPES, SUBMISSION_TYPES
 from merritt_queue.core.sides import CREATED_BY, CREATED_BY_KEY, NONE
-from merritt_queue.deposit import safepath
-from merritt_queue.deposit.digest import check_digest_format, normalise_algorithm
+from merritt_queue.deposit.fields import (
+    TEXT_FIELDS,
+    digest_problems,
+    field_problems,
+    name_problem,
+    url_problems,
+)
 from merritt_queue.deposit.uploads import uploads_root
 from merritt_queue.project.runtime import get_store
-from merritt_queue.services.netpolicy import userinfo_of
 
-TEXT_FIELDS = {
-    "profile": 100,
-    "submitter": 255,
-    "on_behalf_of": 150,
-    "type": 40,
-    "payload_url": 2048,
-    "filename": 255,
-    "batchID": 100,
-    "erc_who": 10_000,
-    "erc_what": 10_000,
-    "erc_when": 1_000,
-    "erc_where": 1_000,
-    "digest_type": 20,
-    "digest_value": 128,
-    "local_id": 255,
-    "primary_id": 255,
-    "submission_mode": 10,
-    "response_type": 20,
-}
 REQUIRED = ("profile", "submitter", "type")
 _BATCH_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$")
 _SAFE_NAME_RE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -238,7 +221,7 @@ def _as_user(data: Mapping, by) -> tuple[Mapping, list[str]]:
 def validate(data: Mapping, upload: Upload | None) -> tuple[dict, list[str]]:
     if not isinstance(data, Mapping):
         return {}, ["the request body must be an object of fields"]
-    problems = _field_problems(data)
+    problems = field_problems(data)
     clean = {
         k: data[k].strip() for k in TEXT_FIELDS if isinstance(data.get(k), str) and data[k].strip()
     }
@@ -246,7 +229,7 @@ def validate(data: Mapping, upload: Upload | None) -> tuple[dict, list[str]]:
     profile = _profile(clean, problems)
     problems += _type_problems(clean)
     problems += _payload_problems(clean, upload)
-    problems += _digest_problems(clean)
+    problems += digest_problems(clean)
     problems += _other_problems(clean)
     if profile and not problems:
         clean |= {
@@ -256,42 +239,6 @@ def validate(data: Mapping, upload: Upload | None) -> tuple[dict, list[str]]:
             "submitted": tree.now(),
         }
     return clean, problems
-
-
-def _field_problems(data: Mapping) -> list[str]:
-    problems = [f"unknown field {k!r}" for k in data if k not in TEXT_FIELDS and k != "file"]
-    for key, limit in TEXT_FIELDS.items():
-        value = data.get(key)
-        if value is None:
-            continue
-        if not isinstance(value, str):
-            problems.append(f"{key} must be a string, not {type(value).__name__}")
-        elif len(value) > limit:
-            problems.append(f"{key} is longer than {limit} characters")
-        elif any(unicodedata.category(ch) == "Cc" for ch in value):
-            problems.append(
-                f"{key} contains a control character (tab, line break, NUL ...); "
-                "submitted fields are single lines of printable text"
-            )
-    name = data.get("filename")
-    if (
-        isinstance(name, str)
-        and name.strip()
-        and not any(p.startswith("filename ") for p in problems)
-    ):
-        if problem := name_problem(name.strip()):
-            problems.append(f"filename: {problem}")
-    return problems
-
-
-def name_problem(name: str) -> str | None:
-    """Why ``name`` cannot be the one file a file or container submission stores: the
-    workers' rule (``safepath``), and one name, not a path."""
-    if problem := safepath.name_problem(name):
-        return problem
-    if "/" in name:
-        return f"file name {name!r} must be one name, without '/'"
-    return None
 
 
 def _profile(clean: dict, problems: list[str]) -> Profile | None:
@@ -327,33 +274,7 @@ def _payload_problems(clean: dict, upload: Upload | None) -> list[str]:
                 "(MQ_MAX_UPLOAD_BYTES)"
             ]
         return []
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https"):
-        return [f"payload_url must be an http or https URL, not {parts.scheme or 'a bare path'!r}"]
-    if not parts.hostname:
-        return ["payload_url has no host"]
-    if userinfo_of(url):
-        return [
-            "payload_url holds a user name or password (user:password@host); "
-            "credentials in URLs are not accepted"
-        ]
-    return []
-
-
-def _digest_problems(clean: dict) -> list[str]:
-    alg, value = clean.get("digest_type"), clean.get("digest_value")
-    if not alg and not value:
-        return []
-    if not (alg and value):
-        return ["digest_type and digest_value go together: give both or neither"]
-    if clean.get("type") not in ("file", "container"):
-        return ["a digest applies to a single file or container submission only"]
-    try:
-        clean["digest_type"] = normalise_algorithm(alg)
-    except ValueError as e:
-        return [str(e)]
-    problem = check_digest_format(clean["digest_type"], value)
-    return [problem] if problem else []
+    return url_problems(url)
 
 
 def _other_problems(clean: dict) -> list[str]:

@@ -15,7 +15,8 @@ from typing import Any
 from django.conf import settings
 
 from batches.models import mnemonic_problem
-from merritt_queue.core.errors import QueueError
+from merritt_queue.core import jobparams
+from merritt_queue.core.errors import ChangedUnderYou, QueueError
 from merritt_queue.core.records import JobRecord
 from merritt_queue.core.states import JOB_STEPS, BatchStatus, JobStatus
 from merritt_queue.core.store import QueueStore
@@ -87,6 +88,9 @@ class Action:
     refusals: dict = field(default_factory=dict, repr=False)
     # Whether execution hands it its items a chunk at a time (pipelined) or one by one.
     batched: bool = False
+    # The page an item's button opens instead of the confirmation page (a URL name taking
+    # the item's id): an action with a form of its own, taken on one item at a time.
+    form: str = ""
 
     def check(self, t: Target, collections: set[str] | None) -> str | None:
         """Why the action may not be taken on ``t`` by a person limited to ``collections``
@@ -194,6 +198,32 @@ def _to(target: str):
 
 def _resume(store: QueueStore, job: JobRecord, params: dict) -> tuple[str, bool]:
     return store.resume_step(job, params.get("step") or None), True
+
+
+def _edit_resume(store: QueueStore, job: JobRecord, params: dict, note: str) -> Applied:
+    """The edit confirmed (``params["changes"]``: field -> [before, after]) written and the
+    job resumed, in one multi; refused when a field no longer holds the value shown."""
+    changes = params.get("changes") or {}
+    now = jobparams.current(job.configuration, job.identifiers, job.metadata)
+    moved = [name for name, (before, _) in changes.items() if now.get(name, "") != before]
+    if moved:
+        raise ChangedUnderYou(
+            f"changed since the page was shown: {', '.join(moved)} no longer holds the value "
+            "shown; edit it again"
+        )
+    if job.bid and store.batch_statuses([job.bid]).get(job.bid, {}).get("status") == B.DELETED:
+        raise QueueError(
+            f"job {job.jid} was not resumed: its batch {job.bid} is Deleted. "
+            "Submit the object again in a new batch instead."
+        )
+    names = ", ".join(changes)
+    after = store.edit_job_parameters(
+        job,
+        {name: new for name, (_, new) in changes.items()},
+        to=params.get("step") or None,
+        message=note_of(note, f"edited ({names}) and resumed"),
+    )
+    return Applied(after, jobparams.describe(changes))
 
 
 def _remove_work_dir(job) -> None:
@@ -345,6 +375,15 @@ ACTIONS: dict[str, Action] = {
             move=_resume,
             what="resumed",
             refused_in_deleted_batch=True,
+        ),
+        ItemAction(
+            name="job.edit_resume",
+            scope=Scope.JOB,
+            label="Edit and resume",
+            role=Role.OPERATOR,
+            applies_to=frozenset({J.FAILED}),
+            run=_edit_resume,
+            form="steering:edit_job",
         ),
         _administrator(
             "job.force_fail",

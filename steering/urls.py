@@ -1,6 +1,6 @@
 from django.urls import path
 
-from steering import views
+from steering import editing, views
 
 app_name = "steering"
 
@@ -10,5 +10,6 @@ urlpatterns = [
     path("actions/choose", views.choose, name="choose"),
     path("actions/<int:pk>/", views.result, name="result"),
     path("actions/<str:action_name>/confirm", views.confirm, name="confirm"),
+    path("actions/job.edit_resume/<str:jid>/", editing.edit_job, name="edit_job"),
     path("actions/<str:action_name>/execute", views.run, name="execute"),
 ]
