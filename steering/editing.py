@@ -109,7 +109,8 @@ def _target(store: QueueStore, job: JobRecord) -> Target:
 def edit_job(request, jid: str):
     action = ACTIONS[ACTION]
     if problem := refusal(request.user, action):
-        return render(request, "steering/refused.html", {"action": action, "why": problem}, 403)
+        context = {"action": action, "why": problem}
+        return render(request, "steering/refused.html", context, status=403)
     store = get_store(init=False)
     try:
         job = store.get_job(jid)
