@@ -87,8 +87,10 @@ def submit(
     """Validate ``data`` (and ``upload``), then write the batch; raises SubmissionError.
 
     ``by`` is the authenticated user (API, form); ``via`` names a trusted caller for the
-    audit (``manage.py submit``) when there is no user.
+    audit (``manage.py submit``) when there is no user. ``rerun`` in ``data`` asks for a new
+    batch when the batchID names a Completed one (``_rerun``).
     """
+    data, rerun = rerun_asked(data)
     clean = prepare(data, upload, by=by, via=via)
     from batches.capacity import check_submission  # here: its error subclasses this module's
 
@@ -97,7 +99,7 @@ def submit(
     # The writer's name for this request only: one store serves every thread of the process.
     who = submission_actor(clean.get("submitted_by") or clean.get("submitter") or "")
     with store.acting_as(who):
-        return _create(store, clean, by, upload)
+        return _create(store, clean, by, upload, rerun=rerun)
 
 
 def prepare(
@@ -132,12 +134,30 @@ def prepare(
     return clean
 
 
-def _create(store, clean: dict, by, upload) -> SubmitResult:
+RERUN_VALUES = {True: True, False: False, "true": True, "false": False, "1": True, "0": False}
+RERUN_VALUES |= {"on": True, "": False}
+
+
+def rerun_asked(data: Mapping) -> tuple[Mapping, bool]:
+    """``data`` without ``rerun``, and whether it asks for one (true/false, 1/0, a checkbox's
+    on); anything else is refused."""
+    if not isinstance(data, Mapping) or "rerun" not in data:
+        return data, False
+    value = data["rerun"]
+    asked = RERUN_VALUES.get(value.lower() if isinstance(value, str) else value)
+    if asked is None:
+        raise SubmissionError([f"rerun must be true or false, not {value!r}"])
+    return {k: v for k, v in data.items() if k != "rerun"}, asked
+
+
+def _create(store, clean: dict, by, upload, *, rerun: bool = False) -> SubmitResult:
     """The batch made in ZooKeeper, or the one this batchID already names."""
     if clean.get("batchID"):
         existing = store.find_batch_by_uuid(clean["batchID"])
         if existing:
             _check_owner(store, existing, clean, by)
+            if rerun:
+                return _rerun(store, clean, upload, existing)
             return SubmitResult(existing, True, clean["batchID"])
     saved = _save_upload(upload, clean) if upload else None
     # Marked, and created with ``states``: MerrittZK never takes it, our ``own`` workers do.
@@ -151,6 +171,26 @@ def _create(store, clean: dict, by, upload) -> SubmitResult:
         _remove_upload(saved)
         _check_owner(store, created.id, clean, by)
     return SubmitResult(created.id, created.duplicate, clean.get("batchID"))
+
+
+def _rerun(store, clean: dict, upload, first: str) -> SubmitResult:
+    """A new batch for a batchID whose last run is Completed, under ``<batchID>~rerun-<n>``
+    (``core.rerun``); the batchID's own ``/batch-uuids`` entry keeps naming its first batch.
+    A last run not Completed yet is returned as the duplicate, as without ``rerun``: a
+    request sent twice makes one new batch."""
+    uuid = clean["batchID"]
+    _, latest = store.latest_rerun(uuid)
+    last = store.get_batch(latest or first)
+    if last.status != "Completed":
+        return SubmitResult(last.bid, True, last.uuid)
+    saved = _save_upload(upload, clean) if upload else None
+    clean[CREATED_BY_KEY] = CREATED_BY
+    try:
+        created = store.create_rerun_batch(uuid, clean | {"rerun_of": last.bid})
+    except Exception:
+        _remove_upload(saved)
+        raise
+    return SubmitResult(created.id, False, store.get_batch(created.id).uuid)
 
 
 def _check_object(clean: dict) -> None:

@@ -15,9 +15,10 @@ from typing import Any
 from django.conf import settings
 
 from batches.models import mnemonic_problem
-from merritt_queue.core import jobparams
+from merritt_queue.core import jobparams, rerun, tree
 from merritt_queue.core.errors import ChangedUnderYou, QueueError
 from merritt_queue.core.records import JobRecord
+from merritt_queue.core.sides import CREATED_BY, CREATED_BY_KEY, NONE
 from merritt_queue.core.states import JOB_STEPS, BatchStatus, JobStatus
 from merritt_queue.core.store import QueueStore
 from merritt_queue.deposit.uploads import remove_upload, uploads_root
@@ -226,6 +227,37 @@ def _edit_resume(store: QueueStore, job: JobRecord, params: dict, note: str) -> 
     return Applied(after, jobparams.describe(changes))
 
 
+def _job_rerun(store: QueueStore, job: JobRecord, params: dict, note: str) -> Applied:
+    """A new batch that runs the Completed job again as the object's next version
+    (``core.rerun``); the job itself stays as it is."""
+    if why := rerun.rerun_refusal(job.configuration):
+        raise QueueError(f"job {job.jid} was not re-run: {why}")
+    old = (store.get_batch(job.bid).submission or {}) if job.bid else {}
+    return _rerun(store, job.bid or "", old or (job.configuration or {}), [job.jid], note)
+
+
+def _batch_rerun(store: QueueStore, batch, params, note) -> Applied:
+    """A new batch that runs every Completed job of the batch again."""
+    return _rerun(store, batch.bid, batch.submission or {}, [], note)
+
+
+def _rerun(store: QueueStore, bid: str, old: dict, jids: list[str], note: str) -> Applied:
+    if settings.MQ_WORKERS == NONE:
+        raise QueueError(
+            "this queue runs no ingest workers (MQ_WORKERS=none): nothing would run it"
+        )
+    by = note.partition(": ")[0]
+    submission = rerun.rerun_submission(old, bid, jids, by, tree.now())
+    submission[CREATED_BY_KEY] = CREATED_BY  # ours: MerrittZK never takes it
+    created = store.create_rerun_batch(old.get("batchID") or bid, submission)
+    uuid = store.get_batch(created.id).uuid
+    return Applied(
+        None,
+        f"re-run as batch {created.id} (batchID {uuid}); each object gets its next version, "
+        "or stays as it is when the bytes are the same",
+    )
+
+
 def _remove_work_dir(job) -> None:
     shutil.rmtree(Path(settings.MQ_WORK_DIR) / "jobs" / job.jid, ignore_errors=True)
 
@@ -429,6 +461,25 @@ ACTIONS: dict[str, Action] = {
                 B.COMPLETED: "Completed is final in the queue (zk-tree.md); use Purge now to "
                 "remove the batch and its jobs"
             },
+        ),
+        _administrator(
+            "job.rerun",
+            Scope.JOB,
+            "Re-run as a new version",
+            _job_rerun,
+            applies_to=frozenset({J.COMPLETED}),
+            warning="A new batch runs the job again from its payload URL: its object gets "
+            "its next version, or stays as it is when the bytes are the same.",
+        ),
+        _administrator(
+            "batch.rerun",
+            Scope.BATCH,
+            "Re-run as a new version",
+            _batch_rerun,
+            applies_to=frozenset({B.COMPLETED}),
+            warning="A new batch runs every Completed job of the batch again from its payload "
+            "URL: each object gets its next version, or stays as it is when the bytes are the "
+            "same.",
         ),
         _administrator(
             "batch.purge",
