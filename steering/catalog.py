@@ -1,7 +1,8 @@
 """The admin actions on jobs, batches, collections and the queue: one typed action per verb,
 what it does through the queue core and which statuses it applies to. Who may take them is
 ``steering.permissions``; what a confirmation page lists is ``steering.planning``; taking
-them is ``steering.actions``."""
+them is ``steering.actions``. The actions that change what a job runs (edit and resume,
+re-run) do it in ``steering.fixes``; what an action did to an item is ``steering.results``."""
 
 from __future__ import annotations
 
@@ -15,14 +16,14 @@ from typing import Any
 from django.conf import settings
 
 from batches.models import mnemonic_problem
-from merritt_queue.core import jobparams, rerun, tree
-from merritt_queue.core.errors import ChangedUnderYou, QueueError
+from merritt_queue.core.errors import QueueError
 from merritt_queue.core.records import JobRecord
-from merritt_queue.core.sides import CREATED_BY, CREATED_BY_KEY, NONE
 from merritt_queue.core.states import JOB_STEPS, BatchStatus, JobStatus
 from merritt_queue.core.store import QueueStore
 from merritt_queue.deposit.uploads import remove_upload, uploads_root
+from steering import fixes
 from steering.permissions import Role
+from steering.results import Applied, ItemResult, PartlyDone, note_of
 
 J, B = JobStatus, BatchStatus
 RUNNING = frozenset({J.PENDING, *JOB_STEPS})
@@ -46,31 +47,6 @@ class Target:
     version: int | None = None
     collection: str = ""
     locked: bool = False
-
-
-@dataclass(frozen=True)
-class Applied:
-    """What an action did to one item: the item's record after it (when there is one record
-    to show) and a note for the audit trail."""
-
-    after: Any = None
-    detail: str = ""
-    # Items acted on with this one, each ``(before, after)`` record: a batch's jobs deleted
-    # with it. Each gets its own audit row.
-    along: tuple = ()
-
-
-class PartlyDone(QueueError):
-    """The action failed on its item after acting on some items with it (a batch delete
-    whose jobs were only partly deleted): the failure and what was done are both recorded."""
-
-    def __init__(self, message: str, along: Sequence = ()):
-        super().__init__(message)
-        self.along = tuple(along)
-
-
-# Each item's result: applied, or the queue's refusal (``ChangedUnderYou``: skipped).
-ItemResult = Applied | QueueError
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -189,73 +165,12 @@ class JobMove(Action):
 # --- what each action does through the core ----------------------------------------
 
 
-def note_of(user_note: str, what: str) -> str:
-    return f"{what} by {user_note}"
-
-
 def _to(target: str):
     return lambda store, job, params: (target, False)
 
 
 def _resume(store: QueueStore, job: JobRecord, params: dict) -> tuple[str, bool]:
     return store.resume_step(job, params.get("step") or None), True
-
-
-def _edit_resume(store: QueueStore, job: JobRecord, params: dict, note: str) -> Applied:
-    """The edit confirmed (``params["changes"]``: field -> [before, after]) written and the
-    job resumed, in one multi; refused when a field no longer holds the value shown."""
-    changes = params.get("changes") or {}
-    now = jobparams.current(job.configuration, job.identifiers, job.metadata)
-    moved = [name for name, (before, _) in changes.items() if now.get(name, "") != before]
-    if moved:
-        raise ChangedUnderYou(
-            f"changed since the page was shown: {', '.join(moved)} no longer holds the value "
-            "shown; edit it again"
-        )
-    if job.bid and store.batch_statuses([job.bid]).get(job.bid, {}).get("status") == B.DELETED:
-        raise QueueError(
-            f"job {job.jid} was not resumed: its batch {job.bid} is Deleted. "
-            "Submit the object again in a new batch instead."
-        )
-    names = ", ".join(changes)
-    after = store.edit_job_parameters(
-        job,
-        {name: new for name, (_, new) in changes.items()},
-        to=params.get("step") or None,
-        message=note_of(note, f"edited ({names}) and resumed"),
-    )
-    return Applied(after, jobparams.describe(changes))
-
-
-def _job_rerun(store: QueueStore, job: JobRecord, params: dict, note: str) -> Applied:
-    """A new batch that runs the Completed job again as the object's next version
-    (``core.rerun``); the job itself stays as it is."""
-    if why := rerun.rerun_refusal(job.configuration):
-        raise QueueError(f"job {job.jid} was not re-run: {why}")
-    old = (store.get_batch(job.bid).submission or {}) if job.bid else {}
-    return _rerun(store, job.bid or "", old or (job.configuration or {}), [job.jid], note)
-
-
-def _batch_rerun(store: QueueStore, batch, params, note) -> Applied:
-    """A new batch that runs every Completed job of the batch again."""
-    return _rerun(store, batch.bid, batch.submission or {}, [], note)
-
-
-def _rerun(store: QueueStore, bid: str, old: dict, jids: list[str], note: str) -> Applied:
-    if settings.MQ_WORKERS == NONE:
-        raise QueueError(
-            "this queue runs no ingest workers (MQ_WORKERS=none): nothing would run it"
-        )
-    by = note.partition(": ")[0]
-    submission = rerun.rerun_submission(old, bid, jids, by, tree.now())
-    submission[CREATED_BY_KEY] = CREATED_BY  # ours: MerrittZK never takes it
-    created = store.create_rerun_batch(old.get("batchID") or bid, submission)
-    uuid = store.get_batch(created.id).uuid
-    return Applied(
-        None,
-        f"re-run as batch {created.id} (batchID {uuid}); each object gets its next version, "
-        "or stays as it is when the bytes are the same",
-    )
 
 
 def _remove_work_dir(job) -> None:
@@ -414,7 +329,7 @@ ACTIONS: dict[str, Action] = {
             label="Edit and resume",
             role=Role.OPERATOR,
             applies_to=frozenset({J.FAILED}),
-            run=_edit_resume,
+            run=fixes.edit_resume,
             form="steering:edit_job",
         ),
         _administrator(
@@ -466,7 +381,7 @@ ACTIONS: dict[str, Action] = {
             "job.rerun",
             Scope.JOB,
             "Re-run as a new version",
-            _job_rerun,
+            fixes.job_rerun,
             applies_to=frozenset({J.COMPLETED}),
             warning="A new batch runs the job again from its payload URL: its object gets "
             "its next version, or stays as it is when the bytes are the same.",
@@ -475,7 +390,7 @@ ACTIONS: dict[str, Action] = {
             "batch.rerun",
             Scope.BATCH,
             "Re-run as a new version",
-            _batch_rerun,
+            fixes.batch_rerun,
             applies_to=frozenset({B.COMPLETED}),
             warning="A new batch runs every Completed job of the batch again from its payload "
             "URL: each object gets its next version, or stays as it is when the bytes are the "
