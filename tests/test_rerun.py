@@ -3,13 +3,18 @@ batch, and a depositor's resubmission of a Completed batch's batchID with ``reru
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.exceptions import PermissionDenied
 
+from batches.models import ApiToken, Profile
+from batches.rights import grant_depositor
 from batches.submission import SubmissionError, submit
+from merritt_queue.core.treecheck.consistency import check_tree
 from merritt_queue.services.storage import LocalStorage
 from steering.actions import execute
 from steering.catalog import ACTIONS
@@ -81,6 +86,7 @@ def test_a_completed_job_re_run_is_unchanged_then_version_2_when_its_bytes_chang
     stored = {f.name: f for f in storage.get_version(ark, 2).files}
     assert stored["producer/call911.jpg"].digests["md5"] == md5("4blocks.jpg")
     assert second.store["version"] == 2
+    assert check_tree(pipeline.store) == []  # the re-run batches and their batchIDs agree
 
 
 def test_a_completed_batch_re_run_runs_each_of_its_completed_jobs(pipeline, content, people):
@@ -142,3 +148,35 @@ def test_a_completed_batch_id_is_run_again_only_when_rerun_is_asked(pipeline, co
     # A depositor cannot take a re-run's batchID for a submission of their own.
     with pytest.raises(SubmissionError, match="batchID may hold"):
         submit(data | {"profile": "demo", "submitter": "tester", "batchID": "b-7~rerun-9"})
+
+
+def test_the_api_runs_a_completed_batch_id_again_when_asked(client, process_store):
+    Profile.objects.create(name="demo", collection="demo", minter_shoulder="ark:/99999/fk4")
+    user = get_user_model().objects.create_user("depositor", password="pw")
+    grant_depositor(user, ["demo"])
+    token = ApiToken.issue(user, "tests")[1]
+    body = {"profile": "demo", "type": "file", "payload_url": "https://example.org/a.jpg"}
+
+    def post(data):
+        return client.post(
+            "/api/v1/batches",
+            json.dumps(body | data),
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {token}",
+        )
+
+    first = post({"batchID": "api-1"}).json()["batch_id"]
+    assert post({"batchID": "api-1", "rerun": True}).json() == {
+        "batch_id": first,
+        "batchID": "api-1",
+        "duplicate": True,
+    }  # not Completed yet: today's answer
+    for status in ("Processing", "Reporting", "Completed"):
+        process_store.transition_batch(first, status)
+    again = post({"batchID": "api-1", "rerun": True})
+    assert again.status_code == 201 and again.json()["batchID"] == "api-1~rerun-1"
+    assert post({"batchID": "api-1"}).json()["batch_id"] == first  # without rerun: as today
+    refused = post({"batchID": "api-1", "rerun": "yes please"})
+    assert (
+        refused.status_code == 400 and "rerun must be true or false" in refused.json()["errors"][0]
+    )

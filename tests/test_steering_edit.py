@@ -284,3 +284,24 @@ def test_a_job_changed_under_you_is_skipped_and_not_edited(process_store, people
     # And the core refuses a record older than the status on its own.
     with pytest.raises(ChangedUnderYou):
         process_store.edit_job_parameters(stale, {"erc_what": "x"})
+
+
+def test_an_object_manifest_job_edited_to_another_manifest_fetches_the_new_one(
+    pipeline, content, people
+):
+    good = (content.root / "4blocks.checkm").read_text()
+    (content.root / "broken.checkm").write_text(good.replace("/4blocks.txt", "/gone.txt"))
+    bid = pipeline.submit(type="object-manifest", payload_url=f"{content.url}/broken.checkm")
+    pipeline.run(bid)
+    (job,) = pipeline.jobs(bid)
+    assert job.status == "Failed" and "gone.txt" in job.message
+    record = run_edit(
+        people["operator"],
+        pipeline.store,
+        job.jid,
+        {"payload_url": f"{content.url}/4blocks.checkm"},
+    )
+    assert record.items.get().after_status == "Estimating"
+    pipeline.run(bid, until=lambda b: pipeline.store.get_job(job.jid).status == "Completed")
+    # The manifest fetched for the first run was not used again: the new one's files are stored.
+    assert_stored(pipeline, pipeline.store.get_job(job.jid), ["4blocks.jpg", "4blocks.txt"])
