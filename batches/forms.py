@@ -42,6 +42,12 @@ class SubmitForm(forms.Form):
         label="E-mail addresses (optional)",
         help_text="Comma-separated; told of failures as they happen and of the batch's end.",
     )
+    rerun = forms.BooleanField(
+        required=False,
+        label="Run again if this batch id is completed",
+        help_text="With a batch id whose batch has completed: submit it again as a new batch "
+        "(a new version of its objects) instead of being shown the completed one.",
+    )
 
     def __init__(self, *args, collections: set[str] | None = None, **kwargs):
         """``collections``: the only ones whose profiles are offered (None: all)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import shutil
 from dataclasses import replace
+from types import SimpleNamespace
 
 from django.conf import settings
 from django.core.mail import send_mail
@@ -27,6 +28,7 @@ from merritt_queue.core.planning import (
     manifest_kind_problem,
     plan_jobs,
 )
+from merritt_queue.core.rerun import RERUN_TYPE, plan_rerun, rerun_refusal
 from merritt_queue.core.sides import NONE, reports_batch, runs_batch
 from merritt_queue.core.states import BatchStatus
 from merritt_queue.core.store import BatchRecord, NewJob
@@ -74,8 +76,11 @@ def run_pending(s: Services, bid: str) -> str:
 
 def create_jobs(s: Services, batch: BatchRecord) -> str:
     submission = batch.submission or {}
-    manifest = _manifest(s, batch) if submission.get("type") in MANIFEST_KIND else None
-    specs = plan_jobs(submission, manifest)
+    if submission.get("type") == RERUN_TYPE:
+        specs = plan_rerun(submission, _rerun_sources(s, submission))
+    else:
+        manifest = _manifest(s, batch) if submission.get("type") in MANIFEST_KIND else None
+        specs = plan_jobs(submission, manifest)
     if not specs:
         raise ManifestError(["the manifest lists no objects"])
     profile = Profile.objects.filter(name=submission.get("profile")).first()
@@ -110,6 +115,34 @@ def _manifest(s: Services, batch: BatchRecord):
     if problem:
         raise ManifestError([problem])
     return manifest
+
+
+def _rerun_sources(s: Services, submission: dict) -> list:
+    """The Completed jobs a re-run batch runs again, read now in pipelined rounds: those it
+    lists, or every Completed job of the batch it re-runs. Any other is a problem: the batch
+    fails saying which, and creates no job."""
+    old = str(submission.get("rerun_of") or "")
+    listed = [str(j) for j in submission.get("rerun_jobs") or []]
+    jids = listed or s.store.batch_jobs(old)["batch-completed"]
+    if not jids:
+        raise ManifestError([f"batch {old} has no Completed job to re-run (purged?)"])
+    nodes = {
+        name: s.store.job_node_values(jids, name)
+        for name in ("status", "configuration", "identifiers", "metadata")
+    }
+    problems, jobs = [], []
+    for jid in jids:
+        status = (nodes["status"][jid] or {}).get("status")
+        if status != "Completed":
+            problems.append(f"job {jid} is {status or 'gone (purged?)'}, not Completed")
+            continue
+        if why := rerun_refusal(nodes["configuration"][jid]):
+            problems.append(f"job {jid}: {why}")
+            continue
+        jobs.append(SimpleNamespace(jid=jid, **{n: nodes[n][jid] for n in nodes if n != "status"}))
+    if problems:
+        raise ManifestError([f"the re-run of batch {old} is refused:", *problems])
+    return jobs
 
 
 def _existing_rows(s: Services, bid: str) -> set[int]:

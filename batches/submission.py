@@ -16,12 +16,10 @@ from __future__ import annotations
 
 import re
 import shutil
-import unicodedata
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import django_rq
 from django.conf import settings
@@ -34,34 +32,21 @@ from merritt_queue.core import handover, tree
 from merritt_queue.core.history import submission_actor
 from merritt_queue.core.planning import SINGLE_TYPES, SUBMISSION_TYPES
 from merritt_queue.core.sides import CREATED_BY, CREATED_BY_KEY, NONE
-from merritt_queue.deposit import safepath
-from merritt_queue.deposit.digest import check_digest_format, normalise_algorithm
+from merritt_queue.deposit import fields
+from merritt_queue.deposit.fields import (
+    digest_problems,
+    field_problems,
+    name_problem,
+    url_problems,
+)
 from merritt_queue.deposit.uploads import uploads_root
 from merritt_queue.project.runtime import get_store
 from merritt_queue.project.tasks import TASKS
-from merritt_queue.services.netpolicy import userinfo_of
 from notifications import subscribe
 
-TEXT_FIELDS = {
-    "profile": 100,
-    "submitter": 255,
-    "on_behalf_of": 150,
-    "type": 40,
-    "payload_url": 2048,
-    "filename": 255,
-    "batchID": 100,
-    "erc_who": 10_000,
-    "erc_what": 10_000,
-    "erc_when": 1_000,
-    "erc_where": 1_000,
-    "digest_type": 20,
-    "digest_value": 128,
-    "local_id": 255,
-    "primary_id": 255,
-    "submission_mode": 10,
-    "response_type": 20,
-    **subscribe.FIELDS,
-}
+# What a submission may hold: the deposit's own fields and a subscription's.
+TEXT_FIELDS = {**fields.TEXT_FIELDS, **subscribe.FIELDS}
+
 REQUIRED = ("profile", "submitter", "type")
 _BATCH_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$")
 _SAFE_NAME_RE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -108,8 +93,10 @@ def submit(
     """Validate ``data`` (and ``upload``), then write the batch; raises SubmissionError.
 
     ``by`` is the authenticated user (API, form); ``via`` names a trusted caller for the
-    audit (``manage.py submit``) when there is no user.
+    audit (``manage.py submit``) when there is no user. ``rerun`` in ``data`` asks for a new
+    batch when the batchID names a Completed one (``_rerun``).
     """
+    data, rerun = rerun_asked(data)
     clean = prepare(data, upload, by=by, via=via)
     from batches.capacity import check_submission  # here: its error subclasses this module's
 
@@ -119,7 +106,7 @@ def submit(
     who = submission_actor(clean.get("submitted_by") or clean.get("submitter") or "")
     wishes = subscribe.take(clean)
     with store.acting_as(who):
-        result = _create(store, clean, by, upload)
+        result = _create(store, clean, by, upload, rerun=rerun)
     if not result.duplicate:
         subscribe.subscribe(result.bid, clean, wishes)
     return result
@@ -157,12 +144,30 @@ def prepare(
     return clean
 
 
-def _create(store, clean: dict, by, upload) -> SubmitResult:
+RERUN_VALUES = {True: True, False: False, "true": True, "false": False, "1": True, "0": False}
+RERUN_VALUES |= {"on": True, "": False}
+
+
+def rerun_asked(data: Mapping) -> tuple[Mapping, bool]:
+    """``data`` without ``rerun``, and whether it asks for one (true/false, 1/0, a checkbox's
+    on); anything else is refused."""
+    if not isinstance(data, Mapping) or "rerun" not in data:
+        return data, False
+    value = data["rerun"]
+    asked = RERUN_VALUES.get(value.lower() if isinstance(value, str) else value)
+    if asked is None:
+        raise SubmissionError([f"rerun must be true or false, not {value!r}"])
+    return {k: v for k, v in data.items() if k != "rerun"}, asked
+
+
+def _create(store, clean: dict, by, upload, *, rerun: bool = False) -> SubmitResult:
     """The batch made in ZooKeeper, or the one this batchID already names."""
     if clean.get("batchID"):
         existing = store.find_batch_by_uuid(clean["batchID"])
         if existing:
             _check_owner(store, existing, clean, by)
+            if rerun:
+                return _rerun(store, clean, upload, existing)
             return SubmitResult(existing, True, clean["batchID"])
     saved = _save_upload(upload, clean) if upload else None
     # Marked, and created with ``states``: MerrittZK never takes it, our ``own`` workers do.
@@ -178,6 +183,26 @@ def _create(store, clean: dict, by, upload) -> SubmitResult:
     elif settings.MQ_HANDOVER:
         handover.new_batch(store, django_rq.get_connection("default"), TASKS, created.id)
     return SubmitResult(created.id, created.duplicate, clean.get("batchID"))
+
+
+def _rerun(store, clean: dict, upload, first: str) -> SubmitResult:
+    """A new batch for a batchID whose last run is Completed, under ``<batchID>~rerun-<n>``
+    (``core.rerun``); the batchID's own ``/batch-uuids`` entry keeps naming its first batch.
+    A last run not Completed yet is returned as the duplicate, as without ``rerun``: a
+    request sent twice makes one new batch."""
+    uuid = clean["batchID"]
+    _, latest = store.latest_rerun(uuid)
+    last = store.get_batch(latest or first)
+    if last.status != "Completed":
+        return SubmitResult(last.bid, True, last.uuid)
+    saved = _save_upload(upload, clean) if upload else None
+    clean[CREATED_BY_KEY] = CREATED_BY
+    try:
+        created = store.create_rerun_batch(uuid, clean | {"rerun_of": last.bid})
+    except Exception:
+        _remove_upload(saved)
+        raise
+    return SubmitResult(created.id, False, store.get_batch(created.id).uuid)
 
 
 def _check_object(clean: dict) -> None:
@@ -248,7 +273,7 @@ def _as_user(data: Mapping, by) -> tuple[Mapping, list[str]]:
 def validate(data: Mapping, upload: Upload | None) -> tuple[dict, list[str]]:
     if not isinstance(data, Mapping):
         return {}, ["the request body must be an object of fields"]
-    problems = _field_problems(data)
+    problems = field_problems(data, TEXT_FIELDS)
     clean = {
         k: data[k].strip() for k in TEXT_FIELDS if isinstance(data.get(k), str) and data[k].strip()
     }
@@ -256,7 +281,7 @@ def validate(data: Mapping, upload: Upload | None) -> tuple[dict, list[str]]:
     profile = _profile(clean, problems)
     problems += _type_problems(clean)
     problems += _payload_problems(clean, upload)
-    problems += _digest_problems(clean)
+    problems += digest_problems(clean)
     problems += _other_problems(clean)
     problems += subscribe.problems(clean)
     if profile and not problems:
@@ -267,42 +292,6 @@ def validate(data: Mapping, upload: Upload | None) -> tuple[dict, list[str]]:
             "submitted": tree.now(),
         }
     return clean, problems
-
-
-def _field_problems(data: Mapping) -> list[str]:
-    problems = [f"unknown field {k!r}" for k in data if k not in TEXT_FIELDS and k != "file"]
-    for key, limit in TEXT_FIELDS.items():
-        value = data.get(key)
-        if value is None:
-            continue
-        if not isinstance(value, str):
-            problems.append(f"{key} must be a string, not {type(value).__name__}")
-        elif len(value) > limit:
-            problems.append(f"{key} is longer than {limit} characters")
-        elif any(unicodedata.category(ch) == "Cc" for ch in value):
-            problems.append(
-                f"{key} contains a control character (tab, line break, NUL ...); "
-                "submitted fields are single lines of printable text"
-            )
-    name = data.get("filename")
-    if (
-        isinstance(name, str)
-        and name.strip()
-        and not any(p.startswith("filename ") for p in problems)
-    ):
-        if problem := name_problem(name.strip()):
-            problems.append(f"filename: {problem}")
-    return problems
-
-
-def name_problem(name: str) -> str | None:
-    """Why ``name`` cannot be the one file a file or container submission stores: the
-    workers' rule (``safepath``), and one name, not a path."""
-    if problem := safepath.name_problem(name):
-        return problem
-    if "/" in name:
-        return f"file name {name!r} must be one name, without '/'"
-    return None
 
 
 def _profile(clean: dict, problems: list[str]) -> Profile | None:
@@ -338,33 +327,7 @@ def _payload_problems(clean: dict, upload: Upload | None) -> list[str]:
                 "(MQ_MAX_UPLOAD_BYTES)"
             ]
         return []
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https"):
-        return [f"payload_url must be an http or https URL, not {parts.scheme or 'a bare path'!r}"]
-    if not parts.hostname:
-        return ["payload_url has no host"]
-    if userinfo_of(url):
-        return [
-            "payload_url holds a user name or password (user:password@host); "
-            "credentials in URLs are not accepted"
-        ]
-    return []
-
-
-def _digest_problems(clean: dict) -> list[str]:
-    alg, value = clean.get("digest_type"), clean.get("digest_value")
-    if not alg and not value:
-        return []
-    if not (alg and value):
-        return ["digest_type and digest_value go together: give both or neither"]
-    if clean.get("type") not in ("file", "container"):
-        return ["a digest applies to a single file or container submission only"]
-    try:
-        clean["digest_type"] = normalise_algorithm(alg)
-    except ValueError as e:
-        return [str(e)]
-    problem = check_digest_format(clean["digest_type"], value)
-    return [problem] if problem else []
+    return url_problems(url)
 
 
 def _other_problems(clean: dict) -> list[str]:

@@ -19,6 +19,7 @@ from merritt_queue.deposit.manifest import ManifestError, parse_manifest
 from merritt_queue.deposit.safepath import safe_name
 
 OBJECT_MANIFEST = "object-manifest.checkm"
+OBJECT_MANIFEST_URL = "object-manifest.url"
 HEAD_SIZES = "head-sizes.json"
 
 
@@ -73,12 +74,16 @@ def payload_files(s: Services, job: JobRecord) -> list[PayloadFile]:
 
 
 def _object_manifest(s: Services, job: JobRecord):
-    """The job's object manifest, fetched once into its working directory."""
+    """The job's object manifest, fetched once into its working directory (again when the
+    job's URL is no longer the one it was fetched from: an administrator edited it)."""
     url = job_config(job)["payload_url"]
     path = s.job_dir(job.jid) / OBJECT_MANIFEST
-    if not path.exists():
+    source = path.with_name(OBJECT_MANIFEST_URL)
+    if not path.exists() or _read_text(source) != url:
         path.parent.mkdir(parents=True, exist_ok=True)
+        source.unlink(missing_ok=True)
         s.fetch(url, path, max_bytes=settings.MQ_MAX_MANIFEST_BYTES)
+        source.write_text(url, encoding="utf-8")
     try:
         manifest = parse_manifest(path.read_bytes(), max_bytes=settings.MQ_MAX_MANIFEST_BYTES)
     except ManifestError as e:  # say which manifest: a batch lists many
@@ -90,6 +95,13 @@ def _object_manifest(s: Services, job: JobRecord):
     # Keep only a valid copy: once the depositor fixes the manifest, a resume fetches it again.
     path.unlink(missing_ok=True)
     raise ManifestError(problems)
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError:
+        return None
 
 
 def local_size(url: str) -> int | None:

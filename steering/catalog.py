@@ -1,7 +1,8 @@
 """The admin actions on jobs, batches, collections and the queue: one typed action per verb,
 what it does through the queue core and which statuses it applies to. Who may take them is
 ``steering.permissions``; what a confirmation page lists is ``steering.planning``; taking
-them is ``steering.actions``."""
+them is ``steering.actions``. The actions that change what a job runs (edit and resume,
+re-run) do it in ``steering.fixes``; what an action did to an item is ``steering.results``."""
 
 from __future__ import annotations
 
@@ -20,7 +21,9 @@ from merritt_queue.core.records import JobRecord
 from merritt_queue.core.states import JOB_STEPS, BatchStatus, JobStatus
 from merritt_queue.core.store import QueueStore
 from merritt_queue.deposit.uploads import remove_upload, uploads_root
+from steering import fixes
 from steering.permissions import Role
+from steering.results import Applied, ItemResult, PartlyDone, note_of
 
 J, B = JobStatus, BatchStatus
 RUNNING = frozenset({J.PENDING, *JOB_STEPS})
@@ -46,31 +49,6 @@ class Target:
     locked: bool = False
 
 
-@dataclass(frozen=True)
-class Applied:
-    """What an action did to one item: the item's record after it (when there is one record
-    to show) and a note for the audit trail."""
-
-    after: Any = None
-    detail: str = ""
-    # Items acted on with this one, each ``(before, after)`` record: a batch's jobs deleted
-    # with it. Each gets its own audit row.
-    along: tuple = ()
-
-
-class PartlyDone(QueueError):
-    """The action failed on its item after acting on some items with it (a batch delete
-    whose jobs were only partly deleted): the failure and what was done are both recorded."""
-
-    def __init__(self, message: str, along: Sequence = ()):
-        super().__init__(message)
-        self.along = tuple(along)
-
-
-# Each item's result: applied, or the queue's refusal (``ChangedUnderYou``: skipped).
-ItemResult = Applied | QueueError
-
-
 @dataclass(frozen=True, kw_only=True)
 class Action:
     """One verb. ``check`` is the judgement made on the confirmation page and made again on
@@ -87,6 +65,9 @@ class Action:
     refusals: dict = field(default_factory=dict, repr=False)
     # Whether execution hands it its items a chunk at a time (pipelined) or one by one.
     batched: bool = False
+    # The page an item's button opens instead of the confirmation page (a URL name taking
+    # the item's id): an action with a form of its own, taken on one item at a time.
+    form: str = ""
 
     def check(self, t: Target, collections: set[str] | None) -> str | None:
         """Why the action may not be taken on ``t`` by a person limited to ``collections``
@@ -182,10 +163,6 @@ class JobMove(Action):
 
 
 # --- what each action does through the core ----------------------------------------
-
-
-def note_of(user_note: str, what: str) -> str:
-    return f"{what} by {user_note}"
 
 
 def _to(target: str):
@@ -346,6 +323,15 @@ ACTIONS: dict[str, Action] = {
             what="resumed",
             refused_in_deleted_batch=True,
         ),
+        ItemAction(
+            name="job.edit_resume",
+            scope=Scope.JOB,
+            label="Edit and resume",
+            role=Role.OPERATOR,
+            applies_to=frozenset({J.FAILED}),
+            run=fixes.edit_resume,
+            form="steering:edit_job",
+        ),
         _administrator(
             "job.force_fail",
             Scope.JOB,
@@ -390,6 +376,25 @@ ACTIONS: dict[str, Action] = {
                 B.COMPLETED: "Completed is final in the queue (zk-tree.md); use Purge now to "
                 "remove the batch and its jobs"
             },
+        ),
+        _administrator(
+            "job.rerun",
+            Scope.JOB,
+            "Re-run as a new version",
+            fixes.job_rerun,
+            applies_to=frozenset({J.COMPLETED}),
+            warning="A new batch runs the job again from its payload URL: its object gets "
+            "its next version, or stays as it is when the bytes are the same.",
+        ),
+        _administrator(
+            "batch.rerun",
+            Scope.BATCH,
+            "Re-run as a new version",
+            fixes.batch_rerun,
+            applies_to=frozenset({B.COMPLETED}),
+            warning="A new batch runs every Completed job of the batch again from its payload "
+            "URL: each object gets its next version, or stays as it is when the bytes are the "
+            "same.",
         ),
         _administrator(
             "batch.purge",

@@ -42,7 +42,7 @@ from batches.models import Batch
 from jobs.filters import JobFilter
 from jobs.models import Job
 from merritt_queue.core.states import resume_note, resume_target
-from steering import tasks
+from steering import editing, tasks
 from steering.actions import execute, run_items, start
 from steering.catalog import ACTIONS, Action, Scope, Target
 from steering.maintenance import OPERATIONS
@@ -289,7 +289,14 @@ def safe_next(request, url: str) -> str:
 @login_required
 @require_GET
 def confirm(request, action_name: str):
-    return confirmation(request, _action(action_name))
+    action = _action(action_name)
+    if action.form:  # its own form comes first, for one item
+        ids = _ids(request)
+        if len(ids) != 1:
+            return HttpResponseBadRequest(f"{action.label} is taken on one item at a time.")
+        query = urlencode({"next": request.GET.get("next", "")})
+        return redirect(reverse(action.form, args=[ids[0]]) + "?" + query)
+    return confirmation(request, action)
 
 
 @login_required
@@ -330,7 +337,7 @@ def run(request, action_name: str):
     if problem:
         return _refused(request, action, problem)
     reason = request.POST.get("reason", "").strip()
-    params = {}
+    params = dict(data.get("params") or {})  # what a form action's page confirmed
     step = request.POST.get("step", "")
     if step:  # else a resumed job restarts at the step it failed in
         if step not in data.get("steps", []):
@@ -339,6 +346,8 @@ def run(request, action_name: str):
     if not reason:
         return _again_page(request, action, data, "a reason is required", reason)
     used = AdminAction.objects.filter(token=data["token"]).first()
+    if used is not None and action.form:  # never act twice: show what it did
+        return redirect(reverse("steering:result", args=[used.pk]))
     if used is not None:  # a page kept from before (Back, another tab): never act twice
         request.GET = QueryDict(data.get("back", ""))
         return confirmation(request, action, reason=reason, status=409, used=used)
@@ -354,7 +363,10 @@ def run(request, action_name: str):
     except PermissionDenied as e:
         return _refused(request, action, str(e))
     url = reverse("steering:result", args=[record.pk])
-    back = safe_next(request, QueryDict(data.get("back", "")).get("next", ""))
+    back = safe_next(
+        request,
+        (data.get("edit") or {}).get("next") or QueryDict(data.get("back", "")).get("next", ""),
+    )
     return redirect(url + ("?" + urlencode({"next": back}) if back else ""))
 
 
@@ -369,6 +381,8 @@ def _queue(record: AdminAction) -> None:
 
 def _again_page(request, action, data, error, reason):
     """The confirmation page again, from the same selection, with the error."""
+    if action.form:
+        return editing.confirm_again(request, data, error, reason)
     request.GET = QueryDict(data.get("back", ""))
     return confirmation(request, action, error=error, reason=reason, status=400)
 

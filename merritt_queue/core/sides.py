@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .planning import SUBMISSION_TYPES
+from .rerun import RERUN_TYPE
 
 # The submission (and every job configuration, through planning.INHERITED) of a batch
 # submitted through this project carries CREATED_BY_KEY: CREATED_BY.
@@ -37,6 +38,8 @@ def is_ours(data: Mapping[str, Any] | None) -> bool:
 
 
 def batch_in_our_format(submission: Mapping[str, Any] | None) -> bool:
+    if isinstance(submission, Mapping) and submission.get("type") == RERUN_TYPE:
+        return bool(submission.get("rerun_of"))  # its jobs come from the batch it re-runs
     return (
         isinstance(submission, Mapping)
         and bool(submission.get("payload_url"))

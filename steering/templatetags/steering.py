@@ -65,12 +65,19 @@ def item_actions(context, scope: str, item_id: str, status: str | None = None):
     request = context["request"]
     here = {"next": request.get_full_path()}
     links = [
-        (a, confirm_url(a.name, ids=item_id, **here) if scope != "queue" else confirm_url(a.name))
-        for a in actions_for(request.user, scope, status)
+        (a, _item_url(a, scope, item_id, here)) for a in actions_for(request.user, scope, status)
     ]
     key = {"job": "job", "batch": "batch", "collection": "collection"}.get(scope)
     audit = f"{reverse('steering:audit')}?{urlencode({key: item_id})}" if key else ""
     return {"links": links, "audit": audit, "waits": _waits(scope, item_id, status)}
+
+
+def _item_url(action, scope: str, item_id: str, here: dict) -> str:
+    if action.form:  # a page of its own (a form) before the confirmation
+        return f"{reverse(action.form, args=[item_id])}?{urlencode(here)}"
+    if scope == "queue":
+        return confirm_url(action.name)
+    return confirm_url(action.name, ids=item_id, **here)
 
 
 def _waits(scope: str, item_id: str, status: str | None) -> str:
@@ -94,7 +101,9 @@ def action_bar(context, scope: str, table=None):
         for v in request.GET.getlist(k)
     ]
     return {
-        "actions": [a for a in ACTIONS.values() if a.scope == scope and may(request.user, a)],
+        "actions": [
+            a for a in ACTIONS.values() if a.scope == scope and may(request.user, a) and not a.form
+        ],
         "filters": filters,
         "total": total,
         "form_id": f"mq-actions-{scope}",

@@ -13,11 +13,12 @@ Guarantees:
 - Reading never writes.
 
 The store is one class composed of a part per idea, a module each: batches
-(``batches``), job creation and reads (``jobs``), job moves (``jobmoves``), removal
-(``removal``), holds (``holds``), locks and their release after an outage (``locks``),
-history appends (``historywrites``). Each part builds on ``base``, which holds the
-plumbing it uses rather than inherits: the ZooKeeper engine (``engine``: reads, multis,
-error mapping) and the change listeners with the writer's name (``changes``).
+(``batches``), re-run batches (``reruns``), job creation and reads (``jobs``), job moves
+(``jobmoves``), a failed job's edit and resume (``jobedits``), removal (``removal``), holds
+(``holds``), locks and their release after an outage (``locks``), history appends
+(``historywrites``). Each part builds on ``base``, which holds the plumbing it uses rather
+than inherits: the ZooKeeper engine (``engine``: reads, multis, error mapping) and the
+change listeners with the writer's name (``changes``).
 Callers use ``QueueStore`` alone.
 """
 
@@ -26,14 +27,16 @@ from __future__ import annotations
 from ..records import BatchRecord, Change, ItemLock, JobRecord, NewJob
 from .batches import BatchStore
 from .holds import Holds
+from .jobedits import JobEdits
 from .jobmoves import JobMoves
 from .jobs import JobStore
 from .locks import Locks
 from .removal import Removal
+from .reruns import Reruns
 
 # The records callers take from here with the store.
 __all__ = ["BatchRecord", "Change", "ItemLock", "JobRecord", "NewJob", "QueueStore"]
 
 
-class QueueStore(BatchStore, JobStore, JobMoves, Removal, Holds, Locks):
+class QueueStore(Reruns, BatchStore, JobStore, JobEdits, JobMoves, Removal, Holds, Locks):
     """All reads and writes of the queue tree over one kazoo client."""

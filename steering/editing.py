@@ -1,0 +1,203 @@
+"""Edit and resume a failed job: its per-job parameters (``core.jobparams``) changed through
+a form, checked at the door exactly as a submission's fields are, then confirmed.
+
+The form shows the job as ZooKeeper holds it now, at its status version. A valid, changed
+form leads to a confirmation page listing each field before -> after, the step the job
+restarts at (no later than the step that uses what changed) and a reason; it is signed like
+every confirmation (``steering.views``) and executed by the same ``run``, so the token, the
+permissions, the version check and the audit are the ones of every action. The edit and the
+resume are one multi (``QueueStore.edit_job_parameters``).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django import forms
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.core import signing
+from django.http import Http404
+from django.shortcuts import render
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.cache import never_cache
+from kazoo.exceptions import KazooException
+
+from merritt_queue.core import jobparams
+from merritt_queue.core.errors import NotFound, QueueError
+from merritt_queue.core.store import JobRecord, QueueStore
+from merritt_queue.deposit.fields import (
+    TEXT_FIELDS,
+    digest_problems,
+    field_problems,
+    url_problems,
+)
+from merritt_queue.project.runtime import get_store
+from merritt_queue.services.errors import FetchError
+from merritt_queue.services.netpolicy import check_url
+from steering.catalog import ACTIONS, Target
+from steering.permissions import collections_of, refusal
+from steering.planning import steps_again
+
+ACTION = "job.edit_resume"
+SALT = "steering.confirm"  # the same signature as every confirmation: ``run`` checks it
+
+
+class EditForm(forms.Form):
+    """The per-job parameters; a field left as shown is not changed."""
+
+    version = forms.IntegerField(widget=forms.HiddenInput)
+
+    def __init__(self, *args, digest: bool = True, **kwargs):
+        super().__init__(*args, **kwargs)
+        for name in jobparams.FIELDS:
+            self.fields[name] = forms.CharField(
+                required=False,
+                strip=True,
+                label=jobparams.LABELS[name].capitalize(),
+                max_length=TEXT_FIELDS[name],
+                widget=forms.TextInput(attrs={"size": 70}),
+            )
+        if not digest:  # a digest applies to a single file or container only
+            for name in ("digest_type", "digest_value"):
+                self.fields[name].disabled = True
+                self.fields[name].help_text = "a digest applies to a file or container job only"
+
+
+def door_problems(job: JobRecord, after: dict) -> list[str]:
+    """Why the changed values may not be written: the submission's own checks (lengths,
+    control characters, URL scheme and credentials, digest format per algorithm), and the
+    network policy the workers fetch under, asked now (a file: or private URL is refused)."""
+    before = jobparams.current(job.configuration, job.identifiers, job.metadata)
+    changed = jobparams.changes_of(before, after)
+    if not changed:
+        return []
+    problems = field_problems({name: after[name] for name in changed})
+    if "payload_url" in changed:
+        url = after["payload_url"]
+        if not url:
+            return problems + ["the payload URL cannot be emptied"]
+        problems += url_problems(url)
+        if not problems:
+            try:
+                check_url(
+                    url,
+                    allow_loopback=settings.MQ_ALLOW_LOOPBACK,
+                    allow_private=settings.MQ_ALLOW_PRIVATE,
+                )
+            except FetchError as e:
+                problems.append(f"payload_url: {e}")
+    if {"digest_type", "digest_value"} & changed.keys():
+        digest = {
+            "digest_type": after["digest_type"],
+            "digest_value": after["digest_value"],
+            "type": (job.configuration or {}).get("payload_type"),
+        }
+        problems += digest_problems(digest)
+        if "digest_type" in digest and digest["digest_type"] != after["digest_type"]:
+            after["digest_type"] = digest["digest_type"]  # normalised, as a submission's
+    return problems
+
+
+def _target(store: QueueStore, job: JobRecord) -> Target:
+    collection = store.item_collection(job.configuration)
+    return Target(job.jid, job.status, job.status_version, collection, job.locked)
+
+
+@never_cache
+@login_required
+def edit_job(request, jid: str):
+    action = ACTIONS[ACTION]
+    if problem := refusal(request.user, action):
+        context = {"action": action, "why": problem}
+        return render(request, "steering/refused.html", context, status=403)
+    store = get_store(init=False)
+    try:
+        job = store.get_job(jid)
+    except NotFound:
+        raise Http404(f"no job {jid}") from None
+    except (QueueError, KazooException) as e:
+        return _page(request, None, None, f"ZooKeeper could not be read ({e}); try again", 503)
+    if why := action.check(_target(store, job), collections_of(request.user)):
+        return _page(request, job, None, f"this job cannot be edited: {why}", 409)
+    digest = (job.configuration or {}).get("payload_type") in ("file", "container")
+    before = jobparams.current(job.configuration, job.identifiers, job.metadata)
+    fresh = EditForm(initial=before | {"version": job.status_version}, digest=digest)
+    if request.method != "POST":
+        return _page(request, job, fresh)
+    form = EditForm(request.POST, initial=before, digest=digest)
+    if not form.is_valid():
+        return _page(request, job, form, "see the problems below", 400)
+    if form.cleaned_data["version"] != job.status_version:
+        return _page(
+            request, job, fresh, "the job changed since the form was shown: here it is now", 409
+        )
+    after = {name: form.cleaned_data[name] for name in jobparams.FIELDS}
+    if problems := door_problems(job, after):
+        return _page(request, job, form, "; ".join(problems), 400)
+    changes = jobparams.changes_of(before, after)
+    if not changes:
+        return _page(request, job, form, "nothing changed: the job was not edited")
+    return confirm_page(request, job, changes, _next(request))
+
+
+def _next(request) -> str:
+    """Where the person came from, if it is a page of this site (as ``views.safe_next``)."""
+    url = request.GET.get("next", "")
+    ok = url.startswith("/") and url_has_allowed_host_and_scheme(
+        url, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    )
+    return url if ok else ""
+
+
+def _page(request, job, form, error: str = "", status: int = 200):
+    context = {"job": job, "form": form, "error": error, "next": _next(request)}
+    return render(request, "steering/edit_job.html", context, status=status)
+
+
+def confirm_page(request, job: JobRecord, changes: dict, back: str, *, error="", reason=""):
+    """The confirmation: before -> after, the steps offered, the reason."""
+    steps = jobparams.resume_steps(job.last_successful_status, list(changes))
+    default = jobparams.default_step(job.last_successful_status, list(changes))
+    payload = signing.dumps(
+        {
+            "action": ACTION,
+            "user": request.user.pk,
+            "items": [[job.jid, job.status_version]],
+            "token": uuid.uuid4().hex,
+            "selection": "",
+            "steps": list(steps),
+            "back": "",
+            "params": {"changes": {n: list(pair) for n, pair in changes.items()}},
+            "edit": {"jid": job.jid, "next": back},
+        },
+        salt=SALT,
+        compress=True,
+    )
+    context = {
+        "action": ACTIONS[ACTION],
+        "job": job,
+        "changes": [(jobparams.LABELS[n], b, a) for n, (b, a) in changes.items()],
+        "options": [
+            {"step": s, "default": s == default, "again": steps_again(None, s)} for s in steps
+        ],
+        "latest": jobparams.latest_step(list(changes)),
+        "payload": payload,
+        "error": error,
+        "reason": reason,
+        "next": back,
+    }
+    return render(request, "steering/edit_confirm.html", context, status=400 if error else 200)
+
+
+def confirm_again(request, data: dict, error: str, reason: str):
+    """The confirmation shown again from its signed data (a missing reason, a bad step)."""
+    edit = data.get("edit") or {}
+    try:
+        job = get_store(init=False).get_job(edit.get("jid", ""))
+    except (QueueError, KazooException) as e:
+        return _page(request, None, None, f"the job could not be read again ({e})", 503)
+    changes = {n: tuple(pair) for n, pair in (data.get("params") or {})["changes"].items()}
+    if job.status_version != data["items"][0][1]:
+        return _page(request, job, None, "the job changed since the page was shown", 409)
+    return confirm_page(request, job, changes, edit.get("next", ""), error=error, reason=reason)
