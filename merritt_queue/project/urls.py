@@ -13,4 +13,5 @@ urlpatterns = [
     path("", include("inventory.urls")),
     path("", include("dashboard.urls")),
     path("", include("steering.urls")),
+    path("", include("metrics.urls")),
 ]
