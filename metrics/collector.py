@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 
@@ -201,9 +201,15 @@ def read_zookeeper(timeout: float) -> ZkFacts:
     )
 
 
-_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="metrics-zookeeper")
 _guard = threading.Lock()
 _pending: Future | None = None
+
+
+def _read_into(future: Future, timeout: float) -> None:
+    try:
+        future.set_result(read_zookeeper(timeout))
+    except BaseException as e:
+        future.set_exception(e)
 
 
 def zookeeper_within(timeout: float) -> ZkFacts | None:
@@ -211,7 +217,11 @@ def zookeeper_within(timeout: float) -> ZkFacts | None:
     global _pending
     with _guard:
         if _pending is None or _pending.done():
-            _pending = _pool.submit(read_zookeeper, timeout)
+            _pending = Future()
+            # A daemon thread: one stuck on a dead ensemble must not hold up the process's exit.
+            threading.Thread(
+                target=_read_into, args=(_pending, timeout), name="metrics-zookeeper", daemon=True
+            ).start()
         future = _pending
     try:
         return future.result(timeout=timeout)
