@@ -90,18 +90,38 @@ def register_in(registry: Any) -> None:
         registry.register(metric)
 
 
+# The labelled children of each (step, outcome, to_status) seen: looked up once, since
+# prometheus_client's ``labels()`` costs more than the increments themselves.
+_children: dict[tuple[str, str, str], tuple[Any, ...]] = {}
+
+
+def _of(step: str, outcome: str, to_status: str) -> tuple[Any, ...]:
+    key = (step, outcome, to_status)
+    found = _children.get(key)
+    if found is None:
+        m = _made()
+        found = (
+            m[STEPS].labels(step, outcome),
+            m[DURATION].labels(step),
+            m[TRANSITIONS].labels(step, to_status) if to_status != step else None,
+            m[FAILURES].labels(step) if outcome == "fail" else None,
+        )
+        _children[key] = found
+    return found
+
+
 def step_committed(step: str, outcome: str, to_status: str, seconds: float) -> None:
     """A step of a job in ``step`` ran for ``seconds`` and its ``outcome`` committed,
     leaving the job in ``to_status``."""
-    m = _made()
-    m[STEPS].labels(step, outcome).inc()
-    m[DURATION].labels(step).observe(seconds)
-    if to_status != step:
-        m[TRANSITIONS].labels(step, to_status).inc()
-    if outcome == "fail":
-        m[FAILURES].labels(step).inc()
+    steps, duration, transition, failure = _of(str(step), str(outcome), str(to_status))
+    steps.inc()
+    duration.observe(seconds)
+    if transition is not None:
+        transition.inc()
+    if failure is not None:
+        failure.inc()
 
 
 def step_abandoned(step: str) -> None:
     """A step of a job in ``step`` committed nothing (ZooKeeper away, lock lost)."""
-    _made()[STEPS].labels(step, "abandoned").inc()
+    _of(str(step), "abandoned", str(step))[0].inc()
