@@ -118,6 +118,8 @@ stop:
 	@$(foreach p,$(DEMO_PROCS),$(SERVICES) proc-stop var/run/$(p).pid;)
 	@$(SERVICES) redis-stop var/redis
 	@$(SERVICES) zk-stop var/zookeeper
+	@# /metrics counts of the stopped processes: the next start counts afresh.
+	rm -rf var/metrics
 
 lint: venv
 	$(VENV)/bin/ruff check .

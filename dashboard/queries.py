@@ -7,18 +7,16 @@ number), whatever the number of jobs, so a page's query count stays constant.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from urllib.parse import urlencode
 
 from django.core.cache import cache
-from django.db import connection
 from django.db.models import Count
 from django.db.models.fields.json import KT
-from django.db.models.functions import Substr, TruncHour
 from django.utils import timezone
 
 from batches.models import Batch, Collection
-from jobs.models import Job, JobEvent, MirrorState
+from jobs.models import Job, MirrorState
 from merritt_queue.core.errors import InvalidTransition
 from merritt_queue.core.states import JOB, JOB_STEPS, JobStatus, resume_target
 from ui.cells import age_text
@@ -26,9 +24,9 @@ from ui.cells import age_text
 # The other app's list pages; filters are passed as query strings.
 JOBS_URL = "/jobs/"
 BATCHES_URL = "/batches/"
-# Two aggregates take 50-70 ms at 100,000 jobs on SQLite (no index fits them), so their
-# results are kept in Django's cache (local memory by default) for a few seconds.
-THROUGHPUT_CACHE_SECONDS = 30
+# The per-collection counts take 50-70 ms at 100,000 jobs on SQLite (no index fits them), so
+# they are kept in Django's cache (local memory by default) for a few seconds (the Throughput
+# panel's likewise: dashboard.throughput).
 COLLECTION_COUNTS_CACHE_SECONDS = 10
 # Locked jobs listed on /locks/; more are counted, not listed.
 RUNNING_SHOWN = 500
@@ -88,85 +86,6 @@ def failures_by_step() -> list[FailedAt]:
         item.last_successful.append(last or "none")
     order = {s: i for i, s in enumerate(JOB.statuses)}
     return sorted(steps.values(), key=lambda f: (order.get(f.step, len(order)), f.step))
-
-
-@dataclass
-class Bar:
-    start: datetime
-    count: int
-    x: float = 0
-    y: float = 0
-    h: float = 0
-
-
-@dataclass
-class Throughput:
-    bars: list[Bar]
-    total: int
-    peak: int
-    width: int
-    height: int
-    bar_width: float
-    labels: list[tuple[float, str]] = field(default_factory=list)
-
-    @property
-    def axis_y(self) -> int:
-        return self.height - CHART_PAD
-
-    @property
-    def label_y(self) -> int:
-        return self.height - 4
-
-
-CHART_W, CHART_H, CHART_PAD = 480, 110, 18
-
-
-def _completed_per_hour(start: datetime, end: datetime) -> dict[datetime, int]:
-    """Completed events per UTC hour in [start, end): one GROUP BY over the hour."""
-    if connection.vendor == "sqlite":
-        # Stored as UTC text: the hour is its first 13 characters. (TruncHour would call
-        # Python once per row on SQLite, 2-3 times slower.)
-        hour = Substr("at", 1, 13)
-    else:
-        hour = TruncHour("at", tzinfo=UTC)
-    rows = (
-        JobEvent.objects.filter(to_status=JobStatus.COMPLETED, at__gte=start, at__lt=end)
-        .order_by()
-        .annotate(hour=hour)
-        .values_list("hour")
-        .annotate(n=Count("id"))
-    )
-    out = {}
-    for key, n in rows:
-        if isinstance(key, str):
-            key = datetime.strptime(key, "%Y-%m-%d %H").replace(tzinfo=UTC)
-        out[key.astimezone(UTC)] = n
-    return out
-
-
-def throughput(now: datetime | None = None, hours: int = 24) -> Throughput:
-    """Jobs completed per hour over the last ``hours`` hours (the last bar is the current hour).
-
-    One query, whose result is cached for THROUGHPUT_CACHE_SECONDS.
-    """
-    now = timezone.localtime(now or timezone.now())
-    end = now.replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
-    starts = [end - timedelta(hours=hours - i) for i in range(hours)]
-    key = f"dashboard:throughput:{end.isoformat()}:{hours}"
-    counts = cache.get(key)
-    if counts is None:
-        counts = _completed_per_hour(starts[0], end)
-        cache.set(key, counts, THROUGHPUT_CACHE_SECONDS)
-    bars = [Bar(s, counts.get(s.astimezone(UTC), 0)) for s in starts]
-    peak = max(b.count for b in bars)
-    slot = CHART_W / hours
-    plot_h = CHART_H - CHART_PAD
-    for i, bar in enumerate(bars):
-        bar.h = round(plot_h * bar.count / peak, 1) if peak else 0
-        bar.x, bar.y = round(i * slot + 1, 1), round(plot_h - bar.h, 1)
-    labels = [(round(i * slot + 1, 1), s.strftime("%H:%M")) for i, s in enumerate(starts)][::6]
-    total = sum(b.count for b in bars)
-    return Throughput(bars, total, peak, CHART_W, CHART_H, round(slot - 2, 1), labels)
 
 
 def held_collections() -> list[Collection]:

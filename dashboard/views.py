@@ -15,6 +15,7 @@ from batches.capacity import usage
 from dashboard import queries as q
 from dashboard.causes import CAUSES_CACHE_SECONDS, failure_causes
 from dashboard.diagram import diagram
+from dashboard.throughput import THROUGHPUT_CACHE_SECONDS, throughput
 from merritt_queue.core.states import BATCH, JOB
 from steering.catalog import ACTIONS
 from steering.permissions import may
@@ -46,8 +47,8 @@ def dashboard(request):
         "failure_causes": failure_causes() if readable_collections(request.user) is None else [],
         "causes_cache_seconds": CAUSES_CACHE_SECONDS,
         "may_resume": may(request.user, ACTIONS["job.resume"]),
-        "throughput": q.throughput(),
-        "throughput_cache_seconds": q.THROUGHPUT_CACHE_SECONDS,
+        "throughput": throughput(),
+        "throughput_cache_seconds": THROUGHPUT_CACHE_SECONDS,
         "held": q.held_collections(),
         "scheduled": scheduled_next(),
         "mirror": q.mirror_summary(),

@@ -34,6 +34,8 @@ def queue_env(
         "MQ_WORK_DIR": str(root / "work"),
         "MQ_STORAGE_ROOT": str(root / "storage"),
         "MQ_MINTER_DIR": str(root / "minter"),
+        # The run's processes count their steps together, and apart from any other run's.
+        "MQ_METRICS_DIR": str(root / "metrics"),
         "MQ_ALLOW_LOOPBACK": "true",
         "PYTHONUNBUFFERED": "1",
     }

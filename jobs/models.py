@@ -74,7 +74,9 @@ class JobEvent(models.Model):
     jid = models.CharField(max_length=20, db_index=True)
     bid = models.CharField(max_length=20, blank=True, db_index=True)
     from_status = models.CharField(max_length=20, blank=True)
-    to_status = models.CharField(max_length=20, db_index=True)
+    # Indexed with ``at`` and ``bid`` (Meta): the dashboard's Throughput panel counts and
+    # times the Completed and Failed rows of a week from that index alone.
+    to_status = models.CharField(max_length=20)
     at = models.DateTimeField(db_index=True)
     message = models.TextField(blank=True)
     retry_count = models.PositiveIntegerField(default=0)
@@ -86,6 +88,7 @@ class JobEvent(models.Model):
 
     class Meta:
         ordering = ["jid", "status_version"]
+        indexes = [models.Index(fields=["to_status", "at", "bid"], name="jobevent_status_at_bid")]
         constraints = [
             models.UniqueConstraint(
                 fields=["jid", "status_version"], name="one_event_per_status_write"

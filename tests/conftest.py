@@ -7,7 +7,10 @@ test writes lives under ``/mq-test-<uuid>``.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 
 import pytest
 from kazoo.client import KazooClient
@@ -17,6 +20,13 @@ from merritt_queue.core.store import QueueStore
 from merritt_queue.core.zk import ZkConfig, connect
 from merritt_queue.project import runtime
 from tests.redisdb import claimed
+
+# The step counts of a test run (merritt_queue.core.metrics) go to a directory of its own,
+# not to the developer's var/metrics; processes the tests start inherit it. The settings have
+# exported theirs already, but nothing has imported prometheus_client yet.
+METRICS_DIR = tempfile.mkdtemp(prefix="mq-test-metrics-")
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = os.environ["MQ_METRICS_DIR"] = METRICS_DIR
+atexit.register(shutil.rmtree, METRICS_DIR, ignore_errors=True)
 
 # Plugins the tests also import from: rewritten before any test module imports them.
 pytest.register_assert_rewrite("tests.cluster", "tests.httpserver", "tests.mirrorlive")
@@ -38,6 +48,7 @@ FAST_MODULES = frozenset(
         "test_pages_words",
         "test_history_pages",
         "test_status_api",
+        "test_metrics",
         "test_manifest",
         "test_manifest_check",
         "test_objectfiles",

@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from batches.models import Batch, Collection
 from dashboard import diagram as dg
+from dashboard import throughput
 from jobs.models import Job, JobEvent, MirrorState
 from merritt_queue.core import tree as t
 from merritt_queue.core.states import BATCH, JOB, JOB_STEPS
@@ -231,13 +232,104 @@ def test_throughput_shows_completed_jobs_per_hour_over_the_last_day(client):
     JobEvent.objects.create(jid="jid0000000099", to_status="Failed", at=now)
 
     tags = Tags(get(client, "/"))
-    bars = tags.find("rect", "bar")
+    bars = tags.find("rect", "bar", svg="throughput-day")
     assert len(bars) == 24
     counts = [int(b["data-count"]) for b in bars]
     assert sorted(c for c in counts if c) == [2, 3]
     tallest = max(bars, key=lambda b: int(b["data-count"]))
     other = next(b for b in bars if b["data-count"] == "2")
     assert float(tallest["height"]) > float(other["height"]) > 1
+
+
+def finished(jid: str, status: str, at, submitted=None) -> None:
+    """A job's Completed or Failed row, and when given its batch, submitted then."""
+    bid = ""
+    if submitted is not None:
+        bid = make_batch(f"bid{jid[3:]}", "Processing", submitted=submitted).bid
+    JobEvent.objects.create(jid=jid, bid=bid, to_status=status, at=at, status_version=9)
+
+
+def test_throughput_counts_completed_and_failed_per_hour_and_per_day(client):
+    now = timezone.now()
+    hour = now.replace(minute=0, second=0, microsecond=0)
+    finished("jid0000000001", "Completed", hour)
+    finished("jid0000000002", "Completed", now)
+    finished("jid0000000003", "Failed", now)
+    finished("jid0000000004", "Failed", hour - timedelta(hours=3))
+    finished("jid0000000005", "Completed", now - timedelta(days=2))
+    finished("jid0000000006", "Failed", now - timedelta(days=3))
+    finished("jid0000000007", "Completed", now - timedelta(days=8))  # out of both windows
+    JobEvent.objects.create(jid="jid0000000008", to_status="Storing", at=now)  # not finished
+
+    html = get(client, "/")
+    tags = Tags(html)
+    day = tags.find("rect", "bar", svg="throughput-day")
+    assert len(day) == 24 and int(day[-1]["data-count"]) == 2
+    failed_day = [
+        int(r["data-count"]) for r in tags.find("rect", "bar-failed", svg="throughput-day")
+    ]
+    assert failed_day == [1, 1]
+    week = tags.find("rect", "bar", svg="throughput-week")
+    assert len(week) == 7 and int(week[-1]["data-count"]) == 2
+    assert int(week[-3]["data-count"]) == 1
+    assert sum(int(r["data-count"]) for r in week) == 3
+    failed_week = tags.find("rect", "bar-failed", svg="throughput-week")
+    assert sum(int(r["data-count"]) for r in failed_week) == 3
+    # The figures in words, and the same as tables.
+    assert (
+        '<strong>2</strong> completed, <strong class="failed">2</strong> failed in the last 24 h'
+        in html
+    )
+    assert (
+        '<strong>3</strong> completed, <strong class="failed">3</strong> failed in the last 7 days'
+        in html
+    )
+    table = html.split('id="throughput-week-table"', 1)[1].split("</table>", 1)[0]
+    assert table.count("<tr>") == 8
+    today_failed = 1 + ((hour - timedelta(hours=3)).date() == now.date())
+    assert f'<td class="num">2</td><td class="num">{today_failed}</td></tr></tbody>' in table
+    svg = html.split('id="throughput-day"', 1)[1].split("</svg>", 1)[0]
+    assert "2 completed, 1 failed</title>" in svg
+
+
+def test_throughput_gives_the_median_time_from_submission_to_completed(client):
+    now = timezone.now()
+    for k, minutes in enumerate([1, 2, 10]):  # today
+        finished(f"jid{k:010d}", "Completed", now, submitted=now - timedelta(minutes=minutes))
+    for k, minutes in enumerate([30, 40, 50], start=10):  # earlier this week
+        at = now - timedelta(days=2)
+        finished(f"jid{k:010d}", "Completed", at, submitted=at - timedelta(minutes=minutes))
+    finished("jid0000000020", "Completed", now)  # its batch unknown: left out
+    finished("jid0000000021", "Failed", now, submitted=now - timedelta(hours=5))
+
+    html = get(client, "/")
+    median = html.split('id="median"', 1)[1].split("</p>", 1)[0]
+    assert "<strong>2 min</strong> over the last 24 h (3 jobs)" in median
+    # Six jobs: the mean of the third and the fourth, 10 and 30 minutes.
+    assert "<strong>20 min</strong> over the last 7 days (6 jobs)" in median
+
+
+def test_throughput_reads_the_timeline_by_its_status_and_time_index(client):
+    if connection.vendor != "sqlite":
+        pytest.skip("the plan's words are SQLite's")
+    with CaptureQueriesContext(connection) as ctx:
+        throughput.throughput()
+    plans = []
+    with connection.cursor() as cursor:
+        for q in ctx.captured_queries:
+            cursor.execute(f"EXPLAIN QUERY PLAN {q['sql']}")
+            plans.append(" | ".join(row[-1] for row in cursor.fetchall()))
+    assert len(plans) == 2
+    for plan in plans:  # never a scan of the whole timeline
+        assert "USING COVERING INDEX jobevent_status_at_bid (to_status=? AND at>" in plan, plan
+        assert "SCAN c" not in plan and "SCAN jobs_jobevent" not in plan, plan
+
+
+def test_throughput_says_so_when_nothing_completed(client):
+    html = get(client, "/")
+    assert "<strong>—</strong> over the last 24 h (0 jobs)" in html
+    tags = Tags(html)
+    assert all(r["height"] == "1" for r in tags.find("rect", "bar", svg="throughput-week"))
 
 
 def test_dashboard_shows_the_queue_pause_and_collections_on_hold(client):
@@ -272,8 +364,9 @@ def test_dashboard_query_count_does_not_grow_with_the_number_of_jobs(client):
     )
     Collection.objects.bulk_create(Collection(mnemonic=f"h{i}", held=True) for i in range(20))
     assert Job.objects.count() == 500
-    # One of them reads the maintenance windows ("Scheduled next").
-    assert 0 < count() == small <= 13
+    # One of them reads the maintenance windows ("Scheduled next"); the Throughput panel's
+    # two (dashboard.throughput) are among them.
+    assert 0 < count() == small <= 14
 
 
 def test_pages_need_a_login(client):
@@ -484,10 +577,11 @@ def test_cached_aggregates_are_reused_for_a_few_seconds(client):
     tags = Tags(get(client, "/"))
     nodes = tags.find("a", "node", svg="machine-job")
     assert {a["data-status"]: a["data-count"] for a in nodes}["Failed"] == "1"
-    assert sum(int(b["data-count"]) for b in tags.find("rect", "bar")) == 1
+    day = {"svg": "throughput-day"}
+    assert sum(int(b["data-count"]) for b in tags.find("rect", "bar", **day)) == 1
     assert "status=Failed" not in get(client, "/collections/").split("<tbody>", 1)[1]
     cache.clear()
-    assert sum(int(b["data-count"]) for b in Tags(get(client, "/")).find("rect", "bar")) == 2
+    assert sum(int(b["data-count"]) for b in Tags(get(client, "/")).find("rect", "bar", **day)) == 2
 
 
 @pytest.mark.django_db

@@ -22,6 +22,7 @@ FORBIDDEN = (
     "inventory",
     "mirror",
     "notifications",
+    "metrics",
     "merritt_queue.project",
 )
 
@@ -64,6 +65,7 @@ APPS = (
     "inventory",
     "mirror",
     "notifications",
+    "metrics",
     "ui",
 )
 # The data layer: any app may import these modules of another app.

@@ -33,6 +33,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 import pytest
 import requests
+from prometheus_client.parser import text_string_to_metric_families
 from psycopg import sql
 
 from harness.procs import REPO, Procs, wait_for
@@ -358,4 +359,23 @@ def test_web_dispatcher_and_workers_as_processes_on_postgresql(queue, content, s
         assert shows_status(detail, "Job", jid, "Completed")
         # Recorded in the inventory, so the ARK links to its object page.
         assert f'<dt>ARK</dt><dd><a href="/objects/{ark}/">{ark}</a></dd>' in detail
+    # /metrics: the steps each worker process counted in its own files, summed by the web
+    # app's gunicorn; and what it reads at the scrape.
+    counted = {p.name for p in (q.root / "metrics").glob("counter_*.db")}
+    assert len(counted) >= 2, counted  # one file per worker process that ran a step
+    scraped = requests.get(f"{q.web}/metrics", timeout=30)
+    assert scraped.status_code == 200, scraped.text[:2000]
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for f in text_string_to_metric_families(scraped.text)
+        for s in f.samples
+    }
+    completed = sum(
+        v
+        for (name, labels), v in samples.items()
+        if name == "mq_job_transitions_total" and ("to_status", "Completed") in labels
+    )
+    assert completed == 6
+    assert samples[("mq_jobs", (("status", "Completed"),))] == 6
+    assert samples[("mq_zookeeper_up", ())] == 1 and samples[("mq_redis_up", ())] == 1
     assert not q.exited(), q.logs()

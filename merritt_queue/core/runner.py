@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
+from . import metrics
 from .errors import ChangedUnderYou, InvalidData, LockLost, NotFound, QueueError
 from .pauseflag import pause_flag
 from .states import JOB
@@ -195,16 +196,20 @@ def _run_steps(store, jid, status, handlers, policy) -> StepReport:
     started, steps = time.monotonic(), 0
     while True:
         try:
+            began = time.monotonic()
             outcome = run_handler(handlers[job.status], job)
+            took = time.monotonic() - began
             steps += 1
             go_on = _may_go_on(store, job, outcome, handlers, policy, steps, started)
             result, outcome, done = commit(store, job, outcome, keep_lock=go_on)
+            metrics.step_committed(job.status, outcome.action, done.status, took)
             # Changed between steps (held, deleted, lock gone): the next step is not ours.
             changed = go_on and not store.still_ours(done)
         except (LockLost, ChangedUnderYou, NotFound, *CONNECTION_ERRORS) as e:
             # ZooKeeper away: the commit may or may not have happened; either way the
             # job's status says where it is, and the lock must not outlive the step.
             log.warning("job %s step %s abandoned: %r", jid, job.status, e)
+            metrics.step_abandoned(job.status)
             store.unlock_job(job)  # only if still this session's (or once ZooKeeper answers)
             return StepReport(StepResult.ABANDONED, job=job, steps=steps)
         if not go_on:

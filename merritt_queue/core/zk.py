@@ -67,6 +67,11 @@ class ClientHolder:
                 self._pid = os.getpid()
             return self._client
 
+    def peek(self) -> KazooClient | None:
+        """This process's client if it has one, without making one."""
+        client, pid = self._client, self._pid
+        return client if pid == os.getpid() else None
+
     def close(self) -> None:
         with self._lock:
             if self._client is not None and self._pid == os.getpid():

@@ -66,6 +66,14 @@ def get_store(*, init: bool = True, connected_within: float | None = None) -> Qu
     return store
 
 
+def client_state() -> str | None:
+    """This process's client's session state (``CONNECTED``, ``SUSPENDED``, ``LOST``), or
+    None when it has none yet; never connects."""
+    holder = _holder
+    client = holder.peek() if holder is not None else None
+    return str(client.state) if client is not None else None
+
+
 def _new_store(client) -> QueueStore:
     store = QueueStore(client)
     store.profiles = ProfileTable()

@@ -162,6 +162,27 @@ MQ_MIRROR_DELAY = env_float("MQ_MIRROR_DELAY", 1.0)
 MQ_MIRROR_WRITE_THROUGH = env_bool("MQ_MIRROR_WRITE_THROUGH", True)
 MQ_RECONCILE_SECONDS = env_float("MQ_RECONCILE_SECONDS", 300.0)
 
+# /metrics (Prometheus): the workers, the dispatcher and the web app each count what they do in
+# files of MQ_METRICS_DIR, which /metrics sums; every process of a host must name the same
+# directory, and it is emptied only when all of them are stopped (docs/metrics.md).
+# prometheus_client reads it from PROMETHEUS_MULTIPROC_DIR, which is set from it here,
+# before anything imports the library.
+MQ_METRICS_DIR = env_str(
+    "MQ_METRICS_DIR", os.environ.get("PROMETHEUS_MULTIPROC_DIR") or str(VAR_DIR / "metrics")
+)
+if MQ_METRICS_DIR:
+    try:
+        Path(MQ_METRICS_DIR).mkdir(parents=True, exist_ok=True)
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = MQ_METRICS_DIR
+    except OSError:  # a read-only install: each process keeps its own counts (check mq.W071)
+        pass
+# Who may read /metrics: a request bearing MQ_METRICS_TOKEN, or one from an address of
+# MQ_METRICS_ALLOW (networks, comma-separated) that no proxy forwarded.
+MQ_METRICS_TOKEN = env_str("MQ_METRICS_TOKEN", "")
+MQ_METRICS_ALLOW = env_str("MQ_METRICS_ALLOW", "127.0.0.0/8,::1/128")
+# The most a scrape waits for ZooKeeper and for Redis, each, before it reports them down.
+MQ_METRICS_TIMEOUT = env_float("MQ_METRICS_TIMEOUT", 2.0)
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",
@@ -180,6 +201,7 @@ INSTALLED_APPS = [
     "dashboard",
     "steering",
     "notifications",
+    "metrics",
     "ui",
 ]
 

@@ -15,4 +15,5 @@ urlpatterns = [
     path("", include("steering.urls")),
     path("", include("notifications.urls")),
     path("", include("steering.windowurls")),
+    path("", include("metrics.urls")),
 ]

@@ -1,0 +1,11 @@
+from django.apps import AppConfig
+
+
+class MetricsConfig(AppConfig):
+    name = "metrics"
+    verbose_name = "Prometheus metrics"
+
+    def ready(self) -> None:
+        from . import checks
+
+        checks.register()
