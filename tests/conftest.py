@@ -40,6 +40,7 @@ FAST_MODULES = frozenset(
         "test_containers",
         "test_core_states",
         "test_window_math",
+        "test_periodic",
         "test_jobparams",
         "test_layers",
         "test_command_help",

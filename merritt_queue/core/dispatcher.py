@@ -159,21 +159,18 @@ class Dispatcher:
         redis: Redis,
         tasks: Tasks,
         config: DispatcherConfig | None = None,
-        after_sweep: Callable[[], object] | None = None,
         on_tick: Callable[[], float | None] | None = None,
     ):
         self.store = store
-        # The project's periodic work (maintenance windows), called at start-up and at
-        # least every ``tick_interval``; it answers how soon it wants to be called again.
+        # The project's periodic work (maintenance windows, due notifications), called at
+        # start-up and at least every ``tick_interval``; it answers how soon it wants to be
+        # called again.
         self.on_tick = on_tick
         if not store.actor:  # a store shared with other writers keeps theirs
             store.actor = process_actor(DISPATCHER_PREFIX)
         self.redis = redis
         self.tasks = tasks
         self.config = config or DispatcherConfig()
-        # Run after each full sweep (the project's periodic work, e.g. due notifications);
-        # its failure is logged and never stops the dispatching.
-        self.after_sweep = after_sweep
         self.wake = threading.Event()
         self.stop = threading.Event()
         self._dirty: set[str] = set()
@@ -527,7 +524,6 @@ class Dispatcher:
                 if time.monotonic() >= next_full:
                     self.sweep()
                     next_full = time.monotonic() + self.config.sweep_interval
-                    self._after_sweep()
                 else:
                     self.sweep_dirty()
             # KazooTimeoutError is not a KazooException: a request made while ZooKeeper is
@@ -541,14 +537,6 @@ class Dispatcher:
             # idle queue) is served at once instead of waiting for a burst that never comes.
             self.stop.wait(max(0.0, self._swept + self.config.settle - time.monotonic()))
             self.wake.clear()
-
-    def _after_sweep(self) -> None:
-        if self.after_sweep is None:
-            return
-        try:
-            self.after_sweep()
-        except Exception:
-            log.exception("the periodic work after the sweep failed; trying again next sweep")
 
 
 def _aware(moment: datetime) -> datetime:

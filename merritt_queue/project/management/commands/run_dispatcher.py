@@ -4,12 +4,11 @@ import signal
 import django_rq
 from django.conf import settings
 from django.core.management.base import BaseCommand
-from django.db import close_old_connections
-from django.utils.module_loading import import_string
 
 from ....core.dispatcher import Dispatcher, DispatcherConfig, all_queue_names
+from ...periodic import ticker
 from ...runtime import get_store
-from ...tasks import PERIODIC, TASKS, TICK
+from ...tasks import TASKS
 
 
 class Command(BaseCommand):
@@ -31,18 +30,8 @@ class Command(BaseCommand):
             workers=settings.MQ_WORKERS,
             tick_interval=settings.MQ_WINDOW_CHECK_SECONDS,
         )
-        apply_windows = import_string(TICK)
-
-        def tick():
-            # A long-lived process: a database connection dropped since the last tick is
-            # replaced rather than failing every tick after.
-            close_old_connections()
-            return apply_windows(store)
-
         redis = django_rq.get_connection("default")
-        dispatcher = Dispatcher(
-            store, redis, TASKS, config, after_sweep=import_string(PERIODIC), on_tick=tick
-        )
+        dispatcher = Dispatcher(store, redis, TASKS, config, on_tick=ticker(store))
         if opts["once"]:
             dispatcher.tick()
             self.stdout.write(f"enqueued {dispatcher.sweep()}")

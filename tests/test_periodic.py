@@ -1,0 +1,46 @@
+"""The dispatcher's periodic hook: each part runs whatever the other did."""
+
+from __future__ import annotations
+
+import pytest
+
+from merritt_queue.project import periodic
+
+
+@pytest.fixture
+def parts(monkeypatch, settings):
+    settings.MQ_SWEEP_SECONDS = 10
+    calls: list[str] = []
+    behaviour = {"windows": lambda store: 3.0, "notifications": lambda: 0}
+
+    def fake_import(path):
+        name = "windows" if path == periodic.WINDOWS else "notifications"
+
+        def part(*args):
+            calls.append(name)
+            return behaviour[name](*args)
+
+        return part
+
+    monkeypatch.setattr(periodic, "import_string", fake_import)
+    monkeypatch.setattr(periodic, "close_old_connections", lambda: None)
+    return calls, behaviour
+
+
+def test_both_parts_run_and_the_nearest_window_boundary_sets_the_next_tick(parts):
+    calls, _ = parts
+    assert periodic.ticker(store=None)() == 3.0
+    assert calls == ["windows", "notifications"]
+
+
+def test_a_failing_part_neither_stops_the_other_nor_the_dispatcher(parts):
+    calls, behaviour = parts
+
+    def broken(*args):
+        raise RuntimeError("database away")
+
+    behaviour["windows"] = broken
+    assert periodic.ticker(store=None)() == 5.0  # tried again soon
+    assert calls == ["windows", "notifications"]
+    behaviour["windows"], behaviour["notifications"] = (lambda store: None), broken
+    assert periodic.ticker(store=None)() == 10.0  # at the sweep's own pace
