@@ -6,9 +6,10 @@ Guarantees:
   made to it; redirects are followed by hand, at most ``max_redirects`` of them. Once a hop
   was a public host, every later hop must be public too (see ``netpolicy``).
 - Memory stays bounded: bodies are streamed in ``chunk_size`` pieces straight to disk, with the
-  digests computed on the way.
-- ``dest`` appears only complete and verified: bytes go to ``<dest>.part``, which is renamed
-  onto ``dest`` after the size and digest checks pass, and removed on any error.
+  digests computed on the way (on a thread of their own, see ``partfile.Sink``).
+- ``dest`` appears only complete, verified and on the disk: bytes go to ``<dest>.part``, which
+  is fsynced, then renamed onto ``dest`` after the size and digest checks pass, and removed
+  on any error, an error of a helper thread included.
 - Connection errors, timeouts, 408, 429 and 5xx are retried with exponential backoff (a
   server's Retry-After is honoured, up to 30 s); other 4xx are not. ``retries`` is the total
   number of attempts.
@@ -355,7 +356,7 @@ class Fetcher:
         hasher = Hashers(algorithms)
         received = 0
         with open_for_writing(part) as out:
-            sink = Sink(out, part, hasher)
+            sink = Sink(out, part, hasher if algorithms else None)
             try:
                 for chunk in self._chunks(url, resp):
                     received += len(chunk)
