@@ -449,6 +449,50 @@ def test_a_cut_connection_ends_the_helper_threads(served, out, fetcher, small_fl
     assert helper_threads() == []
 
 
+def test_the_reader_waits_while_every_buffer_awaits_its_digest(tmp_path):
+    gate = threading.Event()
+
+    class Slow(Hashers):
+        def update(self, chunk):
+            gate.wait(5)
+            super().update(chunk)
+
+    path = tmp_path / "f.part"
+    with open(path, "wb") as out:
+        sink = partfile.Sink(out, path, Slow(["md5"]), chunk_size=4, depth=2)
+        for data in (b"abcd", b"efgh"):
+            buffer = sink.buffer()
+            buffer[:4] = data
+            sink.put(buffer, 4)
+        third: list = []
+        reader = threading.Thread(target=lambda: third.append(sink.buffer()))
+        reader.start()
+        reader.join(0.3)
+        assert reader.is_alive()  # both buffers are taken: memory stays at depth chunks
+        gate.set()
+        reader.join(5)
+        assert len(third) == 1 and len(third[0]) == 4
+        sink.close()
+    assert path.read_bytes() == b"abcdefgh"
+
+
+def test_a_body_not_from_http_client_is_read_through_urllib3():
+    import io
+
+    import requests
+    import urllib3
+
+    from merritt_queue.services import transport
+
+    resp = requests.Response()
+    resp.raw = urllib3.HTTPResponse(body=io.BytesIO(b"0123456789"), preload_content=False)
+    read = transport.raw_readinto(resp)
+    buffer = memoryview(bytearray(6))
+    assert read(buffer) == 6 and bytes(buffer) == b"012345"
+    assert read(buffer) == 4 and bytes(buffer[:4]) == b"6789"
+    assert read(buffer) == 0
+
+
 # -- download_many ------------------------------------------------------------------------
 
 
