@@ -59,6 +59,11 @@ from .transport import RequestDeadline
 
 log = logging.getLogger(__name__)
 
+# A download's read and buffer size: small enough that a chunk read from the socket is still
+# in the processor's cache when it is written and digested, big enough that the per-chunk
+# work stays small (measured with ``bench download``: 4 times this was markedly slower).
+CHUNK_SIZE = 256 << 10
+
 # The HEADs of one ``head_sizes`` call share this many head deadlines in all.
 HEAD_BUDGET = 4
 
@@ -107,7 +112,7 @@ class Fetcher:
         allow_loopback: bool = False,
         allow_private: bool = False,
         max_redirects: int = 5,
-        chunk_size: int = 1 << 20,
+        chunk_size: int = CHUNK_SIZE,
         session_factory=requests.Session,
         deadline: float | None = None,
         head_deadline: float | None = None,

@@ -96,7 +96,7 @@ class Sink:
         path: Path,
         hasher: Hashers | None,
         chunk_size: int,
-        depth: int = 4,
+        depth: int = 8,
         flush_every: int | None = None,
     ) -> None:
         self._out, self._path, self._hasher = out, path, hasher
