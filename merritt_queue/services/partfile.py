@@ -184,7 +184,8 @@ class Sink:
             if self._stopping:
                 return
             try:
-                os.fdatasync(fd)
+                # fdatasync where the system has one: the size is fsynced at the end anyway.
+                getattr(os, "fdatasync", os.fsync)(fd)
             except OSError as exc:
                 self._fail(disk_error(self._path, exc))
                 return
