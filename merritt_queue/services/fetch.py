@@ -61,7 +61,8 @@ log = logging.getLogger(__name__)
 
 # A download's read and buffer size: small enough that a chunk read from the socket is still
 # in the processor's cache when it is written and digested, big enough that the per-chunk
-# work stays small (measured with ``bench download``: 4 times this was markedly slower).
+# work stays small. In side-by-side runs of ``bench download``, 4 MiB chunks were markedly
+# slower; between 128 KiB and 1 MiB the differences were within a shared machine's noise.
 CHUNK_SIZE = 256 << 10
 
 # The HEADs of one ``head_sizes`` call share this many head deadlines in all.
