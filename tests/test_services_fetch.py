@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from merritt_queue.deposit.digest import Hashers
 from merritt_queue.services import partfile
 from merritt_queue.services.errors import FetchError
 from merritt_queue.services.fetch import DownloadItem, Fetcher
@@ -320,6 +321,7 @@ def test_disk_full_is_retryable_and_leaves_nothing(served, out, monkeypatch, fet
     assert str(info.value) == f"working disk full while writing {out / 'fox.txt.part'}"
     assert info.value.retryable is True
     assert leftovers(out) == []
+    assert helper_threads() == []
 
 
 def test_part_file_is_used_while_downloading(served, out, fetcher):
@@ -336,6 +338,159 @@ def test_part_file_is_used_while_downloading(served, out, fetcher):
     assert leftovers(out) == ["watch.txt.part"]
     thread.join(5)
     assert leftovers(out) == ["watch.txt"] and result[0].size == len(CONTENT)
+
+
+# -- the helper threads: digest and write-back ---------------------------------------------
+
+
+def helper_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("fetch-")]
+
+
+@pytest.fixture
+def small_flushes(monkeypatch):
+    """Write-back every 1000 bytes, so a small download starts the write-back thread."""
+    monkeypatch.setattr(partfile, "FLUSH_EVERY", 1000)
+    calls: list[int] = []
+    real = os.fdatasync
+
+    def spy(fd):
+        calls.append(fd)
+        real(fd)
+
+    monkeypatch.setattr(os, "fdatasync", spy)
+    return calls
+
+
+def test_the_part_file_is_fsynced_before_its_rename(served, out, fetcher, monkeypatch):
+    synced: list[tuple[str, bool]] = []
+    real = os.fsync
+
+    def spy(fd):
+        synced.append((os.readlink(f"/proc/self/fd/{fd}"), (out / "fox.txt").exists()))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    result = fetcher().download(served.url_for("/fox.txt"), out / "fox.txt", digest=("md5", MD5))
+    assert synced == [(str(out / "fox.txt.part"), False)]
+    assert result.path.read_bytes() == CONTENT
+
+
+def test_a_download_with_write_back_ends_its_threads(served, out, fetcher, small_flushes):
+    before = helper_threads()
+    result = fetcher(chunk_size=256).download(
+        served.url_for("/fox.txt"), out / "fox.txt", digest=("md5", MD5)
+    )
+    assert result.digests == {"md5": MD5} and result.path.read_bytes() == CONTENT
+    assert len(small_flushes) >= 1
+    assert helper_threads() == before == []
+
+
+def test_an_error_in_the_digest_thread_fails_the_download_and_leaves_nothing(
+    served, out, fetcher, monkeypatch, small_flushes
+):
+    broken = RuntimeError("the digest broke")
+
+    def update(self, chunk):
+        raise broken
+
+    monkeypatch.setattr(Hashers, "update", update)
+    with pytest.raises(RuntimeError) as info:
+        fetcher(chunk_size=256).download(
+            served.url_for("/fox.txt"), out / "fox.txt", digest=("md5", MD5)
+        )
+    assert info.value is broken
+    assert leftovers(out) == []
+    assert helper_threads() == []
+
+
+@pytest.mark.parametrize(
+    "code, message, retryable",
+    [
+        (errno.EIO, "cannot write {part}: Input/output error", False),
+        (errno.ENOSPC, "working disk full while writing {part}", True),
+    ],
+)
+def test_an_error_in_the_write_back_thread_fails_the_download_and_leaves_nothing(
+    served, out, fetcher, monkeypatch, small_flushes, code, message, retryable
+):
+    def fail(fd):
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(os, "fdatasync", fail)
+    with pytest.raises(FetchError) as info:
+        fetcher(chunk_size=256).download(
+            served.url_for("/fox.txt"), out / "fox.txt", digest=("md5", MD5)
+        )
+    assert str(info.value) == message.format(part=out / "fox.txt.part")
+    assert info.value.retryable is retryable
+    assert leftovers(out) == []
+    assert helper_threads() == []
+
+
+def test_a_failed_final_fsync_fails_the_download_and_leaves_nothing(
+    served, out, fetcher, monkeypatch
+):
+    def fail(fd):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", fail)
+    with pytest.raises(FetchError) as info:
+        fetcher().download(served.url_for("/fox.txt"), out / "fox.txt")
+    assert str(info.value) == f"cannot write {out / 'fox.txt.part'}: Input/output error"
+    assert leftovers(out) == []
+
+
+def test_a_cut_connection_ends_the_helper_threads(served, out, fetcher, small_flushes):
+    url = served.behave("/short", body=CONTENT, announce=len(CONTENT) * 2)
+    with pytest.raises(FetchError, match="server sent"):
+        fetcher(chunk_size=256, retries=1).download(url, out / "short", digest=("md5", MD5))
+    assert leftovers(out) == []
+    assert helper_threads() == []
+
+
+def test_the_reader_waits_while_every_buffer_awaits_its_digest(tmp_path):
+    gate = threading.Event()
+
+    class Slow(Hashers):
+        def update(self, chunk):
+            gate.wait(5)
+            super().update(chunk)
+
+    path = tmp_path / "f.part"
+    with open(path, "wb") as out:
+        sink = partfile.Sink(out, path, Slow(["md5"]), chunk_size=4, depth=2)
+        for data in (b"abcd", b"efgh"):
+            buffer = sink.buffer()
+            buffer[:4] = data
+            sink.put(buffer, 4)
+        third: list = []
+        reader = threading.Thread(target=lambda: third.append(sink.buffer()))
+        reader.start()
+        reader.join(0.3)
+        assert reader.is_alive()  # both buffers are taken: memory stays at depth chunks
+        gate.set()
+        reader.join(5)
+        assert len(third) == 1 and len(third[0]) == 4
+        sink.close()
+    assert path.read_bytes() == b"abcdefgh"
+
+
+def test_a_body_not_from_http_client_is_read_through_urllib3():
+    import io
+
+    import requests
+    import urllib3
+
+    from merritt_queue.services import transport
+
+    resp = requests.Response()
+    resp.raw = urllib3.HTTPResponse(body=io.BytesIO(b"0123456789"), preload_content=False)
+    read = transport.raw_readinto(resp)
+    buffer = memoryview(bytearray(6))
+    assert read(buffer) == 6 and bytes(buffer) == b"012345"
+    assert read(buffer) == 4 and bytes(buffer[:4]) == b"6789"
+    assert read(buffer) == 0
 
 
 # -- download_many ------------------------------------------------------------------------

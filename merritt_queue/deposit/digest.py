@@ -53,7 +53,7 @@ class Hashers:
         # usedforsecurity=False: md5 is a fixity check here, and FIPS builds refuse it otherwise.
         self._hashes = {n: hashlib.new(n, usedforsecurity=False) for n in names}
 
-    def update(self, chunk: bytes) -> None:
+    def update(self, chunk: bytes | memoryview) -> None:
         for h in self._hashes.values():
             h.update(chunk)
 

@@ -26,6 +26,7 @@ import http.client
 import socket
 import threading
 import time
+from collections.abc import Callable
 
 import requests
 import urllib3
@@ -197,6 +198,30 @@ def strict_session(session: requests.Session) -> requests.Session:
     session.mount("http://", _StrictAdapter())
     session.mount("https://", _StrictAdapter())
     return session
+
+
+def raw_readinto(resp: requests.Response) -> Callable[[memoryview], int]:
+    """How to read ``resp``'s raw body (never decoded) straight into a buffer: the number
+    of bytes read, 0 at its end.
+
+    http.client's own ``readinto``, under urllib3: urllib3's ``read`` returns a new bytes
+    object each time, an allocation and a copy per chunk that a big download pays for.
+    http.client still stops at the Content-Length and flags a longer body (``overlong``),
+    and the deadline still ends a read by shutting the socket. Its errors are the socket's
+    (``TimeoutError``, ``OSError``) and http.client's (``IncompleteRead`` for a chunked body
+    cut short), not urllib3's. A response without one (not from this transport) is read
+    through urllib3 and copied.
+    """
+    fp = getattr(resp.raw, "_fp", None)
+    if isinstance(fp, http.client.HTTPResponse):
+        return fp.readinto
+
+    def copy_into(buffer: memoryview) -> int:
+        data = resp.raw.read(len(buffer), decode_content=False)
+        buffer[: len(data)] = data
+        return len(data)
+
+    return copy_into
 
 
 def overlong(resp: requests.Response) -> bool:
