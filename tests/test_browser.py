@@ -134,7 +134,9 @@ def test_dashboard_to_a_state_a_filter_and_a_job_timeline(page, live_server, tmp
     assert page.locator("#machine-job a.node").count() == 12
     assert page.locator("#machine-batch a.node").count() == 8
     assert count_of(page, "Failed") == "3" and count_of(page, "Completed") == "1"
-    assert page.locator("#throughput rect.bar").count() == 24
+    # A bar for each hour of the last day, and for each day of the last week.
+    assert page.locator("#throughput-day rect.bar").count() == 24
+    assert page.locator("#throughput-week rect.bar").count() == 7
     shot = tmp_path / "dashboard.png"
     page.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 10_000

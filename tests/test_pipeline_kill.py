@@ -121,14 +121,19 @@ class Seams:
     def hold_before_submit(self) -> None:
         if self.step == "Processing":
             self._flock(self.cluster.root / "minter" / "99999-fk4.lock")
-        elif self.step == "Storing":
+        elif self.step in ("Storing", "Recording"):
+            # Recording: the job waits in Storing until the database is held (the submission
+            # writes the database, so it cannot be held before it); a job handed straight to
+            # a worker would otherwise be recorded before the test holds anything.
             self._flock(self.cluster.storage_root / ".locks" / f"{escape_ark(self.ark)}.lock")
 
     def hold_after_submit(self) -> None:
         if self.step == "Recording":
             conn = sqlite3.connect(self.cluster.db, timeout=30, isolation_level=None)
             conn.execute("BEGIN IMMEDIATE")
+            storage_lock = self._held.pop()
             self._held.append(conn)
+            storage_lock.close()
 
     def _flock(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
