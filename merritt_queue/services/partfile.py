@@ -178,16 +178,22 @@ class Sink:
 
     def _flush(self) -> None:
         fd = self._fd
+        synced = 0
         while True:
             self._wake.wait()
             self._wake.clear()
+            # A write-back asked for before the stop is still made (its error is the
+            # download's), so what reaches close() does not depend on which thread ran first.
+            wanted = self._flushed
+            if wanted > synced and not self._abandoned:
+                try:
+                    # fdatasync where the system has one: the size is fsynced at the end anyway.
+                    getattr(os, "fdatasync", os.fsync)(fd)
+                except OSError as exc:
+                    self._fail(disk_error(self._path, exc))
+                    return
+                synced = wanted
             if self._stopping:
-                return
-            try:
-                # fdatasync where the system has one: the size is fsynced at the end anyway.
-                getattr(os, "fdatasync", os.fsync)(fd)
-            except OSError as exc:
-                self._fail(disk_error(self._path, exc))
                 return
 
     def _stop(self) -> None:
