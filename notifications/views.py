@@ -22,6 +22,7 @@ from django.utils import timezone
 from django.views.decorators.cache import never_cache
 
 from batches.models import Batch
+from steering import confirmations
 from steering.models import AdminAction, AdminActionItem
 from steering.permissions import Role, collections_of, role_of
 
@@ -30,7 +31,6 @@ from .tasks import queue_deliveries
 
 ACTION = "delivery.resend"
 SALT = "notifications.resend"
-MAX_AGE = 6 * 3600
 SHOWN = 100  # deliveries listed on the batch page, newest first
 
 
@@ -89,14 +89,9 @@ def resend(request, pk: int):
 
 
 def _run(request, delivery, collection):
-    try:
-        data = signing.loads(request.POST.get("payload", ""), salt=SALT, max_age=MAX_AGE)
-    except signing.SignatureExpired:
-        return HttpResponseBadRequest("This confirmation page is too old: show it again.")
-    except signing.BadSignature:
-        return HttpResponseBadRequest("The confirmation was altered or is not valid.")
-    if data.get("delivery") != delivery.pk or data.get("user") != request.user.pk:
-        return HttpResponseBadRequest("This confirmation was made for another delivery or person.")
+    data = confirmations.read(request, SALT, "delivery", delivery=delivery.pk)
+    if isinstance(data, HttpResponseBadRequest):
+        return data
     reason = request.POST.get("reason", "").strip()
     if not reason:
         return _page(request, delivery, collection, error="a reason is required", status=400)

@@ -21,12 +21,11 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from merritt_queue.project import treecheck
-from steering import cleanup
+from steering import cleanup, confirmations
 from steering import maintenance as m
 from steering.models import AdminAction
 
 SALT = "steering.maintenance"
-MAX_AGE = 6 * 3600  # a confirmation page older than this must be shown again
 # A real cleanup shows a dry run with its cutoff age made no longer ago than this.
 DRY_RUN_FRESH = timedelta(hours=1)
 LISTED = 50  # a dry run's items listed on the real cleanup's confirmation
@@ -128,14 +127,9 @@ def confirmation(request, op, query, *, error="", reason="", status=200, used=No
 @require_POST
 def start(request, name: str):
     op = _op(name)
-    try:
-        data = signing.loads(request.POST.get("payload", ""), salt=SALT, max_age=MAX_AGE)
-    except signing.SignatureExpired:
-        return HttpResponseBadRequest("This confirmation page is too old: show it again.")
-    except signing.BadSignature:
-        return HttpResponseBadRequest("The confirmation was altered or is not valid.")
-    if data.get("op") != op.name or data.get("user") != request.user.pk:
-        return HttpResponseBadRequest("This confirmation was made for another action or person.")
+    data = confirmations.read(request, SALT, "action", op=op.name)
+    if isinstance(data, HttpResponseBadRequest):
+        return data
     problem = m.refusal(request.user, op)
     if problem:
         return _refused(request, op, problem)

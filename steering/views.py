@@ -42,7 +42,7 @@ from batches.models import Batch
 from jobs.filters import JobFilter
 from jobs.models import Job
 from merritt_queue.core.states import resume_note, resume_target
-from steering import editing, tasks
+from steering import confirmations, editing, tasks
 from steering.actions import execute, run_items, start
 from steering.catalog import ACTIONS, Action, Scope, Target
 from steering.maintenance import OPERATIONS
@@ -61,7 +61,6 @@ from steering.scheduler import WINDOW_ACTIONS
 log = logging.getLogger(__name__)
 
 SALT = "steering.confirm"
-MAX_AGE = 6 * 3600  # a confirmation page older than this must be shown again
 SHOWN = 200  # items listed on the confirmation page
 MAX_ITEMS = 10_000  # "all matching" beyond this must be narrowed first
 PER_PAGE = 50
@@ -325,14 +324,9 @@ def choose(request):
 @require_POST
 def run(request, action_name: str):
     action = _action(action_name)
-    try:
-        data = signing.loads(request.POST.get("payload", ""), salt=SALT, max_age=MAX_AGE)
-    except signing.SignatureExpired:
-        return HttpResponseBadRequest("This confirmation page is too old: show it again.")
-    except signing.BadSignature:
-        return HttpResponseBadRequest("The confirmation was altered or is not valid.")
-    if data.get("action") != action.name or data.get("user") != request.user.pk:
-        return HttpResponseBadRequest("This confirmation was made for another action or person.")
+    data = confirmations.read(request, SALT, "action", action=action.name)
+    if isinstance(data, HttpResponseBadRequest):
+        return data
     problem = refusal(request.user, action)
     if problem:
         return _refused(request, action, problem)

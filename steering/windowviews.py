@@ -22,6 +22,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from merritt_queue.core.errors import QueueError
 from merritt_queue.project.display_zone import display_zone
 from merritt_queue.project.runtime import get_store
+from steering import confirmations
 from steering.catalog import Action, Scope
 from steering.models import AdminAction, AdminActionItem, MaintenanceWindow
 from steering.permissions import Role, collections_of, refusal
@@ -32,7 +33,6 @@ from steering.windowlist import listed, shown
 log = logging.getLogger(__name__)
 
 SALT = "steering.windows"
-MAX_AGE = 6 * 3600
 SHOWN_OCCURRENCES = 4
 
 SCHEDULE = Action(
@@ -126,15 +126,7 @@ def _confirm_page(request, form, w: MaintenanceWindow, *, error="", status=200):
 
 
 def _signed(request) -> dict | HttpResponseBadRequest:
-    try:
-        data = signing.loads(request.POST.get("payload", ""), salt=SALT, max_age=MAX_AGE)
-    except signing.SignatureExpired:
-        return HttpResponseBadRequest("This confirmation page is too old: show it again.")
-    except signing.BadSignature:
-        return HttpResponseBadRequest("The confirmation was altered or is not valid.")
-    if data.get("user") != request.user.pk:
-        return HttpResponseBadRequest("This confirmation was made for another person.")
-    return data
+    return confirmations.read(request, SALT)
 
 
 def _create(request):
