@@ -483,8 +483,9 @@ def report_finished(
     meter: CpuMeter,
     seconds: float,
     first_move: float | None,
-) -> None:
-    """The ``cpu_seconds`` and ``finished`` lines; then exit unless all ``n`` jobs completed."""
+) -> dict[str, float]:
+    """The ``cpu_seconds`` and ``finished`` lines; then exit unless all ``n`` jobs completed.
+    Returns the CPU seconds of each (``CpuMeter.used``)."""
     cpu = meter.used(procs)
     emit(part, event="cpu_seconds", wall=round(seconds, 2), cores=os.cpu_count(), **cpu)
     emit(
@@ -498,6 +499,14 @@ def report_finished(
         message=batch.message,
     )
     verify_batch(part, store, batch, n, procs)
+    return cpu
+
+
+def queue_cpu_seconds(cpu: dict[str, float]) -> float:
+    """The CPU seconds of the queue and its services in ``CpuMeter.used``'s figures: every
+    process but the bench's own (its content server stands for depositors' hosts, its poller
+    for nobody)."""
+    return sum(seconds for name, seconds in cpu.items() if name != "bench")
 
 
 def wait_batch(
