@@ -294,10 +294,13 @@ class Processes(harness_procs.Procs):
     def start(self, name: str, *argv: str, **env: str) -> subprocess.Popen:
         """``python argv``, as the harness starts it. BENCH_PROFILE_DIR: each process runs
         under cProfile and leaves <logs dir>-<name>.pstats there when it stops (SIGTERM ends
-        the queue's processes normally, so the stats are written)."""
+        the queue's processes normally, so the stats are written); BENCH_PROFILE_CLOCK=cpu
+        times it by the main thread's CPU instead of the wall clock (``bench.profiled``)."""
         profile_dir = os.environ.get("BENCH_PROFILE_DIR")
         stats = f"{profile_dir}/{self.root.name}-{name}.pstats"
-        runner = ["-m", "cProfile", "-o", stats] if profile_dir else []
+        by_cpu = os.environ.get("BENCH_PROFILE_CLOCK") == "cpu"
+        profiler = ["-m", "bench.profiled", stats] if by_cpu else ["-m", "cProfile", "-o", stats]
+        runner = profiler if profile_dir else []
         return super().start(name, *runner, *argv, **env)
 
     def cpu(self) -> dict[str, float]:
