@@ -294,10 +294,13 @@ class Processes(harness_procs.Procs):
     def start(self, name: str, *argv: str, **env: str) -> subprocess.Popen:
         """``python argv``, as the harness starts it. BENCH_PROFILE_DIR: each process runs
         under cProfile and leaves <logs dir>-<name>.pstats there when it stops (SIGTERM ends
-        the queue's processes normally, so the stats are written)."""
+        the queue's processes normally, so the stats are written); BENCH_PROFILE_CLOCK=cpu
+        times it by the main thread's CPU instead of the wall clock (``bench.profiled``)."""
         profile_dir = os.environ.get("BENCH_PROFILE_DIR")
         stats = f"{profile_dir}/{self.root.name}-{name}.pstats"
-        runner = ["-m", "cProfile", "-o", stats] if profile_dir else []
+        by_cpu = os.environ.get("BENCH_PROFILE_CLOCK") == "cpu"
+        profiler = ["-m", "bench.profiled", stats] if by_cpu else ["-m", "cProfile", "-o", stats]
+        runner = profiler if profile_dir else []
         return super().start(name, *runner, *argv, **env)
 
     def cpu(self) -> dict[str, float]:
@@ -483,8 +486,9 @@ def report_finished(
     meter: CpuMeter,
     seconds: float,
     first_move: float | None,
-) -> None:
-    """The ``cpu_seconds`` and ``finished`` lines; then exit unless all ``n`` jobs completed."""
+) -> dict[str, float]:
+    """The ``cpu_seconds`` and ``finished`` lines; then exit unless all ``n`` jobs completed.
+    Returns the CPU seconds of each (``CpuMeter.used``)."""
     cpu = meter.used(procs)
     emit(part, event="cpu_seconds", wall=round(seconds, 2), cores=os.cpu_count(), **cpu)
     emit(
@@ -498,6 +502,14 @@ def report_finished(
         message=batch.message,
     )
     verify_batch(part, store, batch, n, procs)
+    return cpu
+
+
+def queue_cpu_seconds(cpu: dict[str, float]) -> float:
+    """The CPU seconds of the queue and its services in ``CpuMeter.used``'s figures: every
+    process but the bench's own (its content server stands for depositors' hosts, its poller
+    for nobody)."""
+    return sum(seconds for name, seconds in cpu.items() if name != "bench")
 
 
 def wait_batch(

@@ -32,6 +32,9 @@ batch's own steps, the mirror): the most any handlers could reach here.
 Summary: ``jobs_per_s``, ``zk_writes_per_job``, ``baseline_per_s`` (raw multis per
 second) and ``ratio = jobs_per_s * 9 / baseline_per_s``; the target is a ratio >= 0.25.
 Then ``machinery_jobs_per_s`` and ``machinery_ratio``, the same with handlers that do nothing.
+``cpu_ms_per_job`` and ``machinery_cpu_ms_per_job``: the CPU milliseconds per job of the
+queue's processes (dispatcher, workers, ``manage.py submit``) and of ZooKeeper and Redis
+over each timed run; less sensitive to the machine's other load than the rates.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from bench.common import (
     QueueRun,
     emit,
     env_int,
+    queue_cpu_seconds,
     queue_processes,
     queue_run,
     read_zxid,
@@ -83,7 +87,7 @@ def run(args) -> None:
             rounds=[round(r, 1) for r in rounds],
             baseline_per_s=round(baseline, 1),
         )
-        seconds, writes = _timed(queue, n)
+        seconds, writes, cpu = _timed(queue, n)
         # The same loop once more (not in the summary): how far the machine's load moved.
         after = _baseline()
         emit(
@@ -92,7 +96,7 @@ def run(args) -> None:
             baseline_per_s=round(after, 1),
             ratio_with_it=round(n / seconds * TRANSITIONS_PER_JOB / after, 3),
         )
-        machinery_seconds, _ = _timed(queue, n, MACHINERY)
+        machinery_seconds, _, machinery_cpu = _timed(queue, n, MACHINERY)
     jobs_per_s = n / seconds
     ratio = jobs_per_s * TRANSITIONS_PER_JOB / baseline
     machinery_per_s = n / machinery_seconds
@@ -107,6 +111,8 @@ def run(args) -> None:
         n=n,
         machinery_jobs_per_s=machinery_per_s,
         machinery_ratio=machinery_per_s * TRANSITIONS_PER_JOB / baseline,
+        cpu_ms_per_job=cpu * 1000 / n,
+        machinery_cpu_ms_per_job=machinery_cpu * 1000 / n,
     )
 
 
@@ -137,8 +143,9 @@ def _baseline() -> float:
 # --- the timed run ---------------------------------------------------------------------
 
 
-def _timed(queue: QueueRun, n: int, script: str = "manage.py") -> tuple[float, int]:
-    """Submit, start the queue, wait for the batch; (seconds, ZooKeeper write transactions)."""
+def _timed(queue: QueueRun, n: int, script: str = "manage.py") -> tuple[float, int, float]:
+    """Submit, start the queue, wait for the batch; (seconds, ZooKeeper write transactions,
+    CPU seconds of the queue's processes and services: ``queue_cpu_seconds``)."""
     from merritt_queue.core.states import BatchStatus
 
     with queue_processes(PART, queue, script) as (store, procs):
@@ -148,7 +155,7 @@ def _timed(queue: QueueRun, n: int, script: str = "manage.py") -> tuple[float, i
         batch, first_move = wait_batch(PART, store, bid, start, procs, TIMEOUT)
         seconds = time.perf_counter() - start
         zxid_after = read_zxid(queue.hosts)
-        report_finished(PART, store, batch, n, procs, meter, seconds, first_move)
+        cpu = report_finished(PART, store, batch, n, procs, meter, seconds, first_move)
         if batch.status != BatchStatus.COMPLETED:  # report_finished exits first; belt and braces
             raise SystemExit(f"bench {PART}: batch {bid} ended {batch.status}")
-        return seconds, zxid_after - zxid_before
+        return seconds, zxid_after - zxid_before, queue_cpu_seconds(cpu)

@@ -91,17 +91,29 @@ class LocalInventory:
 
     @staticmethod
     def _insert(ark, version, job_id, collection, files, metadata, deleted, mode) -> None:
-        obj, _ = InventoryObject.objects.get_or_create(ark=ark, defaults={"collection": collection})
-        obj.title = metadata.get("erc_what") or obj.title
-        obj.creator = metadata.get("erc_who") or obj.creator
-        obj.date = metadata.get("erc_when") or obj.date
+        stored = datetime.now(UTC)
+        described = {
+            "title": metadata.get("erc_what"),
+            "creator": metadata.get("erc_who"),
+            "date": metadata.get("erc_when"),
+        }
+        # A new object is written whole at once: this version is its only one.
+        obj, created = InventoryObject.objects.get_or_create(
+            ark=ark,
+            defaults={
+                "collection": collection,
+                **{name: value for name, value in described.items() if value},
+                "version_count": 1,
+                "last_stored": stored,
+            },
+        )
         # Counted once here, so that no page counts a version's files by their change.
         counts = Counter(f.get("change") or "" for f in files)
         row = InventoryVersion.objects.create(
             obj=obj,
             number=version,
             job_id=job_id,
-            stored=datetime.now(UTC),
+            stored=stored,
             total_size=sum(f["size"] for f in files),
             file_count=len(files),
             mode=mode,
@@ -110,9 +122,13 @@ class LocalInventory:
             replaced_count=counts["replaced"],
             carried_count=counts["carried"],
         )
-        obj.version_count = obj.versions.count()
-        obj.last_stored = max(filter(None, (obj.last_stored, row.stored)))
-        obj.save()
+        if not created:
+            for name, value in described.items():
+                if value:
+                    setattr(obj, name, value)
+            obj.version_count = obj.versions.count()
+            obj.last_stored = max(filter(None, (obj.last_stored, row.stored)))
+            obj.save()
         InventoryFile.objects.bulk_create(
             InventoryFile(
                 version=row,

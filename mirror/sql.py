@@ -1,5 +1,6 @@
 """The few SQL statements the mirror writes by hand, for speed: executemany INSERTs and
-UPDATEs of many rows, and the timeline rows' insert-or-replace-inexact."""
+UPDATEs of many rows, the timeline rows' insert-or-replace-inexact, and the SELECT of rows
+by key that every write-through makes (the ORM's own SQL, compiled once)."""
 
 from __future__ import annotations
 
@@ -116,3 +117,58 @@ def insert_keeping_exact(model: type[models.Model], key: str, rows: list[dict]) 
     with connection.cursor() as cursor:
         for start in range(0, len(rows), DB_CHUNK):
             cursor.executemany(sql, _params(fields, rows[start : start + DB_CHUNK]))
+
+
+# The statements ``select_in`` has compiled, by model, key, columns, key count and database.
+_SELECTS: dict[tuple, tuple[str, list[str], dict] | None] = {}
+
+
+def select_in(
+    model: type[models.Model], key: str, ids: list[str], fields: tuple[str, ...]
+) -> list[dict]:
+    """``model.objects.filter(<key>__in=ids).values(*fields)``, as a list.
+
+    The write-through asks this of a few rows at each write; the ORM builds and compiles
+    the query anew each time, at many times the cost of running it. Here the ORM's own
+    SQL and value converters are made once per number of keys and reused.
+    """
+    ids = list(dict.fromkeys(ids))
+    if not ids:
+        return []
+    compiled = _compiled(model, key, fields, len(ids), connection.alias)
+    if compiled is None:  # a statement this cannot reuse: the ORM, as it was
+        return list(model.objects.filter(**{f"{key}__in": ids}).values(*fields))
+    sql, names, converters = compiled
+    with connection.cursor() as cursor:
+        cursor.execute(sql, ids)
+        rows = cursor.fetchall()
+    out = []
+    for row in rows:
+        values = list(row)
+        for i, (functions, expression) in converters.items():
+            for convert in functions:
+                values[i] = convert(values[i], expression, connection)
+        out.append(dict(zip(names, values, strict=True)))
+    return out
+
+
+def _compiled(model, key: str, fields: tuple[str, ...], n: int, alias: str):
+    found = _SELECTS.get((model, key, fields, n, alias), False)
+    if found is not False:
+        return found
+    # Distinct stand-ins, so that the ORM keeps every one (it drops repeated keys).
+    marks = [f"\x00select_in {i}" for i in range(n)]
+    query = model.objects.filter(**{f"{key}__in": marks}).values(*fields).query
+    compiler = query.get_compiler(using=alias)
+    sql, params = compiler.as_sql()
+    names = [*query.extra_select, *query.values_select, *query.annotation_select]
+    compiled = None
+    # Only a statement whose parameters are the keys, in order, and whose columns are the
+    # fields asked for, can be run again with other keys.
+    if list(params) == marks and names == list(fields) and len(compiler.select) == len(fields):
+        expressions = [column for column, _sql, _alias in compiler.select]
+        compiled = (sql, names, compiler.get_converters(expressions))
+    if len(_SELECTS) > 1000:  # a rebuild's chunks come in few sizes; never grow without end
+        _SELECTS.clear()
+    _SELECTS[(model, key, fields, n, alias)] = compiled
+    return compiled

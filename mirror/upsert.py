@@ -25,7 +25,7 @@ from . import events as _events
 from . import timeline
 from .events import BATCH_EVENTS, JOB_EVENTS
 from .rows import BATCHES, JOB_STATUS_FIELDS, JOBS, _Kind, job_values
-from .sql import DB_BATCH, insert, update
+from .sql import DB_BATCH, insert, select_in, update
 
 WRITE_THROUGH, WATCH, FULL, LOCKS = "write-through", "watch", "full", "locks"
 
@@ -41,9 +41,7 @@ class _Outcome:
 
 
 def _rows(kind: _Kind, ids: list[str]) -> dict[str, dict]:
-    rows = kind.model.objects.filter(**{f"{kind.key}__in": ids}).values(
-        "id", kind.key, "read_at", *kind.fields
-    )
+    rows = select_in(kind.model, kind.key, ids, ("id", kind.key, "read_at", *kind.fields))
     return {r[kind.key]: r for r in rows}
 
 
@@ -160,9 +158,8 @@ def _shift_counts(outcome: _Outcome) -> None:
     if not deltas:
         return
     rows, off = [], []
-    for pk, bid, counts in Batch.objects.filter(bid__in=list(deltas)).values_list(
-        "id", "bid", "job_counts"
-    ):
+    for found in select_in(Batch, "bid", list(deltas), ("id", "bid", "job_counts")):
+        pk, bid, counts = found["id"], found["bid"], found["job_counts"]
         merged = Counter(counts or {})
         merged.update(deltas[bid])
         if any(n < 0 for n in merged.values()):

@@ -60,6 +60,7 @@ FAST_MODULES = frozenset(
         "test_services_notifier",
         "test_services_webhook",
         "test_services_storage",
+        "test_cpu_paths",
     }
 )
 FAST_TIER = os.environ.get("MQ_FAST_TIER") == "1"

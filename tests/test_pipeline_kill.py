@@ -121,19 +121,14 @@ class Seams:
     def hold_before_submit(self) -> None:
         if self.step == "Processing":
             self._flock(self.cluster.root / "minter" / "99999-fk4.lock")
-        elif self.step in ("Storing", "Recording"):
-            # Recording: the job waits in Storing until the database is held (the submission
-            # writes the database, so it cannot be held before it); a job handed straight to
-            # a worker would otherwise be recorded before the test holds anything.
+        elif self.step == "Storing":
             self._flock(self.cluster.storage_root / ".locks" / f"{escape_ark(self.ark)}.lock")
 
     def hold_after_submit(self) -> None:
         if self.step == "Recording":
             conn = sqlite3.connect(self.cluster.db, timeout=30, isolation_level=None)
             conn.execute("BEGIN IMMEDIATE")
-            storage_lock = self._held.pop()
             self._held.append(conn)
-            storage_lock.close()
 
     def _flock(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -227,10 +222,7 @@ def test_a_worker_killed_inside_a_step_is_replaced_and_the_job_is_done_once(
         seams.hold_before_submit()
         if step == "Provisioning":
             cluster.worker("worker1", MQ_DISK_THRESHOLD="1")
-        elif step == "Recording":
-            # Its mirror writes would wait on the test's SQLite lock; its inventory write must.
-            cluster.worker("worker1", MQ_MIRROR_WRITE_THROUGH="false")
-        else:
+        elif step != "Recording":  # Recording's starts once the test holds the database
             cluster.worker("worker1")
         cluster.dispatcher()
         cluster.start("follower", "manage.py", "reconcile", "--watch")
@@ -239,6 +231,11 @@ def test_a_worker_killed_inside_a_step_is_replaced_and_the_job_is_done_once(
             type="file", payload_url=url, digest_type="md5", digest_value=seams.md5
         )
         seams.hold_after_submit()
+        if step == "Recording":
+            # Only now: a worker already running may carry the job through Recording before
+            # the test holds the lock. Its mirror writes would wait on the test's SQLite
+            # lock; its inventory write must.
+            cluster.worker("worker1", MQ_MIRROR_WRITE_THROUGH="false")
         if step == "Provisioning":
             job = kill_in_provisioning(cluster, store, bid)
         else:

@@ -29,6 +29,7 @@ from kazoo.exceptions import (
 )
 from kazoo.handlers.threading import KazooTimeoutError
 
+from .. import multiread as mr
 from ..errors import ChangedUnderYou, InvalidTransition, LockLost, NotFound, QueueError
 from ..records import Op, OpKind
 from ..states import BATCH_JOB_DIRS
@@ -104,16 +105,17 @@ class Engine:
         self.stats: Counter[str] = Counter() if stats is None else stats
 
     def get_many(self, paths: Iterable[str]) -> dict[str, tuple[bytes, Any] | None]:
-        """Read many nodes in one pipelined round; a missing node reads as None."""
-        pending = [(p, self.client.get_async(p)) for p in paths]
+        """Read many nodes in one round; a missing node (optional, or the item vanished:
+        the caller decides) reads as None.
+
+        One ``multiRead`` request where the server has it: a request costs kazoo's thread
+        and ZooKeeper far more than the few bytes each read adds, and a job's read is a
+        dozen nodes. Read in order, as pipelined reads would be.
+        """
+        paths = list(paths)
         self.stats["round_trips"] += 1
-        out: dict[str, tuple[bytes, Any] | None] = {}
-        for path, result in pending:
-            try:
-                out[path] = result.get()
-            except NoNodeError:  # optional node, or the item vanished: caller decides
-                out[path] = None
-        return out
+        results = mr.start(self.client, [(mr.GET, p) for p in paths]).results()
+        return dict(zip(paths, results, strict=True))
 
     def children(self, path: str, watch: Callable | None = None) -> list[str]:
         self.stats["round_trips"] += 1

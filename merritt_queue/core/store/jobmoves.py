@@ -73,7 +73,7 @@ class JobMoves(HistoryWrites, Locks):
         # that never reached its status write; one process's store lives through many.
         self._data_written.pop(jid, None)
         try:
-            return evolve(self.get_job(jid), locked=True, lock_session=self.session_id)
+            return evolve(self.get_job(jid, locked=True), lock_session=self.session_id)
         except NotFound:
             self._unlock(t.job_node(jid, "lock"))
             return None

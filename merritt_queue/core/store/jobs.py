@@ -206,13 +206,16 @@ class JobStore(HistoryWrites):
             )
             self.changes.changed("job", jid, None, record)
 
-    def get_job(self, jid: str) -> JobRecord:
+    def get_job(self, jid: str, *, locked: bool | None = None) -> JobRecord:
+        """The whole job; ``locked``: whether its lock is there, when the caller knows (it
+        has just taken it), else read."""
         t.check_id(t.JOB_PREFIX, jid)
         # The history after the status: see ``history`` for why the order matters.
         names = ("bid", "priority", "space_needed", *t.JOB_JSON_NODES, h.NODE)
-        lock = self.client.exists_async(t.job_node(jid, "lock"))
+        lock = None if locked is not None else self.client.exists_async(t.job_node(jid, "lock"))
         got = self.engine.get_many(t.job_node(jid, n) for n in names)
-        locked = lock.get() is not None
+        if lock is not None:
+            locked = lock.get() is not None
         status = got[t.job_node(jid, "status")]
         if status is None:
             raise NotFound(f"job {jid} does not exist")
@@ -222,7 +225,7 @@ class JobStore(HistoryWrites):
             return node[0] if node else None
 
         try:
-            return self._job_record(jid, status, value, locked)
+            return self._job_record(jid, status, value, bool(locked))
         except (ValueError, TypeError, AttributeError) as e:
             raise InvalidData(f"job {jid} has unreadable data ({e}); run check_tree") from None
 

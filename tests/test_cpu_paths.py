@@ -1,0 +1,106 @@
+"""The cheaper paths of the write-through and the ZooKeeper client give what the slow ones did.
+
+``mirror.sql.select_in`` runs the ORM's own SQL compiled once: the same rows and the same
+Python values as ``.values()`` (dates, JSON, booleans), whatever keys are asked for.
+``zk.PollingHandler`` waits with poll(2) and answers as kazoo's own handler does.
+"""
+
+from __future__ import annotations
+
+import socket
+from datetime import UTC, datetime
+
+import pytest
+from kazoo.handlers.threading import SequentialThreadingHandler
+
+from batches.models import Batch
+from jobs.models import Job
+from merritt_queue.core.zk import PollingHandler
+from mirror.rows import BATCH_FIELDS, JOB_FIELDS
+from mirror.sql import select_in
+
+AT = datetime(2026, 11, 24, 10, 0, 0, 123456, tzinfo=UTC)
+
+
+def _rows(n: int) -> None:
+    batch = Batch.objects.create(
+        bid="bid0000000001", job_counts={"Pending": n}, job_total=n, read_at=AT, last_modified=AT
+    )
+    for i in range(n):
+        Job.objects.create(
+            jid=f"jid{i:010d}",
+            batch=batch,
+            status="Pending",
+            last_modified=AT,
+            read_at=AT,
+            configuration={"files": [i], "title": "ünïcode"},
+            identifiers={"primary_id": f"ark:/1/{i}"} if i % 2 else None,
+            locked=bool(i % 2),
+        )
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "ids",
+    [
+        ["jid0000000000"],
+        ["jid0000000001", "jid0000000000", "jid0000000002"],
+        ["jid0000000001", "jid0000000001"],  # repeated: each row once
+        ["jid0000000009", "jid0000000002"],  # one missing
+        ["jid0000000009"],  # none there
+        [],
+    ],
+)
+def test_select_in_gives_the_orms_rows_and_values(ids):
+    _rows(3)
+    fields = ("id", "jid", "read_at", *JOB_FIELDS)
+    orm = list(Job.objects.filter(jid__in=ids).values(*fields))
+    assert sorted(select_in(Job, "jid", ids, fields), key=lambda r: r["jid"]) == sorted(
+        orm, key=lambda r: r["jid"]
+    )
+
+
+@pytest.mark.django_db
+def test_select_in_converts_dates_json_and_booleans():
+    _rows(2)
+    (row,) = select_in(Job, "jid", ["jid0000000001"], ("jid", "read_at", *JOB_FIELDS))
+    assert row["read_at"] == AT and row["last_modified"] == AT
+    assert row["configuration"] == {"files": [1], "title": "ünïcode"}
+    assert row["identifiers"] == {"primary_id": "ark:/1/1"} and row["locked"] is True
+    (batch,) = select_in(Batch, "bid", ["bid0000000001"], ("id", "bid", *BATCH_FIELDS))
+    assert batch == Batch.objects.filter(bid="bid0000000001").values("id", "bid", *BATCH_FIELDS)[0]
+    counts = select_in(Batch, "bid", ["bid0000000001"], ("bid", "job_counts"))
+    assert counts == [{"bid": "bid0000000001", "job_counts": {"Pending": 2}}]
+
+
+@pytest.mark.django_db
+def test_select_in_sees_rows_written_after_its_statement_was_compiled():
+    _rows(1)
+    fields = ("jid", "status")
+    assert select_in(Job, "jid", ["jid0000000000"], fields) == [
+        {"jid": "jid0000000000", "status": "Pending"}
+    ]
+    Job.objects.filter(jid="jid0000000000").update(status="Estimating")
+    assert select_in(Job, "jid", ["jid0000000000"], fields) == [
+        {"jid": "jid0000000000", "status": "Estimating"}
+    ]
+
+
+def test_the_polling_handler_answers_as_kazoos_own():
+    ours, theirs = PollingHandler(), SequentialThreadingHandler()
+    a, b = socket.socketpair()
+    try:
+        assert ours.select([a], [], [], 0.01) == theirs.select([a], [], [], 0.01) == ([], [], [])
+        b.send(b"x")
+        for rlist, wlist in (([a], []), ([], [a]), ([a], [a]), ([a, b], [b])):
+            assert ours.select(rlist, wlist, [], 0.01) == theirs.select(rlist, wlist, [], 0.01)
+        assert ours.select([a], [], [], 0.01) == ([a], [], [])
+        a.close()  # a closed socket: the same refusal
+        refusals = []
+        for handler in (ours, theirs):
+            with pytest.raises((ValueError, TypeError)) as refused:
+                handler.select([a], [], [], 0.01)
+            refusals.append((refused.type, str(refused.value)))
+        assert refusals[0] == refusals[1]
+    finally:
+        b.close()
