@@ -267,3 +267,29 @@ def test_the_default_services_pass(settings):
 def test_notification_settings_out_of_range_are_e023(overrides):
     with override_settings(**overrides):
         assert ids(checks.check_notify()) == ["mq.E023"]
+
+
+@pytest.mark.parametrize("seconds", [0, 61, -5])
+def test_a_window_check_period_out_of_range_is_e012(seconds):
+    with override_settings(MQ_WINDOW_CHECK_SECONDS=seconds):
+        assert ids(checks.check_window_check_seconds()) == ["mq.E012"]
+
+
+def test_every_check_has_an_id_of_its_own():
+    """Two parts of the project once both took mq.E070: a hint in the docs then named the
+    wrong setting."""
+    import ast
+    from pathlib import Path
+
+    found: dict[str, list[str]] = {}
+    root = Path(__file__).resolve().parent.parent
+    for path in root.glob("*/**/*.py"):
+        if ".venv" in path.parts or "tests" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.keyword) and node.arg == "id":
+                value = node.value
+                if isinstance(value, ast.Constant) and str(value.value).startswith("mq."):
+                    found.setdefault(value.value, []).append(str(path.relative_to(root)))
+    assert found, "no check ids found"
+    assert {i: where for i, where in found.items() if len(where) > 1} == {}

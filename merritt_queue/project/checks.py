@@ -162,7 +162,7 @@ def check_window_check_seconds(app_configs=None, **kwargs) -> list[checks.CheckM
             f"MQ_WINDOW_CHECK_SECONDS={seconds!r} must be from 1 to 60.",
             hint="Set MQ_WINDOW_CHECK_SECONDS to the longest time in seconds between two "
             "checks of the maintenance windows by the dispatcher, e.g. 30.",
-            id="mq.E070",
+            id="mq.E012",
         )
     ]
 
