@@ -39,18 +39,16 @@ from kazoo.protocol.states import ZnodeStat
 
 from .. import history
 from .. import tree as t
-from ..errors import InvalidData
-from ..states import REMOVABLE, BatchStatus, JobStatus, batch_dir_for
+from ..states import REMOVABLE, BatchStatus, JobStatus
 from ..store.engine import Engine
 from ..treeread import (
-    Node,
     _Batch,
     _Item,
     _Job,
     _Tree,
     read_tree,
 )
-from . import lockchecks, merrittchecks
+from . import indexchecks, lockchecks, merrittchecks, uuidchecks
 from . import treerepair as r
 from .treerepair import Op, RepairFailed
 
@@ -148,7 +146,7 @@ class _Checker:
                 parsed = t.parse_index_name(name)
                 if parsed:
                     self.index_by_jid[parsed[1]].append(f"{t.JOB_STATES}/{d}/{name}")
-        for batch in self._live_batches():
+        for batch in self.live_batches():
             for d, names in batch.refs.items():
                 for name in names:
                     self.refs_by_jid[name].append(
@@ -158,7 +156,7 @@ class _Checker:
             if job.bid:
                 self.jobs_by_batch[job.bid].append(job.id)
 
-    def _live_batches(self) -> list[_Batch]:
+    def live_batches(self) -> list[_Batch]:
         return [b for b in self.tree.batches.values() if b.has_status]
 
     def add(self, kind, path, reason, repair=None, plan=None) -> Finding:
@@ -178,9 +176,9 @@ class _Checker:
         for job in sorted(self.tree.jobs.values(), key=lambda j: j.id):
             self.check_job(job)
             self.progress.step()
-        self.check_stray_index()
-        self.check_stray_refs()
-        self.check_uuids()
+        indexchecks.check_stray_index(self)
+        indexchecks.check_stray_refs(self)
+        uuidchecks.check_uuids(self)
         lockchecks.check_lock_dirs(self)
 
     def repair(self) -> None:
@@ -195,6 +193,13 @@ class _Checker:
             else:
                 for f in findings:
                     f.repaired = True
+
+    def absent_ops(self, must_be_absent: str | None, what: str, ops: list[Op]) -> list[Op]:
+        # ZooKeeper cannot check absence inside a multi; ids are never reused, so a
+        # fresh look right before the delete is enough.
+        if must_be_absent and r.exists(self.engine, must_be_absent):
+            raise RepairFailed(f"{what} exists now; run the check again")
+        return ops
 
     # --- batches -----------------------------------------------------------
 
@@ -234,7 +239,7 @@ class _Checker:
                 "depositor's submission, so it is left for a person to judge.",
             )
         elif age < self.grace:
-            self.add("half-created-batch", path, self._young(head, age))
+            self.add("half-created-batch", path, self.young(head, age))
         else:
             version = batch.stat.version
             ops = [
@@ -249,7 +254,7 @@ class _Checker:
                 lambda: [*ops, r.delete(path, version)],
             )
 
-    def _young(self, head: str, age: float) -> str:
+    def young(self, head: str, age: float) -> str:
         return (
             f"{head}; it was created {_age(age)} ago, within the grace period of "
             f"{_age(self.grace)}, and may still be being created, so it is only reported. "
@@ -298,8 +303,8 @@ class _Checker:
         if job.priority_problem:
             self.add("bad-data", path, f"Job {job.id}: {job.priority_problem}.")
         else:
-            self.check_index(job)
-        self.check_refs(job)
+            indexchecks.check_index(self, job)
+        indexchecks.check_refs(self, job)
 
     def half_created_job(self, job: _Job) -> None:
         age = self.age(job.stat)
@@ -313,7 +318,7 @@ class _Checker:
                 "data or a worker's lock, so it is left for a person to judge.",
             )
         elif age < self.grace:
-            self.add("half-created-job", t.job_path(job.id), self._young(head, age))
+            self.add("half-created-job", t.job_path(job.id), self.young(head, age))
         else:
             ops = [r.delete(t.job_node(job.id, c), self._version(job, c)) for c in job.children]
             ops.append(r.delete(t.job_path(job.id), job.stat.version))
@@ -365,237 +370,13 @@ class _Checker:
     def _version(item: _Item, name: str) -> int:
         return item.version(name) if name in item.nodes else -1
 
-    def _job_guard(self, job: _Job, *names: str) -> list[Op]:
+    def job_guard(self, job: _Job, *names: str) -> list[Op]:
         """Checks that the job's status (and the named nodes) are still as read."""
         return [
             r.check(t.job_node(job.id, n), job.version(n))
             for n in ("status", *names)
             if job.node(n)
         ]
-
-    def check_index(self, job: _Job) -> None:
-        # ``check_job`` comes here only for a job whose status and priority it could read.
-        assert job.status is not None and job.priority is not None
-        right = t.job_index(job.status, job.priority, job.id)
-        entries = self.index_by_jid.get(job.id, [])
-        wrong = sorted(p for p in entries if p != right)
-        has_right = right in entries
-        if has_right and not wrong:
-            return
-        group: list[Finding] = []
-        state = f"{job.status} with priority {job.priority:02d}"
-        if not has_right:
-            group.append(
-                self.add(
-                    "missing-index",
-                    right,
-                    f"Job {job.id} is {state} but has no entry in the {job.status} queue, "
-                    "so no worker will pick it up.",
-                    f"create {right}",
-                )
-            )
-        for p in wrong:
-            if has_right:
-                kind = "duplicate-index"
-                reason = (
-                    f"Job {job.id} is indexed {len(entries)} times; only {right} matches ({state})."
-                )
-            else:
-                kind = "stale-index"
-                reason = f"Index entry {p} names job {job.id}, which is {state}."
-            group.append(self.add(kind, p, reason, f"delete {p}"))
-        ops = self._job_guard(job, "priority")
-        ops += [] if has_right else [r.create(right)]
-        ops += [r.delete(p) for p in wrong]
-        self.plans.append((group, lambda: ops))
-
-    def check_refs(self, job: _Job) -> None:
-        refs = self.refs_by_jid.get(job.id, [])
-        for bid, p in refs:
-            if bid != job.bid:
-                self.add(
-                    "stale-batch-ref",
-                    p,
-                    f"Batch {bid} references job {job.id}, which belongs to "
-                    f"{'batch ' + job.bid if job.bid else 'no batch'}.",
-                    f"delete {p}",
-                    lambda p=p: [*self._job_guard(job, "bid"), r.delete(p)],
-                )
-        batch = self.tree.batches.get(job.bid) if job.bid else None
-        if batch is None or not batch.has_status:
-            return
-        assert job.bid is not None and job.status is not None  # a checked job's, read
-        own = sorted(p for bid, p in refs if bid == job.bid)
-        right = t.batch_job_ref(job.bid, job.status, job.id)
-        wrong = [p for p in own if p != right]
-        if right in own and not wrong:
-            return
-        group: list[Finding] = []
-        home = batch_dir_for(job.status)
-        if right not in own:
-            group.append(
-                self.add(
-                    "missing-batch-ref",
-                    right,
-                    f"Job {job.id} is {job.status} but batch {job.bid} has no reference to it "
-                    f"under {home}, so the batch miscounts its jobs.",
-                    f"create {right}",
-                )
-            )
-        for p in wrong:
-            where = p.rsplit("/", 2)[1]
-            group.append(
-                self.add(
-                    "wrong-batch-dir",
-                    p,
-                    f"Job {job.id} is {job.status}, so batch {job.bid} should reference it under "
-                    f"{home}, not under {where}.",
-                    f"delete {p}" + ("" if right in own else f" (after creating {right})"),
-                )
-            )
-        self.plans.append((group, lambda: self._ref_ops(job, right, right in own, wrong)))
-
-    def _ref_ops(self, job: _Job, right: str, has_right: bool, wrong: list[str]) -> list[Op]:
-        assert job.bid is not None  # planned by ``check_refs`` for a job of a live batch
-        ops = self._job_guard(job, "bid") + [r.check(t.batch_node(job.bid, "status"), -1)]
-        if not has_right:
-            states = t.batch_states(job.bid)
-            parent = right.rsplit("/", 1)[0]
-            ops += [r.create(p) for p in (states, parent) if not r.exists(self.engine, p)]
-            ops.append(r.create(right))
-        return ops + [r.delete(p) for p in wrong]
-
-    # --- stray entries -----------------------------------------------------
-
-    def check_stray_index(self) -> None:
-        for d, names in sorted(self.tree.index.items()):
-            for name in sorted(names):
-                path = f"{t.JOB_STATES}/{d}/{name}"
-                parsed = t.parse_index_name(name)
-                if parsed is None:
-                    self.add(
-                        "foreign-index",
-                        path,
-                        f"{name!r} in the {d} queue is not a priority and job id "
-                        "(NN-jidNNNNNNNNNN); workers skip it. The queue did not write it.",
-                    )
-                elif not self._live(parsed[1]):
-                    self.stray("stale-index", path, parsed[1], f"Index entry {path}")
-
-    def check_stray_refs(self) -> None:
-        for batch in sorted(self._live_batches(), key=lambda b: b.id):
-            for d, names in sorted(batch.refs.items()):
-                for name in sorted(names):
-                    path = f"{t.batch_job_dir(batch.id, d)}/{name}"
-                    if not t.is_job_id(name):
-                        self.add(
-                            "stale-batch-ref",
-                            path,
-                            f"Batch {batch.id} has {name!r} under {d}, which is not a job id.",
-                            f"delete {path}",
-                            lambda path=path: [r.delete(path)],
-                        )
-                    elif not self._live(name):
-                        self.stray(
-                            "stale-batch-ref", path, name, f"Batch {batch.id}'s reference {path}"
-                        )
-
-    def _live(self, jid: str) -> bool:
-        job = self.tree.jobs.get(jid)
-        return job is not None and job.has_status
-
-    def stray(self, kind: str, path: str, jid: str, what: str) -> None:
-        """An entry naming a job that does not exist (or is only half-created)."""
-        shell = self.tree.jobs.get(jid)
-        if shell is not None and self.age(shell.stat) < self.grace:
-            head = f"{what} names job {jid}, which has no status node yet"
-            self.add(kind, path, self._young(head, self.age(shell.stat)))
-            return
-        state = "which is only half-created" if shell else "which does not exist"
-        self.add(
-            kind,
-            path,
-            f"{what} names job {jid}, {state}.",
-            f"delete {path}",
-            lambda: self._absent_ops(t.job_node(jid, "status"), f"job {jid}", [r.delete(path)]),
-        )
-
-    def _absent_ops(self, must_be_absent: str | None, what: str, ops: list[Op]) -> list[Op]:
-        # ZooKeeper cannot check absence inside a multi; ids are never reused, so a
-        # fresh look right before the delete is enough.
-        if must_be_absent and r.exists(self.engine, must_be_absent):
-            raise RepairFailed(f"{what} exists now; run the check again")
-        return ops
-
-    # --- batch uuids -------------------------------------------------------
-
-    def check_uuids(self) -> None:
-        for uuid, node in sorted(self.tree.uuids.items()):
-            self.check_uuid(uuid, node)
-        for batch in sorted(self._live_batches(), key=lambda b: b.id):
-            if batch.uuid and not batch.problem:
-                self.missing_uuid(batch)
-
-    def check_uuid(self, uuid: str, node: Node) -> None:
-        path = f"{t.BATCH_UUIDS}/{uuid}"
-        bid = node[0].decode(errors="replace")
-        batch = self.tree.batches.get(bid)
-        removal = r.delete(path, node[1].version)
-        if batch is None:
-            self.add(
-                "dangling-uuid",
-                path,
-                f"batchID {uuid} points at batch {bid or '(empty)'}, which does not exist.",
-                f"delete {path}",
-                lambda: self._absent_ops(
-                    t.batch_path(bid) if bid else None, f"batch {bid}", [removal]
-                ),
-            )
-        elif batch.has_status and not batch.submission_problem and batch.uuid != uuid:
-            self.add(
-                "dangling-uuid",
-                path,
-                f"batchID {uuid} points at batch {bid}, whose submission has batchID "
-                f"{batch.uuid or '(none)'}.",
-                f"delete {path}",
-                lambda: [self._submission_guard(batch), removal],
-            )
-
-    @staticmethod
-    def _submission_guard(batch: _Batch) -> Op:
-        name = "submission" if batch.node("submission") else "status"
-        return r.check(t.batch_node(batch.id, name), batch.version(name))
-
-    def missing_uuid(self, batch: _Batch) -> None:
-        uuid, bid = batch.uuid, batch.id
-        assert uuid is not None  # ``check_uuids`` asks only for batches with a batchID
-        try:
-            path = t.batch_uuid_path(uuid)
-        except InvalidData as e:
-            self.add("missing-uuid", t.batch_path(bid), f"Batch {bid}: {e}; it has no uuid entry.")
-            return
-        node = self.tree.uuids.get(uuid)
-        owner = node[0].decode(errors="replace") if node else None
-        if owner == bid:
-            return
-        other = self.tree.batches.get(owner) if owner else None
-        if other is not None and other.has_status and other.uuid == uuid:
-            self.add(
-                "missing-uuid",
-                t.batch_path(bid),
-                f"Batch {bid} has batchID {uuid}, but so does batch {owner}, which the uuid entry "
-                "names: two batches share one batchID.",
-            )
-            return
-        after = " once the dangling entry is removed" if node else ""
-        self.add(
-            "missing-uuid",
-            t.batch_path(bid),
-            f"Batch {bid} has batchID {uuid} but {path} does not name it, so a resubmission "
-            "would not be recognised as a duplicate.",
-            f"create {path} -> {bid}{after}",
-            lambda: [self._submission_guard(batch), r.create(path, t.encode_str(bid))],
-        )
 
 
 def check_tree(
