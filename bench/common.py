@@ -20,7 +20,6 @@ import hashlib
 import json
 import math
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -33,6 +32,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bench.cpu import CpuMeter, cpu_seconds
 from harness import env as harness_env
 from harness import procs as harness_procs
 from harness import zookeeper
@@ -443,40 +443,6 @@ def _wait_until_up(part: str, run: QueueRun, procs: Processes, workers: int) -> 
         client.close()
 
 
-class CpuMeter:
-    """CPU seconds from its creation on: the services', this process's and its children's."""
-
-    def __init__(self) -> None:
-        self._start({})
-
-    def start_processes(self, procs: Processes) -> None:
-        """Count every second from now on (the queue processes' start-up left out)."""
-        self._start(procs.cpu())
-
-    def _start(self, processes: dict[str, float]) -> None:
-        self.processes = processes
-        self.services = service_cpu()
-        self.own = own_cpu()
-
-    def used(self, procs: Processes) -> dict[str, float]:
-        """Each queue process's seconds (since ``start_processes``, else over its life), the
-        services', ``bench`` (this process: content server, poller) and ``submit`` (its
-        waited-for children)."""
-        own = own_cpu()
-        return (
-            {
-                name: round(seconds - self.processes.get(name, 0.0), 2)
-                for name, seconds in procs.cpu().items()
-            }
-            | {
-                name: round(after - self.services[name], 2)
-                for name, after in service_cpu().items()
-                if name in self.services
-            }
-            | {"bench": round(own[0] - self.own[0], 2), "submit": round(own[1] - self.own[1], 2)}
-        )
-
-
 def report_finished(
     part: str,
     store,
@@ -503,13 +469,6 @@ def report_finished(
     )
     verify_batch(part, store, batch, n, procs)
     return cpu
-
-
-def queue_cpu_seconds(cpu: dict[str, float]) -> float:
-    """The CPU seconds of the queue and its services in ``CpuMeter.used``'s figures: every
-    process but the bench's own (its content server stands for depositors' hosts, its poller
-    for nobody)."""
-    return sum(seconds for name, seconds in cpu.items() if name != "bench")
 
 
 def wait_batch(
@@ -602,72 +561,6 @@ def verify_batch(part: str, store, batch, n: int, procs: Processes) -> None:
         print(f"bench {part}: {jid} failed after {job.last_successful_status}: {job.message}")
     procs.show_logs()
     raise SystemExit(f"bench {part}: {completed} of {n} jobs completed (batch {batch.status})")
-
-
-def cpu_seconds(pid: int) -> float | None:
-    """User + system CPU seconds of a live process, from ``/proc/<pid>/stat`` (Linux)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def service_cpu() -> dict[str, float]:
-    """CPU seconds of the throw-away ZooKeeper and Redis of ``with-test-services``, if known."""
-    root = os.environ.get("MQ_TEST_TMP")
-    if not root:
-        return {}
-    used = {}
-    for name, pidfile in (("zookeeper", "zookeeper/zookeeper.pid"), ("redis", "redis/redis.pid")):
-        try:
-            seconds = cpu_seconds(int((Path(root) / pidfile).read_text().strip()))
-        except (OSError, ValueError):
-            continue
-        if seconds is not None:
-            used[name] = seconds
-    return used
-
-
-def own_cpu() -> tuple[float, float]:
-    """CPU seconds of this process (content server, poller) and of its waited-for children."""
-    t = os.times()
-    return t.user + t.system, t.children_user + t.children_system
-
-
-def four_letter(hosts: str, word: str) -> str:
-    """The answer of the first ZooKeeper in ``hosts`` to a four-letter word (``srvr``, ``mntr``)."""
-    text = zookeeper.four_letter(hosts, word)
-    if "is not executed because it is not in the whitelist" in text:
-        first = hosts.split(",")[0].split("/")[0]
-        raise SystemExit(
-            f"bench: ZooKeeper {first} refuses {word!r}: add it to 4lw.commands.whitelist"
-        )
-    return text
-
-
-def read_zxid(hosts: str) -> int:
-    """The last zxid of the first ZooKeeper in ``hosts`` (four-letter word ``srvr``)."""
-    text = four_letter(hosts, "srvr")
-    match = re.search(r"^Zxid: 0x([0-9a-fA-F]+)", text, re.MULTILINE)
-    if not match:
-        raise SystemExit(
-            f"bench: ZooKeeper {hosts} answered srvr without a Zxid line "
-            f"(is srvr in 4lw.commands.whitelist?): {text[:200]!r}"
-        )
-    return int(match.group(1), 16)
-
-
-def read_mntr(hosts: str) -> dict[str, str]:
-    """ZooKeeper's ``mntr`` figures (``zk_znode_count``, ``zk_approximate_data_size``, ...)."""
-    figures = {}
-    for line in four_letter(hosts, "mntr").splitlines():
-        key, sep, value = line.partition("\t")
-        if sep:
-            figures[key.strip()] = value.strip()
-    if "zk_znode_count" not in figures:
-        raise SystemExit(f"bench: ZooKeeper {hosts} answered mntr without zk_znode_count")
-    return figures
 
 
 def ran_in_own_process(part: str, module: str) -> bool:

@@ -43,20 +43,19 @@ import statistics
 import time
 
 from bench.common import (
-    CpuMeter,
     QueueRun,
     emit,
     env_int,
-    queue_cpu_seconds,
     queue_processes,
     queue_run,
-    read_zxid,
     report_finished,
     submit_and_start,
     summary,
     wait_batch,
     zk_store,
 )
+from bench.cpu import CpuMeter, queue_cpu_seconds
+from bench.zkwords import read_zxid
 
 PART = "pipeline"
 DEFAULT_N = 1000

@@ -35,19 +35,19 @@ import time
 from dataclasses import dataclass, field
 
 from bench.common import (
-    CpuMeter,
     QueueRun,
     emit,
     env_int,
     queue_processes,
     queue_run,
-    read_mntr,
     report_finished,
     submit_and_start,
     summary,
     wait_batch,
     zk_hosts,
 )
+from bench.cpu import CpuMeter
+from bench.zkwords import read_mntr
 
 PART = "scale"
 DEFAULT_N = 10_000
