@@ -28,11 +28,11 @@ from bench.common import (
     env_int,
     percentile,
     ran_in_own_process,
-    read_zxid,
     summary,
     timer,
     zk_store,
 )
+from bench.zkwords import read_zxid
 
 PART = "bulk"
 DEFAULT_N = 10_000
