@@ -3,12 +3,12 @@ server's four-letter words."""
 
 from __future__ import annotations
 
-import socket
 import sys
 import uuid
 
 from kazoo.exceptions import NoNodeError, NotEmptyError
 
+from merritt_queue.core import zkstats
 from merritt_queue.core.zk import ZkConfig, connect
 
 
@@ -64,11 +64,4 @@ def _ignore(errors: tuple[type[Exception], ...], results: list) -> None:
 def four_letter(hosts: str, word: str, timeout: float = 5) -> str:
     """The answer of the first server in ``hosts`` to a four-letter word (``srvr``, ``mntr``);
     ``OSError`` when it does not answer."""
-    first = hosts.split(",")[0].split("/")[0]
-    host, port = first.rsplit(":", 1) if ":" in first else (first, "2181")
-    with socket.create_connection((host, int(port)), timeout=timeout) as sock:
-        sock.sendall(word.encode())
-        chunks = []
-        while chunk := sock.recv(4096):
-            chunks.append(chunk)
-    return b"".join(chunks).decode(errors="replace")
+    return zkstats.four_letter(hosts.split(",")[0].split("/")[0], word, timeout)

@@ -1,8 +1,21 @@
-"""ZooKeeper's own view of its size, from the ``mntr`` four-letter word."""
+"""ZooKeeper's own view of itself, from its four-letter words (``mntr``, ``srvr``)."""
 
 from __future__ import annotations
 
 import socket
+
+
+def four_letter(server: str, word: str, timeout: float = 5.0) -> str:
+    """The answer of one server (``host:port``, 2181 by default) to a four-letter word;
+    ``OSError`` (or ``ValueError`` for a bad port) when it does not answer."""
+    host, _, port = server.strip().rpartition(":") if ":" in server else (server, "", "2181")
+    with socket.create_connection((host.strip("[]"), int(port)), timeout) as sock:
+        sock.settimeout(timeout)
+        sock.sendall(word.encode())
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks).decode("utf-8", "replace")
 
 
 def znode_count(hosts: str, timeout: float = 1.0) -> int | None:
@@ -12,17 +25,11 @@ def znode_count(hosts: str, timeout: float = 1.0) -> int | None:
     It counts the server's whole tree, other chroots included: that is what fills its heap.
     """
     for entry in hosts.split(","):
-        host, _, port = entry.strip().rpartition(":")
         try:
-            with socket.create_connection((host.strip("[]"), int(port)), timeout) as sock:
-                sock.settimeout(timeout)
-                sock.sendall(b"mntr")
-                data = b""
-                while chunk := sock.recv(65536):
-                    data += chunk
+            answer = four_letter(entry, "mntr", timeout)
         except (OSError, ValueError):
             continue
-        for line in data.decode("utf-8", "replace").splitlines():
+        for line in answer.splitlines():
             key, _, value = line.partition("\t")
             if key == "zk_znode_count" and value.strip().isdigit():
                 return int(value)
