@@ -3,10 +3,11 @@
 The mirror calls ``record`` with every write of timeline rows (``mirror.events.listen``): one
 row per status version of a job or batch, whoever wrote it (our workers, Merritt's ingest seen
 by the follower, a rebuild). Rows of batches nobody subscribed to cost one indexed query per
-write and nothing more. A row whose event a subscription already has makes nothing (unique
-``(subscription, event_id)``): the delivery id stays the one the receiver may have seen.
-Deliveries are queued once the transaction commits; one that cannot be queued then (Redis
-away) is found by the sweep (``tasks.sweep``).
+write and nothing more; rows of a batch with subscriptions, that query and the insert. A row
+whose event a subscription already has makes nothing (unique ``(subscription, event_id)``):
+the delivery id stays the one the receiver may have seen. Deliveries are queued once the
+transaction commits; one that cannot be queued then (Redis away) is found by the sweep
+(``tasks.sweep``).
 """
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from batches.models import BatchEvent
 from jobs.models import JobEvent
 from merritt_queue.core.states import BatchStatus, JobStatus
+from mirror.sql import select_in
 
 from .models import ALL, COMPLETION, EMAIL, FAILURES, Delivery, Subscription
 
@@ -70,15 +72,19 @@ def payload(subscription: Subscription, kind: str, row: dict[str, Any]) -> dict[
     }
 
 
+# A subscription's columns but its creation time. Every write of timeline rows asks for them,
+# so in SQL compiled once (``select_in``), as the mirror's own reads are.
+_FIELDS = ("id", "bid", "batch_uuid", "profile", "channel", "target", "events", "source")
+
+
 def record(kind: str, rows: list[dict[str, Any]]) -> None:
     """Add the deliveries of ``rows`` (``mirror.events`` values of one kind); in the caller's
     transaction, never failing it: a delivery lost here is found again by ``tasks.sweep``."""
-    bids = {row.get("bid") for row in rows} - {None, ""}
-    if not bids or not _subscribed(sorted(bids)):
+    bids = sorted({row.get("bid") for row in rows} - {None, ""})
+    found = select_in(Subscription, "bid", bids, _FIELDS) if bids else []
+    if not found:
         return
-    subscriptions = list(Subscription.objects.filter(bid__in=bids))
-    if not subscriptions:
-        return
+    subscriptions = [Subscription(**values) for values in found]
     try:
         with transaction.atomic():  # a savepoint: a failure here leaves the mirror's write
             made = _add(subscriptions, [(kind, row) for row in rows])
@@ -87,19 +93,6 @@ def record(kind: str, rows: list[dict[str, Any]]) -> None:
         return
     if made:
         transaction.on_commit(lambda: _queue_after_commit(made))
-
-
-def _subscribed(bids: list[str]) -> bool:
-    """Whether any of the batches has a subscription: the question every mirror write asks,
-    in hand-written SQL (the ORM builds its query anew each time, at many times the cost of
-    running it; most batches have none)."""
-    meta, quote = Subscription._meta, connection.ops.quote_name
-    column = quote(meta.get_field("bid").column)
-    marks = ", ".join(["%s"] * len(bids))
-    sql = f"SELECT 1 FROM {quote(meta.db_table)} WHERE {column} IN ({marks}) LIMIT 1"
-    with connection.cursor() as cursor:
-        cursor.execute(sql, bids)
-        return cursor.fetchone() is not None
 
 
 def _add(subscriptions: list[Subscription], events: list[tuple[str, dict]]) -> list[tuple]:

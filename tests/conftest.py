@@ -61,6 +61,7 @@ FAST_MODULES = frozenset(
         "test_services_webhook",
         "test_services_storage",
         "test_cpu_paths",
+        "test_deposit_fields",
     }
 )
 FAST_TIER = os.environ.get("MQ_FAST_TIER") == "1"

@@ -73,19 +73,24 @@ def name_problem(name: str) -> str | None:
     return None
 
 
-def url_problems(url: str) -> list[str]:
-    """Why ``url`` may not be a payload URL a depositor gives (the workers' fetch checks its
-    addresses again, ``netpolicy``)."""
+def url_problems(url: str, field: str = "payload_url") -> list[str]:
+    """Why ``url`` may not be a URL a depositor gives in ``field`` (a payload to fetch, an
+    endpoint to notify): what needs no name lookup. The workers check its addresses again,
+    before every connection (``netpolicy``)."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https"):
-        return [f"payload_url must be an http or https URL, not {parts.scheme or 'a bare path'!r}"]
+        return [f"{field} must be an http or https URL, not {parts.scheme or 'a bare path'!r}"]
     if not parts.hostname:
-        return ["payload_url has no host"]
+        return [f"{field} has no host"]
     if userinfo_of(url):
         return [
-            "payload_url holds a user name or password (user:password@host); "
+            f"{field} holds a user name or password (user:password@host); "
             "credentials in URLs are not accepted"
         ]
+    try:
+        parts.port  # noqa: B018 (it raises for a port out of range)
+    except ValueError:
+        return [f"{field}: the port is not a number between 0 and 65535"]
     return []
 
 

@@ -15,14 +15,12 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from contextlib import closing
 
 import requests
 
 from . import httputil, transport
 from .errors import FetchError, NotifyError
 from .netpolicy import check_url
-from .transport import RequestDeadline
 
 log = logging.getLogger(__name__)
 
@@ -73,25 +71,22 @@ class CallbackNotifier:
                 httputil.sleep_before_retry(exc.delay, self.backoff, attempt)
 
     def _attempt(self, url: str, body: bytes, headers: dict) -> None:
-        deadline = RequestDeadline(self.deadline)
         try:
-            with deadline, closing(transport.strict_session(self.session_factory())) as session:
-                # Only the status matters: the answer's body is never read.
-                resp = session.post(
-                    url,
-                    data=body,
-                    headers=headers,
-                    timeout=self.timeout,
-                    allow_redirects=False,
-                    stream=True,
-                )
-                resp.close()
+            # Only the status matters: the answer's body is never read.
+            resp, _ = transport.post_once(
+                url,
+                body,
+                headers,
+                timeout=self.timeout,
+                deadline=self.deadline,
+                session_factory=self.session_factory,
+            )
+        except transport.TooSlow as exc:
+            raise _Retry(
+                f"the receiver is too slow: no complete answer within {self.deadline:g} s "
+                "(the callback deadline)"
+            ) from exc
         except requests.RequestException as exc:
-            if deadline.expired:
-                raise _Retry(
-                    f"the receiver is too slow: no complete answer within {self.deadline:g} s "
-                    "(the callback deadline)"
-                ) from exc
             if not httputil.is_transient(exc):
                 raise NotifyError(f"callback {url} failed: {httputil.describe(exc)}") from exc
             raise _Retry(httputil.describe(exc)) from exc

@@ -18,6 +18,7 @@ Guarantees:
   check costs one non-blocking read at the end of the body.
 
 Sessions get this transport from ``strict_session``; it works for any ``requests.Session``.
+``post_once`` is the one POST the notifier and the webhook make with it.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from contextlib import closing
 
 import requests
 import urllib3
@@ -198,6 +200,50 @@ def strict_session(session: requests.Session) -> requests.Session:
     session.mount("http://", _StrictAdapter())
     session.mount("https://", _StrictAdapter())
     return session
+
+
+class TooSlow(requests.Timeout):
+    """No complete answer within the request's wall-clock deadline."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"no complete answer within {seconds:g} s")
+        self.seconds = seconds
+
+
+def post_once(
+    url: str,
+    body: bytes,
+    headers: dict[str, str],
+    *,
+    timeout: tuple[float, float],
+    deadline: float,
+    session_factory: Callable[[], requests.Session] = requests.Session,
+    keep: int = 0,
+) -> tuple[requests.Response, bytes]:
+    """One POST through this transport, redirects not followed, under one ``deadline`` from
+    connect to the answer's last byte (``TooSlow`` once it passed); the response, closed, and
+    at most ``keep`` bytes of its body (decoded; empty when they cannot be read: only a hint).
+    Other failures raise as ``requests`` raises them."""
+    clock = RequestDeadline(deadline)
+    try:
+        with clock, closing(strict_session(session_factory())) as session:
+            resp = session.post(
+                url, data=body, headers=headers, timeout=timeout, allow_redirects=False, stream=True
+            )
+            with closing(resp):
+                head = _start_of(resp, keep) if keep else b""
+    except requests.RequestException as exc:
+        if clock.expired:
+            raise TooSlow(deadline) from exc
+        raise
+    return resp, head
+
+
+def _start_of(resp: requests.Response, size: int) -> bytes:
+    try:
+        return resp.raw.read(size, decode_content=True) or b""
+    except (OSError, ValueError, urllib3.exceptions.HTTPError):
+        return b""
 
 
 def raw_readinto(resp: requests.Response) -> Callable[[memoryview], int]:

@@ -15,16 +15,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 import time
-from contextlib import closing
 from dataclasses import dataclass
 
 import requests
-import urllib3
 
 from . import httputil, transport
 from .errors import FetchError
 from .netpolicy import check_url, hide_credentials, redact
-from .transport import RequestDeadline
 
 DELIVERY_HEADER = "X-Merritt-Queue-Delivery"
 EVENT_HEADER = "X-Merritt-Queue-Event"
@@ -95,25 +92,20 @@ def post(
         TIMESTAMP_HEADER: str(stamp),
         SIGNATURE_HEADER: sign(secret, stamp, body),
     }
-    deadline = RequestDeadline(timeout)
     try:
-        with deadline, closing(transport.strict_session(session_factory())) as session:
-            resp = session.post(
-                url,
-                data=body,
-                headers=headers,
-                timeout=httputil.timeouts(timeout),
-                allow_redirects=False,
-                stream=True,
-            )
-            with closing(resp):
-                excerpt = _excerpt(resp)
+        resp, head = transport.post_once(
+            url,
+            body,
+            headers,
+            timeout=httputil.timeouts(timeout),
+            deadline=timeout,
+            session_factory=session_factory,
+            keep=EXCERPT,
+        )
     except requests.RequestException as exc:
-        if deadline.expired:
-            why = f"no complete answer within {timeout:g} s"
-        else:
-            why = httputil.describe(exc)
+        why = str(exc) if isinstance(exc, transport.TooSlow) else httputil.describe(exc)
         return Attempt(False, None, hide_credentials(why), httputil.is_transient(exc))
+    excerpt = _excerpt(head)
     status = httputil.status_text(resp)
     detail = f"{status}: {excerpt}" if excerpt else status
     if 200 <= resp.status_code < 300:
@@ -125,12 +117,7 @@ def post(
     return Attempt(False, resp.status_code, detail, retryable)
 
 
-def _excerpt(resp: requests.Response) -> str:
+def _excerpt(raw: bytes) -> str:
     """The start of the answer, one line of text without credentials."""
-    try:
-        raw = resp.raw.read(EXCERPT, decode_content=True) or b""
-    except (OSError, ValueError, urllib3.exceptions.HTTPError):  # only a hint: no failure
-        return ""
-    text = raw.decode("utf-8", "replace")
-    text = " ".join(text.split())
+    text = " ".join(raw.decode("utf-8", "replace").split())
     return hide_credentials(text)[:EXCERPT]
