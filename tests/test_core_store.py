@@ -335,6 +335,16 @@ def test_a_worker_step_commits_and_releases_its_lock_in_one_multi(store, zk, bat
     assert not zk.exists(t.job_node(job.jid, "lock"))
 
 
+def test_a_finished_batch_status_is_read_in_one_round(store, batch):
+    jid = job_in(store, batch, "Estimating")
+    rounds = store.stats["round_trips"]
+    assert store.finished_batch_status(batch) is None
+    assert store.stats["round_trips"] - rounds == 1
+    store.transition_job(jid, "Failed", "failed on purpose")
+    assert store.finished_batch_status(batch) == "Processing"
+    assert store.finished_batch_status("bid9999999999") is None
+
+
 def test_a_lock_is_released_when_its_session_dies(store, make_store, batch):
     jid = store.create_job(batch, {})
     worker = make_store()
@@ -590,6 +600,7 @@ def test_reading_never_writes(store, zk, batch):
     store.finished_batches()
     store.find_batch_by_uuid("uuid-1")
     store.batch_is_finished(batch)
+    store.finished_batch_status(batch)
     store.queue_paused()
     store.held_collections()
     list(store.locks())

@@ -36,6 +36,13 @@ def test_an_edit_keeps_every_other_key_and_the_ark():
         p.edited(config, None, None, {"profile": "other"})
 
 
+def test_an_edit_of_the_local_id_keeps_the_others_a_merritt_job_carries():
+    ids = {"primary_id": "", "local_id": ["a", "b"]}
+    assert p.current(None, ids, None)["local_id"] == "a"
+    assert p.edited(None, ids, None, {"local_id": "c"}).identifiers["local_id"] == ["c", "b"]
+    assert p.edited(None, ids, None, {"local_id": ""}).identifiers["local_id"] == ["b"]
+
+
 @pytest.mark.parametrize(
     ("last", "changed", "steps", "default"),
     [

@@ -80,9 +80,9 @@ def batch_report(store: QueueStore, redis: Redis, tasks: Tasks, bid: str, job_st
     if job_status not in FINAL_JOB_STATES:
         return False
     try:
-        if pause_flag(store.client).paused() or not store.batch_is_finished(bid):
+        if pause_flag(store.client).paused():
             return False
-        status = store.batch_statuses([bid]).get(bid, {}).get("status")
+        status = store.finished_batch_status(bid)
         if status not in REPORT_STATES:
             return False
         queue = Queue(BATCH_REPORT_QUEUE, connection=redis)

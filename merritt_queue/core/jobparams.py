@@ -85,7 +85,9 @@ def edited(
     """The nodes with ``changes`` (name -> new value, "" to clear) applied, other keys kept.
 
     The local id is changed where Processing reads it (``identifiers.local_id`` first, then
-    ``configuration.local_id``); an ARK the job already has stays with it. ``title`` in the
+    ``configuration.local_id``); an ARK the job already has stays with it, and so do the
+    local ids after the first, which a job of Merritt's may carry (MerrittZK splits its
+    depositor's ``a;b``) and the form neither shows nor edits. ``title`` in the
     configuration follows ``erc_what``, as the planner writes it.
     """
     unknown = set(changes) - set(FIELDS)
@@ -101,7 +103,9 @@ def edited(
         _put(config, "local_id", new)
         if ids is not None or new:
             ids = ids or {"primary_id": ""}
-            ids["local_id"] = [new] if new else []
+            others = ids.get("local_id")
+            others = others[1:] if isinstance(others, list) else []
+            ids["local_id"] = [new, *others] if new else others
     meta = dict(metadata) if metadata is not None else None
     erc = {n: changes[n] for n in ("erc_what", "erc_who", "erc_when", "erc_where") if n in changes}
     if erc:

@@ -72,12 +72,13 @@ def plan_jobs(submission: dict, manifest: Manifest | None = None) -> list[JobSpe
     return [_row_job(submission, i, row, payload_type) for i, row in enumerate(manifest.rows)]
 
 
-def _base(submission: dict) -> dict:
+def inherited(submission: dict) -> dict:
+    """The submission's ``INHERITED`` keys that have a value."""
     return {k: submission[k] for k in INHERITED if submission.get(k) not in (None, "")}
 
 
 def _single_job(submission: dict) -> JobSpec:
-    config = _base(submission) | {
+    config = inherited(submission) | {
         "batch_row": 0,
         "payload_url": submission.get("payload_url"),
         "payload_type": submission.get("type"),
@@ -89,7 +90,7 @@ def _single_job(submission: dict) -> JobSpec:
     }
     return JobSpec(
         0,
-        _merritt_keys(_with_primary(_clean(config), submission.get("primary_id"))),
+        with_merritt_keys(_with_primary(_clean(config), submission.get("primary_id"))),
         _identifiers(submission.get("primary_id"), submission.get("local_id")),
         _metadata(
             submission.get("erc_who"),
@@ -101,7 +102,7 @@ def _single_job(submission: dict) -> JobSpec:
 
 
 def _row_job(submission: dict, i: int, row: ManifestRow, payload_type: str) -> JobSpec:
-    config = _base(submission) | {
+    config = inherited(submission) | {
         "batch_row": i,
         "manifest_line": row.line,
         "payload_url": row.url,
@@ -118,7 +119,7 @@ def _row_job(submission: dict, i: int, row: ManifestRow, payload_type: str) -> J
     when = row.date or submission.get("erc_when")
     return JobSpec(
         i,
-        _merritt_keys(_with_primary(_clean(config), row.primary_id)),
+        with_merritt_keys(_with_primary(_clean(config), row.primary_id)),
         _identifiers(row.primary_id, row.local_id),
         _metadata(who, what, when, submission.get("erc_where")),
     )
@@ -132,7 +133,7 @@ def _with_primary(config: dict, primary: str | None) -> dict:
     return config | {"primary_id": primary or ""}
 
 
-def _merritt_keys(config: dict) -> dict:
+def with_merritt_keys(config: dict) -> dict:
     """MerrittZK's names beside ours: ``profile_name`` (its ``profileName()``) and
     ``jobID`` (its ``jid()``), left empty here for the store to fill with the jid it takes."""
     return with_both_profile_keys(config) | {JOB_ID_KEY: ""}

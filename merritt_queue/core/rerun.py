@@ -17,8 +17,7 @@ Pure: the store creates the batch (``QueueStore.create_rerun_batch``).
 
 from __future__ import annotations
 
-from .itemkeys import JOB_ID_KEY
-from .planning import INHERITED, JobSpec
+from .planning import JobSpec, inherited, with_merritt_keys
 
 RERUN_TYPE = "rerun"
 # Between a batchID and its re-run's number; a depositor's batchID cannot hold it.
@@ -41,7 +40,7 @@ def rerun_submission(old: dict, bid: str, jids: list[str], by: str, when: str) -
     """The submission of a re-run of batch ``bid`` (``old`` its submission): its Completed
     jobs, or only ``jids``. Profile, submitter and notification stay the old batch's; who
     asked is ``submitted_by``."""
-    keep = {k: old[k] for k in INHERITED if old.get(k) not in (None, "")}
+    keep = inherited(old)
     keep.pop("batchID", None)
     return keep | {
         "type": RERUN_TYPE,
@@ -69,7 +68,7 @@ def rerun_refusal(configuration: dict | None) -> str | None:
 def plan_rerun(submission: dict, jobs: list) -> list[JobSpec]:
     """One job per old job (records with jid, configuration, identifiers, metadata): its
     payload, digest and metadata as they were, its ARK given, and the new batch's keys."""
-    base = {k: submission[k] for k in INHERITED if submission.get(k) not in (None, "")}
+    base = inherited(submission)
     specs = []
     for row, job in enumerate(jobs):
         config = {k: v for k, v in (job.configuration or {}).items() if k not in RUN_KEYS}
@@ -78,7 +77,6 @@ def plan_rerun(submission: dict, jobs: list) -> list[JobSpec]:
             "batch_row": row,
             "rerun_of": job.jid,
             "primary_id": ids.get("primary_id") or "",
-            JOB_ID_KEY: "",
         }
-        specs.append(JobSpec(row, config, job.identifiers, job.metadata))
+        specs.append(JobSpec(row, with_merritt_keys(config), job.identifiers, job.metadata))
     return specs

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, cast
 
 from .. import batch_sides
 from .. import history as h
+from .. import multiread as mr
 from .. import tree as t
 from ..errors import (
     ChangedUnderYou,
@@ -264,6 +265,15 @@ class BatchStore(HistoryWrites, Locks):
     def batch_is_finished(self, bid: str) -> bool:
         path = t.batch_job_dir(bid, "batch-processing")
         return self.engine.children_many([path])[path] == []
+
+    def finished_batch_status(self, bid: str) -> str | None:
+        """The batch's status when none of its jobs is still processing, else None: the
+        listing and the status in one round, as a worker asks after each job's last step."""
+        processing, status = t.batch_job_dir(bid, "batch-processing"), t.batch_node(bid, "status")
+        listed, node = self.engine.read([(mr.CHILDREN, processing), (mr.GET, status)])
+        if listed != [] or node is None:
+            return None
+        return (t.decode_json(node[0]) or {}).get("status")
 
     def batch_jobs(self, bid: str) -> dict[str, list[str]]:
         """Job ids by batch directory (``batch-processing``, ``batch-completed``, ...)."""

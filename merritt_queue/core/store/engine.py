@@ -117,6 +117,12 @@ class Engine:
         results = mr.start(self.client, [(mr.GET, p) for p in paths]).results()
         return dict(zip(paths, results, strict=True))
 
+    def read(self, requests: Sequence[mr.Request]) -> list:
+        """Gets and listings (``multiread.GET``/``CHILDREN``, path) in one round, in order;
+        a missing node reads as None."""
+        self.stats["round_trips"] += 1
+        return mr.start(self.client, requests).results()
+
     def children(self, path: str, watch: Callable | None = None) -> list[str]:
         self.stats["round_trips"] += 1
         try:
