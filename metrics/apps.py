@@ -4,8 +4,3 @@ from django.apps import AppConfig
 class MetricsConfig(AppConfig):
     name = "metrics"
     verbose_name = "Prometheus metrics"
-
-    def ready(self) -> None:
-        from . import checks
-
-        checks.register()

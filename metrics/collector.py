@@ -134,14 +134,10 @@ class RedisFacts:
 
 def read_redis(timeout: float) -> RedisFacts:
     """Two round trips: the queues' lengths and the workers' keys, then which keys live."""
-    from django_rq.connection_utils import get_redis_connection
     from rq import Queue
     from rq.worker_registration import REDIS_WORKER_KEYS
 
-    conn = get_redis_connection(settings.RQ_QUEUES["default"])
-    conn.connection_pool.connection_kwargs.update(
-        socket_connect_timeout=timeout, socket_timeout=timeout
-    )
+    conn = runtime.redis_within(timeout)
     try:
         names = all_queue_names()
         pipe = conn.pipeline(transaction=False)

@@ -255,6 +255,18 @@ def test_counts_of_two_processes_are_summed(tmp_path, client, monkeypatch):
     assert fams["mq_job_step_duration_seconds"]["type"] == "histogram"
 
 
+def test_a_metrics_directory_that_cannot_be_written_costs_the_counts_not_the_step(tmp_path):
+    """The counts come after a step's commit, which may keep the job's lock for the next
+    step: an exception there would leave the job locked by a live worker."""
+    gone = tmp_path / "removed"
+    env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(gone)}
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, "1"], env=env, cwd=REPO, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert "step counts are not kept" in done.stderr and not gone.exists()
+
+
 # --- deploy/ and the docs name what /metrics exposes --------------------------------------
 
 

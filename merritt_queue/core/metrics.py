@@ -3,6 +3,7 @@
 The runner calls ``step_committed`` when a step's outcome is committed and
 ``step_abandoned`` when it is not; each is a few dictionary look-ups and, in
 multiprocess mode, a write to a memory-mapped file: nothing next to a ZooKeeper multi.
+Neither raises: a count that cannot be kept is logged and lost.
 
 Multiprocess mode: when ``PROMETHEUS_MULTIPROC_DIR`` names a directory, every
 process keeps its values in its own files there and ``/metrics`` sums them over
@@ -15,6 +16,7 @@ only at the first step: by then the Django settings have exported the directory
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import threading
 from typing import Any
@@ -27,8 +29,11 @@ DURATION = "mq_job_step_duration_seconds"
 # From a quick identification to a download of many gigabytes.
 DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 14400)
 
+log = logging.getLogger(__name__)
+
 _lock = threading.Lock()
 _metrics: dict[str, Any] = {}
+_failed = False
 
 
 def _made() -> dict[str, Any]:
@@ -113,15 +118,31 @@ def _of(step: str, outcome: str, to_status: str) -> tuple[Any, ...]:
 def step_committed(step: str, outcome: str, to_status: str, seconds: float) -> None:
     """A step of a job in ``step`` ran for ``seconds`` and its ``outcome`` committed,
     leaving the job in ``to_status``."""
-    steps, duration, transition, failure = _of(str(step), str(outcome), str(to_status))
-    steps.inc()
-    duration.observe(seconds)
-    if transition is not None:
-        transition.inc()
-    if failure is not None:
-        failure.inc()
+    try:
+        steps, duration, transition, failure = _of(str(step), str(outcome), str(to_status))
+        steps.inc()
+        duration.observe(seconds)
+        if transition is not None:
+            transition.inc()
+        if failure is not None:
+            failure.inc()
+    except Exception as e:
+        _not_counted(e)
 
 
 def step_abandoned(step: str) -> None:
     """A step of a job in ``step`` committed nothing (ZooKeeper away, lock lost)."""
-    _of(str(step), "abandoned", str(step))[0].inc()
+    try:
+        _of(str(step), "abandoned", str(step))[0].inc()
+    except Exception as e:
+        _not_counted(e)
+
+
+def _not_counted(e: Exception) -> None:
+    """Counting comes after the step's commit, which may have kept the job's lock for the
+    next step: a count that cannot be written (a metrics directory this process may not
+    write, or gone) must cost the count, never the job. Said once per process."""
+    global _failed
+    if not _failed:
+        _failed = True
+        log.warning("/metrics: this process's step counts are not kept: %r", e)

@@ -8,6 +8,8 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.core import checks
 
+from metrics.access import parse_networks
+
 from ..core.sides import mode_problem
 from .env import DEV_SECRET_KEY, known_time_zone
 
@@ -351,6 +353,34 @@ def check_display_time_zone(app_configs=None, **kwargs) -> list[checks.CheckMess
     ]
 
 
+def check_metrics_allow(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    _, bad = parse_networks(settings.MQ_METRICS_ALLOW)
+    if not bad:
+        return []
+    return [
+        checks.Error(
+            f"MQ_METRICS_ALLOW has entries that are not networks: {', '.join(bad)}",
+            hint="Give networks or addresses, comma-separated, e.g. 127.0.0.0/8,::1/128,"
+            "10.1.2.0/24. Until then only a request with MQ_METRICS_TOKEN may read /metrics.",
+            id="mq.E070",
+        )
+    ]
+
+
+def check_metrics_dir(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    path = settings.MQ_METRICS_DIR
+    if not path or (os.path.isdir(path) and os.access(path, os.W_OK)):
+        return []
+    return [
+        checks.Warning(
+            f"MQ_METRICS_DIR {path!r} is not a writable directory",
+            hint="Every process of this host counts its steps there and /metrics sums them; "
+            "without it /metrics shows only the web process's own counts.",
+            id="mq.W071",
+        )
+    ]
+
+
 ALL_CHECKS = [
     check_zk_hosts,
     check_zk_chroot,
@@ -371,6 +401,8 @@ ALL_CHECKS = [
     check_notify,
     check_workers,
     check_display_time_zone,
+    check_metrics_allow,
+    check_metrics_dir,
 ]
 
 

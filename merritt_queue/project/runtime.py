@@ -1,4 +1,5 @@
-"""The process's queue store, configured from Django settings.
+"""The process's queue store, configured from Django settings, and a bounded Redis
+connection for the probes (``/healthz``, ``/metrics``).
 
 This is the only bridge between Django and the queue core: the core modules
 take a client or a config and never read settings themselves.
@@ -9,6 +10,7 @@ from __future__ import annotations
 import threading
 
 from django.conf import settings
+from django_rq.connection_utils import get_redis_connection
 from kazoo.handlers.threading import KazooTimeoutError
 
 from ..core.errors import QueueError
@@ -72,6 +74,17 @@ def client_state() -> str | None:
     holder = _holder
     client = holder.peek() if holder is not None else None
     return str(client.state) if client is not None else None
+
+
+def redis_within(seconds: float):
+    """A new connection to the workers' Redis, read from the settings at each call, whose
+    connect and every answer are waited for at most ``seconds``: a Redis that accepts the
+    connection but never answers must not hold a probe. The caller closes it."""
+    conn = get_redis_connection(settings.RQ_QUEUES["default"])
+    conn.connection_pool.connection_kwargs.update(
+        socket_connect_timeout=seconds, socket_timeout=seconds
+    )
+    return conn
 
 
 def _new_store(client) -> QueueStore:

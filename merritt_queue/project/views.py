@@ -4,24 +4,13 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.http import HttpRequest, JsonResponse
-from django_rq.connection_utils import get_redis_connection
 from kazoo.exceptions import KazooException
 from redis.exceptions import RedisError
 
 from ..core.errors import QueueError
-from .runtime import get_store
+from .runtime import get_store, redis_within
 
-# A Redis that accepts the connection but never answers must not hold the probe.
 REDIS_PING_SECONDS = 5.0
-
-
-def _redis():
-    """A connection to the workers' Redis, read from the settings at each call."""
-    conn = get_redis_connection(settings.RQ_QUEUES["default"])
-    conn.connection_pool.connection_kwargs.update(
-        socket_connect_timeout=REDIS_PING_SECONDS, socket_timeout=REDIS_PING_SECONDS
-    )
-    return conn
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
@@ -39,7 +28,7 @@ def healthz(request: HttpRequest) -> JsonResponse:
         body["zookeeper"] = {"ok": True}
     except (QueueError, KazooException) as e:
         body["zookeeper"] = {"ok": False, "error": f"ZooKeeper is down: {e}"}
-    redis = _redis()
+    redis = redis_within(REDIS_PING_SECONDS)
     try:
         redis.ping()
         body["redis"] = {"ok": True}
