@@ -238,11 +238,7 @@ def _check(record: AdminAction, meter: Meter) -> None:
         saved = f"not saved for the Consistency page: {e}"
     ordered = sorted(findings, key=lambda f: (f.repaired, f.kind, f.path))
     record.report = {
-        "repair": repair,
-        "lock_max_age": max_age,
-        "total": len(findings),
-        "repaired": sum(f.repaired for f in findings),
-        "unrepaired": sum(not f.repaired for f in findings),
+        **treecheck.summary(findings, repair, max_age),
         "findings": [
             {**asdict(f), "outcome": treecheck.outcome(f, repair)} for f in ordered[:KEPT_FINDINGS]
         ],
