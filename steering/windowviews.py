@@ -134,10 +134,8 @@ def _create(request):
         return confirmations.refused(request, SCHEDULE, why)
     try:
         with transaction.atomic():
-            record = _audit(request.user, SCHEDULE, w.scope, reason, data["token"])
-            w.save()
-            record.params = {"window": w.pk}
-            record.save(update_fields=["params"])
+            w.save()  # rolled back with it when the token was used already
+            record = _audit(request.user, SCHEDULE, w, reason, data["token"])
             _item(record, w, "scheduled")
     except IntegrityError:  # the same confirmation submitted again: nothing is done twice
         pass
@@ -173,9 +171,7 @@ def _cancel(request, w: MaintenanceWindow, state):
         return render(request, "steering/window_cancel.html", context, status=400)
     try:
         with transaction.atomic():
-            record = _audit(request.user, CANCEL, w.scope, reason, data["token"])
-            record.params = {"window": w.pk}
-            record.save(update_fields=["params"])
+            record = _audit(request.user, CANCEL, w, reason, data["token"])
             cancelled = MaintenanceWindow.objects.filter(pk=w.pk, cancelled__isnull=True).update(
                 cancelled=timezone.now(),
                 cancelled_by=request.user.get_username(),
@@ -194,13 +190,14 @@ def _cancel(request, w: MaintenanceWindow, state):
     return redirect(reverse("windows:list") + "?cancelled=1")
 
 
-def _audit(user, action: Action, scope: str, reason: str, token: str) -> AdminAction:
+def _audit(user, action: Action, w: MaintenanceWindow, reason: str, token: str) -> AdminAction:
     return AdminAction.objects.create(
         user=user,
         username=user.get_username(),
         action=action.name,
-        scope=scope,
+        scope=w.scope,
         reason=reason,
+        params={"window": w.pk},
         token=token,
         total=1,
         done=1,
