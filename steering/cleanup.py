@@ -120,11 +120,13 @@ class Cleanup:
                 continue
             if self._do(jid, job, lambda jid=jid: store.purge_job(jid) or verb, verb):
                 jids.discard(jid)
-        if not dry_run:
-            jids = set(store.list_job_ids())
-
         if work.is_dir():
-            for entry in sorted(work.iterdir()):
+            entries = sorted(work.iterdir())
+            if not dry_run:
+                # Listed after the directories: a job's node is written before its working
+                # directory, so the job of every directory seen is in this list, however new.
+                jids = set(store.list_job_ids())
+            for entry in entries:
                 self._step()
                 if not is_job_id(entry.name) or entry.name in jids or entry.is_symlink():
                     continue

@@ -1,13 +1,23 @@
 """A confirmation page's signed payload: what the person was shown, signed so that the POST
 acting on it cannot be altered, good for the person it was shown to, and stale after
-``MAX_AGE`` (the page must then be shown again, with what is true by then)."""
+``MAX_AGE`` (the page must then be shown again, with what is true by then). Its token
+starts the action once. And the page that refuses an action to a person."""
 
 from __future__ import annotations
 
+import uuid
+
 from django.core import signing
-from django.http import HttpResponseBadRequest
+from django.http import HttpResponse, HttpResponseBadRequest
+from django.shortcuts import render
 
 MAX_AGE = 6 * 3600
+
+
+def sign(request, salt: str, *, compress: bool = False, **shown) -> str:
+    """The payload of a confirmation page showing ``shown`` to this person, with a new token."""
+    data = {**shown, "user": request.user.pk, "token": uuid.uuid4().hex}
+    return signing.dumps(data, salt=salt, compress=compress)
 
 
 def read(request, salt: str, what: str = "", **shown) -> dict | HttpResponseBadRequest:
@@ -23,3 +33,8 @@ def read(request, salt: str, what: str = "", **shown) -> dict | HttpResponseBadR
         other = f"{what} or person" if what else "person"
         return HttpResponseBadRequest(f"This confirmation was made for another {other}.")
     return data
+
+
+def refused(request, action, why: str) -> HttpResponse:
+    """Why ``action`` (anything with a ``label``) is not for this person, or not now."""
+    return render(request, "steering/refused.html", {"action": action, "why": why}, status=403)

@@ -11,12 +11,9 @@ resume are one multi (``QueueStore.edit_job_parameters``).
 
 from __future__ import annotations
 
-import uuid
-
 from django import forms
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.core import signing
 from django.http import Http404
 from django.shortcuts import render
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -35,6 +32,7 @@ from merritt_queue.deposit.fields import (
 from merritt_queue.project.runtime import get_store
 from merritt_queue.services.errors import FetchError
 from merritt_queue.services.netpolicy import check_url
+from steering import confirmations
 from steering.catalog import ACTIONS, Target
 from steering.permissions import collections_of, refusal
 from steering.planning import steps_again
@@ -109,8 +107,7 @@ def _target(store: QueueStore, job: JobRecord) -> Target:
 def edit_job(request, jid: str):
     action = ACTIONS[ACTION]
     if problem := refusal(request.user, action):
-        context = {"action": action, "why": problem}
-        return render(request, "steering/refused.html", context, status=403)
+        return confirmations.refused(request, action, problem)
     store = get_store(init=False)
     try:
         job = store.get_job(jid)
@@ -159,20 +156,17 @@ def confirm_page(request, job: JobRecord, changes: dict, back: str, *, error="",
     """The confirmation: before -> after, the steps offered, the reason."""
     steps = jobparams.resume_steps(job.last_successful_status, list(changes))
     default = jobparams.default_step(job.last_successful_status, list(changes))
-    payload = signing.dumps(
-        {
-            "action": ACTION,
-            "user": request.user.pk,
-            "items": [[job.jid, job.status_version]],
-            "token": uuid.uuid4().hex,
-            "selection": "",
-            "steps": list(steps),
-            "back": "",
-            "params": {"changes": {n: list(pair) for n, pair in changes.items()}},
-            "edit": {"jid": job.jid, "next": back},
-        },
-        salt=SALT,
+    payload = confirmations.sign(
+        request,
+        SALT,
         compress=True,
+        action=ACTION,
+        items=[[job.jid, job.status_version]],
+        selection="",
+        steps=list(steps),
+        back="",
+        params={"changes": {n: list(pair) for n, pair in changes.items()}},
+        edit={"jid": job.jid, "next": back},
     )
     context = {
         "action": ACTIONS[ACTION],

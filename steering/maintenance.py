@@ -19,24 +19,22 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
-from django.db import IntegrityError, close_old_connections, connection, transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 from redis import Redis
 from redis.exceptions import RedisError
-from rq import Queue
 from rq.exceptions import NoSuchJobError
 from rq.job import Job as RQJob
 from rq.job import JobStatus as RQStatus
 
-from merritt_queue.core.dispatcher import ADMIN_QUEUE
 from merritt_queue.core.errors import QueueError
 from merritt_queue.core.history import admin_actor
 from merritt_queue.project import treecheck
 from merritt_queue.project.runtime import get_store
 from mirror import facade as mirror
-from steering import cleanup
+from steering import cleanup, tasks
 from steering.models import MAINTENANCE, AdminAction, AdminActionItem
 from steering.permissions import Role, role_of
 
@@ -144,9 +142,7 @@ def start(
         other = AdminAction.objects.get(action=op.name, finished__isnull=True)
         raise AlreadyRunning(other) from None
     try:
-        Queue(ADMIN_QUEUE, connection=_redis()).enqueue(
-            TASK, record.pk, job_id=job_id(record), job_timeout=24 * 3600
-        )
+        tasks.enqueue(record, _redis(), TASK, job_id(record))
     except (RedisError, OSError) as e:
         fail(record, f"it could not be queued: Redis did not answer ({e}); nothing was done")
     return record, True
@@ -190,33 +186,28 @@ class Meter:
         AdminAction.objects.filter(pk=self.record.pk).update(total=total, done=min(done, total))
 
 
+@tasks.on_worker
 def run_operation(action_id: int) -> str:
     """Run maintenance action ``action_id``; a no-op once it is finished."""
-    if not connection.in_atomic_block:  # tests run the worker inside their transaction
-        close_old_connections()
+    record = AdminAction.objects.filter(pk=action_id).first()
+    if record is None:
+        return "gone"
+    if record.finished is not None:
+        return "already finished"
+    user = record.user
+    problem = refusal(user, OPERATIONS[record.action]) if user else "the person is gone"
+    if problem:  # as every admin action, judged again when it runs
+        fail(record, f"not run: {problem}")
+        return "refused"
     try:
-        record = AdminAction.objects.filter(pk=action_id).first()
-        if record is None:
-            return "gone"
-        if record.finished is not None:
-            return "already finished"
-        user = record.user
-        problem = refusal(user, OPERATIONS[record.action]) if user else "the person is gone"
-        if problem:  # as every admin action, judged again when it runs
-            fail(record, f"not run: {problem}")
-            return "refused"
-        try:
-            RUNNERS[record.action](record, Meter(record))
-        except Exception as e:  # the row must say why, whatever it was
-            log.exception("maintenance action %s failed", action_id)
-            fail(record, explain(e))
-            return "failed"
-        record.finished = timezone.now()
-        record.save(update_fields=["total", "done", "failed", "report", "finished"])
-        return "done"
-    finally:
-        if not connection.in_atomic_block:
-            close_old_connections()
+        RUNNERS[record.action](record, Meter(record))
+    except Exception as e:  # the row must say why, whatever it was
+        log.exception("maintenance action %s failed", action_id)
+        fail(record, explain(e))
+        return "failed"
+    record.finished = timezone.now()
+    record.save(update_fields=["total", "done", "failed", "report", "finished"])
+    return "done"
 
 
 def explain(e: Exception) -> str:
@@ -247,11 +238,7 @@ def _check(record: AdminAction, meter: Meter) -> None:
         saved = f"not saved for the Consistency page: {e}"
     ordered = sorted(findings, key=lambda f: (f.repaired, f.kind, f.path))
     record.report = {
-        "repair": repair,
-        "lock_max_age": max_age,
-        "total": len(findings),
-        "repaired": sum(f.repaired for f in findings),
-        "unrepaired": sum(not f.repaired for f in findings),
+        **treecheck.summary(findings, repair, max_age),
         "findings": [
             {**asdict(f), "outcome": treecheck.outcome(f, repair)} for f in ordered[:KEPT_FINDINGS]
         ],

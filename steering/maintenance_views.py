@@ -8,11 +8,9 @@ For administrators only; ``steering.maintenance`` enforces it again when startin
 from __future__ import annotations
 
 import math
-import uuid
 from datetime import timedelta
 
 from django.contrib.auth.decorators import login_required
-from django.core import signing
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponseBadRequest, QueryDict
 from django.shortcuts import redirect, render
@@ -38,17 +36,13 @@ def _op(name: str) -> m.Operation:
     return op
 
 
-def _refused(request, op: m.Operation, why: str):
-    return render(request, "steering/refused.html", {"action": op, "why": why}, status=403)
-
-
 @never_cache
 @login_required
 @require_GET
 def page(request):
     problem = m.refusal(request.user, m.OPERATIONS[m.CHECK])
     if problem:
-        return _refused(request, m.Operation("maintenance", "Maintenance"), problem)
+        return confirmations.refused(request, m.Operation("maintenance", "Maintenance"), problem)
     context: dict = {
         key: {
             "running": m.running(name),
@@ -92,7 +86,7 @@ def confirm(request, name: str):
 def confirmation(request, op, query, *, error="", reason="", status=200, used=None):
     problem = m.refusal(request.user, op)
     if problem:
-        return _refused(request, op, problem)
+        return confirmations.refused(request, op, problem)
     context = {"op": op, "error": error, "reason": reason, "used": used, "query": query}
     try:
         params = params_of(op, query)
@@ -104,10 +98,7 @@ def confirmation(request, op, query, *, error="", reason="", status=200, used=No
         dry = m.last_dry_run(params["older_than"], DRY_RUN_FRESH)
         if dry is not None:
             params["dry_run_of"] = dry.pk
-    token = uuid.uuid4().hex
-    payload = signing.dumps(
-        {"op": op.name, "user": request.user.pk, "params": params, "token": token}, salt=SALT
-    )
+    payload = confirmations.sign(request, SALT, op=op.name, params=params)
     context.update(
         params=params,
         payload=payload,
@@ -132,7 +123,7 @@ def start(request, name: str):
         return data
     problem = m.refusal(request.user, op)
     if problem:
-        return _refused(request, op, problem)
+        return confirmations.refused(request, op, problem)
     params = data["params"]
     query = form_of(params)
     reason = request.POST.get("reason", "").strip()
@@ -143,7 +134,7 @@ def start(request, name: str):
     try:
         record, created = m.start(request.user, op, params, reason, token=data["token"])
     except PermissionDenied as e:
-        return _refused(request, op, str(e))
+        return confirmations.refused(request, op, str(e))
     except m.AlreadyRunning:  # the page says which, and links to it
         return confirmation(request, op, query, reason=reason, status=409)
     if not created:  # a page kept from before (Back, another tab): never started twice

@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import csv
 import logging
-import uuid
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlencode
 
 import django_rq
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.core import signing
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.db.models import Q
@@ -158,10 +156,6 @@ def _action(action_name: str) -> Action:
     return action
 
 
-def _refused(request, action: Action, why: str):
-    return render(request, "steering/refused.html", {"action": action, "why": why}, status=403)
-
-
 @dataclass(frozen=True)
 class _Failed:
     """A Failed job as the mirror shows it, in the shape ``QueueStore.resume_step`` reads."""
@@ -229,7 +223,7 @@ def confirmation(
 ):
     problem = refusal(request.user, action)
     if problem:
-        return _refused(request, action, problem)
+        return confirmations.refused(request, action, problem)
     selection = select(request, action)
     items = plan(request.user, action, selection.targets)
     items += [
@@ -238,19 +232,15 @@ def confirmation(
     items, again, options = _resume_plan(action, items)
     applying = [p for p in items if p.applies]
     along = also_deleted([p.target.id for p in applying]) if action.name == "batch.delete" else {}
-    token = uuid.uuid4().hex
-    payload = signing.dumps(
-        {
-            "action": action.name,
-            "user": request.user.pk,
-            "items": [[p.target.id, p.target.version] for p in applying],
-            "token": token,
-            "selection": selection.query if selection.everything else "",
-            "steps": [o["step"] for o in options if o["step"]],
-            "back": request.GET.urlencode(),
-        },
-        salt=SALT,
+    payload = confirmations.sign(
+        request,
+        SALT,
         compress=True,
+        action=action.name,
+        items=[[p.target.id, p.target.version] for p in applying],
+        selection=selection.query if selection.everything else "",
+        steps=[o["step"] for o in options if o["step"]],
+        back=request.GET.urlencode(),
     )
     rows = [
         {"plan": p, "again": again.get(p.target.id), "along": along.get(p.target.id, [])}
@@ -329,7 +319,7 @@ def run(request, action_name: str):
         return data
     problem = refusal(request.user, action)
     if problem:
-        return _refused(request, action, problem)
+        return confirmations.refused(request, action, problem)
     reason = request.POST.get("reason", "").strip()
     params = dict(data.get("params") or {})  # what a form action's page confirmed
     step = request.POST.get("step", "")
@@ -355,7 +345,7 @@ def run(request, action_name: str):
             if created:
                 _queue(record)
     except PermissionDenied as e:
-        return _refused(request, action, str(e))
+        return confirmations.refused(request, action, str(e))
     url = reverse("steering:result", args=[record.pk])
     back = safe_next(
         request,

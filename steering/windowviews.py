@@ -5,11 +5,9 @@ the other admin actions (``steering.views``)."""
 from __future__ import annotations
 
 import logging
-import uuid
 from datetime import timedelta
 
 from django.contrib.auth.decorators import login_required
-from django.core import signing
 from django.db import IntegrityError, transaction
 from django.http import HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
@@ -46,10 +44,6 @@ CANCEL = Action(
 )
 
 
-def _refused(request, action: Action, why: str):
-    return render(request, "steering/refused.html", {"action": action, "why": why}, status=403)
-
-
 def _scope_problem(user, scope: str, collection: str) -> str | None:
     """Why a person limited to some collections may not hold this (None: they may)."""
     mine = collections_of(user)
@@ -79,7 +73,7 @@ def schedule(request):
     (POST with the signed confirmation)."""
     problem = refusal(request.user, SCHEDULE)
     if problem:
-        return _refused(request, SCHEDULE, problem)
+        return confirmations.refused(request, SCHEDULE, problem)
     if request.method == "POST" and "payload" in request.POST:
         return _create(request)
     if request.method != "POST":
@@ -90,7 +84,7 @@ def schedule(request):
         return _form_page(request, form, status=400)
     w = form.window(request.user)
     if why := _scope_problem(request.user, w.scope, w.collection):
-        return _refused(request, SCHEDULE, why)
+        return confirmations.refused(request, SCHEDULE, why)
     return _confirm_page(request, form, w)
 
 
@@ -110,9 +104,7 @@ def _confirm_page(request, form, w: MaintenanceWindow, *, error="", status=200):
         if (s := shown(other, now)).occurrence and any(s.occurrence.overlaps(o) for o in upcoming)
     ]
     fields = {k: v for k, v in form.data.items() if k not in ("csrfmiddlewaretoken", "payload")}
-    payload = signing.dumps(
-        {"form": fields, "user": request.user.pk, "token": uuid.uuid4().hex}, salt=SALT
-    )
+    payload = confirmations.sign(request, SALT, form=fields)
     context = {
         "window": w,
         "upcoming": upcoming,
@@ -139,13 +131,11 @@ def _create(request):
         return _form_page(request, form, status=400)
     w = form.window(request.user)
     if why := _scope_problem(request.user, w.scope, w.collection):
-        return _refused(request, SCHEDULE, why)
+        return confirmations.refused(request, SCHEDULE, why)
     try:
         with transaction.atomic():
-            record = _audit(request.user, SCHEDULE, w.scope, reason, data["token"])
-            w.save()
-            record.params = {"window": w.pk}
-            record.save(update_fields=["params"])
+            w.save()  # rolled back with it when the token was used already
+            record = _audit(request.user, SCHEDULE, w, reason, data["token"])
             _item(record, w, "scheduled")
     except IntegrityError:  # the same confirmation submitted again: nothing is done twice
         pass
@@ -158,12 +148,10 @@ def cancel(request, pk: int):
     w = get_object_or_404(MaintenanceWindow, pk=pk)
     problem = refusal(request.user, CANCEL) or _scope_problem(request.user, w.scope, w.collection)
     if problem:
-        return _refused(request, CANCEL, problem)
+        return confirmations.refused(request, CANCEL, problem)
     state = shown(w, timezone.now())
     if request.method != "POST":
-        payload = signing.dumps(
-            {"window": w.pk, "user": request.user.pk, "token": uuid.uuid4().hex}, salt=SALT
-        )
+        payload = confirmations.sign(request, SALT, window=w.pk)
         return render(
             request, "steering/window_cancel.html", {"s": state, "w": w, "payload": payload}
         )
@@ -183,9 +171,7 @@ def _cancel(request, w: MaintenanceWindow, state):
         return render(request, "steering/window_cancel.html", context, status=400)
     try:
         with transaction.atomic():
-            record = _audit(request.user, CANCEL, w.scope, reason, data["token"])
-            record.params = {"window": w.pk}
-            record.save(update_fields=["params"])
+            record = _audit(request.user, CANCEL, w, reason, data["token"])
             cancelled = MaintenanceWindow.objects.filter(pk=w.pk, cancelled__isnull=True).update(
                 cancelled=timezone.now(),
                 cancelled_by=request.user.get_username(),
@@ -204,13 +190,14 @@ def _cancel(request, w: MaintenanceWindow, state):
     return redirect(reverse("windows:list") + "?cancelled=1")
 
 
-def _audit(user, action: Action, scope: str, reason: str, token: str) -> AdminAction:
+def _audit(user, action: Action, w: MaintenanceWindow, reason: str, token: str) -> AdminAction:
     return AdminAction.objects.create(
         user=user,
         username=user.get_username(),
         action=action.name,
-        scope=scope,
+        scope=w.scope,
         reason=reason,
+        params={"window": w.pk},
         token=token,
         total=1,
         done=1,

@@ -7,6 +7,7 @@ import uuid
 import pytest
 from django.contrib.auth.models import Group
 from django.core.exceptions import PermissionDenied
+from rq import Queue, SimpleWorker
 
 from merritt_queue.core.states import JOB
 from steering.actions import execute
@@ -18,6 +19,27 @@ from steering.planning import Target, plan, steps_again
 @pytest.fixture
 def queue(process_store):
     return process_store
+
+
+@pytest.fixture
+def admin_queue(settings, redis) -> Queue:
+    """``mq-admin`` on the test's Redis, which django_rq's "default" connection then names."""
+    url = redis.connection_pool.connection_kwargs
+    settings.RQ_QUEUES = {
+        "default": {
+            "HOST": url.get("host", "127.0.0.1"),
+            "PORT": url.get("port", 6379),
+            "DB": url.get("db", 0),
+        }
+    }
+    return Queue("mq-admin", connection=redis)
+
+
+def work(admin_queue: Queue) -> None:
+    """Run what is queued on ``mq-admin``, as its worker would, then return."""
+    SimpleWorker([admin_queue], connection=admin_queue.connection).work(
+        burst=True, logging_level="WARNING"
+    )
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from rq import Queue, SimpleWorker
 
 from merritt_queue.core.dispatcher import all_queue_names
 from steering import tasks
@@ -12,27 +11,14 @@ from steering.models import AdminAction, AdminActionItem
 from tests import test_steering_actions as base
 from tests.test_steering_pages import confirm_and_execute, mirrored
 
-queue, people, job_in = base.queue, base.people, base.job_in  # the same fixtures and helper
+queue, people, admin_queue = base.queue, base.people, base.admin_queue  # the same fixtures
+job_in, work = base.job_in, base.work  # and helpers
 
 
 @pytest.fixture
-def bulk(settings, redis):
+def bulk(settings, admin_queue):
     settings.MQ_BULK_INLINE_MAX = 2
-    url = redis.connection_pool.connection_kwargs
-    settings.RQ_QUEUES = {
-        "default": {
-            "HOST": url.get("host", "127.0.0.1"),
-            "PORT": url.get("port", 6379),
-            "DB": url.get("db", 0),
-        }
-    }
-    return Queue("mq-admin", connection=redis)
-
-
-def work(admin_queue: Queue) -> None:
-    SimpleWorker([admin_queue], connection=admin_queue.connection).work(
-        burst=True, logging_level="WARNING"
-    )
+    return admin_queue
 
 
 def test_admin_queue_is_served_first():

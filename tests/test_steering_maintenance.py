@@ -7,10 +7,8 @@ import re
 import socket
 from datetime import timedelta
 
-import pytest
 from django.core import signing
 from django.utils import timezone
-from rq import Queue, SimpleWorker
 
 from jobs.models import Job, MirrorState
 from merritt_queue.core import tree as t
@@ -21,28 +19,10 @@ from steering.models import AdminAction
 from tests import test_steering_actions as base
 from tests.test_steering_pages import mirrored
 
-queue, people, job_in = base.queue, base.people, base.job_in  # the same fixtures and helper
+queue, people, admin_queue = base.queue, base.people, base.admin_queue  # the same fixtures
+job_in, work = base.job_in, base.work  # and helpers
 
 PAYLOAD = re.compile(r'name="payload" value="([^"]+)"')
-
-
-@pytest.fixture
-def admin_queue(settings, redis):
-    url = redis.connection_pool.connection_kwargs
-    settings.RQ_QUEUES = {
-        "default": {
-            "HOST": url.get("host", "127.0.0.1"),
-            "PORT": url.get("port", 6379),
-            "DB": url.get("db", 0),
-        }
-    }
-    return Queue("mq-admin", connection=redis)
-
-
-def work(admin_queue: Queue) -> None:
-    SimpleWorker([admin_queue], connection=admin_queue.connection).work(
-        burst=True, logging_level="WARNING"
-    )
 
 
 def confirm(client, name: str, query: str):

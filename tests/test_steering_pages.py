@@ -346,3 +346,33 @@ def test_cleanup_purges_old_finished_items_and_stale_directories(
     assert os.path.isdir(work + kept)
     record = AdminAction.objects.get(username="cleanup", done=2)
     assert record.user is None and record.items.count() == 2
+
+
+def test_cleanup_keeps_the_working_directory_of_a_job_created_while_it_runs(queue, settings):
+    """A job created after cleanup listed the jobs, its working directory made before cleanup
+    looked at the directories: the directory is its job's, not an orphan."""
+    import os
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from steering.cleanup import Cleanup
+
+    work = settings.MQ_WORK_DIR + "/jobs/"
+    os.makedirs(work, exist_ok=True)
+    bid = base.new_batch(queue)
+    listing = queue.list_job_ids
+
+    def listed_then_a_job_starts():
+        jids = listing()
+        jid = queue.create_job(bid, {"collection": "demo"})  # and a worker makes its directory
+        os.makedirs(work + jid)
+        return jids
+
+    queue.list_job_ids = listed_then_a_job_starts
+    try:
+        Cleanup(queue, timezone.now() - timedelta(days=7), dry_run=False).run()
+    finally:
+        del queue.list_job_ids
+    for jid in queue.list_job_ids():
+        assert os.path.isdir(work + jid), f"the working directory of live job {jid} was removed"

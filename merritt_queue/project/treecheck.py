@@ -39,14 +39,22 @@ def run_check(
         return check_tree(store, repair=repair, lock_max_age=max_age, progress=progress)
 
 
-def save_findings(findings: list[Finding], repairing: bool, max_age: float) -> dict:
-    """Keep this run's findings in the mirror (one row, replaced by each run); what was kept."""
-    detail = {
+def summary(findings: list[Finding], repairing: bool, max_age: float) -> dict:
+    """A run's settings and counts, as the /consistency/ page and a maintenance action's
+    report both keep them next to their list of findings."""
+    return {
         "repair": repairing,
         "lock_max_age": max_age,
         "total": len(findings),
         "repaired": sum(f.repaired for f in findings),
         "unrepaired": sum(not f.repaired for f in findings),
+    }
+
+
+def save_findings(findings: list[Finding], repairing: bool, max_age: float) -> None:
+    """Keep this run's findings in the mirror (one row, replaced by each run)."""
+    detail = {
+        **summary(findings, repairing, max_age),
         "truncated": len(findings) > MAX_SAVED_FINDINGS,
         # Unrepaired first, so a cut list still shows what is left to do.
         "findings": [asdict(f) for f in sorted(findings, key=lambda f: f.repaired)][
@@ -56,7 +64,6 @@ def save_findings(findings: list[Finding], repairing: bool, max_age: float) -> d
     MirrorState.objects.update_or_create(
         name="consistency", defaults={"at": timezone.now(), "detail": detail}
     )
-    return detail
 
 
 def outcome(finding: Finding, repairing: bool) -> str:
