@@ -8,12 +8,9 @@ same delivery, with the same delivery id, whatever its status was.
 
 from __future__ import annotations
 
-import uuid
-
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core import signing
 from django.db import IntegrityError, transaction
 from django.http import HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
@@ -63,10 +60,7 @@ def _delivery(pk: int) -> tuple[Delivery, str]:
 
 
 def _page(request, delivery, collection, *, error="", reason="", status=200):
-    token = uuid.uuid4().hex
-    payload = signing.dumps(
-        {"delivery": delivery.pk, "user": request.user.pk, "token": token}, salt=SALT
-    )
+    payload = confirmations.sign(request, SALT, delivery=delivery.pk)
     context = {
         "delivery": delivery,
         "collection": collection,
