@@ -78,7 +78,8 @@ def _page_params(request) -> tuple[int, str, list[str]]:
     text = request.GET.get("limit", "").strip()
     limit = DEFAULT_LIMIT
     if text:
-        if not text.isdigit() or not 1 <= int(text) <= MAX_LIMIT:
+        # isdigit() alone holds for '²' (which int() refuses) and other scripts' digits.
+        if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= MAX_LIMIT:
             problems.append(f"limit must be a whole number from 1 to {MAX_LIMIT}")
         else:
             limit = int(text)
