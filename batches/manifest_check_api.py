@@ -13,7 +13,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from batches import rights
-from batches.tokens import api_user
+from batches.tokens import with_token_user
 from merritt_queue.deposit.manifestcheck import check_manifest
 
 
@@ -36,10 +36,8 @@ def manifest_bytes(request, limit: int) -> tuple[bytes | None, tuple[int, str] |
 
 @csrf_exempt  # a token API has no session cookie, so there is no CSRF to forge
 @require_POST
-def check_manifest_api(request):
-    user, refused_token = api_user(request)
-    if refused_token is not None:
-        return refused_token
+@with_token_user
+def check_manifest_api(request, user):
     if refusal := rights.submit_refusal(user, None):
         return JsonResponse({"errors": [refusal]}, status=403)
     limit = settings.MQ_MAX_MANIFEST_BYTES

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import RequestDataTooBig
 from django.http import JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
@@ -102,4 +103,21 @@ class UploadGuardMiddleware:
         limit = settings.MQ_MAX_MANIFEST_BYTES + FORM_ROOM if check else None
         if problem := length_problem(request, api, limit):
             return _refuse(request, api, *problem, check)
+        if check and not api and (problem := pasted_problem(request)):
+            return _refuse(request, api, *problem, check)
         return None
+
+
+def pasted_problem(request) -> tuple[int, str] | None:
+    """A manifest pasted into the check page is a form field, which Django holds in memory
+    under DATA_UPLOAD_MAX_MEMORY_SIZE, not the manifest's limit (a chosen file is not held
+    so). Past it, the form's reading raises, here or in the CSRF check alike: read here
+    (the body's length is judged already), so the page offers a way out, not a bare 400."""
+    try:
+        request.POST  # noqa: B018 - read for its error; the view reads it again from memory
+    except RequestDataTooBig:
+        cap = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        return 413, (
+            f"pasted text is limited to {cap} bytes; choose the manifest as a file instead"
+        )
+    return None

@@ -16,7 +16,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_safe
 
 from batches.models import Batch, BatchEvent
-from batches.tokens import api_user
+from batches.tokens import with_token_user
 from jobs.models import Job, JobEvent
 from jobs.timeline_view import who_of
 from merritt_queue.core.tree import is_batch_id, is_job_id
@@ -78,7 +78,8 @@ def _page_params(request) -> tuple[int, str, list[str]]:
     text = request.GET.get("limit", "").strip()
     limit = DEFAULT_LIMIT
     if text:
-        if not text.isdigit() or not 1 <= int(text) <= MAX_LIMIT:
+        # isdigit() alone holds for '²' (which int() refuses) and other scripts' digits.
+        if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= MAX_LIMIT:
             problems.append(f"limit must be a whole number from 1 to {MAX_LIMIT}")
         else:
             limit = int(text)
@@ -131,10 +132,8 @@ def _batch_body(request, batch: Batch) -> JsonResponse:
 
 
 @require_safe
-def batch_status(request, bid: str):
-    user, refusal = api_user(request)
-    if refusal:
-        return refusal
+@with_token_user
+def batch_status(request, user, bid: str):
     batch = Batch.objects.filter(bid=bid).first() if is_batch_id(bid) else None
     if batch is None or not may_read(user, batch.collection):
         return _not_found("batch", bid)
@@ -142,11 +141,9 @@ def batch_status(request, bid: str):
 
 
 @require_safe
-def batch_status_by_batch_id(request, batch_id: str):
+@with_token_user
+def batch_status_by_batch_id(request, user, batch_id: str):
     """The batch a depositor named with their own ``batchID`` when submitting it."""
-    user, refusal = api_user(request)
-    if refusal:
-        return refusal
     allowed = readable_collections(user)
     batches = Batch.objects.filter(uuid=batch_id).order_by("bid")
     if allowed is not None:
@@ -158,10 +155,8 @@ def batch_status_by_batch_id(request, batch_id: str):
 
 
 @require_safe
-def job_status(request, jid: str):
-    user, refusal = api_user(request)
-    if refusal:
-        return refusal
+@with_token_user
+def job_status(request, user, jid: str):
     job = Job.objects.filter(jid=jid).first() if is_job_id(jid) else None
     if job is None or not may_read(user, job.collection):
         return _not_found("job", jid)

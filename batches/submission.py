@@ -109,6 +109,8 @@ def submit(
         result = _create(store, clean, by, upload, rerun=rerun)
     if not result.duplicate:
         subscribe.subscribe(result.bid, clean, wishes)
+        if settings.MQ_HANDOVER:  # a first run and a rerun alike
+            handover.new_batch(store, django_rq.get_connection("default"), TASKS, result.bid)
     return result
 
 
@@ -180,8 +182,6 @@ def _create(store, clean: dict, by, upload, *, rerun: bool = False) -> SubmitRes
     if created.duplicate:
         _remove_upload(saved)
         _check_owner(store, created.id, clean, by)
-    elif settings.MQ_HANDOVER:
-        handover.new_batch(store, django_rq.get_connection("default"), TASKS, created.id)
     return SubmitResult(created.id, created.duplicate, clean.get("batchID"))
 
 

@@ -6,6 +6,7 @@ database write per poll would buy nothing a librarian reads.
 
 from __future__ import annotations
 
+import functools
 from datetime import timedelta
 
 from django.conf import settings
@@ -35,10 +36,16 @@ def note_use(token: ApiToken) -> None:
     )
 
 
-def api_user(request):
-    """The token's user and None, or None and the 401 to answer."""
-    token = token_of(request)
-    if token is None:
-        return None, JsonResponse({"errors": [NO_TOKEN]}, status=401)
-    note_use(token)
-    return token.user, None
+def with_token_user(view):
+    """``view(request, user, ...)`` for the user of the request's valid token; the 401
+    otherwise, which every API view answers alike."""
+
+    @functools.wraps(view)
+    def wrapped(request, *args, **kwargs):
+        token = token_of(request)
+        if token is None:
+            return JsonResponse({"errors": [NO_TOKEN]}, status=401)
+        note_use(token)
+        return view(request, token.user, *args, **kwargs)
+
+    return wrapped

@@ -92,8 +92,7 @@ def door_problems(job: JobRecord, after: dict) -> list[str]:
             "type": (job.configuration or {}).get("payload_type"),
         }
         problems += digest_problems(digest)
-        if "digest_type" in digest and digest["digest_type"] != after["digest_type"]:
-            after["digest_type"] = digest["digest_type"]  # normalised, as a submission's
+        after["digest_type"] = digest["digest_type"]  # normalised, as a submission's
     return problems
 
 

@@ -285,3 +285,15 @@ def test_a_manifest_over_the_forms_memory_cap_is_still_checked(client, person, s
     rows = [f"http://h.org/f{n:05}.jpg | | | | f{n:05}.jpg" for n in range(200)]
     response = api(client, key, checkm(*rows))
     assert response.status_code == 200 and response.json()["valid"] is True
+
+
+def test_a_pasted_manifest_over_the_forms_memory_cap_is_refused_with_a_way_out(
+    client, person, settings
+):
+    """Pasted text is a form field, which Django holds in memory under its own cap; past it,
+    the page says to upload the manifest as a file (before: a bare 400 Bad Request)."""
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1024
+    client.force_login(person)
+    rows = [f"http://h.org/f{n:05}.jpg | | | | f{n:05}.jpg" for n in range(200)]
+    page = client.post("/manifests/check/", {"text": checkm(*rows)})
+    assert page.status_code == 413 and "as a file" in page.content.decode()

@@ -203,6 +203,26 @@ def test_429_retry_after_is_respected(served, out, fetcher):
     assert time.monotonic() - started >= 0.9  # the backoff alone would be 0.01 s
 
 
+def test_a_retry_after_of_non_ascii_digits_is_ignored(served, out, fetcher):
+    """'²' passes str.isdigit() but not float(): the header is unusable, not a crash."""
+    url = served.behave(
+        "/busy2",
+        body=CONTENT,
+        failures=1,
+        failure_status=429,
+        failure_headers={"Retry-After": "\u00b2"},
+    )
+    fetcher(retries=2).download(url, out / "busy2")
+    assert (out / "busy2").read_bytes() == CONTENT
+
+
+def test_a_content_length_of_non_ascii_digits_is_no_content_length(served, out, fetcher):
+    """http.client and urllib3 read the body to its end; our own reading must not crash."""
+    url = served.behave("/sq", body=CONTENT, no_length=True, headers={"Content-Length": "\u00b2"})
+    result = fetcher().download(url, out / "sq", extra_algorithms=["md5"])
+    assert (out / "sq").read_bytes() == CONTENT and result.digests["md5"] == MD5
+
+
 def test_connection_refused_is_retryable(out, fetcher):
     with pytest.raises(FetchError) as info:
         fetcher(retries=2).download("http://127.0.0.1:1/x", out / "x")

@@ -245,6 +245,15 @@ def test_a_bad_page_request_is_a_400_naming_the_problem(client, depositor, depos
     assert query.split("=")[0] in response.json()["errors"][0]
 
 
+@pytest.mark.parametrize("value", ["\u00b2", "\u0661\u0662"])
+def test_a_limit_of_non_ascii_digits_is_a_400_not_a_crash(client, depositor, deposit, value):
+    """str.isdigit() holds for '²', which int() refuses; '١٢' would be taken as 12."""
+    headers = {"Authorization": f"Bearer {key_of(depositor)}"}
+    response = client.get(f"/api/v1/batches/{bid(1)}", {"limit": value}, headers=headers)
+    assert response.status_code == 400
+    assert "limit" in response.json()["errors"][0]
+
+
 def test_the_status_api_only_reads(client, depositor, deposit):
     key = key_of(depositor)
     response = client.post(f"/api/v1/batches/{bid(1)}", headers={"Authorization": f"Bearer {key}"})

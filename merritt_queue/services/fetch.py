@@ -503,7 +503,8 @@ def _verify_digest(url: str, expected: tuple[str, str] | None, digests: dict[str
 
 def _content_length(resp: requests.Response) -> int | None:
     value = resp.headers.get("Content-Length", "").strip()
-    return int(value) if value.isdigit() else None
+    # isdigit() alone holds for '²' (a header is read as latin-1), which int() refuses.
+    return int(value) if value.isascii() and value.isdigit() else None
 
 
 def _raise_for_status(url: str, resp: requests.Response) -> None:

@@ -65,7 +65,7 @@ def retry_after(resp: requests.Response) -> float | None:
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
+    if value.isascii() and value.isdigit():  # not '²', which float() refuses
         seconds = float(value)
     else:
         try:
