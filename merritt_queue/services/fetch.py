@@ -25,6 +25,9 @@ Guarantees:
   most the cap is ever written.
 - A response cut off inside its headers, shorter than its Content-Length, or with more bytes
   than its Content-Length already received, is a failed attempt, never a stored file.
+- No request takes anything from the operator's environment: no ``~/.netrc`` credentials
+  for a depositor's host, no proxy between us and the address the policy checked (see
+  ``transport.strict_session``).
 """
 
 from __future__ import annotations

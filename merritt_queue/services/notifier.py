@@ -5,9 +5,11 @@ as JSON with the same ``Idempotency-Key`` header on every attempt, so a receiver
 duplicates that retries after a lost answer produce (delivery is at least once, not exactly
 once); connection errors, timeouts, 408, 429 and 5xx are retried with exponential backoff
 (Retry-After honoured up to 30 s), ``retries`` being the total number of attempts; redirects
-are not followed. Failure raises ``NotifyError`` naming the URL and the last status or reason.
-Each attempt has one wall-clock ``deadline`` from connect to the answer's last byte (by
-default the read timeout), so a receiver that trickles its answer cannot hold the worker.
+are not followed, and nothing of the operator's environment (netrc credentials, a proxy) is
+used (``transport.strict_session``). Failure raises ``NotifyError`` naming the URL and the
+last status or reason. Each attempt has one wall-clock ``deadline`` from connect to the
+answer's last byte (by default the read timeout), so a receiver that trickles its answer
+cannot hold the worker.
 """
 
 from __future__ import annotations

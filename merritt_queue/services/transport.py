@@ -17,13 +17,20 @@ Guarantees:
   would otherwise let the surplus pass unseen. Only bytes already received are seen; the
   check costs one non-blocking read at the end of the body.
 
+- Nothing of the operator's environment reaches a request: no credentials from ``~/.netrc``
+  or ``$NETRC``, no proxy from ``HTTP(S)_PROXY`` or ``ALL_PROXY``; the connection goes to the
+  address the URL names. Only a CA bundle named by ``REQUESTS_CA_BUNDLE`` or
+  ``CURL_CA_BUNDLE`` is used, as ``requests`` would, read once per process.
+
 Sessions get this transport from ``strict_session``; it works for any ``requests.Session``.
 ``post_once`` is the one POST the notifier and the webhook make with it.
 """
 
 from __future__ import annotations
 
+import functools
 import http.client
+import os
 import socket
 import threading
 import time
@@ -196,10 +203,27 @@ class _StrictAdapter(HTTPAdapter):
 
 
 def strict_session(session: requests.Session) -> requests.Session:
-    """``session`` with this module's transport for http and https."""
+    """``session`` with this module's transport for http and https, deaf to the environment.
+
+    Its URLs come from depositors. A session that trusts the environment sends a URL's host
+    the operator's credentials for it from ``~/.netrc`` (or ``$NETRC``), and sends the
+    request through the proxy ``HTTP(S)_PROXY`` names, a connection to an address
+    ``netpolicy`` never judged; it also reads all of that again on every request. Only the
+    CA bundle ``REQUESTS_CA_BUNDLE`` or ``CURL_CA_BUNDLE`` names is kept, read once: it
+    decides whom we trust and sends nothing.
+    """
+    session.trust_env = False
+    if session.verify is True:
+        session.verify = _ca_bundle()
     session.mount("http://", _StrictAdapter())
     session.mount("https://", _StrictAdapter())
     return session
+
+
+@functools.cache
+def _ca_bundle() -> str | bool:
+    """What ``requests`` would verify against with the environment trusted."""
+    return os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE") or True
 
 
 class TooSlow(requests.Timeout):

@@ -4,9 +4,10 @@ Guarantees: ``sign`` is HMAC-SHA256 with the profile's secret over ``timestamp +
 so a receiver that checks it and the timestamp's age knows who sent the body and rejects a
 replay; the headers carry the delivery id, the same on every attempt, for the receiver to
 drop repeats. ``post`` makes exactly one attempt (the caller schedules retries, so no worker
-sleeps): the URL passes ``netpolicy.check_url`` first, redirects are not followed, one
-wall-clock deadline covers connect to the answer's last byte, and at most ``EXCERPT`` bytes of
-the answer are read, with any credentials in them hidden. It never raises for the network or
+sleeps): the URL passes ``netpolicy.check_url`` first, redirects are not followed, nothing of
+the operator's environment (netrc credentials, a proxy) is used, one wall-clock deadline
+covers connect to the answer's last byte, and at most ``EXCERPT`` bytes of the answer are
+read, with any credentials in them hidden. It never raises for the network or
 the receiver: the ``Attempt`` says what happened and whether another try may help.
 """
 
