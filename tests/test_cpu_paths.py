@@ -2,7 +2,7 @@
 
 ``mirror.sql.select_in`` runs the ORM's own SQL compiled once: the same rows and the same
 Python values as ``.values()`` (dates, JSON, booleans), whatever keys are asked for.
-``zk.PollingHandler`` waits with poll(2) and answers as kazoo's own handler does.
+``zk.PollingHandler`` waits with one poll(2) object and answers as kazoo's own handler does.
 """
 
 from __future__ import annotations
@@ -95,6 +95,23 @@ def test_the_polling_handler_answers_as_kazoos_own():
         for rlist, wlist in (([a], []), ([], [a]), ([a], [a]), ([a, b], [b])):
             assert ours.select(rlist, wlist, [], 0.01) == theirs.select(rlist, wlist, [], 0.01)
         assert ours.select([a], [], [], 0.01) == ([a], [], [])
+        # Descriptors as numbers, one asked twice, an xlist, no wait at all: the same.
+        for rlist, wlist, xlist, timeout in (
+            ([a.fileno()], [b.fileno()], [], 0),
+            ([a, a], [a], [a], 0.0),
+            ([b], [], [a, b], 0.001),
+        ):
+            assert ours.select(rlist, wlist, xlist, timeout) == theirs.select(
+                rlist, wlist, xlist, timeout
+            )
+        for bad in (-1, "soon"):  # a wrong timeout: the same refusal
+            with pytest.raises((ValueError, TypeError)) as mine:
+                ours.select([a], [], [], bad)
+            with pytest.raises((ValueError, TypeError)) as kazoos:
+                theirs.select([a], [], [], bad)
+            assert (mine.type, str(mine.value)) == (kazoos.type, str(kazoos.value))
+        b.shutdown(socket.SHUT_WR)  # the peer hung up: readable for both
+        assert ours.select([a], [a], [], 0.01) == theirs.select([a], [a], [], 0.01)
         a.close()  # a closed socket: the same refusal
         refusals = []
         for handler in (ours, theirs):

@@ -29,6 +29,7 @@ from collections.abc import Sequence
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import EXCEPTIONS, NoNodeError, UnimplementedError
+from kazoo.protocol.paths import _prefix_root
 from kazoo.protocol.serialization import (
     int_struct,
     multiheader_struct,
@@ -103,7 +104,7 @@ class Reads:
     def _send_multi(self) -> list:
         pending, root = [], self.client.chroot
         for start in range(0, len(self.requests), CHUNK):
-            ops = [(k, _rooted(root, p)) for k, p in self.requests[start : start + CHUNK]]
+            ops = [(k, rooted(root, p)) for k, p in self.requests[start : start + CHUNK]]
             result = self.client.handler.async_result()
             self.client._call(MultiRead(ops), result)
             pending.append(result)
@@ -125,11 +126,13 @@ class Reads:
         return out
 
 
-def _rooted(root: str, path: str) -> str:
-    """kazoo's ``_prefix_root`` for the absolute, normalised paths of the tree (10x cheaper)."""
-    if not root:
-        return path
-    return root if path == "/" else root + path
+def rooted(root: str, path: str) -> str:
+    """kazoo's ``_prefix_root``, about ten times cheaper for the absolute, normalised paths
+    the tree builds; any other path goes through kazoo's own (which normalises it, or
+    refuses a relative one)."""
+    if not path.startswith("/") or "//" in path or "/." in path or path.endswith("/"):
+        return path if path == "/" and not root else _prefix_root(root, path)
+    return root + path if root else path
 
 
 def _value(result):
@@ -158,7 +161,7 @@ def _supports_multiread(client: KazooClient) -> bool:
     known = _support.get(client)
     if known is None:
         result = client.handler.async_result()
-        client._call(MultiRead([(CHILDREN, _rooted(client.chroot, "/"))]), result)
+        client._call(MultiRead([(CHILDREN, rooted(client.chroot, "/"))]), result)
         try:
             result.get()
             known = True

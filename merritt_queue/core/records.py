@@ -152,16 +152,6 @@ class Op:
     ephemeral: bool = False
     tolerant: bool = False
 
-    def add_to(self, tx) -> None:
-        if self.kind == OpKind.CREATE:
-            tx.create(self.path, self.data, ephemeral=self.ephemeral)
-        elif self.kind == OpKind.DELETE:
-            tx.delete(self.path, version=self.version)
-        elif self.kind == OpKind.SET:
-            tx.set_data(self.path, self.data, version=self.version)
-        else:
-            tx.check(self.path, self.version)
-
 
 class ChangeKind(StrEnum):
     """What kind of item a change is about; a str, as ``OpKind``."""

@@ -8,38 +8,80 @@ the client by pid and a child simply builds its own.
 from __future__ import annotations
 
 import logging
+import math
 import os
-import selectors
+import select
 import threading
 from dataclasses import dataclass
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.handlers.threading import SequentialThreadingHandler
-from kazoo.handlers.utils import selector_select
+from kazoo.handlers.utils import fileobj_to_fd, selector_select
 from kazoo.retry import KazooRetry
 
 log = logging.getLogger(__name__)
 
 
-class _PollSelectors:
-    """What kazoo's ``selector_select`` takes of the ``selectors`` module, with poll(2)."""
-
-    EVENT_READ = selectors.EVENT_READ
-    EVENT_WRITE = selectors.EVENT_WRITE
-    DefaultSelector = getattr(selectors, "PollSelector", selectors.DefaultSelector)
-
-
 class PollingHandler(SequentialThreadingHandler):
     """kazoo's threading handler, its connection thread waiting with poll(2).
 
-    That thread waits on its sockets before every request it sends and every answer it
-    reads, each time through a new selector: Linux's default, epoll, costs four system
-    calls more per wait (create, register twice, close) than poll, which, like it, takes
-    any descriptor number (``select`` stops at 1024).
+    That thread waits on its sockets several times per request (before sending, before
+    each read of an answer), each time through a new selector from kazoo's
+    ``selector_select``: with Linux's default, epoll, four system calls more per wait than
+    poll, and with either, the ``selectors`` module's bookkeeping, which costs that thread
+    more than the request itself. ``poll_select`` answers as ``selector_select`` does.
     """
 
     def select(self, *args, **kwargs):
-        return selector_select(*args, selectors_module=_PollSelectors, **kwargs)
+        return poll_select(*args, **kwargs) if _HAS_POLL else selector_select(*args, **kwargs)
+
+
+_HAS_POLL = hasattr(select, "poll")
+_READ, _WRITE = getattr(select, "POLLIN", 1), getattr(select, "POLLOUT", 4)
+
+
+def poll_select(rlist, wlist, xlist, timeout=None):
+    """kazoo's ``selector_select`` (which copies ``select.select``'s signature), one
+    poll(2) object and no ``selectors`` bookkeeping: the same answers, the same refusals.
+
+    Like it, an error or hang-up on a descriptor counts as ready for what was asked of it,
+    a descriptor asked for both is reported readable only, and ``xlist`` is never
+    reported.
+    """
+    if timeout is not None:
+        if not isinstance(timeout, int | float):
+            raise TypeError("timeout must be a number")
+        if timeout < 0:
+            raise ValueError("timeout must be non-negative")
+    wanted: dict[int, int] = {}
+    objects: dict[int, list] = {}
+    for mask, fileobjs in ((_READ, rlist), (_WRITE, wlist)):
+        for fileobj in fileobjs:
+            fd = fileobj_to_fd(fileobj)
+            wanted[fd] = wanted.get(fd, 0) | mask
+            objects.setdefault(fd, []).append(fileobj)
+    poller = select.poll()
+    for fd, mask in wanted.items():
+        try:
+            poller.register(fd, mask)
+        except (ValueError, OSError) as e:
+            raise ValueError("Invalid event mask or fd") from e
+    # poll(2) counts milliseconds: rounded up, so that a wait is never shorter than asked.
+    ms = None if timeout is None else (0 if timeout <= 0 else math.ceil(timeout * 1e3))
+    try:
+        ready = poller.poll(ms)
+    except InterruptedError:
+        ready = []
+    readable: list = []
+    writable: list = []
+    for fd, event in ready:
+        seen = (_WRITE if event & ~_READ else 0) | (_READ if event & ~_WRITE else 0)
+        seen &= wanted.get(fd, 0)
+        if seen & _READ:
+            readable.extend(objects[fd])
+        elif seen & _WRITE:
+            writable.extend(objects[fd])
+    return readable, writable, []
 
 
 @dataclass(frozen=True)
