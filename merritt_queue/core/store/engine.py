@@ -28,7 +28,14 @@ from kazoo.exceptions import (
     SessionExpiredError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
-from kazoo.protocol.serialization import CheckVersion, Create, Delete, SetData, Transaction
+from kazoo.protocol.serialization import (
+    CheckVersion,
+    Create,
+    Delete,
+    Exists,
+    SetData,
+    Transaction,
+)
 from kazoo.security import OPEN_ACL_UNSAFE
 
 from .. import multiread as mr
@@ -171,7 +178,24 @@ class Engine:
 
     def exists(self, path: str) -> Any:
         self.stats["round_trips"] += 1
-        return self.client.exists(path)
+        return self.stat(path)
+
+    def stat(self, path: str) -> Any:
+        """``client.exists(path)``, uncounted, the request built here as ``_send`` does:
+        the hot single requests of a step (a lock, the re-check between steps)."""
+        result = self.client.handler.async_result()
+        self.client._call(Exists(mr.rooted(self.client.chroot, path), None), result)
+        return result.get()
+
+    def create_node(self, path: str, data: bytes = b"", *, ephemeral: bool = False) -> None:
+        """``client.create(path, data, ephemeral=...)``, uncounted, as ``stat``."""
+        acl = self.client.default_acl or OPEN_ACL_UNSAFE
+        request = Create(
+            mr.rooted(self.client.chroot, path), data, acl, EPHEMERAL if ephemeral else 0
+        )
+        result = self.client.handler.async_result()
+        self.client._call(request, result)
+        result.get()
 
     def exists_many(self, paths: list[str]) -> list[bool]:
         """Whether each node exists, in one pipelined round."""
@@ -292,7 +316,7 @@ class Engine:
         self.client.set(path, data)
 
     def _create(self, path: str, data: bytes) -> None:
-        self.client.create(path, data)
+        self.create_node(path, data)
 
 
 def _request(op: Op, root: str, acl: Any) -> Any:

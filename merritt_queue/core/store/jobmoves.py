@@ -91,7 +91,7 @@ class JobMoves(HistoryWrites, Locks):
         force-fail it may be another worker's.
         """
         self.stats["round_trips"] += 1
-        status = self.client.exists(t.job_node(job.jid, "status"))
+        status = self.engine.stat(t.job_node(job.jid, "status"))
         same_session = self.session_id == job.lock_session
         if same_session and status is not None and status.version == job.status_version:
             return True

@@ -45,7 +45,7 @@ class Locks(StoreBase):
         self.stats["round_trips"] += 1
         self.stats["writes"] += 1
         try:
-            self.client.create(path, b"", ephemeral=True)
+            self.engine.create_node(path, ephemeral=True)
             return True
         except NodeExistsError:  # someone else holds it: normal, try the next item
             return False
@@ -126,7 +126,7 @@ class Locks(StoreBase):
         self.stats["round_trips"] += 1
         self.stats["writes"] += 1
         try:
-            self.client.create(path, t.encode_str(owner))
+            self.engine.create_node(path, t.encode_str(owner))
             return True
         except NodeExistsError:  # held: ours from a run that died, or someone else's
             pass
