@@ -1,8 +1,9 @@
 """Recording stored versions in the local inventory tables.
 
 Guarantees: recording the same (ARK, version) twice writes nothing the second
-time (a Recording step re-run after a crash is harmless); a local id is bound
-to one ARK forever, the first binding winning a race.
+time (a Recording step re-run after a crash is harmless), recording it from
+another job is refused, and so is a version naming a file twice; a local id is
+bound to one ARK forever, the first binding winning a race.
 """
 
 from __future__ import annotations
@@ -74,23 +75,28 @@ class LocalInventory:
             )
         deleted = list(deleted)
         check_changes(ark, version, files, deleted, mode)
-        existing = InventoryVersion.objects.filter(obj__ark=ark, number=version).first()
-        if existing:
-            if existing.job_id != job_id:
-                raise InventoryError(
-                    f"inventory already holds {ark} version {version} from job {existing.job_id}",
-                    retryable=False,
-                )
-            return False
-        try:
-            with transaction.atomic():
-                self._insert(ark, version, job_id, collection, files, metadata or {}, deleted, mode)
-        except IntegrityError:  # a twin step recorded it between our check and insert
-            return False
-        return True
+        # No existence query ahead of the inserts: their own uniqueness answers, and the
+        # holder of the version is looked up only when one refuses. A first version is
+        # nearly always of a new object, inserted without looking for it first; a later
+        # one, or a first whose object is there already, finds its object.
+        new_object = version == 1
+        args = (ark, version, job_id, collection, files, metadata or {}, deleted, mode)
+        while True:
+            try:
+                with transaction.atomic():
+                    self._insert(*args, new_object=new_object)
+                return True
+            except IntegrityError as e:  # recorded already (maybe by a twin step just now)
+                if _recorded_by(ark, version, job_id):
+                    return False
+                if not new_object:
+                    raise InventoryError(
+                        f"{ark} version {version} could not be recorded: {e}", retryable=False
+                    ) from e
+                new_object = False  # the object was there: go again as a later version
 
     @staticmethod
-    def _insert(ark, version, job_id, collection, files, metadata, deleted, mode) -> None:
+    def _insert(ark, version, job_id, collection, files, metadata, deleted, mode, *, new_object):
         stored = datetime.now(UTC)
         described = {
             "title": metadata.get("erc_what"),
@@ -98,15 +104,16 @@ class LocalInventory:
             "date": metadata.get("erc_when"),
         }
         # A new object is written whole at once: this version is its only one.
-        obj, created = InventoryObject.objects.get_or_create(
-            ark=ark,
-            defaults={
-                "collection": collection,
-                **{name: value for name, value in described.items() if value},
-                "version_count": 1,
-                "last_stored": stored,
-            },
-        )
+        new = {
+            "collection": collection,
+            **{name: value for name, value in described.items() if value},
+            "version_count": 1,
+            "last_stored": stored,
+        }
+        if new_object:  # an object already there refuses this, and the caller goes again
+            obj, created = InventoryObject.objects.create(ark=ark, **new), True
+        else:
+            obj, created = InventoryObject.objects.get_or_create(ark=ark, defaults=new)
         # Counted once here, so that no page counts a version's files by their change.
         counts = Counter(f.get("change") or "" for f in files)
         row = InventoryVersion.objects.create(
@@ -156,3 +163,18 @@ class LocalInventory:
         except IntegrityError:  # bound concurrently: the first binding stands
             row = LocalIdentifier.objects.get(collection=collection, local_id=local_id)
         return row.ark
+
+
+def _recorded_by(ark: str, version: int, job_id: str) -> bool:
+    """Whether ``job_id`` recorded this version already; InventoryError when another job did."""
+    holder = (
+        InventoryVersion.objects.filter(obj__ark=ark, number=version)
+        .values_list("job_id", flat=True)
+        .first()
+    )
+    if holder is not None and holder != job_id:
+        raise InventoryError(
+            f"inventory already holds {ark} version {version} from job {holder}",
+            retryable=False,
+        )
+    return holder is not None

@@ -18,7 +18,6 @@ from contextlib import contextmanager
 
 from django.conf import settings
 
-from batches.models import Profile
 from jobs import versionfiles
 from jobs.download import downloading
 from jobs.identify import processing
@@ -221,7 +220,7 @@ def recording(s: Services, job: JobRecord) -> Outcome:
 
 def notify(s: Services, job: JobRecord) -> Outcome:
     config = job_config(job)
-    profile = Profile.objects.filter(name=profile_of(config)).first()
+    profile = s.profile(profile_of(config))
     if profile and profile.callback_url:
         # The same key on every run of this step: a receiver can drop a repeated notification.
         s.notifier.notify(

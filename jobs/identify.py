@@ -32,7 +32,7 @@ def processing(s: Services, job: JobRecord) -> Outcome:
     A refusal fails the job before anything is minted, bound or written."""
     config = job_config(job)
     collection = s.store.item_collection(config)
-    profile = _profile(job)
+    profile = _profile(s, job)
     ids = job.identifiers or {}
     if refusal := _supplied_ark_refusal(config, collection, profile):
         return Outcome.fail(refusal)
@@ -120,9 +120,9 @@ def _save_identifiers(s: Services, job: JobRecord, primary: str, local_ids: list
     s.store.save_job_data(job.jid, "identifiers", value, exists=job.identifiers is not None)
 
 
-def _profile(job: JobRecord) -> Profile:
+def _profile(s: Services, job: JobRecord) -> Profile:
     name = profile_of(job_config(job))
-    profile = Profile.objects.filter(name=name).first()
+    profile = s.profile(name)
     if profile is None:
         raise ServiceError(f"profile {name!r} no longer exists", retryable=False)
     return profile

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote, urlsplit
 from urllib.request import url2pathname
@@ -12,6 +15,7 @@ from urllib.request import url2pathname
 import django_rq
 from django.conf import settings
 
+from batches.models import Profile
 from inventory.recorder import LocalInventory
 from merritt_queue.core.history import WORKER_PREFIX, process_actor
 from merritt_queue.core.store import QueueStore
@@ -36,6 +40,28 @@ class Services:
     notifier: CallbackNotifier
     work_root: Path
     host_slots: HostSlots | None = None
+    # What one chain of a job's steps has read (``chain``), per thread.
+    _chain: threading.local = field(default_factory=threading.local, repr=False)
+
+    @contextmanager
+    def chain(self) -> Iterator[None]:
+        """One run of a job's steps under its lock: within it the job's profile is read
+        once, by the first step that asks. The next run reads it afresh, so an admin's
+        edit reaches the job's later steps and every other job."""
+        self._chain.profiles = {}
+        try:
+            yield
+        finally:
+            del self._chain.profiles
+
+    def profile(self, name: str) -> Profile | None:
+        """The profile ``name``, None when it no longer exists."""
+        read = getattr(self._chain, "profiles", None)
+        if read is None:
+            return Profile.objects.filter(name=name).first()
+        if name not in read:
+            read[name] = Profile.objects.filter(name=name).first()
+        return read[name]
 
     @property
     def uploads_root(self) -> Path:

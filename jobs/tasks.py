@@ -31,7 +31,8 @@ def run_job_step(jid: str, status: str) -> str:
             _handlers[id(services)] = handlers(services)
         table = _handlers[id(services)]
         current = get_current_job()
-        report = run_job_steps(services.store, jid, status, table, policy=_policy(current))
+        with services.chain():
+            report = run_job_steps(services.store, jid, status, table, policy=_policy(current))
         if report.result == StepResult.LEFT and current is not None:
             defer(current.connection, rq_job_id("job", jid, status), LEAVE_SECONDS)
         if report.result == StepResult.DEFERRED and current is not None:

@@ -121,6 +121,28 @@ def test_recording_the_same_version_again_writes_nothing(inventory):
         inventory.record(ark=ARK, version=2, job_id="jid0000000099", collection="demo", files=[])
 
 
+def test_recording_a_first_version_again_writes_nothing(inventory):
+    row = InventoryObject.objects.values_list("collection", "version_count", "title")
+    before = row.get(ark=ARK)
+    files = [file("producer/other.tif", "added")]
+    again = inventory.record(ark=ARK, version=1, job_id=V1_JOB, collection="x", files=files)
+    assert again is False
+    assert row.get(ark=ARK) == before
+    assert InventoryVersion.objects.get(obj__ark=ARK, number=1).file_count == 5
+    with pytest.raises(InventoryError, match=f"already holds {ARK} version 1 from job {V1_JOB}"):
+        inventory.record(ark=ARK, version=1, job_id="jid0000000099", collection="demo", files=[])
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_version_naming_a_file_twice_is_refused_and_nothing_is_written(db, version):
+    twice = [file("producer/a.txt", "added"), file("producer/a.txt", "added", 7)]
+    with pytest.raises(InventoryError, match=f"{ARK} version {version} could not be recorded"):
+        LocalInventory().record(
+            ark=ARK, version=version, job_id=V1_JOB, collection="demo", files=twice
+        )
+    assert not InventoryObject.objects.exists() and not InventoryVersion.objects.exists()
+
+
 @pytest.mark.parametrize(
     "kwargs, message",
     [
