@@ -10,10 +10,11 @@ Guarantees:
   ``NAAN/<shoulder><blade>``.
 - With a ``token`` (the job's id), ``LocalMinter`` mints once per token and shoulder: a
   step re-run after its ARK was minted but not saved (a worker killed, ZooKeeper away) gets
-  the same ARK back. The token's ARK is written after the counter, under the same lock, so
-  a crash between the two wastes an identifier and never hands one out twice. Once the
-  caller has saved the ARK where a re-run finds it, ``forget`` drops the token, so the
-  tokens kept are those of mints in flight, not one file per job ever minted.
+  the same ARK back. The token's ARK is written after the counter is durable, under the same
+  lock, and is not fsynced itself: a machine crash may lose it or leave it cut short (read
+  back as no token), which wastes an identifier the caller never saved, and never hands one
+  out twice. Once the caller has saved the ARK where a re-run finds it, ``forget`` drops the
+  token, so the tokens kept are those of mints in flight, not one file per job ever minted.
 - ``EzidMinter`` sends one POST per call and never retries on its own: a POST whose answer was
   lost may have minted already, so repeating it is the caller's decision (``retryable``).
   EZID keeps no tokens: there, a re-run after such a loss mints a second ARK.
@@ -117,21 +118,22 @@ class LocalMinter:
         counter = self.state_dir / f"{name}.counter"
         remembered = self._token_file(shoulder, token) if token else None
         try:
-            self.state_dir.mkdir(parents=True, exist_ok=True)
+            _make_dir_durably(self.state_dir)
             if remembered:
                 remembered.parent.mkdir(exist_ok=True)
             # A separate lock file: the counter file itself is replaced on every write,
             # and a lock on a replaced inode would no longer exclude anybody.
             with open(self.state_dir / f"{name}.lock", "a") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)
-                if remembered and remembered.exists():
-                    return remembered.read_text(encoding="ascii").strip()
+                if remembered and (ark := _remembered_ark(remembered, shoulder)):
+                    return ark
                 value = _read_counter(counter)
                 _write_durably(counter, f"{value + 1}\n")
                 body = f"{naan}/{prefix}{blade(value)}"
                 ark = f"ark:/{body}{ncda(body)}"
                 if remembered:
-                    _write_durably(remembered, f"{ark}\n")
+                    # Only a whole, valid ARK is read back, so a plain write will do.
+                    remembered.write_text(f"{ark}\n", encoding="ascii")
                 return ark
         except OSError as exc:
             raise MinterError(
@@ -161,6 +163,31 @@ def _read_counter(path: Path) -> int:
     return int(text)
 
 
+def _remembered_ark(path: Path, shoulder: str) -> str | None:
+    """The ARK a token file names; None when there is none, or what a crash left of one."""
+    try:
+        ark = path.read_text(encoding="ascii", errors="replace").strip()
+    except FileNotFoundError:
+        return None
+    return ark if ark.startswith(shoulder) and ncda_valid(ark) else None
+
+
+def _make_dir_durably(path: Path) -> None:
+    """``path`` and any missing parents, each new entry fsynced into its parent: the
+    counters in a directory a crash forgot would start again from 0."""
+    try:
+        path.mkdir()
+    except FileExistsError:
+        return
+    except FileNotFoundError:
+        _make_dir_durably(path.parent)
+        try:
+            path.mkdir()
+        except FileExistsError:
+            return
+    _fsync_dir(path.parent)
+
+
 def _write_durably(path: Path, text: str) -> None:
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     with open(tmp, "w", encoding="ascii") as f:
@@ -168,7 +195,11 @@ def _write_durably(path: Path, text: str) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(path: Path) -> None:
+    dir_fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(dir_fd)
     finally:
