@@ -33,6 +33,7 @@ from urllib.parse import quote
 import requests
 
 from . import httputil
+from .durable import fsync_dir, make_dirs
 from .errors import MinterError
 
 # NOID's "extended digits"; their positions are the ordinals NCDA uses.
@@ -118,7 +119,8 @@ class LocalMinter:
         counter = self.state_dir / f"{name}.counter"
         remembered = self._token_file(shoulder, token) if token else None
         try:
-            _make_dir_durably(self.state_dir)
+            # A counter in a directory a crash forgot would start again from 0.
+            make_dirs(self.state_dir)
             if remembered:
                 remembered.parent.mkdir(exist_ok=True)
             # A separate lock file: the counter file itself is replaced on every write,
@@ -172,22 +174,6 @@ def _remembered_ark(path: Path, shoulder: str) -> str | None:
     return ark if ark.startswith(shoulder) and ncda_valid(ark) else None
 
 
-def _make_dir_durably(path: Path) -> None:
-    """``path`` and any missing parents, each new entry fsynced into its parent: the
-    counters in a directory a crash forgot would start again from 0."""
-    try:
-        path.mkdir()
-    except FileExistsError:
-        return
-    except FileNotFoundError:
-        _make_dir_durably(path.parent)
-        try:
-            path.mkdir()
-        except FileExistsError:
-            return
-    _fsync_dir(path.parent)
-
-
 def _write_durably(path: Path, text: str) -> None:
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     with open(tmp, "w", encoding="ascii") as f:
@@ -195,15 +181,7 @@ def _write_durably(path: Path, text: str) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(path: Path) -> None:
-    dir_fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    fsync_dir(path.parent)
 
 
 # -- EZID ---------------------------------------------------------------------------------
