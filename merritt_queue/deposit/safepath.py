@@ -63,7 +63,7 @@ def inside_each(root: Path, names: Iterable[object]) -> list[Path]:
     """
     root = Path(root)
     folders: set[str] = set()  # the parts below root seen to be no symbolic link
-    paths = []
+    paths: list[Path] = []
     for name in names:
         if not paths:  # a root that cannot be resolved (a link loop) fails as in ``inside``
             root.resolve()
