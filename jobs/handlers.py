@@ -33,7 +33,7 @@ from merritt_queue.deposit.containers import ContainerError
 from merritt_queue.deposit.digest import check_digest_format, normalise_algorithm
 from merritt_queue.deposit.diskspace import percent_used_after
 from merritt_queue.deposit.manifest import ManifestError
-from merritt_queue.deposit.safepath import inside
+from merritt_queue.deposit.safepath import inside_each
 from merritt_queue.services.errors import ManifestMismatch, ServiceError
 
 
@@ -134,7 +134,8 @@ def storing(s: Services, job: JobRecord) -> Outcome:
     with _held(s, ItemLock("storage", ark, owner=job.jid)) as lock:
         work = s.job_dir(job.jid)
         entries = objectfiles.object_files(work)
-        files = [(e["name"], inside(work, e["name"])) for e in entries]
+        names = [e["name"] for e in entries]
+        files = list(zip(names, inside_each(work, names), strict=True))
         manifest = [
             {"name": e["name"], "size": e["size"], "digests": {"sha256": e["sha256"]}}
             for e in entries

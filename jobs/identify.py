@@ -161,9 +161,13 @@ def _write_object_files(
     system = work / "system"
     system.mkdir(parents=True, exist_ok=True)
     meta = job.metadata or {}
-    (system / "mrt-erc.txt").write_text(objectfiles.erc_text(meta, ark), encoding="utf-8")
-    (system / "mrt-dc.xml").write_text(objectfiles.dublin_core_xml(meta, ark), encoding="utf-8")
-    entries = objectfiles.describe_files(work, objectfiles.OBJECT_SUBDIRS)
+    written = {
+        "system/mrt-erc.txt": objectfiles.erc_text(meta, ark).encode("utf-8"),
+        "system/mrt-dc.xml": objectfiles.dublin_core_xml(meta, ark).encode("utf-8"),
+    }
+    for name, data in written.items():
+        (work / name).write_bytes(data)
+    entries = objectfiles.describe_files(work, objectfiles.OBJECT_SUBDIRS, written)
     objectfiles.save_description(work, entries)
     manifest = work / "storage-manifest.checkm"
     manifest.write_text(objectfiles.storage_manifest(entries, work), encoding="utf-8")

@@ -32,7 +32,9 @@ def save(work: Path, version: StoredVersion, entries: list[dict], mode: str) -> 
     """``entries``: the job's own files as Processing described them, whose md5 and mime type
     fill in what storage did not report."""
     recorded = _recorded(version, mode, {e["name"]: e for e in entries})
-    (work / STORED).write_text(json.dumps(dataclasses.asdict(recorded)), encoding="utf-8")
+    # Not dataclasses.asdict, which deep-copies every file's dict only for json to read it.
+    data = {f.name: getattr(recorded, f.name) for f in dataclasses.fields(recorded)}
+    (work / STORED).write_text(json.dumps(data), encoding="utf-8")
 
 
 def load(work: Path, storage, ark: str, version: int) -> RecordedVersion:

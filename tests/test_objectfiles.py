@@ -32,3 +32,15 @@ def test_a_missing_or_damaged_description_describes_the_files_afresh(tmp_path):
     for damaged in ('[{"name": "producer/a.txt"', '[{"name": "x"}]', '{"a": 1}'):
         (tmp_path / objectfiles.DESCRIPTION).write_text(damaged)
         assert objectfiles.object_files(tmp_path) == fresh
+
+
+def test_files_just_written_are_described_from_their_bytes_as_read_back(tmp_path):
+    (tmp_path / "producer").mkdir()
+    (tmp_path / "system").mkdir()
+    (tmp_path / "producer" / "a.txt").write_bytes(b"alpha")
+    written = {"system/mrt-erc.txt": "erc:\nwho: é\n".encode()}
+    (tmp_path / "system" / "mrt-erc.txt").write_bytes(written["system/mrt-erc.txt"])
+    subdirs = objectfiles.OBJECT_SUBDIRS
+    assert objectfiles.describe_files(tmp_path, subdirs, written) == objectfiles.describe_files(
+        tmp_path, subdirs
+    )

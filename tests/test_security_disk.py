@@ -22,7 +22,7 @@ import pytest
 from jobs.payload import HEAD_SIZES
 from merritt_queue.core.store import NewJob
 from merritt_queue.deposit.containers import ContainerError, unpack, unpacked_size
-from merritt_queue.deposit.safepath import UnsafePath, inside
+from merritt_queue.deposit.safepath import UnsafePath, inside, inside_each
 from tests.test_pipeline_e2e import assert_batch_completed
 
 pytest_plugins = ["tests.httpserver", "tests.pipeline"]
@@ -138,6 +138,72 @@ def test_inside_refuses_a_path_over_path_max(tmp_path):
     deep = "/".join(["d" * 200] * 21)
     with pytest.raises(UnsafePath, match="makes a path over 4096 bytes"):
         inside(tmp_path, deep)
+
+
+def _judged(check, root, name):
+    try:
+        return check(root, name)
+    except (UnsafePath, RuntimeError) as e:
+        return type(e), str(e)
+
+
+def test_inside_each_judges_every_name_as_inside_does(tmp_path):
+    """The names Storing checks in one go: the same paths, the same refusals, whatever links
+    the folder holds (to itself, out of it, round in a loop, to nothing)."""
+    job, out = tmp_path / "job", tmp_path / "elsewhere"
+    (job / "producer" / "sub").mkdir(parents=True)
+    (job / "system").mkdir()
+    out.mkdir()
+    (job / "producer" / "a.txt").write_text("a")
+    (job / "producer" / "sub" / "b.txt").write_text("b")
+    (out / "secret.txt").write_text("s")
+    links = {
+        "producer/out": out,
+        "producer/out.txt": out / "secret.txt",
+        "producer/here": job / "system",
+        "producer/here.txt": job / "producer" / "a.txt",
+        "producer/top": job,
+        "producer/dot": Path("."),
+        "producer/up": Path(".."),
+        "producer/dangling": tmp_path / "nothing",
+        "producer/loop": job / "producer" / "loop",
+        "system": job / "producer" / "sub",
+    }
+    (job / "system").rmdir()
+    for name, target in links.items():
+        (job / name).symlink_to(target)
+    names = [
+        "producer/a.txt",
+        "./producer//sub/b.txt",
+        "producer/sub/new/c.txt",
+        "producer/missing.txt",
+        "producer/a.txt/below",
+        *links,
+        *(f"{name}/x.txt" for name in links),
+        "producer/top/producer/a.txt",
+        "producer/up/elsewhere/secret.txt",
+        "/".join(["d" * 200] * 21),
+        "a/../../b",
+    ]
+    for name in names:
+        assert _judged(lambda r, n: inside_each(r, [n])[0], job, name) == _judged(
+            inside, job, name
+        ), name
+    allowed = [n for n in names if not isinstance(_judged(inside, job, n), tuple)]
+    assert len(allowed) > 8 and len(allowed) < len(names) - 8
+    assert inside_each(job, allowed) == [inside(job, n) for n in allowed]
+    assert inside_each(job, []) == []
+
+
+def test_inside_each_of_a_folder_behind_a_link(tmp_path):
+    (tmp_path / "real" / "producer").mkdir(parents=True)
+    (tmp_path / "job").symlink_to(tmp_path / "real")
+    (tmp_path / "real" / "producer" / "out").symlink_to(tmp_path)
+    assert inside_each(tmp_path / "job", ["producer/a.txt"]) == [
+        tmp_path / "job" / "producer" / "a.txt"
+    ]
+    with pytest.raises(UnsafePath, match="through a symbolic link"):
+        inside_each(tmp_path / "job", ["producer/a.txt", "producer/out/x"])
 
 
 # --- deep archives -----------------------------------------------------------------------

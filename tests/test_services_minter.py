@@ -1,6 +1,7 @@
 """Local NOID-style minter (across processes) and the EZID client against a fake EZID."""
 
 import multiprocessing
+import os
 import re
 import threading
 from pathlib import Path
@@ -227,3 +228,47 @@ def test_a_forgotten_token_leaves_nothing_behind_and_mints_anew(tmp_path):
     assert minter.mint(SHOULDER, token="jid0000000001") != first
     with pytest.raises(MinterError, match="plain name"):
         minter.forget(SHOULDER, "../x")
+
+
+def _fsynced_paths(monkeypatch) -> list[str]:
+    """Every path os.fsync is called on, in order (Linux: read back from /proc)."""
+    paths: list[str] = []
+    real = os.fsync
+
+    def fsync(fd):
+        # A file written to a temporary name and renamed is named by its final name.
+        paths.append(re.sub(r"\.[0-9]+\.tmp$", "", os.readlink(f"/proc/self/fd/{fd}")))
+        return real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    return paths
+
+
+@pytest.mark.parametrize("left", ["", "ark:/99999/fk4b", "\0" * 20, "ark:/99999/fk4bbbbbbb\n"])
+def test_a_token_file_a_crash_cut_short_mints_anew(tmp_path, left):
+    # The token file is not fsynced (see the module's guarantees): after a machine crash it may
+    # be empty, zero-filled or torn. Its ARK was never saved, so a new one is minted.
+    minter = LocalMinter(tmp_path)
+    earlier = minter.mint(SHOULDER)
+    tokens = tmp_path / "99999-fk4.tokens"
+    tokens.mkdir()
+    (tokens / "jid0000000001").write_text(left, encoding="ascii")
+    again = minter.mint(SHOULDER, token="jid0000000001")
+    assert ID.fullmatch(again) and ncda_valid(again) and again != earlier
+    assert minter.mint(SHOULDER, token="jid0000000001") == again
+
+
+def test_the_counter_is_durable_before_a_token_names_its_ark(tmp_path, monkeypatch):
+    state = tmp_path / "new" / "minter"
+    fsynced = _fsynced_paths(monkeypatch)
+    ark = LocalMinter(state).mint(SHOULDER, token="jid0000000001")
+    # The counter's new value (its file, then the directory entry of its rename), and the
+    # directories created for it; the token file needs no fsync of its own: one lost in a
+    # crash was never saved anywhere, so it only wastes an identifier.
+    counter = str(state / "99999-fk4.counter")
+    assert fsynced == [str(tmp_path), str(tmp_path / "new"), counter, str(state)]
+    fsynced.clear()
+    assert LocalMinter(state).mint(SHOULDER, token="jid0000000001") == ark
+    assert fsynced == []
+    LocalMinter(state).mint(SHOULDER, token="jid0000000002")
+    assert fsynced == [counter, str(state)]

@@ -4,6 +4,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import threading
 import time
 from pathlib import Path
@@ -357,3 +358,30 @@ def test_a_build_left_by_a_killed_writer_is_swept_after_a_day(store, source):
     fresh.mkdir()
     store.store_version(ARK, source, None, token="job-9")
     assert not stale.exists() and fresh.exists()
+
+
+def test_a_version_is_durable_with_one_fsync_per_file_and_per_folder(store, source, monkeypatch):
+    fsynced: list[str] = []
+    real = os.fsync
+
+    def fsync(fd):
+        fsynced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        return real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    store.store_version(ARK, source, None, token="job-1")
+    v1 = store.version_path(ARK, 1)
+    # The storage root, new here, is in its parent.
+    assert fsynced[0] == str(store.root.parent)
+    # Built under .tmp, then published: what was fsynced there is now in v1.
+    build = re.compile(re.escape(str(store.root / ".tmp")) + "/[0-9a-f]{32}")
+    built = sorted(build.sub(str(v1), p) for p in fsynced[1:-2])
+    assert built == sorted(
+        str(v1 / n).rstrip("/") for n in ["", "a.txt", "sub", "sub/b.bin", "manifest.json"]
+    ), fsynced
+    # The new object's directory is in the root: both entries made durable.
+    assert fsynced[-2:] == [str(v1.parent), str(store.root)]
+    fsynced.clear()
+    store.store_version(ARK, source, [], token="job-2", mode="update", delete=["a.txt"])
+    # The manifest, the version and its folder sub/, the object: a linked file needs none.
+    assert len(fsynced) == 4 and fsynced[-1] == str(v1.parent)

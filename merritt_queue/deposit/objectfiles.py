@@ -13,9 +13,10 @@ import mimetypes
 from pathlib import Path
 from xml.sax.saxutils import escape
 
-from .digest import file_digests
+from .digest import Hashers, file_digests
 
 ERC_KEYS = (("who", "erc_who"), ("what", "erc_what"), ("when", "erc_when"))
+DIGESTS = ("md5", "sha256")
 
 
 def _anvl_value(value: str) -> str:
@@ -48,23 +49,39 @@ def dublin_core_xml(meta: dict, ark: str) -> str:
     )
 
 
-def describe_files(root: Path, subdirs: list[str]) -> list[dict]:
-    """Every file under ``root/<subdir>``: name relative to root, size, md5, sha256, mime type."""
+def describe_files(
+    root: Path, subdirs: list[str], written: dict[str, bytes] | None = None
+) -> list[dict]:
+    """Every file under ``root/<subdir>``: name relative to root, size, md5, sha256, mime type.
+    ``written``: the bytes of files the caller has just written, by name, digested as they
+    are instead of read back."""
+    written = written or {}
     entries = []
     for sub in subdirs:
         base = root / sub
         for path in sorted(p for p in base.rglob("*") if p.is_file()) if base.exists() else []:
-            digests = file_digests(path, ["md5", "sha256"])
+            name = path.relative_to(root).as_posix()
+            data = written.get(name)
+            if data is None:
+                digests, size = file_digests(path, DIGESTS), path.stat().st_size
+            else:
+                digests, size = bytes_digests(data, DIGESTS), len(data)
             entries.append(
                 {
-                    "name": path.relative_to(root).as_posix(),
-                    "size": path.stat().st_size,
+                    "name": name,
+                    "size": size,
                     "md5": digests["md5"],
                     "sha256": digests["sha256"],
                     "mime_type": mimetypes.guess_type(path.name)[0] or "application/octet-stream",
                 }
             )
     return entries
+
+
+def bytes_digests(data: bytes, algorithms) -> dict[str, str]:
+    hashers = Hashers(algorithms)
+    hashers.update(data)
+    return hashers.hexdigests()
 
 
 # The object's files as Processing described them, kept in the job's working directory

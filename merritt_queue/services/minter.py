@@ -10,10 +10,11 @@ Guarantees:
   ``NAAN/<shoulder><blade>``.
 - With a ``token`` (the job's id), ``LocalMinter`` mints once per token and shoulder: a
   step re-run after its ARK was minted but not saved (a worker killed, ZooKeeper away) gets
-  the same ARK back. The token's ARK is written after the counter, under the same lock, so
-  a crash between the two wastes an identifier and never hands one out twice. Once the
-  caller has saved the ARK where a re-run finds it, ``forget`` drops the token, so the
-  tokens kept are those of mints in flight, not one file per job ever minted.
+  the same ARK back. The token's ARK is written after the counter is durable, under the same
+  lock, and is not fsynced itself: a machine crash may lose it or leave it cut short (read
+  back as no token), which wastes an identifier the caller never saved, and never hands one
+  out twice. Once the caller has saved the ARK where a re-run finds it, ``forget`` drops the
+  token, so the tokens kept are those of mints in flight, not one file per job ever minted.
 - ``EzidMinter`` sends one POST per call and never retries on its own: a POST whose answer was
   lost may have minted already, so repeating it is the caller's decision (``retryable``).
   EZID keeps no tokens: there, a re-run after such a loss mints a second ARK.
@@ -32,6 +33,7 @@ from urllib.parse import quote
 import requests
 
 from . import httputil
+from .durable import fsync_dir, make_dirs
 from .errors import MinterError
 
 # NOID's "extended digits"; their positions are the ordinals NCDA uses.
@@ -117,21 +119,23 @@ class LocalMinter:
         counter = self.state_dir / f"{name}.counter"
         remembered = self._token_file(shoulder, token) if token else None
         try:
-            self.state_dir.mkdir(parents=True, exist_ok=True)
+            # A counter in a directory a crash forgot would start again from 0.
+            make_dirs(self.state_dir)
             if remembered:
                 remembered.parent.mkdir(exist_ok=True)
             # A separate lock file: the counter file itself is replaced on every write,
             # and a lock on a replaced inode would no longer exclude anybody.
             with open(self.state_dir / f"{name}.lock", "a") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)
-                if remembered and remembered.exists():
-                    return remembered.read_text(encoding="ascii").strip()
+                if remembered and (ark := _remembered_ark(remembered, shoulder)):
+                    return ark
                 value = _read_counter(counter)
                 _write_durably(counter, f"{value + 1}\n")
                 body = f"{naan}/{prefix}{blade(value)}"
                 ark = f"ark:/{body}{ncda(body)}"
                 if remembered:
-                    _write_durably(remembered, f"{ark}\n")
+                    # Only a whole, valid ARK is read back, so a plain write will do.
+                    remembered.write_text(f"{ark}\n", encoding="ascii")
                 return ark
         except OSError as exc:
             raise MinterError(
@@ -161,6 +165,15 @@ def _read_counter(path: Path) -> int:
     return int(text)
 
 
+def _remembered_ark(path: Path, shoulder: str) -> str | None:
+    """The ARK a token file names; None when there is none, or what a crash left of one."""
+    try:
+        ark = path.read_text(encoding="ascii", errors="replace").strip()
+    except FileNotFoundError:
+        return None
+    return ark if ark.startswith(shoulder) and ncda_valid(ark) else None
+
+
 def _write_durably(path: Path, text: str) -> None:
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     with open(tmp, "w", encoding="ascii") as f:
@@ -168,11 +181,7 @@ def _write_durably(path: Path, text: str) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    fsync_dir(path.parent)
 
 
 # -- EZID ---------------------------------------------------------------------------------

@@ -2,8 +2,10 @@
 
 Guarantees of ``LocalStorage``:
 
-- A version appears whole or not at all: it is built under ``root/.tmp/<uuid>`` (files and
-  ``manifest.json`` fsynced) and published by one ``os.rename`` to ``<object>/v<N>``. If another
+- A version appears whole or not at all: it is built under ``root/.tmp/<uuid>`` (files,
+  ``manifest.json`` and each of its directories fsynced once all their entries are in place)
+  and published by one ``os.rename`` to ``<object>/v<N>``, durable (the object's directory
+  fsynced, and the root's when the object is new) before ``store_version`` returns. If another
   writer took ``v<N>`` first, the version is planned again on top of that one; versions are
   never overwritten.
 - Add and update mean what they mean in Merritt (``versions.plan_version``): an update carries
@@ -49,6 +51,7 @@ from urllib.parse import quote, unquote
 
 from ..deposit.arks import ARK_SHAPE, is_ark
 from ..deposit.digest import Hashers, normalise_algorithm
+from .durable import fsync_dir, make_dirs
 from .errors import ManifestMismatch, StorageError
 from .versions import (
     FileChange,
@@ -227,14 +230,6 @@ def storage_disk_error(path: Path, exc: OSError) -> StorageError:
     return StorageError(f"cannot write {path}: {exc.strerror or exc}")
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 # -- local storage ------------------------------------------------------------------------
 
 
@@ -248,6 +243,8 @@ class LocalStorage:
     def __init__(self, root: Path, chunk_size: int = 1 << 20) -> None:
         self.root = Path(root)
         self.chunk_size = chunk_size
+        self._root_made = False
+        self._next_sweep = 0.0
 
     def store_version(
         self,
@@ -311,6 +308,7 @@ class LocalStorage:
     # -- internals ----------------------------------------------------------------------
 
     STALE_BUILD_SECONDS = 86400
+    SWEEP_EVERY_SECONDS = 3600
 
     def _store_on(
         self,
@@ -364,6 +362,7 @@ class LocalStorage:
         """A complete, verified, fsynced version directory under ``root/.tmp``, and its files."""
         tmp = self.root / ".tmp" / uuid.uuid4().hex
         try:
+            folders = self._make_folders(tmp, [f.name for f in plan.files])
             stored = []
             for f in plan.files:
                 if f.name in plan.carried:
@@ -375,8 +374,8 @@ class LocalStorage:
                     stored.append(self._copy(paths[f.name], tmp / f.name, f.name, algorithms))
             verify_against_manifest(manifest, [f for f in stored if f.name in paths])
             self._write_manifest(tmp, ark, token, mode, latest, stored, plan.changes)
-            for directory, _, _ in os.walk(tmp):
-                _fsync_dir(Path(directory))
+            for folder in folders:
+                fsync_dir(folder)
             return tmp, stored
         except OSError as exc:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -385,11 +384,28 @@ class LocalStorage:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
 
+    @staticmethod
+    def _make_folders(tmp: Path, names: list[str]) -> list[Path]:
+        """``tmp`` and the folders the files ``names`` go in, each made once; all of them."""
+        try:
+            tmp.mkdir()
+        except FileNotFoundError:
+            tmp.parent.mkdir(parents=True, exist_ok=True)
+            tmp.mkdir()
+        folders = [tmp]
+        # a/b/c.txt is in a/b, which is in a
+        below = {n.rsplit("/", i)[0] for n in names for i in range(1, n.count("/") + 1)}
+        # A folder's name sorts before the names below it, so it is made before them.
+        for folder in sorted(below):
+            path = tmp / folder
+            path.mkdir()
+            folders.append(path)
+        return folders
+
     def _link(self, latest: StoredVersion, old: StoredFile, dest: Path) -> StoredFile:
         """The previous version's bytes under ``dest``: a hard link, a copy only where the file
         system cannot link (another device, the inode's link limit)."""
         src = self.version_path(latest.ark, latest.version) / old.name
-        dest.parent.mkdir(parents=True, exist_ok=True)
         try:
             os.link(src, dest)
             return old
@@ -405,7 +421,11 @@ class LocalStorage:
         return old
 
     def _sweep_stale_builds(self) -> None:
-        """Remove builds a killed writer left in ``.tmp``; a day-old build is nobody's."""
+        """Remove builds a killed writer left in ``.tmp``; a day-old build is nobody's. Looked
+        for at most once an hour: a day-old build can wait an hour more."""
+        if time.monotonic() < self._next_sweep:
+            return
+        self._next_sweep = time.monotonic() + self.SWEEP_EVERY_SECONDS
         cutoff = time.time() - self.STALE_BUILD_SECONDS
         for build in (self.root / ".tmp").glob("*"):
             try:
@@ -432,14 +452,16 @@ class LocalStorage:
 
     @contextmanager
     def _lock(self, ark: str) -> Iterator[None]:
+        if not self._root_made:  # objects under a root a crash forgot would be lost with it
+            make_dirs(self.root)
+            self._root_made = True
         locks = self.root / ".locks"
-        locks.mkdir(parents=True, exist_ok=True)
+        locks.mkdir(exist_ok=True)
         with open(locks / f"{escape_ark(ark)}.lock", "a") as f:
             fcntl.flock(f, fcntl.LOCK_EX)
             yield
 
     def _copy(self, src: Path, dest: Path, name: str, algorithms: set[str]) -> StoredFile:
-        dest.parent.mkdir(parents=True, exist_ok=True)
         hasher = Hashers(sorted(algorithms))
         size = 0
         try:
@@ -452,8 +474,8 @@ class LocalStorage:
                 fout.write(chunk)
                 size += len(chunk)
             fout.flush()
+            os.fchmod(fout.fileno(), _READ_ONLY)
             os.fsync(fout.fileno())
-        os.chmod(dest, _READ_ONLY)
         return StoredFile(name=name, size=size, digests=hasher.hexdigests())
 
     def _write_manifest(self, tmp, ark, token, mode, latest, stored, changes) -> None:
@@ -466,16 +488,22 @@ class LocalStorage:
             "files": [{"name": f.name, "size": f.size, "digests": f.digests} for f in stored],
             "changes": [{"name": c.name, "change": c.change} for c in changes],
         }
-        tmp.mkdir(parents=True, exist_ok=True)
         with open(tmp / "manifest.json", "x", encoding="utf-8") as f:
-            json.dump(data, f, indent=2, sort_keys=True)
+            # In one call, without indent: the only way json encodes in C, not Python.
+            f.write(json.dumps(data, sort_keys=True))
             f.flush()
             os.fsync(f.fileno())
 
     def _publish(self, ark: str, tmp: Path, number: int) -> None:
         """Rename ``tmp`` to ``v<number>``; _NumberTaken if another writer has it."""
         obj = self._object_dir(ark)
-        obj.mkdir(parents=True, exist_ok=True)
+        try:
+            obj.mkdir()
+            new_object = True
+        except FileExistsError:
+            new_object = False
+        except OSError as exc:
+            raise storage_disk_error(obj, exc) from exc
         try:
             os.rename(tmp, obj / f"v{number}")
         except OSError as exc:
@@ -483,4 +511,6 @@ class LocalStorage:
             if exc.errno in (errno.EEXIST, errno.ENOTEMPTY):
                 raise _NumberTaken() from None
             raise storage_disk_error(obj, exc) from exc
-        _fsync_dir(obj)
+        fsync_dir(obj)
+        if new_object:
+            fsync_dir(self.root)
