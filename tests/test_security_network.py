@@ -330,6 +330,26 @@ def test_a_held_lease_is_renewed_past_its_ttl(redis):
     assert slots.in_flight("example.org") == 0
 
 
+def test_one_renewer_keeps_every_lease_of_a_process(redis):
+    """Not a thread per download: one renews all the leases held, and ends with the last."""
+    from merritt_queue.services.hostslots import HostSlots
+
+    renewers = lambda: [t for t in threading.enumerate() if t.name == "host-slots"]  # noqa: E731
+    slots = HostSlots(redis, limit=3, ttl=1.5)
+    with slots.hold(["example.org"]), slots.hold(["example.org", "other.example"]):
+        with slots.hold(["other.example"]):
+            time.sleep(2.5)
+            assert len(renewers()) == 1
+            assert (slots.in_flight("example.org"), slots.in_flight("other.example")) == (2, 2)
+        time.sleep(1.0)
+        assert (slots.in_flight("example.org"), slots.in_flight("other.example")) == (2, 1)
+    deadline = time.monotonic() + 1.5 + SLACK
+    while renewers() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not renewers()
+    assert slots.in_flight("example.org") == 0
+
+
 def test_an_unreachable_redis_lets_downloads_run_unbounded():
     from redis import Redis
 

@@ -47,3 +47,41 @@ def test_an_idle_worker_stops_on_sigterm(redis, tmp_path):
             proc.kill()
             proc.wait()
         log.close()
+
+
+def test_a_worker_writes_its_heartbeat_and_state_once_per_change(redis, monkeypatch):
+    """RQ's loop repeats the heartbeat (three commands) and the state around every job;
+    ``QueueWorker`` sends each once per change, and still leaves the worker's key with its
+    idle time to live after a job (not the job's longer one)."""
+    import redis.connection as rc
+    from rq import Queue
+    from rq.defaults import DEFAULT_WORKER_TTL
+
+    from merritt_queue.core.worker import QueueWorker
+
+    sent = []
+    send = rc.AbstractConnection.send_packed_command
+    monkeypatch.setattr(
+        rc.AbstractConnection,
+        "send_packed_command",
+        lambda self, *a, **k: sent.append(1) or send(self, *a, **k),
+    )
+    ttls = []
+
+    class Probe(QueueWorker):
+        def teardown(self):
+            ttls.append(self.connection.ttl(self.key))
+            super().teardown()
+
+    def burst(jobs: int) -> int:
+        queue = Queue("mq-admin", connection=redis)
+        for i in range(jobs):
+            queue.enqueue_call("operator.add", args=(i, 1), result_ttl=0, timeout=3600)
+        sent.clear()
+        assert Probe([queue], connection=redis).work(burst=True) == (jobs > 0)
+        return len(sent)
+
+    per_job = (burst(5) - burst(0)) / 5
+    # RQ's own loop makes over 25 (pinned 3.0); what is left is the job's own and the registries.
+    assert per_job <= 18, per_job
+    assert 0 < ttls[0] <= DEFAULT_WORKER_TTL + 60

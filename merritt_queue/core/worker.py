@@ -9,6 +9,13 @@ gone (flush, restart) or still look alive (a short outage).
 
 A job interrupted that way has either committed its step in ZooKeeper or not; in both cases
 the dispatcher's next sweep does the right thing.
+
+RQ's loop also writes the worker's heartbeat (three commands) and its state several times
+around every job, most of them repeating within milliseconds what was just written, and asks
+Redis whether workers are suspended before every job. Here a heartbeat is one round trip, one
+that repeats the last (same time to live, written moments ago) and a state already written are
+left out, and the suspension is asked at most every ``suspension_check_interval`` seconds.
+The registrations, the started registry and the jobs' statuses are written as RQ writes them.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import logging
 import time
 from uuid import uuid4
 
+from redis.client import Pipeline
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -30,6 +38,56 @@ REDIS_DOWN = (RedisConnectionError, RedisTimeoutError)
 
 class QueueWorker(SimpleWorker):
     max_reconnect_wait = 5.0
+    # A heartbeat or state this recent is not written again. Far below the heartbeat's time
+    # to live (worker_ttl + 60 s), which outlasts the blocking dequeue (worker_ttl - 15 s).
+    repeat_write_interval = 5.0
+    # How late a worker may notice ``rq suspend``: it then takes no new job.
+    suspension_check_interval = 5.0
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._forget_writes()
+        self._next_suspension_check = 0.0
+
+    def _forget_writes(self) -> None:
+        self._beat: tuple[int, float] | None = None  # (time to live, monotonic time)
+        self._state_at: tuple[str, float] | None = None
+
+    def _recent(self, written: tuple | None, value) -> bool:
+        return (
+            written is not None
+            and written[0] == value
+            and time.monotonic() - written[1] < self.repeat_write_interval
+        )
+
+    def register_birth(self) -> None:
+        super().register_birth()
+        self._forget_writes()  # a new registration starts from an empty hash
+
+    def heartbeat(self, timeout: int | None = None, pipeline: Pipeline | None = None) -> None:
+        ttl = timeout or self.worker_ttl + 60
+        if pipeline is not None:
+            super().heartbeat(timeout, pipeline)
+        elif self._recent(self._beat, ttl):
+            return
+        else:
+            with self.connection.pipeline(transaction=False) as own:
+                super().heartbeat(timeout, own)
+                own.execute()
+        self._beat = (ttl, time.monotonic())
+
+    def set_state(self, state: str, pipeline: Pipeline | None = None) -> None:
+        if pipeline is None and self._recent(self._state_at, state):
+            self._state = state
+            return
+        super().set_state(state, pipeline)
+        self._state_at = (state, time.monotonic())
+
+    def check_for_suspension(self, burst: bool) -> None:
+        if time.monotonic() < self._next_suspension_check:
+            return
+        super().check_for_suspension(burst)
+        self._next_suspension_check = time.monotonic() + self.suspension_check_interval
 
     def work(self, burst: bool = False, *args, **kwargs):
         """Work until asked to stop; start over after Redis went away (not in burst mode)."""

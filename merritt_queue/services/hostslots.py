@@ -8,16 +8,19 @@ take the last slot.
 
 Guarantees: ``hold`` never waits: it takes a slot on every host or none, and says which host
 was full. A lease is renewed while it is held and expires ``ttl`` seconds after its holder
-stops renewing it (a killed or frozen worker), so no slot leaks for longer than that.
-A Redis error while renewing is logged and retried at the next renewal. While Redis cannot
-be reached, ``hold`` grants an empty lease: the bound is about sharing workers fairly, and
-a Redis outage must not fail jobs that are already running.
+stops renewing it (a killed or frozen worker), so no slot leaks for longer than that. One
+thread per ``HostSlots`` renews every lease held through it, at least every ``ttl / 3``
+seconds, and ends when none is left: a download starts no thread of its own. A Redis error
+while renewing is logged and retried at the next renewal. While Redis cannot be reached,
+``hold`` grants an empty lease: the bound is about sharing workers fairly, and a Redis
+outage must not fail jobs that are already running.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Iterable
 
@@ -67,6 +70,9 @@ class HostSlots:
         self.redis, self.limit, self.ttl = redis, limit, ttl
         self._take = redis.register_script(_TAKE)
         self._renew = redis.register_script(_RENEW)
+        self._held: dict[str, list[str]] = {}  # lease id: its hosts, while held
+        self._lock = threading.Lock()
+        self._renewer: threading.Thread | None = None
 
     def hold(self, hosts: Iterable[str]) -> Lease:
         """A slot on each of ``hosts``; ``HostFull`` naming the first full one."""
@@ -102,39 +108,55 @@ class HostSlots:
         for host in hosts:
             self._renew(keys=[KEY_PREFIX + host], args=[lease_id, ttl_ms])
 
+    def _keep(self, lease_id: str, hosts: list[str]) -> None:
+        with self._lock:
+            self._held[lease_id] = hosts
+            # A thread inherited through fork() is not alive in the child.
+            if self._renewer is None or not self._renewer.is_alive():
+                self._renewer = threading.Thread(
+                    target=self._renew_held, name="host-slots", daemon=True
+                )
+                self._renewer.start()
+
+    def _drop(self, lease_id: str) -> None:
+        with self._lock:
+            self._held.pop(lease_id, None)
+
+    def _renew_held(self) -> None:
+        while True:
+            time.sleep(self.ttl / 3)
+            with self._lock:
+                if not self._held:
+                    self._renewer = None
+                    return
+                held = list(self._held.items())
+            for lease_id, hosts in held:
+                try:
+                    # A lease released meanwhile is not brought back (_RENEW).
+                    self._renew_all(lease_id, hosts)
+                except Exception:
+                    log.warning("could not renew download slots of %s", hosts, exc_info=True)
+
 
 class Lease:
-    """Slots taken together; a context manager that renews them until it exits."""
+    """Slots taken together; a context manager that keeps them renewed until it exits."""
 
     def __init__(self, slots: HostSlots, hosts: list[str], lease_id: str = "") -> None:
         self.slots, self.hosts, self.lease_id = slots, hosts, lease_id
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     def __enter__(self) -> Lease:
         if self.hosts:
-            self._thread = threading.Thread(target=self._keep, name="host-slots", daemon=True)
-            self._thread.start()
+            self.slots._keep(self.lease_id, self.hosts)
         return self
 
     def __exit__(self, *exc) -> None:
         self.release()
 
     def release(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
         if self.hosts:
+            self.slots._drop(self.lease_id)
             try:
                 self.slots._release(self.lease_id, self.hosts)
             except Exception:  # the lease expires on its own; never mask the step's outcome
                 log.warning("could not release download slots of %s", self.hosts, exc_info=True)
             self.hosts = []
-
-    def _keep(self) -> None:
-        while not self._stop.wait(self.slots.ttl / 3):
-            try:
-                self.slots._renew_all(self.lease_id, self.hosts)
-            except Exception:
-                log.warning("could not renew download slots of %s", self.hosts, exc_info=True)
