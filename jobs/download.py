@@ -23,7 +23,7 @@ from merritt_queue.core.store import JobRecord
 from merritt_queue.deposit.containers import unpack, unpacked_bound, unpacked_size
 from merritt_queue.deposit.digest import file_digests, normalise_algorithm
 from merritt_queue.deposit.diskspace import percent_of_disk, percent_used_after
-from merritt_queue.deposit.safepath import inside
+from merritt_queue.deposit.safepath import inside, inside_each
 from merritt_queue.services.errors import ServiceError
 from merritt_queue.services.fetch import DownloadItem
 from merritt_queue.services.hostslots import HostFull
@@ -79,7 +79,7 @@ def _download(s: Services, job: JobRecord, files: list[PayloadFile]) -> Outcome:
 
 
 def _download_files(s: Services, producer: Path, files: list[PayloadFile]) -> None:
-    targets = [(f, inside(producer, f.name)) for f in files]
+    targets = list(zip(files, inside_each(producer, [f.name for f in files]), strict=True))
     remote = []
     for f, target in targets:
         target.parent.mkdir(parents=True, exist_ok=True)
