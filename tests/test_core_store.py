@@ -345,6 +345,22 @@ def test_a_finished_batch_status_is_read_in_one_round(store, batch):
     assert store.finished_batch_status("bid9999999999") is None
 
 
+def test_a_finished_batch_status_never_lists_the_jobs_still_processing(store, batch, monkeypatch):
+    """Asked after every job's last step: a listing would cost each of a big batch's jobs
+    the names of all those still running, the whole batch over and over."""
+    from merritt_queue.core import multiread as mr
+
+    for _ in range(3):
+        job_in(store, batch, "Estimating")
+    asked = []
+    real = mr.start
+    monkeypatch.setattr(
+        mr, "start", lambda client, requests: asked.extend(requests) or real(client, requests)
+    )
+    assert store.finished_batch_status(batch) is None
+    assert asked and all(kind != mr.CHILDREN for kind, _ in asked)
+
+
 def test_a_lock_is_released_when_its_session_dies(store, make_store, batch):
     jid = store.create_job(batch, {})
     worker = make_store()

@@ -268,10 +268,12 @@ class BatchStore(HistoryWrites, Locks):
 
     def finished_batch_status(self, bid: str) -> str | None:
         """The batch's status when none of its jobs is still processing, else None: the
-        listing and the status in one round, as a worker asks after each job's last step."""
+        processing directory's stat and the status in one round, as a worker asks after
+        each job's last step. The stat counts the jobs left; a listing would carry all their
+        names, a big batch's whole list again for each of its jobs."""
         processing, status = t.batch_job_dir(bid, "batch-processing"), t.batch_node(bid, "status")
-        listed, node = self.engine.read([(mr.CHILDREN, processing), (mr.GET, status)])
-        if listed != [] or node is None:
+        directory, node = self.engine.read([(mr.GET, processing), (mr.GET, status)])
+        if directory is None or directory[1].numChildren or node is None:
             return None
         return (t.decode_json(node[0]) or {}).get("status")
 
