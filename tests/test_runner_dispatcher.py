@@ -199,6 +199,26 @@ def test_a_job_taken_off_its_queue_but_never_started_is_enqueued_again(store, re
     assert disp.sweep() == 0  # queued and in its queue: left alone
 
 
+def test_a_finished_step_s_rq_job_expires_and_the_step_can_be_enqueued_again(store, redis, batch):
+    """RQ deletes a job finished with ``result_ttl=0`` at once, looking up its registries and
+    executions first: more round trips than the job's own run. One left to expire costs
+    none, and a sweep that meets it (the step came back) removes it and enqueues afresh."""
+    from rq import SimpleWorker
+
+    jid = store.create_job(batch, CONFIGURATION)
+    tasks = d.Tasks(
+        job_step="operator.add", batch_pending="operator.add", batch_report="operator.add"
+    )
+    disp = Dispatcher(store, redis, tasks)
+    assert disp.sweep() == 1
+    queue = Queue(d.job_queue_name("Pending"), connection=redis)
+    SimpleWorker([queue], connection=redis).work(burst=True, logging_level="WARNING")
+    key = f"rq:job:{d.rq_job_id('job', jid, 'Pending')}"
+    assert 0 < redis.ttl(key) <= DispatcherConfig().finished_ttl
+    assert disp.sweep() == 1  # the job is still Pending and unlocked: its step comes back
+    assert queue.job_ids == [d.rq_job_id("job", jid, "Pending")]
+
+
 def test_look_ahead_bounds_how_many_wait_per_state(store, redis, batch):
     for _ in range(8):
         store.create_job(batch, CONFIGURATION)

@@ -146,6 +146,11 @@ class DispatcherConfig:
     settle: float = 0.25
     job_timeout: int = 3600
     failure_ttl: int = 86400
+    # How long a step's RQ job stays once finished. RQ deletes one finished with
+    # ``result_ttl=0`` at once, after looking up its status, registries and executions:
+    # more round trips than running it took. One left to expire costs nothing more; a sweep
+    # that meets it (the same step come back) removes it first (``_clear_finished``).
+    finished_ttl: int = 60
     workers: str = ALL  # what this site's workers take: sides.WORKER_MODES
     tick_interval: float = 30.0  # longest time between two calls of the ``on_tick`` hook
 
@@ -445,7 +450,7 @@ class Dispatcher:
                     job_id=job_id,
                     at_front=at_front,
                     timeout=self.config.job_timeout,
-                    result_ttl=0,
+                    result_ttl=self.config.finished_ttl,
                     failure_ttl=self.config.failure_ttl,
                     unique=True,
                 )

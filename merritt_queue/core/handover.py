@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 # batches the planner already serves first (``planning.batch_priority``).
 SMALL_BATCH_JOBS = 10
 FINAL_JOB_STATES = frozenset({JobStatus.COMPLETED, JobStatus.FAILED})
-# RQ's job timeout and failure TTL as the dispatcher sets them.
+# RQ's job timeout, finished and failure TTLs as the dispatcher sets them.
 _AS_DISPATCHED = DispatcherConfig()
 
 
@@ -102,7 +102,7 @@ def _enqueue(queue: Queue, func: str, args: tuple, *, kind: str = "job", at_fron
             args=args,
             job_id=job_id,
             timeout=_AS_DISPATCHED.job_timeout,
-            result_ttl=0,
+            result_ttl=_AS_DISPATCHED.finished_ttl,
             failure_ttl=_AS_DISPATCHED.failure_ttl,
             unique=True,
             at_front=at_front,
