@@ -361,6 +361,19 @@ def test_a_finished_batch_status_never_lists_the_jobs_still_processing(store, ba
     assert asked and all(kind != mr.CHILDREN for kind, _ in asked)
 
 
+def test_whether_many_nodes_exist_is_one_request(store, batch, monkeypatch):
+    """The dispatcher asks it of the lock of every job it may enqueue, each sweep: one
+    request per node costs ZooKeeper and kazoo's thread far more than the answers."""
+    jids = [store.create_job(batch, {}) for _ in range(4)]
+    store.lock_job(jids[1])
+    paths = [t.job_node(jid, "lock") for jid in jids] + ["/no/such/node"]
+    sent = []
+    real = store.client._call
+    monkeypatch.setattr(store.client, "_call", lambda r, a: sent.append(r) or real(r, a))
+    assert store.exists_many(paths) == [False, True, False, False, False]
+    assert len(sent) == 1
+
+
 def test_a_lock_is_released_when_its_session_dies(store, make_store, batch):
     jid = store.create_job(batch, {})
     worker = make_store()

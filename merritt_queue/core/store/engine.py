@@ -198,10 +198,12 @@ class Engine:
         result.get()
 
     def exists_many(self, paths: list[str]) -> list[bool]:
-        """Whether each node exists, in one pipelined round."""
-        pending = [self.client.exists_async(p) for p in paths]
+        """Whether each node exists, in one round: read as ``get_many`` reads (the nodes
+        asked are locks and flags, empty), one multiRead rather than a request each."""
         self.stats["round_trips"] += 1
-        return [r.get() is not None for r in pending]
+        return [
+            r is not None for r in mr.start(self.client, [(mr.GET, p) for p in paths]).results()
+        ]
 
     def multi(self, ops: Sequence[Op]) -> list[Any]:
         """Send ``ops`` as one multi, once; each op's result or exception."""
