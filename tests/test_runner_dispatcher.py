@@ -353,6 +353,21 @@ def test_a_chain_runs_every_step_under_one_lock_and_commits_each(store, zk, batc
     assert zk.get_children("/jobs/states/completed") == [f"05-{jid}"]
 
 
+def test_a_chain_waits_for_its_commits_only(store, batch):
+    """Each re-check between steps is read with the commit before it: the chain waits for
+    its lock, its read and one commit per step, nothing else."""
+    first, jid = store.create_job(batch, CONFIGURATION), store.create_job(batch, CONFIGURATION)
+    handlers = {
+        status: (lambda job: Outcome.success()) for status in [*WORK, "Recording", "Notify"]
+    }
+    # The first job through makes the batch's directories of finished jobs (a mended commit).
+    run_job_steps(store, first, "Pending", handlers, policy=CHAIN)
+    before = store.stats["round_trips"]
+    report = run_job_steps(store, jid, "Pending", handlers, policy=CHAIN)
+    assert report.steps == 8
+    assert store.stats["round_trips"] - before == 1 + 1 + 8
+
+
 def test_a_chain_stops_before_a_state_the_worker_does_not_serve(store, batch):
     jid = store.create_job(batch, CONFIGURATION)
     seen: list = []
@@ -376,15 +391,19 @@ def test_a_chain_stops_at_its_step_budget_and_without_a_policy(store, batch):
     assert (job.status, job.locked) == ("Downloading", False)
 
 
-def test_a_chain_stops_when_the_job_changes_between_steps(store, make_store, batch):
+def test_a_chain_stops_when_the_job_changes_between_steps(store, make_store, batch, monkeypatch):
+    """A librarian's change that lands after a step's commit and before the re-check (the
+    read ZooKeeper serves right after the commit) stops the chain before the next step."""
     jid = store.create_job(batch, CONFIGURATION)
     admin = make_store()
+    engine = store.engine
 
-    def fail_after_pending(change):
-        if change.record is not None and change.record.status == "Estimating":
-            admin.fail_job(jid, "stopped by a librarian")
+    def commit_then_librarian(ops, what, path):
+        results = engine.commit(ops, what)
+        admin.fail_job(jid, "stopped by a librarian")
+        return results, engine.stat(path)
 
-    store.listeners.append(fail_after_pending)
+    monkeypatch.setattr(engine, "commit_and_stat", commit_then_librarian)
     seen: list = []
     report = run_job_steps(store, jid, "Pending", recording_handlers(seen, store), policy=CHAIN)
     assert report.result == StepResult.COMMITTED and report.steps == 1

@@ -35,6 +35,9 @@ class StoreBase:
         # writes them mid-step, and the record its commit returns (and tells the
         # listeners) must carry them, not the values read before the step.
         self._data_written: dict[str, dict[str, Any]] = {}
+        # The status node's stat read right after a commit that kept the job's lock, by
+        # job: the next ``still_ours`` answers from it instead of asking again.
+        self._rechecked: dict[str, Any] = {}
         # Which collection a profile ingests into: Merritt's items name only a profile,
         # and Merritt holds a collection by its profiles' names (``runtime`` sets it).
         self.profiles: Profiles = NoProfiles()

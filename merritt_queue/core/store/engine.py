@@ -19,6 +19,7 @@ from kazoo.exceptions import (
     BadVersionError,
     ConnectionClosedError,
     ConnectionLoss,
+    KazooException,
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
@@ -183,9 +184,12 @@ class Engine:
     def stat(self, path: str) -> Any:
         """``client.exists(path)``, uncounted, the request built here as ``_send`` does:
         the hot single requests of a step (a lock, the re-check between steps)."""
+        return self._stat_async(path).get()
+
+    def _stat_async(self, path: str) -> Any:
         result = self.client.handler.async_result()
         self.client._call(Exists(mr.rooted(self.client.chroot, path), None), result)
-        return result.get()
+        return result
 
     def create_node(self, path: str, data: bytes = b"", *, ephemeral: bool = False) -> None:
         """``client.create(path, data, ephemeral=...)``, uncounted, as ``stat``."""
@@ -227,12 +231,29 @@ class Engine:
 
     def commit(self, ops: Sequence[Op], what: str) -> list[Any]:
         """Run ``ops`` as one multi; mend tolerant index ops and retry, else raise."""
+        return self._commit(ops, what, None)[0]
+
+    def commit_and_stat(self, ops: Sequence[Op], what: str, path: str) -> tuple[list[Any], Any]:
+        """``commit``, and the stat of ``path`` as it is right after the multi (None when
+        missing, or when the read got no answer: the caller may ask again).
+
+        The read goes out with the multi, not after its answer: ZooKeeper serves a
+        session's requests in order, so it is still read after the multi, and nobody
+        waits for it.
+        """
+        return self._commit(ops, what, path)
+
+    def _commit(self, ops: Sequence[Op], what: str, path: str | None) -> tuple[list[Any], Any]:
         ops = list(ops)
         for _ in range(MEND_ROUNDS):
-            results = self.multi(ops)
+            self.stats["round_trips"] += 1
+            self.stats["writes"] += 1
+            sent = self._send(ops)
+            after = self._stat_async(path) if path is not None else None
+            results = sent.get()
             failed = refused(results)
             if failed is None:
-                return results
+                return results, _answer(after)
             i, err = failed
             op = ops[i]
             if not op.tolerant:
@@ -319,6 +340,17 @@ class Engine:
 
     def _create(self, path: str, data: bytes) -> None:
         self.create_node(path, data)
+
+
+def _answer(pending: Any) -> Any:
+    """A pipelined read's answer, None when there is none: its multi was applied, and a
+    read that failed must not make it look as if it had not been."""
+    if pending is None:
+        return None
+    try:
+        return pending.get()
+    except (*CONNECTION_ERRORS, KazooException):
+        return None
 
 
 def _request(op: Op, root: str, acl: Any) -> Any:

@@ -72,6 +72,7 @@ class JobMoves(HistoryWrites, Locks):
         # Read under the lock, the job holds whatever this store wrote in an earlier step
         # that never reached its status write; one process's store lives through many.
         self._data_written.pop(jid, None)
+        self._rechecked.pop(jid, None)
         try:
             return evolve(self.get_job(jid, locked=True), lock_session=self.session_id)
         except NotFound:
@@ -84,14 +85,17 @@ class JobMoves(HistoryWrites, Locks):
     def still_ours(self, job: JobRecord) -> bool:
         """Whether ``job`` is still at its status version and locked by this session.
 
-        For a worker going on to the job's next step under its lock (one round trip).
-        The status version alone answers while this session lives: the lock is ephemeral
-        and only a status write (a force-fail) removes it otherwise. When not, the lock
-        is dropped if this session still holds it, and only then: after an admin's
-        force-fail it may be another worker's.
+        For a worker going on to the job's next step under its lock. After a commit that
+        kept the lock, the status was read with it (``Engine.commit_and_stat``): no wait;
+        else one round trip. The status version alone answers while this session lives:
+        the lock is ephemeral and only a status write (a force-fail) removes it otherwise.
+        When not, the lock is dropped if this session still holds it, and only then: after
+        an admin's force-fail it may be another worker's.
         """
-        self.stats["round_trips"] += 1
-        status = self.engine.stat(t.job_node(job.jid, "status"))
+        status = self._rechecked.pop(job.jid, None)
+        if status is None:
+            self.stats["round_trips"] += 1
+            status = self.engine.stat(t.job_node(job.jid, "status"))
         same_session = self.session_id == job.lock_session
         if same_session and status is not None and status.version == job.status_version:
             return True
@@ -252,8 +256,18 @@ class JobMoves(HistoryWrites, Locks):
             lock = t.job_node(job.jid, "lock")
             ops.append(Op(OpKind.DELETE, lock) if release_lock else Op(OpKind.CHECK, lock))
         data_ops = self._data_ops(job, data or {})
+        self._rechecked.pop(job.jid, None)
         try:
-            results = self.engine.commit(ops + data_ops, what)
+            if keep_lock:  # the caller goes on under the lock: it will ask ``still_ours``
+                results, after = self.engine.commit_and_stat(
+                    ops + data_ops, what, t.job_node(job.jid, "status")
+                )
+                if after is not None:
+                    if len(self._rechecked) > 1000:  # stats nobody asked for (a step raised)
+                        self._rechecked.clear()
+                    self._rechecked[job.jid] = after
+            else:
+                results = self.engine.commit(ops + data_ops, what)
         except QueueError as e:
             if not data_ops or isinstance(e, ChangedUnderYou | LockLost):
                 raise
