@@ -125,10 +125,17 @@ class Engine:
         and ZooKeeper far more than the few bytes each read adds, and a job's read is a
         dozen nodes. Read in order, as pipelined reads would be.
         """
-        paths = list(paths)
         self.stats["round_trips"] += 1
-        results = mr.start(self.client, [(mr.GET, p) for p in paths]).results()
-        return dict(zip(paths, results, strict=True))
+        return self.get_many_later(paths)()
+
+    def get_many_later(
+        self, paths: Iterable[str]
+    ) -> Callable[[], dict[str, tuple[bytes, Any] | None]]:
+        """``get_many`` sent now, answered when called: uncounted, for a read sent behind
+        another request (ZooKeeper serves a session's requests in order)."""
+        paths = list(paths)
+        reads = mr.start(self.client, [(mr.GET, p) for p in paths])
+        return lambda: dict(zip(paths, reads.results(), strict=True))
 
     def read(self, requests: Sequence[mr.Request]) -> list:
         """Gets and listings (``multiread.GET``/``CHILDREN``, path) in one round, in order;
@@ -193,13 +200,14 @@ class Engine:
 
     def create_node(self, path: str, data: bytes = b"", *, ephemeral: bool = False) -> None:
         """``client.create(path, data, ephemeral=...)``, uncounted, as ``stat``."""
+        self.create_node_async(path, data, ephemeral=ephemeral).get()
+
+    def create_node_async(self, path: str, data: bytes = b"", *, ephemeral: bool = False) -> Any:
         acl = self.client.default_acl or OPEN_ACL_UNSAFE
-        request = Create(
-            mr.rooted(self.client.chroot, path), data, acl, EPHEMERAL if ephemeral else 0
-        )
+        flags = EPHEMERAL if ephemeral else 0
         result = self.client.handler.async_result()
-        self.client._call(request, result)
-        result.get()
+        self.client._call(Create(mr.rooted(self.client.chroot, path), data, acl, flags), result)
+        return result
 
     def exists_many(self, paths: list[str]) -> list[bool]:
         """Whether each node exists, in one round: read as ``get_many`` reads (the nodes

@@ -66,15 +66,24 @@ class JobMoves(HistoryWrites, Locks):
         return None
 
     def lock_job(self, jid: str) -> JobRecord | None:
-        """Take the job's ephemeral lock; None when someone else holds it."""
-        if not self._try_lock(t.job_node(jid, "lock")):
+        """Take the job's ephemeral lock and read the job; None when someone else holds it.
+
+        The read goes out behind the lock's create, not after its answer: ZooKeeper serves
+        a session's requests in order, so it reads the job under the lock, and is dropped
+        when the lock was not ours.
+        """
+        t.check_id(t.JOB_PREFIX, jid)
+        path = t.job_node(jid, "lock")
+        sent = self._send_lock(path)
+        read = self._send_job_read(jid)
+        if not self._lock_taken(path, sent):
             return None
         # Read under the lock, the job holds whatever this store wrote in an earlier step
         # that never reached its status write; one process's store lives through many.
         self._data_written.pop(jid, None)
         self._rechecked.pop(jid, None)
         try:
-            return evolve(self.get_job(jid, locked=True), lock_session=self.session_id)
+            return evolve(self._job_from_read(jid, read, True), lock_session=self.session_id)
         except NotFound:
             self._unlock(t.job_node(jid, "lock"))
             return None

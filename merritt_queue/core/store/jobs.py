@@ -210,12 +210,23 @@ class JobStore(HistoryWrites):
         """The whole job; ``locked``: whether its lock is there, when the caller knows (it
         has just taken it), else read."""
         t.check_id(t.JOB_PREFIX, jid)
-        # The history after the status: see ``history`` for why the order matters.
-        names = ("bid", "priority", "space_needed", *t.JOB_JSON_NODES, h.NODE)
         lock = None if locked is not None else self.client.exists_async(t.job_node(jid, "lock"))
-        got = self.engine.get_many(t.job_node(jid, n) for n in names)
+        self.stats["round_trips"] += 1
+        read = self._send_job_read(jid)
         if lock is not None:
             locked = lock.get() is not None
+        return self._job_from_read(jid, read, bool(locked))
+
+    def _send_job_read(self, jid: str) -> Callable[[], dict[str, Any]]:
+        # The history after the status: see ``history`` for why the order matters.
+        names = ("bid", "priority", "space_needed", *t.JOB_JSON_NODES, h.NODE)
+        return self.engine.get_many_later(t.job_node(jid, n) for n in names)
+
+    def _job_from_read(
+        self, jid: str, read: Callable[[], dict[str, Any]], locked: bool
+    ) -> JobRecord:
+        """The job from ``_send_job_read``'s answer; NotFound, or InvalidData."""
+        got = read()
         status = got[t.job_node(jid, "status")]
         if status is None:
             raise NotFound(f"job {jid} does not exist")
@@ -225,7 +236,7 @@ class JobStore(HistoryWrites):
             return node[0] if node else None
 
         try:
-            return self._job_record(jid, status, value, bool(locked))
+            return self._job_record(jid, status, value, locked)
         except (ValueError, TypeError, AttributeError) as e:
             raise InvalidData(f"job {jid} has unreadable data ({e}); run check_tree") from None
 

@@ -40,12 +40,20 @@ class Locks(StoreBase):
             )
 
     def _try_lock(self, path: str) -> bool:
+        return self._lock_taken(path, self._send_lock(path))
+
+    def _send_lock(self, path: str) -> Any:
+        """The lock's create, sent; ``_lock_taken`` waits for its answer (a read may go out
+        behind it meanwhile)."""
         if path in self._orphaned:  # ours from before an outage: free it, then take it anew
             self.release_orphaned_locks()
         self.stats["round_trips"] += 1
         self.stats["writes"] += 1
+        return self.engine.create_node_async(path, ephemeral=True)
+
+    def _lock_taken(self, path: str, sent: Any) -> bool:
         try:
-            self.engine.create_node(path, ephemeral=True)
+            sent.get()
             return True
         except NodeExistsError:  # someone else holds it: normal, try the next item
             return False
