@@ -106,15 +106,20 @@ def by_filename(jobs) -> dict:
     return {j.configuration["filename"]: j for j in jobs}
 
 
-def test_a_single_file_is_stored_inventoried_and_reported(pipeline, content):
-    bid = pipeline.submit(
+def submit_call911(pipeline, content, **extra) -> str:
+    """Merritt's one-file sample deposit, with its digest and title."""
+    return pipeline.submit(
         type="file",
         payload_url=f"{content.url}/call911.jpg",
         digest_type="md5",
         digest_value=md5("call911.jpg"),
         erc_what="If This Bell Rings Call 911",
-        batchID="single-file",
+        **extra,
     )
+
+
+def test_a_single_file_is_stored_inventoried_and_reported(pipeline, content):
+    bid = submit_call911(pipeline, content, batchID="single-file")
     batch = pipeline.run(bid)
     assert batch.status == "Completed", batch.message
     (job,) = assert_batch_completed(pipeline, bid, 1)

@@ -15,7 +15,7 @@ import jobs.handlers
 import jobs.tasks
 from batches.models import Profile
 from jobs.services import get_services
-from tests.test_pipeline_e2e import assert_batch_completed, assert_stored, md5
+from tests.test_pipeline_e2e import assert_batch_completed, assert_stored, submit_call911
 
 pytest_plugins = ["tests.httpserver", "tests.pipeline"]
 
@@ -58,13 +58,7 @@ def test_a_one_file_job_makes_these_statements_and_no_more(pipeline, content, mo
         return result
 
     monkeypatch.setattr(jobs.tasks, "run_job_step", counted)
-    bid = pipeline.submit(
-        type="file",
-        payload_url=f"{content.url}/call911.jpg",
-        digest_type="md5",
-        digest_value=md5("call911.jpg"),
-        erc_what="If This Bell Rings Call 911",
-    )
+    bid = submit_call911(pipeline, content)
     pipeline.run(bid)
     (job,) = assert_batch_completed(pipeline, bid, 1)
     assert_stored(pipeline, job, ["call911.jpg"])
