@@ -473,6 +473,9 @@ class QueueMachine(RuleBasedStateMachine):
             self.refused(NotFound, call)
             return multiple()
         b = self.mbatches[bid]
+        if b.status == "Deleted":  # its job would bring back the batch-processing it lost
+            self.refused(InvalidTransition, call)
+            return multiple()
         made = []
         for _ in range(count):
             jid = call()
@@ -582,9 +585,18 @@ class QueueMachine(RuleBasedStateMachine):
             self.refused(NotFound, call)
         elif target_status not in JOB_MOVES[m.status]:
             self.refused(InvalidTransition, call)
+        elif self.no_way_back(m, target_status):
+            self.refused(InvalidTransition, call, match="was deleted")
         else:
             call()
             self.move_job(m, target_status)
+
+    def no_way_back(self, m: MJob, new: str) -> bool:
+        """Whether moving the job to ``new`` takes it back to work in a batch whose
+        ``batch-processing`` node is gone (the batch was deleted): refused, nothing written."""
+        b = self.mbatches.get(m.bid)
+        back = batch_dir(m.status) != "batch-processing" and batch_dir(new) == "batch-processing"
+        return back and b is not None and not b.had_jobs
 
     @precondition(lambda self: any(self.held_jobs))
     @rule(data=st.data(), action=st.sampled_from(["priority", "force_fail", "move", "resume"]))
@@ -615,6 +627,8 @@ class QueueMachine(RuleBasedStateMachine):
             self.refused(InvalidTransition, call, match="only a Failed job")
         elif target_status not in allowed:
             self.refused(InvalidTransition, call, match="cannot resume at")
+        elif self.no_way_back(m, target_status):
+            self.refused(InvalidTransition, call, match="was deleted")
         else:
             done = call()
             self.move_job(m, target_status, retry=m.retry + 1)

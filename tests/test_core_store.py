@@ -361,6 +361,20 @@ def test_a_finished_batch_status_never_lists_the_jobs_still_processing(store, ba
     assert asked and all(kind != mr.CHILDREN for kind, _ in asked)
 
 
+def test_a_deleted_batch_gets_no_job(store, zk):
+    """Found by the model test: a job created in a Deleted batch brought back the empty
+    batch-processing node its deletion had removed, which MerrittZK's reporting throws on."""
+    bid = store.create_batch({}).id
+    store.transition_batch(bid, "Held")
+    store.transition_batch(bid, "Deleted")
+    before = listing(zk)
+    with pytest.raises(InvalidTransition, match="was deleted"):
+        store.create_job(bid, {})
+    with pytest.raises(InvalidTransition, match="was deleted"):
+        store.create_jobs(bid, [NewJob(configuration={})])
+    assert listing(zk) == before
+
+
 def test_whether_many_nodes_exist_is_one_request(store, batch, monkeypatch):
     """The dispatcher asks it of the lock of every job it may enqueue, each sweep: one
     request per node costs ZooKeeper and kazoo's thread far more than the answers."""

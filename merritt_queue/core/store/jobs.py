@@ -15,6 +15,7 @@ from .. import history as h
 from .. import tree as t
 from ..errors import (
     InvalidData,
+    InvalidTransition,
     NotFound,
     QueueError,
 )
@@ -28,6 +29,7 @@ from ..records import (
     evolve,
 )
 from ..states import (
+    BatchStatus,
     JobStatus,
 )
 from .historywrites import HistoryWrites
@@ -72,13 +74,14 @@ class JobStore(HistoryWrites):
         """
         new = NewJob(configuration, priority, space_needed, identifiers, metadata)
         self._check_new_job(bid, new)
-        self._require_batch(bid)
+        batch_version = self._require_batch(bid)
         jid = self.engine.create_sequential(f"{t.JOBS}/{t.JOB_PREFIX}")
         new = replace(new, configuration=with_job_id(new.configuration, jid))
         status = t.job_status_record(JobStatus.PENDING)
         try:
             self.engine.commit(
-                self._job_create_ops(bid, jid, new, status), f"create job {jid} in batch {bid}"
+                self._job_create_ops(bid, jid, new, status, batch_version),
+                f"create job {jid} in batch {bid}",
             )
         except QueueError:
             self.engine.delete_quietly(t.job_path(jid))
@@ -100,7 +103,7 @@ class JobStore(HistoryWrites):
             return []
         for new in jobs:
             self._check_new_job(bid, new)
-        self._require_batch(bid)
+        batch_version = self._require_batch(bid)
         created: list[str] = []
         for start in range(0, len(jobs), CREATE_CHUNK):
             chunk = jobs[start : start + CREATE_CHUNK]
@@ -118,7 +121,10 @@ class JobStore(HistoryWrites):
             statuses = [t.job_status_record(JobStatus.PENDING) for _ in chunk]
             results = self.engine.commit_many(
                 [
-                    (self._job_create_ops(bid, jid, new, st), f"create job {jid} in batch {bid}")
+                    (
+                        self._job_create_ops(bid, jid, new, st, batch_version),
+                        f"create job {jid} in batch {bid}",
+                    )
                     for jid, new, st in zip(jids, chunk, statuses, strict=True)
                 ]
             )
@@ -161,16 +167,26 @@ class JobStore(HistoryWrites):
         # Besides the jobs, /jobs holds one container: the state index (``/jobs/states``).
         return max(0, stat.numChildren - 1) if stat else 0
 
-    def _require_batch(self, bid: str) -> None:
-        if not self.engine.exists(t.batch_node(bid, "status")):
+    def _require_batch(self, bid: str) -> int:
+        """The version of the batch's status node, which every job's creation then checks:
+        a batch deleted meanwhile gets no job. A Deleted batch gets none at all: its job
+        would bring back the ``batch-processing`` node its deletion removed, on which
+        MerrittZK's reporting throws (``batch_sides``)."""
+        node = self.engine.get_many([t.batch_node(bid, "status")])[t.batch_node(bid, "status")]
+        if node is None:
             raise NotFound(f"batch {bid} does not exist; no job was created")
+        if (t.decode_json(node[0]) or {}).get("status") == BatchStatus.DELETED:
+            raise InvalidTransition(f"batch {bid} was deleted; no job was created in it")
+        return node[1].version
 
     def _created_history(self, jid: str, status: dict) -> tuple[Op, h.History]:
         return self._job_history_op(jid, h.ABSENT, 0, "", status)
 
-    def _job_create_ops(self, bid: str, jid: str, new: NewJob, status: dict) -> list[Op]:
+    def _job_create_ops(
+        self, bid: str, jid: str, new: NewJob, status: dict, batch_version: int
+    ) -> list[Op]:
         ops = [
-            Op(OpKind.CHECK, t.batch_node(bid, "status")),
+            Op(OpKind.CHECK, t.batch_node(bid, "status"), version=batch_version),
             Op(OpKind.CREATE, t.job_node(jid, "bid"), t.encode_str(bid)),
             Op(OpKind.CREATE, t.job_node(jid, "priority"), t.encode_int(new.priority)),
             Op(OpKind.CREATE, t.job_node(jid, "space_needed"), t.encode_int(new.space_needed)),
