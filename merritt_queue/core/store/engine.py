@@ -194,20 +194,14 @@ class Engine:
         return self._stat_async(path).get()
 
     def _stat_async(self, path: str) -> Any:
-        result = self.client.handler.async_result()
-        self.client._call(Exists(mr.rooted(self.client.chroot, path), None), result)
-        return result
+        return self._call(Exists(mr.rooted(self.client.chroot, path), None))
 
     def create_node(self, path: str, data: bytes = b"", *, ephemeral: bool = False) -> None:
         """``client.create(path, data, ephemeral=...)``, uncounted, as ``stat``."""
         self.create_node_async(path, data, ephemeral=ephemeral).get()
 
     def create_node_async(self, path: str, data: bytes = b"", *, ephemeral: bool = False) -> Any:
-        acl = self.client.default_acl or OPEN_ACL_UNSAFE
-        flags = EPHEMERAL if ephemeral else 0
-        result = self.client.handler.async_result()
-        self.client._call(Create(mr.rooted(self.client.chroot, path), data, acl, flags), result)
-        return result
+        return self._call(self._request(Op(OpKind.CREATE, path, data, ephemeral=ephemeral)))
 
     def exists_many(self, paths: list[str]) -> list[bool]:
         """Whether each node exists, in one round: read as ``get_many`` reads (the nodes
@@ -219,9 +213,12 @@ class Engine:
 
     def multi(self, ops: Sequence[Op]) -> list[Any]:
         """Send ``ops`` as one multi, once; each op's result or exception."""
+        return self._send_counted(ops).get()
+
+    def _send_counted(self, ops: Sequence[Op]) -> Any:
         self.stats["round_trips"] += 1
         self.stats["writes"] += 1
-        return self._send(ops).get()
+        return self._send(ops)
 
     def _send(self, ops: Sequence[Op]) -> Any:
         """``ops`` sent as one multi; its pending result.
@@ -230,11 +227,23 @@ class Engine:
         whose per-op argument checks and path normalisation cost more than the rest of a
         step's commit: the ops come from the tree's own path builders.
         """
-        root = self.client.chroot
-        acl = self.client.default_acl or OPEN_ACL_UNSAFE
-        requests = [_request(op, root, acl) for op in ops]
+        return self._call(Transaction([self._request(op) for op in ops]))
+
+    def _request(self, op: Op) -> Any:
+        """The kazoo request of one op, its path under the client's chroot."""
+        path = mr.rooted(self.client.chroot, op.path)
+        if op.kind == OpKind.CREATE:
+            acl = self.client.default_acl or OPEN_ACL_UNSAFE
+            return Create(path, op.data, acl, EPHEMERAL if op.ephemeral else 0)
+        if op.kind == OpKind.DELETE:
+            return Delete(path, op.version)
+        if op.kind == OpKind.SET:
+            return SetData(path, op.data, op.version)
+        return CheckVersion(path, op.version)
+
+    def _call(self, request: Any) -> Any:
         result = self.client.handler.async_result()
-        self.client._call(Transaction(requests), result)
+        self.client._call(request, result)
         return result
 
     def commit(self, ops: Sequence[Op], what: str) -> list[Any]:
@@ -254,9 +263,7 @@ class Engine:
     def _commit(self, ops: Sequence[Op], what: str, path: str | None) -> tuple[list[Any], Any]:
         ops = list(ops)
         for _ in range(MEND_ROUNDS):
-            self.stats["round_trips"] += 1
-            self.stats["writes"] += 1
-            sent = self._send(ops)
+            sent = self._send_counted(ops)
             after = self._stat_async(path) if path is not None else None
             results = sent.get()
             failed = refused(results)
@@ -359,15 +366,3 @@ def _answer(pending: Any) -> Any:
         return pending.get()
     except (*CONNECTION_ERRORS, KazooException):
         return None
-
-
-def _request(op: Op, root: str, acl: Any) -> Any:
-    """The kazoo request of one op of a multi, its path under the client's chroot."""
-    path = mr.rooted(root, op.path)
-    if op.kind == OpKind.CREATE:
-        return Create(path, op.data, acl, EPHEMERAL if op.ephemeral else 0)
-    if op.kind == OpKind.DELETE:
-        return Delete(path, op.version)
-    if op.kind == OpKind.SET:
-        return SetData(path, op.data, op.version)
-    return CheckVersion(path, op.version)

@@ -172,7 +172,8 @@ class JobStore(HistoryWrites):
         a batch deleted meanwhile gets no job. A Deleted batch gets none at all: its job
         would bring back the ``batch-processing`` node its deletion removed, on which
         MerrittZK's reporting throws (``batch_sides``)."""
-        node = self.engine.get_many([t.batch_node(bid, "status")])[t.batch_node(bid, "status")]
+        path = t.batch_node(bid, "status")
+        node = self.engine.get_many([path])[path]
         if node is None:
             raise NotFound(f"batch {bid} does not exist; no job was created")
         if (t.decode_json(node[0]) or {}).get("status") == BatchStatus.DELETED:
