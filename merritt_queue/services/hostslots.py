@@ -68,6 +68,7 @@ class HostSlots:
 
     def __init__(self, redis, limit: int, ttl: float = 60.0) -> None:
         self.redis, self.limit, self.ttl = redis, limit, ttl
+        self._ttl_ms = max(1, int(ttl * 1000))
         self._take = redis.register_script(_TAKE)
         self._renew = redis.register_script(_RENEW)
         self._held: dict[str, list[str]] = {}  # lease id: its hosts, while held
@@ -80,11 +81,12 @@ class HostSlots:
         if self.limit <= 0 or not hosts:
             return Lease(self, [])
         lease_id = uuid.uuid4().hex
-        ttl_ms = max(1, int(self.ttl * 1000))
         taken: list[str] = []
         try:
             for host in hosts:
-                if not self._take(keys=[KEY_PREFIX + host], args=[lease_id, self.limit, ttl_ms]):
+                if not self._take(
+                    keys=[KEY_PREFIX + host], args=[lease_id, self.limit, self._ttl_ms]
+                ):
                     self._release(lease_id, taken)
                     raise HostFull(host, self.limit)
                 taken.append(host)
@@ -104,9 +106,8 @@ class HostSlots:
             self.redis.zrem(KEY_PREFIX + host, lease_id)
 
     def _renew_all(self, lease_id: str, hosts: list[str]) -> None:
-        ttl_ms = max(1, int(self.ttl * 1000))
         for host in hosts:
-            self._renew(keys=[KEY_PREFIX + host], args=[lease_id, ttl_ms])
+            self._renew(keys=[KEY_PREFIX + host], args=[lease_id, self._ttl_ms])
 
     def _keep(self, lease_id: str, hosts: list[str]) -> None:
         with self._lock:
