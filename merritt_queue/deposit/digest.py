@@ -68,3 +68,10 @@ def file_digests(path: Path | str, algs: Iterable[str], chunk: int = CHUNK) -> d
         while block := f.read(chunk):
             hashers.update(block)
     return hashers.hexdigests()
+
+
+def bytes_digests(data: bytes, algs: Iterable[str]) -> dict[str, str]:
+    """``file_digests`` of bytes already in memory."""
+    hashers = Hashers(algs)
+    hashers.update(data)
+    return hashers.hexdigests()

@@ -13,7 +13,7 @@ import mimetypes
 from pathlib import Path
 from xml.sax.saxutils import escape
 
-from .digest import Hashers, file_digests
+from .digest import bytes_digests, file_digests
 
 ERC_KEYS = (("who", "erc_who"), ("what", "erc_what"), ("when", "erc_when"))
 DIGESTS = ("md5", "sha256")
@@ -76,12 +76,6 @@ def describe_files(
                 }
             )
     return entries
-
-
-def bytes_digests(data: bytes, algorithms) -> dict[str, str]:
-    hashers = Hashers(algorithms)
-    hashers.update(data)
-    return hashers.hexdigests()
 
 
 # The object's files as Processing described them, kept in the job's working directory
