@@ -23,6 +23,7 @@ from inventory.models import (
     LocalIdentifier,
 )
 from merritt_queue.services.errors import InventoryError
+from mirror import sql
 
 
 def check_changes(ark: str, version: int, files: list[dict], deleted: list[str], mode: str):
@@ -111,42 +112,50 @@ class LocalInventory:
             "last_stored": stored,
         }
         if new_object:  # an object already there refuses this, and the caller goes again
-            obj, created = InventoryObject.objects.create(ark=ark, **new), True
+            new |= {"ark": ark, "created": stored, "modified": stored}
+            obj_id, created = sql.insert_one(InventoryObject, new), True
         else:
             obj, created = InventoryObject.objects.get_or_create(ark=ark, defaults=new)
+            obj_id = obj.pk
         # Counted once here, so that no page counts a version's files by their change.
         counts = Counter(f.get("change") or "" for f in files)
-        row = InventoryVersion.objects.create(
-            obj=obj,
-            number=version,
-            job_id=job_id,
-            stored=stored,
-            total_size=sum(f["size"] for f in files),
-            file_count=len(files),
-            mode=mode,
-            deleted=deleted,
-            added_count=counts["added"],
-            replaced_count=counts["replaced"],
-            carried_count=counts["carried"],
+        row_id = sql.insert_one(
+            InventoryVersion,
+            {
+                "obj_id": obj_id,
+                "number": version,
+                "job_id": job_id,
+                "stored": stored,
+                "total_size": sum(f["size"] for f in files),
+                "file_count": len(files),
+                "mode": mode,
+                "deleted": deleted,
+                "added_count": counts["added"],
+                "replaced_count": counts["replaced"],
+                "carried_count": counts["carried"],
+            },
         )
         if not created:
             for name, value in described.items():
                 if value:
                     setattr(obj, name, value)
             obj.version_count = obj.versions.count()
-            obj.last_stored = max(filter(None, (obj.last_stored, row.stored)))
+            obj.last_stored = max(filter(None, (obj.last_stored, stored)))
             obj.save()
-        InventoryFile.objects.bulk_create(
-            InventoryFile(
-                version=row,
-                name=f["name"],
-                size=f["size"],
-                md5=f.get("md5") or "",
-                sha256=f.get("sha256") or "",
-                mime_type=f.get("mime_type") or "",
-                change=f.get("change") or "",
-            )
-            for f in files
+        sql.insert(
+            InventoryFile,
+            [
+                {
+                    "version_id": row_id,
+                    "name": f["name"],
+                    "size": f["size"],
+                    "md5": f.get("md5") or "",
+                    "sha256": f.get("sha256") or "",
+                    "mime_type": f.get("mime_type") or "",
+                    "change": f.get("change") or "",
+                }
+                for f in files
+            ],
         )
 
     def ark_for_local_id(self, collection: str, local_id: str) -> str | None:

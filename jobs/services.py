@@ -14,6 +14,7 @@ from urllib.request import url2pathname
 
 import django_rq
 from django.conf import settings
+from django.db import connection
 
 from batches.models import Profile
 from inventory.recorder import LocalInventory
@@ -28,6 +29,9 @@ from merritt_queue.services.merrittstorage import MerrittStorageClient
 from merritt_queue.services.minter import EzidMinter, LocalMinter
 from merritt_queue.services.notifier import CallbackNotifier
 from merritt_queue.services.storage import LocalStorage
+from mirror.sql import select_in
+
+_PROFILE_FIELDS = tuple(f.attname for f in Profile._meta.concrete_fields)
 
 
 @dataclass
@@ -58,9 +62,9 @@ class Services:
         """The profile ``name``, None when it no longer exists."""
         read = getattr(self._chain, "profiles", None)
         if read is None:
-            return Profile.objects.filter(name=name).first()
+            return _read_profile(name)
         if name not in read:
-            read[name] = Profile.objects.filter(name=name).first()
+            read[name] = _read_profile(name)
         return read[name]
 
     @property
@@ -88,6 +92,16 @@ class Services:
         if not src.is_file():
             raise ServiceError(f"the uploaded file {src.name} is gone", retryable=False)
         shutil.copyfile(src, dest)
+
+
+def _read_profile(name: str) -> Profile | None:
+    """``Profile.objects.filter(name=name).first()`` (names are unique), by the ORM's own
+    statement compiled once: every job's chain asks, and building the query anew each time
+    cost several times running it."""
+    rows = select_in(Profile, "name", [name], _PROFILE_FIELDS)
+    if not rows:
+        return None
+    return Profile.from_db(connection.alias, _PROFILE_FIELDS, [rows[0][f] for f in _PROFILE_FIELDS])
 
 
 _cache: dict[int, Services] = {}

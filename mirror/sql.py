@@ -1,6 +1,7 @@
-"""The few SQL statements the mirror writes by hand, for speed: executemany INSERTs and
-UPDATEs of many rows, the timeline rows' insert-or-replace-inexact, and the SELECT of rows
-by key that every write-through makes (the ORM's own SQL, compiled once)."""
+"""The few SQL statements written by hand, for speed: executemany INSERTs and UPDATEs of
+many rows, a one-row INSERT that answers its id (the inventory's records), the timeline
+rows' insert-or-replace-inexact, and the SELECT of rows by key that every write-through
+makes (the ORM's own SQL, compiled once)."""
 
 from __future__ import annotations
 
@@ -43,6 +44,18 @@ def _params(fields, rows: list[dict]) -> list[tuple]:
     ]
 
 
+def _insert_sql(model: type[models.Model], on_conflict: OnConflict | None) -> tuple[str, list]:
+    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+    ops, quote = connection.ops, connection.ops.quote_name
+    columns = ", ".join(quote(f.column) for f in fields)
+    sql = (
+        f"{ops.insert_statement(on_conflict=on_conflict)} {quote(model._meta.db_table)} "
+        f"({columns}) VALUES ({', '.join(['%s'] * len(fields))})"
+        f" {ops.on_conflict_suffix_sql(fields, on_conflict, None, None)}"
+    )
+    return sql, fields
+
+
 def insert(model: type[models.Model], rows: list[dict], *, ignore_conflicts: bool = False):
     """INSERT ``rows`` (field name -> value; defaults fill the rest) with executemany.
 
@@ -51,19 +64,29 @@ def insert(model: type[models.Model], rows: list[dict], *, ignore_conflicts: boo
     """
     if not rows:
         return
-    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+    sql, fields = _insert_sql(model, OnConflict.IGNORE if ignore_conflicts else None)
     params = _params(fields, rows)
-    on_conflict = OnConflict.IGNORE if ignore_conflicts else None
-    ops, quote = connection.ops, connection.ops.quote_name
-    columns = ", ".join(quote(f.column) for f in fields)
-    sql = (
-        f"{ops.insert_statement(on_conflict=on_conflict)} {quote(model._meta.db_table)} "
-        f"({columns}) VALUES ({', '.join(['%s'] * len(fields))})"
-        f" {ops.on_conflict_suffix_sql(fields, on_conflict, None, None)}"
-    )
     with connection.cursor() as cursor:
         for start in range(0, len(params), DB_CHUNK):
             cursor.executemany(sql, params[start : start + DB_CHUNK])
+
+
+def insert_one(model: type[models.Model], row: dict) -> int:
+    """INSERT one row (field name -> value; defaults fill the rest, ``auto_now`` fields
+    included: give them) and answer its primary key: ``Model.objects.create``'s write,
+    without building the model and compiling the statement each time. A conflict raises
+    ``IntegrityError`` as the ORM's does."""
+    sql, fields = _insert_sql(model, None)
+    (params,) = _params(fields, [row])
+    pk = model._meta.pk
+    with connection.cursor() as cursor:
+        if not connection.features.can_return_columns_from_insert:  # SQLite before 3.35
+            cursor.execute(sql, params)
+            return connection.ops.last_insert_id(cursor, model._meta.db_table, pk.column)
+        returning, returning_params = connection.ops.return_insert_columns([pk])
+        cursor.execute(f"{sql} {returning}", (*params, *returning_params))
+        (value,) = connection.ops.fetch_returned_insert_columns(cursor, returning_params)
+        return value
 
 
 def update(model: type[models.Model], rows: list[dict], fields: list[str]) -> None:

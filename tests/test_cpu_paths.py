@@ -3,21 +3,27 @@
 ``mirror.sql.select_in`` runs the ORM's own SQL compiled once: the same rows and the same
 Python values as ``.values()`` (dates, JSON, booleans), whatever keys are asked for.
 ``zk.PollingHandler`` waits with one poll(2) object and answers as kazoo's own handler does.
+A job's profile read by its compiled statement is the ORM's ``first()``, field by field.
+``mirror.sql.insert_one`` writes the row ``create`` writes and answers its id.
+A history node built from its entries' kept encodings is byte for byte the JSON of the whole.
 """
 
 from __future__ import annotations
 
+import json
 import socket
 from datetime import UTC, datetime
 
 import pytest
 from kazoo.handlers.threading import SequentialThreadingHandler
 
-from batches.models import Batch
+from batches.models import Batch, Profile
 from jobs.models import Job
+from jobs.services import _read_profile
+from merritt_queue.core import history
 from merritt_queue.core.zk import PollingHandler
 from mirror.rows import BATCH_FIELDS, JOB_FIELDS
-from mirror.sql import select_in
+from mirror.sql import insert_one, select_in
 
 AT = datetime(2026, 11, 24, 10, 0, 0, 123456, tzinfo=UTC)
 
@@ -121,3 +127,80 @@ def test_the_polling_handler_answers_as_kazoos_own():
         assert refusals[0] == refusals[1]
     finally:
         b.close()
+
+
+def _dumped(h: history.History) -> bytes:
+    whole = {"format": 1, "dropped": h.dropped, "entries": [e.as_json() for e in h.entries]}
+    return json.dumps(whole, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def test_a_history_node_is_the_json_of_the_whole_whatever_its_entries_hold():
+    h = history.History(exists=True)
+    messages = ["", "plain", 'quote " and \\ back', "Zürich – ünïcode ☃", "x" * 600, "\n\t\u0001"]
+    for version, message in enumerate(messages * 30):
+        entry = history.Entry(
+            version,
+            "Pending",
+            "Estimating",
+            "2026-11-24 10:00:00 +0000",
+            message=message,
+            retry_count=version % 3,
+            by="worker h:1",
+        )
+        h, data = history.append(h, entry)
+        assert data == _dumped(h)
+        assert history.encode(history.decode(data)) == data
+        assert len(data) <= history.MAX_BYTES
+    assert h.dropped > 0
+
+
+@pytest.mark.django_db
+def test_a_profile_read_by_its_compiled_statement_is_the_orms_first():
+    Profile.objects.create(name="other", collection="c0", minter_shoulder="ark:/99999/fk4")
+    made = Profile.objects.create(
+        name="demo", collection="ünï", minter_shoulder="ark:/99999/fk4", default_priority=3
+    )
+    orm, read = Profile.objects.filter(name="demo").first(), _read_profile("demo")
+    assert read is not None and read.pk == made.pk
+    fields = [f.attname for f in Profile._meta.concrete_fields]
+    assert [getattr(read, f) for f in fields] == [getattr(orm, f) for f in fields]
+    assert not read._state.adding  # a row read, as the ORM's is: saving it updates
+    assert _read_profile("gone") is None
+
+
+@pytest.mark.django_db
+def test_insert_one_writes_the_row_create_writes_and_answers_its_id():
+    from django.db import IntegrityError, transaction
+
+    from inventory.models import InventoryObject, InventoryVersion
+
+    made = InventoryObject.objects.create(ark="ark:/1/a", collection="c", last_stored=AT)
+    obj_id = insert_one(
+        InventoryObject,
+        {"ark": "ark:/1/b", "collection": "c", "last_stored": AT, "created": AT, "modified": AT},
+    )
+    assert obj_id != made.pk
+    assert InventoryObject.objects.get(pk=obj_id).ark == "ark:/1/b"
+    row = {"obj_id": obj_id, "number": 1, "job_id": "jid0000000001", "stored": AT}
+    version_id = insert_one(InventoryVersion, row | {"deleted": ["ünï.txt"]})
+    version = InventoryVersion.objects.get(pk=version_id)
+    assert (version.obj_id, version.stored, version.deleted) == (obj_id, AT, ["ünï.txt"])
+    assert (version.total_size, version.mode) == (0, "")  # the model's defaults
+    with pytest.raises(IntegrityError), transaction.atomic():
+        insert_one(InventoryObject, {"ark": "ark:/1/b", "created": AT, "modified": AT})
+
+
+@pytest.mark.django_db
+def test_insert_one_answers_the_id_where_an_insert_cannot_return_it(monkeypatch):
+    """SQLite before 3.35 has no RETURNING: the id comes from the cursor instead."""
+    from django.db import connection
+
+    from inventory.models import InventoryObject
+
+    if connection.vendor != "sqlite":
+        pytest.skip("only SQLite before 3.35 lacks RETURNING among the supported databases")
+    monkeypatch.setattr(connection.features, "can_return_columns_from_insert", False)
+    first = insert_one(InventoryObject, {"ark": "ark:/1/a", "created": AT, "modified": AT})
+    second = insert_one(InventoryObject, {"ark": "ark:/1/b", "created": AT, "modified": AT})
+    assert InventoryObject.objects.get(pk=first).ark == "ark:/1/a"
+    assert InventoryObject.objects.get(pk=second).ark == "ark:/1/b"

@@ -31,6 +31,7 @@ import json
 import os
 import socket
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 NODE = "history"
@@ -91,6 +92,12 @@ class Entry:
             "retry": self.retry_count,
             "by": self.by[:MAX_ACTOR],
         }
+
+    @cached_property
+    def encoded(self) -> bytes:
+        """``as_json`` as the node spells it. Kept: every status write rewrites the whole node,
+        and its older entries need not be encoded again at each."""
+        return _dumps(self.as_json())
 
     @classmethod
     def from_json(cls, value: dict[str, Any]) -> Entry:
@@ -153,13 +160,15 @@ def encode(history: History) -> bytes:
     return _encode(list(history.entries), history.dropped)
 
 
-def _encode(entries: list[dict[str, Any]] | list[Entry], dropped: int) -> bytes:
-    items = [e.as_json() if isinstance(e, Entry) else e for e in entries]
-    return json.dumps(
-        {"format": FORMAT, "dropped": dropped, "entries": items},
-        separators=(",", ":"),
-        ensure_ascii=False,
-    ).encode()
+def _dumps(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _encode(entries: list[Entry], dropped: int) -> bytes:
+    """The node's bytes: exactly ``_dumps`` of the whole object, built from the entries'
+    own encodings."""
+    head = b'{"format":%d,"dropped":%d,"entries":[' % (FORMAT, dropped)
+    return head + b",".join(e.encoded for e in entries) + b"]}"
 
 
 def append(history: History, entry: Entry) -> tuple[History, bytes]:
