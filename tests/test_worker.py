@@ -85,3 +85,18 @@ def test_a_worker_writes_its_heartbeat_and_state_once_per_change(redis, monkeypa
     # RQ's own loop makes over 25 (pinned 3.0); what is left is the job's own and the registries.
     assert per_job <= 18, per_job
     assert 0 < ttls[0] <= DEFAULT_WORKER_TTL + 60
+
+
+def test_a_worker_imports_the_tasks_before_its_first_job(redis, monkeypatch):
+    """RQ imports a job's function when the job comes: the first deposit waited for it."""
+    from django.conf import settings
+    from rq import Queue
+
+    from merritt_queue.project.tasks import Worker
+
+    assert settings.RQ["WORKER_CLASS"] == "merritt_queue.project.tasks.Worker"
+    assert Worker.preload == ("jobs.tasks", "batches.tasks")
+    monkeypatch.delitem(sys.modules, "colorsys", raising=False)
+    monkeypatch.setattr(Worker, "preload", ("colorsys",))
+    Worker([Queue("mq-admin", connection=redis)], connection=redis).work(burst=True)
+    assert "colorsys" in sys.modules

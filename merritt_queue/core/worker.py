@@ -20,6 +20,7 @@ The registrations, the started registry and the jobs' statuses are written as RQ
 
 from __future__ import annotations
 
+import importlib
 import logging
 import time
 from uuid import uuid4
@@ -43,6 +44,12 @@ class QueueWorker(SimpleWorker):
     repeat_write_interval = 5.0
     # How late a worker may notice ``rq suspend``: it then takes no new job.
     suspension_check_interval = 5.0
+    # Modules imported as the worker starts (the project's tasks, by dotted path): RQ
+    # imports a job's function when the job comes, and the first deposit would wait for it.
+    preload: tuple[str, ...] = ()
+    # RQ's "result is kept for N seconds" after every job: the same line each time (the
+    # dispatcher sets one time to live for all), not worth its write per job.
+    log_result_lifespan = False
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -91,6 +98,8 @@ class QueueWorker(SimpleWorker):
 
     def work(self, burst: bool = False, *args, **kwargs):
         """Work until asked to stop; start over after Redis went away (not in burst mode)."""
+        for module in self.preload:
+            importlib.import_module(module)
         while True:
             failed = None
             try:

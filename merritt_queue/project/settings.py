@@ -61,7 +61,7 @@ RQ_QUEUES = {
 RQ = {
     # No fork per job (a worker process keeps one ZooKeeper session instead of one per job),
     # and a Redis outage does not end the worker.
-    "WORKER_CLASS": "merritt_queue.core.worker.QueueWorker",
+    "WORKER_CLASS": "merritt_queue.project.tasks.Worker",
 }
 
 MQ_WORK_DIR = env_str("MQ_WORK_DIR", str(VAR_DIR / "work"))
