@@ -72,9 +72,9 @@ def _download(s: Services, job: JobRecord, files: list[PayloadFile]) -> Outcome:
             return waiting
     else:
         _download_files(s, producer, files)
-    total = sum(p.stat().st_size for p in producer.rglob("*") if p.is_file())
-    count = sum(1 for p in producer.rglob("*") if p.is_file())
-    message = f"downloaded {count} file(s), {total} bytes"
+    sizes = [p.stat().st_size for p in producer.rglob("*") if p.is_file()]
+    total = sum(sizes)
+    message = f"downloaded {len(sizes)} file(s), {total} bytes"
     return Outcome.success(message, data={"space_needed": total})
 
 

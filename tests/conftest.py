@@ -11,6 +11,7 @@ import atexit
 import os
 import shutil
 import tempfile
+import threading
 
 import pytest
 from kazoo.client import KazooClient
@@ -56,12 +57,14 @@ FAST_MODULES = frozenset(
         "test_objects_payload",
         "test_objects_storage",
         "test_services_fetch",
+        "test_services_transport",
         "test_services_minter",
         "test_services_notifier",
         "test_services_webhook",
         "test_services_storage",
         "test_cpu_paths",
         "test_deposit_fields",
+        "test_download_step",
     }
 )
 FAST_TIER = os.environ.get("MQ_FAST_TIER") == "1"
@@ -155,3 +158,17 @@ def redis():
         pytest.fail("REDIS_URL is not set: run the suite with `make test`, which starts Redis")
     with claimed(url) as conn:
         yield conn
+
+
+@pytest.fixture
+def started_threads(monkeypatch) -> list[str]:
+    """The names of the threads started from now on."""
+    names: list[str] = []
+    real_start = threading.Thread.start
+
+    def start(thread):
+        names.append(thread.name)
+        real_start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    return names

@@ -23,6 +23,7 @@ from merritt_queue.services.errors import FetchError, NotifyError
 from merritt_queue.services.fetch import Fetcher
 from merritt_queue.services.netpolicy import check_url
 from merritt_queue.services.notifier import CallbackNotifier
+from tests.rawserver import RawServer, read_head
 
 pytest_plugins = ["tests.httpserver", "tests.pipeline"]
 
@@ -36,54 +37,29 @@ SLACK = 15.0
 # -- a raw HTTP server ---------------------------------------------------------------------
 
 
-class RawServer:
-    """Accepts connections on 127.0.0.1 and hands each request's method to ``respond``."""
+class MethodServer(RawServer):
+    """Reads each connection's request and hands its method to ``respond``."""
 
     def __init__(self, respond: Callable[[str, socket.socket, threading.Event], None]):
         self.respond = respond
-        self.stopping = threading.Event()
         self.methods: list[str] = []
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self._listener.settimeout(0.2)
-        self.url = f"http://127.0.0.1:{self._listener.getsockname()[1]}/payload.bin"
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
+        super().__init__()
 
-    def _serve(self) -> None:
-        while not self.stopping.is_set():
-            try:
-                conn, _ = self._listener.accept()
-            except TimeoutError:
-                continue
-            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
-
-    def _one(self, conn: socket.socket) -> None:
-        with conn:
-            head = b""
-            while b"\r\n\r\n" not in head:
-                data = conn.recv(65536)
-                if not data:
-                    return
-                head += data
-            method = head.split(b" ", 1)[0].decode()
-            self.methods.append(method)
-            try:
-                self.respond(method, conn, self.stopping)
-            except OSError:
-                pass  # the client cut the connection: what a deadline does
-
-    def close(self) -> None:
-        self.stopping.set()
-        self._thread.join(5)
-        self._listener.close()
+    def serve(self, conn: socket.socket) -> None:
+        head = read_head(conn)
+        if head is None:
+            return
+        method = head.split(b" ", 1)[0].decode()
+        self.methods.append(method)
+        self.respond(method, conn, self.stopping)
 
 
 @pytest.fixture
 def raw_server():
-    servers: list[RawServer] = []
+    servers: list[MethodServer] = []
 
-    def start(respond) -> RawServer:
-        servers.append(RawServer(respond))
+    def start(respond) -> MethodServer:
+        servers.append(MethodServer(respond))
         return servers[-1]
 
     yield start

@@ -17,6 +17,7 @@ from merritt_queue.services import partfile
 from merritt_queue.services.errors import FetchError
 from merritt_queue.services.fetch import DownloadItem, Fetcher
 from merritt_queue.services.netpolicy import check_url
+from tests.httpserver import Reply, direct_session
 
 pytest_plugins = ["tests.httpserver"]
 
@@ -360,6 +361,56 @@ def test_part_file_is_used_while_downloading(served, out, fetcher):
     assert leftovers(out) == ["watch.txt"] and result[0].size == len(CONTENT)
 
 
+# -- sessions: one per thread, nothing carried from one request to the next ---------------
+
+
+def test_a_fetcher_makes_one_session_per_thread_however_many_requests(served, out):
+    made = []
+
+    def factory():
+        made.append(threading.current_thread().name)
+        return direct_session()
+
+    fetcher = Fetcher(allow_loopback=True, backoff=0.01, session_factory=factory)
+    url = served.url_for("/fox.txt")
+    for n in range(3):
+        fetcher.with_declared_sizes({url: len(CONTENT)}).download(url, out / f"fox{n}.txt")
+    moved = served.behave("/moved", redirect="/fox.txt")
+    fetcher.download(moved, out / "moved.txt")
+    # One HEAD runs in the caller's thread too; several run on threads with a session each.
+    assert fetcher.head_sizes([url]) == {url: len(CONTENT)}
+    assert made == [threading.current_thread().name]
+    assert fetcher.head_sizes([url, moved]) == {url: len(CONTENT), moved: len(CONTENT)}
+    # (A pool thread done with one HEAD may take the other.)
+    assert len(made) in (2, 3) and threading.current_thread().name not in made[1:]
+
+
+def test_a_cookie_a_server_sets_goes_to_the_next_hop_and_no_further(served, out, fetcher):
+    """As with a session per attempt: the redirect's cookie is sent to where it leads, and
+    never to a later download, whoever's it is."""
+
+    def login(rec):
+        target = served.url_for("/fox.txt")
+        return Reply(302, b"", {"Location": target, "Set-Cookie": "hop=1; Path=/"})
+
+    url = served.behave("/login", handler=login)
+    plain = served.url_for("/fox.txt")
+    one = fetcher()
+    one.download(url, out / "first.txt")
+    one.download(plain, out / "second.txt")
+    assert one.head_sizes([plain]) == {plain: len(CONTENT)}
+    one.download(url, out / "third.txt")
+    sent = [(r.method, r.path, r.headers.get("cookie")) for r in served.requests]
+    assert sent == [
+        ("GET", "/login", None),
+        ("GET", "/fox.txt", "hop=1"),
+        ("GET", "/fox.txt", None),
+        ("HEAD", "/fox.txt", None),
+        ("GET", "/login", None),
+        ("GET", "/fox.txt", "hop=1"),
+    ]
+
+
 # -- the helper threads: digest and write-back ---------------------------------------------
 
 
@@ -467,6 +518,49 @@ def test_a_cut_connection_ends_the_helper_threads(served, out, fetcher, small_fl
         fetcher(chunk_size=256, retries=1).download(url, out / "short", digest=("md5", MD5))
     assert leftovers(out) == []
     assert helper_threads() == []
+
+
+def test_a_body_that_fits_one_buffer_is_digested_without_a_thread(
+    served, out, fetcher, started_threads
+):
+    result = fetcher().download(served.url_for("/fox.txt"), out / "fox.txt", digest=("md5", MD5))
+    assert result.digests == {"md5": MD5}
+    assert [name for name in started_threads if name.startswith("fetch-")] == []
+    # A body bigger than a buffer, or of unknown size, still has its digest thread.
+    unsized = served.behave("/unsized", body=CONTENT, no_length=True)
+    for n, url in enumerate([served.url_for("/fox.txt"), unsized]):
+        started_threads.clear()
+        result = fetcher(chunk_size=len(CONTENT) if n else 1024).download(
+            url, out / f"more{n}.txt", digest=("md5", MD5)
+        )
+        assert result.digests == {"md5": MD5}
+        assert started_threads.count("fetch-digest") == 1
+
+
+def test_the_head_of_one_url_starts_no_thread(served, fetcher, started_threads):
+    url = served.url_for("/fox.txt")
+    assert fetcher().head_sizes([url, url]) == {url: len(CONTENT)}
+    assert [n for n in started_threads if n.startswith("ThreadPoolExecutor")] == []
+    assert fetcher().head_sizes([url, served.url_for("/other")]) == {
+        url: len(CONTENT),
+        served.url_for("/other"): None,
+    }
+    assert [n for n in started_threads if n.startswith("ThreadPoolExecutor")] != []
+
+
+def test_a_failing_digest_of_a_one_buffer_body_fails_the_download_and_leaves_nothing(
+    served, out, fetcher, monkeypatch
+):
+    broken = RuntimeError("the digest broke")
+
+    def update(self, chunk):
+        raise broken
+
+    monkeypatch.setattr(Hashers, "update", update)
+    with pytest.raises(RuntimeError) as info:
+        fetcher().download(served.url_for("/fox.txt"), out / "fox.txt", digest=("md5", MD5))
+    assert info.value is broken
+    assert leftovers(out) == []
 
 
 def test_the_reader_waits_while_every_buffer_awaits_its_digest(tmp_path):

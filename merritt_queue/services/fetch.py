@@ -6,7 +6,8 @@ Guarantees:
   made to it; redirects are followed by hand, at most ``max_redirects`` of them. Once a hop
   was a public host, every later hop must be public too (see ``netpolicy``).
 - Memory stays bounded: bodies are streamed in ``chunk_size`` pieces straight to disk, with the
-  digests computed on the way (on a thread of their own, see ``partfile.Sink``).
+  digests computed on the way (on a thread of their own unless the announced body fits one
+  buffer, see ``partfile.Sink``).
 - ``dest`` appears only complete, verified and on the disk: bytes go to ``<dest>.part``, which
   is fsynced, then renamed onto ``dest`` after the size and digest checks pass, and removed
   on any error, an error of a helper thread included.
@@ -35,10 +36,10 @@ from __future__ import annotations
 import copy
 import http.client
 import logging
+import threading
 import time
 from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urljoin
@@ -138,6 +139,8 @@ class Fetcher:
         self.head_deadline = head_deadline if head_deadline is not None else self.timeout[1]
         self.max_download_bytes = max_download_bytes
         self.declared_sizes: dict[str, int] = {}
+        # Each thread's session, shared with the copies ``with_declared_sizes`` makes.
+        self._sessions = threading.local()
 
     def with_declared_sizes(self, sizes: dict[str, int | None]) -> Fetcher:
         """A copy whose downloads of these URLs stop past these sizes (learned by HEAD)."""
@@ -158,9 +161,11 @@ class Fetcher:
         if not unique:
             return {}
         ends = time.monotonic() + HEAD_BUDGET * self.head_deadline
-        with ThreadPoolExecutor(max_workers=min(self.max_workers, len(unique))) as pool:
-            sizes = list(pool.map(lambda url: self._head_size(url, ends), unique))
-        return dict(zip(unique, sizes, strict=True))
+        workers = min(self.max_workers, len(unique))
+        # One URL (most deposits) is asked in the caller's thread, as download_many does.
+        with ThreadPoolExecutor(max_workers=workers) if workers > 1 else _Inline() as pool:
+            futures = [pool.submit(self._head_size, url, ends) for url in unique]
+        return {url: future.result() for url, future in zip(unique, futures, strict=True)}
 
     def _head_size(self, url: str, ends: float) -> int | None:
         remaining = ends - time.monotonic()
@@ -168,16 +173,29 @@ class Fetcher:
             return None
         deadline = RequestDeadline(min(self.head_deadline, remaining))
         try:
-            with deadline, closing(self._session()) as session:
-                with self._open(session, "HEAD", url) as resp:
+            with deadline:
+                with self._open(self._sender(), "HEAD", url) as resp:
                     return _content_length(resp) if resp.status_code == 200 else None
         except Exception as exc:  # an estimate must never fail the job; None says "unknown"
             reason = f"no answer within {deadline.seconds:g} s" if deadline.expired else exc
             log.info("HEAD %s gave no size: %s", url, reason)
             return None
 
-    def _session(self) -> requests.Session:
-        return transport.strict_session(self.session_factory())
+    def _sender(self) -> transport.Sender:
+        """This thread's strict session, with the cookies it was made with and no other.
+
+        Made once per thread, not per request: a session, its adapters and their pools cost
+        more to build than a small download costs to make. Reusing it changes nothing a
+        request sends or meets: its pools keep no socket (``transport.strict_session``), and
+        the cookies servers set are forgotten here, as a new session would not have them.
+        """
+        local = self._sessions
+        sender = getattr(local, "sender", None)
+        if sender is None:
+            session = transport.strict_session(self.session_factory())
+            sender = local.sender = transport.Sender(session, _HEADERS)
+        sender.forget_cookies()
+        return sender
 
     # -- downloads ------------------------------------------------------------------------
 
@@ -285,9 +303,9 @@ class Fetcher:
     ) -> tuple[int, dict[str, str]]:
         cap = self._cap(expected_size, url, max_bytes)
         deadline = RequestDeadline(self.deadline)
-        with deadline, closing(self._session()) as session:
+        with deadline:
             try:
-                resp = self._open(session, "GET", url)
+                resp = self._open(self._sender(), "GET", url)
             except requests.RequestException as exc:
                 _raise_if_expired(url, deadline, None)
                 raise _as_transient_or_fatal(url, exc) from exc
@@ -325,7 +343,7 @@ class Fetcher:
             caps.append(_Cap(max_bytes, f"the limit of {max_bytes} bytes"))
         return min(caps, key=lambda c: c.size) if caps else None
 
-    def _open(self, session: requests.Session, method: str, url: str) -> requests.Response:
+    def _open(self, sender: transport.Sender, method: str, url: str) -> requests.Response:
         """Send ``method``, following redirects by hand so every hop passes the policy."""
         current, from_public = url, False
         for _ in range(self.max_redirects + 1):
@@ -336,14 +354,7 @@ class Fetcher:
                 from_public=from_public,
             )
             from_public = from_public or is_public(addresses)
-            resp = session.request(
-                method,
-                current,
-                headers=_HEADERS,
-                stream=True,
-                allow_redirects=False,
-                timeout=self.timeout,
-            )
+            resp = sender.request(method, current, timeout=self.timeout)
             if resp.status_code not in httputil.REDIRECT_STATUSES:
                 return resp
             location = resp.headers.get("Location")
@@ -367,8 +378,9 @@ class Fetcher:
         hasher = Hashers(algorithms) if algorithms else None
         # No buffer larger than the announced body: a small file needs no big one.
         size = self.chunk_size if announced is None else max(1, min(self.chunk_size, announced))
+        one_buffer = announced is not None and announced <= size
         with open_for_writing(part) as out:
-            sink = Sink(out, part, hasher, size)
+            sink = Sink(out, part, hasher, size, digest_here=one_buffer)
             try:
                 while True:
                     buffer = sink.buffer()

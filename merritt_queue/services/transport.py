@@ -7,8 +7,9 @@ Guarantees:
   waiting for its headers, reading them a byte at a time, or reading the body. Only a
   wall-clock limit ends a server that trickles: the read timeout applies to each socket
   read, and the headers arrive before any code of ours sees the response. The socket is
-  recorded the moment it exists (before TLS and before the request is sent), so a timer
-  thread can end the blocked read; a shutdown wakes it at once.
+  recorded the moment it exists (before TLS and before the request is sent), so the
+  process's one watchdog thread can end the blocked read; a shutdown wakes it at once.
+  Deadlines nest: the innermost one takes the sockets opened inside it.
 - A response whose header block ends in end-of-file instead of a blank line raises
   ``TruncatedHeaders``: ``http.client`` would otherwise take the EOF as the end of the
   headers and hand over an empty, "complete" body.
@@ -28,20 +29,32 @@ Sessions get this transport from ``strict_session``; it works for any ``requests
 
 from __future__ import annotations
 
+import copy
 import functools
+import heapq
 import http.client
+import itertools
+import logging
 import os
 import socket
 import threading
 import time
 from collections.abc import Callable
 from contextlib import closing
+from http.cookiejar import Cookie
+from typing import cast
 
 import requests
 import urllib3
 from requests.adapters import HTTPAdapter
+from requests.cookies import RequestsCookieJar, merge_cookies
+from requests.hooks import default_hooks
+from requests.sessions import merge_hooks, merge_setting
+from requests.structures import CaseInsensitiveDict
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+
+log = logging.getLogger(__name__)
 
 _local = threading.local()
 
@@ -58,27 +71,25 @@ class RequestDeadline:
         self.started = time.monotonic()
         self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()
-        self._expired = threading.Event()
-        self._timer: threading.Timer | None = None
+        self._expired = False
+        self._watch: list | None = None
         self._outer: RequestDeadline | None = None
 
     @property
     def expired(self) -> bool:
-        return self._expired.is_set()
+        return self._expired
 
     def __enter__(self) -> RequestDeadline:
         self._outer = getattr(_local, "deadline", None)
         _local.deadline = self
         if self.seconds is not None:
-            remaining = max(0.0, self.started + self.seconds - time.monotonic())
-            self._timer = threading.Timer(remaining, self._cut)
-            self._timer.daemon = True
-            self._timer.start()
+            self._watch = _watchdog.watch(self, self.started + self.seconds)
         return self
 
     def __exit__(self, *exc) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
+        if self._watch is not None:
+            _watchdog.forget(self._watch)
+            self._watch = None
         _local.deadline = self._outer
         with self._lock:
             self._sockets.clear()
@@ -86,15 +97,110 @@ class RequestDeadline:
     def attach(self, sock: socket.socket) -> None:
         with self._lock:
             self._sockets.append(sock)
-        if self.expired:  # the deadline passed while this connection was being made
+        if self._expired:  # the deadline passed while this connection was being made
             _shutdown(sock)
 
     def _cut(self) -> None:
-        self._expired.set()
+        # Set before the list is read: a socket attached after that read sees it (attach).
+        self._expired = True
         with self._lock:
             sockets = list(self._sockets)
         for sock in sockets:
             _shutdown(sock)
+
+
+class _Watchdog:
+    """The one thread of a process that cuts every ``RequestDeadline`` when its time comes.
+
+    A thread per deadline would cost every request a thread's start (and its stack) for a
+    timer that almost never fires. This one sleeps until the earliest deadline it watches
+    and holds a deadline only from its ``__enter__`` to its ``__exit__``. A deadline that
+    ends before its time costs no wake-up: the thread finds it gone when it wakes. Having
+    found nothing to watch for ``IDLE_SECONDS``, the thread ends; the next deadline starts
+    it again.
+    """
+
+    IDLE_SECONDS = 60.0
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._due: list[list] = []  # a heap of [when, order, deadline]
+        self._order = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, deadline: RequestDeadline, when: float) -> list:
+        """Cut ``deadline`` at ``when`` (``time.monotonic``) unless forgotten before."""
+        entry = [when, next(self._order), deadline]
+        with self._cond:
+            heapq.heappush(self._due, entry)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="request-deadlines", daemon=True
+                )
+                self._thread.start()
+            elif self._due[0] is entry:  # sooner than what the thread sleeps until
+                self._cond.notify()
+        return entry
+
+    def forget(self, entry: list) -> None:
+        with self._cond:
+            if self._due and self._due[0] is entry:
+                heapq.heappop(self._due)
+            else:
+                try:
+                    self._due.remove(entry)
+                except ValueError:
+                    return  # already taken to be cut
+                heapq.heapify(self._due)
+
+    def watching(self) -> int:
+        with self._cond:
+            return len(self._due)
+
+    def _run(self) -> None:
+        try:
+            self._watch_until_idle()
+        finally:
+            with self._cond:
+                # Ended by anything but idleness: the next deadline starts a new thread.
+                if self._thread is threading.current_thread():
+                    self._thread = None
+
+    def _watch_until_idle(self) -> None:
+        last_busy = time.monotonic()
+        while True:
+            with self._cond:
+                now = time.monotonic()
+                if not self._due:
+                    if now - last_busy >= self.IDLE_SECONDS:
+                        self._thread = None
+                        return
+                    self._cond.wait(last_busy + self.IDLE_SECONDS - now)
+                    continue
+                last_busy = now
+                if self._due[0][0] > now:
+                    self._cond.wait(self._due[0][0] - now)
+                    continue
+                expired = []
+                while self._due and self._due[0][0] <= now:
+                    expired.append(heapq.heappop(self._due)[2])
+            for deadline in expired:
+                try:
+                    deadline._cut()
+                except Exception:  # one deadline's trouble must not end the others' watch
+                    log.exception("could not cut the connections of an expired request")
+
+
+_watchdog = _Watchdog()
+
+
+def _new_watchdog_in_child() -> None:
+    # The parent's thread does not exist in a forked child, and its lock may have been held.
+    global _watchdog
+    _watchdog = _Watchdog()
+
+
+os.register_at_fork(after_in_child=_new_watchdog_in_child)
 
 
 def _shutdown(sock: socket.socket) -> None:
@@ -188,11 +294,22 @@ class _TrackedHTTPSConnection(_Tracked, HTTPSConnection):
     pass
 
 
-class _HTTPPool(HTTPConnectionPool):
+class _NoKeptSockets(HTTPConnectionPool):
+    """A pool that keeps no socket once its response is done: the next request through it
+    connects anew, so its socket is attached to that request's deadline (a socket kept
+    alive would still belong to the deadline of the request that opened it)."""
+
+    def _put_conn(self, conn) -> None:
+        if conn is not None:
+            conn.close()
+        super()._put_conn(conn)
+
+
+class _HTTPPool(_NoKeptSockets):
     ConnectionCls = _TrackedHTTPConnection
 
 
-class _HTTPSPool(HTTPSConnectionPool):
+class _HTTPSPool(_NoKeptSockets, HTTPSConnectionPool):
     ConnectionCls = _TrackedHTTPSConnection
 
 
@@ -211,6 +328,10 @@ def strict_session(session: requests.Session) -> requests.Session:
     ``netpolicy`` never judged; it also reads all of that again on every request. Only the
     CA bundle ``REQUESTS_CA_BUNDLE`` or ``CURL_CA_BUNDLE`` names is kept, read once: it
     decides whom we trust and sends nothing.
+
+    The session may serve one request after another (see ``Sender``): its pools keep no
+    socket between them, so each request connects under its own deadline. Its cookie jar
+    is the caller's to empty between requests that must not share cookies.
     """
     session.trust_env = False
     if session.verify is True:
@@ -218,6 +339,56 @@ def strict_session(session: requests.Session) -> requests.Session:
     session.mount("http://", _StrictAdapter())
     session.mount("https://", _StrictAdapter())
     return session
+
+
+class Sender:
+    """``session.request(method, url, headers=headers, stream=True, allow_redirects=False,
+    timeout=timeout)`` for a strict session used one request after another.
+
+    requests merges the session's settings (headers, parameters, proxies, hooks) into every
+    request anew, through runtime protocol checks that cost more than the rest of preparing
+    it. Here they are merged once, by requests' own functions, when the sender is made: the
+    session's settings must not change after that. What reaches ``session.send`` (the
+    prepared request, its cookies, the send options) is what ``session.request`` would hand
+    it; the response, its cookies and its errors are ``session.send``'s own.
+    """
+
+    def __init__(self, session: requests.Session, headers: dict[str, str]) -> None:
+        if session.trust_env:
+            raise ValueError("a Sender needs a session from strict_session")
+        self.session = session
+        self._headers = merge_setting(headers, session.headers, dict_class=CaseInsensitiveDict)
+        # None, not an empty mapping: the same URL, without another protocol check.
+        self._params = merge_setting({}, session.params) or None
+        self._hooks = merge_hooks(default_hooks(), session.hooks)
+        self._options = {
+            "proxies": merge_setting({}, session.proxies),
+            "stream": True,
+            "verify": session.verify,
+            "cert": session.cert,
+        }
+        # A cookie jar iterates over its cookies (typeshed has a RequestsCookieJar's names).
+        self._cookies = cast("list[Cookie]", list(session.cookies))
+
+    def request(self, method: str, url: str, timeout) -> requests.Response:
+        prepared = requests.PreparedRequest()
+        prepared.prepare(
+            method=method.upper(),
+            url=url,
+            headers=self._headers,
+            params=self._params,
+            auth=self.session.auth,
+            cookies=merge_cookies(RequestsCookieJar(), self.session.cookies),
+            hooks=self._hooks,
+        )
+        return self.session.send(prepared, timeout=timeout, allow_redirects=False, **self._options)
+
+    def forget_cookies(self) -> None:
+        """Back to the cookies the session was made with: those servers set since are gone."""
+        jar = self.session.cookies
+        jar.clear()
+        for cookie in self._cookies:
+            jar.set_cookie(copy.copy(cookie))
 
 
 @functools.cache
