@@ -49,7 +49,7 @@ from merritt_queue.core.errors import (
     NotRemovable,
     QueueError,
 )
-from merritt_queue.core.store import BatchRecord, JobRecord, QueueStore
+from merritt_queue.core.store import BatchRecord, JobRecord, NewJob, QueueStore
 from merritt_queue.core.treecheck.consistency import check_tree
 
 pytestmark = pytest.mark.faults
@@ -462,10 +462,15 @@ class QueueMachine(RuleBasedStateMachine):
         count=st.integers(1, 3),
         priority=PRIORITIES,
         collection=st.sampled_from(COLLECTIONS),
+        together=st.booleans(),
     )
-    def create_jobs(self, bid, count, priority, collection):
+    def create_jobs(self, bid, count, priority, collection, together):
+        """One at a time (``create_job``) or all in one call (``create_jobs``): the same."""
         config = {"collection": collection} if collection else {}
         call = lambda: self.admin.create_job(bid, config, priority=priority)  # noqa: E731
+        if together:
+            new = [NewJob(config, priority)] * count
+            call = lambda: self.admin.create_jobs(bid, new)  # noqa: E731
         if not valid_priority(priority):
             self.refused(InvalidData, call)
             return multiple()
@@ -477,9 +482,8 @@ class QueueMachine(RuleBasedStateMachine):
             self.refused(InvalidTransition, call)
             return multiple()
         made = []
-        for _ in range(count):
-            jid = call()
-            assert jid not in self.mjobs
+        for jid in call() if together else (call() for _ in range(count)):
+            assert jid not in self.mjobs and all(jid > j for j in self.mjobs)
             self.mjobs[jid] = MJob(jid, bid, collection, priority)
             made.append(jid)
         b.had_jobs = b.states = True

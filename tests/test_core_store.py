@@ -8,6 +8,7 @@ import time
 
 import pytest
 from kazoo.client import KazooClient
+from kazoo.protocol.serialization import Create, Delete, SetData, Transaction
 
 from merritt_queue.core import tree as t
 from merritt_queue.core.errors import (
@@ -22,7 +23,10 @@ from merritt_queue.core.errors import (
 from merritt_queue.core.states import JOB, JOB_STEPS
 from merritt_queue.core.store import ItemLock, NewJob, QueueStore
 from merritt_queue.core.store.batches import STATUS_REPORT_MAX_JIDS
+from merritt_queue.core.store.jobs import CREATE_CHUNK, MAX_JOB_DATA_BYTES, MAX_MULTI_BYTES
 from merritt_queue.core.zk import ZkConfig, connect
+
+WRITE_REQUESTS = (Transaction, Create, Delete, SetData)
 
 
 def listing(client: KazooClient, path: str = "/") -> dict[str, tuple]:
@@ -178,6 +182,122 @@ def test_create_jobs_in_a_missing_batch_is_refused_and_writes_nothing(store, zk)
     with pytest.raises(InvalidData):
         store.create_jobs("bid0000000099", [NewJob({}), NewJob({}, priority=100)])
     assert listing(zk) == before
+
+
+def sent_writes(monkeypatch, client: KazooClient) -> list:
+    """The write requests (each one ZooKeeper transaction) the client sends from now on."""
+    sent: list = []
+    real = client._call
+
+    def call(request, result):
+        if isinstance(request, WRITE_REQUESTS):
+            sent.append(request)
+        return real(request, result)
+
+    monkeypatch.setattr(client, "_call", call)
+    return sent
+
+
+def jobs_under(client: KazooClient) -> list[str]:
+    return sorted(n for n in client.get_children(t.JOBS) if n.startswith(t.JOB_PREFIX))
+
+
+def test_create_jobs_costs_a_few_write_transactions_not_two_per_job(store, zk, batch, monkeypatch):
+    """Each ZooKeeper transaction costs its request pipeline and log however small it is:
+    a round's ids are one multi, its jobs' nodes one more while they fit in a request."""
+    store.create_jobs(batch, [NewJob({"warm": 1}, priority=3)])  # index directories made
+    writes, mended = store.stats["writes"], store.stats["mended"]
+    sent = sent_writes(monkeypatch, zk)
+    n = 2 * CREATE_CHUNK + 50
+    jids = store.create_jobs(batch, [NewJob({"row": i}, priority=3) for i in range(n)])
+    rounds = 3
+    assert len(sent) == 2 * rounds and all(isinstance(r, Transaction) for r in sent)
+    assert store.stats["writes"] - writes == len(sent) and store.stats["mended"] == mended
+    assert len(jids) == n and jids == sorted(jids)
+    assert [store.get_job(jid).configuration["row"] for jid in jids[::97]] == list(range(n))[::97]
+    assert len(zk.get_children(t.job_state_dir("Pending"))) == n + 1
+
+
+def test_a_batch_deleted_after_the_ids_are_taken_gets_no_job_and_keeps_no_id(
+    store, make_store, zk, monkeypatch
+):
+    bid = store.create_batch({}).id
+    admin = make_store()
+    heard = []
+    store.listeners.append(lambda change: heard.append(change))
+    monkeypatch.setattr("merritt_queue.core.store.jobs.MAX_MULTI_BYTES", 4000)
+    real = store.engine.create_sequential_many
+
+    def then_delete(*args):
+        jids = real(*args)
+        assert jobs_under(zk) == sorted(jids)  # the ids, empty nodes until their multi
+        admin.transition_batch(bid, "Held")
+        admin.transition_batch(bid, "Deleted")
+        return jids
+
+    monkeypatch.setattr(store.engine, "create_sequential_many", then_delete)
+    multis = sent_writes(monkeypatch, zk)
+    with pytest.raises(ChangedUnderYou, match=r"create job jid\d+ and \d+ more in batch "):
+        store.create_jobs(bid, [NewJob({"row": i, "pad": "p" * 500}) for i in range(20)])
+    assert sum(isinstance(r, Transaction) for r in multis) > 2  # ids, then several multis
+    assert jobs_under(zk) == [] and heard == []
+    assert all(jids == [] for jids in store.batch_jobs(bid).values())
+    assert not zk.exists(t.batch_job_dir(bid, "batch-processing"))
+    assert not zk.exists(t.job_state_dir("Pending")) or not zk.get_children(
+        t.job_state_dir("Pending")
+    )
+
+
+def test_a_refused_multi_of_jobs_leaves_none_of_its_jobs_and_keeps_the_others(
+    store, zk, batch, monkeypatch
+):
+    """All or nothing per multi: the multis before and after a refused one stay written;
+    the error names the refused multi's first job."""
+    monkeypatch.setattr("merritt_queue.core.store.jobs.MAX_MULTI_BYTES", 4000)
+    heard = []
+    store.listeners.append(lambda change: heard.append(change.record.jid))
+    real = store.engine.create_sequential_many
+    taken = []
+
+    def then_lose_one(*args):
+        jids = real(*args)
+        taken.extend(jids)
+        zk.delete(t.job_path(jids[8]))  # its nodes cannot be created: its multi is refused
+        return jids
+
+    monkeypatch.setattr(store.engine, "create_sequential_many", then_lose_one)
+    with pytest.raises(NotFound) as caught:
+        store.create_jobs(batch, [NewJob({"row": i, "pad": "p" * 500}) for i in range(20)])
+    kept = jobs_under(zk)
+    lost = [jid for jid in taken if jid not in kept]
+    assert taken[8] in lost and taken[0] in kept and taken[-1] in kept
+    assert lost == taken[taken.index(lost[0]) : taken.index(lost[-1]) + 1]  # one multi's
+    assert str(caught.value).startswith(f"create job {lost[0]} and {len(lost) - 1} more in ")
+    assert heard == kept
+    for jid in kept:
+        assert store.get_job(jid).configuration["row"] == taken.index(jid)
+    assert sorted(zk.get_children(t.job_state_dir("Pending"))) == [f"05-{jid}" for jid in kept]
+
+
+def test_jobs_too_big_for_one_request_are_split_into_several_multis_in_order(
+    store, zk, batch, monkeypatch
+):
+    """More data than one request may carry: several multis, each under the bound the
+    store promises, every job written as ``create_job`` writes it, in order."""
+    pad = "x" * (MAX_JOB_DATA_BYTES - 1024)
+    new = [NewJob({"row": i, "pad": pad}, priority=i % 3 + 1) for i in range(24)]
+    assert sum(len(n.configuration["pad"]) for n in new) > 1024 * 1024
+    sent = sent_writes(monkeypatch, zk)
+    jids = store.create_jobs(batch, new)
+    multis = [r for r in sent if isinstance(r, Transaction)]
+    assert len(multis) >= 1 + 3 and len(multis) == len(sent)
+    assert all(len(r.serialize()) <= MAX_MULTI_BYTES for r in multis)
+    assert jids == sorted(jids) and jobs_under(zk) == jids
+    for i, jid in enumerate(jids):
+        job = store.get_job(jid)
+        assert job.configuration == {"row": i, "pad": pad} and job.priority == i % 3 + 1
+        assert zk.exists(t.job_index("Pending", i % 3 + 1, jid))
+        assert zk.exists(t.batch_job_ref(batch, "Pending", jid))
 
 
 @pytest.mark.parametrize("bad", [{"priority": 100}, {"priority": -1}, {"space_needed": -5}])

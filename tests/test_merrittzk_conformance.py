@@ -29,7 +29,7 @@ from merritt_queue.core import history
 from merritt_queue.core import tree as t
 from merritt_queue.core.errors import InvalidTransition, NotFound, NotRemovable
 from merritt_queue.core.states import REMOVABLE
-from merritt_queue.core.store import ItemLock, JobRecord, QueueStore
+from merritt_queue.core.store import ItemLock, JobRecord, NewJob, QueueStore
 from tests.merrittzk_parity import removable_batches
 
 # --- listing -----------------------------------------------------------------
@@ -811,6 +811,13 @@ def test_create_job(store):
     bid = acquire_new_batch(store)
     jid = store.create_job(bid, {"job": "quack"})
     assert store.get_job(jid).bid == bid
+    assert tree_of(store, bid0=bid, jid0=jid) == expected("create_job", acquired=("bid0",))
+
+
+def test_create_jobs_writes_the_tree_create_job_writes(store):
+    """The batch path: ids taken in one multi, the nodes of many jobs in another."""
+    bid = acquire_new_batch(store)
+    (jid,) = store.create_jobs(bid, [NewJob({"job": "quack"})])
     assert tree_of(store, bid0=bid, jid0=jid) == expected("create_job", acquired=("bid0",))
 
 

@@ -299,7 +299,7 @@ def test_the_store_refuses_a_job_over_the_data_limit_before_writing(queue):
 
 
 def test_many_jobs_at_the_data_limit_never_make_one_request_too_large(queue):
-    """More than a round of jobs, each near the limit: megabytes in all, each its own multi."""
+    """More than a round of jobs, each near the limit: megabytes in all, in many multis."""
     bid = fill(queue, 0)
     near = "x" * (MAX_JOB_DATA_BYTES - 1024)
     jids = queue.create_jobs(bid, [NewJob({"title": near, "batch_row": i}) for i in range(210)])

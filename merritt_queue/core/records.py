@@ -143,7 +143,9 @@ class OpKind(StrEnum):
 
 @dataclass
 class Op:
-    """One operation of a multi. ``tolerant`` ops keep indexes and are mended, not fatal."""
+    """One operation of a multi. ``tolerant`` ops keep indexes and are mended, not fatal.
+    A ``sequential`` create's path is a prefix: ZooKeeper appends the counter and answers
+    with the path it made."""
 
     kind: OpKind
     path: str
@@ -151,6 +153,7 @@ class Op:
     version: int = -1
     ephemeral: bool = False
     tolerant: bool = False
+    sequential: bool = False
 
 
 class ChangeKind(StrEnum):

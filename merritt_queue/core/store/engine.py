@@ -2,8 +2,9 @@
 
 Every multi of the queue, and every repair of the consistency check, goes through
 ``Engine.multi``: all or nothing, version-checked. A few single writes do not (a lock's
-ephemeral node and its delete, the pause flag, ``put``, ``create_sequential``). ``stats``
-counts what it costs, so tests and benchmarks can hold the store to its round trips.
+ephemeral node and its delete, the pause flag, ``put``, ``create_sequential``, the deletes
+of ids a refused creation left). ``stats`` counts what it costs, so tests and benchmarks
+can hold the store to its round trips and write transactions.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from kazoo.protocol.serialization import (
     Create,
     Delete,
     Exists,
+    MultiHeader,
     SetData,
     Transaction,
 )
@@ -44,8 +46,9 @@ from ..errors import ChangedUnderYou, InvalidTransition, LockLost, NotFound, Que
 from ..records import Op, OpKind
 from ..states import BATCH_JOB_DIRS
 
-# kazoo's create flag for an ephemeral node (``KazooClient.create``'s ``ephemeral=True``).
+# ZooKeeper's create flags (``KazooClient.create``'s ``ephemeral=True``, ``sequence=True``).
 EPHEMERAL = 1
+SEQUENCE = 2
 
 # One logger for all of the store, whichever part of it speaks.
 log = logging.getLogger("merritt_queue.core.store")
@@ -116,6 +119,7 @@ class Engine:
     def __init__(self, client: KazooClient, stats: Counter[str] | None = None):
         self.client = client
         self.stats: Counter[str] = Counter() if stats is None else stats
+        self._op_overhead: int | None = None
 
     def get_many(self, paths: Iterable[str]) -> dict[str, tuple[bytes, Any] | None]:
         """Read many nodes in one round; a missing node (optional, or the item vanished:
@@ -234,12 +238,26 @@ class Engine:
         path = mr.rooted(self.client.chroot, op.path)
         if op.kind == OpKind.CREATE:
             acl = self.client.default_acl or OPEN_ACL_UNSAFE
-            return Create(path, op.data, acl, EPHEMERAL if op.ephemeral else 0)
+            flags = (EPHEMERAL if op.ephemeral else 0) | (SEQUENCE if op.sequential else 0)
+            return Create(path, op.data, acl, flags)
         if op.kind == OpKind.DELETE:
             return Delete(path, op.version)
         if op.kind == OpKind.SET:
             return SetData(path, op.data, op.version)
         return CheckVersion(path, op.version)
+
+    def op_bytes(self, op: Op) -> int:
+        """At least the bytes ``op`` adds to a multi's request: its path under the chroot,
+        its data, and the rest of a create (lengths, ACL, flags) with the op's header, more
+        than any other kind of op carries besides its path and data."""
+        if self._op_overhead is None:
+            acl = self.client.default_acl or OPEN_ACL_UNSAFE
+            self._op_overhead = (
+                len(MultiHeader(Create.type, False, -1).serialize())
+                + len(Create("", b"", acl, 0).serialize())
+                + len(self.client.chroot.encode())
+            )
+        return self._op_overhead + len(op.path.encode()) + len(op.data)
 
     def _call(self, request: Any) -> Any:
         result = self.client.handler.async_result()
@@ -325,11 +343,32 @@ class Engine:
         self.stats["writes"] += 1
         return posixpath.basename(self.client.create(prefix, b"", sequence=True))
 
+    def create_sequential_many(self, prefix: str, count: int, what: str) -> list[str]:
+        """``count`` empty sequential nodes under ``prefix`` in one multi (one transaction),
+        their names in order: ZooKeeper answers a multi's sequential creates with the paths
+        it made, counters increasing in the order of the ops."""
+        ops = [Op(OpKind.CREATE, prefix, sequential=True)] * count
+        return [posixpath.basename(path) for path in self.commit(ops, what)]
+
     def delete_quietly(self, path: str) -> None:
         try:
             self.client.delete(path)
         except (NoNodeError, NotEmptyError):  # already gone, or someone filled it: leave it
             pass
+
+    def delete_quietly_many(self, paths: Sequence[str]) -> None:
+        """``delete_quietly`` of each path, pipelined in one round: each node is its own
+        delete, so one already gone or filled is left alone without keeping the others."""
+        if not paths:
+            return
+        sent = [self._call(self._request(Op(OpKind.DELETE, path))) for path in paths]
+        self.stats["round_trips"] += 1
+        self.stats["writes"] += len(paths)
+        for pending in sent:
+            try:
+                pending.get()
+            except (NoNodeError, NotEmptyError):
+                pass
 
     def put(self, path: str, data: bytes, what: str, *, exists: bool = True) -> None:
         """Set a node's data, creating the node when missing (never its parents).

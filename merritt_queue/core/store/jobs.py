@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import posixpath
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
@@ -39,7 +38,8 @@ from .historywrites import HistoryWrites
 READ_CHUNK = 1000
 
 
-# Jobs ``create_jobs`` creates a round: ids, then the multis, pipelined.
+# Jobs ``create_jobs`` creates a round: one multi for their ids, then the multis of their
+# nodes, pipelined.
 CREATE_CHUNK = 200
 
 
@@ -47,6 +47,14 @@ CREATE_CHUNK = 200
 # over its 1 MB limit (jute.maxbuffer) instead of answering: the request is refused here
 # first, far below that limit, so a job can never be a poison pill retried for ever.
 MAX_JOB_DATA_BYTES = 64 * 1024
+
+
+# ``create_jobs`` puts many jobs' nodes in one multi while its request stays within half
+# of ZooKeeper's 1 MB limit (the ops' bytes as ``Engine.op_bytes`` bounds them) and within
+# an op count that keeps one transaction's work in ZooKeeper moderate whatever the round.
+# A job alone always fits: ``MAX_JOB_DATA_BYTES`` is far below either bound.
+MAX_MULTI_BYTES = 512 * 1024
+MAX_MULTI_OPS = 2500
 
 
 # The nodes ``job_heads`` reads: all a move needs besides the lock.
@@ -66,79 +74,99 @@ class JobStore(HistoryWrites):
         identifiers: dict | None = None,
         metadata: dict | None = None,
     ) -> str:
-        """Create a Pending job of an existing batch, indexed under its priority.
+        """Create a Pending job of an existing batch, indexed under its priority: a batch of
+        one for ``create_jobs``, whose two transactions it takes.
 
         1. A sequential create takes the next id (``/jobs/jidNNNNNNNNNN``).
-        2. One multi checks the batch exists and writes every child node, the
+        2. One multi checks the batch's status version and writes every child node, the
            ``pending`` index entry and the batch's ``batch-processing`` reference.
         """
         new = NewJob(configuration, priority, space_needed, identifiers, metadata)
-        self._check_new_job(bid, new)
-        batch_version = self._require_batch(bid)
-        jid = self.engine.create_sequential(f"{t.JOBS}/{t.JOB_PREFIX}")
-        new = replace(new, configuration=with_job_id(new.configuration, jid))
-        status = t.job_status_record(JobStatus.PENDING)
-        try:
-            self.engine.commit(
-                self._job_create_ops(bid, jid, new, status, batch_version),
-                f"create job {jid} in batch {bid}",
-            )
-        except QueueError:
-            self.engine.delete_quietly(t.job_path(jid))
-            raise
-        self._job_created(bid, jid, new, status)
+        (jid,) = self.create_jobs(bid, [new])
         return jid
 
     def create_jobs(self, bid: str, jobs: Sequence[NewJob]) -> list[str]:
         """Create many Pending jobs of a batch, in order, each exactly as ``create_job`` does
-        but with the ids and the multis pipelined, ``CREATE_CHUNK`` jobs a round.
+        but in few ZooKeeper transactions, ``CREATE_CHUNK`` jobs a round:
 
-        On an error the jobs of earlier rounds stay; those of the failing round that were
-        written stay too, and the error names the first one refused.
+        1. One multi of sequential creates takes the round's ids, in order.
+        2. The jobs' nodes go in as few multis as fit ``MAX_MULTI_BYTES`` and
+           ``MAX_MULTI_OPS``, consecutive jobs each, pipelined. Each multi first checks the
+           version of the batch's status that ``create_job`` checks: a batch deleted or
+           changed meanwhile gets none of its jobs.
 
-        Each job is its own multi (its own request), at most ``MAX_JOB_DATA_BYTES`` of data:
-        however many jobs a round pipelines, no request nears ZooKeeper's 1 MB limit.
+        A multi is all or nothing. On an error the jobs of earlier rounds stay; in the
+        failing round, the jobs of the multis ZooKeeper applied stay, the ids of those of a
+        refused multi are deleted (none of them exists afterwards), and the error names the
+        first job refused.
         """
         if not jobs:
             return []
         for new in jobs:
             self._check_new_job(bid, new)
-        batch_version = self._require_batch(bid)
+        check = self._batch_check(bid, self._require_batch(bid))
         created: list[str] = []
         for start in range(0, len(jobs), CREATE_CHUNK):
             chunk = jobs[start : start + CREATE_CHUNK]
-            ids = [
-                self.client.create_async(f"{t.JOBS}/{t.JOB_PREFIX}", b"", sequence=True)
-                for _ in chunk
-            ]
-            self.stats["round_trips"] += 1
-            self.stats["writes"] += len(chunk)
-            jids = [posixpath.basename(pending.get()) for pending in ids]
+            jids = self.engine.create_sequential_many(
+                f"{t.JOBS}/{t.JOB_PREFIX}", len(chunk), f"take ids for the jobs of batch {bid}"
+            )
             chunk = [
                 replace(new, configuration=with_job_id(new.configuration, jid))
                 for jid, new in zip(jids, chunk, strict=True)
             ]
             statuses = [t.job_status_record(JobStatus.PENDING) for _ in chunk]
-            results = self.engine.commit_many(
+            groups = self._job_multis(
+                check,
                 [
-                    (
-                        self._job_create_ops(bid, jid, new, st, batch_version),
-                        f"create job {jid} in batch {bid}",
-                    )
+                    self._job_create_ops(bid, jid, new, st)
                     for jid, new, st in zip(jids, chunk, statuses, strict=True)
-                ]
+                ],
             )
-            error = None
-            for jid, new, st, result in zip(jids, chunk, statuses, results, strict=True):
+            results = self.engine.commit_many(
+                [(ops, self._creating(bid, jids[first:end])) for first, end, ops in groups]
+            )
+            error, refused = None, []
+            for (first, end, _), result in zip(groups, results, strict=True):
                 if isinstance(result, QueueError):
-                    self.engine.delete_quietly(t.job_path(jid))
+                    refused += [t.job_path(jid) for jid in jids[first:end]]
                     error = error or result
-                else:
-                    self._job_created(bid, jid, new, st)
-                    created.append(jid)
+                    continue
+                for i in range(first, end):
+                    self._job_created(bid, jids[i], chunk[i], statuses[i])
+                    created.append(jids[i])
+            self.engine.delete_quietly_many(refused)
             if error is not None:
                 raise error
         return created
+
+    def _job_multis(
+        self, check: Op, jobs_ops: Sequence[list[Op]]
+    ) -> list[tuple[int, int, list[Op]]]:
+        """Consecutive jobs' ops in as few multis as fit, each headed by the batch's check:
+        (first job, end, the multi's ops)."""
+        size_of = self.engine.op_bytes
+        groups = []
+        first, ops, size = 0, [check], size_of(check)
+        for i, job_ops in enumerate(jobs_ops):
+            job_size = sum(size_of(op) for op in job_ops)
+            if i > first and (
+                size + job_size > MAX_MULTI_BYTES or len(ops) + len(job_ops) > MAX_MULTI_OPS
+            ):
+                groups.append((first, i, ops))
+                first, ops, size = i, [check], size_of(check)
+            ops += job_ops
+            size += job_size
+        groups.append((first, len(jobs_ops), ops))
+        return groups
+
+    @staticmethod
+    def _creating(bid: str, jids: Sequence[str]) -> str:
+        """What a multi of ``jids`` does, for its error: named by its first job, the first
+        refused when ZooKeeper refuses the multi."""
+        if len(jids) == 1:
+            return f"create job {jids[0]} in batch {bid}"
+        return f"create job {jids[0]} and {len(jids) - 1} more in batch {bid}"
 
     @staticmethod
     def _check_new_job(bid: str, new: NewJob) -> None:
@@ -183,11 +211,14 @@ class JobStore(HistoryWrites):
     def _created_history(self, jid: str, status: dict) -> tuple[Op, h.History]:
         return self._job_history_op(jid, h.ABSENT, 0, "", status)
 
-    def _job_create_ops(
-        self, bid: str, jid: str, new: NewJob, status: dict, batch_version: int
-    ) -> list[Op]:
+    @staticmethod
+    def _batch_check(bid: str, batch_version: int) -> Op:
+        """The op each multi creating jobs holds: the batch's status is still the one read."""
+        return Op(OpKind.CHECK, t.batch_node(bid, "status"), version=batch_version)
+
+    def _job_create_ops(self, bid: str, jid: str, new: NewJob, status: dict) -> list[Op]:
+        """The job's nodes, its index entry and its batch's reference, MerrittZK's tree."""
         ops = [
-            Op(OpKind.CHECK, t.batch_node(bid, "status"), version=batch_version),
             Op(OpKind.CREATE, t.job_node(jid, "bid"), t.encode_str(bid)),
             Op(OpKind.CREATE, t.job_node(jid, "priority"), t.encode_int(new.priority)),
             Op(OpKind.CREATE, t.job_node(jid, "space_needed"), t.encode_int(new.space_needed)),
