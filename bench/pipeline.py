@@ -29,7 +29,8 @@ handler succeeds at once, so what is timed is the machinery around the handlers 
 dispatcher, an RQ job per job and state, a ZooKeeper lock, commit and re-check per step, the
 batch's own steps, the mirror): the most any handlers could reach here.
 
-Summary: ``jobs_per_s``, ``zk_writes_per_job``, ``baseline_per_s`` (raw multis per
+Summary: ``jobs_per_s``, ``zk_writes_per_job``, ``zk_requests_per_job`` (``mntr``'s
+packets received: reads, writes and pings of every process), ``baseline_per_s`` (raw multis per
 second) and ``ratio = jobs_per_s * 9 / baseline_per_s``; the target is a ratio >= 0.25.
 Then ``machinery_jobs_per_s`` and ``machinery_ratio``, the same with handlers that do nothing.
 ``cpu_ms_per_job`` and ``machinery_cpu_ms_per_job``: the CPU milliseconds per job of the
@@ -55,7 +56,7 @@ from bench.common import (
     zk_store,
 )
 from bench.cpu import CpuMeter, queue_cpu_seconds
-from bench.zkwords import read_zxid
+from bench.zkwords import read_mntr, read_zxid
 
 PART = "pipeline"
 DEFAULT_N = 1000
@@ -86,7 +87,7 @@ def run(args) -> None:
             rounds=[round(r, 1) for r in rounds],
             baseline_per_s=round(baseline, 1),
         )
-        seconds, writes, cpu = _timed(queue, n)
+        seconds, writes, requests, cpu = _timed(queue, n)
         # The same loop once more (not in the summary): how far the machine's load moved.
         after = _baseline()
         emit(
@@ -95,7 +96,7 @@ def run(args) -> None:
             baseline_per_s=round(after, 1),
             ratio_with_it=round(n / seconds * TRANSITIONS_PER_JOB / after, 3),
         )
-        machinery_seconds, _, machinery_cpu = _timed(queue, n, MACHINERY)
+        machinery_seconds, _, _, machinery_cpu = _timed(queue, n, MACHINERY)
     jobs_per_s = n / seconds
     ratio = jobs_per_s * TRANSITIONS_PER_JOB / baseline
     machinery_per_s = n / machinery_seconds
@@ -105,6 +106,7 @@ def run(args) -> None:
         PART,
         jobs_per_s=jobs_per_s,
         zk_writes_per_job=writes / n,
+        zk_requests_per_job=requests / n,
         baseline_per_s=baseline,
         ratio=ratio,
         n=n,
@@ -142,19 +144,28 @@ def _baseline() -> float:
 # --- the timed run ---------------------------------------------------------------------
 
 
-def _timed(queue: QueueRun, n: int, script: str = "manage.py") -> tuple[float, int, float]:
+def _timed(queue: QueueRun, n: int, script: str = "manage.py") -> tuple[float, int, int, float]:
     """Submit, start the queue, wait for the batch; (seconds, ZooKeeper write transactions,
-    CPU seconds of the queue's processes and services: ``queue_cpu_seconds``)."""
+    ZooKeeper requests of every kind, CPU seconds of the queue's processes and services:
+    ``queue_cpu_seconds``)."""
     from merritt_queue.core.states import BatchStatus
 
     with queue_processes(PART, queue, script) as (store, procs):
         zxid_before = read_zxid(queue.hosts)
+        packets_before = _packets(queue.hosts)
         meter = CpuMeter()
         bid, start = submit_and_start(PART, queue, procs, WORKERS, meter)
         batch, first_move = wait_batch(PART, store, bid, start, procs, TIMEOUT)
         seconds = time.perf_counter() - start
         zxid_after = read_zxid(queue.hosts)
+        requests = _packets(queue.hosts) - packets_before
         cpu = report_finished(PART, store, batch, n, procs, meter, seconds, first_move)
         if batch.status != BatchStatus.COMPLETED:  # report_finished exits first; belt and braces
             raise SystemExit(f"bench {PART}: batch {bid} ended {batch.status}")
-        return seconds, zxid_after - zxid_before, queue_cpu_seconds(cpu)
+        return seconds, zxid_after - zxid_before, requests, queue_cpu_seconds(cpu)
+
+
+def _packets(hosts: str) -> int:
+    # Every request the server received (reads, writes, pings, the bench's own polling of
+    # the batch every 0.2 s: a few per second, against thousands from the queue).
+    return int(read_mntr(hosts)["zk_packets_received"])
