@@ -161,9 +161,7 @@ class Fetcher:
         if not unique:
             return {}
         ends = time.monotonic() + HEAD_BUDGET * self.head_deadline
-        workers = min(self.max_workers, len(unique))
-        # One URL (most deposits) is asked in the caller's thread, as download_many does.
-        with ThreadPoolExecutor(max_workers=workers) if workers > 1 else _Inline() as pool:
+        with _pool(min(self.max_workers, len(unique))) as pool:
             futures = [pool.submit(self._head_size, url, ends) for url in unique]
         return {url: future.result() for url, future in zip(unique, futures, strict=True)}
 
@@ -243,10 +241,7 @@ class Fetcher:
             return []
         _refuse_duplicate_destinations(items)
         extra = tuple(extra_algorithms)
-        workers = min(self.max_workers, len(items))
-        # One item (most deposits) runs in the caller's thread: a pool would only add a
-        # thread's start and hand-over to every small download.
-        with ThreadPoolExecutor(max_workers=workers) if workers > 1 else _Inline() as pool:
+        with _pool(min(self.max_workers, len(items))) as pool:
             futures = [
                 pool.submit(
                     self.download,
@@ -441,6 +436,12 @@ class _Body:
 
 
 # -- helpers ------------------------------------------------------------------------------
+
+
+def _pool(workers: int) -> ThreadPoolExecutor | _Inline:
+    """Where HEADs and downloads run: one (most deposits) in the caller's thread, since a
+    pool would only add a thread's start and hand-over to every small request."""
+    return ThreadPoolExecutor(max_workers=workers) if workers > 1 else _Inline()
 
 
 class _Inline:
