@@ -351,14 +351,11 @@ class Engine:
         return [posixpath.basename(path) for path in self.commit(ops, what)]
 
     def delete_quietly(self, path: str) -> None:
-        try:
-            self.client.delete(path)
-        except (NoNodeError, NotEmptyError):  # already gone, or someone filled it: leave it
-            pass
+        self.delete_quietly_many([path])
 
     def delete_quietly_many(self, paths: Sequence[str]) -> None:
-        """``delete_quietly`` of each path, pipelined in one round: each node is its own
-        delete, so one already gone or filled is left alone without keeping the others."""
+        """Delete each node, pipelined in one round; one already gone, or filled by someone
+        meanwhile, is left alone without keeping the others: each is its own delete."""
         if not paths:
             return
         sent = [self._call(self._request(Op(OpKind.DELETE, path))) for path in paths]
