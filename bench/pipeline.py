@@ -166,6 +166,6 @@ def _timed(queue: QueueRun, n: int, script: str = "manage.py") -> tuple[float, i
 
 
 def _packets(hosts: str) -> int:
-    # Every request the server received (reads, writes, pings, the bench's own polling of
-    # the batch every 0.2 s: a few per second, against thousands from the queue).
+    # Every request the server received: reads, writes and pings, the bench's own polling
+    # of the batch too, which is small beside the queue's.
     return int(read_mntr(hosts)["zk_packets_received"])
