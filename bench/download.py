@@ -25,6 +25,9 @@ Each download is deleted right after it is timed. Summary (MB = 2**20 bytes): me
 ``ratio_md5sum = ours / curl+md5sum`` and ``md5_mb_per_s``, hashlib's md5 over the same
 number of bytes in memory: no download that checks an md5 can beat it, and on a machine
 where it is below 0.8 x curl the target ratio cannot be met while checking the digest;
+``write_mb_per_s``, the same bytes written from memory to a file and fsynced (the median
+of 3): every side that keeps the file pays for these writes, and on a virtual machine that
+hands freed memory back to its host they cost several times more than elsewhere;
 ``no_digest_mb_per_s`` and ``ratio_no_digest`` show the download without it.
 Below the target ratio, our side is run once more under cProfile on a ``PROFILE_MB`` file,
 and where its time goes is printed.
@@ -120,6 +123,7 @@ def run(args) -> None:
         ours_rate, curl_rate, piped_rate = median["ours"], median["curl"], median["curl+md5sum"]
         ratio = ours_rate / curl_rate
         md5_rate = _md5_rate(size_mb * MB)
+        write_rate = _write_rate(tmp / "write.bin", size_mb * MB)
         peak_rss = max(rss)
         if ratio < TARGET_RATIO:
             _profile(tmp, server)
@@ -138,6 +142,7 @@ def run(args) -> None:
         curl_md5sum_mb_per_s=piped_rate,
         ratio_md5sum=ours_rate / piped_rate,
         md5_mb_per_s=md5_rate,
+        write_mb_per_s=write_rate,
         no_digest_mb_per_s=median["ours, no digest"],
         ratio_no_digest=median["ours, no digest"] / curl_rate,
     )
@@ -154,6 +159,22 @@ def _md5_rate(size: int) -> float:
                 md5.update(block)
         best = max(best, blocks * BLOCK / MB / elapsed.elapsed)
     return best
+
+
+def _write_rate(path: Path, size: int) -> float:
+    """MB/s of writing ``size`` bytes from memory to ``path`` and fsyncing it (the median of
+    3, the file deleted after each): what keeping the file costs every side that keeps it."""
+    block, blocks = os.urandom(BLOCK), max(1, size // BLOCK)
+    rates = []
+    for _ in range(3):
+        with timer() as elapsed, open(path, "wb") as out:
+            for _ in range(blocks):
+                out.write(block)
+            out.flush()
+            os.fsync(out.fileno())
+        path.unlink()
+        rates.append(blocks * BLOCK / MB / elapsed.elapsed)
+    return statistics.median(rates)
 
 
 def make_file(path: Path, size: int) -> str:
