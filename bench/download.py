@@ -45,6 +45,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -164,33 +165,37 @@ def _md5_rate(size: int) -> float:
 def _write_rate(path: Path, size: int) -> float:
     """MB/s of writing ``size`` bytes from memory to ``path`` and fsyncing it (the median of
     3, the file deleted after each): what keeping the file costs every side that keeps it."""
-    block, blocks = os.urandom(BLOCK), max(1, size // BLOCK)
+    block = os.urandom(BLOCK)
     rates = []
     for _ in range(3):
-        with timer() as elapsed, open(path, "wb") as out:
-            for _ in range(blocks):
-                out.write(block)
-            out.flush()
-            os.fsync(out.fileno())
+        with timer() as elapsed:
+            _fill(path, size, block)
         path.unlink()
-        rates.append(blocks * BLOCK / MB / elapsed.elapsed)
+        rates.append(size / MB / elapsed.elapsed)
     return statistics.median(rates)
 
 
 def make_file(path: Path, size: int) -> str:
     """Write ``size`` bytes (one random block over and over) to ``path``; their md5."""
-    block = os.urandom(BLOCK)
     md5 = hashlib.md5(usedforsecurity=False)
+    # Fsynced, else its writeback competes with the first timed runs.
+    _fill(path, size, os.urandom(BLOCK), md5.update)
+    return md5.hexdigest()
+
+
+def _fill(path: Path, size: int, block: bytes, seen: Callable[[bytes], None] | None = None) -> None:
+    """Write ``size`` bytes of ``block`` over and over to ``path`` and fsync it; ``seen`` is
+    given each piece as it is written."""
     with open(path, "wb") as out:
         left = size
         while left:
             piece = block[: min(left, BLOCK)]
             out.write(piece)
-            md5.update(piece)
+            if seen is not None:
+                seen(piece)
             left -= len(piece)
         out.flush()
-        os.fsync(out.fileno())  # else its writeback competes with the first timed runs
-    return md5.hexdigest()
+        os.fsync(out.fileno())
 
 
 class _FileHandler(BaseHTTPRequestHandler):
