@@ -74,8 +74,9 @@ def insert(model: type[models.Model], rows: list[dict], *, ignore_conflicts: boo
 def insert_one(model: type[models.Model], row: dict) -> int:
     """INSERT one row (field name -> value; defaults fill the rest, ``auto_now`` fields
     included: give them) and answer its primary key: ``Model.objects.create``'s write,
-    without building the model and compiling the statement each time. A conflict raises
-    ``IntegrityError`` as the ORM's does."""
+    without building a model instance or running the ORM's compiler (the statement is a
+    join of the model's column names). A conflict raises ``IntegrityError`` as the ORM's
+    does."""
     sql, fields = _insert_sql(model, None)
     (params,) = _params(fields, [row])
     pk = model._meta.pk
