@@ -29,6 +29,17 @@ METRICS_DIR = tempfile.mkdtemp(prefix="mq-test-metrics-")
 os.environ["PROMETHEUS_MULTIPROC_DIR"] = os.environ["MQ_METRICS_DIR"] = METRICS_DIR
 atexit.register(shutil.rmtree, METRICS_DIR, ignore_errors=True)
 
+# A reported batch's lock outlives its report only where Merritt's own ingest may report it
+# too (``MQ_REPORT_LOCK_GRACE``): the tests that run beside it set the grace themselves.
+# This process's settings are read already (the fixture below); processes it starts inherit.
+os.environ["MQ_REPORT_LOCK_GRACE"] = "0"
+
+
+@pytest.fixture(autouse=True)
+def _no_report_lock_grace(settings):
+    settings.MQ_REPORT_LOCK_GRACE = 0
+
+
 # Plugins the tests also import from: rewritten before any test module imports them.
 pytest.register_assert_rewrite("tests.cluster", "tests.httpserver", "tests.mirrorlive")
 

@@ -68,6 +68,7 @@ def test_both_ingests_work_one_ensemble_and_nothing_is_done_twice(
     pipeline, content, make_client, settings
 ):
     settings.MQ_WORKERS = "own"
+    settings.MQ_REPORT_LOCK_GRACE = 2.0  # as deployed beside Merritt's ingest
     log: list = []
     our_log(pipeline.store, log)
     merritt = LoggingMerrittZK(make_client(), log)

@@ -16,6 +16,7 @@ consumers, on its own session. The contract checked:
 from __future__ import annotations
 
 import posixpath
+import time
 
 import pytest
 from rq import Queue, SimpleWorker
@@ -107,6 +108,32 @@ def test_a_batch_merritt_set_reporting_is_reported_once_its_jobs_are_done(
     assert reported.status_report["failed_count"] == 0
     step(pipeline)
     assert len([m for m in mailoutbox if "2 completed" in m.subject]) == 1
+
+
+def test_merrittzk_that_read_a_batch_just_before_we_reported_it_cannot_report_it_again(
+    pipeline, merritt, settings, mailoutbox
+):
+    """MerrittZK's reporter (``Batch.acquireBatchForReporting``) reads a batch's status, then
+    takes its lock, then reports on what it read, writing the status unversioned. Read just
+    before our report, the batch must still be locked when that reporter tries the lock."""
+    settings.MQ_REPORT_LOCK_GRACE = 1.0
+    ingest = MerrittIngest(merritt)
+    batch = ingest.submit("demo", objects=1, payload_url="http://example.org/hello.txt")
+    ingest.finish_jobs()
+    stale = merritt.load(Item("batch", batch.id))  # the first half of Merritt's acquire
+    assert stale.status == "Reporting"
+
+    assert pipeline.run(batch.id).status == "Completed"
+    assert not merritt.lock(stale)  # the second half: refused, so it reports nothing
+
+    lock = t.batch_node(batch.id, "lock")
+    ends = time.monotonic() + 10
+    while pipeline.store.client.exists(lock) and time.monotonic() < ends:
+        time.sleep(0.05)
+    assert not pipeline.store.client.exists(lock)  # released once the grace is over
+    assert merritt.acquire_batch_for_reporting() is None  # a fresh read sees it reported
+    step(pipeline)
+    assert len([m for m in mailoutbox if "1 completed" in m.subject]) == 1
 
 
 # --- 3. held batches --------------------------------------------------------------

@@ -68,6 +68,9 @@ MQ_WORK_DIR = env_str("MQ_WORK_DIR", str(VAR_DIR / "work"))
 MQ_DISK_THRESHOLD = env_int("MQ_DISK_THRESHOLD", 80)
 MQ_LOCK_STALE_SECONDS = env_int("MQ_LOCK_STALE_SECONDS", 3600)
 MQ_PROVISION_RETRY_SECONDS = env_float("MQ_PROVISION_RETRY_SECONDS", 30.0)
+# A reported batch keeps its lock this long after its last write, so that MerrittZK's
+# reporter, which reads a batch's status before it locks it, cannot report it again.
+MQ_REPORT_LOCK_GRACE = env_float("MQ_REPORT_LOCK_GRACE", 2.0)
 
 # Ingest limits and the network policy of downloads and callbacks.
 MQ_MAX_UPLOAD_BYTES = env_int("MQ_MAX_UPLOAD_BYTES", 2 * 1024**3)

@@ -305,16 +305,28 @@ class BatchStore(HistoryWrites, Locks):
         return report
 
     def transition_batch(
-        self, batch: BatchRecord | str, new: str, message: str = "", *, release_lock: bool = False
+        self,
+        batch: BatchRecord | str,
+        new: str,
+        message: str = "",
+        *,
+        release_lock: bool = False,
+        keep_lock: bool = False,
     ) -> BatchRecord:
-        """Move a batch; the nodes MerrittZK reads go with the move (``batch_sides``)."""
+        """Move a batch; the nodes MerrittZK reads go with the move (``batch_sides``).
+
+        ``release_lock``: the move deletes the batch's lock, which this session holds.
+        ``keep_lock``: the move checks that lock instead, for the caller to release later.
+        """
         if isinstance(batch, str):
             batch = self.get_batch(batch)
         BATCH.check_move(batch.status, new, f"batch {batch.bid}")
         store = cast("QueueStore", self)  # the sides read what other parts of it hold
         extra = batch_sides.move_ops(store, batch, new)
         try:
-            return self._move_batch(batch, new, message, release_lock=release_lock, extra=extra)
+            return self._move_batch(
+                batch, new, message, release_lock=release_lock, keep_lock=keep_lock, extra=extra
+            )
         except QueueError as e:
             if new != BatchStatus.HELD:
                 raise
@@ -327,6 +339,7 @@ class BatchStore(HistoryWrites, Locks):
         message: str,
         *,
         release_lock: bool,
+        keep_lock: bool = False,
         extra: list[Op] | None = None,
     ) -> BatchRecord:
         what = f"batch {batch.bid}"
@@ -346,9 +359,10 @@ class BatchStore(HistoryWrites, Locks):
             history_op,
         ]
         ops += extra or []
-        if release_lock:
+        if release_lock or keep_lock:
             self._check_session(batch, what)
-            ops.append(Op(OpKind.DELETE, t.batch_node(batch.bid, "lock")))
+            lock = t.batch_node(batch.bid, "lock")
+            ops.append(Op(OpKind.DELETE, lock) if release_lock else Op(OpKind.CHECK, lock))
         results = self.engine.commit(ops, what)
         moved = evolve(
             batch,
@@ -364,9 +378,10 @@ class BatchStore(HistoryWrites, Locks):
         self.changes.changed("batch", batch.bid, batch.status, moved)
         return moved
 
-    def unlock_batch(self, batch: BatchRecord | str) -> None:
+    def unlock_batch(self, batch: BatchRecord | str, *, after: float = 0.0) -> None:
+        """Release the batch's lock if this session holds it; ``after`` seconds from now."""
         bid = batch if isinstance(batch, str) else batch.bid
-        self._unlock(t.batch_node(bid, "lock"))
+        self._unlock_after(t.batch_node(bid, "lock"), after)
 
     def lock_batch(self, bid: str) -> BatchRecord | None:
         if not self._try_lock(t.batch_node(bid, "lock")):

@@ -79,6 +79,21 @@ class Locks(StoreBase):
         except CONNECTION_ERRORS:
             self._orphan(path)
 
+    def _unlock_after(self, path: str, seconds: float) -> None:
+        """``_unlock`` once ``seconds`` have passed, on a timer thread: the caller goes on."""
+        if seconds <= 0:
+            self._unlock(path)
+            return
+        timer = threading.Timer(seconds, self._unlock_quietly, (path,))
+        timer.daemon = True
+        timer.start()
+
+    def _unlock_quietly(self, path: str) -> None:
+        try:
+            self._unlock(path)
+        except Exception:  # the client closed meanwhile: its session, and the lock, are gone
+            log.debug("delayed release of %s not made", path, exc_info=True)
+
     def _delete_own(self, path: str) -> None:
         stat = self.client.exists(path)
         if stat is None or stat.ephemeralOwner != self.session_id:
