@@ -186,17 +186,22 @@ def run_report(s: Services, bid: str, status: str) -> str:
         # ``batch`` was read before the report was written, and the commit hands its record to
         # the mirror's write-through, which would otherwise keep the old (often empty) report.
         batch = replace(batch, status_report=store.get_batch(bid).status_report)
-        store.transition_batch(batch, final, message, keep_lock=True)
+        # MerrittZK's reporter reads a batch's status before it takes the lock, and writes
+        # its own report on what it read: one that read this batch just before this report
+        # would report it again if it found the lock gone. The lock stays a little longer.
+        store.transition_batch(
+            batch,
+            final,
+            message,
+            release_lock=True,
+            release_after=settings.MQ_REPORT_LOCK_GRACE,
+        )
     except (LockLost, ChangedUnderYou) as e:
         log.warning("batch %s report abandoned: %s", bid, e)
         return "abandoned"
     except BaseException:
         store.unlock_batch(batch)  # retried by the next sweep instead of staying locked
         raise
-    # MerrittZK's reporter reads a batch's status before it takes the lock, and writes its
-    # own report on what it read: one that read this batch just before it was reported
-    # would report it again if it found the lock gone. The lock stays a little longer.
-    store.unlock_batch(batch, after=settings.MQ_REPORT_LOCK_GRACE)
     _release_upload(s, batch)
     return final.lower()
 

@@ -22,6 +22,7 @@ import pytest
 from rq import Queue, SimpleWorker
 
 from batches import handlers
+from batches.models import Batch
 from batches.submission import SubmissionError, submit
 from merritt_queue.core import history
 from merritt_queue.core import tree as t
@@ -125,6 +126,8 @@ def test_merrittzk_that_read_a_batch_just_before_we_reported_it_cannot_report_it
 
     assert pipeline.run(batch.id).status == "Completed"
     assert not merritt.lock(stale)  # the second half: refused, so it reports nothing
+    # Nobody works on the batch meanwhile: the pages show it released.
+    assert not Batch.objects.get(bid=batch.id).locked
 
     lock = t.batch_node(batch.id, "lock")
     ends = time.monotonic() + 10

@@ -311,12 +311,14 @@ class BatchStore(HistoryWrites, Locks):
         message: str = "",
         *,
         release_lock: bool = False,
-        keep_lock: bool = False,
+        release_after: float = 0.0,
     ) -> BatchRecord:
         """Move a batch; the nodes MerrittZK reads go with the move (``batch_sides``).
 
-        ``release_lock``: the move deletes the batch's lock, which this session holds.
-        ``keep_lock``: the move checks that lock instead, for the caller to release later.
+        ``release_lock``: this session lets go of the batch's lock with the move, deleted in
+        its multi, or ``release_after`` seconds later (the multi then checks the lock). Either
+        way the moved record, and so the mirror, has it released: nobody works on the batch
+        meanwhile; the lock only keeps out a reader that acts on what it read before the move.
         """
         if isinstance(batch, str):
             batch = self.get_batch(batch)
@@ -325,7 +327,12 @@ class BatchStore(HistoryWrites, Locks):
         extra = batch_sides.move_ops(store, batch, new)
         try:
             return self._move_batch(
-                batch, new, message, release_lock=release_lock, keep_lock=keep_lock, extra=extra
+                batch,
+                new,
+                message,
+                release_lock=release_lock,
+                release_after=release_after,
+                extra=extra,
             )
         except QueueError as e:
             if new != BatchStatus.HELD:
@@ -339,7 +346,7 @@ class BatchStore(HistoryWrites, Locks):
         message: str,
         *,
         release_lock: bool,
-        keep_lock: bool = False,
+        release_after: float = 0.0,
         extra: list[Op] | None = None,
     ) -> BatchRecord:
         what = f"batch {batch.bid}"
@@ -359,10 +366,11 @@ class BatchStore(HistoryWrites, Locks):
             history_op,
         ]
         ops += extra or []
-        if release_lock or keep_lock:
+        lock = t.batch_node(batch.bid, "lock")
+        later = release_lock and release_after > 0
+        if release_lock:
             self._check_session(batch, what)
-            lock = t.batch_node(batch.bid, "lock")
-            ops.append(Op(OpKind.DELETE, lock) if release_lock else Op(OpKind.CHECK, lock))
+            ops.append(Op(OpKind.CHECK, lock) if later else Op(OpKind.DELETE, lock))
         results = self.engine.commit(ops, what)
         moved = evolve(
             batch,
@@ -376,12 +384,13 @@ class BatchStore(HistoryWrites, Locks):
             history=history,
         )
         self.changes.changed("batch", batch.bid, batch.status, moved)
+        if later:
+            self._unlock_after(lock, release_after)
         return moved
 
-    def unlock_batch(self, batch: BatchRecord | str, *, after: float = 0.0) -> None:
-        """Release the batch's lock if this session holds it; ``after`` seconds from now."""
+    def unlock_batch(self, batch: BatchRecord | str) -> None:
         bid = batch if isinstance(batch, str) else batch.bid
-        self._unlock_after(t.batch_node(bid, "lock"), after)
+        self._unlock(t.batch_node(bid, "lock"))
 
     def lock_batch(self, bid: str) -> BatchRecord | None:
         if not self._try_lock(t.batch_node(bid, "lock")):

@@ -81,9 +81,6 @@ class Locks(StoreBase):
 
     def _unlock_after(self, path: str, seconds: float) -> None:
         """``_unlock`` once ``seconds`` have passed, on a timer thread: the caller goes on."""
-        if seconds <= 0:
-            self._unlock(path)
-            return
         timer = threading.Timer(seconds, self._unlock_quietly, (path,))
         timer.daemon = True
         timer.start()
