@@ -126,7 +126,7 @@ def test_merrittzk_that_read_a_batch_just_before_we_reported_it_cannot_report_it
 
     assert pipeline.run(batch.id).status == "Completed"
     assert not merritt.lock(stale)  # the second half: refused, so it reports nothing
-    # Nobody works on the batch meanwhile: the pages show it released.
+    # Nobody works on the batch meanwhile: the record its move wrote has it released.
     assert not Batch.objects.get(bid=batch.id).locked
 
     lock = t.batch_node(batch.id, "lock")

@@ -317,8 +317,8 @@ class BatchStore(HistoryWrites, Locks):
 
         ``release_lock``: this session lets go of the batch's lock with the move, deleted in
         its multi, or ``release_after`` seconds later (the multi then checks the lock). Either
-        way the moved record, and so the mirror, has it released: nobody works on the batch
-        meanwhile; the lock only keeps out a reader that acts on what it read before the move.
+        way the moved record has it released, since nobody works on the batch meanwhile: the
+        lock only keeps out a reader that acts on what it read before the move.
         """
         if isinstance(batch, str):
             batch = self.get_batch(batch)
