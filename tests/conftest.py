@@ -68,6 +68,7 @@ FAST_MODULES = frozenset(
         "test_objects_payload",
         "test_objects_storage",
         "test_services_fetch",
+        "test_security_rebinding",
         "test_services_transport",
         "test_services_minter",
         "test_services_notifier",

@@ -431,24 +431,30 @@ def session_factory():
 
 @pytest.fixture
 def loopback_only(monkeypatch):
-    """Refuse (before connecting) and report any connection urllib3 tries off 127.0.0.1.
+    """Refuse (before connecting) and report any connection urllib3 or the pinned transport
+    tries off 127.0.0.1.
 
     Yields the list of hosts connected to, so a test can also assert what was contacted.
     """
     import urllib3.util.connection as conn
 
-    real = conn.create_connection
+    from merritt_queue.services import pinned
+
     contacted: list[str] = []
     refused: list[str] = []
 
-    def guarded(address, *args, **kwargs):
-        host = str(address[0])
-        if host not in LOOPBACK_HOSTS:
-            refused.append(host)
-            raise OSError(f"test guard: refused to connect to {host}")
-        contacted.append(host)
-        return real(address, *args, **kwargs)
+    def guard(real):
+        def guarded(address, *args, **kwargs):
+            host = str(address[0]) if isinstance(address, tuple) else str(address)
+            if host not in LOOPBACK_HOSTS:
+                refused.append(host)
+                raise OSError(f"test guard: refused to connect to {host}")
+            contacted.append(host)
+            return real(address, *args, **kwargs)
 
-    monkeypatch.setattr(conn, "create_connection", guarded)
+        return guarded
+
+    monkeypatch.setattr(conn, "create_connection", guard(conn.create_connection))
+    monkeypatch.setattr(pinned, "_connect", guard(pinned._connect))
     yield contacted
     assert not refused, f"code under test tried to connect off loopback: {refused}"

@@ -18,7 +18,7 @@ import weakref
 import pytest
 import requests
 
-from merritt_queue.services import transport
+from merritt_queue.services import pinned, transport
 from merritt_queue.services.transport import RequestDeadline
 from tests.httpserver import Reply
 from tests.rawserver import RawServer, read_head
@@ -71,8 +71,10 @@ def connect():
     made: list[socket.socket] = []
 
     def make() -> socket.socket:
-        conn = transport._TrackedHTTPConnection(*server.getsockname(), timeout=SLACK * 2)
-        conn.connect()
+        host, port = server.getsockname()
+        conn = transport._TrackedHTTPConnection(host, port, timeout=SLACK * 2)
+        with pinned.judged(f"http://{host}:{port}/", allow_loopback=True):
+            conn.connect()
         assert conn.sock is not None
         made.append(conn.sock)
         return conn.sock
@@ -239,7 +241,8 @@ def test_a_reused_session_connects_anew_under_each_requests_deadline(keep_alive_
     """Its first answer read in full, urllib3 would keep the connection for the next request,
     a socket the next request's deadline never saw."""
     server = keep_alive_server
-    with transport.strict_session(requests.Session()) as session:
+    judged = pinned.judged(server.url, allow_loopback=True)
+    with judged, transport.strict_session(requests.Session()) as session:
         with RequestDeadline(SLACK):
             assert session.get(server.url, timeout=SLACK).content == b"ok"
         started = time.monotonic()
@@ -328,10 +331,11 @@ def test_a_sender_keeps_the_cookies_a_server_sets_until_told_to_forget_them(http
     session = transport.strict_session(requests.Session())
     session.cookies.set("made", "with", domain="127.0.0.1", path="/")
     sender = transport.Sender(session, {})
-    sender.request("GET", url, timeout=SLACK).close()
-    sender.request("GET", url, timeout=SLACK).close()
-    sender.forget_cookies()
-    sender.request("GET", url, timeout=SLACK).close()
+    with pinned.judged(url, allow_loopback=True):
+        sender.request("GET", url, timeout=SLACK).close()
+        sender.request("GET", url, timeout=SLACK).close()
+        sender.forget_cookies()
+        sender.request("GET", url, timeout=SLACK).close()
     cookies = [r.headers.get("cookie") for r in http_server.requests]
     assert cookies == ["made=with", "made=with; session=abc", "made=with"]
 

@@ -3,8 +3,10 @@
 Guarantees:
 
 - Every URL, and every redirect hop, passes ``netpolicy.check_url`` before any connection is
-  made to it; redirects are followed by hand, at most ``max_redirects`` of them. Once a hop
-  was a public host, every later hop must be public too (see ``netpolicy``).
+  made to it, and is connected to at the addresses that check judged, never at a second
+  answer of the resolver (``pinned``); redirects are followed by hand, at most
+  ``max_redirects`` of them. Once a hop was a public host, every later hop must be public
+  too (see ``netpolicy``).
 - Memory stays bounded: bodies are streamed in ``chunk_size`` pieces straight to disk, with the
   digests computed on the way (on a thread of their own unless the announced body fits one
   buffer, see ``partfile.Sink``).
@@ -48,9 +50,9 @@ import requests
 import urllib3.exceptions
 
 from ..deposit.digest import Hashers, normalise_algorithm
-from . import httputil, transport
+from . import httputil, pinned, transport
 from .errors import FetchError
-from .netpolicy import check_url, is_public
+from .netpolicy import is_public
 from .partfile import (
     Sink,
     make_dir,
@@ -342,14 +344,14 @@ class Fetcher:
         """Send ``method``, following redirects by hand so every hop passes the policy."""
         current, from_public = url, False
         for _ in range(self.max_redirects + 1):
-            addresses = check_url(
+            with pinned.judged(
                 current,
                 allow_loopback=self.allow_loopback,
                 allow_private=self.allow_private,
                 from_public=from_public,
-            )
+            ) as addresses:
+                resp = sender.request(method, current, timeout=self.timeout)
             from_public = from_public or is_public(addresses)
-            resp = sender.request(method, current, timeout=self.timeout)
             if resp.status_code not in httputil.REDIRECT_STATUSES:
                 return resp
             location = resp.headers.get("Location")

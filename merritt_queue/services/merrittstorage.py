@@ -28,8 +28,8 @@ from urllib.parse import quote, unquote
 
 import requests
 
-from . import httputil
-from .errors import StorageError
+from . import httputil, transport
+from .errors import FetchError, StorageError
 from .storage import (
     STORED_ALGORITHMS,
     TOKEN_SOURCE_NAME,
@@ -221,10 +221,14 @@ class MerrittStorageClient:
 
     def _request(self, method: str, url: str, ark: str, **kwargs) -> requests.Response:
         try:
-            with closing(self.session_factory()) as session:
-                return session.request(
-                    method, url, timeout=self.timeout, allow_redirects=False, **kwargs
+            with closing(transport.pinned_session(self.session_factory())) as session:
+                return transport.operator_request(
+                    session, method, url, timeout=self.timeout, allow_redirects=False, **kwargs
                 )
+        except FetchError as exc:
+            raise StorageError(
+                f"storage at {self.base_url}: {exc.message}", retryable=exc.retryable
+            ) from exc
         except requests.RequestException as exc:
             raise StorageError(
                 f"storage at {self.base_url} could not be reached for {ark}: "

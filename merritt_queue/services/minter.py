@@ -32,9 +32,9 @@ from urllib.parse import quote
 
 import requests
 
-from . import httputil
+from . import httputil, transport
 from .durable import fsync_dir, make_dirs
-from .errors import MinterError
+from .errors import FetchError, MinterError
 
 # NOID's "extended digits"; their positions are the ordinals NCDA uses.
 NOID_DIGITS = "0123456789bcdfghjkmnpqrstvwxz"
@@ -250,8 +250,10 @@ class EzidMinter:
 
     def _post(self, url: str, body: str) -> requests.Response:
         try:
-            with closing(self.session_factory()) as session:
-                return session.post(
+            with closing(transport.pinned_session(self.session_factory())) as session:
+                return transport.operator_request(
+                    session,
+                    "POST",
                     url,
                     data=body.encode("utf-8"),
                     headers={"Content-Type": "text/plain; charset=UTF-8", "Accept": "text/plain"},
@@ -259,6 +261,10 @@ class EzidMinter:
                     timeout=self.timeout,
                     allow_redirects=False,
                 )
+        except FetchError as exc:
+            raise MinterError(
+                f"EZID at {self.base_url}: {exc.message}", retryable=exc.retryable
+            ) from exc
         except requests.RequestException as exc:
             raise MinterError(
                 f"EZID at {self.base_url} could not be reached: {httputil.describe(exc)}",

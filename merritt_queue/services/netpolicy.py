@@ -11,11 +11,10 @@ to, as the connection would be. An IPv6 address that carries an IPv4 address a t
 tunnel would deliver to (IPv4-mapped and -compatible, 6to4 ``2002::/16``, Teredo
 ``2001::/32``, NAT64 ``64:ff9b::/96``) is judged by that IPv4 address too; the local-use
 NAT64 prefix ``64:ff9b:1::/48`` counts as private. It never opens a connection: it only
-resolves the name.
+resolves the name, once. The addresses it returns are the only ones a request may then
+connect to (``pinned.judged``): resolving again to connect would let a DNS server answer
+differently the second time (DNS rebinding) and reach an address never judged.
 Messages never repeat a password found in a URL.
-
-Limit: the name is resolved again when the connection is made, so a DNS server that answers
-differently a second time (DNS rebinding) is not caught here.
 """
 
 from __future__ import annotations

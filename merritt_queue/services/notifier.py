@@ -1,6 +1,7 @@
 """Notifying a depositor's callback URL that a job finished.
 
-Guarantees: the URL passes ``netpolicy.check_url`` before any connection; the payload is POSTed
+Guarantees: the URL passes ``netpolicy.check_url`` before every attempt, which connects only
+to the addresses that check judged (``transport.post_once``); the payload is POSTed
 as JSON with the same ``Idempotency-Key`` header on every attempt, so a receiver can drop the
 duplicates that retries after a lost answer produce (delivery is at least once, not exactly
 once); connection errors, timeouts, 408, 429 and 5xx are retried with exponential backoff
@@ -22,7 +23,6 @@ import requests
 
 from . import httputil, transport
 from .errors import FetchError, NotifyError
-from .netpolicy import check_url
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +50,6 @@ class CallbackNotifier:
 
     def notify(self, url: str, payload: dict, *, idempotency_key: str | None = None) -> None:
         """POST ``payload`` as JSON to ``url``; ``NotifyError`` when it cannot be delivered."""
-        try:
-            check_url(url, allow_loopback=self.allow_loopback, allow_private=self.allow_private)
-        except FetchError as exc:
-            raise NotifyError(f"callback {exc.message}", retryable=exc.retryable) from exc
         body = json.dumps(payload, sort_keys=True).encode("utf-8")
         headers = {
             "Content-Type": "application/json",
@@ -82,7 +78,11 @@ class CallbackNotifier:
                 timeout=self.timeout,
                 deadline=self.deadline,
                 session_factory=self.session_factory,
+                allow_loopback=self.allow_loopback,
+                allow_private=self.allow_private,
             )
+        except FetchError as exc:  # refused by the network policy: nothing was sent
+            raise NotifyError(f"callback {exc.message}", retryable=exc.retryable) from exc
         except transport.TooSlow as exc:
             raise _Retry(
                 f"the receiver is too slow: no complete answer within {self.deadline:g} s "

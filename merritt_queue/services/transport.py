@@ -18,13 +18,20 @@ Guarantees:
   would otherwise let the surplus pass unseen. Only bytes already received are seen; the
   check costs one non-blocking read at the end of the body.
 
-- Nothing of the operator's environment reaches a request: no credentials from ``~/.netrc``
-  or ``$NETRC``, no proxy from ``HTTP(S)_PROXY`` or ``ALL_PROXY``; the connection goes to the
-  address the URL names. Only a CA bundle named by ``REQUESTS_CA_BUNDLE`` or
-  ``CURL_CA_BUNDLE`` is used, as ``requests`` would, read once per process.
+- A connection goes only to an address ``netpolicy`` judged for its host and port, inside
+  ``pinned.judged``, and is refused (``pinned.Unjudged``) outside one; the name is never
+  resolved again to connect. The ``Host`` header, the TLS SNI and the certificate check
+  still use the name.
+- Through ``strict_session``, nothing of the operator's environment reaches a request: no
+  credentials from ``~/.netrc`` or ``$NETRC``, no proxy from ``HTTP(S)_PROXY`` or
+  ``ALL_PROXY``, which would connect to an address never judged. Only a CA bundle named by
+  ``REQUESTS_CA_BUNDLE`` or ``CURL_CA_BUNDLE`` is used, as ``requests`` would, read once
+  per process.
 
-Sessions get this transport from ``strict_session``; it works for any ``requests.Session``.
-``post_once`` is the one POST the notifier and the webhook make with it.
+Depositors' URLs get this transport from ``strict_session``, the operator's own services
+(EZID, Merritt storage) from ``pinned_session`` and ``operator_request``; it works for any
+``requests.Session``. ``post_once`` is the one POST the notifier and the webhook make with
+it. Every outbound HTTP request of the ingest is judged and connected here.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ import itertools
 import logging
 import os
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -53,6 +61,10 @@ from requests.sessions import merge_hooks, merge_setting
 from requests.structures import CaseInsensitiveDict
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
+from urllib3.util.timeout import _DEFAULT_TIMEOUT
+
+from . import pinned
 
 log = logging.getLogger(__name__)
 
@@ -274,12 +286,31 @@ def _bytes_waiting(fp, sock: socket.socket) -> bool:
 
 
 class _Tracked(HTTPConnection):
-    """Hands each new socket to the request's deadline before a byte is sent or read."""
+    """Connects only to an address judged for its host and port (``pinned``), and hands
+    each new socket to the request's deadline before a byte is sent or read."""
 
     response_class: type[http.client.HTTPResponse] = _StrictResponse
 
     def _new_conn(self) -> socket.socket:
-        sock = super()._new_conn()
+        # urllib3's own would resolve the host again, which is what DNS rebinding exploits.
+        timeout = self.timeout
+        if timeout is _DEFAULT_TIMEOUT:
+            timeout = socket.getdefaulttimeout()
+        try:
+            sock = pinned.open_socket(
+                self.host,
+                self.port,
+                timeout,
+                source_address=self.source_address,
+                socket_options=self.socket_options,
+            )
+        except TimeoutError as exc:
+            raise ConnectTimeoutError(
+                self, f"Connection to {self.host} timed out. (connect timeout={timeout})"
+            ) from exc
+        except OSError as exc:
+            raise NewConnectionError(self, f"Failed to establish a new connection: {exc}") from exc
+        sys.audit("http.client.connect", self, self.host, self.port)
         deadline = getattr(_local, "deadline", None)
         if deadline is not None:
             deadline.attach(sock)
@@ -336,9 +367,40 @@ def strict_session(session: requests.Session) -> requests.Session:
     session.trust_env = False
     if session.verify is True:
         session.verify = _ca_bundle()
+    return pinned_session(session)
+
+
+def pinned_session(session: requests.Session) -> requests.Session:
+    """``session`` with this module's transport for http and https: its requests connect
+    only inside ``pinned.judged``, to the addresses judged. The environment is left as the
+    session takes it: the operator's own services may be reached through a proxy (a request
+    sent to a proxy goes through requests' own pool, not this transport, see
+    ``operator_request``)."""
     session.mount("http://", _StrictAdapter())
     session.mount("https://", _StrictAdapter())
     return session
+
+
+def operator_request(
+    session: requests.Session, method: str, url: str, **kwargs
+) -> requests.Response:
+    """``session.request(method, url, **kwargs)`` to a service the operator configured
+    (EZID, Merritt storage), through this transport (``pinned_session``).
+
+    The operator chose the address, so loopback and private ones are allowed; the kinds
+    ``netpolicy`` always refuses (link-local, where cloud metadata answers, and the like)
+    are not. A request the environment sends through a proxy is not judged here: the proxy
+    resolves the name, and the operator chose it. ``FetchError`` when refused.
+    """
+    if _proxy_for(session, url):
+        return session.request(method, url, **kwargs)
+    with pinned.judged(url, allow_loopback=True, allow_private=True):
+        return session.request(method, url, **kwargs)
+
+
+def _proxy_for(session: requests.Session, url: str) -> str | None:
+    settings = session.merge_environment_settings(url, {}, None, None, None)
+    return requests.utils.select_proxy(url, settings["proxies"])
 
 
 class Sender:
@@ -414,11 +476,28 @@ def post_once(
     deadline: float,
     session_factory: Callable[[], requests.Session] = requests.Session,
     keep: int = 0,
+    allow_loopback: bool = False,
+    allow_private: bool = False,
 ) -> tuple[requests.Response, bytes]:
-    """One POST through this transport, redirects not followed, under one ``deadline`` from
-    connect to the answer's last byte (``TooSlow`` once it passed); the response, closed, and
-    at most ``keep`` bytes of its body (decoded; empty when they cannot be read: only a hint).
-    Other failures raise as ``requests`` raises them."""
+    """One POST through this transport to the addresses ``url`` is judged to have
+    (``pinned.judged``; ``FetchError`` when refused), redirects not followed, under one
+    ``deadline`` from connect to the answer's last byte (``TooSlow`` once it passed); the
+    response, closed, and at most ``keep`` bytes of its body (decoded; empty when they
+    cannot be read: only a hint). Other failures raise as ``requests`` raises them."""
+    policy = {"allow_loopback": allow_loopback, "allow_private": allow_private}
+    with pinned.judged(url, **policy):
+        return _post(url, body, headers, timeout, deadline, session_factory, keep)
+
+
+def _post(
+    url: str,
+    body: bytes,
+    headers: dict[str, str],
+    timeout: tuple[float, float],
+    deadline: float,
+    session_factory: Callable[[], requests.Session],
+    keep: int,
+) -> tuple[requests.Response, bytes]:
     clock = RequestDeadline(deadline)
     try:
         with clock, closing(strict_session(session_factory())) as session:

@@ -4,11 +4,12 @@ Guarantees: ``sign`` is HMAC-SHA256 with the profile's secret over ``timestamp +
 so a receiver that checks it and the timestamp's age knows who sent the body and rejects a
 replay; the headers carry the delivery id, the same on every attempt, for the receiver to
 drop repeats. ``post`` makes exactly one attempt (the caller schedules retries, so no worker
-sleeps): the URL passes ``netpolicy.check_url`` first, redirects are not followed, nothing of
-the operator's environment (netrc credentials, a proxy) is used, one wall-clock deadline
-covers connect to the answer's last byte, and at most ``EXCERPT`` bytes of the answer are
-read, with any credentials in them hidden. It never raises for the network or
-the receiver: the ``Attempt`` says what happened and whether another try may help.
+sleeps): the URL passes ``netpolicy.check_url`` first and the POST goes to an address it
+judged (``transport.post_once``), redirects are not followed, nothing of the operator's
+environment (netrc credentials, a proxy) is used, one wall-clock deadline covers connect to
+the answer's last byte, and at most ``EXCERPT`` bytes of the answer are read, with any
+credentials in them hidden. It never raises for the network or the receiver: the
+``Attempt`` says what happened and whether another try may help.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import requests
 
 from . import httputil, transport
 from .errors import FetchError
-from .netpolicy import check_url, hide_credentials, redact
+from .netpolicy import hide_credentials, redact
 
 DELIVERY_HEADER = "X-Merritt-Queue-Delivery"
 EVENT_HEADER = "X-Merritt-Queue-Event"
@@ -79,10 +80,6 @@ def post(
     now: float | None = None,
 ) -> Attempt:
     """POST ``body`` (JSON) to ``url``, signed; one attempt."""
-    try:
-        check_url(url, allow_loopback=allow_loopback, allow_private=allow_private)
-    except FetchError as exc:
-        return Attempt(False, None, exc.message, exc.retryable)
     stamp = int(time.time() if now is None else now)
     headers = {
         "Content-Type": "application/json",
@@ -102,7 +99,11 @@ def post(
             deadline=timeout,
             session_factory=session_factory,
             keep=EXCERPT,
+            allow_loopback=allow_loopback,
+            allow_private=allow_private,
         )
+    except FetchError as exc:  # refused by the network policy: nothing was sent
+        return Attempt(False, None, exc.message, exc.retryable)
     except requests.RequestException as exc:
         why = str(exc) if isinstance(exc, transport.TooSlow) else httputil.describe(exc)
         return Attempt(False, None, hide_credentials(why), httputil.is_transient(exc))
