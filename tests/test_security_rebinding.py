@@ -213,6 +213,20 @@ def test_an_operators_service_at_a_link_local_address_is_refused_unsent(names, i
     assert internet == []
 
 
+def test_an_operators_service_behind_a_proxy_is_reached_through_it_unjudged(
+    names, internet, servers, monkeypatch
+):
+    """The proxy resolves the name: the operator chose it, as documented."""
+    proxy, _ = servers
+    monkeypatch.setenv("http_proxy", proxy.url)
+    minter = EzidMinter("http://ezid.example/ezid", "apitest", "secret")
+    assert minter.mint("ark:/99999/fk4") == "ark:/99999/fk4x"
+    assert names.asked == []
+    assert internet == [("127.0.0.1", proxy.port)]
+    [request] = proxy.requests
+    assert request.path.startswith("http://ezid.example/ezid/shoulder/")
+
+
 def test_a_numeric_host_connects_to_exactly_that_address(names, internet, servers, tmp_path):
     internal, _ = servers
     url = f"{internal.url}/payload.bin"
