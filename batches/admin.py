@@ -1,4 +1,6 @@
 from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied
 from django.db import models
 
 from batches.models import ApiToken, Batch, Collection, Profile
@@ -46,12 +48,25 @@ class ProfileAdmin(admin.ModelAdmin):
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
+    """A token acts as its user, so only a superuser makes or rotates one for someone else:
+    anyone else's form offers only themselves, their rotate skips others' tokens, and no one
+    moves a token to another user once it is made."""
+
     list_display = ("name", "user", "created", "last_used", "revoked")
     list_filter = ("revoked", "user__is_active")
     search_fields = ("name", "user__username")
     actions = ("revoke", "rotate")
     fields = ("user", "name", "revoked", "created", "last_used")
     readonly_fields = ("created", "last_used")
+
+    def get_readonly_fields(self, request, obj=None):
+        return (*self.readonly_fields, "user") if obj is not None else self.readonly_fields
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.name == "user" and not request.user.is_superuser:
+            kwargs["queryset"] = get_user_model().objects.filter(pk=request.user.pk)
+            kwargs["initial"] = request.user.pk
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     @admin.action(description="Revoke the selected tokens", permissions=["change"])
     def revoke(self, request, queryset):
@@ -63,6 +78,15 @@ class ApiTokenAdmin(admin.ModelAdmin):
         permissions=["change"],
     )
     def rotate(self, request, queryset):
+        if not request.user.is_superuser:
+            others = queryset.exclude(user=request.user).count()
+            queryset = queryset.filter(user=request.user)
+            if others:
+                messages.error(
+                    request,
+                    f"{others} token(s) of other users not rotated: only a superuser rotates "
+                    "someone else's token.",
+                )
         for token in queryset.filter(revoked=False).select_related("user"):
             key = token.rotate()
             # Shown once: only the hash is kept.
@@ -74,6 +98,8 @@ class ApiTokenAdmin(admin.ModelAdmin):
     def save_model(self, request, obj, form, change):
         if change:
             return super().save_model(request, obj, form, change)
+        if obj.user_id != request.user.pk and not request.user.is_superuser:
+            raise PermissionDenied("only a superuser makes an API token for someone else")
         token, key = ApiToken.issue(obj.user, obj.name)
         obj.pk, obj.key_hash = token.pk, token.key_hash
         # Shown once: only the hash is kept.

@@ -46,6 +46,20 @@ def submit_refusal(user, collection: str | None) -> str | None:
     return None
 
 
+def behalf_refusal(by, submitter: str, collection: str | None) -> str | None:
+    """Why ``by`` may not submit to ``collection`` for ``submitter`` (None: may): both must
+    be allowed to submit there, so an administrator's ``on_behalf_of`` makes no one a
+    depositor of a collection that is not theirs."""
+    if refusal := submit_refusal(by, collection):
+        return refusal
+    if submitter == by.get_username():
+        return None
+    person = get_user_model().objects.filter(username=submitter).first()
+    if refusal := submit_refusal(person, collection):
+        return f"on_behalf_of: {refusal}"
+    return None
+
+
 def _scope(user, administrator: bool) -> set[str] | None:
     """The collections ``user`` may submit to; None means every one (an unscoped administrator)."""
     scope = CollectionScope.objects.filter(user=user).first()

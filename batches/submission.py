@@ -134,7 +134,7 @@ def prepare(
         )
     clean, problems = validate(data, upload)
     if by is not None and not problems:
-        if refusal := rights.submit_refusal(by, clean.get("collection")):
+        if refusal := rights.behalf_refusal(by, clean["submitter"], clean.get("collection")):
             raise SubmissionError([refusal], status=403)
     if problems:
         raise SubmissionError(problems)

@@ -70,7 +70,7 @@ def batch_list(request):
         {
             "filter": filterset,
             "table": table,
-            "collections": collection_names(),
+            "collections": collection_names(request.user),
             "record": record_links(request, collection="collection"),
         },
     )

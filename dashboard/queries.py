@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from urllib.parse import urlencode
 
 from django.core.cache import cache
-from django.db.models import Count
+from django.db.models import Count, QuerySet
 from django.db.models.fields.json import KT
 from django.utils import timezone
 
@@ -88,8 +88,10 @@ def failures_by_step() -> list[FailedAt]:
     return sorted(steps.values(), key=lambda f: (order.get(f.step, len(order)), f.step))
 
 
-def held_collections() -> list[Collection]:
-    return list(Collection.objects.filter(held=True).order_by("mnemonic"))
+def held_collections(rows: QuerySet | None = None) -> list[Collection]:
+    """The held collections of ``rows`` (those a person may read), by default all."""
+    rows = Collection.objects.all() if rows is None else rows
+    return list(rows.filter(held=True).order_by("mnemonic"))
 
 
 @dataclass
@@ -311,14 +313,18 @@ def lock_state() -> LockState:
     return out
 
 
-def running_jobs(limit: int = RUNNING_SHOWN) -> tuple[list[Job], bool]:
+def running_jobs(
+    limit: int = RUNNING_SHOWN, rows: QuerySet | None = None
+) -> tuple[list[Job], bool]:
     """Jobs whose mirror row is locked (a worker held them when read), sorted oldest first.
 
     Returns at most ``limit`` of them and whether there are more. No ORDER BY in SQL:
     ``locked`` has no index, and a scan that may stop after ``limit`` rows is the cheap way.
+    ``rows``: the jobs a person may read, by default all.
     """
     jobs = list(
-        Job.objects.filter(locked=True)
+        (Job.objects.all() if rows is None else rows)
+        .filter(locked=True)
         .order_by()
         .only("jid", "batch", "collection", "status", "last_modified")[: limit + 1]
     )
@@ -326,9 +332,11 @@ def running_jobs(limit: int = RUNNING_SHOWN) -> tuple[list[Job], bool]:
     return jobs[:limit], len(jobs) > limit
 
 
-def running_batches() -> list[Batch]:
+def running_batches(rows: QuerySet | None = None) -> list[Batch]:
+    """Locked batches of ``rows`` (those a person may read), by default all."""
     return list(
-        Batch.objects.filter(locked=True)
+        (Batch.objects.all() if rows is None else rows)
+        .filter(locked=True)
         .only("bid", "collection", "status", "last_modified")
         .order_by("last_modified")
     )

@@ -3,6 +3,10 @@
 Every page reads only the Django mirror (never ZooKeeper's tree) with a fixed number
 of aggregate queries, whatever the number of jobs; the dashboard also shows ZooKeeper's
 own znode count (``mntr``, cached for a few seconds).
+
+A depositor (``ui.reading_scope``) sees the queue's counts and pause, and of holds, windows,
+running items and collections only their own; locks and consistency findings, which name
+items of every collection, only a reader of every collection sees.
 """
 
 from collections import Counter
@@ -12,6 +16,7 @@ from django.shortcuts import render
 from django.utils import timezone
 
 from batches.capacity import usage
+from batches.models import Collection
 from dashboard import queries as q
 from dashboard.causes import CAUSES_CACHE_SECONDS, failure_causes
 from dashboard.diagram import diagram
@@ -20,7 +25,13 @@ from merritt_queue.core.states import BATCH, JOB
 from steering.catalog import ACTIONS
 from steering.permissions import may
 from steering.windowlist import scheduled_next
-from ui.reading_scope import readable_collections
+from ui.reading_scope import (
+    in_readable,
+    readable_collections,
+    readable_rows,
+    readable_windows,
+    reads_everything,
+)
 
 # Findings shown on one consistency page; the rest are counted, and filtered by ?kind=.
 FINDINGS_SHOWN = 500
@@ -44,13 +55,13 @@ def dashboard(request):
         "batch_unknown": _unknown(batch_counts, BATCH.statuses),
         "failed_by_step": q.failures_by_step(),
         # Their example texts come from every collection's content.
-        "failure_causes": failure_causes() if readable_collections(request.user) is None else [],
+        "failure_causes": failure_causes() if reads_everything(request.user) else [],
         "causes_cache_seconds": CAUSES_CACHE_SECONDS,
         "may_resume": may(request.user, ACTIONS["job.resume"]),
         "throughput": throughput(),
         "throughput_cache_seconds": THROUGHPUT_CACHE_SECONDS,
-        "held": q.held_collections(),
-        "scheduled": scheduled_next(),
+        "held": _held(request.user),
+        "scheduled": scheduled_next(rows=readable_windows(request.user)),
         "mirror": q.mirror_summary(),
         # The mirror's job count stands for the tree's (it follows it within seconds).
         "capacity": usage(sum(job_counts.values())),
@@ -58,9 +69,16 @@ def dashboard(request):
     return render(request, "dashboard/home.html", context)
 
 
+def _held(user) -> list[Collection]:
+    return q.held_collections(in_readable(user, Collection.objects.all(), "mnemonic"))
+
+
 @login_required
 def collections(request):
     rows = q.collection_rows()
+    allowed = readable_collections(request.user)
+    if allowed is not None:
+        rows = [r for r in rows if r.mnemonic in allowed]
     context = {
         "rows": rows,
         "statuses": JOB.statuses,
@@ -73,8 +91,11 @@ def collections(request):
 @login_required
 def locks(request):
     state = q.lock_state()
-    running, more = q.running_jobs()
-    batches = q.running_batches()
+    hidden = not reads_everything(request.user)
+    if hidden:  # their paths and data name any collection's items
+        state.groups, state.item_locked_at = [], {}
+    running, more = q.running_jobs(rows=readable_rows(request.user, q.Job.objects.all()))
+    batches = q.running_batches(readable_rows(request.user, q.Batch.objects.all()))
     now = timezone.now()
     for item in [*running, *batches]:  # when its own lock was taken, if the mirror read it
         item.locked_age = q.age(
@@ -83,10 +104,11 @@ def locks(request):
         item.status_age = q.age(item.last_modified, now)
     context = {
         "state": state,
-        "held": q.held_collections(),
+        "held": _held(request.user),
         "running_jobs": running,
         "running_more": more,
         "running_batches": batches,
+        "hidden": hidden,
     }
     return render(request, "dashboard/locks.html", context)
 
@@ -95,7 +117,8 @@ def locks(request):
 def consistency(request):
     check = q.last_check()
     detail = check.detail if check else {}
-    findings = detail.get("findings") or []
+    everything = reads_everything(request.user)  # findings name any collection's items
+    findings = (detail.get("findings") or []) if everything else []
     kind = request.GET.get("kind", "")
     shown = [f for f in findings if not kind or f.get("kind") == kind]
     shown.sort(key=lambda f: bool(f.get("repaired")))  # what is still open first
@@ -106,5 +129,6 @@ def consistency(request):
         "kind": kind,
         "findings": shown[:FINDINGS_SHOWN],
         "more": max(0, len(shown) - FINDINGS_SHOWN),
+        "hidden": not everything,
     }
     return render(request, "dashboard/consistency.html", context)

@@ -25,14 +25,16 @@ class ObjectFilter(df.FilterSet):
         """An exact ARK or local id finds those objects; any other text, the titles.
 
         ARKs and local ids are indexed; a title search reads every row, so it is the fallback.
+        Only ``queryset`` (the objects the person may read) is asked whether an ARK or local
+        id is known, so the answer tells nothing of other collections' objects.
         """
         value = value.strip()
         if not value:
             return queryset
-        if InventoryObject.objects.filter(ark=value).exists():
+        if queryset.filter(ark=value).exists():
             return queryset.filter(ark=value)
         arks = list(LocalIdentifier.objects.filter(local_id=value).values_list("ark", flat=True))
-        if arks:
+        if arks and queryset.filter(ark__in=arks).exists():
             return queryset.filter(ark__in=arks)
         self.scans = True
         return queryset.filter(title__icontains=value)

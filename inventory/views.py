@@ -1,4 +1,8 @@
-"""Object pages: the list and one object's versions. Read-only; they read the inventory."""
+"""Object pages: the list and one object's versions. Read-only; they read the inventory.
+
+Both show only objects of the collections the person may read (``ui.reading_scope``); an
+object of another collection answers the same 404 as an ARK the inventory does not hold.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from inventory.models import InventoryFile, InventoryObject, InventoryVersion, L
 from inventory.tables import ObjectTable, object_rows
 from ui.links import job_link
 from ui.listing import collection_names, filtered_table
+from ui.reading_scope import in_readable, may_read
 
 # A version's files listed on the page; the rest are counted, not read.
 MAX_FILES = 1000
@@ -19,11 +24,13 @@ MAX_FILES = 1000
 
 @login_required
 def object_list(request):
-    filterset, table = filtered_table(request, ObjectFilter, object_rows(), ObjectTable)
+    filterset, table = filtered_table(
+        request, ObjectFilter, in_readable(request.user, object_rows()), ObjectTable
+    )
     return render(
         request,
         "inventory/object_list.html",
-        {"filter": filterset, "table": table, "collections": collection_names()},
+        {"filter": filterset, "table": table, "collections": collection_names(request.user)},
     )
 
 
@@ -55,7 +62,7 @@ def version_views(obj: InventoryObject) -> list[VersionView]:
 @login_required
 def object_detail(request, ark: str):
     obj = InventoryObject.objects.filter(ark=ark).first()
-    if obj is None:
+    if obj is None or not may_read(request.user, obj.collection):
         return render(request, "inventory/object_missing.html", {"ark": ark}, status=404)
     context = {
         "obj": obj,

@@ -54,7 +54,7 @@ def job_list(request):
         {
             "filter": filterset,
             "table": table,
-            "collections": collection_names(),
+            "collections": collection_names(request.user),
             "record": record_links(request, collection="collection", batch="bid"),
         },
     )

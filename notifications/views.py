@@ -22,6 +22,7 @@ from batches.models import Batch
 from steering import confirmations
 from steering.models import AdminAction, AdminActionItem
 from steering.permissions import Role, collections_of, role_of
+from ui.reading_scope import require_readable
 
 from .models import PENDING, Delivery
 from .tasks import queue_deliveries
@@ -74,7 +75,9 @@ def _page(request, delivery, collection, *, error="", reason="", status=200):
 @never_cache
 @login_required
 def resend(request, pk: int):
+    """404 for a delivery of a batch the person may not read, as its batch page answers."""
     delivery, collection = _delivery(pk)
+    require_readable(request.user, collection)
     if problem := refusal(request.user, collection):
         return render(request, "notifications/refused.html", {"why": problem}, status=403)
     if request.method != "POST":

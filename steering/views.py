@@ -55,6 +55,7 @@ from steering.planning import (
     steps_again,
 )
 from steering.scheduler import WINDOW_ACTIONS
+from ui.reading_scope import readable_actions, readable_items, reads_whole_action
 
 log = logging.getLogger(__name__)
 
@@ -377,11 +378,14 @@ def _again_page(request, action, data, error, reason):
 @never_cache
 @login_required
 def result(request, pk: int):
-    record = get_object_or_404(AdminAction, pk=pk)
+    """One action; 404 for an action on none of the reader's collections (``ui.reading_scope``),
+    and only the items they may read of one on theirs and others'."""
+    record = get_object_or_404(readable_actions(request.user), pk=pk)
     action = ACTIONS.get(record.action)
     running = record.finished is None
+    whole = reads_whole_action(request.user, record)
     if record.action in MAINTENANCE:
-        return maintenance_result(request, record)
+        return maintenance_result(request, record, whole)
     return render(
         request,
         "steering/result.html",
@@ -389,23 +393,29 @@ def result(request, pk: int):
             "record": record,
             "action": action,
             "running": running,
-            "items": record.items.none() if running else record.items.all(),
+            "whole": whole,
+            "items": record.items.none()
+            if running
+            else readable_items(request.user, record.items.all()),
             "next": safe_next(request, request.GET.get("next", "")),
         },
     )
 
 
-def maintenance_result(request, record: AdminAction):
-    """A maintenance operation's progress while it runs, its report once it is done."""
-    report = record.report or {}
+def maintenance_result(request, record: AdminAction, whole: bool):
+    """A maintenance operation's progress while it runs, its report once it is done; its
+    report and items name every collection's items, so only a reader of all sees them."""
+    report = (record.report or {}) if whole else {}
+    items = readable_items(request.user, record.items.order_by("id"))
     context = {
         "record": record,
         "op": OPERATIONS[record.action],
         "running": record.finished is None,
+        "whole": whole,
         "report": report,
         "error": report.get("error", ""),
-        "items": record.items.order_by("id")[:SHOWN] if record.finished else [],
-        "more_items": max(0, record.items.count() - SHOWN) if record.finished else 0,
+        "items": items[:SHOWN] if record.finished else [],
+        "more_items": max(0, items.count() - SHOWN) if record.finished else 0,
     }
     return render(request, "steering/maintenance_result.html", context)
 
@@ -413,31 +423,31 @@ def maintenance_result(request, record: AdminAction):
 FILTERS = ("job", "batch", "collection", "user", "action", "scope")
 
 
-def audit_queryset(params) -> tuple:
-    qs = AdminAction.objects.all()
+def audit_queryset(user, params) -> tuple:
+    """The actions ``user`` may read (``ui.reading_scope``), narrowed by the page's filters;
+    the item filters match only items ``user`` may read."""
+    qs = readable_actions(user)
     shown = {k: params.get(k, "").strip() for k in FILTERS}
-    if shown["job"]:
-        qs = qs.filter(items__item_id=shown["job"])
-    if shown["batch"]:
-        qs = qs.filter(items__item_id=shown["batch"])
+    items = readable_items(user, AdminActionItem.objects.all())
+    for key in ("job", "batch"):
+        if shown[key]:
+            qs = qs.filter(pk__in=items.filter(item_id=shown[key]).values("admin_action"))
     if shown["collection"]:
         c = shown["collection"]
-        qs = qs.filter(Q(items__collection=c) | Q(scope="collection", items__item_id=c))
+        named = items.filter(Q(collection=c) | Q(admin_action__scope="collection", item_id=c))
+        qs = qs.filter(pk__in=named.values("admin_action"))
     if shown["user"]:
         qs = qs.filter(username=shown["user"])
     if shown["action"]:
         qs = qs.filter(action=shown["action"])
     if shown["scope"]:
         qs = qs.filter(scope=shown["scope"])
-    if shown["job"] or shown["batch"] or shown["collection"]:
-        # One row per action, whatever the number of its items that match.
-        qs = AdminAction.objects.filter(pk__in=qs.values("pk"))
     return qs.order_by("-started", "-pk"), shown
 
 
 @login_required
 def audit(request):
-    qs, shown = audit_queryset(request.GET)
+    qs, shown = audit_queryset(request.user, request.GET)
     page = Paginator(qs, PER_PAGE).get_page(request.GET.get("page"))
     filters = {k: v for k, v in shown.items() if v}
     return render(
@@ -455,8 +465,9 @@ def audit(request):
 
 @login_required
 def export(request):
-    qs, shown = audit_queryset(request.GET)
+    qs, shown = audit_queryset(request.user, request.GET)
     items = AdminActionItem.objects.filter(admin_action__in=qs).select_related("admin_action")
+    items = readable_items(request.user, items)
     if shown["job"] or shown["batch"]:
         items = items.filter(item_id=shown["job"] or shown["batch"])
     response = HttpResponse(content_type="text/csv; charset=utf-8")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from steering.models import MaintenanceWindow
@@ -49,11 +50,13 @@ def shown(w: MaintenanceWindow, now: datetime) -> Shown:
     return Shown(w, "past", None)
 
 
-def listed(now: datetime | None = None) -> dict[str, list[Shown]]:
-    """The windows by state: on now and upcoming (soonest first), and the latest past."""
+def listed(now: datetime | None = None, rows: QuerySet | None = None) -> dict[str, list[Shown]]:
+    """The windows by state: on now and upcoming (soonest first), and the latest past;
+    of ``rows`` (those a person may read), by default all."""
     now = now or timezone.now()
+    rows = MaintenanceWindow.objects.all() if rows is None else rows
     groups: dict[str, list[Shown]] = {"active": [], "upcoming": [], "past": []}
-    for w in MaintenanceWindow.objects.all().order_by("-created", "-pk"):
+    for w in rows.order_by("-created", "-pk"):
         s = shown(w, now)
         if s.state == "past" and len(groups["past"]) >= PAST_SHOWN:
             continue
@@ -63,10 +66,11 @@ def listed(now: datetime | None = None) -> dict[str, list[Shown]]:
     return groups
 
 
-def scheduled_next(now: datetime | None = None) -> Shown | None:
-    """What the dashboard shows: the window on now that ends first, else the next to start."""
+def scheduled_next(now: datetime | None = None, rows: QuerySet | None = None) -> Shown | None:
+    """What the dashboard shows: the window on now that ends first, else the next to start;
+    of ``rows`` (those a person may read), by default all."""
     now = now or timezone.now()
-    live = [shown(w, now) for w in _not_over(now)]
+    live = [shown(w, now) for w in _not_over(now, rows)]
     active = [s for s in live if s.state == "active" and s.occurrence]
     if active:
         return min(active, key=lambda s: s.occurrence.end)
@@ -83,6 +87,8 @@ def active_for(scope: str, collection: str = "", now: datetime | None = None) ->
     return [s for w in rows if (s := shown(w, now)).state == "active"]
 
 
-def _not_over(now: datetime):
-    rows = MaintenanceWindow.objects.filter(cancelled__isnull=True)
+def _not_over(now: datetime, rows: QuerySet | None = None):
+    rows = (MaintenanceWindow.objects.all() if rows is None else rows).filter(
+        cancelled__isnull=True
+    )
     return rows.exclude(recurrence=MaintenanceWindow.ONCE, end__lte=now)

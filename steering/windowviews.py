@@ -27,6 +27,7 @@ from steering.permissions import Role, collections_of, refusal
 from steering.scheduler import end_now, target_id
 from steering.windowforms import WindowForm
 from steering.windowlist import listed, shown
+from ui.reading_scope import readable_windows
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +59,8 @@ def _scope_problem(user, scope: str, collection: str) -> str | None:
 
 @login_required
 def windows(request):
-    groups = listed()
+    """Every window of the queue and of the collections the person may read."""
+    groups = listed(rows=readable_windows(request.user))
     return render(
         request,
         "steering/windows.html",
@@ -145,7 +147,7 @@ def _create(request):
 @never_cache
 @login_required
 def cancel(request, pk: int):
-    w = get_object_or_404(MaintenanceWindow, pk=pk)
+    w = get_object_or_404(readable_windows(request.user), pk=pk)
     problem = refusal(request.user, CANCEL) or _scope_problem(request.user, w.scope, w.collection)
     if problem:
         return confirmations.refused(request, CANCEL, problem)

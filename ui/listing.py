@@ -10,6 +10,7 @@ from django_tables2 import RequestConfig
 from django_tables2.paginators import LazyPaginator
 
 from batches.models import Collection
+from ui.reading_scope import in_readable
 
 
 class UncountedPaginator(LazyPaginator):
@@ -35,9 +36,10 @@ def filtered_table(request, filter_class, queryset, table_class, order_by=None):
     return filterset, table
 
 
-def collection_names() -> list[str]:
-    """Known collections, offered as suggestions in the collection filter."""
-    return list(Collection.objects.values_list("mnemonic", flat=True))
+def collection_names(user) -> list[str]:
+    """Known collections ``user`` may read, offered as suggestions in the collection filter."""
+    rows = in_readable(user, Collection.objects.all(), "mnemonic")
+    return list(rows.values_list("mnemonic", flat=True))
 
 
 def record_links(request, **names) -> dict:
