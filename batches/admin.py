@@ -2,6 +2,7 @@ from django.contrib import admin, messages
 from django.db import models
 
 from batches.models import ApiToken, Batch, Collection, Profile
+from notifications.keys import rederive
 from steering.admin import ReadOnlyAdmin, scope_actions
 
 
@@ -28,10 +29,12 @@ class ProfileAdmin(admin.ModelAdmin):
     def rotate_notify_secret(self, request, queryset):
         for profile in queryset:
             secret = profile.rotate_notify_secret()
+            count = rederive(profile)
             messages.warning(
                 request,
-                f"The new notification secret of {profile} is {secret} — give it to the "
-                "receivers; it is not shown again.",
+                f"The new notification key of {profile} is {secret} — give it to the "
+                f"receiver of its default notify_url ({count} subscription secret(s) now "
+                "derive from it); it is not shown again.",
             )
 
     def save_model(self, request, obj, form, change):
@@ -39,8 +42,9 @@ class ProfileAdmin(admin.ModelAdmin):
         if not change:
             messages.warning(
                 request,
-                f"The notification secret of {obj} is {obj.notify_secret} — give it to the "
-                "receivers that verify its signatures; it is not shown again.",
+                f"The notification key of {obj} is {obj.notify_secret} — give it to the "
+                "receiver of its default notify_url, which derives each subscription's secret "
+                "from it; it is not shown again.",
             )
 
 

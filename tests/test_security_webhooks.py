@@ -1,0 +1,230 @@
+"""Webhook deliveries cannot be replayed (issue 29, finding 8).
+
+Each subscription signs with its own secret, and the signature covers the delivery id and the
+subscription id: a delivery captured from one subscriber is refused by another, a changed
+delivery-id header breaks the signature, and a retry keeps its delivery id so that the
+receiver recognises it. The demo receiver does exactly what docs/usage.md tells receivers to
+do: a strict timestamp, the window, the signature, its own subscription, and each delivery
+id taken once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import importlib.util
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from batches.models import Profile
+from merritt_queue.services import webhook
+from notifications import outbox, tasks
+from notifications.models import DELIVERED, PENDING, WEBHOOK, Delivery, Subscription
+
+pytest_plugins = ["tests.httpserver"]
+
+AT = datetime(2026, 5, 4, 9, 0, tzinfo=UTC)
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def failed_job(bid: str) -> dict:
+    return {
+        "bid": bid,
+        "jid": "jid0000000001",
+        "from_status": "Processing",
+        "to_status": "Failed",
+        "status_version": 3,
+        "message": "",
+        "at": AT,
+    }
+
+
+@pytest.fixture
+def profile(db, settings):
+    settings.MQ_ALLOW_LOOPBACK = True
+    settings.MQ_NOTIFY_BACKOFF = 0
+    return Profile.objects.create(name="demo", collection="demo", minter_shoulder="ark:/99999/fk4")
+
+
+def subscribe(bid: str, target: str) -> Subscription:
+    return Subscription.objects.create(bid=bid, channel=WEBHOOK, target=target, profile="demo")
+
+
+def captured(http_server, path: str, bid: str, *, failures: int = 0):
+    """A subscription to ``path``, its delivery of one failed job, attempted until the receiver
+    takes it; the subscription and the requests the receiver got."""
+    url = http_server.behave(path, body=b"ok", failures=failures, failure_status=503)
+    subscription = subscribe(bid, url)
+    outbox.record("job", [failed_job(bid)])
+    delivery = Delivery.objects.get(subscription=subscription)
+    outcomes = [tasks.attempt(delivery.pk) for _ in range(failures + 1)]
+    assert outcomes == [PENDING] * failures + [DELIVERED]
+    return subscription, http_server.requests_for(path)
+
+
+def test_each_subscription_has_its_own_secret(profile):
+    first = subscribe("bid0000000001", "http://127.0.0.1:9/a")
+    second = subscribe("bid0000000002", "http://127.0.0.1:9/b")
+    assert len(first.secret) >= 64 and len(second.secret) >= 64
+    assert first.secret != second.secret
+    assert profile.notify_secret not in (first.secret, second.secret)
+
+
+def test_a_delivery_captured_from_one_subscriber_is_refused_by_another(profile, http_server):
+    a, [request] = captured(http_server, "/a", "bid0000000001")
+    b = subscribe("bid0000000002", "http://127.0.0.1:9/b")
+    assert webhook.verify(a.secret, str(a.pk), request.headers, request.body)
+    # B checks with its own secret and its own subscription id.
+    assert not webhook.verify(b.secret, str(b.pk), request.headers, request.body)
+    # Neither the profile's secret nor A's secret under B's id lets it through.
+    assert not webhook.verify(profile.notify_secret, str(a.pk), request.headers, request.body)
+    assert not webhook.verify(a.secret, str(b.pk), request.headers, request.body)
+
+
+def test_changing_the_delivery_id_or_subscription_header_breaks_the_signature(profile, http_server):
+    a, [request] = captured(http_server, "/a", "bid0000000001")
+    delivery = request.headers[webhook.DELIVERY_HEADER.lower()]
+    assert delivery == json.loads(request.body)["delivery_id"]
+    changed = request.headers | {webhook.DELIVERY_HEADER.lower(): delivery[:-1] + "0"}
+    if changed == request.headers:
+        changed = request.headers | {webhook.DELIVERY_HEADER.lower(): delivery[:-1] + "1"}
+    assert not webhook.verify(a.secret, str(a.pk), changed, request.body)
+    other = request.headers | {webhook.SUBSCRIPTION_HEADER.lower(): str(a.pk + 1)}
+    assert not webhook.verify(a.secret, str(a.pk + 1), other, request.body)
+
+
+def test_a_retried_delivery_keeps_its_delivery_id_and_its_signature(profile, http_server):
+    a, requests = captured(http_server, "/a", "bid0000000001", failures=2)
+    assert len(requests) == 3
+    ids = {r.headers[webhook.DELIVERY_HEADER.lower()] for r in requests}
+    assert ids == {str(Delivery.objects.get(subscription=a).delivery_id)}
+    assert {json.loads(r.body)["delivery_id"] for r in requests} == ids
+    assert {json.loads(r.body)["subscription"]["id"] for r in requests} == {a.pk}
+    assert all(webhook.verify(a.secret, str(a.pk), r.headers, r.body) for r in requests)
+
+
+def test_the_signature_is_the_documented_canonical_string():
+    body = b'{"x": 1}'
+    mac = webhook.sign("k", 1700000000, "d-1", "7", body)
+    expected = hmac.new(b"k", b"v2:1700000000:d-1:7:" + body, hashlib.sha256).hexdigest()
+    assert mac == f"v2={expected}"
+
+
+# --- the demo receiver --------------------------------------------------------------------
+
+
+def demo_receiver():
+    spec = importlib.util.spec_from_file_location(
+        "demo_receiver", ROOT / "scripts/demo_receiver.py"
+    )
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+LOOSE = [
+    " 123",
+    "123 ",
+    "+123",
+    "-123",
+    "1.5e9",
+    "1e9",
+    "1700000000.0",
+    "0x10",
+    "1_700_000_000",
+    "\u0661\u0662\u0663",  # Arabic-Indic digits: str.isdigit() and int() take them
+    "",
+    "123\n",
+    "9" * 11,
+    "9" * 400,
+]
+
+
+@pytest.mark.parametrize("stamp", LOOSE)
+def test_the_demo_receiver_refuses_a_loose_timestamp(stamp):
+    receiver = demo_receiver()
+    assert receiver.parse_timestamp(stamp) is None
+    assert receiver.parse_timestamp("1700000000") == 1700000000
+
+
+@pytest.fixture
+def running_demo(tmp_path):
+    receiver = demo_receiver()
+    secret_file = tmp_path / "demo-receiver.secret"
+    secret_file.write_text("42 the-subscriptions-secret\n")
+    log = tmp_path / "events.log"
+    server = receiver.Receiver(("127.0.0.1", 0), secret_file, log, 0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/events", log
+    server.shutdown()
+    server.server_close()
+
+
+def send(url: str, body: bytes, headers: dict[str, str]) -> int:
+    request = urllib.request.Request(url, body, headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=5) as answer:
+            return answer.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+def signed(secret: str, delivery: str, subscription: str, *, at: int | None = None):
+    """A delivery as the queue sends it, signed at ``at`` (now by default)."""
+    body = json.dumps(
+        {"delivery_id": delivery, "event": {"id": "job:jid1:3"}, "subscription": {"id": 42}}
+    ).encode()
+    stamp = int(time.time()) if at is None else at
+    headers = {
+        "Content-Type": "application/json",
+        webhook.DELIVERY_HEADER: delivery,
+        webhook.SUBSCRIPTION_HEADER: subscription,
+        webhook.TIMESTAMP_HEADER: str(stamp),
+        webhook.SIGNATURE_HEADER: webhook.sign(secret, stamp, delivery, subscription, body),
+    }
+    return body, headers
+
+
+def events_taken(log: Path) -> list[str]:
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    return [line["delivery_id"] for line in lines if "event" in line]
+
+
+def test_the_demo_receiver_takes_a_delivery_once_and_refuses_a_replay(running_demo):
+    url, log = running_demo
+    body, headers = signed("the-subscriptions-secret", "d-1", "42")
+    assert send(url, body, headers) == 200
+    assert send(url, body, headers) == 200  # a retry whose answer was lost, or a replay
+    assert events_taken(log) == ["d-1"]
+
+
+@pytest.mark.parametrize(
+    "secret, subscription, stamp, at",
+    [
+        ("another-subscriptions-secret", "42", None, None),
+        ("the-subscriptions-secret", "43", None, None),  # signed for another subscription
+        # Signed over the right time: only the header's loose writing is wrong.
+        ("the-subscriptions-secret", "42", "+{now}", None),
+        ("the-subscriptions-secret", "42", "0{now}", None),  # HTTP strips a leading space
+        ("the-subscriptions-secret", "42", "{now}.0", None),
+        ("the-subscriptions-secret", "42", None, 1000),  # outside the window
+    ],
+)
+def test_the_demo_receiver_refuses_what_the_docs_say_to_refuse(
+    running_demo, secret, subscription, stamp, at
+):
+    url, log = running_demo
+    body, headers = signed(secret, "d-2", subscription, at=at)
+    if stamp is not None:
+        headers[webhook.TIMESTAMP_HEADER] = stamp.format(now=headers[webhook.TIMESTAMP_HEADER])
+    assert send(url, body, headers) == 401
+    assert events_taken(log) == []
