@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import importlib
 import importlib.util
 import json
 import threading
@@ -22,16 +23,21 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from django.apps import apps as django_apps
+from django.contrib.auth import get_user_model
 
-from batches.models import Profile
+from batches.models import ApiToken, Profile
+from batches.rights import grant_depositor
+from batches.submission import submit
 from merritt_queue.services import webhook
-from notifications import outbox, tasks
-from notifications.models import DELIVERED, PENDING, WEBHOOK, Delivery, Subscription
+from notifications import keys, outbox, tasks
+from notifications.models import DELIVERED, PENDING, PROFILE, WEBHOOK, Delivery, Subscription
 
-pytest_plugins = ["tests.httpserver"]
+pytest_plugins = ["tests.httpserver", "tests.pipeline"]
 
 AT = datetime(2026, 5, 4, 9, 0, tzinfo=UTC)
 ROOT = Path(__file__).resolve().parent.parent
+PAYLOAD = "https://example.org/a.jpg"
 
 
 def failed_job(bid: str) -> dict:
@@ -228,3 +234,97 @@ def test_the_demo_receiver_refuses_what_the_docs_say_to_refuse(
         headers[webhook.TIMESTAMP_HEADER] = stamp.format(now=headers[webhook.TIMESTAMP_HEADER])
     assert send(url, body, headers) == 401
     assert events_taken(log) == []
+
+
+# --- how the secrets are made and handed out -----------------------------------------------
+
+
+def api_submit(client, token: str, **fields) -> dict:
+    body = {"profile": "demo", "type": "file", "payload_url": PAYLOAD}
+    resp = client.post(
+        "/api/v1/batches",
+        json.dumps(body | fields),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {token}",
+    )
+    assert resp.status_code in (200, 201), resp.content
+    return resp.json()
+
+
+def test_the_submission_s_answer_gives_its_webhook_s_id_and_secret_once(pipeline, client):
+    user = get_user_model().objects.create_user("depositor", password="pw")
+    grant_depositor(user, ["demo"])
+    token = ApiToken.issue(user, "tests")[1]
+    fields = {"batchID": "hooked", "notify_url": "https://example.org/hook"}
+    answer = api_submit(client, token, **fields)
+    subscription = Subscription.objects.get(bid=answer["batch_id"], channel=WEBHOOK)
+    assert answer["webhook"] == {"subscription_id": subscription.pk, "secret": subscription.secret}
+    again = api_submit(client, token, **fields)
+    assert again["duplicate"] and "webhook" not in again
+
+
+def test_a_profile_default_s_secret_derives_from_the_profile_key_and_follows_its_rotation(
+    pipeline,
+):
+    profile = pipeline.profile
+    profile.notify_url = "https://example.org/collection-hook"
+    profile.save()
+    result = submit({"profile": "demo", "submitter": "t", "type": "file", "payload_url": PAYLOAD})
+    assert result.webhook is None  # the profile's receiver derives it; the depositor is not told
+    subscription = Subscription.objects.get(bid=result.bid, channel=WEBHOOK)
+    assert subscription.source == PROFILE
+    assert subscription.secret == keys.derived(profile.notify_secret, subscription.pk)
+    old = subscription.secret
+    profile.rotate_notify_secret()
+    assert keys.rederive(profile) == 1
+    subscription.refresh_from_db()
+    assert subscription.secret == keys.derived(profile.notify_secret, subscription.pk) != old
+
+
+def test_the_migration_gives_each_existing_subscription_its_own_secret(profile):
+    named = subscribe("bid0000000001", "http://127.0.0.1:9/a")
+    default = Subscription.objects.create(
+        bid="bid0000000002", channel=WEBHOOK, target="http://127.0.0.1:9/b", profile="demo"
+    )
+    Subscription.objects.filter(pk=default.pk).update(source=PROFILE)
+    Subscription.objects.update(secret="")
+    migration = importlib.import_module("notifications.migrations.0002_subscription_secret")
+    migration.give_secrets(django_apps, None)
+    named.refresh_from_db()
+    default.refresh_from_db()
+    assert len(named.secret) == 64 and named.secret != profile.notify_secret
+    assert default.secret == keys.derived(profile.notify_secret, default.pk)
+
+
+def test_an_admin_rotates_a_subscription_s_secret_and_sees_it_once(profile, admin_client):
+    named = subscribe("bid0000000001", "http://127.0.0.1:9/a")
+    default = subscribe("bid0000000002", "http://127.0.0.1:9/b")
+    Subscription.objects.filter(pk=default.pk).update(source=PROFILE)
+    before = {s.pk: s.secret for s in Subscription.objects.all()}
+    resp = admin_client.post(
+        "/admin/notifications/subscription/",
+        {"action": "rotate_secret", "_selected_action": [named.pk, default.pk]},
+        follow=True,
+    )
+    named.refresh_from_db()
+    default.refresh_from_db()
+    assert named.secret != before[named.pk] and default.secret == before[default.pk]
+    shown = [str(m) for m in resp.context["messages"]]
+    assert any(named.secret in m for m in shown)
+    assert any("profile's default" in m for m in shown)
+    page = admin_client.get(f"/admin/notifications/subscription/{named.pk}/change/")
+    assert named.secret not in page.content.decode()
+
+
+def test_the_demo_receiver_takes_what_the_queue_sends_once(profile, running_demo):
+    url, log = running_demo
+    subscription = subscribe("bid0000000001", url)
+    log.parent.joinpath("demo-receiver.secret").write_text(
+        f"{subscription.pk} {subscription.secret}\n"
+    )
+    outbox.record("job", [failed_job("bid0000000001")])
+    delivery = Delivery.objects.get()
+    assert tasks.attempt(delivery.pk) == DELIVERED
+    Delivery.objects.filter(pk=delivery.pk).update(status=PENDING)  # as a resend does
+    assert tasks.attempt(delivery.pk) == DELIVERED
+    assert events_taken(log) == [str(delivery.delivery_id)]
