@@ -15,6 +15,7 @@ import hmac
 import importlib
 import importlib.util
 import json
+import re
 import threading
 import time
 import urllib.error
@@ -328,3 +329,21 @@ def test_the_demo_receiver_takes_what_the_queue_sends_once(profile, running_demo
     Delivery.objects.filter(pk=delivery.pk).update(status=PENDING)  # as a resend does
     assert tasks.attempt(delivery.pk) == DELIVERED
     assert events_taken(log) == [str(delivery.delivery_id)]
+
+
+def test_the_documented_receiver_checks_what_the_queue_signs():
+    text = (ROOT / "docs/usage.md").read_text()
+    [block] = [b for b in re.findall(r"```python\n(.*?)```", text, flags=re.S) if "def check(" in b]
+    scope: dict = {}
+    exec(block, scope)  # the example as a depositor would copy it
+    check = scope["check"]
+    body, headers = signed("the-subscriptions-secret", "d-1", "42")
+    taken: dict = {}
+    assert check("42", "the-subscriptions-secret", headers, body, taken) == "take"
+    assert check("42", "the-subscriptions-secret", headers, body, taken) == "repeat"
+    assert check("43", "the-subscriptions-secret", headers, body, {}) == "refuse"
+    assert check("42", "another-secret", headers, body, {}) == "refuse"
+    loose = headers | {webhook.TIMESTAMP_HEADER: "+" + headers[webhook.TIMESTAMP_HEADER]}
+    assert check("42", "the-subscriptions-secret", loose, body, {}) == "refuse"
+    moved = headers | {webhook.DELIVERY_HEADER: "d-2"}
+    assert check("42", "the-subscriptions-secret", moved, body, {}) == "refuse"
