@@ -2,7 +2,6 @@ from django.contrib import admin, messages
 from django.db import models
 
 from batches.models import ApiToken, Batch, Collection, Profile
-from notifications.keys import rederive
 from steering.admin import ReadOnlyAdmin, scope_actions
 
 
@@ -29,12 +28,11 @@ class ProfileAdmin(admin.ModelAdmin):
     def rotate_notify_secret(self, request, queryset):
         for profile in queryset:
             secret = profile.rotate_notify_secret()
-            count = rederive(profile)
             messages.warning(
                 request,
                 f"The new notification key of {profile} is {secret} — give it to the "
-                f"receiver of its default notify_url ({count} subscription secret(s) now "
-                "derive from it); it is not shown again.",
+                "receiver of its default notify_url (its subscriptions' secrets now derive "
+                "from it); it is not shown again.",
             )
 
     def save_model(self, request, obj, form, change):

@@ -8,7 +8,7 @@ import secrets
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, RegexValidator
-from django.db import models
+from django.db import models, transaction
 
 from merritt_queue.core.states import BatchStatus
 
@@ -144,10 +144,15 @@ class Profile(models.Model):
         return shoulder_lines(self.external_shoulders)
 
     def rotate_notify_secret(self) -> str:
-        """A new key (its default receiver must be given it, and the subscriptions' secrets
-        derived again: ``notifications.keys.rederive``); returned to be shown once."""
-        self.notify_secret = new_notify_secret()
-        self.save(update_fields=["notify_secret"])
+        """A new key, returned to be shown once (its default receiver must be given it); the
+        secrets of the profile's default subscriptions are derived from it in the same
+        transaction, so no delivery is signed with a secret its receiver cannot derive."""
+        from notifications.keys import rederive
+
+        with transaction.atomic():
+            self.notify_secret = new_notify_secret()
+            self.save(update_fields=["notify_secret"])
+            rederive(self)
         return self.notify_secret
 
     @property
