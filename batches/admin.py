@@ -32,8 +32,9 @@ class ProfileAdmin(admin.ModelAdmin):
             secret = profile.rotate_notify_secret()
             messages.warning(
                 request,
-                f"The new notification secret of {profile} is {secret} — give it to the "
-                "receivers; it is not shown again.",
+                f"The new notification key of {profile} is {secret} — give it to the "
+                "receiver of its default notify_url (its subscriptions' secrets now derive "
+                "from it); it is not shown again.",
             )
 
     def save_model(self, request, obj, form, change):
@@ -41,8 +42,9 @@ class ProfileAdmin(admin.ModelAdmin):
         if not change:
             messages.warning(
                 request,
-                f"The notification secret of {obj} is {obj.notify_secret} — give it to the "
-                "receivers that verify its signatures; it is not shown again.",
+                f"The notification key of {obj} is {obj.notify_secret} — give it to the "
+                "receiver of its default notify_url, which derives each subscription's secret "
+                "from it; it is not shown again.",
             )
 
 

@@ -117,4 +117,6 @@ def submit_batch(request):
         )
     note_use(token)
     body = {"batch_id": result.bid, "batchID": result.batch_uuid, "duplicate": result.duplicate}
+    if result.webhook:
+        body["webhook"] = result.webhook
     return JsonResponse(body, status=200 if result.duplicate else 201)

@@ -8,7 +8,7 @@ import secrets
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, RegexValidator
-from django.db import models
+from django.db import models, transaction
 
 from merritt_queue.core.states import BatchStatus
 
@@ -94,8 +94,9 @@ class Profile(models.Model):
             "failures in one message), not only in the batch's report."
         ),
     )
-    # Signs every notification (HMAC-SHA256): the receiver holds the same secret. Kept in
-    # clear, as an HMAC needs it; shown once in the admin, on creation and on rotation.
+    # The key the secrets of the profile's default webhook subscriptions derive from
+    # (notifications.keys): its receiver holds it too. Kept in clear, as an HMAC needs it;
+    # shown once in the admin, on creation and on rotation.
     notify_secret = models.CharField(max_length=64, default=new_notify_secret, editable=False)
     default_priority = models.PositiveSmallIntegerField(
         default=5, validators=[MaxValueValidator(99)], help_text="0 is served first, 99 last."
@@ -143,9 +144,15 @@ class Profile(models.Model):
         return shoulder_lines(self.external_shoulders)
 
     def rotate_notify_secret(self) -> str:
-        """A new signing secret (receivers must be given it); returned to be shown once."""
-        self.notify_secret = new_notify_secret()
-        self.save(update_fields=["notify_secret"])
+        """A new key, returned to be shown once (its default receiver must be given it); the
+        secrets of the profile's default subscriptions are derived from it in the same
+        transaction, so no delivery is signed with a secret its receiver cannot derive."""
+        from notifications.keys import rederive
+
+        with transaction.atomic():
+            self.notify_secret = new_notify_secret()
+            self.save(update_fields=["notify_secret"])
+            rederive(self)
         return self.notify_secret
 
     @property

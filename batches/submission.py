@@ -18,7 +18,7 @@ import re
 import shutil
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import django_rq
@@ -76,6 +76,8 @@ class SubmitResult:
     bid: str
     duplicate: bool
     batch_uuid: str | None
+    # The named webhook's subscription id and signing secret, given in this answer only.
+    webhook: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -108,9 +110,10 @@ def submit(
     with store.acting_as(who):
         result = _create(store, clean, by, upload, rerun=rerun)
     if not result.duplicate:
-        subscribe.subscribe(result.bid, clean, wishes)
+        made = subscribe.subscribe(result.bid, clean, wishes)
         if settings.MQ_HANDOVER:  # a first run and a rerun alike
             handover.new_batch(store, django_rq.get_connection("default"), TASKS, result.bid)
+        result = replace(result, webhook=subscribe.webhook_credentials(made))
     return result
 
 

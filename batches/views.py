@@ -56,6 +56,13 @@ def submit_form(request):
         else:
             note = "already submitted as" if result.duplicate else "submitted as"
             messages.success(request, f"Batch {note} {result.bid}.")
+            if hook := result.webhook:
+                messages.warning(
+                    request,
+                    f"Your webhook's subscription id is {hook['subscription_id']} and its "
+                    f"signing secret {hook['secret']}: give them to the receiver; the secret "
+                    "is not shown again.",
+                )
             return redirect("batches:submit")
     return render(request, "batches/submit.html", {"form": form})
 

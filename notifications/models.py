@@ -6,6 +6,8 @@ import uuid
 
 from django.db import models
 
+from .keys import new_secret
+
 WEBHOOK, EMAIL = "webhook", "email"
 CHANNELS = [(WEBHOOK, "webhook"), (EMAIL, "e-mail")]
 ALL, FAILURES, COMPLETION = "all", "failures", "completion"
@@ -32,6 +34,8 @@ class Subscription(models.Model):
     target = models.TextField()
     events = models.CharField(max_length=12, choices=EVENT_FILTERS, default=ALL)
     source = models.CharField(max_length=12, choices=SOURCES, default=SUBMISSION)
+    # Signs this subscription's webhook deliveries and no other's (``keys``).
+    secret = models.CharField(max_length=64, default=new_secret, editable=False)
     created = models.DateTimeField(auto_now_add=True, db_index=True)
 
     class Meta:

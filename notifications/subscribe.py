@@ -4,7 +4,9 @@ The submission may name ``notify_url`` (a webhook), ``notify_emails`` (comma-sep
 ``notify_events`` (``all``, ``failures`` or ``completion``; ``all`` when left out). Without
 them the profile's defaults apply: its ``notify_url`` with its ``notify_events``, and its
 addresses for failures when ``mail_failures`` is on. The fields are kept in the database, not
-in the batch's ZooKeeper node, which Merritt's ingest also reads.
+in the batch's ZooKeeper node, which Merritt's ingest also reads. Each subscription has its
+own signing secret (``keys``): the submission's webhook a random one, returned here once for
+the submission's answer; the profile's default one derived from the profile's key.
 """
 
 from __future__ import annotations
@@ -22,7 +24,17 @@ from merritt_queue.deposit import fields
 from merritt_queue.services.errors import FetchError
 from merritt_queue.services.netpolicy import check_url
 
-from .models import ALL, EMAIL, EVENT_FILTERS, FAILURES, PROFILE, WEBHOOK, Subscription
+from .keys import derived
+from .models import (
+    ALL,
+    EMAIL,
+    EVENT_FILTERS,
+    FAILURES,
+    PROFILE,
+    SUBMISSION,
+    WEBHOOK,
+    Subscription,
+)
 from .outbox import backfill
 
 FIELDS = {"notify_url": 2048, "notify_events": 12, "notify_emails": 2000}
@@ -128,5 +140,17 @@ def subscribe(bid: str, clean: dict, wishes: dict) -> list[Subscription]:
             for key, value in common.items():
                 setattr(subscription, key, value)
             subscription.save()
+            if subscription.source == PROFILE and subscription.channel == WEBHOOK:
+                subscription.secret = derived(profile.notify_secret, subscription.pk)
+                subscription.save(update_fields=["secret"])
             backfill(subscription)
     return made
+
+
+def webhook_credentials(made: list[Subscription]) -> dict | None:
+    """What the depositor's receiver needs of the webhook the submission named: its
+    subscription id and secret, for the submission's answer (the only time it is shown)."""
+    for subscription in made:
+        if subscription.channel == WEBHOOK and subscription.source == SUBMISSION:
+            return {"subscription_id": subscription.pk, "secret": subscription.secret}
+    return None

@@ -5,7 +5,8 @@ conditional UPDATE); each attempt is recorded (``DeliveryAttempt``) and the deli
 says its outcome: delivered, pending with the time of its next attempt (exponential backoff,
 scheduled, never slept), or failed once ``MQ_NOTIFY_ATTEMPTS`` are spent or the answer says a
 retry cannot help (an address the SSRF guard refuses, a 4xx). Every attempt carries the same
-delivery id. Redis holds nothing that the sweep cannot queue again from the database.
+delivery id, and is signed with the subscription's own secret (``services.webhook``). Redis
+holds nothing that the sweep cannot queue again from the database.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from redis.exceptions import RedisError
 from rq import Queue
 from rq.exceptions import DuplicateJobError
 
-from batches.models import Profile
 from merritt_queue.core.dispatcher import NOTIFY_QUEUE
 from merritt_queue.services import webhook
 from merritt_queue.services.netpolicy import hide_credentials
@@ -128,22 +128,22 @@ def body_of(delivery: Delivery) -> bytes:
     data = {
         "delivery_id": str(delivery.delivery_id),
         "event": delivery.payload,
-        "subscription": {"events": sub.events, "source": sub.source},
+        "subscription": {"id": sub.pk, "events": sub.events, "source": sub.source},
     }
     return json.dumps(data, sort_keys=True).encode()
 
 
 def _post(delivery: Delivery) -> str:
     sub = delivery.subscription
-    profile = Profile.objects.filter(name=sub.profile).first()
-    if profile is None or not profile.notify_secret:
-        why = f"profile {sub.profile!r} has no signing secret: nothing is sent unsigned"
+    if not sub.secret:
+        why = f"subscription {sub.pk} has no signing secret: nothing is sent unsigned"
         return _record([delivery], webhook.Attempt(False, None, why, False))
     result = webhook.post(
         sub.target,
         body_of(delivery),
-        secret=profile.notify_secret,
+        secret=sub.secret,
         delivery_id=str(delivery.delivery_id),
+        subscription_id=str(sub.pk),
         event=delivery.event_id,
         timeout=settings.MQ_NOTIFY_TIMEOUT,
         allow_loopback=settings.MQ_ALLOW_LOOPBACK,

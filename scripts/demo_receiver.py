@@ -1,11 +1,18 @@
 #!/usr/bin/env python3
 """A depositor's notification receiver, for the demo: what a depositor would run.
 
-It uses nothing of merritt-queue (the standard library only). For each POST it checks the
-signature (HMAC-SHA256 of ``timestamp + "." + body`` with the profile's secret, read from
-``--secret-file`` at each request) and the timestamp's age, drops a delivery id it has already
-taken (a retry whose answer was lost), and appends one JSON line per event to ``--log``.
-``--fail-first N`` answers 503 to the first N deliveries, so that the demo shows a retry.
+It uses nothing of merritt-queue (the standard library only) and does exactly what
+docs/usage.md tells receivers to do, in that order: the timestamp header is Unix seconds
+written as ASCII digits only (no sign, space, fraction or exponent, at most ten digits) and
+within ``TOLERANCE`` of this machine's clock; the subscription header names its own
+subscription; the signature is ``v2=`` and the hex HMAC-SHA256, with its subscription's
+secret, of ``v2:<timestamp>:<delivery id>:<subscription id>:<body>``, compared in constant
+time; and each delivery id is taken once (a repeat is answered 200 and not taken again: a
+retry whose answer was lost, or a replay). Ids are kept for twice the window, longer than a
+replay's timestamp stays acceptable. ``--secret-file`` holds one line, ``<subscription id>
+<secret>`` (read at each request, so the demo may write it after the receiver starts).
+Each event taken is one JSON line of ``--log``. ``--fail-first N`` answers 503 to the first N
+deliveries, so that the demo shows a retry.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ import argparse
 import hashlib
 import hmac
 import json
+import re
 import threading
 import time
 from datetime import UTC, datetime
@@ -21,18 +29,33 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 TOLERANCE = 300  # seconds a signature's timestamp may differ from this machine's clock
+KEEP_IDS = 2 * TOLERANCE
 MAX_BODY = 1 << 20
+TIMESTAMP = re.compile(r"[0-9]{1,10}")
 
 
-def verify(secret: str, timestamp: str, body: bytes, signature: str) -> bool:
-    try:
-        stamp = int(timestamp)
-    except ValueError:
-        return False
-    if abs(time.time() - stamp) > TOLERANCE:
-        return False
-    mac = hmac.new(secret.encode(), f"{stamp}.".encode() + body, hashlib.sha256)
-    return hmac.compare_digest(f"sha256={mac.hexdigest()}", signature)
+def parse_timestamp(text: str) -> int | None:
+    """The header's seconds, or None unless written exactly as the docs say."""
+    return int(text) if TIMESTAMP.fullmatch(text) else None
+
+
+def verify(
+    subscription: str, secret: str, headers, body: bytes, now: float | None = None
+) -> str | None:
+    """Why the delivery is refused, or None when it is the queue's, for this subscription."""
+    stamp = parse_timestamp(headers.get("X-Merritt-Queue-Timestamp", ""))
+    if stamp is None:
+        return "timestamp not written as Unix seconds"
+    if abs((time.time() if now is None else now) - stamp) > TOLERANCE:
+        return "timestamp outside the window"
+    if headers.get("X-Merritt-Queue-Subscription", "") != subscription:
+        return "not this receiver's subscription"
+    delivery = headers.get("X-Merritt-Queue-Delivery", "")
+    signed = f"v2:{stamp}:{delivery}:{subscription}:".encode() + body
+    mac = hmac.new(secret.encode(), signed, hashlib.sha256).hexdigest()
+    if not hmac.compare_digest(f"v2={mac}", headers.get("X-Merritt-Queue-Signature", "")):
+        return "bad signature"
+    return None
 
 
 class Receiver(ThreadingHTTPServer):
@@ -42,8 +65,25 @@ class Receiver(ThreadingHTTPServer):
         super().__init__(address, Handler)
         self.secret_file, self.log, self.fail_first = secret_file, log, fail_first
         self.lock = threading.Lock()
-        self.seen: set[str] = set()
+        self.seen: dict[str, float] = {}  # delivery id: when it was taken
         self.count = 0
+
+    def credentials(self) -> tuple[str, str]:
+        """This receiver's subscription id and secret; empty when the file is not written."""
+        try:
+            words = self.secret_file.read_text().split()
+        except FileNotFoundError:
+            return "", ""
+        return (words[0], words[1]) if len(words) == 2 else ("", "")
+
+    def first_time(self, delivery: str) -> bool:
+        """Whether ``delivery`` was not taken within ``KEEP_IDS``; it is taken from now on."""
+        now = time.monotonic()
+        self.seen = {d: at for d, at in self.seen.items() if now - at <= KEEP_IDS}
+        if delivery in self.seen:
+            return False
+        self.seen[delivery] = now
+        return True
 
     def write(self, entry: dict) -> None:
         entry = {"received": datetime.now(UTC).isoformat(timespec="seconds"), **entry}
@@ -60,26 +100,25 @@ class Handler(BaseHTTPRequestHandler):
             return self.answer(413, "too large")
         body = self.rfile.read(length)
         delivery = self.headers.get("X-Merritt-Queue-Delivery", "")
-        secret = self.server.secret_file.read_text().strip()
-        if not verify(
-            secret,
-            self.headers.get("X-Merritt-Queue-Timestamp", ""),
-            body,
-            self.headers.get("X-Merritt-Queue-Signature", ""),
-        ):
-            self.server.write({"delivery_id": delivery, "refused": "bad signature or timestamp"})
-            return self.answer(401, "bad signature")
+        subscription, secret = self.server.credentials()
+        refused = (
+            "no secret yet" if not secret else verify(subscription, secret, self.headers, body)
+        )
+        if refused:
+            self.server.write({"delivery_id": delivery, "refused": refused})
+            return self.answer(401, refused)
         with self.server.lock:
             self.server.count += 1
             failing = self.server.count <= self.server.fail_first
-            repeat = delivery in self.server.seen
-            if not failing:
-                self.server.seen.add(delivery)
+            repeat = not failing and not self.server.first_time(delivery)
         if failing:
             self.server.write({"delivery_id": delivery, "answered": "503 (on purpose)"})
             return self.answer(503, "failing on purpose, try again")
+        if repeat:
+            self.server.write({"delivery_id": delivery, "repeat": True})
+            return self.answer(200, "already taken")
         event = json.loads(body).get("event", {})
-        self.server.write({"delivery_id": delivery, "repeat": repeat, "event": event})
+        self.server.write({"delivery_id": delivery, "event": event})
         self.answer(200, "ok")
 
     def answer(self, status: int, text: str) -> None:

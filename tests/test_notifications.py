@@ -12,6 +12,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core import mail
+from django.db import connection
 from rq import Queue, SimpleWorker
 
 from batches.models import ApiToken, Profile
@@ -51,19 +52,18 @@ def row(kind: str, item: str, version: int, status: str, bid: str = "bid00000000
     return out
 
 
-def receiver(http_server, secret: str, *, fail_first: int = 0):
-    """A receiver that verifies every signature (as docs/usage.md says) and fails the first
-    ``fail_first`` requests with a 500; ``seen`` lists (delivery id, event, verified)."""
+def receiver(http_server, secrets: dict[str, str] | None = None, *, fail_first: int = 0):
+    """A receiver that verifies every signature (as docs/usage.md says) with the secret of the
+    subscription the delivery names (from ``secrets``, filled by the test, or else from the
+    database) and fails the first ``fail_first`` requests with a 500; ``seen`` lists
+    (delivery id, event, verified)."""
     seen: list[tuple[str, dict, bool]] = []
 
     def handler(rec) -> Reply:
-        ok = webhook.verify(
-            secret,
-            rec.headers["x-merritt-queue-timestamp"],
-            rec.body,
-            rec.headers["x-merritt-queue-signature"],
-        )
+        named = rec.headers["x-merritt-queue-subscription"]
+        ok = webhook.verify(secret_of(named, secrets), named, rec.headers, rec.body)
         body = json.loads(rec.body)
+        assert str(body["subscription"]["id"]) == named
         assert body["delivery_id"] == rec.headers["x-merritt-queue-delivery"]
         seen.append((body["delivery_id"], body["event"], ok))
         if len(seen) <= fail_first:
@@ -71,6 +71,16 @@ def receiver(http_server, secret: str, *, fail_first: int = 0):
         return Reply(200 if ok else 401, b"thanks")
 
     return http_server.behave("/events", handler=handler), seen
+
+
+def secret_of(subscription_id: str, secrets: dict[str, str] | None) -> str:
+    """A subscription's secret, read in the receiver's own thread (and connection)."""
+    if secrets is not None:
+        return secrets.get(subscription_id, "")
+    try:
+        return Subscription.objects.get(pk=int(subscription_id)).secret
+    finally:
+        connection.close()
 
 
 def deliver_all(timeout: float = 30) -> None:
@@ -92,7 +102,7 @@ def test_a_batch_s_events_reach_a_receiver_that_verifies_them_after_it_failed_on
     pipeline, content, settings, admin_client
 ):
     settings.MQ_NOTIFY_BACKOFF = 0  # the retry is due at once: the test does not wait
-    url, seen = receiver(content, pipeline.profile.notify_secret, fail_first=1)
+    url, seen = receiver(content, fail_first=1)
     bid = pipeline.submit(
         type="file",
         payload_url=f"{content.url}/call911.jpg",
@@ -130,7 +140,7 @@ def test_a_batch_s_events_reach_a_receiver_that_verifies_them_after_it_failed_on
 
 def test_a_failing_job_reaches_the_depositor_when_it_fails(pipeline, content, settings):
     settings.MQ_NOTIFY_MAIL_GATHER = 0
-    url, seen = receiver(content, pipeline.profile.notify_secret)
+    url, seen = receiver(content)
     bid = pipeline.submit(
         type="file",
         payload_url=f"{content.url}/no-such-file.jpg",
@@ -261,8 +271,10 @@ def test_an_operator_resends_once_with_a_reason_and_an_audit_record(
     profile, operator, client, settings, http_server
 ):
     settings.MQ_ALLOW_LOOPBACK = True
-    seen_url, seen = receiver(http_server, profile.notify_secret)
-    subscribe(target=seen_url)
+    secrets: dict[str, str] = {}
+    seen_url, seen = receiver(http_server, secrets)
+    subscription = subscribe(target=seen_url)
+    secrets[str(subscription.pk)] = subscription.secret
     outbox.record("job", [row("job", "jid1", 3, "Failed")])
     delivery = Delivery.objects.get()
     assert tasks.attempt(delivery.pk) == DELIVERED

@@ -11,11 +11,13 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
+from batches.management.commands import load_demo
 from inventory.models import InventoryFile, InventoryObject, InventoryVersion
 from inventory.recorder import LocalInventory
 from inventory.tables import object_url
 from jobs.models import Job
 from merritt_queue.services.errors import InventoryError
+from notifications.models import WEBHOOK, Subscription
 
 ARK = "ark:/99999/fk4brain"
 OTHER = "ark:/99999/fk4husky"
@@ -340,7 +342,10 @@ def test_the_job_page_links_its_ark_to_the_object_page_once_it_is_in_the_invento
 
 
 @pytest.fixture
-def demo(process_store, tmp_path):
+def demo(process_store, tmp_path, monkeypatch, settings):
+    settings.MQ_ALLOW_LOOPBACK = True  # as `make demo`: its receiver is on 127.0.0.1
+    monkeypatch.setattr(load_demo, "SECRET_FILE", tmp_path / "demo-receiver.secret")
+
     def run(*args) -> str:
         out = io.StringIO()
         call_command("load_demo", *args, stdout=out, stderr=out)
@@ -361,6 +366,9 @@ def test_the_demo_submits_brain_v1_with_its_local_id(demo, process_store, tmp_pa
     assert v1["payload_url"] == "http://127.0.0.1:8001/brain_v1.zip"
     assert (tmp_path / "content" / "brain_v2.zip").is_file()
     assert process_store.find_batch_by_uuid("demo-brain-v2") is None
+    # The demo's receiver is given the id and secret of its own subscription.
+    hooked = Subscription.objects.get(batch_uuid="demo-object-manifest", channel=WEBHOOK)
+    assert load_demo.SECRET_FILE.read_text().split() == [str(hooked.pk), hooked.secret]
 
 
 def test_the_demo_update_waits_for_the_stored_first_version_then_submits_once(demo, process_store):

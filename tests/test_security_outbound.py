@@ -101,6 +101,7 @@ def notification(server: HttpServer, out: Path) -> None:
         b"{}",
         secret="s",
         delivery_id="d-1",
+        subscription_id="1",
         event="e",
         allow_loopback=True,
     )

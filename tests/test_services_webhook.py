@@ -12,19 +12,17 @@ pytest_plugins = ["tests.httpserver"]
 pytestmark = pytest.mark.usefixtures("loopback_only")
 
 SECRET = "s3cret"
-BODY = json.dumps({"delivery_id": "d-1", "event": {"status": "Failed"}}).encode()
+SUBSCRIPTION = "7"
+BODY = json.dumps(
+    {"delivery_id": "d-1", "event": {"status": "Failed"}, "subscription": {"id": 7}}
+).encode()
 
 
 def verifying(seen: list):
     """A receiver that checks the signature as docs/usage.md tells depositors to."""
 
     def handler(rec) -> Reply:
-        ok = webhook.verify(
-            SECRET,
-            rec.headers["x-merritt-queue-timestamp"],
-            rec.body,
-            rec.headers["x-merritt-queue-signature"],
-        )
+        ok = webhook.verify(SECRET, SUBSCRIPTION, rec.headers, rec.body)
         seen.append((rec.headers["x-merritt-queue-delivery"], ok))
         return Reply(200 if ok else 401, b"ok\n" if ok else b"bad signature\n")
 
@@ -32,7 +30,12 @@ def verifying(seen: list):
 
 
 def post(url: str, **kwargs) -> webhook.Attempt:
-    options = {"secret": SECRET, "delivery_id": "d-1", "event": "job:jid1:7"}
+    options = {
+        "secret": SECRET,
+        "delivery_id": "d-1",
+        "subscription_id": SUBSCRIPTION,
+        "event": "job:jid1:7",
+    }
     return webhook.post(url, BODY, **(options | {"allow_loopback": True} | kwargs))
 
 
@@ -45,6 +48,8 @@ def test_a_receiver_that_checks_the_signature_accepts_the_delivery(http_server, 
     [request] = http_server.requests_for("/hook")
     assert request.body == BODY
     assert request.headers["x-merritt-queue-event"] == "job:jid1:7"
+    assert request.headers["x-merritt-queue-subscription"] == SUBSCRIPTION
+    assert request.headers["x-merritt-queue-signature"].startswith("v2=")
     assert request.headers["idempotency-key"] == "d-1"
 
 
@@ -56,12 +61,27 @@ def test_another_secret_is_refused_by_the_receiver(http_server, session_factory)
     assert result.detail == "401 Unauthorized: bad signature"
 
 
+def headers(stamp: str, signature: str, delivery: str = "d-1") -> dict[str, str]:
+    return {
+        webhook.DELIVERY_HEADER: delivery,
+        webhook.SUBSCRIPTION_HEADER: SUBSCRIPTION,
+        webhook.TIMESTAMP_HEADER: stamp,
+        webhook.SIGNATURE_HEADER: signature,
+    }
+
+
 def test_verify_refuses_an_old_timestamp_a_changed_body_and_a_bad_stamp():
-    signature = webhook.sign(SECRET, 1000, BODY)
-    assert webhook.verify(SECRET, "1000", BODY, signature, now=1100)
-    assert not webhook.verify(SECRET, "1000", BODY, signature, now=2000)  # a replay
-    assert not webhook.verify(SECRET, "1000", BODY + b" ", signature, now=1100)
-    assert not webhook.verify(SECRET, "x", BODY, signature, now=1100)
+    signature = webhook.sign(SECRET, 1000, "d-1", SUBSCRIPTION, BODY)
+    good = headers("1000", signature)
+    assert webhook.verify(SECRET, SUBSCRIPTION, good, BODY, now=1100)
+    assert not webhook.verify(SECRET, SUBSCRIPTION, good, BODY, now=2000)  # a replay
+    assert not webhook.verify(SECRET, SUBSCRIPTION, good, BODY + b" ", now=1100)
+    for stamp in ("x", " 1000", "+1000", "1000.0", "1e3"):
+        assert not webhook.verify(SECRET, SUBSCRIPTION, headers(stamp, signature), BODY, now=1100)
+    assert not webhook.verify(
+        SECRET, SUBSCRIPTION, headers("1000", signature, "d-2"), BODY, now=1100
+    )
+    assert not webhook.verify(SECRET, "8", good, BODY, now=1100)  # another subscription's
 
 
 def test_a_5xx_is_retryable_and_its_answer_is_kept_short(http_server, session_factory):

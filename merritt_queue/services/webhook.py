@@ -1,22 +1,28 @@
-"""One signed POST of a webhook delivery, and the signature a receiver checks.
+"""One signed POST of a webhook delivery, and the check a receiver makes of it.
 
-Guarantees: ``sign`` is HMAC-SHA256 with the profile's secret over ``timestamp + "." + body``,
-so a receiver that checks it and the timestamp's age knows who sent the body and rejects a
-replay; the headers carry the delivery id, the same on every attempt, for the receiver to
-drop repeats. ``post`` makes exactly one attempt (the caller schedules retries, so no worker
-sleeps): the URL passes ``netpolicy.check_url`` first and the POST goes to an address it
-judged (``transport.post_once``), redirects are not followed, nothing of the operator's
-environment (netrc credentials, a proxy) is used, one wall-clock deadline covers connect to
-the answer's last byte, and at most ``EXCERPT`` bytes of the answer are read, with any
-credentials in them hidden. It never raises for the network or the receiver: the
-``Attempt`` says what happened and whether another try may help.
+Guarantees: ``sign`` is HMAC-SHA256, keyed with the subscription's own secret, over the
+versioned canonical string ``v2:<timestamp>:<delivery id>:<subscription id>:<body>``. A
+receiver that checks it with its secret and its subscription id, checks the timestamp's
+window, and takes each delivery id once, knows the body was sent by the queue to it, for
+this delivery: a delivery captured from another subscriber fails (another secret, another
+subscription id), and so does one whose delivery-id, subscription or timestamp header was
+changed. The delivery id is the same on every attempt, so a retry is recognised as such.
+``post`` makes exactly one attempt (the caller schedules retries, so no worker
+sleeps): the URL passes ``netpolicy.check_url`` first and the POST goes to an address it judged
+(``transport.post_once``), redirects are not followed, nothing of
+the operator's environment (netrc credentials, a proxy) is used, one wall-clock deadline
+covers connect to the answer's last byte, and at most ``EXCERPT`` bytes of the answer are
+read, with any credentials in them hidden. It never raises for the network or
+the receiver: the ``Attempt`` says what happened and whether another try may help.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import requests
@@ -25,37 +31,59 @@ from . import httputil, transport
 from .errors import FetchError
 from .netpolicy import hide_credentials, redact
 
+VERSION = "v2"
 DELIVERY_HEADER = "X-Merritt-Queue-Delivery"
+SUBSCRIPTION_HEADER = "X-Merritt-Queue-Subscription"
 EVENT_HEADER = "X-Merritt-Queue-Event"
 TIMESTAMP_HEADER = "X-Merritt-Queue-Timestamp"
 SIGNATURE_HEADER = "X-Merritt-Queue-Signature"
+# Seconds a timestamp may differ from the receiver's clock.
+TOLERANCE = 300
 # Bytes of a receiver's answer kept for the delivery's record.
 EXCERPT = 300
+# Unix seconds as the header carries them: ASCII digits only, at most ten.
+_TIMESTAMP = re.compile(r"[0-9]{1,10}")
 
 
-def sign(secret: str, timestamp: int, body: bytes) -> str:
-    """The signature header's value: ``sha256=<hex>``."""
-    mac = hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256)
-    return f"sha256={mac.hexdigest()}"
+def canonical(timestamp: int, delivery_id: str, subscription_id: str, body: bytes) -> bytes:
+    """The signed bytes: every header a replay would change, then the body as sent."""
+    return f"{VERSION}:{timestamp}:{delivery_id}:{subscription_id}:".encode() + body
+
+
+def sign(secret: str, timestamp: int, delivery_id: str, subscription_id: str, body: bytes) -> str:
+    """The signature header's value: ``v2=<hex>``."""
+    message = canonical(timestamp, delivery_id, subscription_id, body)
+    mac = hmac.new(secret.encode(), message, hashlib.sha256)
+    return f"{VERSION}={mac.hexdigest()}"
+
+
+def parse_timestamp(text: str) -> int | None:
+    """The header's Unix seconds, or None unless written exactly as sent: no sign, space,
+    fraction, exponent, underscore or non-ASCII digit."""
+    return int(text) if _TIMESTAMP.fullmatch(text) else None
 
 
 def verify(
     secret: str,
-    timestamp: str,
+    subscription_id: str,
+    headers: Mapping[str, str],
     body: bytes,
-    signature: str,
     *,
-    tolerance: float = 300,
+    tolerance: float = TOLERANCE,
     now: float | None = None,
 ) -> bool:
-    """What a receiver does: the signature matches and the timestamp is recent."""
-    try:
-        stamp = int(timestamp)
-    except ValueError:
+    """What a receiver does before taking a delivery (docs/usage.md): the timestamp is
+    strict and recent, the delivery is for its own subscription, and the signature matches.
+    Taking each delivery id once is the receiver's part: this function keeps no state."""
+    lower = {name.lower(): value for name, value in headers.items()}
+    stamp = parse_timestamp(lower.get(TIMESTAMP_HEADER.lower(), ""))
+    if stamp is None or abs((time.time() if now is None else now) - stamp) > tolerance:
         return False
-    if abs((time.time() if now is None else now) - stamp) > tolerance:
+    if lower.get(SUBSCRIPTION_HEADER.lower()) != subscription_id:
         return False
-    return hmac.compare_digest(sign(secret, stamp, body), signature)
+    delivery_id = lower.get(DELIVERY_HEADER.lower(), "")
+    expected = sign(secret, stamp, delivery_id, subscription_id, body)
+    return hmac.compare_digest(expected, lower.get(SIGNATURE_HEADER.lower(), ""))
 
 
 @dataclass(frozen=True)
@@ -72,6 +100,7 @@ def post(
     *,
     secret: str,
     delivery_id: str,
+    subscription_id: str,
     event: str,
     timeout: float = 10,
     allow_loopback: bool = False,
@@ -79,16 +108,18 @@ def post(
     session_factory=requests.Session,
     now: float | None = None,
 ) -> Attempt:
-    """POST ``body`` (JSON) to ``url``, signed; one attempt."""
+    """POST ``body`` (JSON) to ``url``, signed for ``subscription_id`` with its ``secret``;
+    one attempt."""
     stamp = int(time.time() if now is None else now)
     headers = {
         "Content-Type": "application/json",
         "User-Agent": "merritt-queue-webhook",
         DELIVERY_HEADER: delivery_id,
         "Idempotency-Key": delivery_id,
+        SUBSCRIPTION_HEADER: subscription_id,
         EVENT_HEADER: event,
         TIMESTAMP_HEADER: str(stamp),
-        SIGNATURE_HEADER: sign(secret, stamp, body),
+        SIGNATURE_HEADER: sign(secret, stamp, delivery_id, subscription_id, body),
     }
     try:
         resp, head = transport.post_once(

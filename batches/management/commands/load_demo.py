@@ -21,11 +21,13 @@ from inventory.models import InventoryVersion, LocalIdentifier
 from merritt_queue.core.errors import NotFound
 from merritt_queue.core.states import BatchStatus
 from merritt_queue.project.runtime import get_store
+from notifications.models import SUBMISSION, WEBHOOK, Subscription
 
 SAMPLES = Path(settings.BASE_DIR) / "tests" / "fixtures" / "merritt-sample-files"
 SAMPLE_PREFIX = "https://raw.githubusercontent.com/CDLUC3/mrt-doc/main/sampleFiles/"
-# The demo's notification receiver, and where it reads the demo profile's signing secret.
+# The demo's notification receiver, and where it reads its subscription's id and secret.
 RECEIVER = "{receiver}"
+RECEIVER_BATCH = "demo-object-manifest"
 SECRET_FILE = Path(settings.BASE_DIR) / "var" / "run" / "demo-receiver.secret"
 # batchID, type, payload, title, further fields
 DEMO_BATCHES = [
@@ -33,7 +35,7 @@ DEMO_BATCHES = [
     ("demo-container", "container", "huskyChicken.zip", "Husky Chicken", {}),
     # Subscribed to every event, sent to the demo's receiver (scripts/demo_receiver.py).
     (
-        "demo-object-manifest",
+        RECEIVER_BATCH,
         "object-manifest",
         "4blocks.checkm",
         "Motel Capri",
@@ -103,8 +105,8 @@ class Command(BaseCommand):
             return
         self._user(opts["password"])
         self._content(opts["content_dir"], base)
-        self._secret(profile)
         self._submit_all(profile, base, DEMO_BATCHES, receiver=opts["receiver_url"])
+        self._secret()
 
     def _submit_all(self, profile: Profile, base: str, batches, receiver: str = "") -> None:
         for batch_id, kind, name, title, extra in batches:
@@ -182,11 +184,23 @@ class Command(BaseCommand):
         self.stdout.write(f"profile demo {'created' if created else 'kept'}")
         return profile
 
-    def _secret(self, profile: Profile) -> None:
-        """The demo receiver's copy of the profile's secret (a depositor would be given it)."""
+    def _secret(self) -> None:
+        """The demo receiver's copy of its subscription's id and secret, as a depositor
+        keeps them from the submission's answer; looked up, so that a second run (the batch
+        a duplicate, the answer without them) writes them too."""
+        subscription = (
+            Subscription.objects.filter(
+                batch_uuid=RECEIVER_BATCH, channel=WEBHOOK, source=SUBMISSION
+            )
+            .order_by("-id")
+            .first()
+        )
+        if subscription is None:
+            self.stderr.write(f"{RECEIVER_BATCH}: no webhook subscription; the receiver has none")
+            return
         SECRET_FILE.parent.mkdir(parents=True, exist_ok=True)
         SECRET_FILE.touch(mode=0o600)
-        SECRET_FILE.write_text(profile.notify_secret + "\n")
+        SECRET_FILE.write_text(f"{subscription.pk} {subscription.secret}\n")
 
     def _user(self, password: str) -> None:
         users = get_user_model()

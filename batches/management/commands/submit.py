@@ -97,6 +97,11 @@ class Command(BaseCommand):
                 upload.file.close()
         note = " (duplicate: this batchID was already submitted)" if result.duplicate else ""
         self.stdout.write(f"{result.bid}{note}")
+        if hook := result.webhook:
+            self.stdout.write(
+                f"webhook subscription {hook['subscription_id']}, signing secret "
+                f"{hook['secret']} (not shown again)"
+            )
 
     def _check(self, data: dict, upload: Upload | None, by, via: str | None) -> None:
         try:
