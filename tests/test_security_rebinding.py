@@ -171,7 +171,12 @@ def test_a_redirect_hop_connects_to_the_address_that_was_judged(
 def test_a_webhook_is_delivered_only_to_the_address_that_was_judged(rebinding, servers, internet):
     internal, _ = servers
     attempt = webhook.post(
-        f"{rebinding}/hook", b"{}", secret="s", delivery_id="d-1", event="batch.completed"
+        f"{rebinding}/hook",
+        b"{}",
+        secret="s",
+        delivery_id="d-1",
+        subscription_id="sub-1",
+        event="batch.completed",
     )
     assert attempt.delivered, attempt.detail
     assert "internal" not in attempt.detail
