@@ -36,7 +36,14 @@ from typing import Any
 
 from .checkmscan import ManifestError, Scan, decode, scan_lines, split_cells
 from .findings import Findings
-from .manifestvalues import Rules, check_digest, check_file_name, check_size, check_url
+from .manifestvalues import (
+    Rules,
+    check_digest,
+    check_file_name,
+    check_identifiers,
+    check_size,
+    check_url,
+)
 
 MAX_BYTES = 10 * 1024 * 1024
 MAX_ROWS = 100_000
@@ -299,6 +306,7 @@ def _row(n: int, line: str, rules: Rules, problems: Findings) -> ManifestRow | N
     algorithm, digest = check_digest(n, values, problems)
     size = check_size(n, values.get("file_size"), problems)
     name = check_file_name(n, values.get("file_name"), url, problems)
+    check_identifiers(n, values, problems)
     if len(problems) > before:
         return None
     fixed = {"url": url, "hash_algorithm": algorithm, "hash_value": digest, "file_size": size}

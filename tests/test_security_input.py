@@ -1,0 +1,177 @@
+"""Issue 29, what a depositor sends judged at the door by the rules of what later uses it.
+
+Finding 6: a value the door accepted (a local id with a private-use or control character, a
+file name that the ``.part`` suffix pushes past the file system's limit, an ARK too long once
+escaped for storage) failed its job later as an internal error. The door now refuses it
+naming the field, the row and the rule, and the workers refuse it again by the same rule.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.contrib.auth.models import Group
+
+from batches.models import ApiToken, Profile
+from merritt_queue.core import tree
+from merritt_queue.core.errors import InvalidData
+from merritt_queue.deposit.manifest import ManifestError, parse_manifest
+from merritt_queue.deposit.safepath import UnsafePath, inside
+from merritt_queue.services.errors import StorageError
+from merritt_queue.services.storage import LocalStorage, escape_ark
+from steering.models import CollectionScope
+from tests.test_security_disk import only_job, tree_batch
+
+pytest_plugins = ["tests.httpserver", "tests.pipeline"]
+
+URL = "/api/v1/batches"
+GOOD = {"profile": "demo", "type": "file", "payload_url": "https://example.org/a.txt"}
+PRIVATE = "\ue000"
+LONG_NAME = "n" * 251 + ".txt"  # 255 bytes: the file system's limit before ".part"
+PERCENT_ARK = "ark:/99999/fk4" + "%" * 240  # 254 characters, 740 bytes once escaped
+
+
+@pytest.fixture
+def queue(process_store):
+    Profile.objects.create(
+        name="demo",
+        collection="demo",
+        minter_shoulder="ark:/99999/fk4",
+        allow_external_ids=True,
+        external_shoulders="ark:/99999/fk4",
+    )
+    return process_store
+
+
+@pytest.fixture
+def key(django_user_model, db):
+    user = django_user_model.objects.create_user("dep", password="pw")
+    user.groups.add(Group.objects.get_or_create(name="depositor")[0])
+    CollectionScope.objects.create(user=user, collections=["demo"])
+    return ApiToken.issue(user, "tests")[1]
+
+
+def post(client, key, body):
+    return client.post(
+        URL, json.dumps(body), content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {key}"
+    )
+
+
+def batch_manifest(row: str) -> str:
+    return (
+        "#%checkm_0.7\n"
+        "#%profile | http://uc3.cdlib.org/registry/ingest/manifest/mrt-single-file-batch-manifest\n"
+        "#%fields | nfo:fileUrl | nfo:hashAlgorithm | nfo:hashValue | nfo:fileSize | "
+        "nfo:fileLastModified | nfo:fileName | mrt:primaryIdentifier | mrt:localIdentifier | "
+        "mrt:creator | mrt:title | mrt:date\n"
+        f"{row}\n"
+        "#%eof\n"
+    )
+
+
+# --- 6: at the door --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fields", "rule"),
+    [
+        ({"local_id": f"a{PRIVATE}b"}, "local_id holds U+E000, a private-use character"),
+        ({"local_id": "a\U0001f600"}, "local_id holds U+1F600, a character ZooKeeper refuses"),
+        ({"local_id": "a\U000e0080"}, "local_id holds U+E0080, an unassigned code point"),
+        ({"filename": LONG_NAME}, "ends in a name over 250 bytes"),
+        ({"filename": f"a{PRIVATE}.txt"}, "holds U+E000, a private-use character"),
+        ({"primary_id": PERCENT_ARK}, "is too long once escaped for storage: 745 bytes"),
+        ({"primary_id": f"ark:/99999/fk4{PRIVATE}"}, "holds U+E000, a private-use character"),
+    ],
+)
+def test_the_api_refuses_what_a_worker_could_not_use_naming_field_and_rule(
+    client, queue, key, fields, rule
+):
+    response = post(client, key, GOOD | fields)
+    assert response.status_code == 400, response.content
+    (problem,) = response.json()["errors"]
+    assert rule in problem and next(iter(fields)) in problem
+    assert queue.list_batch_ids() == []
+
+
+def test_a_file_name_of_250_bytes_and_an_ark_that_just_fits_are_accepted(client, queue, key):
+    ark = "ark:/99999/fk4ab" + "%" * 76
+    assert len(escape_ark(ark) + ".lock") == 255
+    response = post(client, key, GOOD | {"filename": "n" * 246 + ".txt", "primary_id": ark})
+    assert response.status_code == 201, response.content
+
+
+@pytest.mark.parametrize(
+    ("cells", "field", "rule"),
+    [
+        ("| | a\x01b", "mrt:localIdentifier", "holds U+0001, a control character"),
+        (f"| | a{PRIVATE}b", "mrt:localIdentifier", "holds U+E000, a private-use character"),
+        (f"| {PERCENT_ARK} | x", "mrt:primaryIdentifier", "too long once escaped for storage"),
+    ],
+)
+def test_a_manifest_row_is_refused_naming_line_field_and_rule(cells, field, rule):
+    row = f"https://example.org/a.txt | | | | | a.txt {cells} | | |"
+    with pytest.raises(ManifestError) as caught:
+        parse_manifest(batch_manifest(row))
+    (finding,) = caught.value.findings
+    assert finding.line == 4 and finding.field == field and rule in finding.text
+
+
+def test_a_manifest_file_name_that_the_part_suffix_pushes_over_the_limit_is_refused():
+    row = f"https://example.org/a.txt | | | | | {LONG_NAME} | | x | | |"
+    with pytest.raises(ManifestError, match=r"line 4: .*ends in a name over 250 bytes"):
+        parse_manifest(batch_manifest(row))
+
+
+# --- 6: the workers judge again --------------------------------------------------------
+
+
+def test_storage_refuses_an_ark_too_long_once_escaped_before_touching_the_disk(tmp_path):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.txt").write_text("a")
+    storage = LocalStorage(tmp_path / "store")
+    with pytest.raises(StorageError, match="too long once escaped for storage"):
+        storage.store_version(PERCENT_ARK, tmp_path / "src", None, token="jid0000000001")
+    assert not (tmp_path / "store").exists()
+
+
+def test_a_lock_is_not_named_after_a_value_zookeeper_refuses():
+    with pytest.raises(InvalidData, match="U\\+E000, a character ZooKeeper refuses"):
+        tree.localid_lock(f"a{PRIVATE}_demo")
+
+
+def test_the_workers_refuse_a_name_the_part_suffix_pushes_over_the_limit(tmp_path):
+    with pytest.raises(UnsafePath, match="ends in a name over 250 bytes"):
+        inside(tmp_path, f"producer/{LONG_NAME}")
+
+
+def test_zookeeper_itself_refuses_the_characters_the_rule_names(process_store):
+    """The rule is ZooKeeper's: a node named with them is refused by the server."""
+    from kazoo.exceptions import BadArgumentsError
+
+    client = process_store.client
+    for ch in (PRIVATE, "\x01", "\U0001f600"):
+        with pytest.raises(BadArgumentsError):
+            client.create(f"/locks/localid/a{ch}b", makepath=True)
+    client.create("/locks/localid/a\u00e9b", makepath=True)
+
+
+@pytest.mark.parametrize(
+    ("configuration", "rule"),
+    [
+        ({"local_id": f"a{PRIVATE}b"}, "a character ZooKeeper refuses in a node's name"),
+        ({"filename": LONG_NAME}, "ends in a name over 250 bytes"),
+    ],
+)
+def test_a_job_written_past_the_door_fails_with_the_rule_not_an_internal_error(
+    pipeline, content, configuration, rule
+):
+    bid = tree_batch(
+        pipeline,
+        {"payload_type": "file", "payload_url": f"{content.url}/call911.jpg"} | configuration,
+    )
+    pipeline.run(bid)
+    job = only_job(pipeline, bid)
+    assert job.status == "Failed"
+    assert "internal error" not in job.message and rule in job.message
