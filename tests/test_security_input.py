@@ -9,6 +9,7 @@ naming the field, the row and the rule, and the workers refuse it again by the s
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from django.contrib.auth.models import Group
@@ -175,3 +176,70 @@ def test_a_job_written_past_the_door_fails_with_the_rule_not_an_internal_error(
     job = only_job(pipeline, bid)
     assert job.status == "Failed"
     assert "internal error" not in job.message and rule in job.message
+
+
+# --- 7: a download of undeclared size reserves disk -------------------------------------
+
+
+def test_an_undeclared_size_reserves_disk_so_provisioning_waits_for_it(
+    pipeline, http_server, settings
+):
+    """Larger than any disk, the cap is bounded by what the working disk may hold under the
+    threshold: reserved, it cannot fit beside what the disk holds already, and the job waits
+    instead of downloading unreserved."""
+    settings.MQ_MAX_DOWNLOAD_BYTES = 1 << 60
+    url = http_server.behave("/unsized.bin", body=b"x" * 5000, no_length=True)
+    bid = pipeline.submit(type="file", payload_url=url)
+
+    def waiting_or_done(_batch):
+        return any(
+            job.status in ("Completed", "Failed") or "waiting for disk space" in job.message
+            for job in pipeline.jobs(bid)
+        )
+
+    pipeline.run(bid, until=waiting_or_done)
+    (job,) = pipeline.jobs(bid)
+    assert job.status == "Provisioning" and "waiting for disk space" in job.message
+    assert job.space_needed > 5000
+
+
+def test_the_reservation_is_the_cap_bounded_by_the_disks_share(tmp_path):
+    from merritt_queue.deposit.reserve import undeclared_reserve
+
+    st = os.statvfs(tmp_path)
+    share = st.f_blocks * st.f_frsize * 80 // 100
+    assert undeclared_reserve(tmp_path, 1000, 80) == 1000
+    assert undeclared_reserve(tmp_path, 1 << 60, 80) == share
+    assert undeclared_reserve(tmp_path, 0, 80) == share
+
+
+def test_a_download_of_undeclared_size_stops_at_what_was_reserved(
+    pipeline, http_server, settings, monkeypatch
+):
+    """Estimating reserves and Downloading stops at one figure (``reserve``), whatever the
+    cap: here a disk whose share under the threshold is 1000 bytes."""
+    settings.MQ_MAX_DOWNLOAD_BYTES = 1 << 60
+    monkeypatch.setattr("jobs.download.undeclared_reserve", lambda *_: 1000)
+    url = http_server.behave("/unsized.bin", body=b"x" * 50_000, no_length=True)
+    bid = pipeline.submit(type="file", payload_url=url)
+    pipeline.run(bid)
+    (job,) = pipeline.jobs(bid)
+    assert job.status == "Failed" and job.last_successful_status == "Provisioning"
+    assert job.message == (
+        f"1 of 1 downloads failed:\n- {url} sent more than the 1000 bytes reserved for a "
+        "file of undeclared size (MQ_MAX_DOWNLOAD_BYTES, at most MQ_DISK_THRESHOLD of the "
+        "working disk); stopped"
+    )
+
+
+def test_a_download_cap_larger_than_the_work_disk_is_a_warning(settings, tmp_path):
+    from django.core import checks as django_checks
+
+    from merritt_queue.project import checks
+
+    settings.MQ_WORK_DIR = str(tmp_path / "work")
+    settings.MQ_MAX_DOWNLOAD_BYTES = 1 << 60
+    (warning,) = [m for m in checks.check_download_limits() if m.id == "mq.W024"]
+    assert isinstance(warning, django_checks.Warning) and "MQ_MAX_DOWNLOAD_BYTES" in warning.msg
+    settings.MQ_MAX_DOWNLOAD_BYTES = 1000
+    assert [m.id for m in checks.check_download_limits()] == []
