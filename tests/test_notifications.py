@@ -317,7 +317,7 @@ GOOD = {
         ({"notify_url": "http://169.254.169.254/latest"}, "link-local"),
         ({"notify_url": "http://127.0.0.1:8002/"}, "loopback"),
         ({"notify_url": "http://localhost:8002/"}, "loopback"),
-        ({"notify_emails": "not-an-address"}, "is not an e-mail address"),
+        ({"notify_emails": "not-an-address"}, "is not a mailbox address"),
         ({"notify_emails": ",".join(f"a{i}@example.org" for i in range(11))}, "at most 10"),
     ],
 )

@@ -243,3 +243,138 @@ def test_a_download_cap_larger_than_the_work_disk_is_a_warning(settings, tmp_pat
     assert isinstance(warning, django_checks.Warning) and "MQ_MAX_DOWNLOAD_BYTES" in warning.msg
     settings.MQ_MAX_DOWNLOAD_BYTES = 1000
     assert [m.id for m in checks.check_download_limits()] == []
+
+
+# --- a taken batchID, another collection's ARK: nothing of the other collection --------
+
+
+@pytest.fixture
+def two_collections(queue, django_user_model):
+    Profile.objects.create(name="other", collection="other", minter_shoulder="ark:/99999/fk4")
+
+    def depositor(name, collection):
+        user = django_user_model.objects.create_user(name, password="pw")
+        user.groups.add(Group.objects.get_or_create(name="depositor")[0])
+        CollectionScope.objects.create(user=user, collections=[collection])
+        return ApiToken.issue(user, "tests")[1]
+
+    return depositor
+
+
+def test_a_batch_id_taken_elsewhere_gets_one_answer_naming_nobody(client, two_collections):
+    mine, same_collection = two_collections("a", "demo"), two_collections("b", "demo")
+    elsewhere = two_collections("c", "other")
+    first = post(client, mine, GOOD | {"batchID": "taken"})
+    assert first.status_code == 201
+    refusals = [
+        post(client, same_collection, GOOD | {"batchID": "taken"}),
+        post(client, elsewhere, GOOD | {"profile": "other", "batchID": "taken"}),
+        post(client, mine, GOOD | {"profile": "demo", "batchID": "taken"} | {"erc_what": "x"}),
+    ]
+    assert refusals[2].status_code == 200  # the same depositor, the same collection
+    for response in refusals[:2]:
+        assert response.status_code == 409
+        assert response.json() == {"errors": ["batchID 'taken' is not available; choose another"]}
+
+
+def test_the_same_depositor_in_another_collection_is_not_handed_the_first_batch(
+    client, two_collections
+):
+    both = two_collections("a", "demo")
+    CollectionScope.objects.filter(user__username="a").update(collections=["demo", "other"])
+    first = post(client, both, GOOD | {"batchID": "mine"}).json()["batch_id"]
+    response = post(client, both, GOOD | {"profile": "other", "batchID": "mine"})
+    assert response.status_code == 409 and first not in response.content.decode()
+
+
+def test_another_collections_ark_is_refused_without_naming_its_collection(queue):
+    from batches.objects import change_refusal
+    from inventory.models import InventoryObject
+
+    InventoryObject.objects.create(ark="ark:/99999/fk4theirs", collection="secretcoll")
+    refusal = change_refusal("demo", "ark:/99999/fk4theirs", Profile.objects.get(name="demo"))
+    assert refusal.other_collection and "secretcoll" not in refusal
+    assert "ark:/99999/fk4theirs belongs to another collection" in refusal
+
+
+# --- check a manifest: the batch's row limit, a rate per user ---------------------------
+
+
+def rows_manifest(rows: int) -> bytes:
+    row = "https://example.org/{n}.txt | | | | | {n}.txt | | id{n} | | |\n"
+    return batch_manifest("".join(row.format(n=n) for n in range(rows)).rstrip("\n")).encode()
+
+
+def test_check_a_manifest_refuses_what_a_batch_would_refuse(settings, db):
+    from batches.capacity import batch_row_limit
+    from merritt_queue.deposit.manifestcheck import check_manifest
+
+    settings.MQ_MAX_BATCH_JOBS = 20
+    assert batch_row_limit() == 20
+    assert check_manifest(rows_manifest(20), max_batch_rows=batch_row_limit()).valid
+    report = check_manifest(rows_manifest(21), max_batch_rows=batch_row_limit())
+    assert not report.valid
+    (error,) = report.errors
+    assert error.line == 24 and "a batch may have at most 20 (MQ_MAX_BATCH_JOBS)" in error.message
+
+
+def test_check_a_manifest_stops_parsing_at_the_limit(settings, monkeypatch):
+    from merritt_queue.deposit import manifest
+    from merritt_queue.deposit.manifestcheck import check_manifest
+
+    parsed = []
+    real = manifest._row
+    monkeypatch.setattr(manifest, "_row", lambda n, *a: parsed.append(n) or real(n, *a))
+    check_manifest(rows_manifest(500), max_batch_rows=20)
+    assert len(parsed) <= 20
+
+
+def test_the_check_api_is_rate_limited_per_user(client, queue, key, settings):
+    settings.MQ_MANIFEST_CHECKS_PER_MINUTE = 3
+    body = rows_manifest(2)
+
+    def check(key):
+        return client.post(
+            "/api/v1/manifests/check",
+            body,
+            content_type="text/plain",
+            HTTP_AUTHORIZATION=f"Bearer {key}",
+        )
+
+    assert [check(key).status_code for _ in range(4)] == [200, 200, 200, 429]
+    refused = check(key)
+    assert (
+        refused.status_code == 429
+        and "MQ_MANIFEST_CHECKS_PER_MINUTE" in refused.json()["errors"][0]
+    )
+    assert "Retry-After" in refused
+
+
+# --- notify_emails: mailboxes only ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "address",
+    ["x@[127.0.0.1]", "x@[IPv6:::1]", "x@localhost", "x@10.0.0.1", "x@intranet"],
+)
+def test_notify_emails_takes_mailboxes_only(queue, address):
+    from batches.submission import SubmissionError, prepare
+
+    with pytest.raises(SubmissionError) as caught:
+        prepare(GOOD | {"submitter": "t", "notify_emails": f"ok@example.org, {address}"})
+    assert caught.value.problems == [
+        f"notify_emails: {address!r} is not a mailbox address (name@domain.example)"
+    ]
+
+
+def test_a_profiles_addresses_are_held_to_the_same_rule(db):
+    from django.core.exceptions import ValidationError
+
+    profile = Profile(
+        name="p",
+        collection="p",
+        minter_shoulder="ark:/99999/fk4",
+        notification_emails="x@[127.0.0.1]",
+    )
+    with pytest.raises(ValidationError, match="is not a mailbox address"):
+        profile.full_clean()
