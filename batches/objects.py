@@ -49,7 +49,8 @@ def other_collection_refusal(collection: str, ark: str) -> Refusal | None:
 def _owner_refusal(collection: str, ark: str, owner: str | None) -> Refusal | None:
     if owner is None or owner == collection:
         return None
-    whose = f"collection {owner}" if owner else "no collection (it was recorded without one)"
+    # The owner stays unsaid: which collection holds an object is not the depositor's to learn.
+    whose = "another collection" if owner else "no collection (it was recorded without one)"
     return Refusal.of(
         f"{ark} belongs to {whose}; a submission to collection {collection} may not add a "
         "version to it",

@@ -579,5 +579,5 @@ def test_another_depositors_batch_id_is_refused_without_naming_their_batch(
     response = post(client, key_of(other), GOOD | {"batchID": "mine"})
     assert response.status_code == 409 and first not in response.content.decode()
     assert response.json()["errors"] == [
-        "batchID 'mine' is already used by another submitter; choose another"
+        "batchID 'mine' is not available; choose another"
     ]
