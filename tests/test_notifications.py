@@ -342,7 +342,7 @@ def test_the_api_lists_the_notification_problems(profile, client):
     )
     assert resp.status_code == 400
     problems = resp.json()["errors"]
-    assert any("private" in p for p in problems) and any("e-mail" in p for p in problems)
+    assert any("private" in p for p in problems) and any("mailbox" in p for p in problems)
 
 
 def test_a_good_subscription_is_kept_out_of_the_zookeeper_submission(profile):
