@@ -8,6 +8,7 @@ per web process with the default in-memory cache, across processes with a shared
 
 from __future__ import annotations
 
+import hashlib
 import time
 
 from django.core.cache import cache
@@ -16,13 +17,16 @@ WINDOW_SECONDS = 60
 
 
 def refusal(scope: str, user, limit: int, setting: str) -> tuple[str, int] | None:
-    """Counts this request of ``user`` in ``scope``; past ``limit`` a minute (0: no limit),
-    why it is refused and the seconds until the next minute starts, else None."""
+    """Counts this request of ``user`` for ``scope`` (what is asked for, in words); past
+    ``limit`` a minute (0: no limit), why it is refused and the seconds until the next
+    minute starts, else None."""
     if limit <= 0:
         return None
     now = time.time()
     window = int(now // WINDOW_SECONDS)
-    key = f"mq-rate:{scope}:{user.get_username()}:{window}"
+    # Hashed: a key any cache backend takes, whatever the scope's words and the user's name.
+    who = hashlib.sha256(f"{scope}\0{user.get_username()}".encode()).hexdigest()
+    key = f"mq-rate:{who}:{window}"
     cache.add(key, 0, WINDOW_SECONDS * 2)
     try:
         count = cache.incr(key)

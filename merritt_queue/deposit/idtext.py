@@ -28,9 +28,9 @@ def character_problem(label: str, value: str, *, node: bool = False) -> str | No
         kind = _KINDS.get(unicodedata.category(ch))
         if kind is not None:
             return f"{label} holds U+{ord(ch):04X}, {kind}; identifiers are printable text"
-    if node and (ch := refused_character(value)) is not None:
+    if node and (refused := refused_character(value)) is not None:
         return (
-            f"{label} holds U+{ord(ch):04X}, a character ZooKeeper refuses in a node's name "
+            f"{label} holds U+{ord(refused):04X}, a character ZooKeeper refuses in a node's name "
             "(a lock is named after it)"
         )
     return None
