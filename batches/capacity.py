@@ -56,6 +56,12 @@ def check_submission(clean: dict, upload) -> None:
     check(store, clean.get("collection", ""), rows)
 
 
+def batch_row_limit() -> int:
+    """The most rows (jobs) a batch may have: what a submission is refused past, and what
+    checking a manifest judges by, so the two agree."""
+    return settings.MQ_MAX_BATCH_JOBS
+
+
 def collection_jobs(collection: str) -> int:
     """The collection's jobs in the tree, any status (from the mirror; see the module doc)."""
     return Job.objects.filter(collection=collection).count()
@@ -67,7 +73,7 @@ def check(store: QueueStore, collection: str, rows: int | None, *, new: int | No
     ``rows`` is the batch's whole size, or None while it is unknown (a manifest given by
     URL); the quotas then check the batch's one row at least.
     """
-    batch_limit = settings.MQ_MAX_BATCH_JOBS
+    batch_limit = batch_row_limit()
     if rows is not None and rows > batch_limit:
         raise CapacityError(
             [

@@ -13,8 +13,18 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from batches import rights
+from batches.capacity import batch_row_limit
+from batches.ratelimit import refusal as rate_refusal
 from batches.tokens import with_token_user
 from merritt_queue.deposit.manifestcheck import check_manifest
+
+RATE_SETTING = "MQ_MANIFEST_CHECKS_PER_MINUTE"
+
+
+def too_often(user) -> tuple[str, int] | None:
+    """Why ``user`` may not have another manifest checked this minute, and the seconds to
+    wait; the API and the page count together."""
+    return rate_refusal("manifest checks", user, getattr(settings, RATE_SETTING), RATE_SETTING)
 
 
 def manifest_bytes(request, limit: int) -> tuple[bytes | None, tuple[int, str] | None]:
@@ -40,8 +50,13 @@ def manifest_bytes(request, limit: int) -> tuple[bytes | None, tuple[int, str] |
 def check_manifest_api(request, user):
     if refusal := rights.submit_refusal(user, None):
         return JsonResponse({"errors": [refusal]}, status=403)
+    if limited := too_often(user):
+        response = JsonResponse({"errors": [limited[0]]}, status=429)
+        response["Retry-After"] = str(limited[1])
+        return response
     limit = settings.MQ_MAX_MANIFEST_BYTES
     data, refused = manifest_bytes(request, limit)
     if refused is not None:
         return JsonResponse({"errors": [refused[1]]}, status=refused[0])
-    return JsonResponse(check_manifest(data or b"", max_bytes=limit).as_json())
+    report = check_manifest(data or b"", max_bytes=limit, max_batch_rows=batch_row_limit())
+    return JsonResponse(report.as_json())

@@ -11,6 +11,7 @@ from django.core.validators import MaxValueValidator, RegexValidator
 from django.db import models, transaction
 
 from merritt_queue.core.states import BatchStatus
+from notifications.mailbox import validate_mailbox_lines
 
 mnemonic_validator = RegexValidator(
     r"^[a-z0-9][a-z0-9_-]{0,99}$",
@@ -64,7 +65,9 @@ class Profile(models.Model):
     collection = models.CharField(max_length=100, validators=[mnemonic_validator], db_index=True)
     owner = models.CharField(max_length=255, blank=True)
     notification_emails = models.TextField(
-        blank=True, help_text="Addresses told about each batch, one per line or comma-separated."
+        blank=True,
+        help_text="Addresses told about each batch, one per line or comma-separated.",
+        validators=[validate_mailbox_lines],
     )
     notify_on_queue = models.BooleanField(
         default=False, help_text="Also e-mail when a batch has been turned into jobs."

@@ -14,7 +14,7 @@ The inventory tables are read here, never written.
 from __future__ import annotations
 
 from inventory.models import InventoryObject, LocalIdentifier
-from merritt_queue.deposit.arks import ARK_SHAPE, is_ark
+from merritt_queue.services.storage import ark_problem as stored_ark_problem
 
 
 class Refusal(str):
@@ -31,10 +31,9 @@ class Refusal(str):
 
 
 def ark_problem(value: str) -> str | None:
-    """Why ``value`` cannot be a primary identifier (it must look like an ARK)."""
-    if is_ark(value):
-        return None
-    return f"primary_id {value[:100]!r} is not an ARK: give it as {ARK_SHAPE}"
+    """Why ``value`` cannot be a primary identifier: the rule storage applies
+    (``storage.ark_problem``), so what the door takes a worker can store."""
+    return stored_ark_problem(value)
 
 
 def owner_of(ark: str) -> str | None:
@@ -50,7 +49,8 @@ def other_collection_refusal(collection: str, ark: str) -> Refusal | None:
 def _owner_refusal(collection: str, ark: str, owner: str | None) -> Refusal | None:
     if owner is None or owner == collection:
         return None
-    whose = f"collection {owner}" if owner else "no collection (it was recorded without one)"
+    # The owner stays unsaid: which collection holds an object is not the depositor's to learn.
+    whose = "another collection" if owner else "no collection (it was recorded without one)"
     return Refusal.of(
         f"{ark} belongs to {whose}; a submission to collection {collection} may not add a "
         "version to it",

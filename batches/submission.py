@@ -2,8 +2,9 @@
 
 Guarantees: a request with any problem writes nothing and lists every problem;
 a valid one is written to ZooKeeper as one Pending batch and its id returned
-at once; the same ``batchID`` again returns the existing batch, flagged as a
-duplicate, and creates nothing.
+at once; the same ``batchID`` again, by the same submitter to the same collection, returns
+the existing batch, flagged as a duplicate, and creates nothing; anyone else gets one 409
+that names no submitter and no collection.
 
 Identity: the API and the web form pass the authenticated user as ``by``; the submitter is
 then that user, unless an administrator names another person in ``on_behalf_of`` (both are
@@ -220,14 +221,22 @@ def _check_object(clean: dict) -> None:
 
 
 def _check_owner(store, bid: str, clean: dict, by) -> None:
-    """A batchID names one submitter's batch: another depositor learns nothing of it."""
+    """A batchID names one submitter's batch in one collection: anyone else, and the same
+    submitter in another collection, gets one refusal that names no one (batchIDs are one
+    namespace in ZooKeeper, ``/batch-uuids``, shared with Merritt's ingest)."""
     if by is None:
         return
-    if store.get_batch(bid).submission.get("submitter") != clean["submitter"]:
-        raise SubmissionError(
-            [f"batchID {clean['batchID']!r} is already used by another submitter; choose another"],
-            status=409,
-        )
+    first = store.get_batch(bid).submission
+    if (first.get("submitter"), first.get("collection")) != (
+        clean["submitter"],
+        clean.get("collection"),
+    ):
+        raise SubmissionError([taken_batch_id(clean["batchID"])], status=409)
+
+
+def taken_batch_id(batch_id: str) -> str:
+    """The one answer for a batchID another batch holds: whose it is stays unsaid."""
+    return f"batchID {batch_id!r} is not available; choose another"
 
 
 # Room for the form's text fields beside an upload of the largest accepted size.

@@ -1,7 +1,8 @@
 """Downloading: a job's files fetched into its ``producer/`` folder, a container unpacked.
 
 A remote host serves at most ``MQ_MAX_DOWNLOADS_PER_HOST`` downloads at once (its jobs wait
-with their workers free), each file stops at the size learned for it, and a container's
+with their workers free), each file stops at the size learned for it (one of undeclared size
+at what Estimating reserved for it, ``undeclared_bytes``), and a container's
 unpacked size must fit the working disk before it is unpacked.
 """
 
@@ -23,6 +24,7 @@ from merritt_queue.core.store import JobRecord
 from merritt_queue.deposit.containers import unpack, unpacked_bound, unpacked_size
 from merritt_queue.deposit.digest import file_digests, normalise_algorithm
 from merritt_queue.deposit.diskspace import percent_of_disk, percent_used_after
+from merritt_queue.deposit.reserve import undeclared_reserve
 from merritt_queue.deposit.safepath import inside, inside_each
 from merritt_queue.services.errors import ServiceError
 from merritt_queue.services.fetch import DownloadItem
@@ -49,9 +51,18 @@ def downloading(s: Services, job: JobRecord) -> Outcome:
             "download(s) in flight (MQ_MAX_DOWNLOADS_PER_HOST)",
             delay=settings.MQ_HOST_WAIT_SECONDS,
         )
-    bounded = dataclasses.replace(s, fetcher=s.fetcher.with_declared_sizes(head_sizes(s, job)))
+    fetcher = s.fetcher.with_declared_sizes(head_sizes(s, job), undeclared=undeclared_bytes(s))
     with lease:
-        return _download(bounded, job, files)
+        return _download(dataclasses.replace(s, fetcher=fetcher), job, files)
+
+
+def undeclared_bytes(s: Services) -> int:
+    """What Estimating reserves for a file of undeclared size, and where Downloading stops
+    it: one figure for both (``reserve``)."""
+    s.work_root.mkdir(parents=True, exist_ok=True)
+    return undeclared_reserve(
+        s.work_root, settings.MQ_MAX_DOWNLOAD_BYTES, settings.MQ_DISK_THRESHOLD
+    )
 
 
 def _host_slots(s: Services, files: list[PayloadFile]):

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from django.conf import settings
 
 from jobs import versionfiles
-from jobs.download import downloading
+from jobs.download import downloading, undeclared_bytes
 from jobs.identify import processing
 from jobs.payload import job_config, local_size, payload_files, save_head_sizes
 from jobs.services import Services
@@ -98,9 +98,15 @@ def estimating(s: Services, job: JobRecord) -> Outcome:
     sizes = [f.size if f.size is not None else heads.get(f.url, local_size(f.url)) for f in files]
     total = sum(size or 0 for size in sizes)
     unknown = sum(size is None for size in sizes)
+    note = ""
     if unknown:
         job = s.store.set_priority(job, min(99, job.priority + 1))
-    note = f"; {unknown} size(s) unknown, priority lowered to {job.priority}" if unknown else ""
+        reserve = undeclared_bytes(s)
+        total += unknown * reserve
+        note = (
+            f"; {unknown} size(s) unknown, {reserve} bytes reserved for each, "
+            f"priority lowered to {job.priority}"
+        )
     message = f"{len(files)} file(s), {total} bytes{note}"
     return Outcome.success(message, job=job, data={"space_needed": total})
 

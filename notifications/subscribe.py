@@ -15,8 +15,6 @@ import ipaddress
 from urllib.parse import urlsplit
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
-from django.core.validators import validate_email
 from django.db import transaction
 
 from batches.models import Profile
@@ -25,6 +23,7 @@ from merritt_queue.services.errors import FetchError
 from merritt_queue.services.netpolicy import check_url
 
 from .keys import derived
+from .mailbox import mailbox_problem
 from .models import (
     ALL,
     EMAIL,
@@ -93,10 +92,8 @@ def email_problems(text: str) -> list[str]:
     if len(found) > MAX_EMAILS:
         out.append(f"notify_emails names {len(found)} addresses; at most {MAX_EMAILS}")
     for address in found[: MAX_EMAILS + 1]:
-        try:
-            validate_email(address)
-        except ValidationError:
-            out.append(f"notify_emails: {address[:100]!r} is not an e-mail address")
+        if problem := mailbox_problem(address, "notify_emails"):
+            out.append(problem)
     return out
 
 

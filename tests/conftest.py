@@ -40,6 +40,14 @@ def _no_report_lock_grace(settings):
     settings.MQ_REPORT_LOCK_GRACE = 0
 
 
+@pytest.fixture(autouse=True)
+def _no_rate_counts_from_other_tests():
+    """Rate limits count in Django's cache, which outlives a test (``batches.ratelimit``)."""
+    from django.core.cache import cache
+
+    cache.clear()
+
+
 # Plugins the tests also import from: rewritten before any test module imports them.
 pytest.register_assert_rewrite("tests.cluster", "tests.httpserver", "tests.mirrorlive")
 

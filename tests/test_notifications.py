@@ -329,7 +329,7 @@ GOOD = {
         ({"notify_url": "http://169.254.169.254/latest"}, "link-local"),
         ({"notify_url": "http://127.0.0.1:8002/"}, "loopback"),
         ({"notify_url": "http://localhost:8002/"}, "loopback"),
-        ({"notify_emails": "not-an-address"}, "is not an e-mail address"),
+        ({"notify_emails": "not-an-address"}, "is not a mailbox address"),
         ({"notify_emails": ",".join(f"a{i}@example.org" for i in range(11))}, "at most 10"),
     ],
 )
@@ -354,7 +354,7 @@ def test_the_api_lists_the_notification_problems(profile, client):
     )
     assert resp.status_code == 400
     problems = resp.json()["errors"]
-    assert any("private" in p for p in problems) and any("e-mail" in p for p in problems)
+    assert any("private" in p for p in problems) and any("mailbox" in p for p in problems)
 
 
 def test_a_good_subscription_is_kept_out_of_the_zookeeper_submission(profile):

@@ -73,7 +73,7 @@ def test_the_rule_accepts_the_collections_own_objects_and_arks_minted_for_it(que
 def test_the_rule_refuses_another_collections_object_naming_both(queue):
     refusal = change_refusal("other", THEIRS, Profile.objects.get(name="other"))
     assert refusal.other_collection
-    assert f"{THEIRS} belongs to collection demo" in refusal
+    assert f"{THEIRS} belongs to another collection" in refusal
     assert "submission to collection other may not add a version" in refusal
 
 
@@ -91,7 +91,7 @@ def test_the_api_refuses_another_collections_ark_with_403_and_writes_nothing(
 ):
     response = post(client, outsider, GOOD | {"primary_id": THEIRS, "submission_mode": "update"})
     assert response.status_code == 403
-    assert f"{THEIRS} belongs to collection demo" in problems(response)
+    assert f"{THEIRS} belongs to another collection" in problems(response)
     assert queue.list_batch_ids() == []
 
 
@@ -129,13 +129,13 @@ def test_the_form_refuses_another_collections_ark_and_writes_nothing(client, que
     client.force_login(outsider)
     body = GOOD | {"primary_id": THEIRS, "submission_mode": "update"}
     page = client.post("/submit/", body).content.decode()
-    assert f"{THEIRS} belongs to collection demo" in page
+    assert f"{THEIRS} belongs to another collection" in page
     assert queue.list_batch_ids() == []
 
 
 @pytest.mark.parametrize(
     "ark, mode, refusal",
-    [(THEIRS, "update", f"{THEIRS} belongs to collection demo"), (NEVER, "add", NEVER)],
+    [(THEIRS, "update", f"{THEIRS} belongs to another collection"), (NEVER, "add", NEVER)],
     ids=["another-collections-ark", "never-minted-ark"],
 )
 def test_the_submit_command_refuses(queue, ark, mode, refusal):
@@ -226,7 +226,7 @@ def test_a_manifest_row_naming_another_collections_object_fails_and_stores_nothi
     jobs = {j.configuration["filename"]: j for j in pipeline.jobs(bid)}
     refused, fine = jobs["call911.txt"], jobs["4blocks.txt"]
     assert refused.status == "Failed" and refused.last_successful_status == "Downloading"
-    assert f"{ark} belongs to collection demo" in refused.message, refused.message
+    assert f"{ark} belongs to another collection" in refused.message, refused.message
     assert fine.status == "Completed"
     assert versions(pipeline, ark) == [1]
     obj = InventoryObject.objects.get(ark=ark)
@@ -271,7 +271,7 @@ def test_a_job_planned_without_the_key_still_refuses_another_collections_ark(pip
     pipeline.run(bid)
     (job,) = pipeline.jobs(bid)
     assert "primary_id" not in job.configuration
-    assert job.status == "Failed" and f"{THEIRS} belongs to collection demo" in job.message
+    assert job.status == "Failed" and f"{THEIRS} belongs to another collection" in job.message
     assert versions(pipeline, THEIRS) == []
 
 

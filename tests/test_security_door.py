@@ -578,6 +578,4 @@ def test_another_depositors_batch_id_is_refused_without_naming_their_batch(
     other = person("dep2", "depositor", collections=["demo"])
     response = post(client, key_of(other), GOOD | {"batchID": "mine"})
     assert response.status_code == 409 and first not in response.content.decode()
-    assert response.json()["errors"] == [
-        "batchID 'mine' is already used by another submitter; choose another"
-    ]
+    assert response.json()["errors"] == ["batchID 'mine' is not available; choose another"]

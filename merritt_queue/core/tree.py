@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from .errors import InvalidData
+from .nodenames import node_name_problem
 from .states import JobStatus, batch_dir_for
 
 BATCHES = "/batches"
@@ -140,10 +141,14 @@ def check_priority(priority: int) -> int:
 
 
 def lock_name(value: str) -> str:
-    """``ark:/13030/m5abc`` -> ``ark_13030_m5abc``."""
+    """``ark:/13030/m5abc`` -> ``ark_13030_m5abc``; InvalidData for a name ZooKeeper would
+    refuse (``nodenames``), naming the rule instead of failing as the node is made."""
     if not value:
         raise InvalidData("a lock needs a non-empty name")
-    return _LOCK_NAME_RE.sub("_", value)
+    name = _LOCK_NAME_RE.sub("_", value)
+    if problem := node_name_problem(name):
+        raise InvalidData(f"no lock can be named after {value!r}: {problem}")
+    return name
 
 
 def collection_lock(mnemonic: str) -> str:

@@ -91,7 +91,9 @@ class Scan:
     eof_line: int | None = None
 
 
-def scan_lines(text: str, max_rows: int, problems: Findings) -> Scan:
+def scan_lines(text: str, max_rows: int, problems: Findings, why: str = "") -> Scan:
+    """The lines sorted; rows past ``max_rows`` are refused (``why`` says by what rule)
+    and kept from the row checks, which cost the most."""
     scan = Scan()
     raw = _LINE_BREAK.split(text)
     if raw[-1] == "":
@@ -111,7 +113,7 @@ def scan_lines(text: str, max_rows: int, problems: Findings) -> Scan:
         if scan.eof_line is not None:
             problems.add("text after #%eof", n, value=line)
             return scan
-        _scan_line(scan, n, line, max_rows, problems)
+        _scan_line(scan, n, line, max_rows, problems, why)
     if scan.eof_line is not None and scan.eof_line < len(raw):
         problems.warn(
             "blank lines after #%eof: Merritt's ingest ignores them, its validator does not",
@@ -136,7 +138,7 @@ def _declaration(lines: list[tuple[int, str]], problems: Findings) -> list[tuple
     return lines
 
 
-def _scan_line(scan: Scan, n: int, line: str, max_rows: int, problems: Findings) -> None:
+def _scan_line(scan: Scan, n: int, line: str, max_rows: int, problems: Findings, why: str) -> None:
     if line.startswith("#%"):
         cells = split_cells(line)
         keyword = cells[0][2:].lower()
@@ -148,7 +150,7 @@ def _scan_line(scan: Scan, n: int, line: str, max_rows: int, problems: Findings)
     elif len(scan.rows) < max_rows:
         scan.rows.append((n, line))
     elif len(scan.rows) == max_rows:
-        problems.add(f"more than {max_rows} rows", n)
+        problems.add(f"more than {max_rows} rows{why}", n)
         scan.rows.append((n, ""))  # a marker, so the problem is reported once
 
 

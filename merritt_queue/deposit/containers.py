@@ -42,8 +42,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..services.fsnames import NAME_MAX
 from .manifest import container_type
-from .manifestvalues import NAME_MAX
 
 CHUNK = 1024 * 1024
 MAX_TOTAL_BYTES = 10 * 1024**3

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 from ..services.netpolicy import userinfo_of
 from . import safepath
 from .digest import check_digest_format, normalise_algorithm
+from .idtext import character_problem
 
 TEXT_FIELDS = {
     "profile": 100,
@@ -52,6 +53,10 @@ def field_problems(data: Mapping, fields: Mapping[str, int] = TEXT_FIELDS) -> li
                 f"{key} contains a control character (tab, line break, NUL ...); "
                 "submitted fields are single lines of printable text"
             )
+    local = data.get("local_id")
+    if isinstance(local, str) and not any(p.startswith("local_id ") for p in problems):
+        if problem := character_problem("local_id", local, node=True):
+            problems.append(problem)
     name = data.get("filename")
     if (
         isinstance(name, str)

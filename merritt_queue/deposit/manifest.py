@@ -31,12 +31,20 @@ this module reads the headers and makes rows of what they found.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from .checkmscan import ManifestError, Scan, decode, scan_lines, split_cells
 from .findings import Findings
-from .manifestvalues import Rules, check_digest, check_file_name, check_size, check_url
+from .manifestvalues import (
+    Rules,
+    check_digest,
+    check_file_name,
+    check_identifiers,
+    check_size,
+    check_url,
+)
 
 MAX_BYTES = 10 * 1024 * 1024
 MAX_ROWS = 100_000
@@ -104,6 +112,8 @@ STANDARD_FIELDS = {
     "containers": _BATCH_COLUMNS,
 }
 _CANONICAL = {name.lower(): name for name in FIELDS}
+BATCH_KINDS = ("files", "manifests", "containers")
+_PROFILE_LINE = re.compile(r"^[ \t]*#%profile[ \t]*\|[ \t]*(\S+)", re.IGNORECASE | re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -167,15 +177,24 @@ def parse_findings(
     *,
     max_bytes: int = MAX_BYTES,
     max_rows: int = MAX_ROWS,
+    max_batch_rows: int | None = None,
     allowed_schemes: tuple[str, ...] = ("http", "https"),
     base_url_rewrite: tuple[str, str] | None = None,
 ) -> tuple[Manifest | None, Findings]:
     """Everything found in ``data``: the manifest of its valid rows (None when ``data`` cannot
-    be a manifest at all), its errors and the warnings about what Merritt accepts anyway."""
+    be a manifest at all), its errors and the warnings about what Merritt accepts anyway.
+
+    ``max_batch_rows``: the most rows a batch manifest may have (a batch's jobs,
+    ``batches.capacity.batch_row_limit``), judged while scanning, so the rows past it are
+    never checked."""
     problems = Findings()
     try:
         text = decode(data, max_bytes, problems)
-        scan = scan_lines(text, max_rows, problems)
+        why = ""
+        if max_batch_rows is not None and _declared_kind(text) in BATCH_KINDS:
+            max_rows = min(max_rows, max_batch_rows)
+            why = f": a batch may have at most {max_batch_rows} (MQ_MAX_BATCH_JOBS)"
+        scan = scan_lines(text, max_rows, problems, why)
     except ManifestError as e:
         problems.errors = list(e.findings)
         return None, problems
@@ -188,6 +207,12 @@ def parse_findings(
 
 
 # --- headers -----------------------------------------------------------------------------
+
+
+def _declared_kind(text: str) -> str | None:
+    """The kind the first ``#%profile`` line names, read before the lines are scanned."""
+    found = _PROFILE_LINE.search(text)
+    return PROFILES.get(found[1].rstrip("/").rsplit("/", 1)[-1].lower()) if found else None
 
 
 def _single_header(scan: Scan, keyword: str, problems: Findings) -> tuple[int, list[str]] | None:
@@ -299,6 +324,7 @@ def _row(n: int, line: str, rules: Rules, problems: Findings) -> ManifestRow | N
     algorithm, digest = check_digest(n, values, problems)
     size = check_size(n, values.get("file_size"), problems)
     name = check_file_name(n, values.get("file_name"), url, problems)
+    check_identifiers(n, values, problems)
     if len(problems) > before:
         return None
     fixed = {"url": url, "hash_algorithm": algorithm, "hash_value": digest, "file_size": size}

@@ -41,8 +41,12 @@ class ManifestReport:
         }
 
 
-def check_manifest(data: bytes | str, *, max_bytes: int = MAX_BYTES) -> ManifestReport:
-    manifest, found = parse_findings(data, max_bytes=max_bytes)
+def check_manifest(
+    data: bytes | str, *, max_bytes: int = MAX_BYTES, max_batch_rows: int | None = None
+) -> ManifestReport:
+    """The manifest judged as a submission judges it; ``max_batch_rows``: the batch's own
+    row limit, so that check and submission agree."""
+    manifest, found = parse_findings(data, max_bytes=max_bytes, max_batch_rows=max_batch_rows)
     if manifest is not None:
         _warn_where_merritt_validator_is_stricter(manifest, found)
     return ManifestReport(

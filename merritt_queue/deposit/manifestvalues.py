@@ -15,9 +15,13 @@ import unicodedata
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
+from ..services.fsnames import NAME_MAX
 from ..services.netpolicy import hide_credentials, redact, userinfo_of
+from ..services.partfile import PART_SUFFIX
+from ..services.storage import ark_name_problem
 from .digest import check_digest_format, normalise_algorithm
 from .findings import Findings
+from .idtext import character_problem
 
 _DRIVE = re.compile(r"[A-Za-z]:")
 
@@ -109,6 +113,17 @@ def check_size(n: int, value: str | None, problems: Findings) -> int | None:
     return int(value)
 
 
+def check_identifiers(n: int, values: dict, problems: Findings) -> None:
+    """A row's local id and ARK, judged by the rules of the lock and the storage they name
+    (an ARK's shape and owner are Processing's, ``batches.objects``)."""
+    local = values.get("local_id")
+    if local and (problem := character_problem("mrt:localIdentifier", local, node=True)):
+        problems.add(problem, n, "mrt:localIdentifier", local)
+    ark = values.get("primary_id")
+    if ark and (problem := ark_name_problem(ark, "mrt:primaryIdentifier")):
+        problems.add(problem, n, "mrt:primaryIdentifier", ark)
+
+
 def check_file_name(n: int, name: str | None, url: str, problems: Findings) -> str:
     if name is None:
         return _url_file_name(n, url, problems)
@@ -138,10 +153,9 @@ def _checked_file_name(n: int, name: str, problems: Findings) -> str:
     return normalise_file_name(name)
 
 
-# The usual limit of Linux file systems (ext4, xfs) on one name, in bytes of the encoded name:
-# beyond it the kernel answers ENAMETOOLONG, which would reach a librarian as an internal
-# error. The door and the workers (safepath) judge by this one rule.
-NAME_MAX = 255
+# The door and the workers (safepath) judge file names by this one rule. A file's own name is
+# first written with PART_SUFFIX after it (``partfile``), so it gets that much less.
+FILE_NAME_MAX = NAME_MAX - len(PART_SUFFIX.encode())
 
 
 def file_name_problem(name: str) -> str | None:
@@ -152,12 +166,19 @@ def file_name_problem(name: str) -> str | None:
         return f"file name {name!r} contains a backslash"
     if _has_control(name):
         return f"file name {name!r} contains control characters"
+    if problem := character_problem(f"file name {name!r}", name):
+        return problem
     if ".." in name.split("/"):
         return f"file name {name!r} contains a '..' segment"
     if not normalise_file_name(name):
         return f"file name {name!r} is empty once normalised" if name else "empty file name"
     if any(len(os.fsencode(part)) > NAME_MAX for part in name.split("/")):
         return f"file name {name!r} has a segment over {NAME_MAX} bytes (the file system's limit)"
+    if len(os.fsencode(name.rsplit("/", 1)[-1])) > FILE_NAME_MAX:
+        return (
+            f"file name {name!r} ends in a name over {FILE_NAME_MAX} bytes: the file system's "
+            f"limit of {NAME_MAX}, less the {PART_SUFFIX!r} a download is written under"
+        )
     return None
 
 

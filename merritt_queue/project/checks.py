@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -263,6 +264,7 @@ def check_download_limits(app_configs=None, **kwargs) -> list[checks.CheckMessag
                 id="mq.E020",
             )
         )
+    errors += _download_cap_against_disk()
     if settings.MQ_MAX_DOWNLOADS_PER_HOST < 0 or settings.MQ_HOST_WAIT_SECONDS <= 0:
         errors.append(
             checks.Error(
@@ -286,6 +288,38 @@ def check_download_limits(app_configs=None, **kwargs) -> list[checks.CheckMessag
             )
         )
     return errors
+
+
+def _download_cap_against_disk() -> list[checks.CheckMessage]:
+    """A cap on downloads of undeclared size larger than the working disk: each such file
+    reserves the disk's share under the threshold instead (``deposit.reserve``), so it waits
+    in Provisioning until the disk is nearly empty."""
+    cap = settings.MQ_MAX_DOWNLOAD_BYTES
+    total = _disk_size(Path(settings.MQ_WORK_DIR))
+    if total is None or 0 < cap <= total or cap < 0:
+        return []
+    said = "0 (no limit)" if cap == 0 else str(cap)
+    return [
+        checks.Warning(
+            f"MQ_MAX_DOWNLOAD_BYTES={said} is larger than the working disk ({total} bytes, "
+            "MQ_WORK_DIR): a file of undeclared size reserves the disk's whole share under "
+            "MQ_DISK_THRESHOLD, and waits in Provisioning until that much is free.",
+            hint="Set MQ_MAX_DOWNLOAD_BYTES to the largest file of undeclared size the "
+            "working disk should take, well below its size.",
+            id="mq.W024",
+        )
+    ]
+
+
+def _disk_size(path: Path) -> int | None:
+    """The size of the disk ``path`` is on (its nearest existing folder's), or None."""
+    for folder in (path, *path.parents):
+        try:
+            st = os.statvfs(folder)
+        except OSError:
+            continue
+        return st.f_blocks * st.f_frsize
+    return None
 
 
 def check_notify(app_configs=None, **kwargs) -> list[checks.CheckMessage]:

@@ -102,9 +102,13 @@ MQ_NOTIFY_BACKOFF = env_float("MQ_NOTIFY_BACKOFF", 30.0)
 MQ_NOTIFY_BACKOFF_MAX = env_float("MQ_NOTIFY_BACKOFF_MAX", 3600.0)
 MQ_NOTIFY_TIMEOUT = env_float("MQ_NOTIFY_TIMEOUT", 10.0)
 MQ_NOTIFY_MAIL_GATHER = env_float("MQ_NOTIFY_MAIL_GATHER", 60.0)
-# A download whose size nobody declared (manifest, HEAD) was not reserved by Provisioning:
-# this is how far one such file may grow. The same figure as MQ_MAX_CONTAINER_BYTES, the
-# most an unknown container may unpack to; 0: no limit.
+# How many manifests one user may have checked a minute (the page and the API together;
+# 0: no limit), counted in Django's cache.
+MQ_MANIFEST_CHECKS_PER_MINUTE = env_int("MQ_MANIFEST_CHECKS_PER_MINUTE", 30)
+# A download whose size nobody declared (manifest, HEAD): what Estimating reserves for it and
+# how far it may grow, bounded by the working disk's share under MQ_DISK_THRESHOLD
+# (deposit.reserve). The same figure as MQ_MAX_CONTAINER_BYTES, the most an unknown
+# container may unpack to; 0: the disk's share.
 MQ_MAX_DOWNLOAD_BYTES = env_int("MQ_MAX_DOWNLOAD_BYTES", 100 * 1024**3)
 # Downloads in flight per remote host across all workers, so that one depositor's slow
 # server cannot hold every worker (0: no bound), and how long a job that found its host

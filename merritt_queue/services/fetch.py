@@ -23,7 +23,8 @@ Guarantees:
   last byte, headers included: a server that trickles its headers or body slowly enough
   never to trip the read timeout is cut off all the same (see ``transport``).
 - No file grows past its declared size: the expected size, the size a HEAD announced
-  (``with_declared_sizes``) or, when neither is known, ``max_download_bytes``; nor past
+  (``with_declared_sizes``) or, when neither is known, ``max_download_bytes`` (or what
+  Estimating reserved for such a file, given to ``with_declared_sizes``); nor past
   ``max_bytes``. The download stops as soon as the next chunk would pass the cap, so at
   most the cap is ever written.
 - A response cut off inside its headers, shorter than its Content-Length, or with more bytes
@@ -140,14 +141,22 @@ class Fetcher:
         # A HEAD is a size estimate: it gets no more than one read timeout in all.
         self.head_deadline = head_deadline if head_deadline is not None else self.timeout[1]
         self.max_download_bytes = max_download_bytes
+        # Whether max_download_bytes is less than the cap: the disk's share Estimating reserved.
+        self.undeclared_reserved = False
         self.declared_sizes: dict[str, int] = {}
         # Each thread's session, shared with the copies ``with_declared_sizes`` makes.
         self._sessions = threading.local()
 
-    def with_declared_sizes(self, sizes: dict[str, int | None]) -> Fetcher:
-        """A copy whose downloads of these URLs stop past these sizes (learned by HEAD)."""
+    def with_declared_sizes(
+        self, sizes: dict[str, int | None], *, undeclared: int | None = None
+    ) -> Fetcher:
+        """A copy whose downloads of these URLs stop past these sizes (learned by HEAD), and
+        those of undeclared size past ``undeclared``, what Estimating reserved for each."""
         bounded = copy.copy(self)
         bounded.declared_sizes = {u: n for u, n in sizes.items() if n is not None}
+        if undeclared is not None and undeclared != self.max_download_bytes:
+            bounded.max_download_bytes = undeclared
+            bounded.undeclared_reserved = True
         return bounded
 
     # -- size estimates -------------------------------------------------------------------
@@ -334,11 +343,19 @@ class Fetcher:
             caps.append(_Cap(head, f"the size of {head} bytes its HEAD request gave"))
         # A declared size was reserved on disk by Provisioning; an undeclared one was not.
         if not caps and self.max_download_bytes:
-            limit = self.max_download_bytes
-            caps.append(_Cap(limit, f"the limit of {limit} bytes (MQ_MAX_DOWNLOAD_BYTES)"))
+            caps.append(self._undeclared_cap(self.max_download_bytes))
         if max_bytes is not None:
             caps.append(_Cap(max_bytes, f"the limit of {max_bytes} bytes"))
         return min(caps, key=lambda c: c.size) if caps else None
+
+    def _undeclared_cap(self, limit: int) -> _Cap:
+        if self.undeclared_reserved:
+            return _Cap(
+                limit,
+                f"the {limit} bytes reserved for a file of undeclared size "
+                "(MQ_MAX_DOWNLOAD_BYTES, at most MQ_DISK_THRESHOLD of the working disk)",
+            )
+        return _Cap(limit, f"the limit of {limit} bytes (MQ_MAX_DOWNLOAD_BYTES)")
 
     def _open(self, sender: transport.Sender, method: str, url: str) -> requests.Response:
         """Send ``method``, following redirects by hand so every hop passes the policy."""

@@ -17,13 +17,16 @@ from pathlib import Path
 from ..deposit.digest import Hashers
 from .errors import FetchError
 
+# What a download's name gets while it is written: the door leaves room for it in a file
+# name (``manifestvalues.file_name_problem``).
+PART_SUFFIX = ".part"
 # While a download grows, its file is written back to the disk every this many bytes.
 FLUSH_EVERY = 32 << 20
 
 
 def part_path(dest: Path) -> Path:
     """Where ``dest`` is written before it is complete."""
-    return dest.with_suffix(dest.suffix + ".part")
+    return dest.with_suffix(dest.suffix + PART_SUFFIX)
 
 
 def unlink_quietly(path: Path) -> None:

@@ -51,8 +51,10 @@ from urllib.parse import quote, unquote
 
 from ..deposit.arks import ARK_SHAPE, is_ark
 from ..deposit.digest import Hashers, normalise_algorithm
+from ..deposit.idtext import character_problem
 from .durable import fsync_dir, make_dirs
 from .errors import ManifestMismatch, StorageError
+from .fsnames import NAME_MAX
 from .versions import (
     FileChange,
     StoredFile,
@@ -110,10 +112,40 @@ def unescape_ark(name: str) -> str:
     return unquote(name)
 
 
+# An object's lock file is its escaped ARK with this after it (``LocalStorage._lock``).
+LOCK_SUFFIX = ".lock"
+
+
+def ark_problem(ark: str, label: str = "primary_id") -> str | None:
+    """Why ``ark`` cannot name an object in storage, or None: the shape of an ARK, then
+    ``ark_name_problem``. The submission door judges by this, and ``check_request`` again
+    before storage is touched."""
+    if not is_ark(ark):
+        return f"{label} {ark[:100]!r} is not an ARK: give it as {ARK_SHAPE}"
+    return ark_name_problem(ark, label)
+
+
+def ark_name_problem(ark: str, label: str = "primary_id") -> str | None:
+    """Why ``ark`` cannot name what storage makes of it, or None: printable characters (its
+    lock in ZooKeeper is named after it), and an escaped name (``escape_ark``) with
+    ``LOCK_SUFFIX`` within the file system's limit on one name."""
+    shown = ark[:100]
+    if problem := character_problem(f"{label} {shown!r}", ark, node=True):
+        return problem
+    size = len(os.fsencode(escape_ark(ark) + LOCK_SUFFIX))
+    if size > NAME_MAX:
+        return (
+            f"{label} {shown!r} is too long once escaped for storage: {size} bytes with its "
+            f"lock file's {LOCK_SUFFIX!r}, over the file system's limit of {NAME_MAX} "
+            "('%', '/' and non-ASCII characters take 3 bytes or more each)"
+        )
+    return None
+
+
 def check_request(ark: str, token: str, mode: str) -> None:
     """What every adapter's ``store_version`` checks before it reads storage."""
-    if not is_ark(ark):
-        raise StorageError(f"{ark!r} is not an ARK (expected {ARK_SHAPE})")
+    if problem := ark_problem(ark, "the ARK"):
+        raise StorageError(f"{problem}; refused")
     if not token or not token.strip():
         raise StorageError(f"storing a version of {ark} needs a token (the job id)")
     check_mode(mode)
@@ -457,7 +489,7 @@ class LocalStorage:
             self._root_made = True
         locks = self.root / ".locks"
         locks.mkdir(exist_ok=True)
-        with open(locks / f"{escape_ark(ark)}.lock", "a") as f:
+        with open(locks / f"{escape_ark(ark)}{LOCK_SUFFIX}", "a") as f:
             fcntl.flock(f, fcntl.LOCK_EX)
             yield
 

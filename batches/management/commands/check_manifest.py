@@ -10,6 +10,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from batches.capacity import batch_row_limit
 from jobs.services import build_fetcher
 from merritt_queue.deposit.manifestcheck import check_manifest, safe_value
 from merritt_queue.services.errors import ServiceError
@@ -29,7 +30,7 @@ class Command(BaseCommand):
     def handle(self, *args, source: str, **opts):
         limit = settings.MQ_MAX_MANIFEST_BYTES
         data = _fetched(source, limit) if "://" in source else _read(Path(source))
-        report = check_manifest(data, max_bytes=limit)
+        report = check_manifest(data, max_bytes=limit, max_batch_rows=batch_row_limit())
         verdict = "valid" if report.valid else "refused"
         self.stdout.write(
             f"{redact(source)}: {verdict}, {report.rows} row(s), "
