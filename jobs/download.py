@@ -2,7 +2,7 @@
 
 A remote host serves at most ``MQ_MAX_DOWNLOADS_PER_HOST`` downloads at once (its jobs wait
 with their workers free), each file stops at the size learned for it (one of undeclared size
-at what Estimating reserved for it, ``undeclared_bytes``), and a container's
+at what Estimating reserved for it, ``reserve``), and a container's
 unpacked size must fit the working disk before it is unpacked.
 """
 
@@ -17,14 +17,14 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
-from jobs.payload import PayloadFile, head_sizes, job_config, payload_files
+from jobs.payload import PayloadFile, head_sizes, job_config, known_sizes, payload_files
 from jobs.services import Services
 from merritt_queue.core.runner import Outcome
 from merritt_queue.core.store import JobRecord
 from merritt_queue.deposit.containers import unpack, unpacked_bound, unpacked_size
 from merritt_queue.deposit.digest import file_digests, normalise_algorithm
 from merritt_queue.deposit.diskspace import percent_of_disk, percent_used_after
-from merritt_queue.deposit.reserve import undeclared_reserve
+from merritt_queue.deposit.reserve import undeclared_each, undeclared_reserve
 from merritt_queue.deposit.safepath import inside, inside_each
 from merritt_queue.services.errors import ServiceError
 from merritt_queue.services.fetch import DownloadItem
@@ -51,17 +51,19 @@ def downloading(s: Services, job: JobRecord) -> Outcome:
             "download(s) in flight (MQ_MAX_DOWNLOADS_PER_HOST)",
             delay=settings.MQ_HOST_WAIT_SECONDS,
         )
-    fetcher = s.fetcher.with_declared_sizes(head_sizes(s, job), undeclared=undeclared_bytes(s))
+    heads = head_sizes(s, job)
+    undeclared = undeclared_each(job.space_needed, known_sizes(files, heads))
+    fetcher = s.fetcher.with_declared_sizes(heads, undeclared=undeclared)
     with lease:
         return _download(dataclasses.replace(s, fetcher=fetcher), job, files)
 
 
-def undeclared_bytes(s: Services) -> int:
-    """What Estimating reserves for a file of undeclared size, and where Downloading stops
-    it: one figure for both (``reserve``)."""
+def undeclared_bytes(s: Services, count: int) -> int:
+    """What Estimating reserves for each of ``count`` files of undeclared size (``reserve``);
+    Downloading stops each there, taking the figure back from the job's ``space_needed``."""
     s.work_root.mkdir(parents=True, exist_ok=True)
     return undeclared_reserve(
-        s.work_root, settings.MQ_MAX_DOWNLOAD_BYTES, settings.MQ_DISK_THRESHOLD
+        s.work_root, settings.MQ_MAX_DOWNLOAD_BYTES, settings.MQ_DISK_THRESHOLD, count
     )
 
 

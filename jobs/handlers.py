@@ -21,7 +21,7 @@ from django.conf import settings
 from jobs import versionfiles
 from jobs.download import downloading, undeclared_bytes
 from jobs.identify import processing
-from jobs.payload import job_config, local_size, payload_files, save_head_sizes
+from jobs.payload import job_config, known_sizes, payload_files, save_head_sizes
 from jobs.services import Services
 from jobs.versionfiles import UNCHANGED
 from merritt_queue.core.itemkeys import profile_of
@@ -95,13 +95,20 @@ def estimating(s: Services, job: JobRecord) -> Outcome:
     unknown_urls = [f.url for f in files if f.size is None and not f.url.startswith("file:")]
     heads = s.fetcher.head_sizes(unknown_urls) if unknown_urls else {}
     save_head_sizes(s, job, heads)
-    sizes = [f.size if f.size is not None else heads.get(f.url, local_size(f.url)) for f in files]
+    sizes = known_sizes(files, heads)
     total = sum(size or 0 for size in sizes)
     unknown = sum(size is None for size in sizes)
     note = ""
     if unknown:
+        reserve = undeclared_bytes(s, unknown)
+        if reserve <= 0:
+            return Outcome.later(
+                f"waiting for disk space: the working disk is at its threshold "
+                f"({settings.MQ_DISK_THRESHOLD}%), so nothing can be reserved for "
+                f"{unknown} file(s) of undeclared size",
+                delay=settings.MQ_PROVISION_RETRY_SECONDS,
+            )
         job = s.store.set_priority(job, min(99, job.priority + 1))
-        reserve = undeclared_bytes(s)
         total += unknown * reserve
         note = (
             f"; {unknown} size(s) unknown, {reserve} bytes reserved for each, "

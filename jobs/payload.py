@@ -7,6 +7,7 @@ read from the tree (``safepath``), whoever wrote the job.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 from urllib.request import url2pathname
@@ -102,6 +103,12 @@ def _read_text(path: Path) -> str | None:
         return path.read_text(encoding="utf-8")
     except OSError:
         return None
+
+
+def known_sizes(files: list[PayloadFile], heads: Mapping[str, int | None]) -> list[int | None]:
+    """Each file's size as Estimating knows it: the manifest's, else its HEAD's, else a local
+    file's; None when nobody said."""
+    return [f.size if f.size is not None else heads.get(f.url, local_size(f.url)) for f in files]
 
 
 def local_size(url: str) -> int | None:

@@ -84,8 +84,8 @@ def pipeline(zk_config, redis, settings, tmp_path, transactional_db):
     settings.MQ_FETCH_RETRIES = 2
     settings.MQ_CALLBACK_RETRIES = 2
     settings.MQ_PROVISION_RETRY_SECONDS = 0.2
-    # What a download of undeclared size reserves: small, so such a test does not wait on
-    # how full the machine's disk is.
+    # At most what a download of undeclared size reserves: a test reserves little of the
+    # machine's disk.
     settings.MQ_MAX_DOWNLOAD_BYTES = 1 << 30
     # The workers share the test's in-memory SQLite database, in which a second thread's
     # write fails at once instead of waiting: a chain's writes reach the mirror at the end

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 from django.contrib.auth.models import Group
@@ -181,43 +182,62 @@ def test_a_job_written_past_the_door_fails_with_the_rule_not_an_internal_error(
 # --- 7: a download of undeclared size reserves disk -------------------------------------
 
 
-def test_an_undeclared_size_reserves_disk_so_provisioning_waits_for_it(
+RESERVED = re.compile(r"(\d+) bytes reserved for each")
+
+
+def test_an_undeclared_size_reserves_the_room_under_the_threshold_and_goes_on(
     pipeline, http_server, settings
 ):
-    """Larger than any disk, the cap is bounded by what the working disk may hold under the
-    threshold: reserved, it cannot fit beside what the disk holds already, and the job waits
-    instead of downloading unreserved."""
+    """A cap larger than any disk reserves half the room left under the threshold, which
+    Provisioning can grant: the job is not left waiting for a share the disk never has."""
     settings.MQ_MAX_DOWNLOAD_BYTES = 1 << 60
     url = http_server.behave("/unsized.bin", body=b"x" * 5000, no_length=True)
     bid = pipeline.submit(type="file", payload_url=url)
-
-    def waiting_or_done(_batch):
-        return any(
-            job.status in ("Completed", "Failed") or "waiting for disk space" in job.message
-            for job in pipeline.jobs(bid)
-        )
-
-    pipeline.run(bid, until=waiting_or_done)
+    pipeline.run(bid)
     (job,) = pipeline.jobs(bid)
-    assert job.status == "Provisioning" and "waiting for disk space" in job.message
-    assert job.space_needed > 5000
+    assert job.status == "Completed", job.message
+    messages = [e.message for e in job.history.entries]
+    (reserved,) = [int(m[1]) for m in map(RESERVED.search, messages) if m]
+    st = os.statvfs(pipeline.root)
+    assert 5000 < reserved <= st.f_blocks * st.f_frsize * settings.MQ_DISK_THRESHOLD // 200
 
 
-def test_the_reservation_is_the_cap_bounded_by_the_disks_share(tmp_path):
-    from merritt_queue.deposit.reserve import undeclared_reserve
+def test_an_undeclared_size_waits_in_estimating_while_the_disk_is_at_its_threshold(
+    pipeline, http_server, settings
+):
+    settings.MQ_DISK_THRESHOLD = 0.001
+    url = http_server.behave("/unsized.bin", body=b"x" * 5000, no_length=True)
+    bid = pipeline.submit(type="file", payload_url=url)
+
+    def waiting(_batch):
+        return any("waiting for disk space" in job.message for job in pipeline.jobs(bid))
+
+    pipeline.run(bid, until=waiting)
+    (job,) = pipeline.jobs(bid)
+    assert job.status == "Estimating"
+    assert "nothing can be reserved for 1 file(s) of undeclared size" in job.message
+
+
+def test_the_reservation_is_half_the_room_under_the_threshold_shared_and_capped(tmp_path):
+    from merritt_queue.deposit.reserve import undeclared_each, undeclared_reserve
 
     st = os.statvfs(tmp_path)
-    share = st.f_blocks * st.f_frsize * 80 // 100
-    assert undeclared_reserve(tmp_path, 1000, 80) == 1000
-    assert undeclared_reserve(tmp_path, 1 << 60, 80) == share
-    assert undeclared_reserve(tmp_path, 0, 80) == share
+    total = st.f_blocks * st.f_frsize
+    half = (total * 99 // 100 - (total - st.f_bavail * st.f_frsize)) // 2
+    assert undeclared_reserve(tmp_path, 1000, 99, 1) == 1000
+    assert abs(undeclared_reserve(tmp_path, 1 << 60, 99, 1) - half) < (1 << 24)
+    assert abs(undeclared_reserve(tmp_path, 0, 99, 4) - half // 4) < (1 << 24)
+    assert undeclared_reserve(tmp_path, 1 << 60, 0, 1) == 0
+    # Downloading takes the figure back from what Estimating saved.
+    assert undeclared_each(100 + 2 * 700, [100, None, None]) == 700
+    assert undeclared_each(100, [100, None]) is None
+    assert undeclared_each(100, [100]) is None
 
 
 def test_a_download_of_undeclared_size_stops_at_what_was_reserved(
     pipeline, http_server, settings, monkeypatch
 ):
-    """Estimating reserves and Downloading stops at one figure (``reserve``), whatever the
-    cap: here a disk whose share under the threshold is 1000 bytes."""
+    """Estimating reserves and Downloading stops at one figure, whatever the cap."""
     settings.MQ_MAX_DOWNLOAD_BYTES = 1 << 60
     monkeypatch.setattr("jobs.download.undeclared_reserve", lambda *_: 1000)
     url = http_server.behave("/unsized.bin", body=b"x" * 50_000, no_length=True)
@@ -227,8 +247,8 @@ def test_a_download_of_undeclared_size_stops_at_what_was_reserved(
     assert job.status == "Failed" and job.last_successful_status == "Provisioning"
     assert job.message == (
         f"1 of 1 downloads failed:\n- {url} sent more than the 1000 bytes reserved for a "
-        "file of undeclared size (MQ_MAX_DOWNLOAD_BYTES, at most MQ_DISK_THRESHOLD of the "
-        "working disk); stopped"
+        "file of undeclared size (the room under MQ_DISK_THRESHOLD when the job was "
+        "estimated, at most MQ_MAX_DOWNLOAD_BYTES); stopped"
     )
 
 

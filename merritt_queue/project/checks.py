@@ -302,8 +302,8 @@ def _download_cap_against_disk() -> list[checks.CheckMessage]:
     return [
         checks.Warning(
             f"MQ_MAX_DOWNLOAD_BYTES={said} is larger than the working disk ({total} bytes, "
-            "MQ_WORK_DIR): a file of undeclared size reserves the disk's whole share under "
-            "MQ_DISK_THRESHOLD, and waits in Provisioning until that much is free.",
+            "MQ_WORK_DIR): it limits nothing, and a file of undeclared size may reserve half "
+            "the room left under MQ_DISK_THRESHOLD, leaving little to the jobs after it.",
             hint="Set MQ_MAX_DOWNLOAD_BYTES to the largest file of undeclared size the "
             "working disk should take, well below its size.",
             id="mq.W024",

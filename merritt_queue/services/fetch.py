@@ -141,7 +141,7 @@ class Fetcher:
         # A HEAD is a size estimate: it gets no more than one read timeout in all.
         self.head_deadline = head_deadline if head_deadline is not None else self.timeout[1]
         self.max_download_bytes = max_download_bytes
-        # Whether max_download_bytes is less than the cap: the disk's share Estimating reserved.
+        # Whether max_download_bytes is what Estimating reserved for a file of undeclared size.
         self.undeclared_reserved = False
         self.declared_sizes: dict[str, int] = {}
         # Each thread's session, shared with the copies ``with_declared_sizes`` makes.
@@ -352,8 +352,8 @@ class Fetcher:
         if self.undeclared_reserved:
             return _Cap(
                 limit,
-                f"the {limit} bytes reserved for a file of undeclared size "
-                "(MQ_MAX_DOWNLOAD_BYTES, at most MQ_DISK_THRESHOLD of the working disk)",
+                f"the {limit} bytes reserved for a file of undeclared size (the room under "
+                "MQ_DISK_THRESHOLD when the job was estimated, at most MQ_MAX_DOWNLOAD_BYTES)",
             )
         return _Cap(limit, f"the limit of {limit} bytes (MQ_MAX_DOWNLOAD_BYTES)")
 
