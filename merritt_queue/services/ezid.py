@@ -199,7 +199,7 @@ class EzidMinter:
         if resp.status_code == 400 and "no such identifier" in _first_line(resp):
             return None
         text = self._answer(resp, f"could not read {ark}", ok=(200,))
-        if anvl_unescape(text.strip()) != ark:
+        if anvl_unescape(text.strip()).lower() != ark.lower():
             raise MinterError(f"EZID answered for {text.strip()!r} when asked for {ark}")
         body = resp.content.decode("utf-8", "replace")
         return parse_anvl(body.partition("\n")[2])
