@@ -143,6 +143,19 @@ def test_an_unchanged_version_sends_no_update(ezid_server, minter, citation_clas
 
 
 @pytest.mark.usefixtures("loopback_only")
+def test_an_ark_merritt_described_is_not_updated_for_a_local_id_it_names(
+    ezid_server, minter, citation_class
+):
+    ark = "ark:/99999/fk4merritt"
+    ezid_server.ids[ark] = ezid_server._defaults(ark) | {
+        "_target": landing(ark),
+        "erc": f"who: Doe, Jane\nwhat: Bell\nwhere: {ark}\nwhere: obj-1; obj-2\n",
+    }
+    assert minter.describe(ark, citation_class(what="Bell", where=("obj-2",))) is False
+    assert ezid_server.id_requests("POST") == []
+
+
+@pytest.mark.usefixtures("loopback_only")
 def test_a_changed_title_sends_an_update_with_the_new_erc(ezid_server, minter, citation_class):
     ark = minter.mint(SHOULDER, citation=citation_class(who="Doe, Jane", what="Bell"))
     minter.describe(ark, citation_class(who="Doe, Jane", what="Bell", where=("local-1",)))

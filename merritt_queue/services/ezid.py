@@ -259,12 +259,14 @@ def _carry_over(citation: Citation, held_erc: str) -> Citation:
     held = erc_rows(held_erc)
     kernel = {label: value for label, value in held if label in _KERNEL and value}
     places = [value for label, value in held if label == "where"]
+    # Merritt names several local ids in one ``where``, separated by ``;``.
+    named = {part.strip() for place in places for part in place.split(";")}
     return replace(
         citation,
         who=citation.who or kernel.get("who", ""),
         what=citation.what or kernel.get("what", ""),
         when=citation.when or kernel.get("when", ""),
-        where=tuple(_dedup([*places, *citation.where])),
+        where=tuple(_dedup([*places, *(w for w in citation.where if w not in named)])),
     )
 
 
