@@ -11,6 +11,7 @@ from django.core.validators import MaxValueValidator, RegexValidator
 from django.db import models, transaction
 
 from merritt_queue.core.states import BatchStatus
+from merritt_queue.services.minter import ADMIN_AGGREGATES
 from notifications.mailbox import validate_mailbox_lines
 
 mnemonic_validator = RegexValidator(
@@ -53,6 +54,14 @@ NOTIFY_EVENT_CHOICES = [
     ("all", "every state entry of the batch and of each job"),
     ("failures", "failures only"),
     ("completion", "completion only (the batch's report)"),
+]
+
+
+AGGREGATE_CHOICES = [
+    ("", "content"),
+    ("MRT-collection", "collection (administrative)"),
+    ("MRT-owner", "owner (administrative)"),
+    ("MRT-service-level-agreement", "service-level agreement (administrative)"),
 ]
 
 
@@ -123,6 +132,30 @@ class Profile(models.Model):
             "One ARK shoulder a line, e.g. ark:/13030/m5. Used only when the box above is on."
         ),
     )
+    ezid_owner = models.CharField(
+        "EZID co-owner",
+        max_length=255,
+        blank=True,
+        help_text=(
+            "The EZID user made owner of the ARKs of this profile (sent as _owner; Merritt's "
+            "profile EZID_co-owner). Empty: the user the queue signs in to EZID as."
+        ),
+    )
+    context = models.CharField(
+        max_length=255,
+        blank=True,
+        help_text="Sent to EZID as mrt.creator with every ARK (Merritt's profile Context).",
+    )
+    aggregate = models.CharField(
+        max_length=40,
+        blank=True,
+        choices=AGGREGATE_CHOICES,
+        help_text=(
+            "What the objects are (Merritt's profile Aggregate). A collection, owner or "
+            "service-level agreement object is administrative: its ARK stays reserved at "
+            "EZID and is not exported."
+        ),
+    )
     created = models.DateTimeField(auto_now_add=True)
     modified = models.DateTimeField(auto_now=True)
 
@@ -140,6 +173,12 @@ class Profile(models.Model):
                     "elsewhere are accepted only under the shoulders listed here."
                 }
             )
+
+    @property
+    def administrative(self) -> bool:
+        """Its objects describe the repository (collections, owners, agreements), as
+        Merritt's ingest tells them apart for EZID."""
+        return self.aggregate in ADMIN_AGGREGATES
 
     @property
     def external_shoulder_list(self) -> list[str]:

@@ -3,12 +3,15 @@ files Processing writes beside the content (ERC, Dublin Core, the storage manife
 
 The ARK is the depositor's, the one their local id is bound to within the collection, or a
 new one minted (saved to ZooKeeper before anything uses it, so a re-run never mints twice).
+The minter is then told what the object is (EZID's record follows each version's metadata).
 An update's ``mrt-delete.txt`` is read here, as Merritt's HandlerDescribe does.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+
+from django.conf import settings
 
 from batches.models import Profile
 from batches.objects import change_refusal, other_collection_refusal
@@ -19,7 +22,8 @@ from merritt_queue.core.runner import Outcome
 from merritt_queue.core.store import JobRecord
 from merritt_queue.deposit import deletelist, objectfiles
 from merritt_queue.deposit.manifest import ManifestError
-from merritt_queue.services.errors import ServiceError
+from merritt_queue.services.errors import MinterError, ServiceError
+from merritt_queue.services.minter import Citation
 
 
 class ArkRefused(Exception):
@@ -53,6 +57,8 @@ def processing(s: Services, job: JobRecord) -> Outcome:
         return Outcome.fail(str(e))
     finally:
         _release_local_ids(s, list(keys.values()))
+    if waiting := _describe(s, ark, citation(job, profile, local_ids)):
+        return waiting
     data = _write_object_files(s, job, ark, action, profile, deleted)
     note = f"; {len(deleted)} file(s) to delete" if deleted else ""
     return Outcome.success(f"identified as {ark}{note}", data=data)
@@ -100,7 +106,7 @@ def _resolve_ark(
     saved = (job.identifiers or {}).get("primary_id") == primary and bool(primary)
     if not primary:
         shoulder = profile.minter_shoulder
-        primary = s.minter.mint(shoulder, token=job.jid, **_erc(job))
+        primary = s.minter.mint(shoulder, token=job.jid, citation=citation(job, profile, local_ids))
         # Saved before anything else uses it, so a retry reuses it instead of minting again;
         # from then on the minter need not remember it for this job.
         _save_identifiers(s, job, primary, local_ids)
@@ -128,9 +134,34 @@ def _profile(s: Services, job: JobRecord) -> Profile:
     return profile
 
 
-def _erc(job: JobRecord) -> dict[str, str]:
+def citation(job: JobRecord, profile: Profile, local_ids: list[str]) -> Citation:
+    """What the minter is told of the object: the version's ERC, its local ids and ``where``
+    as places, and the profile's EZID co-owner, context and kind (administrative or not)."""
     meta = job.metadata or {}
-    return {key: meta.get(f"erc_{key}", "") for key in ("who", "what", "when", "where")}
+    places = [*local_ids, meta.get("erc_where") or ""]
+    return Citation(
+        who=meta.get("erc_who") or "",
+        what=meta.get("erc_what") or "",
+        when=meta.get("erc_when") or "",
+        where=tuple(p for p in places if p),
+        owner=profile.ezid_owner,
+        creator=profile.context,
+        admin=profile.administrative,
+    )
+
+
+def _describe(s: Services, ark: str, told: Citation) -> Outcome | None:
+    """Tell the minter what the object now is, as Merritt's ingest tells EZID on every
+    version. When EZID cannot be reached the step waits and runs again instead of failing:
+    the ARK is saved already, so the re-run only describes, and describing twice is harmless.
+    An answer no retry can mend fails the job, as in Merritt."""
+    try:
+        s.minter.describe(ark, told)
+    except MinterError as e:
+        if not e.retryable:
+            raise
+        return Outcome.later(f"{e}; telling EZID again later", delay=settings.MQ_EZID_RETRY_SECONDS)
+    return None
 
 
 def _take_delete_file(work: Path) -> list[str]:

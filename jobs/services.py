@@ -23,10 +23,11 @@ from merritt_queue.core.store import QueueStore
 from merritt_queue.deposit.uploads import uploads_root
 from merritt_queue.project.runtime import get_store
 from merritt_queue.services.errors import ServiceError
+from merritt_queue.services.ezid import EzidMinter
 from merritt_queue.services.fetch import Fetcher
 from merritt_queue.services.hostslots import HostSlots
 from merritt_queue.services.merrittstorage import MerrittStorageClient
-from merritt_queue.services.minter import EzidMinter, LocalMinter
+from merritt_queue.services.minter import LocalMinter
 from merritt_queue.services.notifier import CallbackNotifier
 from merritt_queue.services.storage import LocalStorage
 from mirror.sql import select_in
@@ -158,7 +159,12 @@ def build_services() -> Services:
 
 def _minter():
     if settings.MQ_MINTER == "ezid":
-        return EzidMinter(settings.EZID_URL, settings.EZID_USER, settings.EZID_PASSWORD)
+        return EzidMinter(
+            settings.EZID_URL,
+            settings.EZID_USER,
+            settings.EZID_PASSWORD,
+            target_pattern=settings.MQ_EZID_TARGET_PATTERN,
+        )
     return LocalMinter(Path(settings.MQ_MINTER_DIR))
 
 

@@ -246,7 +246,18 @@ def http_server(tmp_path):
 
 
 class FakeEzid:
-    """``POST /shoulder/<shoulder>`` with basic auth and an ANVL body, answering in ANVL."""
+    """EZID's API as Merritt uses it, with basic auth and ANVL bodies, answering in EZID's
+    shapes (``success: <id>`` / ``error: <why>``, text/plain):
+
+    - ``POST /shoulder/<shoulder>`` mints (201);
+    - ``GET /id/<id>`` answers the identifier's elements (400 ``no such identifier``);
+    - ``POST /id/<id>`` changes the elements sent (400 when there is no such identifier);
+    - ``PUT /id/<id>?update_if_exists=yes`` creates the identifier or changes it.
+
+    ``ids`` holds each identifier's elements as EZID would (``_target`` defaulting to EZID's
+    own page, ``_status`` public, ``_export`` yes, ``_owner`` the user); ``minted`` the
+    elements each mint was sent. ``lose_reply(method)`` makes the next such ``/id/`` request
+    take effect and then drop the connection without an answer."""
 
     def __init__(self, server: HttpServer, username: str = "apitest", password: str = "secret"):
         self.server = server
@@ -255,22 +266,81 @@ class FakeEzid:
         self.password = password
         self.shoulders = {"ark:/99999/fk4"}
         self.minted: list[tuple[str, dict[str, str]]] = []
+        self.ids: dict[str, dict[str, str]] = {}
+        self._lose: Counter[str] = Counter()
         server.route("/shoulder/", self._handle)
+        server.route("/id/", self._handle_id)
 
-    def _handle(self, rec: Recorded) -> Reply:
+    def lose_reply(self, method: str, times: int = 1) -> None:
+        self._lose[method] += times
+
+    def id_requests(self, method: str | None = None) -> list[Recorded]:
+        return [
+            r
+            for r in self.server.requests
+            if r.path.startswith("/id/") and (method is None or r.method == method)
+        ]
+
+    def _refused(self, rec: Recorded) -> Reply | None:
         expected = base64.b64encode(f"{self.username}:{self.password}".encode()).decode()
         if rec.headers.get("authorization") != f"Basic {expected}":
             return _text(401, "error: unauthorized")
+        if rec.body and rec.headers.get("content-type", "").lower() != "text/plain; charset=utf-8":
+            return _text(400, "error: bad request - unsupported content type")
+        return None
+
+    def _handle(self, rec: Recorded) -> Reply:
+        if refused := self._refused(rec):
+            return refused
         if rec.method != "POST":
             return _text(405, "error: method not allowed")
-        if rec.headers.get("content-type", "").lower() != "text/plain; charset=utf-8":
-            return _text(400, "error: bad request - unsupported content type")
         shoulder = unquote(urlsplit(rec.path).path.removeprefix("/shoulder/"))
         if shoulder not in self.shoulders:
             return _text(400, f"error: bad request - no such shoulder created: {shoulder}")
         ark = f"{shoulder}{len(self.minted) + 1:06d}"
-        self.minted.append((ark, _parse_anvl(rec.body.decode("utf-8"))))
+        sent = _parse_anvl(rec.body.decode("utf-8"))
+        self.minted.append((ark, sent))
+        self.ids[ark] = self._defaults(ark) | sent
         return _text(201, f"success: {ark}")
+
+    def _handle_id(self, rec: Recorded) -> Reply:
+        if refused := self._refused(rec):
+            return refused
+        parts = urlsplit(rec.path)
+        ark = unquote(parts.path.removeprefix("/id/"))
+        held = self.ids.get(ark)
+        if rec.method == "GET":
+            if held is None:
+                return _text(400, "error: bad request - no such identifier")
+            lines = [f"{_escape(k, ':')}: {_escape(v)}" for k, v in held.items()]
+            return _text(200, "\n".join([f"success: {ark}", *lines]))
+        sent = _parse_anvl(rec.body.decode("utf-8"))
+        if rec.method == "POST" and held is None:
+            return _text(400, "error: bad request - no such identifier")
+        if rec.method == "PUT" and held is not None and "update_if_exists=yes" not in parts.query:
+            return _text(400, "error: bad request - identifier already exists")
+        if rec.method not in ("POST", "PUT"):
+            return _text(405, "error: method not allowed")
+        if held and held.get("_status") == "public" and sent.get("_status") == "reserved":
+            return _text(400, "error: bad request - invalid identifier status change")
+        self.ids[ark] = (held or self._defaults(ark)) | sent
+        if self._lose[rec.method]:
+            self._lose[rec.method] -= 1
+            raise ConnectionResetError("the reply is lost")
+        return _text(201 if held is None else 200, f"success: {ark}")
+
+    def _defaults(self, ark: str) -> dict[str, str]:
+        return {
+            "_owner": self.username,
+            "_target": f"{self.url}/id/{ark}",
+            "_profile": "erc",
+            "_status": "public",
+            "_export": "yes",
+        }
+
+
+def _escape(s: str, extra: str = "") -> str:
+    return "".join(f"%{ord(c):02X}" if c in "%\r\n" + extra else c for c in s)
 
 
 def _parse_anvl(text: str) -> dict[str, str]:

@@ -344,7 +344,7 @@ def test_a_minted_ark_is_kept_when_processing_fails_after_minting(
         job.message == "internal error in Processing: OSError: [Errno 28] No space left on device"
     )
     ((ark, sent),) = ezid_server.minted
-    assert sent["erc.what"] == "Bell"
+    assert sent["erc"] == "what: Bell\n"
     assert job.identifiers == {"primary_id": ark, "local_id": []}
 
     monkeypatch.setattr(job_identify, "_write_object_files", real)

@@ -22,9 +22,9 @@ import requests
 
 from merritt_queue.services import pinned, transport, webhook
 from merritt_queue.services.errors import FetchError, MinterError, StorageError
+from merritt_queue.services.ezid import EzidMinter
 from merritt_queue.services.fetch import Fetcher
 from merritt_queue.services.merrittstorage import MerrittStorageClient
-from merritt_queue.services.minter import EzidMinter
 from merritt_queue.services.notifier import CallbackNotifier
 from tests.httpserver import HttpServer, Reply, direct_session
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from merritt_queue.services.errors import MinterError
+from merritt_queue.services.ezid import EzidMinter, anvl
 from merritt_queue.services.minter import (
-    EzidMinter,
+    Citation,
     LocalMinter,
-    anvl,
     blade,
     ncda,
     ncda_valid,
@@ -49,7 +49,7 @@ def test_blade_is_base_29_padded_to_six():
 
 def test_local_ids_have_the_noid_shape(tmp_path):
     minter = LocalMinter(tmp_path)
-    first = minter.mint(SHOULDER, who="Jane", what="Thing")
+    first = minter.mint(SHOULDER, citation=Citation(who="Jane", what="Thing"))
     assert first == "ark:/99999/fk4bbbbbb" + ncda("99999/fk4bbbbbb")
     for ark in [first] + [minter.mint(SHOULDER) for _ in range(50)]:
         assert ID.fullmatch(ark), ark
@@ -150,25 +150,17 @@ def test_anvl_escaping_follows_ezid_rules():
 def test_ezid_mint_success(ezid_server, ezid_minter):
     ark = ezid_minter().mint(
         SHOULDER,
-        who="Doe, Jane",
-        what="Report: 100% done\nsecond line",
-        when="2024",
-        target="https://example.org/landing",
+        citation=Citation(who="Doe, Jane", what="Report: 100% done\nsecond line", when="2024"),
     )
     assert ark == "ark:/99999/fk4000001"
     request = ezid_server.server.requests[-1]
     assert request.method == "POST" and request.path == "/shoulder/ark:/99999/fk4"
     assert request.headers["content-type"] == "text/plain; charset=UTF-8"
-    assert b"erc.what: Report: 100%25 done%0Asecond line" in request.body
+    assert b"what: Report: 100%25 done%0A    second line%0A" in request.body
     assert ezid_server.minted == [
         (
             ark,
-            {
-                "_target": "https://example.org/landing",
-                "erc.who": "Doe, Jane",
-                "erc.what": "Report: 100% done\nsecond line",
-                "erc.when": "2024",
-            },
+            {"erc": "who: Doe, Jane\nwhat: Report: 100% done\n    second line\nwhen: 2024\n"},
         )
     ]
 

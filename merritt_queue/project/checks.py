@@ -12,6 +12,7 @@ from django.core import checks
 from metrics.access import parse_networks
 
 from ..core.sides import mode_problem
+from ..services.ezid import target_pattern_problem
 from .env import DEV_SECRET_KEY, known_time_zone
 
 TAG = "merritt_queue"
@@ -206,6 +207,23 @@ def check_services(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
             id="mq.E009",
         )
         for name, value, need in problems
+    ]
+
+
+def check_ezid(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    pattern, wait = settings.MQ_EZID_TARGET_PATTERN, settings.MQ_EZID_RETRY_SECONDS
+    problem = target_pattern_problem(pattern)
+    if problem is None and wait > 0:
+        return []
+    why = problem or f"MQ_EZID_RETRY_SECONDS={wait!r} must be positive"
+    return [
+        checks.Error(
+            f"MQ_EZID_TARGET_PATTERN={pattern!r} or MQ_EZID_RETRY_SECONDS is not usable: {why}.",
+            hint="Set MQ_EZID_TARGET_PATTERN to the landing page of an ARK, e.g. "
+            "https://merritt.cdlib.org/m/{ark} (empty: leave EZID's target alone), and "
+            "MQ_EZID_RETRY_SECONDS to seconds, e.g. 60.",
+            id="mq.E013",
+        )
     ]
 
 
@@ -426,6 +444,7 @@ ALL_CHECKS = [
     check_lock_stale_seconds,
     check_reconcile_seconds,
     check_services,
+    check_ezid,
     check_secret_key,
     check_chain,
     check_window_check_seconds,

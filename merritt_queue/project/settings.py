@@ -126,6 +126,11 @@ MQ_MINTER_DIR = env_str("MQ_MINTER_DIR", str(VAR_DIR / "minter"))
 EZID_URL = env_str("EZID_URL", "https://ezid.cdlib.org")
 EZID_USER = env_str("EZID_USER", "")
 EZID_PASSWORD = env_str("EZID_PASSWORD", "")
+# Where an ARK minted or updated through EZID resolves: {ark} is the ARK, percent-encoded
+# (Merritt's ingest: its target host, then /m/). Empty: EZID's target is left as it is.
+MQ_EZID_TARGET_PATTERN = env_str("MQ_EZID_TARGET_PATTERN", "https://merritt.cdlib.org/m/{ark}")
+# How long Processing waits before telling EZID again when EZID could not be reached.
+MQ_EZID_RETRY_SECONDS = env_float("MQ_EZID_RETRY_SECONDS", 60.0)
 MQ_STORAGE = env_str("MQ_STORAGE", "local")
 MQ_STORAGE_ROOT = env_str("MQ_STORAGE_ROOT", str(VAR_DIR / "storage"))
 MERRITT_STORAGE_URL = env_str("MERRITT_STORAGE_URL", "")

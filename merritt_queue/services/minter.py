@@ -15,9 +15,7 @@ Guarantees:
   back as no token), which wastes an identifier the caller never saved, and never hands one
   out twice. Once the caller has saved the ARK where a re-run finds it, ``forget`` drops the
   token, so the tokens kept are those of mints in flight, not one file per job ever minted.
-- ``EzidMinter`` sends one POST per call and never retries on its own: a POST whose answer was
-  lost may have minted already, so repeating it is the caller's decision (``retryable``).
-  EZID keeps no tokens: there, a re-run after such a loss mints a second ARK.
+- ``EzidMinter`` (``ezid.py``) mints and describes through EZID as Merritt's ingest does.
 """
 
 from __future__ import annotations
@@ -25,16 +23,12 @@ from __future__ import annotations
 import fcntl
 import os
 import re
-from contextlib import closing
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
-from urllib.parse import quote
 
-import requests
-
-from . import httputil, transport
 from .durable import fsync_dir, make_dirs
-from .errors import FetchError, MinterError
+from .errors import MinterError
 
 # NOID's "extended digits"; their positions are the ordinals NCDA uses.
 NOID_DIGITS = "0123456789bcdfghjkmnpqrstvwxz"
@@ -47,20 +41,36 @@ _TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 _SHOULDER = re.compile(r"ark:/(?P<naan>[0-9bcdfghjkmnpqrstvwxz]{5,})/(?P<prefix>[0-9a-z]+)")
 
 
+ADMIN_AGGREGATES = ("MRT-collection", "MRT-owner", "MRT-service-level-agreement")
+
+
+@dataclass(frozen=True)
+class Citation:
+    """What the identifier service is told about an object, as Merritt's ingest tells EZID.
+
+    ``where`` excludes the object's ARK, which the minter adds once it is known. ``owner`` is
+    the EZID user made the identifier's owner (the profile's EZID co-owner), ``creator`` the
+    ``mrt.creator`` element (the profile's context), ``admin`` an administrative object
+    (collection, owner, service-level agreement), whose identifier stays reserved."""
+
+    who: str = ""
+    what: str = ""
+    when: str = ""
+    where: tuple[str, ...] = ()
+    owner: str = ""
+    creator: str = ""
+    admin: bool = False
+
+
+NO_CITATION = Citation()
+
+
 class Minter(Protocol):
-    def mint(
-        self,
-        shoulder: str,
-        *,
-        who: str = "",
-        what: str = "",
-        when: str = "",
-        where: str = "",
-        target: str = "",
-        token: str = "",
-    ) -> str: ...
+    def mint(self, shoulder: str, *, citation: Citation = NO_CITATION, token: str = "") -> str: ...
 
     def forget(self, shoulder: str, token: str) -> None: ...
+
+    def describe(self, ark: str, citation: Citation) -> bool: ...
 
 
 def parse_shoulder(shoulder: str) -> tuple[str, str]:
@@ -103,17 +113,7 @@ class LocalMinter:
     def __init__(self, state_dir: Path) -> None:
         self.state_dir = Path(state_dir)
 
-    def mint(
-        self,
-        shoulder: str,
-        *,
-        who: str = "",
-        what: str = "",
-        when: str = "",
-        where: str = "",
-        target: str = "",
-        token: str = "",
-    ) -> str:
+    def mint(self, shoulder: str, *, citation: Citation = NO_CITATION, token: str = "") -> str:
         naan, prefix = parse_shoulder(shoulder)
         name = f"{naan}-{prefix}"
         counter = self.state_dir / f"{name}.counter"
@@ -146,6 +146,10 @@ class LocalMinter:
     def forget(self, shoulder: str, token: str) -> None:
         """Drop ``token``'s ARK; not durable, as one left behind only takes a little room."""
         self._token_file(shoulder, token).unlink(missing_ok=True)
+
+    def describe(self, ark: str, citation: Citation) -> bool:
+        """Nothing to tell: a local minter keeps no metadata."""
+        return False
 
     def _token_file(self, shoulder: str, token: str) -> Path:
         naan, prefix = parse_shoulder(shoulder)
@@ -182,110 +186,3 @@ def _write_durably(path: Path, text: str) -> None:
         os.fsync(f.fileno())
     os.replace(tmp, path)
     fsync_dir(path.parent)
-
-
-# -- EZID ---------------------------------------------------------------------------------
-
-
-def anvl_escape(text: str, *, name: bool = False) -> str:
-    """EZID's ANVL escaping: ``%`` and line ends always, ``:`` in element names too."""
-    pattern = "[%:\r\n]" if name else "[%\r\n]"
-    return re.sub(pattern, lambda m: f"%{ord(m.group(0)):02X}", text)
-
-
-def anvl_unescape(text: str) -> str:
-    return re.sub(r"%([0-9A-Fa-f]{2})", lambda m: chr(int(m.group(1), 16)), text)
-
-
-def anvl(metadata: dict[str, str]) -> str:
-    return "\n".join(
-        f"{anvl_escape(k, name=True)}: {anvl_escape(v)}" for k, v in metadata.items() if v
-    )
-
-
-class EzidMinter:
-    """Mints through EZID's API: ``POST {base_url}/shoulder/{shoulder}``."""
-
-    def __init__(
-        self,
-        base_url: str,
-        username: str,
-        password: str,
-        timeout: float = 30,
-        session_factory=requests.Session,
-    ) -> None:
-        self.base_url = base_url.rstrip("/")
-        self.username = username
-        self.password = password
-        self.timeout = timeout
-        self.session_factory = session_factory
-
-    def mint(
-        self,
-        shoulder: str,
-        *,
-        who: str = "",
-        what: str = "",
-        when: str = "",
-        where: str = "",
-        target: str = "",
-        token: str = "",  # EZID keeps none (see the module's guarantees)
-    ) -> str:
-        parse_shoulder(shoulder)
-        body = anvl(
-            {
-                "_target": target,
-                "erc.who": who,
-                "erc.what": what,
-                "erc.when": when,
-                "erc.where": where,
-            }
-        )
-        url = f"{self.base_url}/shoulder/{quote(shoulder, safe=':/')}"
-        resp = self._post(url, body)
-        return self._parse(shoulder, resp)
-
-    def forget(self, shoulder: str, token: str) -> None:
-        """Nothing to drop: EZID keeps no tokens."""
-
-    def _post(self, url: str, body: str) -> requests.Response:
-        try:
-            with closing(transport.pinned_session(self.session_factory())) as session:
-                return transport.operator_request(
-                    session,
-                    "POST",
-                    url,
-                    data=body.encode("utf-8"),
-                    headers={"Content-Type": "text/plain; charset=UTF-8", "Accept": "text/plain"},
-                    auth=(self.username, self.password),
-                    timeout=self.timeout,
-                    allow_redirects=False,
-                )
-        except FetchError as exc:
-            raise MinterError(
-                f"EZID at {self.base_url}: {exc.message}", retryable=exc.retryable
-            ) from exc
-        except requests.RequestException as exc:
-            raise MinterError(
-                f"EZID at {self.base_url} could not be reached: {httputil.describe(exc)}",
-                retryable=httputil.is_transient(exc),
-            ) from exc
-
-    def _parse(self, shoulder: str, resp: requests.Response) -> str:
-        text = resp.content.decode("utf-8", "replace").strip()
-        first = text.splitlines()[0] if text else ""
-        status = httputil.status_text(resp)
-        if resp.status_code == 201 and first.startswith("success:"):
-            ark = anvl_unescape(first.removeprefix("success:").split("|")[0].strip())
-            if not ark.startswith(shoulder):
-                raise MinterError(f"EZID minted {ark!r}, which is not on shoulder {shoulder}")
-            return ark
-        said = anvl_unescape(first.removeprefix("error:").strip()) or "(no message)"
-        if resp.status_code == 401:
-            raise MinterError(
-                f"EZID refused the credentials of user {self.username!r} ({status}): {said}"
-            )
-        raise MinterError(
-            f"EZID could not mint on {shoulder} ({status}): {said}",
-            retryable=httputil.is_retryable_status(resp.status_code),
-        )
