@@ -353,6 +353,20 @@ def check_display_time_zone(app_configs=None, **kwargs) -> list[checks.CheckMess
     ]
 
 
+def check_request_limit(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    limit, floor = settings.MQ_MAX_REQUEST_BYTES, settings.DATA_UPLOAD_MAX_MEMORY_SIZE or 0
+    if limit >= max(floor, 1):
+        return []
+    return [
+        checks.Error(
+            f"MQ_MAX_REQUEST_BYTES={limit!r} is below DATA_UPLOAD_MAX_MEMORY_SIZE ({floor}): "
+            "forms Django would accept are refused unread.",
+            hint="The default is 4194304 (4 MB); uploads have their own MQ_MAX_UPLOAD_BYTES.",
+            id="mq.E080",
+        )
+    ]
+
+
 def check_metrics_allow(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     _, bad = parse_networks(settings.MQ_METRICS_ALLOW)
     if not bad:
@@ -403,6 +417,7 @@ ALL_CHECKS = [
     check_display_time_zone,
     check_metrics_allow,
     check_metrics_dir,
+    check_request_limit,
 ]
 
 

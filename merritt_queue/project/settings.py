@@ -74,6 +74,9 @@ MQ_REPORT_LOCK_GRACE = env_float("MQ_REPORT_LOCK_GRACE", 2.0)
 
 # Ingest limits and the network policy of downloads and callbacks.
 MQ_MAX_UPLOAD_BYTES = env_int("MQ_MAX_UPLOAD_BYTES", 2 * 1024**3)
+# The most any other request's body may hold (a form, the admin, a login), refused unread
+# past it: above Django's DATA_UPLOAD_MAX_MEMORY_SIZE, so that every form Django accepts passes.
+MQ_MAX_REQUEST_BYTES = env_int("MQ_MAX_REQUEST_BYTES", 4 * 1024**2)
 MQ_MAX_MANIFEST_BYTES = env_int("MQ_MAX_MANIFEST_BYTES", 10 * 1024**2)
 MQ_MAX_CONTAINER_BYTES = env_int("MQ_MAX_CONTAINER_BYTES", 100 * 1024**3)
 # Deepest and longest entry path a container may hold: deeper or longer ones are refused by
@@ -213,6 +216,8 @@ LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "login"
 
 MIDDLEWARE = [
+    # Before anything can read a body: every request's is judged by its headers first.
+    "merritt_queue.project.bodylimit.BodyLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
     # Static files with DEBUG off too, so the pages never lose their styles behind a proxy
     # that was not told to serve /static/.
