@@ -85,3 +85,20 @@ def test_a_body_within_the_limit_reaches_the_page(client, settings):
     response = client.post("/accounts/login/", {"username": "u", "password": "p" * 2000})
     assert response.status_code == 413
     assert b"MQ_MAX_REQUEST_BYTES" in response.content
+
+
+# --- 9: /metrics needs its token unless the operator lists networks ---------------------------
+
+
+@pytest.mark.django_db
+def test_metrics_refuse_loopback_without_a_token_by_default(client, settings):
+    from merritt_queue.project import settings as defaults
+
+    settings.MQ_METRICS_ALLOW = defaults.MQ_METRICS_ALLOW
+    settings.MQ_METRICS_TOKEN = "s3cret-metrics-token"
+    # What a same-host proxy that adds no header sends: loopback, nothing forwarded.
+    response = client.get("/metrics", REMOTE_ADDR="127.0.0.1")
+    assert response.status_code in (401, 403)
+    assert b"MQ_METRICS_TOKEN" in response.content
+    response = client.get("/metrics", REMOTE_ADDR="::1")
+    assert response.status_code in (401, 403)

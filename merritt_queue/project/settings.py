@@ -183,9 +183,10 @@ if MQ_METRICS_DIR:
     except OSError:  # a read-only install: each process keeps its own counts (check mq.W071)
         pass
 # Who may read /metrics: a request bearing MQ_METRICS_TOKEN, or one from an address of
-# MQ_METRICS_ALLOW (networks, comma-separated) that no proxy forwarded.
+# MQ_METRICS_ALLOW (networks, comma-separated) that no proxy forwarded. None by default: a
+# proxy on the same host that adds no forwarding header would make every request loopback.
 MQ_METRICS_TOKEN = env_str("MQ_METRICS_TOKEN", "")
-MQ_METRICS_ALLOW = env_str("MQ_METRICS_ALLOW", "127.0.0.0/8,::1/128")
+MQ_METRICS_ALLOW = env_str("MQ_METRICS_ALLOW", "")
 # The most a scrape waits for ZooKeeper and for Redis, each, before it reports them down.
 MQ_METRICS_TIMEOUT = env_float("MQ_METRICS_TIMEOUT", 2.0)
 
