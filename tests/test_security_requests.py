@@ -4,7 +4,11 @@ talks to ZooKeeper (5), /metrics closed without its token (9), the deployment ch
 
 from __future__ import annotations
 
+import os
+import secrets
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -102,3 +106,71 @@ def test_metrics_refuse_loopback_without_a_token_by_default(client, settings):
     assert b"MQ_METRICS_TOKEN" in response.content
     response = client.get("/metrics", REMOTE_ADDR="::1")
     assert response.status_code in (401, 403)
+
+
+# --- 10: the deployment checklist --------------------------------------------------------------
+
+
+def documented_env(tmp_path) -> dict[str, str]:
+    """deploy/env.example as a production host reads it, its placeholders made real: a random
+    SECRET_KEY, and its directories under ``tmp_path`` (the checks look at them)."""
+    env = {}
+    for line in (REPO / "deploy/env.example").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, _, value = line.partition("=")
+            env[name.strip()] = value.strip()
+    return env | {
+        "SECRET_KEY": secrets.token_urlsafe(50),
+        "MQ_WORK_DIR": str(tmp_path / "work"),
+        "MQ_METRICS_DIR": str(tmp_path / "metrics"),
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
+    }
+
+
+def test_check_deploy_is_clean_with_the_documented_production_settings(tmp_path):
+    env = {k: os.environ[k] for k in ("PATH", "HOME", "LANG") if k in os.environ}
+    env |= documented_env(tmp_path)
+    (tmp_path / "work").mkdir()
+    (tmp_path / "metrics").mkdir()
+    done = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "no issues" in done.stdout, done.stdout
+
+
+def test_debug_off_marks_the_cookies_secure_and_debug_on_leaves_them(tmp_path):
+    show = (
+        "import django; django.setup(); from django.conf import settings as s; "
+        "print(s.SESSION_COOKIE_SECURE, s.CSRF_COOKIE_SECURE, s.SECURE_SSL_REDIRECT, "
+        "s.SECURE_HSTS_SECONDS > 0)"
+    )
+    env = {k: os.environ[k] for k in ("PATH", "HOME", "LANG") if k in os.environ}
+    env |= {
+        "DJANGO_SETTINGS_MODULE": "merritt_queue.project.settings",
+        "MQ_WORK_DIR": str(tmp_path / "work"),
+    }
+    for debug, expected in (("false", "True True True True"), ("true", "False False False False")):
+        done = subprocess.run(
+            [sys.executable, "-c", show],
+            cwd=REPO,
+            env=env | {"DEBUG": debug},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.stdout.strip() == expected, done.stderr
+    done = subprocess.run(
+        [sys.executable, "-c", show],
+        cwd=REPO,
+        env=env | {"DEBUG": "false", "SESSION_COOKIE_SECURE": "false"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.stdout.strip() == "False True True True", done.stderr

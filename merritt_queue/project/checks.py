@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -367,6 +368,19 @@ def check_request_limit(app_configs=None, **kwargs) -> list[checks.CheckMessage]
     ]
 
 
+def check_proxy_ssl_header(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    name = settings.SECURE_PROXY_SSL_HEADER_NAME
+    if not name or re.fullmatch(r"[A-Za-z0-9]+(-[A-Za-z0-9]+)*", name):
+        return []
+    return [
+        checks.Error(
+            f"SECURE_PROXY_SSL_HEADER={name!r} is not a header name.",
+            hint="Name the header the proxy sets to https, e.g. X-Forwarded-Proto.",
+            id="mq.E081",
+        )
+    ]
+
+
 def check_metrics_allow(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     _, bad = parse_networks(settings.MQ_METRICS_ALLOW)
     if not bad:
@@ -418,6 +432,7 @@ ALL_CHECKS = [
     check_metrics_allow,
     check_metrics_dir,
     check_request_limit,
+    check_proxy_ssl_header,
 ]
 
 

@@ -27,6 +27,28 @@ ALLOWED_HOSTS = [h.strip() for h in env_str("ALLOWED_HOSTS", "127.0.0.1,localhos
 ALLOWED_HOSTS = [h for h in ALLOWED_HOSTS if h]
 READ_ONLY = env_bool("READ_ONLY", False)
 
+# Django's deployment checklist (`manage.py check --deploy`): with DEBUG off every default is
+# the secure one, for a site served over https behind a proxy that terminates TLS; a host
+# served over plain http (the tests' servers) turns them off by name.
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", not DEBUG)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", not DEBUG)
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", not DEBUG)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 365 * 24 * 3600)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", not DEBUG)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", not DEBUG)
+# The probes answer over plain http too: a monitor or Prometheus on the host asks gunicorn
+# directly, where no proxy says the request came over https.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
+# The header by which the TLS-terminating proxy says a request came over https, with the
+# value "https" (e.g. X-Forwarded-Proto); the proxy must set it on every request, replacing
+# the client's. Empty: only a request that reached this process over TLS counts as secure.
+SECURE_PROXY_SSL_HEADER_NAME = env_str("SECURE_PROXY_SSL_HEADER", "").strip()
+SECURE_PROXY_SSL_HEADER = (
+    ("HTTP_" + SECURE_PROXY_SSL_HEADER_NAME.upper().replace("-", "_"), "https")
+    if SECURE_PROXY_SSL_HEADER_NAME
+    else None
+)
+
 ZK_HOSTS = env_str("ZK_HOSTS", "127.0.0.1:2181")
 ZK_CHROOT = env_str("ZK_CHROOT", "/merritt")
 ZK_TIMEOUT = env_float("ZK_TIMEOUT", 10.0)
