@@ -5,14 +5,27 @@ talks to ZooKeeper (5), /metrics closed without its token (9), the deployment ch
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import socket
 import subprocess
 import sys
+import threading
 import time
+import uuid
 from pathlib import Path
 
 import pytest
+from django.contrib.auth.models import Group
+from django.test import Client
+
+from merritt_queue.core import jobparams
+from merritt_queue.core.store import QueueStore
+from merritt_queue.project import runtime
+from steering.models import AdminAction
+from tests.cluster import start_client
+
+pytest_plugins = ["tests.cluster"]
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -174,3 +187,134 @@ def test_debug_off_marks_the_cookies_secure_and_debug_on_leaves_them(tmp_path):
         timeout=120,
     )
     assert done.stdout.strip() == "False True True True", done.stderr
+
+
+# --- 5: with ZooKeeper away a page answers within its deadline, and does nothing later ------
+
+PAYLOAD = re.compile(r'name="payload" value="([^"]+)"')
+WAIT = 2.0  # MQ_WEB_ZK_WAIT in these tests
+
+
+def failed_job(store) -> str:
+    bid = store.create_batch({"batchID": uuid.uuid4().hex, "collection": "demo"}).id
+    configuration = {
+        "collection": "demo",
+        "payload_type": "file",
+        "payload_url": "https://example.org/a.jpg",
+    }
+    jid = store.create_job(bid, configuration, metadata={"erc_what": "A title"})
+    for status in ("Estimating", "Provisioning", "Failed"):
+        store.transition_job(jid, status, "broke" if status == "Failed" else None)
+    return jid
+
+
+@pytest.fixture
+def away(own_zookeeper, settings, django_user_model):
+    """The process's store on a ZooKeeper of the test's own, an administrator, and how to
+    send a request that must answer within the deadline."""
+    settings.ZK_HOSTS, settings.ZK_CHROOT = own_zookeeper.hosts, "/mq-deadline"
+    settings.MQ_WEB_ZK_WAIT = WAIT
+    runtime.close()
+    store = runtime.get_store()
+    admin = django_user_model.objects.create_user("ada", password="pw")
+    admin.groups.set([Group.objects.get_or_create(name="administrator")[0]])
+    web = Client()
+    web.force_login(admin)
+
+    def answered(send):
+        """``send()``'s response, which must come within the deadline and some slack."""
+        got: list = []
+        started = time.monotonic()
+        thread = threading.Thread(target=lambda: got.append(send()), daemon=True)
+        thread.start()
+        thread.join(WAIT + 8)
+        assert got, f"no answer in {time.monotonic() - started:.0f} s"
+        return got[0]
+
+    yield own_zookeeper, store, web, answered
+    runtime.close()
+
+
+def stopped(zookeeper) -> None:
+    zookeeper.stop()
+    deadline = time.monotonic() + 30
+    while runtime.client_state() == "CONNECTED" and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def fresh_store(hosts: str) -> QueueStore:
+    client = start_client(hosts, "/mq-deadline")
+    return QueueStore(client)
+
+
+@pytest.mark.faults
+@pytest.mark.django_db(transaction=True)
+def test_the_edit_page_and_its_confirmation_answer_at_once_and_edit_nothing_later(away):
+    zookeeper, store, web, answered = away
+    jid = failed_job(store)
+    job = store.get_job(jid)
+    url = f"/actions/job.edit_resume/{jid}/"
+    form = jobparams.current(job.configuration, job.identifiers, job.metadata)
+    shown = web.post(url, form | {"version": job.status_version, "erc_what": "New title"})
+    assert shown.status_code == 200, shown.content
+    payload = PAYLOAD.search(shown.content.decode()).group(1)
+    stopped(zookeeper)
+    page = answered(lambda: web.get(url))
+    assert page.status_code == 503
+    assert "ZooKeeper is not reachable" in page.content.decode()
+    done = answered(
+        lambda: web.post(
+            "/actions/job.edit_resume/execute", {"payload": payload, "reason": "asked"}
+        )
+    )
+    assert done.status_code == 503
+    text = done.content.decode()
+    assert "ZooKeeper is not reachable" in text and "nothing was changed" in text
+    zookeeper.start()
+    time.sleep(5)  # a request left queued in the web's client would be sent by now
+    later = fresh_store(zookeeper.hosts).get_job(jid)
+    assert later.status == "Failed" and later.metadata["erc_what"] == "A title"
+    record = AdminAction.objects.get(action="job.edit_resume")
+    assert record.finished is not None and record.done == 0
+
+
+@pytest.mark.faults
+@pytest.mark.django_db(transaction=True)
+def test_a_pause_confirmed_while_zookeeper_is_away_fails_at_once_and_never_happens(away):
+    zookeeper, store, web, answered = away
+    page = web.get("/actions/queue.pause/confirm")
+    payload = PAYLOAD.search(page.content.decode()).group(1)
+    stopped(zookeeper)
+    done = answered(
+        lambda: web.post("/actions/queue.pause/execute", {"payload": payload, "reason": "why"})
+    )
+    assert done.status_code == 503
+    text = done.content.decode()
+    assert "ZooKeeper is not reachable" in text and "nothing was changed" in text
+    zookeeper.start()
+    time.sleep(5)
+    assert not fresh_store(zookeeper.hosts).queue_paused()
+    assert runtime.get_store().client.connected  # the next page finds ZooKeeper again
+
+
+@pytest.mark.faults
+@pytest.mark.django_db(transaction=True)
+def test_a_request_made_while_connected_is_cut_when_the_connection_drops(away, monkeypatch):
+    """The race the first check cannot see: connected when asked, gone before the answer."""
+    zookeeper, store, web, answered = away
+    page = web.get("/actions/queue.pause/confirm")
+    payload = PAYLOAD.search(page.content.decode()).group(1)
+    real = type(store).pause_queue
+
+    def pause_after_the_drop(self):
+        stopped(zookeeper)
+        return real(self)
+
+    monkeypatch.setattr(type(store), "pause_queue", pause_after_the_drop)
+    done = answered(
+        lambda: web.post("/actions/queue.pause/execute", {"payload": payload, "reason": "why"})
+    )
+    assert done.status_code == 503 and "ZooKeeper is not reachable" in done.content.decode()
+    zookeeper.start()
+    time.sleep(5)
+    assert not fresh_store(zookeeper.hosts).queue_paused()

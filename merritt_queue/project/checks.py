@@ -368,6 +368,19 @@ def check_request_limit(app_configs=None, **kwargs) -> list[checks.CheckMessage]
     ]
 
 
+def check_web_zk_wait(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    wait = settings.MQ_WEB_ZK_WAIT
+    if 0 < wait <= 60:
+        return []
+    return [
+        checks.Error(
+            f"MQ_WEB_ZK_WAIT={wait!r} must be more than 0 and at most 60 seconds.",
+            hint="A page waits this long for an unreachable ZooKeeper; the default is 5.",
+            id="mq.E082",
+        )
+    ]
+
+
 def check_proxy_ssl_header(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     name = settings.SECURE_PROXY_SSL_HEADER_NAME
     if not name or re.fullmatch(r"[A-Za-z0-9]+(-[A-Za-z0-9]+)*", name):
@@ -433,6 +446,7 @@ ALL_CHECKS = [
     check_metrics_dir,
     check_request_limit,
     check_proxy_ssl_header,
+    check_web_zk_wait,
 ]
 
 

@@ -52,6 +52,9 @@ SECURE_PROXY_SSL_HEADER = (
 ZK_HOSTS = env_str("ZK_HOSTS", "127.0.0.1:2181")
 ZK_CHROOT = env_str("ZK_CHROOT", "/merritt")
 ZK_TIMEOUT = env_float("ZK_TIMEOUT", 10.0)
+# The most a web request waits for ZooKeeper while it is unreachable, counted from the
+# request's start; then the request fails, and what it asked of ZooKeeper is not sent later.
+MQ_WEB_ZK_WAIT = env_float("MQ_WEB_ZK_WAIT", 5.0)
 
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
 # Both set is a contradiction that check mq.E010 reports, rather than a silent preference.
@@ -242,6 +245,8 @@ MIDDLEWARE = [
     # Before anything can read a body: every request's is judged by its headers first.
     "merritt_queue.project.bodylimit.BodyLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Every request's wait for ZooKeeper ends at MQ_WEB_ZK_WAIT, with a page that says so.
+    "merritt_queue.project.zkdeadline.ZkDeadlineMiddleware",
     # Static files with DEBUG off too, so the pages never lose their styles behind a proxy
     # that was not told to serve /static/.
     "whitenoise.middleware.WhiteNoiseMiddleware",
