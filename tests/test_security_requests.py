@@ -189,6 +189,18 @@ def test_debug_off_marks_the_cookies_secure_and_debug_on_leaves_them(tmp_path):
     assert done.stdout.strip() == "False True True True", done.stderr
 
 
+@pytest.mark.django_db
+def test_over_https_pages_redirect_and_the_probes_answer_over_http(settings):
+    settings.SECURE_SSL_REDIRECT = True
+    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    web = Client()  # its handler reads the settings above at its first request
+    page = web.get("/accounts/login/")
+    assert page.status_code == 301 and page["Location"].startswith("https://")
+    assert web.get("/accounts/login/", HTTP_X_FORWARDED_PROTO="https").status_code == 200
+    assert web.get("/metrics").status_code == 403  # refused for want of its token, not moved
+    assert web.get("/healthz").status_code != 301
+
+
 # --- 5: with ZooKeeper away a page answers within its deadline, and does nothing later ------
 
 PAYLOAD = re.compile(r'name="payload" value="([^"]+)"')
