@@ -85,6 +85,8 @@ demo: export ZK_HOSTS = 127.0.0.1:$(ZK_PORT)
 demo: export REDIS_URL := $(REDIS_URL)
 # The demo's content server is on loopback, which downloads refuse by default.
 demo: export MQ_ALLOW_LOOPBACK = true
+# No proxy runs in front of the demo's runserver: loopback may read /metrics without a token.
+demo: export MQ_METRICS_ALLOW = 127.0.0.0/8,::1/128
 # DEBUG is off by default; the demo keeps it on (runserver then serves the static files,
 # and the development SECRET_KEY is accepted).
 demo: export DEBUG = true

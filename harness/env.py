@@ -37,6 +37,8 @@ def queue_env(
         # The run's processes count their steps together, and apart from any other run's.
         "MQ_METRICS_DIR": str(root / "metrics"),
         "MQ_ALLOW_LOOPBACK": "true",
+        # The run's web app has no proxy in front: loopback may read /metrics.
+        "MQ_METRICS_ALLOW": "127.0.0.0/8,::1/128",
         "PYTHONUNBUFFERED": "1",
     }
     if redis_url is None:

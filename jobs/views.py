@@ -18,7 +18,7 @@ from jobs.filters import JobFilter
 from jobs.models import Job
 from jobs.tables import SelectJobTable, job_rows
 from jobs.timeline_view import job_timeline
-from merritt_queue.core.errors import NotFound, QueueError
+from merritt_queue.core.errors import NotFound, QueueError, ZooKeeperUnreachable
 from merritt_queue.core.states import JobStatus, resume_known, resume_target
 from merritt_queue.core.tree import is_job_id, parse_timestamp
 from merritt_queue.project import runtime
@@ -186,6 +186,11 @@ def live_state(job: Job) -> dict:
         return {
             "error": f"ZooKeeper has no job {job.jid}: it has been removed since the mirror "
             "last saw it (cleanup), or it was never completely created."
+        }
+    except ZooKeeperUnreachable:
+        return {
+            "error": "ZooKeeper could not be reached, so the live state cannot be shown "
+            "(no connection within MQ_WEB_ZK_WAIT). The values above are the mirror's copy."
         }
     except QueueError as e:
         return {"error": f"ZooKeeper holds this job, but it cannot be read: {e}"}

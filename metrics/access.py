@@ -1,15 +1,20 @@
-"""Who may read ``/metrics``: a bearer token, or an address of the allow-list.
+"""Who may read ``/metrics``: a bearer token, or an address the operator listed.
 
 Guarantees:
 
+- By default only the token lets a request in: ``MQ_METRICS_ALLOW`` is empty. A proxy on
+  the same host that adds no forwarding header (nginx adds none unless told) makes every
+  request arrive from loopback, so letting loopback in by default would open /metrics to
+  whoever reaches the proxy.
 - A request bearing ``MQ_METRICS_TOKEN`` (``Authorization: Bearer ...``) is let in from
   anywhere; the token is compared in constant time.
 - A request bearing another token is refused, wherever it comes from: a scraper with a
   stale token should hear so rather than pass on its address.
-- Otherwise the remote address must lie in ``MQ_METRICS_ALLOW`` (networks; loopback by
-  default), and the request must not have come through a proxy (``X-Forwarded-For``,
-  ``Forwarded``, ``X-Real-IP``): behind a proxy on the same host every request comes from
-  loopback, and the proxy's own client is unknown here.
+- Otherwise the remote address must lie in ``MQ_METRICS_ALLOW`` (networks the operator
+  opted in, e.g. loopback where no proxy shares the host), and the request must not have
+  come through a proxy (``X-Forwarded-For``, ``Forwarded``, ``X-Real-IP``): behind a proxy
+  on the same host every request comes from loopback, and the proxy's own client is
+  unknown here.
 - A bad network in the setting lets nobody in by address (the system check ``mq.E070``
   names it); the token still works.
 """
@@ -79,5 +84,8 @@ def refusal(request: HttpRequest) -> str | None:
             "This request came through a proxy, so its own address is unknown: "
             "send the bearer token MQ_METRICS_TOKEN, or scrape the app directly."
         )
+    if not settings.MQ_METRICS_ALLOW.strip():
+        unset = "" if expected else " (none is set on this site)"
+        return f"Send the bearer token MQ_METRICS_TOKEN{unset}: no address may read without it."
     how = "send the bearer token MQ_METRICS_TOKEN, or scrape" if expected else "scrape"
     return f"{remote or 'This address'} is not in MQ_METRICS_ALLOW: {how} from an allowed network."

@@ -21,16 +21,18 @@ pipelined reads and multis; any other, one at a time.
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 from django.db.models import Count
 from django.utils import timezone
 
 from jobs.models import Job
-from merritt_queue.core.errors import ChangedUnderYou, QueueError
+from merritt_queue.core.errors import ChangedUnderYou, QueueError, ZooKeeperUnreachable
 from merritt_queue.core.history import admin_actor
 from merritt_queue.core.store import QueueStore
-from merritt_queue.project.runtime import get_store
+from merritt_queue.project.runtime import deadline_left, get_store, unreachable
+from merritt_queue.project.zkdeadline import UNREACHABLE
 from steering.catalog import ACTIONS, Action, Applied, ItemResult, PartlyDone, Scope, Target
 from steering.models import AdminAction, AdminActionItem
 from steering.permissions import collections_of, refusal
@@ -97,20 +99,50 @@ def run_items(record: AdminAction) -> AdminAction:
     user = record.user
     handled = set(record.items.filter(part_of="").values_list("item_id", flat=True))
     _recount(record)
-    store = get_store()
     problem = refusal(user, action) if user is not None else "the person is gone"
     scope = collections_of(user) if user is not None else set()
     note = f"{record.username}: {record.reason}"
     todo = [(i, v) for i, v in record.pending_items if i not in handled]
     size = MOVE_CHUNK if action.batched else 1
-    # The person's name for these writes only: one store serves every thread of the process.
-    with store.acting_as(admin_actor(record.username)):
-        for first in range(0, len(todo), size):
-            chunk = todo[first : first + size]
-            _run_chunk(store, action, record, chunk, scope, problem, note)
+    left = todo
+    try:
+        store = get_store()
+        # The person's name for these writes only: one store serves every thread of the process.
+        with store.acting_as(admin_actor(record.username)):
+            for first in range(0, len(todo), size):
+                chunk = todo[first : first + size]
+                _run_chunk(store, action, record, chunk, scope, problem, note)
+                left = todo[first + size :]
+    except UNREACHABLE as e:
+        if deadline_left() is None:  # a worker's task: it fails, and is run again
+            raise
+        raise _unreachable(record, left) from e
     record.finished = timezone.now()
     record.save(update_fields=["finished", "done", "skipped", "failed"])
     return record
+
+
+def _unreachable(record: AdminAction, left) -> ZooKeeperUnreachable:
+    """Finish a web request's action that ZooKeeper stopped answering: the items not yet
+    recorded are recorded as not done, and the error says what was."""
+    why = "ZooKeeper was not reachable: not done"
+    rows = [
+        AdminActionItem(admin_action=record, item_id=i, result="failed", detail=why)
+        for i, _ in left
+    ]
+    with transaction.atomic():
+        AdminActionItem.objects.bulk_create(rows, batch_size=500)
+        record.failed += len(rows)
+        record.finished = timezone.now()
+        record.save(update_fields=["finished", "done", "skipped", "failed"])
+    message = unreachable(settings.ZK_HOSTS, settings.MQ_WEB_ZK_WAIT)
+    if record.done:
+        message = message.replace(
+            "nothing was changed",
+            f"{record.done} of the {record.total} items were done before it went away and "
+            "the others were not",
+        )
+    return ZooKeeperUnreachable(message)
 
 
 def _run_chunk(store, action, record, chunk, scope, problem, note) -> None:

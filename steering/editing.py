@@ -21,7 +21,7 @@ from django.views.decorators.cache import never_cache
 from kazoo.exceptions import KazooException
 
 from merritt_queue.core import jobparams
-from merritt_queue.core.errors import NotFound, QueueError
+from merritt_queue.core.errors import NotFound, QueueError, ZooKeeperUnreachable
 from merritt_queue.core.store import JobRecord, QueueStore
 from merritt_queue.deposit.fields import (
     TEXT_FIELDS,
@@ -112,6 +112,8 @@ def edit_job(request, jid: str):
         job = store.get_job(jid)
     except NotFound:
         raise Http404(f"no job {jid}") from None
+    except ZooKeeperUnreachable as e:
+        return _page(request, None, None, str(e), 503)
     except (QueueError, KazooException) as e:
         return _page(request, None, None, f"ZooKeeper could not be read ({e}); try again", 503)
     if why := action.check(_target(store, job), collections_of(request.user)):

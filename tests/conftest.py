@@ -14,6 +14,7 @@ import tempfile
 import threading
 
 import pytest
+from django.conf import settings as django_settings
 from kazoo.client import KazooClient
 
 from harness import zookeeper
@@ -33,6 +34,19 @@ atexit.register(shutil.rmtree, METRICS_DIR, ignore_errors=True)
 # too (``MQ_REPORT_LOCK_GRACE``): the tests that run beside it set the grace themselves.
 # This process's settings are read already (the fixture below); processes it starts inherit.
 os.environ["MQ_REPORT_LOCK_GRACE"] = "0"
+
+# The tests' servers speak plain http on 127.0.0.1, where DEBUG off would mark the cookies
+# Secure and redirect every page to https: off for this process's servers (live_server's
+# handler reads them once, when it starts) and for every process the tests start.
+HTTP_ONLY = {
+    "SESSION_COOKIE_SECURE": False,
+    "CSRF_COOKIE_SECURE": False,
+    "SECURE_SSL_REDIRECT": False,
+    "SECURE_HSTS_SECONDS": 0,
+}
+for _name, _value in HTTP_ONLY.items():
+    os.environ[_name] = str(_value).lower()
+    setattr(django_settings, _name, _value)
 
 
 @pytest.fixture(autouse=True)

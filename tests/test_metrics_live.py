@@ -12,6 +12,12 @@ from merritt_queue.core.runner import Outcome, StepResult, run_job_step
 from merritt_queue.core.states import JobStatus
 
 
+@pytest.fixture(autouse=True)
+def loopback_allowed(settings):
+    """The test client's requests come from loopback, which the operator lets in here."""
+    settings.MQ_METRICS_ALLOW = "127.0.0.0/8,::1/128"
+
+
 def scrape(client) -> dict[tuple[str, tuple], float]:
     """(sample name, sorted labels) -> value, as prometheus_client's parser reads them."""
     response = client.get("/metrics", REMOTE_ADDR="127.0.0.1")

@@ -293,3 +293,29 @@ def test_every_check_has_an_id_of_its_own():
                     found.setdefault(value.value, []).append(str(path.relative_to(root)))
     assert found, "no check ids found"
     assert {i: where for i, where in found.items() if len(where) > 1} == {}
+
+
+@pytest.mark.parametrize("limit", [0, -1, 1024])
+def test_a_request_limit_below_djangos_form_limit_is_e080(limit):
+    with override_settings(MQ_MAX_REQUEST_BYTES=limit):
+        assert ids(checks.check_request_limit()) == ["mq.E080"]
+    with override_settings(MQ_MAX_REQUEST_BYTES=4 * 1024**2):
+        assert checks.check_request_limit() == []
+
+
+@pytest.mark.parametrize("name", ["X_Forwarded_Proto", "X-Forwarded-Proto: https", "-x", "a b"])
+def test_a_proxy_ssl_header_that_is_no_header_name_is_e081(name):
+    with override_settings(SECURE_PROXY_SSL_HEADER_NAME=name):
+        assert ids(checks.check_proxy_ssl_header()) == ["mq.E081"]
+
+
+@pytest.mark.parametrize("name", ["", "X-Forwarded-Proto", "X-Scheme"])
+def test_a_proxy_ssl_header_name_passes(name):
+    with override_settings(SECURE_PROXY_SSL_HEADER_NAME=name):
+        assert checks.check_proxy_ssl_header() == []
+
+
+@pytest.mark.parametrize("wait", [0, -1, 61])
+def test_a_web_zookeeper_wait_out_of_bounds_is_e082(wait):
+    with override_settings(MQ_WEB_ZK_WAIT=wait):
+        assert ids(checks.check_web_zk_wait()) == ["mq.E082"]

@@ -31,3 +31,8 @@ class NotRemovable(QueueError):
 
 class InvalidData(QueueError):
     """A value cannot be written to the tree (bad priority, id, or JSON)."""
+
+
+class ZooKeeperUnreachable(QueueError):
+    """ZooKeeper did not answer within the caller's deadline; the requests of this attempt
+    were failed, not left queued, so none of them is carried out later."""

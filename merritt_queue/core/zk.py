@@ -95,8 +95,9 @@ class ZkConfig:
         return self.chroot.rstrip("/")
 
 
-def connect(config: ZkConfig) -> KazooClient:
-    """Start a client whose paths are relative to ``config.chroot`` (created if missing)."""
+def connect(config: ZkConfig, start_timeout: float | None = None) -> KazooClient:
+    """Start a client whose paths are relative to ``config.chroot`` (created if missing),
+    waiting at most ``start_timeout`` seconds for it (``config.timeout`` by default)."""
     retry = {"max_tries": -1, "delay": 0.1, "backoff": 2, "max_delay": 2}
     client = KazooClient(
         hosts=config.hosts,
@@ -110,7 +111,7 @@ def connect(config: ZkConfig) -> KazooClient:
         # once the connection is back (allow_session_lost).
         command_retry=KazooRetry(max_tries=3, delay=0.05, max_delay=1),
     )
-    client.start(timeout=config.timeout)
+    client.start(timeout=config.timeout if start_timeout is None else start_timeout)
     if config.chroot_path:
         client.ensure_path(config.chroot_path)
         # kazoo applies the chroot per request, so setting it after ensure_path is safe.
@@ -127,12 +128,34 @@ class ClientHolder:
         self._pid: int | None = None
         self._lock = threading.Lock()
 
-    def get(self) -> KazooClient:
+    def get(self, start_timeout: float | None = None) -> KazooClient:
+        """This process's client, started (within ``start_timeout`` seconds) if it has none."""
         with self._lock:
             if self._client is None or self._pid != os.getpid():
-                self._client = connect(self.config)
+                self._client = connect(self.config, start_timeout)
                 self._pid = os.getpid()
             return self._client
+
+    def abandon(self, client: KazooClient) -> bool:
+        """Stop ``client`` if it is still this process's and not connected; whether it was.
+
+        kazoo keeps a request made while its connection is down queued, and sends it when the
+        connection is back, however late; stopping the client fails every request it holds
+        (queued or sent without an answer) with ``ConnectionLoss``, so none of them is sent
+        later. The next ``get`` starts a new client.
+        """
+        with self._lock:
+            mine = self._client is not None and self._client is client
+            if not mine or self._pid != os.getpid() or client.connected:
+                return False
+            self._client = None
+            self._pid = None
+        try:
+            client.stop()
+            client.close()
+        except Exception:  # a dead connection's errors must not keep it from being dropped
+            log.exception("stopping the unreachable ZooKeeper client failed")
+        return True
 
     def peek(self) -> KazooClient | None:
         """This process's client if it has one, without making one."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -405,6 +406,46 @@ def check_display_time_zone(app_configs=None, **kwargs) -> list[checks.CheckMess
     ]
 
 
+def check_request_limit(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    limit, floor = settings.MQ_MAX_REQUEST_BYTES, settings.DATA_UPLOAD_MAX_MEMORY_SIZE or 0
+    if limit >= max(floor, 1):
+        return []
+    return [
+        checks.Error(
+            f"MQ_MAX_REQUEST_BYTES={limit!r} is below DATA_UPLOAD_MAX_MEMORY_SIZE ({floor}): "
+            "forms Django would accept are refused unread.",
+            hint="The default is 4194304 (4 MB); uploads have their own MQ_MAX_UPLOAD_BYTES.",
+            id="mq.E080",
+        )
+    ]
+
+
+def check_web_zk_wait(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    wait = settings.MQ_WEB_ZK_WAIT
+    if 0 < wait <= 60:
+        return []
+    return [
+        checks.Error(
+            f"MQ_WEB_ZK_WAIT={wait!r} must be more than 0 and at most 60 seconds.",
+            hint="A page waits this long for an unreachable ZooKeeper; the default is 5.",
+            id="mq.E082",
+        )
+    ]
+
+
+def check_proxy_ssl_header(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    name = settings.SECURE_PROXY_SSL_HEADER_NAME
+    if not name or re.fullmatch(r"[A-Za-z0-9]+(-[A-Za-z0-9]+)*", name):
+        return []
+    return [
+        checks.Error(
+            f"SECURE_PROXY_SSL_HEADER={name!r} is not a header name.",
+            hint="Name the header the proxy sets to https, e.g. X-Forwarded-Proto.",
+            id="mq.E081",
+        )
+    ]
+
+
 def check_metrics_allow(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     _, bad = parse_networks(settings.MQ_METRICS_ALLOW)
     if not bad:
@@ -456,6 +497,9 @@ ALL_CHECKS = [
     check_display_time_zone,
     check_metrics_allow,
     check_metrics_dir,
+    check_request_limit,
+    check_proxy_ssl_header,
+    check_web_zk_wait,
 ]
 
 

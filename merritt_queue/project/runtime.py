@@ -8,12 +8,13 @@ take a client or a config and never read settings themselves.
 from __future__ import annotations
 
 import threading
+import time
 
 from django.conf import settings
 from django_rq.connection_utils import get_redis_connection
 from kazoo.handlers.threading import KazooTimeoutError
 
-from ..core.errors import QueueError
+from ..core.errors import ZooKeeperUnreachable
 from ..core.store import QueueStore
 from ..core.zk import ClientHolder, ZkConfig, wait_connected
 
@@ -35,29 +36,33 @@ def get_store(*, init: bool = True, connected_within: float | None = None) -> Qu
     gets a client, and so a store, of its own.
 
     ``init=False`` for tools that promise not to write (the consistency check).
-    ``connected_within``: raise QueueError unless ZooKeeper answers within that many
-    seconds, instead of letting the first request wait for it without a limit.
+    ``connected_within``: raise ``ZooKeeperUnreachable`` (a QueueError) unless ZooKeeper
+    answers within that many seconds, instead of letting the first request wait for it
+    without a limit. Inside a web request (``zkdeadline``) it is at most the time left of
+    the request's deadline, and never less than ``LATE_GRACE``: a request past its deadline
+    whose client is connected (a long inline action) is served as any other.
     """
     global _holder, _store
-    with _guard:
+    left = deadline_left()
+    if left is not None:
+        left = max(left, LATE_GRACE)
+        connected_within = left if connected_within is None else min(left, connected_within)
+    if not _guard.acquire(timeout=-1 if connected_within is None else connected_within):
+        raise ZooKeeperUnreachable(unreachable(zk_config().hosts, connected_within or 0))
+    try:
         config = zk_config()
         if _holder is None or _holder.config != config:
             if _holder is not None:
                 _holder.close()
             _holder = ClientHolder(config)
         try:
-            client = _holder.get()
+            client = _holder.get(start_timeout=connected_within)
         except KazooTimeoutError:
             if connected_within is None:
                 raise  # workers and the dispatcher handle it as they always have
-            raise QueueError(
-                f"ZooKeeper ({config.hosts}) did not answer within {config.timeout:g} s"
-            ) from None
+            raise ZooKeeperUnreachable(unreachable(config.hosts, connected_within)) from None
         if connected_within is not None and not wait_connected(client, connected_within):
-            raise QueueError(
-                f"ZooKeeper ({config.hosts}) is not connected and did not come back within "
-                f"{connected_within:g} s"
-            )
+            raise ZooKeeperUnreachable(unreachable(config.hosts, connected_within))
         if _store is None or _store.client is not client:
             _store = _new_store(client)
         store = _store
@@ -65,7 +70,42 @@ def get_store(*, init: bool = True, connected_within: float | None = None) -> Qu
             # A fresh ensemble or chroot has no containers; creating them is idempotent.
             store.init()
             _initialised[config] = client
+    finally:
+        _guard.release()
     return store
+
+
+# The least a request waits for the store's lock or a connection, deadline passed or not.
+LATE_GRACE = 0.5
+
+
+def unreachable(hosts: str, seconds: float) -> str:
+    return (
+        f"ZooKeeper is not reachable ({hosts}, no connection within {seconds:g} s): "
+        "nothing was changed; try again once it is back."
+    )
+
+
+# The monotonic time by which this thread's web request gives up on ZooKeeper (zkdeadline).
+_request = threading.local()
+
+
+def set_deadline(at: float | None) -> None:
+    _request.deadline = at
+
+
+def deadline_left() -> float | None:
+    """Seconds left of this thread's web request's deadline (at least 0), None outside one."""
+    at = getattr(_request, "deadline", None)
+    return None if at is None else max(at - time.monotonic(), 0.0)
+
+
+def abandon_if_disconnected() -> bool:
+    """Stop this process's client when it is not connected (``ClientHolder.abandon``), so
+    that no request waiting in it is sent later; whether it was stopped."""
+    holder = _holder
+    client = holder.peek() if holder is not None else None
+    return client is not None and holder is not None and holder.abandon(client)
 
 
 def client_state() -> str | None:

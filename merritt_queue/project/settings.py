@@ -27,9 +27,34 @@ ALLOWED_HOSTS = [h.strip() for h in env_str("ALLOWED_HOSTS", "127.0.0.1,localhos
 ALLOWED_HOSTS = [h for h in ALLOWED_HOSTS if h]
 READ_ONLY = env_bool("READ_ONLY", False)
 
+# Django's deployment checklist (`manage.py check --deploy`): with DEBUG off every default is
+# the secure one, for a site served over https behind a proxy that terminates TLS; a host
+# served over plain http (the tests' servers) turns them off by name.
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", not DEBUG)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", not DEBUG)
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", not DEBUG)
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if DEBUG else 365 * 24 * 3600)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", not DEBUG)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", not DEBUG)
+# The probes answer over plain http too: a monitor or Prometheus on the host asks gunicorn
+# directly, where no proxy says the request came over https.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
+# The header by which the TLS-terminating proxy says a request came over https, with the
+# value "https" (e.g. X-Forwarded-Proto); the proxy must set it on every request, replacing
+# the client's. Empty: only a request that reached this process over TLS counts as secure.
+SECURE_PROXY_SSL_HEADER_NAME = env_str("SECURE_PROXY_SSL_HEADER", "").strip()
+SECURE_PROXY_SSL_HEADER = (
+    ("HTTP_" + SECURE_PROXY_SSL_HEADER_NAME.upper().replace("-", "_"), "https")
+    if SECURE_PROXY_SSL_HEADER_NAME
+    else None
+)
+
 ZK_HOSTS = env_str("ZK_HOSTS", "127.0.0.1:2181")
 ZK_CHROOT = env_str("ZK_CHROOT", "/merritt")
 ZK_TIMEOUT = env_float("ZK_TIMEOUT", 10.0)
+# The most a web request waits for ZooKeeper while it is unreachable, counted from the
+# request's start; then the request fails, and what it asked of ZooKeeper is not sent later.
+MQ_WEB_ZK_WAIT = env_float("MQ_WEB_ZK_WAIT", 5.0)
 
 REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
 # Both set is a contradiction that check mq.E010 reports, rather than a silent preference.
@@ -74,6 +99,9 @@ MQ_REPORT_LOCK_GRACE = env_float("MQ_REPORT_LOCK_GRACE", 2.0)
 
 # Ingest limits and the network policy of downloads and callbacks.
 MQ_MAX_UPLOAD_BYTES = env_int("MQ_MAX_UPLOAD_BYTES", 2 * 1024**3)
+# The most any other request's body may hold (a form, the admin, a login), refused unread
+# past it: above Django's DATA_UPLOAD_MAX_MEMORY_SIZE, so that every form Django accepts passes.
+MQ_MAX_REQUEST_BYTES = env_int("MQ_MAX_REQUEST_BYTES", 4 * 1024**2)
 MQ_MAX_MANIFEST_BYTES = env_int("MQ_MAX_MANIFEST_BYTES", 10 * 1024**2)
 MQ_MAX_CONTAINER_BYTES = env_int("MQ_MAX_CONTAINER_BYTES", 100 * 1024**3)
 # Deepest and longest entry path a container may hold: deeper or longer ones are refused by
@@ -189,9 +217,10 @@ if MQ_METRICS_DIR:
     except OSError:  # a read-only install: each process keeps its own counts (check mq.W071)
         pass
 # Who may read /metrics: a request bearing MQ_METRICS_TOKEN, or one from an address of
-# MQ_METRICS_ALLOW (networks, comma-separated) that no proxy forwarded.
+# MQ_METRICS_ALLOW (networks, comma-separated) that no proxy forwarded. None by default: a
+# proxy on the same host that adds no forwarding header would make every request loopback.
 MQ_METRICS_TOKEN = env_str("MQ_METRICS_TOKEN", "")
-MQ_METRICS_ALLOW = env_str("MQ_METRICS_ALLOW", "127.0.0.0/8,::1/128")
+MQ_METRICS_ALLOW = env_str("MQ_METRICS_ALLOW", "")
 # The most a scrape waits for ZooKeeper and for Redis, each, before it reports them down.
 MQ_METRICS_TIMEOUT = env_float("MQ_METRICS_TIMEOUT", 2.0)
 
@@ -222,7 +251,11 @@ LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "login"
 
 MIDDLEWARE = [
+    # Before anything can read a body: every request's is judged by its headers first.
+    "merritt_queue.project.bodylimit.BodyLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Every request's wait for ZooKeeper ends at MQ_WEB_ZK_WAIT, with a page that says so.
+    "merritt_queue.project.zkdeadline.ZkDeadlineMiddleware",
     # Static files with DEBUG off too, so the pages never lose their styles behind a proxy
     # that was not told to serve /static/.
     "whitenoise.middleware.WhiteNoiseMiddleware",
