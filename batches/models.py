@@ -10,6 +10,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, RegexValidator
 from django.db import models, transaction
 
+from merritt_queue.core import stepowners
 from merritt_queue.core.states import BatchStatus
 from merritt_queue.services.minter import ADMIN_AGGREGATES
 from notifications.mailbox import validate_mailbox_lines
@@ -115,6 +116,17 @@ class Profile(models.Model):
     )
     minter_shoulder = models.CharField(max_length=100, validators=[shoulder_validator])
     storage_node = models.CharField(max_length=100, default="local")
+    store_record = models.CharField(
+        "who stores and records",
+        max_length=20,
+        blank=True,
+        choices=[("", "the site's choice (MQ_STORE_RECORD)")]
+        + [(mode, f"{mode}: {text}") for mode, text in stepowners.MODE_TEXT.items()],
+        help_text=(
+            "Who does Storing and Recording for this profile's new submissions; jobs "
+            "already submitted keep what they were submitted under (docs/merritt.md)."
+        ),
+    )
     allow_external_ids = models.BooleanField(
         "accept identifiers minted elsewhere",
         default=False,
@@ -173,6 +185,11 @@ class Profile(models.Model):
                     "elsewhere are accepted only under the shoulders listed here."
                 }
             )
+
+    @property
+    def store_record_mode(self) -> str:
+        """Who stores and records this profile's new submissions (``stepowners``)."""
+        return stepowners.chosen(self.store_record, settings.MQ_STORE_RECORD)
 
     @property
     def administrative(self) -> bool:

@@ -29,7 +29,7 @@ from django.contrib.auth import get_user_model
 from batches import rights
 from batches.models import Profile
 from batches.objects import ark_problem, change_refusal
-from merritt_queue.core import handover, tree
+from merritt_queue.core import handover, stepowners, tree
 from merritt_queue.core.history import submission_actor
 from merritt_queue.core.planning import SINGLE_TYPES, SUBMISSION_TYPES
 from merritt_queue.core.sides import CREATED_BY, CREATED_BY_KEY, NONE
@@ -302,6 +302,7 @@ def validate(data: Mapping, upload: Upload | None) -> tuple[dict, list[str]]:
             "notification": profile.emails,
             "submission_mode": clean.get("submission_mode", "add"),
             "submitted": tree.now(),
+            stepowners.KEY: profile.store_record_mode,
         }
     return clean, problems
 

@@ -40,6 +40,7 @@ INHERITED = (
     "notification",
     "batchID",
     "created_by",  # sides.CREATED_BY_KEY: a job is ours when its batch is
+    "store_record",  # stepowners.KEY: who stores and records it
 )
 
 

@@ -12,6 +12,7 @@ from django.core import checks
 
 from metrics.access import parse_networks
 
+from ..core import stepowners
 from ..core.sides import mode_problem
 from ..services.ezid import target_pattern_problem
 from .env import DEV_SECRET_KEY, known_time_zone
@@ -195,6 +196,10 @@ def check_services(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
         problems.append(("MQ_MINTER", settings.MQ_MINTER, "local or ezid"))
     if settings.MQ_STORAGE not in ("local", "merritt"):
         problems.append(("MQ_STORAGE", settings.MQ_STORAGE, "local or merritt"))
+    if settings.MQ_STORE_RECORD not in stepowners.MODES:
+        problems.append(
+            ("MQ_STORE_RECORD", settings.MQ_STORE_RECORD, " or ".join(stepowners.MODES))
+        )
     if settings.MQ_STORAGE == "merritt":
         for name in ("MERRITT_STORAGE_URL", "MERRITT_STORAGE_NODE", "MERRITT_STORAGE_FILE_URL"):
             if not getattr(settings, name):

@@ -159,6 +159,9 @@ EZID_PASSWORD = env_str("EZID_PASSWORD", "")
 MQ_EZID_TARGET_PATTERN = env_str("MQ_EZID_TARGET_PATTERN", "https://merritt.cdlib.org/m/{ark}")
 # How long Processing waits before telling EZID again when EZID could not be reached.
 MQ_EZID_RETRY_SECONDS = env_float("MQ_EZID_RETRY_SECONDS", 60.0)
+# Who does Storing and Recording (merritt_queue/core/stepowners.py): local, merritt-queue
+# or merritt-api; a profile may name its own.
+MQ_STORE_RECORD = env_str("MQ_STORE_RECORD", "local")
 MQ_STORAGE = env_str("MQ_STORAGE", "local")
 MQ_STORAGE_ROOT = env_str("MQ_STORAGE_ROOT", str(VAR_DIR / "storage"))
 MERRITT_STORAGE_URL = env_str("MERRITT_STORAGE_URL", "")
