@@ -9,8 +9,10 @@ It answers in the shapes the real service sends, as read from its source:
   itself and checks its size and digest; the columns are found by the ``#%columns`` line and
   ``#%eof`` must end the manifest. An add is exactly the manifest's files; an update carries
   the current version's files forward, the manifest's added or replacing, ``delete``'s names
-  removed (``cloud/action/UpdateVersion``); an update of an object with no version makes the
-  first.
+  removed (``cloud/action/UpdateVersion``, mrt-core2 ``cloud/VersionMap.getMergeInfo``); an
+  update of an object with no version makes the first. A delete list naming a file the
+  current version does not hold (or any delete list when there is no version) is refused,
+  400, and nothing is stored.
 - ``GET /state/<node>/<ark>``, ``.../<version>`` and ``.../<version>/<file>`` with ``t=json``
   answer ``ObjectState``, ``VersionState`` and ``FileState`` as mrt-core2's ``JSONFormatter``
   renders them: its XML (``XMLFormatter``, every element prefixed with the state's namespace,
@@ -87,10 +89,14 @@ class MerrittStore:
             files = [_fetch(row) for row in _manifest_rows(form["manifest"])]
         except ValueError as exc:
             return _text(400, str(exc))
+        deleted = set(form.get("delete", b"").decode("utf-8").splitlines())
         with self._lock:
             versions = self.objects.setdefault(ark, [])
+            current = {f.name for f in versions[-1]} if versions else set()
+            if missing := sorted(deleted - current):
+                # VersionMap.getMergeInfo / getMergeComponents refuse the whole update.
+                return _text(400, f"Delete list component not found:{missing[0]}")
             if update and versions:
-                deleted = set(form.get("delete", b"").decode("utf-8").splitlines())
                 new = {f.name for f in files}
                 files = [f for f in versions[-1] if f.name not in deleted | new] + files
             versions.append(files)

@@ -195,3 +195,20 @@ def test_a_store_reads_file_states_of_the_current_version_only_and_never_the_tok
     file_states = [p for p in paths if p.startswith("/state/") and p.count("/") == 5]
     # An add keeps only what it names: of the current version only that name is compared.
     assert file_states == [f"/state/7777/{QUOTED}/2/producer%2Fa.txt"]
+
+
+def test_a_delete_list_names_only_what_the_current_version_holds(client, store, root):
+    """mrt-store refuses a whole update whose delete list names a file it does not hold."""
+    work = write(root / "job-1", {"producer/a.txt": b"a\n"})
+    v1 = client.store_version(
+        ARK, work, None, token="job-1", mode="update", delete=["producer/never.txt"]
+    )
+    assert v1.version == 1
+    work = write(root / "job-2", {"producer/b.txt": b"b\n"})
+    v2 = client.store_version(
+        ARK, work, None, token="job-2", mode="update", delete=["producer/a.txt", "producer/zz"]
+    )
+    assert v2.version == 2
+    assert store.names(ARK, 2) == ["producer/b.txt", "system/mrt-queue-token-job-2.txt"]
+    first, second = store.server.requests_for(f"/update/7777/{QUOTED}", "POST")
+    assert b'name="delete"' not in first.body and b"producer/zz" not in second.body

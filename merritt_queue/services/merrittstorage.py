@@ -20,7 +20,10 @@ Each version also gets ``system/mrt-queue-token-<token>.txt``: storage keeps no 
 ours, and that file, recognised by name in a version's state, is how a store finds a version
 it already made (a POST whose reply was lost is answered with that version, never repeated
 into a second one). An update deletes the current version's token files, so each version
-carries its own and only its own (an add holds exactly its manifest). What a version changes
+carries its own and only its own (an add holds exactly its manifest). The ``delete`` field
+names only files the current version holds: storage refuses a whole update whose delete list
+names one it lacks (mrt-core2 ``cloud/VersionMap.getMergeComponents``), where the plan
+ignores such a name. What a version changes
 is planned with ``versions.plan_version`` against the current version as storage holds it,
 which also tells a content duplicate (nothing is posted).
 """
@@ -132,8 +135,10 @@ class MerrittStorageClient:
         lines.append(self._checkm_line(token_file.name, token_path, token_file))
         checkm = _CHECKM_HEADER + "".join(lines) + "#%eof\n"
         if mode == "update":
+            # Storage refuses the whole update if one name is not in the current version.
+            held = [n for n in delete if n not in plan.ignored_deletes]
             old_tokens = [token_file_name(t) for t in latest.tokens] if latest else []
-            version = self._post("update", ark, checkm, delete=[*delete, *old_tokens])
+            version = self._post("update", ark, checkm, delete=[*held, *old_tokens])
         else:
             version = self._post("add", ark, checkm)
         return StoredVersion(ark, version, plan.files, token, plan.changes)
