@@ -189,7 +189,8 @@ class MerrittStorageClient:
         list, an add compares only the names it submits again); the others are read by name
         alone, which the version state gives."""
         if mode == "update":
-            needed = [n for n in latest.names if n not in set(delete)]
+            dropped = set(delete)
+            needed = [n for n in latest.names if n not in dropped]
         else:
             names = {f.name for f in submitted}
             needed = [n for n in latest.names if n in names]
