@@ -10,8 +10,10 @@ from urllib.parse import quote
 
 import pytest
 
+from merritt_queue.services import mrtstate
 from merritt_queue.services.errors import StorageError
 from merritt_queue.services.merrittstorage import MerrittStorageClient
+from merritt_queue.services.versions import StoredFile
 from tests.merrittstore import StoredEntry
 
 pytest_plugins = ["tests.httpserver"]
@@ -212,3 +214,18 @@ def test_a_delete_list_names_only_what_the_current_version_holds(client, store, 
     assert store.names(ARK, 2) == ["producer/b.txt", "system/mrt-queue-token-job-2.txt"]
     first, second = store.server.requests_for(f"/update/7777/{QUOTED}", "POST")
     assert b'name="delete"' not in first.body and b"producer/zz" not in second.body
+
+
+@pytest.mark.parametrize("count", [2, "2"])
+def test_state_numbers_are_read_as_numbers_or_as_text(count):
+    """org.json makes numeric text a number; a formatter keeping strings must read the same."""
+    url = "http://storage.example/state/7/ark%3A%2F1%2Fx/2/producer%2Fa+b.txt"
+    version = {
+        "ver:versionState": {"ver:identifier": count, "ver:fileStates": {"ver:fileState": url}}
+    }
+    assert mrtstate.version_number(version) == 2
+    assert mrtstate.file_names(version) == ["producer/a b.txt"]
+    assert mrtstate.version_count({"obj:objectState": {"obj:numVersions": count}}) == 2
+    state = {"fil:fileState": {"fil:size": count, "fil:messageDigest": "sha256=ABC"}}
+    assert mrtstate.stored_file("f", state) == StoredFile("f", 2, {"sha256": "abc"})
+    assert mrtstate.file_names({"ver:versionState": {"ver:identifier": 1}}) == []
