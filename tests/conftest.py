@@ -63,7 +63,9 @@ def _no_rate_counts_from_other_tests():
 
 
 # Plugins the tests also import from: rewritten before any test module imports them.
-pytest.register_assert_rewrite("tests.cluster", "tests.httpserver", "tests.mirrorlive")
+pytest.register_assert_rewrite(
+    "tests.cluster", "tests.httpserver", "tests.merrittstore", "tests.mirrorlive"
+)
 
 # The fast tier (`make check`, marker `fast`): modules whose every test runs without ZooKeeper,
 # Redis, PostgreSQL, a browser or a cluster of processes, in well under a minute together.

@@ -5,7 +5,8 @@ test program any path with ``behave(path, ...)``: status, delay, stalls mid-body
 trickled a byte at a time forever, a lying Content-Length, redirects, a number of failures
 before success, a generated body (for large downloads without disk), or a custom handler.
 Every request is recorded (method, path, lower-cased headers, body). ``ezid_server`` and
-``merritt_storage_server`` add EZID-like and Merritt-storage-like endpoints on the same server.
+``merritt_storage_server`` add EZID-like endpoints and a Merritt storage node
+(``tests/merrittstore.py``) on the same server.
 
 Only 127.0.0.1 is ever listened on or contacted (the Merritt fake fetches file URLs, and
 refuses any that are not on 127.0.0.1).
@@ -14,18 +15,13 @@ refuses any that are not on 127.0.0.1).
 from __future__ import annotations
 
 import base64
-import hashlib
-import json
 import threading
-import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from email import policy
-from email.parser import BytesParser
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import unquote, urlsplit
 
 import pytest
 
@@ -43,6 +39,7 @@ class Reply:
     status: int = 200
     body: bytes = b""
     headers: dict[str, str] = field(default_factory=dict)
+    drop: bool = False  # close the connection without answering, as a reply lost on the way
 
 
 @dataclass
@@ -218,6 +215,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
 
     def _reply(self, reply: Reply) -> None:
+        if reply.drop:
+            self.close_connection = True
+            return
         self.send_response(reply.status)
         for k, v in reply.headers.items():
             self.send_header(k, v)
@@ -360,124 +360,14 @@ def ezid_server(http_server) -> FakeEzid:
     return FakeEzid(http_server)
 
 
-# -- Merritt-storage-like endpoint --------------------------------------------------------
-
-
-class FakeMerrittStorage:
-    """``POST /add/<node>/<ark>`` and ``POST /update/<node>/<ark>`` (multipart checkm manifest;
-    an update's ``delete`` field lists names, one a line) and ``GET /state/...?t=json``.
-
-    Both fetch every file URL of the manifest (127.0.0.1 only) and check size and sha256, as
-    real storage does, answering 400 when they differ. An update carries the current version's
-    files forward, replaces or adds the manifest's and drops the deleted names, as mrt-store's
-    ``updateVersion`` does; on an object with no version it makes the first. ``fail_next``
-    holds statuses to answer before doing any work.
-    """
-
-    def __init__(self, server: HttpServer, node: str = "7777") -> None:
-        self.server = server
-        self.url = server.url
-        self.node = node
-        self.objects: dict[str, list[list[dict]]] = {}
-        self.fail_next: list[int] = []
-        server.route("/add/", self._add)
-        server.route("/update/", self._update)
-        server.route("/state/", self._state)
-
-    def _add(self, rec: Recorded) -> Reply:
-        return self._store(rec, update=False)
-
-    def _update(self, rec: Recorded) -> Reply:
-        return self._store(rec, update=True)
-
-    def _store(self, rec: Recorded, *, update: bool) -> Reply:
-        if self.fail_next:
-            return _text(self.fail_next.pop(0), "storage is unwell")
-        node, ark = self._parts(rec)[:2]
-        form = _multipart(rec.headers.get("content-type", ""), rec.body)
-        if node != self.node or form.get("responseForm") != b"json" or "manifest" not in form:
-            return _text(400, "bad add request")
-        if "delete" in form and not update:
-            return _text(400, "an add takes no delete list")
-        try:
-            files = [self._fetch(line) for line in _checkm_lines(form["manifest"])]
-        except ValueError as exc:
-            return _text(400, str(exc))
-        versions = self.objects.setdefault(ark, [])
-        if update and versions:
-            deleted = set(form.get("delete", b"").decode("utf-8").splitlines())
-            new = {f["fil:identifier"] for f in files}
-            kept = [f for f in versions[-1] if f["fil:identifier"] not in deleted | new]
-            files = kept + files
-        versions.append(files)
-        return _json(200, {"ver:versionState": self._version_state(ark, len(versions))})
-
-    def _state(self, rec: Recorded) -> Reply:
-        parts = self._parts(rec)
-        versions = self.objects.get(parts[1]) if len(parts) > 1 else None
-        if parts[0] != self.node or not versions:
-            return _text(404, "not found")
-        if len(parts) == 2:
-            state = {"obj:identifier": parts[1], "obj:numVersions": len(versions)}
-            return _json(200, {"obj:objectState": state})
-        number = int(parts[2])
-        if not 1 <= number <= len(versions):
-            return _text(404, "no such version")
-        return _json(200, {"ver:versionState": self._version_state(parts[1], number)})
-
-    def _version_state(self, ark: str, number: int) -> dict:
-        files = self.objects[ark][number - 1]
-        return {
-            "ver:identifier": number,
-            "ver:numFiles": len(files),
-            "ver:totalSize": sum(f["fil:size"] for f in files),
-            "ver:version": f"{self.url}/content/{self.node}/{quote(ark, safe='')}/{number}",
-            "ver:fileStates": files,
-        }
-
-    @staticmethod
-    def _parts(rec: Recorded) -> list[str]:
-        path = urlsplit(rec.path).path
-        return [unquote(p) for p in path.split("/")[2:]]
-
-    @staticmethod
-    def _fetch(line: list[str]) -> dict:
-        url, algorithm, value, size, _modified, name = line[:6]
-        if urlsplit(url).hostname != "127.0.0.1":
-            raise ValueError(f"refusing to fetch {url}: tests only talk to 127.0.0.1")
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-        with opener.open(url, timeout=10) as resp:
-            data = resp.read()
-        if algorithm != "sha256" or hashlib.sha256(data).hexdigest() != value:
-            raise ValueError(f"digest mismatch for {name}")
-        if len(data) != int(size):
-            raise ValueError(f"size mismatch for {name}")
-        return {"fil:identifier": name, "fil:size": len(data), "fil:digest": f"sha256={value}"}
-
-
-def _checkm_lines(text: bytes) -> list[list[str]]:
-    lines = text.decode("utf-8").splitlines()
-    return [[c.strip() for c in line.split("|")] for line in lines if line and line[0] != "#"]
-
-
-def _multipart(content_type: str, body: bytes) -> dict[str, bytes]:
-    head = f"Content-Type: {content_type}\r\n\r\n".encode()
-    message = BytesParser(policy=policy.HTTP).parsebytes(head + body)
-    if not message.is_multipart():
-        return {}
-    return {
-        part.get_param("name", header="content-disposition"): part.get_payload(decode=True)
-        for part in message.iter_parts()
-    }
-
-
-def _json(status: int, data: dict) -> Reply:
-    return Reply(status, json.dumps(data).encode(), {"Content-Type": "application/json"})
+# -- Merritt storage --------------------------------------------------------------------
 
 
 @pytest.fixture
-def merritt_storage_server(http_server) -> FakeMerrittStorage:
-    return FakeMerrittStorage(http_server)
+def merritt_storage_server(http_server):
+    from tests.merrittstore import MerrittStore
+
+    return MerrittStore(http_server)
 
 
 # -- network guard ------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 Local storage is checked on disk (which inodes a version shares with the one before, how many
 bytes an update writes); Merritt storage against a real HTTP server on 127.0.0.1 that records
-every request and keeps versions as mrt-store does (tests/httpserver.FakeMerrittStorage).
+every request, keeps versions and answers as mrt-store does (tests/merrittstore.py).
 """
 
 from __future__ import annotations
@@ -256,7 +256,7 @@ def merritt(merritt_storage_server, session_factory):
 
 
 def stored_names(fake, version: int) -> list[str]:
-    return sorted(f["fil:identifier"] for f in fake.objects[ARK][version - 1])
+    return fake.names(ARK, version)
 
 
 def test_merritt_add_then_update_posts_add_then_update_with_the_delete_list(
@@ -325,9 +325,11 @@ def test_the_storage_directory_name_of_an_ark_is_its_escaped_form(local, tmp_pat
     assert (local.root / escape_ark(ARK) / "v1" / "manifest.json").is_file()
 
 
-def test_merritt_update_reads_the_object_once_before_posting(
+def test_merritt_update_reads_the_current_version_once_before_posting(
     merritt, merritt_storage_server, http_server
 ):
+    """The object, the current version, and each of its files' states (an update records the
+    files it carries with their sizes and digests): once each."""
     store_v1(merritt, http_server.root)
     server = merritt_storage_server.server
     before = len(server.requests)
@@ -336,11 +338,12 @@ def test_merritt_update_reads_the_object_once_before_posting(
     quoted = quote(ARK, safe="")
     made = [(r.method, r.path.split("?")[0]) for r in server.requests[before:]]
     file_fetches = [m for m in made if not m[1].startswith(("/state/", "/update/", "/add/"))]
-    assert [m for m in made if m not in file_fetches] == [
-        ("GET", f"/state/7777/{quoted}"),
-        ("GET", f"/state/7777/{quoted}/1"),
-        ("POST", f"/update/7777/{quoted}"),
+    calls = [m for m in made if m not in file_fetches]
+    assert calls[:2] == [("GET", f"/state/7777/{quoted}"), ("GET", f"/state/7777/{quoted}/1")]
+    assert sorted(calls[2:-1]) == [
+        ("GET", f"/state/7777/{quoted}/1/{quote(name, safe='')}") for name in sorted(V1)
     ]
+    assert calls[-1] == ("POST", f"/update/7777/{quoted}")
 
 
 @pytest.mark.parametrize("bad", ["ark:not-an-ark", "ark:/1/x", "ark:/99999/fk4a\n", "ark:/99999/"])

@@ -386,8 +386,8 @@ def test_storage_down_fails_storing_then_resumes_into_exactly_one_version(
     assert job.identifiers["primary_id"] == ark and job.store["version"] == 1
     client = MerrittStorageClient(merritt_storage_server.url, merritt_storage_server.node)
     assert client.versions(ark) == [1]
-    (files,) = merritt_storage_server.objects[ark]
-    names = {f["fil:identifier"] for f in files}
+    assert len(merritt_storage_server.objects[ark]) == 1
+    names = set(merritt_storage_server.names(ark, 1))
     assert {"producer/call911.jpg", "system/mrt-erc.txt"} <= names
     assert not any(n.startswith(("producer/producer/", "producer/system/")) for n in names)
     version = client.get_version(ark, 1)

@@ -278,7 +278,7 @@ def test_merritt_add_and_state(merritt, merritt_storage_server, served_source):
     add = merritt_storage_server.server.requests_for(f"/add/7777/{quote(ARK, safe='')}")
     assert len(add) == 1 and add[0].method == "POST"
     assert b'name="responseForm"' in add[0].body and b"#%checkm_0.7" in add[0].body
-    names = [f["fil:identifier"] for f in merritt_storage_server.objects[ARK][0]]
+    names = merritt_storage_server.names(ARK, 1)
     # Merritt's names, as the job gives them: never producer/producer/... or producer/system/...
     assert names == [
         "producer/a.txt",

@@ -1,34 +1,45 @@
-"""Storing object versions through Merritt's storage service.
+"""Storing object versions through Merritt's storage service (mrt-store).
 
 ``POST {base}/add/{node}/{ark}`` makes a complete version; ``POST {base}/update/{node}/{ark}``
 an update (the current version carried forward by storage itself, the manifest's files added
-or replacing, the ``delete`` field's names, one a line, removed), as Merritt's own ingest
-calls them (mrt-ingest HandlerTransfer, mrt-store JerseyStorage). ``GET
-{base}/state/{node}/{ark}[/{v}]`` reads what is stored. File names are sent as the job names
-them (``producer/...``, ``system/...``).
-
+or replacing, the ``delete`` field's names, one a line, removed): mrt-store
+``app/jersey/store/JerseyStorage`` ``addVersionMultipartSpec`` /
+``updateVersionMultipartSpec``, multipart fields ``manifest``, ``delete``, ``responseForm``.
+(mrt-ingest's ``HandlerTransfer`` hands storage the same manifest and delete list.)
 Storage pulls the files itself, so ``file_url`` maps each local file to a URL storage can
-fetch. Each version also gets ``system/mrt-queue-token-<token>.txt``: storage keeps no token of
-ours, and that file is how ``find_by_token`` recognises a version already stored (so a POST
-whose answer was lost is not repeated into a second version); an update deletes the previous
-version's token file, so each version carries its own. What a version changed is planned here
-with ``versions.plan_version`` from the current version's state, which also tells a content
-duplicate (nothing is posted). The shape of the version state's file list
-(``ver:fileStates``) follows our test double; check it against a real node before production
-use.
+fetch, sent in a checkm add-manifest (``#%columns`` names the fields, ``#%eof`` ends it).
+File names are sent as the job names them (``producer/...``, ``system/...``).
+
+What is stored is read with ``GET {base}/state/{node}/{ark}[/{v}[/{file}]]?t=json``, whose
+shapes ``mrtstate`` reads: a version's state lists only its files' state URLs, so names come
+from the version state alone and a file's size and digests from its own state, fetched only
+for the files that need them (those an update keeps or a submission may replace) and a few
+at a time.
+
+Each version also gets ``system/mrt-queue-token-<token>.txt``: storage keeps no token of
+ours, and that file, recognised by name in a version's state, is how a store finds a version
+it already made (a POST whose reply was lost is answered with that version, never repeated
+into a second one). An update deletes the current version's token files, so each version
+carries its own and only its own (an add holds exactly its manifest). The ``delete`` field
+names only files the current version holds: storage refuses a whole update whose delete list
+names one it lacks (mrt-core2 ``cloud/VersionMap.getMergeComponents``), where the plan
+ignores such a name. What a version changes
+is planned with ``versions.plan_version`` against the current version as storage holds it,
+which also tells a content duplicate (nothing is posted).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
-from dataclasses import replace
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote, unquote
 
 import requests
 
-from . import httputil, transport
+from . import httputil, mrtstate, transport
 from .errors import FetchError, StorageError
 from .storage import (
     STORED_ALGORITHMS,
@@ -40,9 +51,11 @@ from .storage import (
     storage_disk_error,
     verify_against_manifest,
 )
-from .versions import StoredFile, StoredVersion, plan_version
+from .versions import StoredFile, StoredVersion, diff, plan_version
 
 _TOKEN_PREFIX = "system/mrt-queue-token-"
+# File states read at once when a version's sizes and digests are needed.
+_STATE_READERS = 8
 _CHECKM_HEADER = (
     "#%checkm_0.7\n"
     "#%profile | http://uc3.cdlib.org/registry/store/manifest/mrt-add-manifest\n"
@@ -94,9 +107,9 @@ class MerrittStorageClient:
         delete: tuple[str, ...] | list[str] = (),
     ) -> StoredVersion:
         check_request(ark, token, mode)
-        existing, latest, old_tokens = self._scan(ark, token)
-        if existing is not None:
-            return existing
+        found, latest = self._scan(ark, token)
+        if found is not None:
+            return self._found(ark, found)
         if self.file_url is None:
             raise StorageError(
                 "MerrittStorageClient needs file_url to tell storage where files are"
@@ -106,9 +119,12 @@ class MerrittStorageClient:
         algorithms = manifest_algorithms(manifest)
         stored = [describe_file(name, path, algorithms) for name, path in sources]
         verify_against_manifest(manifest, stored)
-        plan = plan_version(latest.files if latest else None, stored, mode, delete)
-        if latest is not None and plan.unchanged:
-            return replace(latest, changes=plan.changes, unchanged=True)
+        current = self._current(ark, latest, stored, mode, delete) if latest else None
+        plan = plan_version(current, stored, mode, delete)
+        if latest is not None and current is not None and plan.unchanged:
+            return StoredVersion(
+                ark, latest.number, current, latest.token, plan.changes, unchanged=True
+            )
         token_path = Path(source_dir) / TOKEN_SOURCE_NAME
         try:
             token_path.write_text(token, encoding="utf-8")
@@ -119,64 +135,98 @@ class MerrittStorageClient:
         lines.append(self._checkm_line(token_file.name, token_path, token_file))
         checkm = _CHECKM_HEADER + "".join(lines) + "#%eof\n"
         if mode == "update":
-            version = self._post("update", ark, checkm, delete=[*delete, *old_tokens])
+            # Storage refuses the whole update if one name is not in the current version.
+            held = [n for n in delete if n not in plan.ignored_deletes]
+            old_tokens = [token_file_name(t) for t in latest.tokens] if latest else []
+            version = self._post("update", ark, checkm, delete=[*held, *old_tokens])
         else:
             version = self._post("add", ark, checkm)
         return StoredVersion(ark, version, plan.files, token, plan.changes)
 
     def get_version(self, ark: str, version: int) -> StoredVersion:
-        files, tokens = self._version_files(ark, version)
-        return StoredVersion(ark=ark, version=version, files=files, token=(tokens or [""])[-1])
+        """Every file of ``version`` with the size and digests storage holds for it."""
+        listing = self._listing(ark, version)
+        states = self._file_states(ark, version, listing.names)
+        return StoredVersion(ark, version, [states[n] for n in listing.names], listing.token)
 
     def versions(self, ark: str) -> list[int]:
         data = self._get_json(f"/state/{self.node_id}/{quote(ark, safe='')}", ark)
         if data is None:
             return []
-        count = int((data.get("obj:objectState") or {}).get("obj:numVersions", 0))
-        return list(range(1, count + 1))
+        return list(range(1, mrtstate.version_count(data) + 1))
 
     def find_by_token(self, ark: str, token: str) -> StoredVersion | None:
-        for version in reversed(self.versions(ark)):
-            stored = self.get_version(ark, version)
-            if stored.token == token:
-                return stored
-        return None
+        found, _ = self._scan(ark, token)
+        return self._found(ark, found) if found is not None else None
 
     # -- internals ----------------------------------------------------------------------
 
-    def _scan(
-        self, ark: str, token: str
-    ) -> tuple[StoredVersion | None, StoredVersion | None, list[str]]:
-        """One walk of the object's versions, newest first: the version that already carries
-        ``token`` (a POST whose answer was lost), the current version, and the names of its
-        token files (an update deletes them)."""
+    def _scan(self, ark: str, token: str) -> tuple[_Listing | None, _Listing | None]:
+        """One walk of the object's version states, newest first, reading names only: the
+        version that already carries ``token`` (a POST whose reply was lost), and the
+        current version."""
         latest = None
-        old_tokens: list[str] = []
         for number in reversed(self.versions(ark)):
-            files, tokens = self._version_files(ark, number)
-            if token in tokens:
-                return StoredVersion(ark, number, files, token), latest, old_tokens
-            if latest is None:
-                latest = StoredVersion(ark, number, files, (tokens or [""])[-1])
-                old_tokens = [token_file_name(t) for t in tokens]
-        return None, latest, old_tokens
+            listing = self._listing(ark, number)
+            if token in listing.tokens:
+                return listing, latest
+            latest = latest or listing
+        return None, latest
 
-    def _version_files(self, ark: str, version: int) -> tuple[list[StoredFile], list[str]]:
+    def _found(self, ark: str, listing: _Listing) -> StoredVersion:
+        """The version a lost reply would have named, with what it changed since the last."""
+        number = listing.number
+        states = self._file_states(ark, number, listing.names)
+        files = [states[n] for n in listing.names]
+        before = self.get_version(ark, number - 1).files if number > 1 else None
+        return StoredVersion(ark, number, files, listing.token, diff(before, files))
+
+    def _current(
+        self, ark: str, latest: _Listing, submitted: list[StoredFile], mode: str, delete
+    ) -> list[StoredFile]:
+        """The current version's files as the plan needs them. Only a file the new version
+        keeps or may replace needs its size and digests (an update keeps all but the delete
+        list, an add compares only the names it submits again); the others are read by name
+        alone, which the version state gives."""
+        if mode == "update":
+            dropped = set(delete)
+            needed = [n for n in latest.names if n not in dropped]
+        else:
+            names = {f.name for f in submitted}
+            needed = [n for n in latest.names if n in names]
+        states = self._file_states(ark, latest.number, needed)
+        return [states.get(n) or StoredFile(n, 0, {}) for n in latest.names]
+
+    def _listing(self, ark: str, version: int) -> _Listing:
         data = self._get_json(f"/state/{self.node_id}/{quote(ark, safe='')}/{version}", ark)
         if data is None:
             raise StorageError(f"{ark} has no version {version} on storage node {self.node_id}")
-        state = data.get("ver:versionState") or {}
-        files, tokens = [], []
-        for f in _as_list(state.get("ver:fileStates")):
-            name = str(f.get("fil:identifier", ""))
+        names, tokens = [], []
+        for name in mrtstate.file_names(data):
             token = _token_of(name)
-            if token is not None:
+            if token is None:
+                names.append(name)
+            else:
                 tokens.append(token)
-                continue
-            algorithm, _, value = str(f.get("fil:digest", "")).partition("=")
-            digests = {algorithm: value} if value else {}
-            files.append(StoredFile(name, int(f.get("fil:size", 0)), digests))
-        return files, tokens
+        return _Listing(version, names, tokens)
+
+    def _file_states(self, ark: str, version: int, names: list[str]) -> dict[str, StoredFile]:
+        """The file states of ``names``, a few requests at a time."""
+        base = f"/state/{self.node_id}/{quote(ark, safe='')}/{version}/"
+
+        def read(name: str) -> StoredFile:
+            data = self._get_json(base + quote(name, safe=""), ark)
+            if data is None:
+                raise StorageError(
+                    f"{ark} version {version} lists {name} but storage has no state for it",
+                    retryable=True,
+                )
+            return mrtstate.stored_file(name, data)
+
+        if len(names) <= 1:
+            return {n: read(n) for n in names}
+        with ThreadPoolExecutor(min(_STATE_READERS, len(names))) as pool:
+            return dict(zip(names, pool.map(read, names), strict=True))
 
     def _checkm_line(self, name: str, path: Path, f: StoredFile) -> str:
         assert self.file_url is not None
@@ -197,8 +247,8 @@ class MerrittStorageClient:
         if resp.status_code != 200:
             raise self._status_error(f"storing {ark}", url, resp)
         try:
-            return int(resp.json()["ver:versionState"]["ver:identifier"])
-        except (ValueError, KeyError, TypeError):
+            return mrtstate.version_number(resp.json())
+        except (ValueError, StorageError):
             # The version may exist; a retry finds it by token instead of adding another.
             raise StorageError(
                 f"storage answered the {action} of {ark} with a response that names no version",
@@ -253,7 +303,14 @@ def _refuse_checkm_breaking_names(names) -> None:
             raise StorageError(f"file name {name!r} cannot be sent in a checkm manifest; refused")
 
 
-def _as_list(value) -> list[dict]:
-    if isinstance(value, list):
-        return value
-    return [value] if isinstance(value, dict) else []
+@dataclass(frozen=True)
+class _Listing:
+    """A version as its state lists it: the content files' names and the tokens it carries."""
+
+    number: int
+    names: list[str]
+    tokens: list[str]
+
+    @property
+    def token(self) -> str:
+        return (self.tokens or [""])[-1]
