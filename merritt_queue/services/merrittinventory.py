@@ -22,6 +22,9 @@ What Merritt's inventory takes and answers, as read from its source (CDLUC3/mrt-
   of its kind: 400 for a request it refuses, 500 for anything unexpected (a manifest it cannot
   read, its database), 503 for a service it depends on being unavailable.
 
+The default ``timeout``, five minutes, is the one mrt-ingest's ``LocalIDUtil`` gives its calls
+to the same service (``LOCALID_TIMEOUT``).
+
 Guarantees: one POST per ``add`` (no retry of its own: the step's retry re-adds, which is
 idempotent as above); every request goes through the operator's transport
 (``transport.operator_request``) under ``timeout``; every failure is an ``InventoryError``
