@@ -133,6 +133,7 @@ def _state(prefix: str, name: str, fields: dict, fmt: str, status: int) -> Reply
     if fmt == "json":
         body = json.dumps({f"{prefix}:{name}": {f"{prefix}:{k}": v for k, v in fields.items()}})
         return Reply(status, body.encode(), {"Content-Type": "application/json"})
+    name = name.replace("$", "")  # not an XML name character
     inner = "".join(f"<{prefix}:{k}>{escape(str(v))}</{prefix}:{k}>" for k, v in fields.items())
     ns = f"http://uc3.cdlib.org/ontology/mrt/{prefix}"
     body = f'<?xml version="1.0"?><{prefix}:{name} xmlns:{prefix}="{ns}">{inner}</{prefix}:{name}>'
