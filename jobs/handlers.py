@@ -24,6 +24,7 @@ from jobs.identify import processing
 from jobs.payload import job_config, known_sizes, payload_files, save_head_sizes
 from jobs.services import Services
 from jobs.versionfiles import UNCHANGED
+from merritt_queue.core import stepowners
 from merritt_queue.core.itemkeys import profile_of
 from merritt_queue.core.runner import Outcome
 from merritt_queue.core.states import JobStatus
@@ -34,7 +35,7 @@ from merritt_queue.deposit.digest import check_digest_format, normalise_algorith
 from merritt_queue.deposit.diskspace import percent_used_after
 from merritt_queue.deposit.manifest import ManifestError
 from merritt_queue.deposit.safepath import inside_each
-from merritt_queue.services.errors import ManifestMismatch, ServiceError
+from merritt_queue.services.errors import InventoryError, ManifestMismatch, ServiceError
 
 
 def handlers(services: Services) -> dict:
@@ -154,7 +155,7 @@ def storing(s: Services, job: JobRecord) -> Outcome:
             for e in entries
         ]
         try:
-            version = s.storage.store_version(
+            version = s.storage_for(job.configuration).store_version(
                 ark, work, files, token=job.jid, manifest=manifest, mode=action, delete=delete
             )
         except ManifestMismatch as e:
@@ -206,6 +207,10 @@ def _ark(job: JobRecord) -> str:
 
 
 def recording(s: Services, job: JobRecord) -> Outcome:
+    """Record the stored version in this project's inventory tables; in ``merritt-api``
+    mode first in Merritt's inventory, so that our pages never show a version Merritt's
+    inventory refused. Both are safe to repeat: Merritt's inventory takes an object it holds
+    already as added, ours a version this job recorded."""
     ark = _ark(job)
     version = (job.store or {}).get("version")
     if not version:
@@ -214,8 +219,12 @@ def recording(s: Services, job: JobRecord) -> Outcome:
         return Outcome.success(f"{UNCHANGED}: nothing to record; {ark} stays at version {version}")
     if not s.store.lock_inventory(ark):
         return Outcome.later(f"{ark} is being recorded by another job", delay=5)
+    merritt_api = stepowners.of_job(job.configuration) == stepowners.MERRITT_API
     with _held(s, ItemLock("inventory", ark)) as lock:
-        stored = versionfiles.load(s.job_dir(job.jid), s.storage, ark, version)
+        storage = s.storage_for(job.configuration)
+        stored = versionfiles.load(s.job_dir(job.jid), storage, ark, version)
+        if merritt_api and (wait := _add_to_merritt_inventory(s, ark, lock)):
+            return wait
         s.inventory.record(
             ark=ark,
             version=version,
@@ -226,7 +235,24 @@ def recording(s: Services, job: JobRecord) -> Outcome:
             mode=stored.mode,
             metadata=job.metadata,
         )
-    return Outcome.success(f"recorded {ark} version {version} in inventory", unlock=(lock,))
+    where = " and in Merritt's inventory" if merritt_api else ""
+    return Outcome.success(f"recorded {ark} version {version} in inventory{where}", unlock=(lock,))
+
+
+def _add_to_merritt_inventory(s: Services, ark: str, lock: ItemLock) -> Outcome | None:
+    """Add the object to Merritt's inventory from storage's manifest; an Outcome to wait
+    (the lock released) while inventory cannot be reached, None once it is added."""
+    inventory, manifest_url = s.merritt_inventory_for(ark)
+    try:
+        inventory.add(manifest_url)
+    except InventoryError as e:
+        if not e.retryable:
+            raise
+        s.store.release_lock(lock)
+        return Outcome.later(
+            f"{e}; adding again later", delay=settings.MERRITT_INVENTORY_RETRY_SECONDS
+        )
+    return None
 
 
 # --- Notify ----------------------------------------------------------------

@@ -18,6 +18,7 @@ from django.db import connection
 
 from batches.models import Profile
 from inventory.recorder import LocalInventory
+from merritt_queue.core import stepowners
 from merritt_queue.core.history import WORKER_PREFIX, process_actor
 from merritt_queue.core.store import QueueStore
 from merritt_queue.deposit.uploads import uploads_root
@@ -26,6 +27,7 @@ from merritt_queue.services.errors import ServiceError
 from merritt_queue.services.ezid import EzidMinter
 from merritt_queue.services.fetch import Fetcher
 from merritt_queue.services.hostslots import HostSlots
+from merritt_queue.services.merrittinventory import MerrittInventoryClient, storage_manifest_url
 from merritt_queue.services.merrittstorage import MerrittStorageClient
 from merritt_queue.services.minter import LocalMinter
 from merritt_queue.services.notifier import CallbackNotifier
@@ -45,6 +47,9 @@ class Services:
     notifier: CallbackNotifier
     work_root: Path
     host_slots: HostSlots | None = None
+    # merritt-api jobs: Merritt's storage and inventory, None when their settings are not set.
+    merritt_storage: MerrittStorageClient | None = None
+    merritt_inventory: MerrittInventoryClient | None = None
     # What one chain of a job's steps has read (``chain``), per thread.
     _chain: threading.local = field(default_factory=threading.local, repr=False)
 
@@ -67,6 +72,31 @@ class Services:
         if name not in read:
             read[name] = _read_profile(name)
         return read[name]
+
+    def storage_for(self, configuration: dict | None) -> object:
+        """Where a job's versions are stored and read back: Merritt storage for a
+        ``merritt-api`` job whatever MQ_STORAGE says, the site's storage otherwise."""
+        if stepowners.of_job(configuration) != stepowners.MERRITT_API:
+            return self.storage
+        if self.merritt_storage is None:
+            raise ServiceError(
+                "this job was submitted in merritt-api mode, but MERRITT_STORAGE_URL or "
+                "MERRITT_STORAGE_NODE is not set on this worker: set them and resume the job",
+                retryable=False,
+            )
+        return self.merritt_storage
+
+    def merritt_inventory_for(self, ark: str) -> tuple[MerrittInventoryClient, str]:
+        """Merritt's inventory, and storage's manifest of ``ark`` that it is given."""
+        if self.merritt_inventory is None or self.merritt_storage is None:
+            raise ServiceError(
+                "this job was submitted in merritt-api mode, but MERRITT_INVENTORY_URL or "
+                "Merritt storage's settings are not set on this worker: set them and resume "
+                "the job",
+                retryable=False,
+            )
+        storage = self.merritt_storage
+        return self.merritt_inventory, storage_manifest_url(storage.base_url, storage.node_id, ark)
 
     @property
     def uploads_root(self) -> Path:
@@ -143,11 +173,14 @@ def build_fetcher() -> Fetcher:
 
 
 def build_services() -> Services:
+    merritt_storage = _merritt_storage()
     return Services(
         store=get_store(),
         fetcher=build_fetcher(),
         minter=_minter(),
-        storage=_storage(),
+        storage=merritt_storage if settings.MQ_STORAGE == "merritt" else _local_storage(),
+        merritt_storage=merritt_storage,
+        merritt_inventory=_merritt_inventory(),
         inventory=LocalInventory(),
         notifier=CallbackNotifier(retries=settings.MQ_CALLBACK_RETRIES, **_network()),
         work_root=Path(settings.MQ_WORK_DIR),
@@ -168,14 +201,29 @@ def _minter():
     return LocalMinter(Path(settings.MQ_MINTER_DIR))
 
 
-def _storage():
-    if settings.MQ_STORAGE == "merritt":
-        return MerrittStorageClient(
-            settings.MERRITT_STORAGE_URL,
-            settings.MERRITT_STORAGE_NODE,
-            file_url=_work_file_url(Path(settings.MQ_WORK_DIR), settings.MERRITT_STORAGE_FILE_URL),
-        )
+def _local_storage() -> LocalStorage:
     return LocalStorage(Path(settings.MQ_STORAGE_ROOT))
+
+
+def _merritt_storage() -> MerrittStorageClient | None:
+    """The one Merritt storage client of the process: MQ_STORAGE=merritt's, and every
+    merritt-api job's; None when neither can use it."""
+    configured = settings.MERRITT_STORAGE_URL and settings.MERRITT_STORAGE_NODE
+    if not configured and settings.MQ_STORAGE != "merritt":
+        return None
+    return MerrittStorageClient(
+        settings.MERRITT_STORAGE_URL,
+        settings.MERRITT_STORAGE_NODE,
+        file_url=_work_file_url(Path(settings.MQ_WORK_DIR), settings.MERRITT_STORAGE_FILE_URL),
+    )
+
+
+def _merritt_inventory() -> MerrittInventoryClient | None:
+    if not settings.MERRITT_INVENTORY_URL:
+        return None
+    return MerrittInventoryClient(
+        settings.MERRITT_INVENTORY_URL, timeout=settings.MERRITT_INVENTORY_TIMEOUT
+    )
 
 
 def _work_file_url(work_root: Path, base_url: str):

@@ -10,9 +10,9 @@ from tests.test_submission import GOOD, post, queue, token  # noqa: F401 (fixtur
 
 def test_a_submission_records_the_site_mode_and_its_job_inherits_it(
     client,
-    queue,
-    token,
-    settings,  # noqa: F811
+    queue,  # noqa: F811
+    token,  # noqa: F811
+    settings,
 ):
     settings.MQ_STORE_RECORD = stepowners.MERRITT_QUEUE
     body = GOOD | {"type": "file", "payload_url": "https://example.org/a.txt"}
@@ -26,9 +26,9 @@ def test_a_submission_records_the_site_mode_and_its_job_inherits_it(
 
 def test_a_profiles_own_mode_wins_over_the_site_and_a_job_keeps_what_it_was_given(
     client,
-    queue,
-    token,
-    settings,  # noqa: F811
+    queue,  # noqa: F811
+    token,  # noqa: F811
+    settings,
 ):
     from batches.models import Profile
 

@@ -319,3 +319,41 @@ def test_a_proxy_ssl_header_name_passes(name):
 def test_a_web_zookeeper_wait_out_of_bounds_is_e082(wait):
     with override_settings(MQ_WEB_ZK_WAIT=wait):
         assert ids(checks.check_web_zk_wait()) == ["mq.E082"]
+
+
+def test_merritt_api_needs_merritt_storage_and_inventory_settings_whatever_mq_storage_says(
+    settings,
+):
+    from merritt_queue.project.checks import check_services
+
+    settings.MQ_STORE_RECORD, settings.MQ_STORAGE = "merritt-api", "local"
+    settings.MERRITT_STORAGE_URL = "https://storage.example.org/store"
+    settings.MERRITT_STORAGE_NODE = "9501"
+    settings.MERRITT_STORAGE_FILE_URL = "https://ingest.example.org/work/"
+    settings.MERRITT_INVENTORY_URL = ""
+    (error,) = check_services()
+    assert error.id == "mq.E009"
+    assert error.msg.startswith("MERRITT_INVENTORY_URL='' is not usable")
+    assert "MQ_STORE_RECORD=merritt-api" in error.msg
+    settings.MERRITT_INVENTORY_URL = "https://inventory.example.org/inventory"
+    assert check_services() == []
+    settings.MQ_STORAGE, settings.MERRITT_STORAGE_NODE = "merritt", ""
+    (error,) = check_services()  # named once, though both modes need it
+    assert error.msg.startswith("MERRITT_STORAGE_NODE='' is not usable")
+
+
+@pytest.mark.django_db
+def test_a_profile_in_merritt_api_mode_needs_the_settings_too(settings):
+    from batches.models import Profile
+    from merritt_queue.project.checks import check_merritt_api_profiles
+
+    settings.MERRITT_INVENTORY_URL = ""
+    Profile.objects.create(name="api", collection="api", minter_shoulder="ark:/99999/fk4")
+    assert check_merritt_api_profiles(databases=["default"]) == []
+    Profile.objects.filter(name="api").update(store_record="merritt-api")
+    ids = [e.msg.split("=")[0] for e in check_merritt_api_profiles(databases=["default"])]
+    assert "MERRITT_INVENTORY_URL" in ids
+    assert (
+        "profile 'api' uses merritt-api" in check_merritt_api_profiles(databases=["default"])[0].msg
+    )
+    assert check_merritt_api_profiles() == []  # not without a database named

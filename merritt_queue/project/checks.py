@@ -206,6 +206,60 @@ def check_services(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
                 problems.append((name, "", "set when MQ_STORAGE=merritt"))
     if settings.MQ_MINTER == "ezid" and not (settings.EZID_USER and settings.EZID_PASSWORD):
         problems.append(("EZID_USER/EZID_PASSWORD", "", "set when MQ_MINTER=ezid"))
+    for name in ("MERRITT_INVENTORY_TIMEOUT", "MERRITT_INVENTORY_RETRY_SECONDS"):
+        if not getattr(settings, name) > 0:
+            problems.append((name, getattr(settings, name), "a positive number of seconds"))
+    if settings.MQ_STORE_RECORD == stepowners.MERRITT_API:
+        problems += merritt_api_problems("MQ_STORE_RECORD=merritt-api")
+    return _service_errors(problems)
+
+
+MERRITT_API_SETTINGS = (
+    "MERRITT_STORAGE_URL",
+    "MERRITT_STORAGE_NODE",
+    "MERRITT_STORAGE_FILE_URL",
+    "MERRITT_INVENTORY_URL",
+)
+
+
+def merritt_api_problems(why: str) -> list[tuple[str, object, str]]:
+    """What a merritt-api job would miss: Merritt storage's settings (it stores there whatever
+    MQ_STORAGE says, which keeps deciding for local jobs) and Merritt inventory's URL."""
+    return [
+        (name, "", f"set when {why}")
+        for name in MERRITT_API_SETTINGS
+        if not getattr(settings, name)
+    ]
+
+
+def check_merritt_api_profiles(app_configs=None, databases=None, **kwargs):
+    """A profile in merritt-api mode needs the same settings as the site's mode. It reads the
+    database, so Django runs it only where one is named (``migrate``, ``check --database``)."""
+    if not databases:
+        return []
+    from django.db import DatabaseError
+
+    from batches.models import Profile
+
+    try:
+        names = list(
+            Profile.objects.filter(store_record=stepowners.MERRITT_API).values_list(
+                "name", flat=True
+            )
+        )
+    except DatabaseError:  # before the first migrate: no profiles yet
+        return []
+    if not names:
+        return []
+    return _service_errors(merritt_api_problems(f"profile {names[0]!r} uses merritt-api"))
+
+
+def _service_errors(problems: list[tuple[str, object, str]]) -> list[checks.CheckMessage]:
+    """One error a setting, for the first reason found."""
+    problems = list(
+        {name: (name, value, need) for name, value, need in reversed(problems)}.values()
+    )
+    problems.reverse()
     return [
         checks.Error(
             f"{name}={value!r} is not usable: it must be {need}.",
@@ -511,3 +565,4 @@ ALL_CHECKS = [
 def register() -> None:
     for check in ALL_CHECKS:
         checks.register(check, TAG)
+    checks.register(check_merritt_api_profiles, TAG, checks.Tags.database)

@@ -169,6 +169,12 @@ MERRITT_STORAGE_NODE = env_str("MERRITT_STORAGE_NODE", "")
 # Merritt storage fetches each file itself: the URL at which MQ_WORK_DIR is served to it
 # (e.g. https://ingest.example.org/work/). Needed when MQ_STORAGE is merritt.
 MERRITT_STORAGE_FILE_URL = env_str("MERRITT_STORAGE_FILE_URL", "")
+# merritt-api mode: Merritt's inventory service (its context root; we POST {url}/add), how
+# long one add may take (inventory reads storage's manifest of the whole object), and how
+# long Recording waits before adding again when inventory could not be reached.
+MERRITT_INVENTORY_URL = env_str("MERRITT_INVENTORY_URL", "")
+MERRITT_INVENTORY_TIMEOUT = env_float("MERRITT_INVENTORY_TIMEOUT", 300.0)
+MERRITT_INVENTORY_RETRY_SECONDS = env_float("MERRITT_INVENTORY_RETRY_SECONDS", 60.0)
 
 # Dispatcher: how many RQ jobs may wait per state, and the safety-net sweep period.
 MQ_DISPATCH_AHEAD = env_int("MQ_DISPATCH_AHEAD", 20)
