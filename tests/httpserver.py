@@ -19,6 +19,8 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from email import policy
+from email.parser import BytesParser
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -368,6 +370,18 @@ def merritt_storage_server(http_server):
     from tests.merrittstore import MerrittStore
 
     return MerrittStore(http_server)
+
+
+def multipart_form(content_type: str, body: bytes) -> dict[str, bytes]:
+    """The fields of a ``multipart/form-data`` body, as a service's stand-in reads them."""
+    head = f"Content-Type: {content_type}\r\n\r\n".encode()
+    message = BytesParser(policy=policy.HTTP).parsebytes(head + body)
+    if not message.is_multipart():
+        return {}
+    return {
+        part.get_param("name", header="content-disposition"): part.get_payload(decode=True)
+        for part in message.iter_parts()
+    }
 
 
 # -- network guard ------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from xml.sax.saxutils import escape
 
 import pytest
 
-from tests.httpserver import HttpServer, Recorded, Reply, _multipart
+from tests.httpserver import HttpServer, Recorded, Reply, multipart_form
 
 CONTEXT = "/inventory"
 _EXC_STATUS = {
@@ -64,7 +64,7 @@ class FakeMerrittInventory:
         return [r for r in self.server.requests if urlsplit(r.path).path == f"{CONTEXT}/add"]
 
     def sent(self, rec: Recorded) -> dict[str, str]:
-        form = _multipart(rec.headers.get("content-type", ""), rec.body)
+        form = multipart_form(rec.headers.get("content-type", ""), rec.body)
         return {k: v.decode("utf-8") for k, v in form.items()}
 
     def _handle(self, rec: Recorded) -> Reply:

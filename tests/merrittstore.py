@@ -37,11 +37,9 @@ import re
 import threading
 import urllib.request
 from dataclasses import dataclass
-from email import policy
-from email.parser import BytesParser
 from urllib.parse import quote_plus, unquote, urlsplit
 
-from tests.httpserver import HttpServer, Recorded, Reply
+from tests.httpserver import HttpServer, Recorded, Reply, multipart_form
 
 _CREATED = "2026-01-02T03:04:05-08:00"
 _NUMBER = re.compile(r"-?(0|[1-9][0-9]*)")
@@ -80,7 +78,7 @@ class MerrittStore:
         if self.fail_next:
             return _text(self.fail_next.pop(0), "storage is unwell")
         node, ark = _parts(rec)[:2]
-        form = _multipart(rec.headers.get("content-type", ""), rec.body)
+        form = multipart_form(rec.headers.get("content-type", ""), rec.body)
         if node != self.node or "manifest" not in form:
             return _text(400, "bad add request")
         if "delete" in form and not update:
@@ -247,17 +245,6 @@ def _fetch(row: dict[str, str]) -> StoredEntry:
 def _parts(rec: Recorded) -> list[str]:
     """The path's segments after the first, decoded as Jersey decodes path parameters."""
     return [unquote(p) for p in urlsplit(rec.path).path.split("/")[2:]]
-
-
-def _multipart(content_type: str, body: bytes) -> dict[str, bytes]:
-    head = f"Content-Type: {content_type}\r\n\r\n".encode()
-    message = BytesParser(policy=policy.HTTP).parsebytes(head + body)
-    if not message.is_multipart():
-        return {}
-    return {
-        part.get_param("name", header="content-disposition"): part.get_payload(decode=True)
-        for part in message.iter_parts()
-    }
 
 
 def _json(status: int, data: dict) -> Reply:
