@@ -13,6 +13,9 @@ from django.core.management import CommandError, call_command
 
 from batches.models import Profile
 from batches.submission import NO_WORKERS_PROBLEM
+from merritt_queue.core import tree as t
+from merritt_queue.core.treecheck.consistency import check_tree
+from tests.merrittzk import MerrittZK, MerrittZKNodeInvalid
 
 
 @pytest.fixture
@@ -63,3 +66,57 @@ def test_a_dry_run_still_checks_the_submission_in_none_mode(queue, settings):
         stdout=out,
     )
     assert "would submit: file to profile demo" in out.getvalue()
+
+
+# --- a batch is created in one multi ---------------------------------------------------
+
+
+@pytest.fixture
+def merritt(make_client) -> MerrittZK:
+    return MerrittZK(make_client())
+
+
+def test_a_batch_node_never_exists_without_its_status_and_states(store, merritt, monkeypatch):
+    """Before: the batch node was a sequential create of its own, then the multi; MerrittZK's
+    pickup running in between locked the bare node, threw on loading it, and kept the lock."""
+    seen: list[object] = []
+    commit = store.engine.commit
+
+    def merritt_polls_first(ops, what):
+        if what.startswith("create batch"):
+            try:
+                seen.append(merritt.acquire_pending_batch())
+            except MerrittZKNodeInvalid as e:
+                seen.append(e)
+        return commit(ops, what)
+
+    monkeypatch.setattr(store.engine, "commit", merritt_polls_first)
+    bid = store.create_batch({"profile": "demo", "type": "file"}, reserved=True).id
+    assert seen == [None]
+    assert store.engine.children(t.batch_path(bid)) and not store.get_batch(bid).locked
+    assert sorted(store.engine.children(t.batch_path(bid))) == [
+        "history",
+        "states",
+        "status",
+        "submission",
+    ]
+
+
+def test_batch_ids_stay_unique_and_increasing_beside_merritts_sequential_creates(store, merritt):
+    ours = store.create_batch({"profile": "demo"}, reserved=True).id
+    theirs = merritt.create_batch({"profile": "demo"}).id
+    store.engine.client.delete(f"{t.batch_path(theirs)}/status")
+    again = store.create_batch({"profile": "demo"}, reserved=True).id
+    last = merritt.create_batch({"profile": "demo"}).id
+    assert ours < theirs < again < last
+
+
+def test_check_tree_names_a_half_created_batch_merritt_locked(store, merritt):
+    bid = store.engine.create_sequential(f"{t.BATCHES}/{t.BATCH_PREFIX}")  # an old creation
+    with pytest.raises(MerrittZKNodeInvalid):
+        merritt.acquire_pending_batch()
+    (finding,) = [f for f in check_tree(store) if f.path == t.batch_path(bid)]
+    assert finding.kind == "locked-half-created-batch"
+    assert "Merritt's ingest" in finding.reason and "restart" in finding.reason
+    assert f"{merritt.zk.client_id[0]:#x}" in finding.reason
+    assert finding.repair is None

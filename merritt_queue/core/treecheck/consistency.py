@@ -229,7 +229,9 @@ class _Checker:
         named = self.jobs_by_batch.get(batch.id, []) + uuids
         # A history alone is what an interrupted recursive delete (MerrittZK's) may leave.
         children = [c for c in batch.children if c != history.NODE]
-        if children or named:
+        if lock := batch.node("lock"):
+            merrittchecks.locked_shell(self, batch, lock)
+        elif children or named:
             holds = f"it holds {', '.join(sorted(children))}" if children else ""
             names = f"{', '.join(sorted(named))} name(s) it" if named else ""
             self.add(

@@ -24,7 +24,7 @@ from . import treerepair as r
 from .treerepair import RepairFailed
 
 if TYPE_CHECKING:
-    from ..treeread import _Batch
+    from ..treeread import Node, _Batch
     from .consistency import _Checker
 
 
@@ -38,6 +38,24 @@ def check_batch(checker: _Checker, batch: _Batch) -> None:
         _finished_early(checker, batch)
     elif batch.status == BatchStatus.DELETED:
         _deleted_blocking_reports(checker, batch)
+
+
+def locked_shell(checker: _Checker, batch: _Batch, lock: Node) -> None:
+    """A batch node with a lock but no status: what MerrittZK's pickup leaves when it takes
+    a batch whose creation is not finished (it takes any batch without ``states``, locks
+    it, fails to load it, and its process keeps the lock until it ends)."""
+    owner = lock[1].ephemeralOwner
+    held = f"ZooKeeper session {owner:#x}" if owner else "a persistent lock node"
+    checker.add(
+        "locked-half-created-batch",
+        t.batch_path(batch.id),
+        f"Batch {batch.id} has no status node (nor a states node) and is locked by {held}. "
+        "Merritt's ingest takes any batch without a states node: its batch pickup locked this "
+        "one before its creation was finished, failed to read it, and keeps the lock for as "
+        "long as its process lives. The lock is never removed here (its holder is alive); "
+        "restart Merritt's ingest to let it go, then run the check again to remove the "
+        "empty node.",
+    )
 
 
 def _status_guard(batch: _Batch) -> r.Op:
