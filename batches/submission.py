@@ -295,6 +295,8 @@ def validate(data: Mapping, upload: Upload | None) -> tuple[dict, list[str]]:
     problems += digest_problems(clean)
     problems += _other_problems(clean)
     problems += subscribe.problems(clean)
+    if profile and clean.get("local_id") and (refusal := profile.local_ids_refusal()):
+        problems.append(refusal)
     if profile and not problems:
         clean |= {
             "collection": profile.collection,

@@ -6,15 +6,19 @@ consumers on its own session. Each test here failed on the code before its fix.
 
 from __future__ import annotations
 
+import importlib
 import io
 
 import pytest
+from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 
 from batches.models import Profile
-from batches.submission import NO_WORKERS_PROBLEM
+from batches.submission import NO_WORKERS_PROBLEM, SubmissionError, submit
+from jobs.identify import localid_lock_key
 from merritt_queue.core import tree as t
 from merritt_queue.core.treecheck.consistency import check_tree
+from merritt_queue.project import checks
 from tests.merrittzk import MerrittZK, MerrittZKNodeInvalid
 
 
@@ -120,3 +124,87 @@ def test_check_tree_names_a_half_created_batch_merritt_locked(store, merritt):
     assert "Merritt's ingest" in finding.reason and "restart" in finding.reason
     assert f"{merritt.zk.client_id[0]:#x}" in finding.reason
     assert finding.repair is None
+
+
+# --- the local-id lock is named after the owner's ARK ------------------------------------
+
+OWNER_ARK = "ark:/13030/j2cc0900"
+
+
+def test_the_local_id_lock_is_named_by_the_owners_ark_not_its_name(process_store, merritt, db):
+    """Before: the lock was named from ``owner``, free text ("Demo Library" in the demo), so
+    Merritt's lock on the same object went unseen and both sides went ahead."""
+    profile = Profile.objects.create(
+        name="demo_content",
+        collection="demo",
+        owner="Demo Library",
+        owner_ark=OWNER_ARK,
+        minter_shoulder="ark:/99999/fk4",
+    )
+    assert merritt.lock_object_localid(f"lid-1_{OWNER_ARK}")  # ProcessManager.getLocalIDLock
+    assert not process_store.lock_localid(localid_lock_key("lid-1", profile))
+    assert process_store.client.exists("/locks/localid/lid-1_ark_13030_j2cc0900")
+
+
+def test_the_owners_ark_is_validated(db):
+    profile = Profile(name="p", collection="p", minter_shoulder="ark:/99999/fk4")
+    for bad in ("Demo Library", "ark:/13030", "ark:13030/x", "ark:/abc/x", "ark:/13030/x y"):
+        profile.owner_ark = bad
+        with pytest.raises(ValidationError) as e:
+            profile.full_clean()
+        assert "owner_ark" in e.value.message_dict
+    profile.owner_ark = OWNER_ARK
+    profile.full_clean()
+
+
+def test_without_an_owners_ark_local_ids_are_refused_with_a_clear_message(queue):
+    with pytest.raises(SubmissionError) as e:
+        submit(
+            {
+                "profile": "demo",
+                "submitter": "me",
+                "type": "file",
+                "payload_url": "https://e.org/a",
+                "local_id": "lid-1",
+            }
+        )
+    assert e.value.problems == [Profile.LOCAL_IDS_REFUSED.format(name="demo")]
+    with pytest.raises(ValueError, match="no owner's ARK"):
+        localid_lock_key("lid-1", Profile.objects.get(name="demo"))
+    bid = submit(
+        {"profile": "demo", "submitter": "me", "type": "file", "payload_url": "https://e.org/a"}
+    ).bid
+    assert queue.get_batch(bid).status == "Pending"
+
+
+def test_a_system_check_warns_of_profiles_without_an_owners_ark(db):
+    Profile.objects.create(name="demo", collection="demo", minter_shoulder="ark:/99999/fk4")
+    Profile.objects.create(
+        name="ok", collection="ok", minter_shoulder="ark:/99999/fk4", owner_ark=OWNER_ARK
+    )
+    (warning,) = checks.check_profile_owner_arks()
+    assert warning.id == "mq.W080" and "demo" in warning.msg and "ok" not in warning.msg
+
+
+def test_the_migration_keeps_an_owner_that_is_already_an_ark(db):
+    from django.apps import apps
+
+    migration = importlib.import_module("batches.migrations.0006_profile_owner_ark")
+    Profile.objects.create(
+        name="a", collection="a", minter_shoulder="ark:/99999/fk4", owner=OWNER_ARK
+    )
+    Profile.objects.create(
+        name="b", collection="b", minter_shoulder="ark:/99999/fk4", owner="Demo Library"
+    )
+    migration.owner_ark_from_owner(apps, None)
+    got = dict(Profile.objects.values_list("name", "owner_ark"))
+    assert got == {"a": OWNER_ARK, "b": ""}
+
+
+def test_the_demo_profile_gets_an_owners_ark_new_or_kept(db):
+    from batches.management.commands.load_demo import DEMO_OWNER_ARK, Command
+
+    assert Command(stdout=io.StringIO())._profile().owner_ark == DEMO_OWNER_ARK
+    Profile.objects.filter(name="demo").update(owner_ark="")  # loaded by an older version
+    assert Command(stdout=io.StringIO())._profile().owner_ark == DEMO_OWNER_ARK
+    Profile.objects.get(name="demo").full_clean()
