@@ -19,7 +19,13 @@ from jobs.identify import localid_lock_key
 from merritt_queue.core import tree as t
 from merritt_queue.core.treecheck.consistency import check_tree
 from merritt_queue.project import checks
+from steering.catalog import ALSO_OTHERS_REASON
+from steering.models import AdminAction
+from tests import test_steering_actions
 from tests.merrittzk import MerrittZK, MerrittZKNodeInvalid
+from tests.test_steering_pages import confirm_and_execute
+
+people = test_steering_actions.people  # the same fixture
 
 
 @pytest.fixture
@@ -208,3 +214,52 @@ def test_the_demo_profile_gets_an_owners_ark_new_or_kept(db):
     Profile.objects.filter(name="demo").update(owner_ark="")  # loaded by an older version
     assert Command(stdout=io.StringIO())._profile().owner_ark == DEMO_OWNER_ARK
     Profile.objects.get(name="demo").full_clean()
+
+
+# --- a release here lifts only the holds this side placed -------------------------------
+
+
+@pytest.fixture
+def demo_content(db):
+    return Profile.objects.create(
+        name="demo_content", collection="demo", minter_shoulder="ark:/99999/fk4"
+    )
+
+
+def test_a_release_keeps_the_hold_merritts_admin_set_on_a_profile(
+    process_store, demo_content, merritt
+):
+    """Before: releasing demo here deleted /locks/collections/demo_content, which Merritt's
+    admin had set for its own reasons."""
+    assert merritt.lock_collection("demo_content")  # the admin tool's lock_collection
+    assert process_store.hold_collection("demo", by="ada", reason="audit")
+    assert process_store.release_collection("demo")
+    assert merritt.check_lock_collection("demo_content")
+    assert not merritt.check_lock_collection("demo")
+    assert process_store.collection_holds("demo") == {"demo_content": False}
+    process_store.hold_collection("demo", by="ada")
+    assert process_store.collection_holds("demo") == {"demo": True, "demo_content": False}
+    assert process_store.release_collection("demo", also_others=True)
+    assert not merritt.check_lock_collection("demo_content")
+
+
+def test_the_confirmation_page_offers_to_lift_merritts_holds_and_records_it(
+    client, process_store, demo_content, merritt, people
+):
+    merritt.lock_collection("demo_content")
+    process_store.hold_collection("demo", by="ada", reason="audit")
+    client.force_login(people["administrator"])
+    page, _, _ = confirm_and_execute(client, "collection.release", "ids=demo", reason="done")
+    assert "under demo_content" in page.content.decode()
+    assert 'name="also_others"' in page.content.decode()
+    assert merritt.check_lock_collection("demo_content")
+    record = AdminAction.objects.get(action="collection.release")
+    assert "demo_content stay" in record.items.get().detail
+    process_store.hold_collection("demo", by="ada")
+    confirm_and_execute(
+        client, "collection.release", "ids=demo", reason="Merritt's done too", also_others="1"
+    )
+    assert not merritt.check_lock_collection("demo_content")
+    assert not process_store.is_collection_held("demo")
+    record = AdminAction.objects.filter(action="collection.release").latest("pk")
+    assert record.reason == f"Merritt's done too ({ALSO_OTHERS_REASON})"

@@ -4,6 +4,7 @@ Merritt's), and releasing a collection's held items."""
 from __future__ import annotations
 
 from kazoo.exceptions import (
+    BadVersionError,
     NodeExistsError,
     NoNodeError,
 )
@@ -17,6 +18,7 @@ from ..pauseflag import pause_flag
 from ..records import (
     ReleaseResult,
 )
+from ..sides import CREATED_BY, CREATED_BY_KEY
 from ..states import (
     BatchStatus,
     JobStatus,
@@ -57,9 +59,11 @@ class Holds(Locks):
 
     def hold_collection(self, mnemonic: str, *, by: str = "", reason: str = "") -> bool:
         """Hold a collection under its own name and under each of its profiles' names, the
-        lock Merritt's ingest checks; who and why ride in each node's data (MerrittZK
-        ignores it)."""
-        data = t.encode_json({"by": by, "reason": reason, "at": t.now()}) if by or reason else b""
+        lock Merritt's ingest checks; who, why and that this side placed it ride in each
+        node's data (MerrittZK ignores it; ``release_collection`` reads it)."""
+        data = t.encode_json(
+            {"by": by, "reason": reason, "at": t.now(), CREATED_BY_KEY: CREATED_BY}
+        )
         changed = False
         for name in self._hold_names(mnemonic):
             changed = self._persistent_flag(t.collection_lock(name), True, data) or changed
@@ -78,18 +82,49 @@ class Holds(Locks):
             if node is None:
                 continue
             try:
-                return t.decode_json(node[0]) or {}
+                record = t.decode_json(node[0]) or {}
             except ValueError:  # written by another tool: held, details unknown
                 return {}
+            if not isinstance(record, dict):
+                return {}
+            record.pop(CREATED_BY_KEY, None)
+            return record
         return None
 
-    def release_collection(self, mnemonic: str) -> bool:
-        """Release the collection's hold under every name it may have (ours or Merritt's)."""
+    def release_collection(self, mnemonic: str, *, also_others: bool = False) -> bool:
+        """Release the collection's holds this side placed; with ``also_others``, also those
+        Merritt's admin (or any other tool) set under the collection's or its profiles' names.
+
+        A hold node is this side's when its data says so (``collection_holds``). Each is
+        deleted at the version read, so a hold placed again meanwhile is left in place.
+        """
         changed = False
-        for name in self._hold_names(mnemonic):
-            changed = self._persistent_flag(t.collection_lock(name), False) or changed
+        for name, (ours, version) in self._read_holds(mnemonic).items():
+            if not (ours or also_others):
+                continue
+            self.stats["writes"] += 1
+            try:
+                self.client.delete(t.collection_lock(name), version=version)
+                changed = True
+            except (NoNodeError, BadVersionError):  # released or placed again meanwhile
+                pass
         self.changes.changed("collection", mnemonic, None)
         return changed
+
+    def collection_holds(self, mnemonic: str) -> dict[str, bool]:
+        """The hold nodes of a collection (its own name and its profiles'), each with
+        whether this side placed it: Merritt's admin writes no data, and an earlier version
+        of this project wrote ``by``/``reason`` without the marker."""
+        return {name: ours for name, (ours, _) in self._read_holds(mnemonic).items()}
+
+    def _read_holds(self, mnemonic: str) -> dict[str, tuple[bool, int]]:
+        names = self._hold_names(mnemonic)
+        got = self.engine.get_many(t.collection_lock(n) for n in names)
+        return {
+            name: (_placed_here(node[0]), node[1].version)
+            for name in names
+            if (node := got[t.collection_lock(name)]) is not None
+        }
 
     def is_collection_held(self, mnemonic: str) -> bool:
         return self.read_collection_hold(mnemonic) is not None
@@ -170,6 +205,17 @@ class Holds(Locks):
             result.released.append(item_id)
         except QueueError as e:
             result.skipped[item_id] = str(e)
+
+
+def _placed_here(data: bytes) -> bool:
+    """Whether a collection hold's data is this side's (see ``hold_collection``)."""
+    try:
+        record = t.decode_json(data)
+    except ValueError:
+        return False
+    if not isinstance(record, dict):
+        return False
+    return record.get(CREATED_BY_KEY) == CREATED_BY or "by" in record
 
 
 def _held_by_a_hold(message: str) -> bool:
