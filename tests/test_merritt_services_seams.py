@@ -17,6 +17,7 @@ from batches.models import Profile
 from batches.submission import NO_WORKERS_PROBLEM, SubmissionError, submit
 from jobs.identify import localid_lock_key
 from merritt_queue.core import tree as t
+from merritt_queue.core.errors import InvalidTransition
 from merritt_queue.core.treecheck.consistency import check_tree
 from merritt_queue.project import checks
 from steering.catalog import ALSO_OTHERS_REASON
@@ -263,3 +264,56 @@ def test_the_confirmation_page_offers_to_lift_merritts_holds_and_records_it(
     assert not process_store.is_collection_held("demo")
     record = AdminAction.objects.filter(action="collection.release").latest("pk")
     assert record.reason == f"Merritt's done too ({ALSO_OTHERS_REASON})"
+
+
+# --- Merritt's cleanup removes our deleted batches ----------------------------------------
+
+
+def failed_batch(store) -> tuple[str, str]:
+    """A batch of ours taken up, with one job, that job Failed."""
+    bid = store.create_batch({"profile": "demo"}).id
+    batch = store.acquire_pending_batch()
+    assert batch is not None and batch.bid == bid
+    jid = store.create_job(bid, {"profile": "demo"})
+    store.unlock_batch(bid)
+    store.fail_job(jid, "broken")
+    return bid, jid
+
+
+def test_merritts_cleanup_removes_a_batch_deleted_here(store, merritt):
+    """Before: a deletion here removed the empty batch-processing (so MerrittZK's reporting
+    would not throw on it), and MerrittZK's deleteCompletedBatches, which looks only at
+    batches with that node empty, never removed the batch."""
+    held = store.create_batch({"profile": "demo", "batchID": "u-held"}, reserved=True).id
+    store.hold_batch(held)
+    store.delete_batch(held)
+    failed, failed_job = failed_batch(store)
+    store.transition_batch(failed, "Failed")
+    store.delete_batch(failed)
+    assert not store.get_batch(failed).locked  # the tombstone is nobody's lock
+    assert merritt.acquire_batch_for_reporting() is None  # passes them by, throws on neither
+    assert merritt.delete_completed_batches() == [held, failed]
+    assert store.list_batch_ids() == [] and store.find_batch_by_uuid("u-held") is None
+    assert not store.client.exists(t.job_path(failed_job))
+
+
+def test_our_cleanup_still_removes_a_deleted_batch_and_no_job_of_it_goes_back_to_work(store):
+    bid, jid = failed_batch(store)
+    store.transition_batch(bid, "Failed")
+    store.delete_batch(bid)
+    with pytest.raises(InvalidTransition, match="was deleted"):
+        store.transition_job(jid, "Pending")
+    assert store.purge_batch(bid) == [jid]
+    assert store.list_batch_ids() == []
+
+
+def test_check_tree_gives_an_old_deleted_batch_its_tombstone(store, merritt):
+    bid = store.create_batch({"profile": "demo"}, reserved=True).id
+    store.hold_batch(bid)
+    store.delete_batch(bid)
+    for node in ("lock", "states/batch-processing"):  # as a deletion before tombstones left it
+        store.client.delete(f"{t.batch_path(bid)}/{node}")
+    (finding,) = check_tree(store, repair=True)
+    assert finding.kind == "deleted-batch-unremovable-by-merritt" and finding.repaired
+    assert check_tree(store) == []
+    assert merritt.delete_completed_batches() == [bid]

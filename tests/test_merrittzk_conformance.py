@@ -960,9 +960,10 @@ def test_batch_failure(store):
         "batch_failure",
         last_successful={"jid1": "Recording"},
     )
-    # Ours drops the empty batch-processing with the delete: MerrittZK's reporting would
-    # otherwise take the Deleted batch and throw on every later call (issue 13).
-    del want["/batches/bid0/states/batch-processing"]
+    # Ours keeps the empty batch-processing, which MerrittZK's cleanup looks for, and adds a
+    # persistent lock, the batch's tombstone: MerrittZK's reporting would otherwise take the
+    # Deleted batch and throw (zk-tree.md, Batches; issue 13, issue 30).
+    want["/batches/bid0/lock"] = None
     assert tree_of(store, bid0=bid, jid1=jid1) == want
 
 

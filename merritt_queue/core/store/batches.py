@@ -125,21 +125,30 @@ class BatchStore(HistoryWrites, Locks):
     def get_batch(self, bid: str) -> BatchRecord:
         t.check_id(t.BATCH_PREFIX, bid)
         # The history after the status: see ``history`` for why the order matters.
-        names = ("submission", "status", h.NODE, "status-report")
+        names = ("submission", "status", h.NODE, "status-report", "lock")
         paths = [t.batch_node(bid, n) for n in names]
         got = self.engine.get_many(paths)
         status = got[paths[1]]
         if status is None:
             raise NotFound(f"batch {bid} does not exist")
-        flags = self.exists_many([t.batch_states(bid), t.batch_node(bid, "lock")])
+        (acquired,) = self.exists_many([t.batch_states(bid)])
         return self._batch_record(
-            bid, got[paths[0]], status, got[paths[3]], *flags, history=got[paths[2]]
+            bid,
+            got[paths[0]],
+            status,
+            got[paths[3]],
+            acquired,
+            got[paths[4]],
+            history=got[paths[2]],
         )
 
     @staticmethod
-    def _batch_record(bid, submission, status, report, acquired, locked, *, history) -> BatchRecord:
-        """The nodes as ``get`` returned them (None when missing), ``history`` included."""
+    def _batch_record(bid, submission, status, report, acquired, lock, *, history) -> BatchRecord:
+        """The nodes as ``get`` returned them (None when missing), ``history`` included.
+
+        A Deleted batch's tombstone (``batch_sides.is_tombstone``) is no lock: nobody holds it."""
         st = t.decode_json(status[0]) or {}
+        locked = lock is not None and not batch_sides.is_tombstone(st.get("status", ""), lock)
         return BatchRecord(
             bid=bid,
             submission=t.decode_json(submission[0]) if submission else None,
