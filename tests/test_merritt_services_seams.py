@@ -17,9 +17,12 @@ from batches.models import Profile
 from batches.submission import NO_WORKERS_PROBLEM, SubmissionError, submit
 from jobs.identify import localid_lock_key
 from merritt_queue.core import tree as t
+from merritt_queue.core.dispatcher import Dispatcher, DispatcherConfig
 from merritt_queue.core.errors import InvalidTransition
+from merritt_queue.core.sides import CREATED_BY, CREATED_BY_KEY
 from merritt_queue.core.treecheck.consistency import check_tree
 from merritt_queue.project import checks
+from merritt_queue.project.tasks import TASKS
 from steering.catalog import ALSO_OTHERS_REASON
 from steering.models import AdminAction
 from tests import test_steering_actions
@@ -317,3 +320,66 @@ def test_check_tree_gives_an_old_deleted_batch_its_tombstone(store, merritt):
     assert finding.kind == "deleted-batch-unremovable-by-merritt" and finding.repaired
     assert check_tree(store) == []
     assert merritt.delete_completed_batches() == [bid]
+
+
+# --- our held batch follows Merritt's collection lock -------------------------------------
+
+
+def our_batch(store, **extra) -> str:
+    submission = {"collection": "demo", "profile": "demo_content", CREATED_BY_KEY: CREATED_BY}
+    return store.create_batch(submission | extra, reserved=True).id
+
+
+def sweep(store, redis) -> None:
+    Dispatcher(store, redis, TASKS, DispatcherConfig(ahead=50, workers="own")).sweep()
+
+
+def test_our_batch_is_held_and_released_with_merritts_collection_lock(
+    process_store, demo_content, merritt, redis
+):
+    """Before: Merritt lifting its lock left our batch Held for good (only a person's
+    "Release all held items" here moved it on), and a lock placed showed nothing here
+    until a worker picked the batch up."""
+    store = process_store
+    bid = our_batch(store)
+    assert merritt.lock_collection("demo_content")  # the admin tool, on the profile's name
+    sweep(store, redis)
+    batch = store.get_batch(bid)
+    assert batch.status == "Held" and batch.message == "collection demo is on hold"
+    merritt.unlock_collection("demo_content")
+    sweep(store, redis)
+    batch = store.get_batch(bid)
+    assert batch.status == "Pending" and "hold that held it was lifted" in batch.message
+    assert merritt.acquire_pending_batch() is None  # still ours: reserved
+
+
+def test_a_batch_a_person_held_here_stays_held_when_merritt_lifts_its_lock(
+    process_store, demo_content, merritt, redis
+):
+    store = process_store
+    bid = our_batch(store)
+    store.hold_batch(bid, "ada: the depositor asked us to wait")
+    merritt.lock_collection("demo_content")
+    sweep(store, redis)
+    merritt.unlock_collection("demo_content")
+    sweep(store, redis)
+    batch = store.get_batch(bid)
+    assert batch.status == "Held" and batch.message.startswith("ada:")
+
+
+def test_a_job_a_hold_held_is_released_when_merritt_lifts_it_and_merritts_batches_are_left_alone(
+    process_store, demo_content, merritt, redis
+):
+    store = process_store
+    bid = our_batch(store)
+    jid = store.create_job(bid, {"collection": "demo", "profile": "demo_content"})
+    merritt.lock_collection("demo_content")
+    theirs = merritt.create_batch({"profile": "demo_content", "type": "file"})
+    store.transition_job(
+        jid, "Held", "profile demo_content is on hold (a collection hold set in Merritt)"
+    )
+    assert store.follow_collection_holds() == ([bid], [])
+    assert store.get_batch(theirs.id).status == "Pending"  # Merritt's ingest decides
+    merritt.unlock_collection("demo_content")
+    assert store.follow_collection_holds() == ([], [bid, jid])
+    assert store.get_job(jid).status == "Pending"

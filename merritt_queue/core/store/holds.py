@@ -3,6 +3,8 @@ Merritt's), and releasing a collection's held items."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 from kazoo.exceptions import (
     BadVersionError,
     NodeExistsError,
@@ -18,12 +20,15 @@ from ..pauseflag import pause_flag
 from ..records import (
     ReleaseResult,
 )
-from ..sides import CREATED_BY, CREATED_BY_KEY
+from ..sides import CREATED_BY, CREATED_BY_KEY, is_ours
 from ..states import (
     BatchStatus,
     JobStatus,
 )
 from .locks import Locks
+
+if TYPE_CHECKING:
+    from . import QueueStore
 
 
 class Holds(Locks):
@@ -185,6 +190,60 @@ class Holds(Locks):
                 )
         return result
 
+    def follow_collection_holds(self) -> tuple[list[str], list[str]]:
+        """Move batches and jobs with the collection holds, whoever placed or lifted them;
+        the ids held and the ids released.
+
+        - A Held batch or job that a collection hold moved to Held (its message is
+          ``item_hold``'s) goes back to Pending once no hold covers it: Merritt's admin
+          lifting its lock releases what its lock held here. One a person held stays.
+        - A Pending batch submitted here that a hold covers is moved to Held at once, with
+          the hold's message, as our pickup would. Merritt's own batches are left to its
+          ingest, which checks holds on their jobs.
+
+        Each move is its own version-checked multi; one refused (the item moved, or someone
+        holds its lock) is left for the next call.
+        """
+        store = cast("QueueStore", self)  # the batch moves live in another part of it
+        held_now: list[str] = []
+        released: list[str] = []
+        statuses = self.batch_statuses()
+        by_hold = [
+            b
+            for b, st in statuses.items()
+            if st.get("status") == BatchStatus.HELD and _held_by_a_hold(st.get("message") or "")
+        ]
+        covered = bool(self.held_collections())
+        pending = [b for b, st in statuses.items() if st.get("status") == BatchStatus.PENDING]
+        submissions = store.batch_submissions(by_hold + (pending if covered else []))
+        for bid in by_hold:
+            if self.item_hold(submissions[bid]) is None:
+                self._follow(released, bid, lambda b: self.release_batch(b, HOLD_LIFTED))
+        for bid in pending if covered else []:
+            submission = submissions[bid]
+            if is_ours(submission) and (why := self.item_hold(submission)):
+                self._follow(
+                    held_now,
+                    bid,
+                    lambda b, why=why: store.hold_batch(b, why),
+                )
+        for _, jid in self.jobs_in_state(JobStatus.HELD):
+            try:
+                job = self.get_job(jid)
+            except QueueError:
+                continue
+            if _held_by_a_hold(job.message or "") and self.item_hold(job.configuration) is None:
+                self._follow(released, jid, lambda j: self.release_job(j, HOLD_LIFTED))
+        return held_now, released
+
+    @staticmethod
+    def _follow(done: list[str], item_id: str, move) -> None:
+        try:
+            move(item_id)
+        except QueueError:  # moved or locked meanwhile: the next call looks again
+            return
+        done.append(item_id)
+
     def _job_read(self, jid: str) -> tuple[str, str]:
         job = self.get_job(jid)
         return self.item_collection(job.configuration), job.message or ""
@@ -205,6 +264,10 @@ class Holds(Locks):
             result.released.append(item_id)
         except QueueError as e:
             result.skipped[item_id] = str(e)
+
+
+# The message of an item released because the collection hold that held it was lifted.
+HOLD_LIFTED = "released: the collection hold that held it was lifted"
 
 
 def _placed_here(data: bytes) -> bool:
