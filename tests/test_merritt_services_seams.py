@@ -27,8 +27,10 @@ from steering.catalog import ALSO_OTHERS_REASON
 from steering.models import AdminAction
 from tests import test_steering_actions
 from tests.merrittzk import MerrittZK, MerrittZKNodeInvalid
+from tests.objectfixtures import minted
 from tests.test_steering_pages import confirm_and_execute
 
+pytest_plugins = ["tests.httpserver", "tests.pipeline"]
 people = test_steering_actions.people  # the same fixture
 
 
@@ -185,6 +187,19 @@ def test_without_an_owners_ark_local_ids_are_refused_with_a_clear_message(queue)
         {"profile": "demo", "submitter": "me", "type": "file", "payload_url": "https://e.org/a"}
     ).bid
     assert queue.get_batch(bid).status == "Pending"
+
+
+def test_a_job_with_local_ids_fails_in_processing_once_its_profile_has_no_owners_ark(
+    pipeline, content
+):
+    bid = pipeline.submit(type="file", payload_url=f"{content.url}/call911.jpg", local_id="lid-9")
+    pipeline.profile.owner_ark = ""  # cleared after the door let it in
+    pipeline.profile.save()
+    pipeline.run(bid)
+    (job,) = pipeline.jobs(bid)
+    assert job.status == "Failed" and "has no owner's ARK" in job.message
+    assert minted(pipeline) == 0
+    assert pipeline.store.client.get_children(t.LOCK_LOCALID) == []
 
 
 def test_a_system_check_warns_of_profiles_without_an_owners_ark(db):
