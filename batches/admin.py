@@ -13,12 +13,13 @@ class ProfileAdmin(admin.ModelAdmin):
         "name",
         "collection",
         "owner",
+        "owner_ark",
         "default_priority",
         "minter_shoulder",
         "storage_node",
         "allow_external_ids",
     )
-    search_fields = ("name", "collection", "owner")
+    search_fields = ("name", "collection", "owner", "owner_ark")
     list_filter = ("collection", "storage_node", "allow_external_ids")
     actions = ("rotate_notify_secret",)
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}

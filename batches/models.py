@@ -33,6 +33,12 @@ shoulder_validator = RegexValidator(
 )
 
 
+owner_ark_validator = RegexValidator(
+    r"^ark:/\d{5,}/[0-9A-Za-z][0-9A-Za-z._-]*$",
+    "The owner's ARK looks like ark:/13030/j2rn30xp (ark:/, the NAAN's digits, /, a name).",
+)
+
+
 def shoulder_lines(text: str) -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip()]
 
@@ -69,11 +75,34 @@ AGGREGATE_CHOICES = [
 class Profile(models.Model):
     """How a collection ingests: who is told, how it is identified and where it is stored."""
 
+    LOCAL_IDS_REFUSED = (
+        "profile {name} has no owner's ARK, so a local id's lock cannot be named as Merritt's "
+        "ingest names it; objects with local ids are refused until an administrator sets "
+        "the profile's owner's ARK (ark:/NAAN/name, as in Merritt's profile)"
+    )
+
+    def local_ids_refusal(self) -> str | None:
+        """Why this profile's objects may not carry local ids (no owner's ARK to lock by)."""
+        return None if self.owner_ark else self.LOCAL_IDS_REFUSED.format(name=self.name)
+
     name = models.SlugField(
         max_length=100, unique=True, help_text="The profile name depositors submit."
     )
     collection = models.CharField(max_length=100, validators=[mnemonic_validator], db_index=True)
-    owner = models.CharField(max_length=255, blank=True)
+    owner = models.CharField(
+        max_length=255, blank=True, help_text="Who owns the collection, as people name them."
+    )
+    owner_ark = models.CharField(
+        "owner's ARK",
+        max_length=255,
+        blank=True,
+        validators=[owner_ark_validator],
+        help_text=(
+            "The owner's ARK, as in Merritt's profile (owner: ark:/13030/...). Merritt's "
+            "ingest names a local id's lock after it, so both ingests must use the same one; "
+            "without it, submissions with local ids are refused."
+        ),
+    )
     notification_emails = models.TextField(
         blank=True,
         help_text="Addresses told about each batch, one per line or comma-separated.",

@@ -119,15 +119,21 @@ def submit(
 
 
 def prepare(
-    data: Mapping, upload: Upload | None = None, *, by=None, via: str | None = None
+    data: Mapping,
+    upload: Upload | None = None,
+    *,
+    by=None,
+    via: str | None = None,
+    mind_workers: bool = True,
 ) -> dict:
     """Every check of the door but the queue's room (which asks ZooKeeper): the submission
     as it would be written, or SubmissionError. ``submit`` and ``submit --dry-run`` both
-    judge by it."""
+    judge by it; the dry run passes ``mind_workers=False`` to judge the submission itself
+    when the worker mode alone refuses it (``workers_problem``)."""
     if settings.READ_ONLY:
         raise SubmissionError([READ_ONLY_PROBLEM], status=503)
-    if settings.MQ_WORKERS == NONE:
-        raise SubmissionError([NO_WORKERS_PROBLEM], status=503)
+    if mind_workers and (problem := workers_problem()):
+        raise SubmissionError([problem], status=503)
     if by is not None:
         data, problems = _as_user(data, by)
         if problems:
@@ -148,6 +154,11 @@ def prepare(
     elif via:
         clean["submitted_by"] = via
     return clean
+
+
+def workers_problem() -> str | None:
+    """Why the deployment's worker mode refuses every submission, the web door's words."""
+    return NO_WORKERS_PROBLEM if settings.MQ_WORKERS == NONE else None
 
 
 RERUN_VALUES = {True: True, False: False, "true": True, "false": False, "1": True, "0": False}
@@ -296,6 +307,8 @@ def validate(data: Mapping, upload: Upload | None) -> tuple[dict, list[str]]:
     problems += digest_problems(clean)
     problems += _other_problems(clean)
     problems += subscribe.problems(clean)
+    if profile and clean.get("local_id") and (refusal := profile.local_ids_refusal()):
+        problems.append(refusal)
     if profile and not problems:
         clean |= {
             "collection": profile.collection,

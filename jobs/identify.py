@@ -46,6 +46,8 @@ def processing(s: Services, job: JobRecord) -> Outcome:
     local_ids = list(
         ids.get("local_id") or ([config["local_id"]] if config.get("local_id") else [])
     )
+    if local_ids and (refusal := profile.local_ids_refusal()):
+        return Outcome.fail(refusal)
     keys = {lid: localid_lock_key(lid, profile) for lid in local_ids}
     held = [lid for lid, key in keys.items() if not s.store.lock_localid(key)]
     if held:
@@ -78,9 +80,12 @@ def _supplied_ark_refusal(config: dict, collection: str, profile: Profile) -> st
 
 def localid_lock_key(local_id: str, profile: Profile) -> str:
     """The local-id lock's name as Merritt's ingest takes it (ProcessManager: the local id,
-    ``_``, the profile's owner ARK), so a job of either side waits for the other's; a
-    profile without an owner falls back to its collection, the scope local ids live in."""
-    return f"{local_id}_{profile.owner or profile.collection}"
+    ``_``, the profile's owner ARK), so a job of either side waits for the other's. Only a
+    profile with an owner's ARK has one: any other name would silently stop excluding
+    Merritt's jobs, so ``processing`` refuses local ids without it."""
+    if not profile.owner_ark:
+        raise ValueError(Profile.LOCAL_IDS_REFUSED.format(name=profile.name))
+    return f"{local_id}_{profile.owner_ark}"
 
 
 def _release_local_ids(s: Services, keys: list[str]) -> None:

@@ -267,7 +267,26 @@ def _hold_collection(store: QueueStore, mnemonic: str, params, note) -> Applied:
 
 
 def _release_collection(store: QueueStore, mnemonic: str, params, note) -> Applied:
-    return _changed(store.release_collection(mnemonic))
+    """Lift the holds this side placed; those Merritt's admin set only when the person
+    ticked ``also_others`` on the confirmation page (``ALSO_OTHERS``)."""
+    also = bool(params.get(ALSO_OTHERS))
+    changed = store.release_collection(mnemonic, also_others=also)
+    kept = [name for name, ours in store.collection_holds(mnemonic).items() if not ours]
+    if kept:
+        return Applied(None, f"{'done' if changed else 'already so'}; {kept_words(kept)}")
+    return _changed(changed)
+
+
+# The confirmation page's checkbox: also lift the holds another tool placed.
+ALSO_OTHERS = "also_others"
+ALSO_OTHERS_REASON = "also lifting the holds Merritt's admin or another tool set"
+
+
+def kept_words(names: list[str]) -> str:
+    return (
+        f"the hold(s) Merritt's admin or another tool set under {', '.join(names)} stay "
+        "(tick the box on the confirmation page to lift them too)"
+    )
 
 
 def _release_collection_items(store: QueueStore, mnemonic: str, params, note) -> Applied:

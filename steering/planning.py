@@ -142,6 +142,18 @@ def also_deleted(bids: list[str]) -> dict[str, list[tuple[str, str]]]:
     return found
 
 
+def other_holds(collections: list[str]) -> dict[str, list[str]]:
+    """Per collection, the hold names another tool (Merritt's admin) placed: a release keeps
+    them unless the person ticks the confirmation page's box."""
+    store = get_store(init=False)
+    out = {}
+    for collection in collections:
+        names = [n for n, ours in store.collection_holds(collection).items() if not ours]
+        if names:
+            out[collection] = names
+    return out
+
+
 def profile_collections() -> dict[str, str]:
     """Each profile's collection: a mirror row of Merritt's names only its profile."""
     return dict(Profile.objects.values_list("name", "collection"))

@@ -42,13 +42,14 @@ from jobs.models import Job
 from merritt_queue.core.states import resume_note, resume_target
 from steering import confirmations, editing, tasks
 from steering.actions import execute, run_items, start
-from steering.catalog import ACTIONS, Action, Scope, Target
+from steering.catalog import ACTIONS, ALSO_OTHERS, ALSO_OTHERS_REASON, Action, Scope, Target
 from steering.maintenance import OPERATIONS
 from steering.models import MAINTENANCE, AdminAction, AdminActionItem
 from steering.permissions import refusal
 from steering.planning import (
     PlanItem,
     also_deleted,
+    other_holds,
     plan,
     profile_collections,
     resume_offer,
@@ -233,6 +234,9 @@ def confirmation(
     items, again, options = _resume_plan(action, items)
     applying = [p for p in items if p.applies]
     along = also_deleted([p.target.id for p in applying]) if action.name == "batch.delete" else {}
+    others = (
+        other_holds([p.target.id for p in applying]) if action.name == "collection.release" else {}
+    )
     payload = confirmations.sign(
         request,
         SALT,
@@ -262,6 +266,7 @@ def confirmation(
         "along": sum(len(jobs) for jobs in along.values()),
         "next": safe_next(request, request.GET.get("next", "")),
         "used": used,
+        "other_holds": others,
     }
     return render(request, "steering/confirm.html", context, status=status)
 
@@ -330,6 +335,9 @@ def run(request, action_name: str):
         params["step"] = step
     if not reason:
         return _again_page(request, action, data, "a reason is required", reason)
+    if action.name == "collection.release" and request.POST.get(ALSO_OTHERS):
+        params[ALSO_OTHERS] = True
+        reason = f"{reason} ({ALSO_OTHERS_REASON})"
     used = AdminAction.objects.filter(token=data["token"]).first()
     if used is not None and action.form:  # never act twice: show what it did
         return redirect(reverse("steering:result", args=[used.pk]))

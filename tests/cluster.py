@@ -60,7 +60,7 @@ class Cluster(Procs):
             "-c",
             "from batches.models import Profile; "
             f"Profile.objects.create(name='{PROFILE}', collection='kill', "
-            f"minter_shoulder='{SHOULDER}')",
+            f"minter_shoulder='{SHOULDER}', owner_ark='ark:/99999/fk4owner')",
         )
 
     def submit(self, **fields: str) -> str:

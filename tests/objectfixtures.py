@@ -69,7 +69,10 @@ def minted(pipeline) -> int:
 
 def other_profile() -> Profile:
     return Profile.objects.create(
-        name="other", collection="other", minter_shoulder="ark:/99999/fk4"
+        name="other",
+        collection="other",
+        minter_shoulder="ark:/99999/fk4",
+        owner_ark="ark:/99999/fk4other",
     )
 
 

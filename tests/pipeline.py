@@ -26,6 +26,10 @@ FIXTURES = Path(__file__).parent / "fixtures" / "merritt-sample-files"
 FINAL = {BatchStatus.COMPLETED, BatchStatus.FAILED, BatchStatus.DELETED}
 
 
+# The demo profile's owner ARK: its local-id locks are named after it, as Merritt's are.
+OWNER_ARK = "ark:/99999/fk4owner"
+
+
 @pytest.fixture
 def content(http_server):
     """Merritt's sample files served locally, manifests rewritten to point at the server."""
@@ -101,6 +105,7 @@ def pipeline(zk_config, redis, settings, tmp_path, transactional_db):
         name="demo",
         collection="demo",
         minter_shoulder="ark:/99999/fk4",
+        owner_ark=OWNER_ARK,
         notification_emails="depositor@example.org",
     )
     yield Pipeline(store, redis, profile, root)

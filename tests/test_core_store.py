@@ -242,7 +242,7 @@ def test_a_batch_deleted_after_the_ids_are_taken_gets_no_job_and_keeps_no_id(
     assert sum(isinstance(r, Transaction) for r in multis) > 2  # ids, then several multis
     assert jobs_under(zk) == [] and heard == []
     assert all(jids == [] for jids in store.batch_jobs(bid).values())
-    assert not zk.exists(t.batch_job_dir(bid, "batch-processing"))
+    assert zk.get_children(t.batch_job_dir(bid, "batch-processing")) == []
     assert not zk.exists(t.job_state_dir("Pending")) or not zk.get_children(
         t.job_state_dir("Pending")
     )

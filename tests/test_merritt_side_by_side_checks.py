@@ -187,14 +187,14 @@ def test_completed_batch_with_running_jobs_is_reported_only(store, merritt):
 
 def deleted_batch_with_empty_processing_dir(store: QueueStore) -> str:
     """A batch whose only job was held and deleted, then itself held and deleted, its empty
-    ``batch-processing`` left behind (as a delete by MerrittZK or an older queue leaves it)."""
+    ``batch-processing`` left behind and no lock (as a delete by MerrittZK leaves it)."""
     bid = store.create_batch({"batchID": "uuid-deleted", "collection": "demo"}).id
     jid = store.create_job(bid, {"collection": "demo"})
     store.hold_job(jid)
     store.delete_job(jid)
     store.hold_batch(bid)
     store.delete_batch(bid)
-    store.client.ensure_path(t.batch_job_dir(bid, "batch-processing"))
+    store.client.delete(t.batch_node(bid, "lock"))  # no tombstone, as MerrittZK's delete
     return bid
 
 
@@ -214,10 +214,11 @@ def test_deleted_batch_that_blocks_merritt_reporting_loses_its_empty_node(
     found = only(check(store), "deleted-batch-blocks-reporting")
     assert found.path == node and "later batches" in found.reason
     repair(store, "deleted-batch-blocks-reporting")
-    assert not store.client.exists(node)
+    assert store.client.get_children(node) == []
     assert store.get_batch(deleted).status == "Deleted"
     assert check(store) == []
-    assert merritt.acquire_batch_for_reporting().id == later.id
+    assert merritt.acquire_batch_for_reporting().id == later.id  # the tombstone passed by
+    assert merritt.delete_completed_batches() == [deleted]
 
 
 def test_deleted_batch_repair_leaves_a_node_that_gained_a_job(store):

@@ -314,7 +314,7 @@ OWNER = "ark:/13030/j2cc0900"
 
 def test_our_local_id_lock_is_the_one_merritt_takes(process_store, make_client, db):
     zk, _ = merritt(make_client)
-    profile = Profile(name="demo_content", collection="demo", owner=OWNER)
+    profile = Profile(name="demo_content", collection="demo", owner="Demo Library", owner_ark=OWNER)
     key = localid_lock_key("lid-1", profile)
     assert process_store.lock_localid(key)
     assert not zk.lock_object_localid("lid-1_" + OWNER)  # ProcessManager.getLocalIDLock
@@ -325,7 +325,7 @@ def test_our_local_id_lock_is_the_one_merritt_takes(process_store, make_client, 
 
 
 def test_processing_waits_while_merritt_holds_the_local_id(pipeline, content, make_client):
-    pipeline.profile.owner = OWNER
+    pipeline.profile.owner_ark = OWNER
     pipeline.profile.save()
     zk, _ = merritt(make_client)
     assert zk.lock_object_localid("lid-2_" + OWNER)

@@ -960,9 +960,10 @@ def test_batch_failure(store):
         "batch_failure",
         last_successful={"jid1": "Recording"},
     )
-    # Ours drops the empty batch-processing with the delete: MerrittZK's reporting would
-    # otherwise take the Deleted batch and throw on every later call (issue 13).
-    del want["/batches/bid0/states/batch-processing"]
+    # Ours keeps the empty batch-processing, which MerrittZK's cleanup looks for, and adds a
+    # persistent lock, the batch's tombstone: MerrittZK's reporting would otherwise take the
+    # Deleted batch and throw (zk-tree.md, Batches; issue 13, issue 30).
+    want["/batches/bid0/lock"] = None
     assert tree_of(store, bid0=bid, jid1=jid1) == want
 
 
@@ -1100,7 +1101,14 @@ def test_lock_collection(store):
     assert store.hold_collection("bar") is False
     store.release_collection("bar")
     assert store.hold_collection("bar") is True
-    assert tree_of(store) == expected("lock_collection")
+    got = tree_of(store)
+    for path in [p for p in got if p.startswith(t.LOCK_COLLECTIONS + "/")]:
+        # 7. Our collection holds carry who, why, when and "created_by": "merritt-queue"
+        #    (zk-tree.md, Locks and holds), so a release here can leave Merritt's own holds
+        #    in place; MerrittZK writes none and never reads a hold's data.
+        assert got[path]["created_by"] == "merritt-queue"
+        got[path] = None
+    assert got == expected("lock_collection")
 
 
 def exists(store: QueueStore, path: str) -> bool:

@@ -130,8 +130,8 @@ def test_a_manifest_row_with_a_local_id_goes_to_that_ids_object(pipeline, conten
 # --- the local-id lock -----------------------------------------------------------------
 
 WAITING = "local id same is being resolved by another job"
-# The demo profile has no owner ARK: its local ids are locked within its collection.
-SAME_LOCK = "same_demo"
+# Merritt's name: the local id, "_", the demo profile's owner ARK.
+SAME_LOCK = "same_ark:/99999/fk4owner"
 
 
 def held_elsewhere(make_client) -> QueueStore:
@@ -156,7 +156,7 @@ def test_processing_waits_while_another_session_holds_the_local_id(pipeline, con
 
 def test_processing_waits_for_merritts_own_local_id_lock(pipeline, content, make_client):
     # MerrittZK's lockObjectLocalID(localID + "_" + owner), with ":/" runs made "_".
-    pipeline.profile.owner = "ark:/13030/j2owner"
+    pipeline.profile.owner_ark = "ark:/13030/j2owner"
     pipeline.profile.save()
     merritt = make_client()
     merritt.create("/locks/localid/same_ark_13030_j2owner", ephemeral=True)

@@ -361,8 +361,8 @@ def test_batch_delete_is_refused_while_a_job_is_still_processing(queue, people):
 
 
 def test_a_job_of_a_deleted_batch_is_not_resumed(queue, people):
-    """Back in a working state it would recreate the Deleted batch's batch-processing, on
-    which MerrittZK's reporting throws (issue 13)."""
+    """Back in a working state it would come into the Deleted batch's empty batch-processing,
+    which MerrittZK's cleanup and our own expect empty (issues 13 and 30)."""
     bid = new_batch(queue)
     failed = queue.create_job(bid, {"collection": "demo"})
     queue.transition_job(failed, "Failed", "x")
@@ -375,7 +375,7 @@ def test_a_job_of_a_deleted_batch_is_not_resumed(queue, people):
     item = record.items.get()
     assert item.result == "failed" and "is Deleted" in item.detail, item.detail
     assert queue.get_job(failed).status == "Failed"
-    assert not queue.client.exists(f"/batches/{bid}/states/batch-processing")
+    assert queue.client.get_children(f"/batches/{bid}/states/batch-processing") == []
 
 
 def test_a_bulk_resume_reads_the_batches_in_one_round_not_one_per_job(queue, people, monkeypatch):

@@ -8,21 +8,27 @@ MerrittZK takes a batch with no ``states`` child as Pending and reports any batc
 - Held -> Pending deletes an empty ``states`` again, unless the batch was submitted here
   (created reserved, see ``QueueStore.create_batch``): it then looks exactly like the
   fresh Pending batch MerrittZK wrote.
-- -> Deleted removes an empty ``batch-processing``, so MerrittZK's reporting skips the
-  batch instead of throwing on it; with jobs still in it the delete is refused.
+- -> Deleted leaves the batch as MerrittZK's cleanup (``deleteCompletedBatches``) wants it,
+  with an empty ``batch-processing``, and with a persistent ``lock`` node (the batch's
+  *tombstone*), so MerrittZK's reporting, which takes any batch with that directory empty,
+  finds it locked and passes it by instead of throwing on it. Either side's cleanup removes
+  the lock with the batch. ``batch-processing`` is written once more (its data version past
+  0): a job's move back to work checks it at version 0, so no job of a deleted batch ever
+  goes back to work. With jobs still in it, or anyone holding the lock, the delete is
+  refused.
 
 Every op joins the move's own multi: either all of it is written or none.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from . import tree as t
 from .errors import Locked, QueueError
 from .records import BatchRecord, Op, OpKind
 from .sides import is_ours
-from .states import BatchStatus
+from .states import PROCESSING_DIR, BatchStatus
 
 if TYPE_CHECKING:
     from .store import QueueStore
@@ -59,18 +65,41 @@ def release_ops(store: QueueStore, batch: BatchRecord) -> list[Op]:
 
 
 def delete_ops(store: QueueStore, batch: BatchRecord) -> list[Op]:
-    path = t.batch_job_dir(batch.bid, "batch-processing")
+    path = t.batch_job_dir(batch.bid, PROCESSING_DIR)
+    lock = t.batch_node(batch.bid, "lock")
     got = store.engine.children_stat(path)
-    if got is None:
-        return []
-    jids, stat = sorted(got[0]), got[1]
-    if jids:
-        shown = ", ".join(jids[:10]) + (" ..." if len(jids) > 10 else "")
-        raise QueueError(
-            f"batch {batch.bid} was not deleted: {len(jids)} of its job(s) are not finished "
-            f"yet ({shown}). Let them finish, or fail or delete them, then delete the batch."
-        )
-    return [Op(OpKind.DELETE, path, version=stat.version)]
+    ops = [Op(OpKind.CREATE, t.batch_states(batch.bid), tolerant=True)]
+    if got is not None:
+        jids, stat = sorted(got[0]), got[1]
+        if jids:
+            shown = ", ".join(jids[:10]) + (" ..." if len(jids) > 10 else "")
+            raise QueueError(
+                f"batch {batch.bid} was not deleted: {len(jids)} of its job(s) are not finished "
+                f"yet ({shown}). Let them finish, or fail or delete them, then delete the batch."
+            )
+        ops.append(Op(OpKind.DELETE, path, version=stat.version))  # refused if a job came in
+    ops += [Op(OpKind.CREATE, path), Op(OpKind.SET, path, b"", version=0)]
+    if batch.lock_session == store.session_id:
+        ops.append(Op(OpKind.DELETE, lock))
+    return [*ops, Op(OpKind.CREATE, lock)]
+
+
+def tombstone_ops(bid: str, processing_version: int | None) -> list[Op]:
+    """The nodes ``delete_ops`` writes, for a Deleted batch without them (deleted before
+    tombstones, or by MerrittZK). ``processing_version``: the data version its empty
+    ``batch-processing`` was read at, None when missing; a job come in meanwhile fails it."""
+    path = t.batch_job_dir(bid, PROCESSING_DIR)
+    ops = (
+        [] if processing_version is None else [Op(OpKind.DELETE, path, version=processing_version)]
+    )
+    ops += [Op(OpKind.CREATE, path), Op(OpKind.SET, path, b"", version=0)]
+    return [*ops, Op(OpKind.CREATE, t.batch_node(bid, "lock"))]
+
+
+def is_tombstone(status: str, lock: tuple[bytes, Any] | None) -> bool:
+    """Whether a batch's ``lock`` node (as read; None when missing) is its tombstone: the
+    persistent lock of a Deleted batch, which nobody holds and no one works under."""
+    return status == BatchStatus.DELETED and lock is not None and not lock[1].ephemeralOwner
 
 
 def explain_hold(store: QueueStore, bid: str, error: QueueError) -> QueueError:

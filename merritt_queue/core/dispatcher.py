@@ -39,6 +39,7 @@ from rq.job import Job
 from rq.job import JobStatus as RQStatus
 
 from . import tree as t
+from .errors import QueueError
 from .fairness import Turns
 from .history import DISPATCHER_PREFIX, process_actor
 from .pauseflag import pause_flag
@@ -211,6 +212,8 @@ class Dispatcher:
             client.ensure_path(t.job_state_dir(status))
         self._watch(t.BATCHES, "batches")
         self._watch(t.LOCK_QUEUE, "all")
+        client.ensure_path(t.LOCK_COLLECTIONS)
+        self._watch(t.LOCK_COLLECTIONS, "holds")
 
     def _one_shot(self, what: str):
         def watcher(_event) -> None:
@@ -251,6 +254,7 @@ class Dispatcher:
         # What was marked before now is covered (the watches' first calls, on installing).
         with self._dirty_lock:
             self._dirty.clear()
+        self.follow_holds()
         if self.config.workers == NONE or self._paused():
             return 0
         count = sum(self.sweep_job_state(s) for s in JOB_WORK_STATES)
@@ -264,6 +268,8 @@ class Dispatcher:
         self._swept = time.monotonic()
         if "all" in dirty:
             return self.sweep()
+        if "holds" in dirty:
+            self.follow_holds()
         if self.config.workers == NONE or self._paused():
             return 0
         count = sum(self.sweep_job_state(w[4:]) for w in dirty if w.startswith("job:"))
@@ -271,6 +277,17 @@ class Dispatcher:
             return count + self.sweep_batches()
         marked = sorted(w[6:] for w in dirty if w.startswith("batch:"))
         return count + (self.sweep_batches(marked) if marked else 0)
+
+    def follow_holds(self) -> None:
+        """Held and released items follow the collection holds (``follow_collection_holds``):
+        at every full sweep, and when a hold is placed or lifted by either side."""
+        try:
+            held, released = self.store.follow_collection_holds()
+        except QueueError as e:
+            log.warning("collection holds not followed this time: %s", e)
+            return
+        if held or released:
+            log.info("collection holds: held %s, released %s", held, released)
 
     def sweep_job_state(self, status: str) -> int:
         """Enqueue this state's unlocked jobs, in serving order, up to the look-ahead.

@@ -111,7 +111,7 @@ def _batch(bid: str, nodes: dict) -> BatchRecord:
         nodes["status"],
         nodes["status-report"],
         nodes["states"] is not None,
-        nodes["lock"] is not None,
+        nodes["lock"],
         history=nodes[NODE],
     )
 

@@ -533,6 +533,31 @@ def check_metrics_dir(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     ]
 
 
+def check_profile_owner_arks(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    """Profiles without an owner's ARK: their local ids are refused (batches.models.Profile).
+    Silent while the database cannot be read (before ``migrate``, or with no database)."""
+    from django.db import DatabaseError
+
+    from batches.models import Profile
+
+    try:
+        names = list(Profile.objects.filter(owner_ark="").values_list("name", flat=True)[:21])
+    except DatabaseError:
+        return []
+    if not names:
+        return []
+    shown = ", ".join(names[:20]) + (" ..." if len(names) > 20 else "")
+    return [
+        checks.Warning(
+            f"profile(s) without an owner's ARK: {shown}",
+            hint="Merritt's ingest names a local id's lock after the profile's owner ARK; "
+            "until the profile has one (ark:/NAAN/name, as in Merritt's profile, set in the "
+            "admin), submissions and jobs with local ids for it are refused.",
+            id="mq.W080",
+        )
+    ]
+
+
 ALL_CHECKS = [
     check_zk_hosts,
     check_zk_chroot,
@@ -560,9 +585,14 @@ ALL_CHECKS = [
     check_proxy_ssl_header,
     check_web_zk_wait,
 ]
+# Checks that read the database: registered apart, so the settings checks run without one.
+DATA_TAG = "merritt_queue_data"
+DATA_CHECKS = [check_profile_owner_arks]
 
 
 def register() -> None:
     for check in ALL_CHECKS:
         checks.register(check, TAG)
     checks.register(check_merritt_api_profiles, TAG, checks.Tags.database)
+    for check in DATA_CHECKS:
+        checks.register(check, DATA_TAG)

@@ -59,6 +59,8 @@ DEMO_UPDATES = [
     ),
 ]
 # A batch in one of these will not store the first version later: waiting longer is pointless.
+# The demo owner's ARK (test NAAN): local-id locks are named after it, as Merritt's are.
+DEMO_OWNER_ARK = "ark:/99999/fk4owner"
 SETTLED = {BatchStatus.COMPLETED, BatchStatus.FAILED, BatchStatus.DELETED}
 
 
@@ -176,11 +178,15 @@ class Command(BaseCommand):
             defaults={
                 "collection": "demo",
                 "owner": "Demo Library",
+                "owner_ark": DEMO_OWNER_ARK,
                 "notification_emails": "depositor@example.org",
                 "notify_on_queue": True,
                 "minter_shoulder": "ark:/99999/fk4",
             },
         )
+        if not profile.owner_ark:  # a demo profile loaded before profiles had one
+            profile.owner_ark = DEMO_OWNER_ARK
+            profile.save(update_fields=["owner_ark"])
         self.stdout.write(f"profile demo {'created' if created else 'kept'}")
         return profile
 

@@ -5,7 +5,14 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from batches.submission import TEXT_FIELDS, SubmissionError, Upload, prepare, submit
+from batches.submission import (
+    TEXT_FIELDS,
+    SubmissionError,
+    Upload,
+    prepare,
+    submit,
+    workers_problem,
+)
 from merritt_queue.core.planning import SUBMISSION_TYPES
 
 # What each submission field means, for --help; the same fields as the API's JSON.
@@ -105,9 +112,15 @@ class Command(BaseCommand):
 
     def _check(self, data: dict, upload: Upload | None, by, via: str | None) -> None:
         try:
-            clean = prepare(data, upload, by=by, via=via)
+            clean = prepare(data, upload, by=by, via=via, mind_workers=False)
         except SubmissionError as e:
-            raise CommandError("this would be refused:\n  " + "\n  ".join(e.problems)) from None
+            problems = [p for p in [workers_problem()] if p] + e.problems
+            raise CommandError("this would be refused:\n  " + "\n  ".join(problems)) from None
+        if problem := workers_problem():
+            raise CommandError(
+                f"the submission is well-formed ({clean['type']} to profile {clean['profile']} "
+                f"as {clean['submitter']}), but this would be refused:\n  {problem}"
+            )
         self.stdout.write(
             f"would submit: {clean['type']} to profile {clean['profile']} "
             f"as {clean['submitter']} (nothing was submitted)"

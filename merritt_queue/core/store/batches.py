@@ -33,6 +33,8 @@ from .locks import Locks
 if TYPE_CHECKING:
     from . import QueueStore
 
+# Ids tried by one creation while others keep taking the next one first.
+CREATE_TRIES = 50
 # Job ids kept in a status report: about 3.3 KB, however big the batch.
 STATUS_REPORT_MAX_JIDS = 200
 
@@ -49,17 +51,23 @@ class BatchStore(HistoryWrites, Locks):
     """Batch operations of ``QueueStore``."""
 
     def create_batch(self, submission: dict, *, reserved: bool = False) -> Created:
-        """Create a Pending batch; the same ``batchID`` again returns the existing one.
+        """Create a Pending batch in one multi; the same ``batchID`` again returns the existing one.
 
         Without ``reserved`` the tree is exactly MerrittZK's fresh batch. ``reserved``
         also creates ``states`` in the same multi: MerrittZK takes a batch with no
         ``states`` as Pending, so it never acquires one this project submitted.
 
+        The batch node is created in the multi that writes its submission, status and
+        ``states``: a batch node alone would be one MerrittZK's pickup locks, fails to load
+        and keeps locked for the life of its process. A multi cannot name a child after a
+        sequential create of the same multi, so the id is the one ZooKeeper's sequential
+        create would give (``_next_batch_id``), created as a plain node: a sequential create
+        by anyone else meanwhile takes that name or the next, never a used one.
+
         1. A known ``batchID`` returns its batch, flagged as a duplicate.
-        2. A sequential create takes the next id (``/batches/bidNNNNNNNNNN``).
-        3. One multi writes submission, status and the uuid entry; if another
-           submitter won the uuid meanwhile, the empty id node is dropped and
-           theirs is returned as the duplicate.
+        2. One multi writes the batch node, submission, status and the uuid entry; if
+           another creator took the id meanwhile, the next one is tried; if another
+           submitter won the uuid, theirs is returned as the duplicate.
         """
         if not isinstance(submission, dict):
             raise InvalidData("a submission must be a JSON object")
@@ -69,27 +77,46 @@ class BatchStore(HistoryWrites, Locks):
             if existing:
                 return Created(existing, duplicate=True)
         data = t.encode_json(submission)
-        bid = self.engine.create_sequential(f"{t.BATCHES}/{t.BATCH_PREFIX}")
         status = t.batch_status_record(BatchStatus.PENDING)
-        ops = [
-            Op(OpKind.CREATE, t.batch_node(bid, "submission"), data),
-            Op(OpKind.CREATE, t.batch_node(bid, "status"), t.encode_json(status)),
-            self._batch_history_op(bid, h.ABSENT, 0, "", status)[0],
-        ]
-        if reserved:
-            ops.append(Op(OpKind.CREATE, t.batch_states(bid)))
-        if uuid:
-            ops.append(Op(OpKind.CREATE, t.batch_uuid_path(uuid), t.encode_str(bid)))
-        try:
-            self.engine.commit(ops, f"create batch {bid}")
-        except QueueError:
-            self.engine.delete_quietly(t.batch_path(bid))
-            winner = self.find_batch_by_uuid(uuid) if uuid else None
-            if winner:
-                return Created(winner, duplicate=True)
-            raise
-        self.changes.changed("batch", bid, None)
-        return Created(bid)
+        floor = 0
+        for _ in range(CREATE_TRIES):
+            bid = self._next_batch_id(floor)
+            ops = [
+                Op(OpKind.CREATE, t.batch_path(bid)),
+                Op(OpKind.CREATE, t.batch_node(bid, "submission"), data),
+                Op(OpKind.CREATE, t.batch_node(bid, "status"), t.encode_json(status)),
+                self._batch_history_op(bid, h.ABSENT, 0, "", status)[0],
+            ]
+            if reserved:
+                ops.append(Op(OpKind.CREATE, t.batch_states(bid)))
+            if uuid:
+                ops.append(Op(OpKind.CREATE, t.batch_uuid_path(uuid), t.encode_str(bid)))
+            try:
+                self.engine.commit(ops, f"create batch {bid}")
+            except QueueError:
+                winner = self.find_batch_by_uuid(uuid) if uuid else None
+                if winner:
+                    return Created(winner, duplicate=True)
+                if self.engine.exists(t.batch_path(bid)) is None:
+                    raise
+                floor = int(bid[len(t.BATCH_PREFIX) :]) + 1
+                self.engine.client.sync(t.BATCHES)  # a lagging server's cversion, caught up
+                continue
+            self.changes.changed("batch", bid, None)
+            return Created(bid)
+        raise QueueError(
+            f"no batch was created: other creators kept taking the next id ({CREATE_TRIES} "
+            "tries); nothing was written, submit again"
+        )
+
+    def _next_batch_id(self, floor: int) -> str:
+        """The name a sequential create under ``/batches`` would take now: ZooKeeper numbers
+        it with the parent's child version (``cversion``), which every child create and
+        delete raises; at least ``floor``, past an id seen taken."""
+        stat = self.engine.exists(t.BATCHES)
+        if stat is None:
+            raise NotFound(f"{t.BATCHES} does not exist")
+        return f"{t.BATCH_PREFIX}{max(stat.cversion, floor):010d}"
 
     def find_batch_by_uuid(self, uuid: str) -> str | None:
         got = self.engine.get_many([t.batch_uuid_path(uuid)])[t.batch_uuid_path(uuid)]
@@ -98,21 +125,30 @@ class BatchStore(HistoryWrites, Locks):
     def get_batch(self, bid: str) -> BatchRecord:
         t.check_id(t.BATCH_PREFIX, bid)
         # The history after the status: see ``history`` for why the order matters.
-        names = ("submission", "status", h.NODE, "status-report")
+        names = ("submission", "status", h.NODE, "status-report", "lock")
         paths = [t.batch_node(bid, n) for n in names]
         got = self.engine.get_many(paths)
         status = got[paths[1]]
         if status is None:
             raise NotFound(f"batch {bid} does not exist")
-        flags = self.exists_many([t.batch_states(bid), t.batch_node(bid, "lock")])
+        (acquired,) = self.exists_many([t.batch_states(bid)])
         return self._batch_record(
-            bid, got[paths[0]], status, got[paths[3]], *flags, history=got[paths[2]]
+            bid,
+            got[paths[0]],
+            status,
+            got[paths[3]],
+            acquired,
+            got[paths[4]],
+            history=got[paths[2]],
         )
 
     @staticmethod
-    def _batch_record(bid, submission, status, report, acquired, locked, *, history) -> BatchRecord:
-        """The nodes as ``get`` returned them (None when missing), ``history`` included."""
+    def _batch_record(bid, submission, status, report, acquired, lock, *, history) -> BatchRecord:
+        """The nodes as ``get`` returned them (None when missing), ``history`` included.
+
+        A Deleted batch's tombstone (``batch_sides.is_tombstone``) is no lock: nobody holds it."""
         st = t.decode_json(status[0]) or {}
+        locked = lock is not None and not batch_sides.is_tombstone(st.get("status", ""), lock)
         return BatchRecord(
             bid=bid,
             submission=t.decode_json(submission[0]) if submission else None,

@@ -89,20 +89,25 @@ def refused(results: Sequence[Any]) -> tuple[int, Exception] | None:
     return None
 
 
+def _deleted_batch_check(op: Op) -> bool:
+    """A job's move back to work checks its batch's ``batch-processing`` (``jobmoves``)."""
+    return op.kind == OpKind.CHECK and op.path.endswith("/states/batch-processing")
+
+
 def error(op: Op, err: Exception, what: str) -> QueueError:
     """The queue's error for an op ZooKeeper refused, saying that nothing was written."""
+    if isinstance(err, BadVersionError | NoNodeError) and _deleted_batch_check(op):
+        bid = op.path.split("/")[2]
+        return InvalidTransition(
+            f"{what}: batch {bid} was deleted, so none of its jobs can go back to work; "
+            "nothing was written. Submit the deposit again instead."
+        )
     if isinstance(err, BadVersionError):
         return ChangedUnderYou(
             f"{what}: changed under you ({op.path} is no longer at version {op.version}); "
             "nothing was written, reload and try again"
         )
     if isinstance(err, NoNodeError):
-        if op.kind == OpKind.CHECK and op.path.endswith("/states/batch-processing"):
-            bid = op.path.split("/")[2]
-            return InvalidTransition(
-                f"{what}: batch {bid} was deleted, so none of its jobs can go back to work; "
-                "nothing was written. Submit the deposit again instead."
-            )
         if op.path.endswith("/lock"):
             return LockLost(f"{what}: the lock {op.path} is gone; nothing was written")
         return NotFound(f"{what}: {op.path} does not exist; nothing was written")

@@ -3,7 +3,10 @@ Merritt's), and releasing a collection's held items."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 from kazoo.exceptions import (
+    BadVersionError,
     NodeExistsError,
     NoNodeError,
 )
@@ -17,11 +20,15 @@ from ..pauseflag import pause_flag
 from ..records import (
     ReleaseResult,
 )
+from ..sides import CREATED_BY, CREATED_BY_KEY, is_ours
 from ..states import (
     BatchStatus,
     JobStatus,
 )
 from .locks import Locks
+
+if TYPE_CHECKING:
+    from . import QueueStore
 
 
 class Holds(Locks):
@@ -57,9 +64,11 @@ class Holds(Locks):
 
     def hold_collection(self, mnemonic: str, *, by: str = "", reason: str = "") -> bool:
         """Hold a collection under its own name and under each of its profiles' names, the
-        lock Merritt's ingest checks; who and why ride in each node's data (MerrittZK
-        ignores it)."""
-        data = t.encode_json({"by": by, "reason": reason, "at": t.now()}) if by or reason else b""
+        lock Merritt's ingest checks; who, why and that this side placed it ride in each
+        node's data (MerrittZK ignores it; ``release_collection`` reads it)."""
+        data = t.encode_json(
+            {"by": by, "reason": reason, "at": t.now(), CREATED_BY_KEY: CREATED_BY}
+        )
         changed = False
         for name in self._hold_names(mnemonic):
             changed = self._persistent_flag(t.collection_lock(name), True, data) or changed
@@ -78,18 +87,49 @@ class Holds(Locks):
             if node is None:
                 continue
             try:
-                return t.decode_json(node[0]) or {}
+                record = t.decode_json(node[0]) or {}
             except ValueError:  # written by another tool: held, details unknown
                 return {}
+            if not isinstance(record, dict):
+                return {}
+            record.pop(CREATED_BY_KEY, None)
+            return record
         return None
 
-    def release_collection(self, mnemonic: str) -> bool:
-        """Release the collection's hold under every name it may have (ours or Merritt's)."""
+    def release_collection(self, mnemonic: str, *, also_others: bool = False) -> bool:
+        """Release the collection's holds this side placed; with ``also_others``, also those
+        Merritt's admin (or any other tool) set under the collection's or its profiles' names.
+
+        A hold node is this side's when its data says so (``collection_holds``). Each is
+        deleted at the version read, so a hold placed again meanwhile is left in place.
+        """
         changed = False
-        for name in self._hold_names(mnemonic):
-            changed = self._persistent_flag(t.collection_lock(name), False) or changed
+        for name, (ours, version) in self._read_holds(mnemonic).items():
+            if not (ours or also_others):
+                continue
+            self.stats["writes"] += 1
+            try:
+                self.client.delete(t.collection_lock(name), version=version)
+                changed = True
+            except (NoNodeError, BadVersionError):  # released or placed again meanwhile
+                pass
         self.changes.changed("collection", mnemonic, None)
         return changed
+
+    def collection_holds(self, mnemonic: str) -> dict[str, bool]:
+        """The hold nodes of a collection (its own name and its profiles'), each with
+        whether this side placed it: Merritt's admin writes no data, and an earlier version
+        of this project wrote ``by``/``reason`` without the marker."""
+        return {name: ours for name, (ours, _) in self._read_holds(mnemonic).items()}
+
+    def _read_holds(self, mnemonic: str) -> dict[str, tuple[bool, int]]:
+        names = self._hold_names(mnemonic)
+        got = self.engine.get_many(t.collection_lock(n) for n in names)
+        return {
+            name: (_placed_here(node[0]), node[1].version)
+            for name in names
+            if (node := got[t.collection_lock(name)]) is not None
+        }
 
     def is_collection_held(self, mnemonic: str) -> bool:
         return self.read_collection_hold(mnemonic) is not None
@@ -150,6 +190,60 @@ class Holds(Locks):
                 )
         return result
 
+    def follow_collection_holds(self) -> tuple[list[str], list[str]]:
+        """Move batches and jobs with the collection holds, whoever placed or lifted them;
+        the ids held and the ids released.
+
+        - A Held batch or job that a collection hold moved to Held (its message is
+          ``item_hold``'s) goes back to Pending once no hold covers it: Merritt's admin
+          lifting its lock releases what its lock held here. One a person held stays.
+        - A Pending batch submitted here that a hold covers is moved to Held at once, with
+          the hold's message, as our pickup would. Merritt's own batches are left to its
+          ingest, which checks holds on their jobs.
+
+        Each move is its own version-checked multi; one refused (the item moved, or someone
+        holds its lock) is left for the next call.
+        """
+        store = cast("QueueStore", self)  # the batch moves live in another part of it
+        held_now: list[str] = []
+        released: list[str] = []
+        statuses = self.batch_statuses()
+        by_hold = [
+            b
+            for b, st in statuses.items()
+            if st.get("status") == BatchStatus.HELD and _held_by_a_hold(st.get("message") or "")
+        ]
+        covered = bool(self.held_collections())
+        pending = [b for b, st in statuses.items() if st.get("status") == BatchStatus.PENDING]
+        submissions = store.batch_submissions(by_hold + (pending if covered else []))
+        for bid in by_hold:
+            if self.item_hold(submissions[bid]) is None:
+                self._follow(released, bid, lambda b: self.release_batch(b, HOLD_LIFTED))
+        for bid in pending if covered else []:
+            submission = submissions[bid]
+            if is_ours(submission) and (why := self.item_hold(submission)):
+                self._follow(
+                    held_now,
+                    bid,
+                    lambda b, why=why: store.hold_batch(b, why),
+                )
+        for _, jid in self.jobs_in_state(JobStatus.HELD):
+            try:
+                job = self.get_job(jid)
+            except QueueError:
+                continue
+            if _held_by_a_hold(job.message or "") and self.item_hold(job.configuration) is None:
+                self._follow(released, jid, lambda j: self.release_job(j, HOLD_LIFTED))
+        return held_now, released
+
+    @staticmethod
+    def _follow(done: list[str], item_id: str, move) -> None:
+        try:
+            move(item_id)
+        except QueueError:  # moved or locked meanwhile: the next call looks again
+            return
+        done.append(item_id)
+
     def _job_read(self, jid: str) -> tuple[str, str]:
         job = self.get_job(jid)
         return self.item_collection(job.configuration), job.message or ""
@@ -170,6 +264,21 @@ class Holds(Locks):
             result.released.append(item_id)
         except QueueError as e:
             result.skipped[item_id] = str(e)
+
+
+# The message of an item released because the collection hold that held it was lifted.
+HOLD_LIFTED = "released: the collection hold that held it was lifted"
+
+
+def _placed_here(data: bytes) -> bool:
+    """Whether a collection hold's data is this side's (see ``hold_collection``)."""
+    try:
+        record = t.decode_json(data)
+    except ValueError:
+        return False
+    if not isinstance(record, dict):
+        return False
+    return record.get(CREATED_BY_KEY) == CREATED_BY or "by" in record
 
 
 def _held_by_a_hold(message: str) -> bool:

@@ -355,10 +355,10 @@ class JobMoves(HistoryWrites, Locks):
             new_ref = t.batch_job_ref(job.bid, new_status, job.jid)
             ops += [Op(OpKind.DELETE, old_ref, tolerant=True)]
             if batch_dir_for(new_status) == PROCESSING_DIR:
-                # Back to work: its batch's batch-processing must still be there. Deleting a
-                # batch removes it, and recreating it would make MerrittZK's reporting throw
-                # on the Deleted batch (batch_sides); every caller is refused here.
-                ops.append(Op(OpKind.CHECK, t.batch_job_dir(job.bid, PROCESSING_DIR)))
+                # Back to work: its batch's batch-processing must still be there, at data
+                # version 0. Deleting a batch writes it once (batch_sides), and batches deleted
+                # before that lost it: a job of a Deleted batch is refused here either way.
+                ops.append(Op(OpKind.CHECK, t.batch_job_dir(job.bid, PROCESSING_DIR), version=0))
             ops.append(Op(OpKind.CREATE, new_ref, tolerant=True))
         return ops
 

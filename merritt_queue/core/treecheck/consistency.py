@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING
 
 from kazoo.protocol.states import ZnodeStat
 
-from .. import history
+from .. import batch_sides, history
 from .. import tree as t
 from ..states import REMOVABLE, BatchStatus, JobStatus
 from ..store.engine import Engine
@@ -217,7 +217,8 @@ class _Checker:
         if batch.status in PAST_PENDING and "states" not in batch.children:
             self.not_acquired(batch)
         merrittchecks.check_batch(self, batch)
-        if lock := batch.node("lock"):
+        lock = batch.node("lock")
+        if lock and not batch_sides.is_tombstone(batch.status or "", lock):
             lockchecks.item_lock(
                 self, t.batch_node(batch.id, "lock"), lock, f"Batch {batch.id}'s lock"
             )
@@ -229,7 +230,9 @@ class _Checker:
         named = self.jobs_by_batch.get(batch.id, []) + uuids
         # A history alone is what an interrupted recursive delete (MerrittZK's) may leave.
         children = [c for c in batch.children if c != history.NODE]
-        if children or named:
+        if lock := batch.node("lock"):
+            merrittchecks.locked_shell(self, batch, lock)
+        elif children or named:
             holds = f"it holds {', '.join(sorted(children))}" if children else ""
             names = f"{', '.join(sorted(named))} name(s) it" if named else ""
             self.add(

@@ -16,15 +16,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .. import history
+from .. import batch_sides, history
 from .. import tree as t
+from ..records import OpKind
 from ..states import PROCESSING_DIR, BatchStatus, batch_dir_for
 from . import consistency as c
 from . import treerepair as r
 from .treerepair import RepairFailed
 
 if TYPE_CHECKING:
-    from ..treeread import _Batch
+    from ..treeread import Node, _Batch
     from .consistency import _Checker
 
 
@@ -38,6 +39,24 @@ def check_batch(checker: _Checker, batch: _Batch) -> None:
         _finished_early(checker, batch)
     elif batch.status == BatchStatus.DELETED:
         _deleted_blocking_reports(checker, batch)
+
+
+def locked_shell(checker: _Checker, batch: _Batch, lock: Node) -> None:
+    """A batch node with a lock but no status: what MerrittZK's pickup leaves when it takes
+    a batch whose creation is not finished (it takes any batch without ``states``, locks
+    it, fails to load it, and its process keeps the lock until it ends)."""
+    owner = lock[1].ephemeralOwner
+    held = f"ZooKeeper session {owner:#x}" if owner else "a persistent lock node"
+    checker.add(
+        "locked-half-created-batch",
+        t.batch_path(batch.id),
+        f"Batch {batch.id} has no status node (nor a states node) and is locked by {held}. "
+        "Merritt's ingest takes any batch without a states node: its batch pickup locked this "
+        "one before its creation was finished, failed to read it, and keeps the lock for as "
+        "long as its process lives. The lock is never removed here (its holder is alive); "
+        "restart Merritt's ingest to let it go, then run the check again to remove the "
+        "empty node.",
+    )
 
 
 def _status_guard(batch: _Batch) -> r.Op:
@@ -168,23 +187,60 @@ def _finished_early(checker: _Checker, batch: _Batch) -> None:
 
 
 def _deleted_blocking_reports(checker: _Checker, batch: _Batch) -> None:
-    if PROCESSING_DIR not in batch.refs or batch.refs[PROCESSING_DIR]:
+    """A Deleted batch without its tombstone (``batch_sides.delete_ops``): one deleted before
+    tombstones, or by Merritt's admin. An empty ``batch-processing`` and no lock: MerrittZK's
+    reporting takes it and throws. No ``batch-processing``: MerrittZK's cleanup never removes
+    it. A live (ephemeral) lock is someone's, and is left to them."""
+    processing = PROCESSING_DIR in batch.refs
+    if batch.node("lock") is not None or (processing and batch.refs[PROCESSING_DIR]):
         return
     node = t.batch_job_dir(batch.id, PROCESSING_DIR)
 
     def plan():
-        stat = checker.client.exists(node)
-        if stat is None:
-            raise RepairFailed(f"{node} no longer exists; nothing was written")
-        return [_status_guard(batch), r.delete(node, stat.version)]
+        if "states" not in batch.children:
+            raise RepairFailed(f"batch {batch.id} has no states node; run the check again")
+        version = None
+        if processing:
+            stat = checker.client.exists(node)
+            if stat is None:
+                raise RepairFailed(f"{node} no longer exists; nothing was written")
+            version = stat.version
+        ops = batch_sides.tombstone_ops(batch.id, version)
+        return [_status_guard(batch), *[_as_repair(op) for op in ops]]
 
+    if processing:
+        kind, path, head = (
+            "deleted-batch-blocks-reporting",
+            node,
+            f"Batch {batch.id} is Deleted, with an empty {PROCESSING_DIR} node and no lock. "
+            "Merritt's ingest reports every batch with that node empty: it would lock this "
+            "one, fail to move it (a deleted batch cannot be reported) and stop there, "
+            "holding up the reports of later batches, and keep the lock.",
+        )
+    else:
+        kind, path, head = (
+            "deleted-batch-unremovable-by-merritt",
+            t.batch_path(batch.id),
+            f"Batch {batch.id} is Deleted but has no {PROCESSING_DIR} node, so Merritt's "
+            "cleanup (deleteCompletedBatches, the admin tool's) passes it by; only this "
+            "queue's cleanup removes it.",
+        )
     checker.add(
-        "deleted-batch-blocks-reporting",
-        node,
-        f"Batch {batch.id} is Deleted but still has an empty {PROCESSING_DIR} node. Merritt's "
-        "ingest reports every batch with that node empty: it would lock this one, fail to "
-        "move it (a deleted batch cannot be reported) and stop there, holding up the reports "
-        "of later batches. The repair removes the empty node, which records nothing.",
-        f"delete {node}",
+        kind,
+        path,
+        f"{head} The repair gives it an empty {PROCESSING_DIR} node and a persistent lock "
+        "node (its tombstone), as a deletion here does: Merritt's reporting then passes it "
+        "by, and either side's cleanup removes it.",
+        "create the batch's tombstone lock"
+        + (f" and write {PROCESSING_DIR} once" if processing else f" and {PROCESSING_DIR}"),
         plan,
     )
+
+
+def _as_repair(op) -> r.Op:
+    """A store op as the repair's op."""
+    if op.kind == OpKind.CREATE:
+        return r.create(op.path, op.data)
+    if op.kind == OpKind.DELETE:
+        return r.delete(op.path, op.version)
+    return r.set_data(op.path, op.data, op.version)
