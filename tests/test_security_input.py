@@ -42,6 +42,7 @@ def queue(process_store):
         minter_shoulder="ark:/99999/fk4",
         allow_external_ids=True,
         external_shoulders="ark:/99999/fk4",
+        owner_ark="ark:/99999/fk4owner",  # local ids are judged, not refused for want of it
     )
     return process_store
 
