@@ -10,8 +10,8 @@ from tests.test_submission import GOOD, post, queue, token  # noqa: F401 (fixtur
 
 def test_a_submission_records_the_site_mode_and_its_job_inherits_it(
     client,
-    queue,
-    token,
+    queue,  # noqa: F811
+    token,  # noqa: F811
     settings,  # noqa: F811
 ):
     settings.MQ_STORE_RECORD = stepowners.MERRITT_QUEUE
@@ -26,8 +26,8 @@ def test_a_submission_records_the_site_mode_and_its_job_inherits_it(
 
 def test_a_profiles_own_mode_wins_over_the_site_and_a_job_keeps_what_it_was_given(
     client,
-    queue,
-    token,
+    queue,  # noqa: F811
+    token,  # noqa: F811
     settings,  # noqa: F811
 ):
     from batches.models import Profile

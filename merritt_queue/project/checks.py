@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core import checks
+from django.db import DatabaseError
 
 from metrics.access import parse_networks
 
@@ -213,6 +214,38 @@ def check_services(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
             id="mq.E009",
         )
         for name, value, need in problems
+    ]
+
+
+def _merritt_modes_in_use(databases) -> list[str]:
+    """Who uses a Merritt mode: the site's default, and (when the check may read the
+    database) each profile that names one."""
+    used = []
+    if settings.MQ_STORE_RECORD in stepowners.MERRITT_MODES:
+        used.append(f"MQ_STORE_RECORD={settings.MQ_STORE_RECORD}")
+    if databases:
+        from batches.models import Profile
+
+        try:
+            names = Profile.objects.filter(store_record__in=stepowners.MERRITT_MODES)
+            used += [f"profile {p.name} ({p.store_record})" for p in names]
+        except DatabaseError:
+            pass  # not migrated yet: the site's setting is what is known
+    return used
+
+
+def check_content_base_url(app_configs=None, databases=None, **kwargs) -> list:
+    used = _merritt_modes_in_use(databases)
+    problem = stepowners.content_base_problem(settings.MQ_CONTENT_BASE_URL)
+    if not used or problem is None:
+        return []
+    return [
+        checks.Error(
+            f"{problem}, and Merritt's storage stores for {', '.join(used)}.",
+            hint="Set MQ_CONTENT_BASE_URL to this project's web address as Merritt storage "
+            "reaches it, e.g. https://queue.example.org (docs/merritt.md).",
+            id="mq.E083",
+        )
     ]
 
 
@@ -505,6 +538,7 @@ ALL_CHECKS = [
     check_request_limit,
     check_proxy_ssl_header,
     check_web_zk_wait,
+    check_content_base_url,
 ]
 
 

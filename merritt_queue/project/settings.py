@@ -169,6 +169,11 @@ MERRITT_STORAGE_NODE = env_str("MERRITT_STORAGE_NODE", "")
 # Merritt storage fetches each file itself: the URL at which MQ_WORK_DIR is served to it
 # (e.g. https://ingest.example.org/work/). Needed when MQ_STORAGE is merritt.
 MERRITT_STORAGE_FILE_URL = env_str("MERRITT_STORAGE_FILE_URL", "")
+# Where Merritt storage reaches this project's web tier for a merritt-queue job's signed
+# add-manifest and files (jobs/contentlinks.py): http(s) only, e.g. https://queue.example.org.
+MQ_CONTENT_BASE_URL = env_str("MQ_CONTENT_BASE_URL", "")
+# How long such a signed URL opens its file (seconds); a recorded job's are refused anyway.
+MQ_CONTENT_URL_MAX_AGE = env_int("MQ_CONTENT_URL_MAX_AGE", 14 * 24 * 3600)
 
 # Dispatcher: how many RQ jobs may wait per state, and the safety-net sweep period.
 MQ_DISPATCH_AHEAD = env_int("MQ_DISPATCH_AHEAD", 20)
