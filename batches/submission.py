@@ -317,6 +317,11 @@ def _merritt_problems(profile: Profile) -> list[str]:
         problems.append(f"profile {profile.name!r}: {node_problem}; ask an administrator")
     if base_problem := stepowners.content_base_problem(settings.MQ_CONTENT_BASE_URL):
         problems.append(f"{base_problem}; ask an administrator (docs/merritt.md)")
+    if profile.store_record_mode == stepowners.MERRITT_QUEUE and not settings.MERRITT_STORAGE_URL:
+        problems.append(
+            "MERRITT_STORAGE_URL is not set, so Merritt inventory could not be told where "
+            "storage keeps the object; ask an administrator (docs/merritt.md)"
+        )
     return problems
 
 
