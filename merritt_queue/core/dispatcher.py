@@ -305,7 +305,7 @@ class Dispatcher:
         # Locked jobs (running, or chained through by a worker) sit at the head of the
         # order: look a little past the budget, not through the whole backlog.
         for chunk in _chunks(entries, budget + 8):
-            locks = self._locked(t.job_node(jid, "lock") for jid, _ in chunk)
+            locks = self.store.jobs_locked([t.job_node(jid, "lock") for jid, _ in chunk])
             free = [e for e, locked in zip(chunk, locks, strict=True) if not locked]
             free = self._runnable("job", free, status)
             for (jid, job_id), waiting in zip(
