@@ -203,3 +203,34 @@ def test_our_workers_never_take_a_merritt_queue_job_in_storing_or_recording(
     assert job.status == JobStatus.RECORDING and not job.locked
     assert inventory.poll() is not None
     completed(pipeline, merritt, bid, 1)
+
+
+def test_a_job_storage_fails_with_null_says_which_service_step_input_and_what_to_check(
+    pipeline, content, merritt, settings, client, django_user_model
+):
+    from mirror import facade as mirror
+
+    storage, inventory = merritt
+    bid = pipeline.submit(type="file", payload_url=f"{content.url}/call911.jpg")
+    for _ in range(40):
+        pipeline.step()
+        if pipeline.jobs(bid)[0].status == JobStatus.STORING:
+            break
+    (job,) = pipeline.jobs(bid)
+    client.force_login(django_user_model.objects.create_user("ada", is_superuser=True))
+    mirror.apply_job(job)
+    page = client.get(f"/jobs/{job.jid}/").content.decode()
+    assert "<strong>Merritt storage</strong> has had it since" in page
+    # Storage cannot reach us: it fetches nothing and says "null".
+    settings.MQ_CONTENT_BASE_URL = "http://127.0.0.1:9"
+    storage._get = lambda url: (_ for _ in ()).throw(ConnectionError(url))
+    assert storage.poll() is not None
+    (job,) = pipeline.jobs(bid)
+    assert job.status == JobStatus.FAILED and job.message.endswith("Store action failed: null")
+    mirror.apply_job(job)
+    page = client.get(f"/jobs/{job.jid}/").content.decode()
+    assert "<strong>Merritt storage</strong> failed this job in <strong>Storing</strong>" in page
+    unsigned = job.store["manifest_url"].split("?")[0]
+    assert f"<code>{unsigned}</code>" in page and "?s=" not in page
+    assert f"<code>add/{NODE}/" in page and "Merritt storage can reach http://127.0.0.1:9" in page
+    assert f"storage node {NODE} exists" in page
