@@ -105,3 +105,19 @@ def test_a_profile_in_a_merritt_mode_needs_a_numeric_storage_node(settings):
         profile.clean()
     profile.storage_node = "9501"
     profile.clean()
+
+
+def test_merritt_api_storage_fetches_the_jobs_files_at_their_signed_urls(settings, tmp_path):
+    from urllib.parse import unquote, urlsplit
+
+    from jobs import contentlinks
+    from jobs.services import _work_file_url
+
+    settings.MQ_CONTENT_BASE_URL = "https://queue.example.org/"
+    url = _work_file_url(tmp_path, "")(tmp_path / "jobs" / "jid0000000007" / "producer/a b.txt")
+    parts = urlsplit(url)
+    assert url.startswith("https://queue.example.org/merritt-content/jid0000000007/producer/")
+    name = unquote(parts.path.split("/jid0000000007/", 1)[1])
+    assert name == "producer/a b.txt"
+    assert contentlinks.verified("jid0000000007", name, parts.query.removeprefix("s="))
+    assert not contentlinks.verified("jid0000000008", name, parts.query.removeprefix("s="))

@@ -202,7 +202,10 @@ def check_services(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
             ("MQ_STORE_RECORD", settings.MQ_STORE_RECORD, " or ".join(stepowners.MODES))
         )
     if settings.MQ_STORAGE == "merritt":
-        for name in ("MERRITT_STORAGE_URL", "MERRITT_STORAGE_NODE", "MERRITT_STORAGE_FILE_URL"):
+        needed = ["MERRITT_STORAGE_URL", "MERRITT_STORAGE_NODE"]
+        if not settings.MQ_CONTENT_BASE_URL:  # the signed content URLs replace it
+            needed.append("MERRITT_STORAGE_FILE_URL")
+        for name in needed:
             if not getattr(settings, name):
                 problems.append((name, "", "set when MQ_STORAGE=merritt"))
     if settings.MQ_MINTER == "ezid" and not (settings.EZID_USER and settings.EZID_PASSWORD):
