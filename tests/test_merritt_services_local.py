@@ -63,6 +63,8 @@ def test_a_local_job_waiting_for_its_storage_or_inventory_lock_is_never_merritts
     for _ in range(5):  # it waits unlocked today: storage's consumer takes and fails it
         assert storage.poll() is None
     assert lock_held_by_someone(pipeline, jid)
+    # Kept from Merritt's consumers, yet not held by a worker: it can still be steered.
+    assert not pipeline.store.get_job(jid).locked
     other.create(f"{LOCK_INVENTORY}/{lock_name(ARK)}", ephemeral=True, makepath=True)
     other.delete(f"{LOCK_STORAGE}/{lock_name(ARK)}")
     step_until(pipeline, jid, waits_in(JobStatus.RECORDING, "being recorded"), consumers)

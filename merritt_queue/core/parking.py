@@ -42,6 +42,14 @@ def is_parked(data: bytes | None, ephemeral_owner: int) -> bool:
     return data == PARKED and not ephemeral_owner
 
 
+def held(stat: Any) -> bool:
+    """Whether a job lock with this stat (None: absent) is held by a worker, ours or
+    Merritt's: a parked lock is not, so a waiting job can still be steered."""
+    if stat is None:
+        return False
+    return bool(stat.ephemeralOwner) or stat.dataLength != len(PARKED)
+
+
 def park_op(path: str) -> Op:
     return Op(OpKind.CREATE, path, PARKED)
 
