@@ -79,3 +79,24 @@ def test_a_local_job_waiting_for_its_storage_or_inventory_lock_is_never_merritts
 
 def lock_held_by_someone(pipeline, jid) -> bool:
     return pipeline.store.client.exists(t.job_node(jid, "lock")) is not None
+
+
+def test_a_local_job_resumed_into_storing_is_parked_before_anyone_can_take_it(
+    pipeline, content, consumers, make_client
+):
+    storage, inventory = consumers
+    other = make_client()
+    other.create(f"{LOCK_STORAGE}/{lock_name(ARK)}", b"jid9999999999", makepath=True)
+    bid = pipeline.submit(type="file", payload_url=f"{content.url}/call911.jpg", primary_id=ARK)
+    pipeline.step()
+    (jid,) = [j.jid for j in pipeline.jobs(bid)]
+    step_until(pipeline, jid, lambda j: j.status == JobStatus.STORING, consumers)
+    pipeline.store.force_fail(jid, "an operator stopped it")
+    assert not lock_held_by_someone(pipeline, jid)
+    assert not other.exists(f"{LOCK_STORAGE}/{lock_name(ARK)}")  # force_fail took it too
+    resumed = pipeline.store.resume_job(jid)
+    assert resumed.status == JobStatus.STORING
+    assert lock_held_by_someone(pipeline, jid) and not pipeline.store.get_job(jid).locked
+    assert storage.poll() is None
+    step_until(pipeline, jid, lambda j: j.status == JobStatus.COMPLETED, consumers)
+    assert storage.taken == [] and inventory.taken == []
