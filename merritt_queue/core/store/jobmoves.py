@@ -36,6 +36,7 @@ from ..states import (
     resume_note,
     resume_target,
 )
+from .engine import CONNECTION_ERRORS
 from .historywrites import HistoryWrites
 from .locks import Locks
 
@@ -131,6 +132,9 @@ class JobMoves(HistoryWrites, Locks):
             self.engine.commit(parking.take_over_ops(path, stat.version), f"lock {path}")
         except QueueError:
             return False
+        except CONNECTION_ERRORS:
+            self._orphan(path)  # perhaps taken, its answer lost: released once ZooKeeper answers
+            raise
         return True
 
     def unlock_job(self, job: JobRecord | str) -> None:
@@ -138,16 +142,22 @@ class JobMoves(HistoryWrites, Locks):
         parked lock instead, in the same multi (``parking``)."""
         jid = job if isinstance(job, str) else job.jid
         path = t.job_node(jid, "lock")
-        if isinstance(job, JobRecord) and parking.parks(job.configuration, job.status):
+        parks = isinstance(job, JobRecord) and parking.parks(job.configuration, job.status)
+        if not (parks and self._park(path)):
+            self._unlock(path)
+
+    def _park(self, path: str) -> bool:
+        """Turn this session's lock into a parked one; False when it is not ours or
+        ZooKeeper does not answer (then ``_unlock`` releases it once it does)."""
+        try:
             lock = self.client.exists(path)
-            if lock is not None and lock.ephemeralOwner == self.session_id:
-                ops = [Op(OpKind.DELETE, path, version=lock.version), parking.park_op(path)]
-                try:
-                    self.engine.commit(ops, f"lock {path}")
-                    return
-                except QueueError:
-                    pass
-        self._unlock(path)
+            if lock is None or lock.ephemeralOwner != self.session_id:
+                return False
+            ops = [Op(OpKind.DELETE, path, version=lock.version), parking.park_op(path)]
+            self.engine.commit(ops, f"lock {path}")
+        except (QueueError, *CONNECTION_ERRORS):
+            return False
+        return True
 
     def transition_job(
         self,
