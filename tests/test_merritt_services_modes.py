@@ -121,3 +121,16 @@ def test_merritt_api_storage_fetches_the_jobs_files_at_their_signed_urls(setting
     assert name == "producer/a b.txt"
     assert contentlinks.verified("jid0000000007", name, parts.query.removeprefix("s="))
     assert not contentlinks.verified("jid0000000008", name, parts.query.removeprefix("s="))
+
+
+@pytest.mark.django_db
+def test_a_profile_in_a_merritt_mode_makes_a_file_content_base_a_system_check_error(settings):
+    from batches.models import Profile
+
+    settings.MQ_STORE_RECORD, settings.MQ_CONTENT_BASE_URL = stepowners.LOCAL, "file:///srv/q"
+    Profile.objects.create(
+        name="p", collection="p", storage_node="9501", store_record=stepowners.MERRITT_QUEUE
+    )
+    assert checks.check_content_base_url() == []  # without the database: the site's only
+    (error,) = checks.check_content_base_url(databases=["default"])
+    assert error.id == "mq.E083" and "profile p (merritt-queue)" in error.msg
