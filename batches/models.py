@@ -214,6 +214,10 @@ class Profile(models.Model):
                     "elsewhere are accepted only under the shoulders listed here."
                 }
             )
+        if self.store_record_mode in stepowners.MERRITT_MODES and (
+            problem := stepowners.storage_node_problem(self.storage_node)
+        ):
+            raise ValidationError({"storage_node": f"{problem}, as this profile's Storing is."})
 
     @property
     def store_record_mode(self) -> str:

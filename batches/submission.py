@@ -309,6 +309,8 @@ def validate(data: Mapping, upload: Upload | None) -> tuple[dict, list[str]]:
     problems += subscribe.problems(clean)
     if profile and clean.get("local_id") and (refusal := profile.local_ids_refusal()):
         problems.append(refusal)
+    if profile and profile.store_record_mode in stepowners.MERRITT_MODES:
+        problems += _merritt_problems(profile)
     if profile and not problems:
         clean |= {
             "collection": profile.collection,
@@ -318,6 +320,22 @@ def validate(data: Mapping, upload: Upload | None) -> tuple[dict, list[str]]:
             stepowners.KEY: profile.store_record_mode,
         }
     return clean, problems
+
+
+def _merritt_problems(profile: Profile) -> list[str]:
+    """What keeps Merritt's storage from storing this profile's objects, said before a
+    job reaches it: a job handed over with these would only be failed there."""
+    problems = []
+    if node_problem := stepowners.storage_node_problem(profile.storage_node):
+        problems.append(f"profile {profile.name!r}: {node_problem}; ask an administrator")
+    if base_problem := stepowners.content_base_problem(settings.MQ_CONTENT_BASE_URL):
+        problems.append(f"{base_problem}; ask an administrator (docs/merritt.md)")
+    if profile.store_record_mode == stepowners.MERRITT_QUEUE and not settings.MERRITT_STORAGE_URL:
+        problems.append(
+            "MERRITT_STORAGE_URL is not set, so Merritt inventory could not be told where "
+            "storage keeps the object; ask an administrator (docs/merritt.md)"
+        )
+    return problems
 
 
 def _profile(clean: dict, problems: list[str]) -> Profile | None:

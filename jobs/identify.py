@@ -15,8 +15,10 @@ from django.conf import settings
 
 from batches.models import Profile
 from batches.objects import change_refusal, other_collection_refusal
+from jobs import merritthandover
 from jobs.payload import job_config
 from jobs.services import Services
+from merritt_queue.core import stepowners
 from merritt_queue.core.itemkeys import profile_of
 from merritt_queue.core.runner import Outcome
 from merritt_queue.core.store import JobRecord
@@ -205,14 +207,16 @@ def _write_object_files(
         (work / name).write_bytes(data)
     entries = objectfiles.describe_files(work, objectfiles.OBJECT_SUBDIRS, written)
     objectfiles.save_description(work, entries)
+    mode = deletelist.store_mode(action, profile.storage_node, ark)
+    delete = deletelist.as_store_value(deleted)
+    if stepowners.of_job(job.configuration) == stepowners.MERRITT_QUEUE:
+        return merritthandover.store_data(
+            job.jid, work, entries, node=profile.storage_node, ark=ark, mode=mode, delete=delete
+        )
     manifest = work / "storage-manifest.checkm"
     manifest.write_text(objectfiles.storage_manifest(entries, work), encoding="utf-8")
     url = manifest.as_uri()
     return {
-        "store": {
-            "manifest_url": url,
-            "mode": deletelist.store_mode(action, profile.storage_node, ark),
-            "delete": deletelist.as_store_value(deleted),
-        },
+        "store": {"manifest_url": url, "mode": mode, "delete": delete},
         "inventory": {"manifest_url": url, "mode": action},
     }

@@ -18,6 +18,7 @@ from django.db import connection
 
 from batches.models import Profile
 from inventory.recorder import LocalInventory
+from jobs import contentlinks
 from merritt_queue.core import stepowners
 from merritt_queue.core.history import WORKER_PREFIX, process_actor
 from merritt_queue.core.store import QueueStore
@@ -227,9 +228,15 @@ def _merritt_inventory() -> MerrittInventoryClient | None:
 
 
 def _work_file_url(work_root: Path, base_url: str):
-    """Where Merritt storage fetches a file of the working directory (it pulls files itself)."""
+    """Where Merritt storage fetches a file of the working directory (it pulls files itself):
+    the job's signed content URL (``contentlinks``) when ``MQ_CONTENT_BASE_URL`` is set, else
+    the older unsigned ``MERRITT_STORAGE_FILE_URL`` mapping of the whole folder."""
 
     def file_url(path: Path) -> str:
+        if settings.MQ_CONTENT_BASE_URL:
+            relative = Path(path).resolve().relative_to((work_root / "jobs").resolve())
+            jid, _, name = relative.as_posix().partition("/")
+            return contentlinks.signed_url(jid, name)
         if not base_url:
             raise ServiceError(
                 "MQ_STORAGE is merritt but MERRITT_STORAGE_FILE_URL is not set, so storage "

@@ -57,9 +57,10 @@ def _policy(current) -> ChainPolicy:
     """
     delay = settings.MQ_MIRROR_DELAY
     mode = settings.MQ_WORKERS
-    runs = lambda job: runs_job(mode, job.configuration)  # noqa: E731
+    runs = lambda job: runs_job(mode, job.configuration, job.status)  # noqa: E731
+    enters = lambda job, status: runs_job(mode, job.configuration, status)  # noqa: E731
     if current is None or settings.MQ_CHAIN_STEPS <= 1:
-        return ChainPolicy(changes_delay=delay, runs=runs)
+        return ChainPolicy(changes_delay=delay, runs=runs, enters=enters)
     served = _queues_of(current)
     return ChainPolicy(
         max_steps=settings.MQ_CHAIN_STEPS,
@@ -67,6 +68,7 @@ def _policy(current) -> ChainPolicy:
         may_enter=lambda s: job_queue_name(s) in served,
         changes_delay=delay,
         runs=runs,
+        enters=enters,
     )
 
 

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from jobs import views
+from jobs import content_views, contentlinks, views
 
 app_name = "jobs"
 
@@ -15,6 +15,11 @@ urlpatterns = [
         views.job_history_export,
         {"fmt": "json"},
         name="history-json",
+    ),
+    path(
+        f"{contentlinks.URL_PREFIX}/<str:jid>/<path:name>",
+        content_views.merritt_content,
+        name="merritt-content",
     ),
     path("history/export.csv", views.history_export_all, {"fmt": "csv"}, name="export-csv"),
     path("history/export.json", views.history_export_all, {"fmt": "json"}, name="export-json"),

@@ -13,7 +13,7 @@ from django.http import HttpResponseBadRequest, HttpResponseForbidden
 from django.shortcuts import get_object_or_404, render
 
 from batches.models import Batch
-from jobs import history_export
+from jobs import history_export, merrittnotes
 from jobs.filters import JobFilter
 from jobs.models import Job
 from jobs.tables import SelectJobTable, job_rows
@@ -224,12 +224,16 @@ def job_detail(request, jid: str):
         "configuration": fields_of(job.configuration),
         "identifiers": fields_of(job.identifiers),
         "metadata": fields_of(job.metadata),
-        "store": fields_of(job.store),
+        "store": fields_of(merrittnotes.shown_store(job.store)),
         "inventory": fields_of(job.inventory),
         "files": files,
         "files_truncated": files_truncated,
         "max_files": MAX_WORK_FILES,
         "live": live_state(job) if request.GET.get("live") == "1" else None,
+        "merritt_holder": merrittnotes.holder(job.configuration, job.status),
+        "merritt_failure": merrittnotes.failure_note(
+            job.configuration, job.status, job.last_successful_status, job.store, job.inventory
+        ),
     }
     return render(request, "jobs/job_detail.html", context)
 

@@ -322,9 +322,9 @@ class Dispatcher:
         # Locked jobs (running, or chained through by a worker) sit at the head of the
         # order: look a little past the budget, not through the whole backlog.
         for chunk in _chunks(entries, budget + 8):
-            locks = self._locked(t.job_node(jid, "lock") for jid, _ in chunk)
+            locks = self.store.jobs_locked([t.job_node(jid, "lock") for jid, _ in chunk])
             free = [e for e, locked in zip(chunk, locks, strict=True) if not locked]
-            free = self._runnable("job", free)
+            free = self._runnable("job", free, status)
             for (jid, job_id), waiting in zip(
                 free, self._deferred(j for _, j in free), strict=True
             ):
@@ -370,20 +370,21 @@ class Dispatcher:
         self._batch_of = {jid: known[jid] for jid in jids}
         return self._turns.order(listed, self._batch_of, handed)
 
-    def _runnable(self, kind: str, entries: list) -> list:
+    def _runnable(self, kind: str, entries: list, status: str = "") -> list:
         """The entries (id first) our workers may take on: a job's steps (``job``), a
         Pending batch's job creation (``batch``) or a batch's report (``report``). Each
         item's data is read once, and each decision remembered."""
         ids = [e[0] if isinstance(e, tuple) else e for e in entries]
+        kind = f"{kind}:{status}" if status else kind
         missing = [i for i in ids if (kind, i) not in self._runs]
         if missing:
             if len(self._runs) > RUNS_CACHE_MAX:
                 self._runs = {}
             mode = self.config.workers
             rule: Callable[[str, Mapping[str, Any] | None], bool]
-            if kind == "job":
+            if status:
                 data = self.store.job_node_values(missing, "configuration")
-                rule = runs_job
+                rule = lambda mode, d: runs_job(mode, d, status)  # noqa: E731
             else:
                 data = self.store.batch_submissions(missing)
                 rule = runs_batch if kind == "batch" else reports_batch

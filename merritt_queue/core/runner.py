@@ -138,6 +138,9 @@ class ChainPolicy:
     # mode), asked under the lock before its first step: the dispatcher's own filter read
     # the job earlier, and a stray RQ job must not touch a job left to Merritt's ingest.
     runs: Callable[[JobRecord], bool] = lambda _job: True
+    # Whether this site's workers run the job's step of a status it moves on to
+    # (``sides.runs_job`` with the status): a ``merritt-queue`` job's Storing is Merritt's.
+    enters: Callable[[JobRecord, str], bool] = lambda _job, _status: True
 
 
 ONE_STEP = ChainPolicy()
@@ -233,6 +236,7 @@ def _may_go_on(store, job, outcome, handlers, policy, steps, started) -> bool:
         and steps < policy.max_steps
         and time.monotonic() - started < policy.max_seconds
         and policy.may_enter(target)
+        and policy.enters(job, target)
         and not pause_flag(store.client).paused()
     )
 

@@ -13,8 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from . import stepowners
 from .planning import SUBMISSION_TYPES
 from .rerun import RERUN_TYPE
+from .states import JobStatus
 
 # The submission (and every job configuration, through planning.INHERITED) of a batch
 # submitted through this project carries CREATED_BY_KEY: CREATED_BY.
@@ -68,9 +70,28 @@ def reports_batch(mode: str, submission: Mapping[str, Any] | None) -> bool:
     return mode == OWN and is_ours(submission)
 
 
-def runs_job(mode: str, configuration: Mapping[str, Any] | None) -> bool:
-    """May our workers run the steps of a job with this configuration?"""
+# The steps Merritt's storage and inventory consumers take, for a job submitted under
+# ``stepowners.MERRITT_QUEUE``.
+MERRITT_SERVICE_STEPS: dict[str, str] = {
+    JobStatus.STORING: "Merritt storage",
+    JobStatus.RECORDING: "Merritt inventory",
+}
+
+
+def runs_job(mode: str, configuration: Mapping[str, Any] | None, status: str | None = None) -> bool:
+    """May our workers run the steps of a job with this configuration (the step of
+    ``status``, when given)? A ``merritt-queue`` job's Storing and Recording are Merritt's
+    storage's and inventory's, whatever the worker mode."""
+    if status is not None and merritt_service_of(configuration, status):
+        return False
     return _runs(mode, configuration, job_in_our_format(configuration))
+
+
+def merritt_service_of(configuration: Mapping[str, Any] | None, status: str) -> str | None:
+    """The Merritt service whose consumer takes this job in ``status``; None when ours do."""
+    if stepowners.of_job(configuration) != stepowners.MERRITT_QUEUE:
+        return None
+    return MERRITT_SERVICE_STEPS.get(status)
 
 
 def _runs(mode: str, data, our_format: bool) -> bool:

@@ -22,6 +22,9 @@ from typing import Any
 
 LOCAL, MERRITT_QUEUE, MERRITT_API = "local", "merritt-queue", "merritt-api"
 MODES = (LOCAL, MERRITT_QUEUE, MERRITT_API)
+# The modes in which Merritt's storage stores: it fetches the content over HTTP and needs a
+# numeric storage node.
+MERRITT_MODES = (MERRITT_QUEUE, MERRITT_API)
 # The key of a submission and of a job configuration that holds the choice.
 KEY = "store_record"
 MODE_TEXT = {
@@ -34,6 +37,29 @@ MODE_TEXT = {
 def chosen(profile_mode: str, site_mode: str) -> str:
     """The mode a new submission is made under: the profile's, else the site's."""
     return profile_mode or site_mode
+
+
+def storage_node_problem(node: object) -> str | None:
+    """Why a profile's storage node cannot be Merritt storage's; None when it can. Storage
+    parses the node of the store node's mode as a number, and fails the job otherwise."""
+    text = node if isinstance(node, str) else str(node)
+    if text.isascii() and text.isdigit():
+        return None
+    return (
+        f"storage node {node!r} is not a number: Merritt storage takes only its numeric "
+        "node ids (e.g. 9501)"
+    )
+
+
+def content_base_problem(base: object) -> str | None:
+    """Why ``MQ_CONTENT_BASE_URL`` cannot be where Merritt storage fetches content; None
+    when it can. Storage fetches every row's URL itself: a ``file:`` URL names a file on
+    storage's own disk, never ours."""
+    text = base if isinstance(base, str) else ""
+    scheme, _, rest = text.partition("://")
+    if scheme.lower() in ("http", "https") and rest.strip("/"):
+        return None
+    return f"MQ_CONTENT_BASE_URL={base!r} is not an http(s) URL Merritt storage can fetch"
 
 
 def of_job(configuration: Mapping[str, Any] | None) -> str:

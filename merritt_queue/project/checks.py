@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core import checks
+from django.db import DatabaseError
 
 from metrics.access import parse_networks
 
@@ -201,7 +202,10 @@ def check_services(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
             ("MQ_STORE_RECORD", settings.MQ_STORE_RECORD, " or ".join(stepowners.MODES))
         )
     if settings.MQ_STORAGE == "merritt":
-        for name in ("MERRITT_STORAGE_URL", "MERRITT_STORAGE_NODE", "MERRITT_STORAGE_FILE_URL"):
+        needed = ["MERRITT_STORAGE_URL", "MERRITT_STORAGE_NODE"]
+        if not settings.MQ_CONTENT_BASE_URL:  # the signed content URLs replace it
+            needed.append("MERRITT_STORAGE_FILE_URL")
+        for name in needed:
             if not getattr(settings, name):
                 problems.append((name, "", "set when MQ_STORAGE=merritt"))
     if settings.MQ_MINTER == "ezid" and not (settings.EZID_USER and settings.EZID_PASSWORD):
@@ -267,6 +271,38 @@ def _service_errors(problems: list[tuple[str, object, str]]) -> list[checks.Chec
             id="mq.E009",
         )
         for name, value, need in problems
+    ]
+
+
+def _merritt_modes_in_use(databases) -> list[str]:
+    """Who uses a Merritt mode: the site's default, and (when the check may read the
+    database) each profile that names one."""
+    used = []
+    if settings.MQ_STORE_RECORD in stepowners.MERRITT_MODES:
+        used.append(f"MQ_STORE_RECORD={settings.MQ_STORE_RECORD}")
+    if databases:
+        from batches.models import Profile
+
+        try:
+            names = Profile.objects.filter(store_record__in=stepowners.MERRITT_MODES)
+            used += [f"profile {p.name} ({p.store_record})" for p in names]
+        except DatabaseError:
+            pass  # not migrated yet: the site's setting is what is known
+    return used
+
+
+def check_content_base_url(app_configs=None, databases=None, **kwargs) -> list:
+    used = _merritt_modes_in_use(databases)
+    problem = stepowners.content_base_problem(settings.MQ_CONTENT_BASE_URL)
+    if not used or problem is None:
+        return []
+    return [
+        checks.Error(
+            f"{problem}, and Merritt's storage stores for {', '.join(used)}.",
+            hint="Set MQ_CONTENT_BASE_URL to this project's web address as Merritt storage "
+            "reaches it, e.g. https://queue.example.org (docs/merritt.md).",
+            id="mq.E083",
+        )
     ]
 
 
@@ -584,6 +620,7 @@ ALL_CHECKS = [
     check_request_limit,
     check_proxy_ssl_header,
     check_web_zk_wait,
+    check_content_base_url,
 ]
 # Checks that read the database: registered apart, so the settings checks run without one.
 DATA_TAG = "merritt_queue_data"

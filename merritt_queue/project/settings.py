@@ -175,6 +175,11 @@ MERRITT_STORAGE_FILE_URL = env_str("MERRITT_STORAGE_FILE_URL", "")
 MERRITT_INVENTORY_URL = env_str("MERRITT_INVENTORY_URL", "")
 MERRITT_INVENTORY_TIMEOUT = env_float("MERRITT_INVENTORY_TIMEOUT", 300.0)
 MERRITT_INVENTORY_RETRY_SECONDS = env_float("MERRITT_INVENTORY_RETRY_SECONDS", 60.0)
+# Where Merritt storage reaches this project's web tier for a merritt-queue job's signed
+# add-manifest and files (jobs/contentlinks.py): http(s) only, e.g. https://queue.example.org.
+MQ_CONTENT_BASE_URL = env_str("MQ_CONTENT_BASE_URL", "")
+# How long such a signed URL opens its file (seconds); a recorded job's are refused anyway.
+MQ_CONTENT_URL_MAX_AGE = env_int("MQ_CONTENT_URL_MAX_AGE", 14 * 24 * 3600)
 
 # Dispatcher: how many RQ jobs may wait per state, and the safety-net sweep period.
 MQ_DISPATCH_AHEAD = env_int("MQ_DISPATCH_AHEAD", 20)

@@ -92,6 +92,10 @@ class StoreBase:
         """Whether each node exists, in one pipelined round."""
         return self.engine.exists_many(paths)
 
+    def jobs_locked(self, paths: list[str]) -> list[bool]:
+        """Whether each job lock is held by a worker (ours or Merritt's); a parked one is not."""
+        return self.engine.held_many(paths)
+
     def init(self) -> None:
         """Create the empty containers of zk-tree.md (idempotent)."""
         for path in t.CONTAINERS:

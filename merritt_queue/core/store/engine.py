@@ -42,6 +42,7 @@ from kazoo.protocol.serialization import (
 from kazoo.security import OPEN_ACL_UNSAFE
 
 from .. import multiread as mr
+from .. import parking
 from ..errors import ChangedUnderYou, InvalidTransition, LockLost, NotFound, QueueError
 from ..records import Op, OpKind
 from ..states import BATCH_JOB_DIRS
@@ -218,6 +219,15 @@ class Engine:
         self.stats["round_trips"] += 1
         return [
             r is not None for r in mr.start(self.client, [(mr.GET, p) for p in paths]).results()
+        ]
+
+    def held_many(self, paths: list[str]) -> list[bool]:
+        """Whether each job lock is held by someone, in one round: a parked lock
+        (``parking``) is a lock to Merritt's consumers but free to this project's workers."""
+        self.stats["round_trips"] += 1
+        return [
+            r is not None and not parking.is_parked(r[0], r[1].ephemeralOwner)
+            for r in mr.start(self.client, [(mr.GET, p) for p in paths]).results()
         ]
 
     def multi(self, ops: Sequence[Op]) -> list[Any]:

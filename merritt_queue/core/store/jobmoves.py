@@ -6,7 +6,10 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from kazoo.exceptions import NoNodeError
+
 from .. import history as h
+from .. import parking
 from .. import tree as t
 from ..errors import (
     ChangedUnderYou,
@@ -33,6 +36,7 @@ from ..states import (
     resume_note,
     resume_target,
 )
+from .engine import CONNECTION_ERRORS
 from .historywrites import HistoryWrites
 from .locks import Locks
 
@@ -77,7 +81,9 @@ class JobMoves(HistoryWrites, Locks):
         sent = self._send_lock(path)
         read = self._send_job_read(jid)
         if not self._lock_taken(path, sent):
-            return None
+            if not self._take_parked(path):
+                return None
+            read = self._send_job_read(jid)
         # Read under the lock, the job holds whatever this store wrote in an earlier step
         # that never reached its status write; one process's store lives through many.
         self._data_written.pop(jid, None)
@@ -113,9 +119,45 @@ class JobMoves(HistoryWrites, Locks):
             self._unlock(t.job_node(job.jid, "lock"))
         return False
 
+    def _take_parked(self, path: str) -> bool:
+        """Turn a parked lock (``parking``) into this session's lock; False when the lock
+        is a live one, or another worker took it over first."""
+        try:
+            data, stat = self.client.get(path)
+        except NoNodeError:
+            return False
+        if not parking.is_parked(data, stat.ephemeralOwner):
+            return False
+        try:
+            self.engine.commit(parking.take_over_ops(path, stat.version), f"lock {path}")
+        except QueueError:
+            return False
+        except CONNECTION_ERRORS:
+            self._orphan(path)  # perhaps taken, its answer lost: released once ZooKeeper answers
+            raise
+        return True
+
     def unlock_job(self, job: JobRecord | str) -> None:
+        """Drop this session's lock; a job of ours left in Storing or Recording keeps a
+        parked lock instead, in the same multi (``parking``)."""
         jid = job if isinstance(job, str) else job.jid
-        self._unlock(t.job_node(jid, "lock"))
+        path = t.job_node(jid, "lock")
+        parks = isinstance(job, JobRecord) and parking.parks(job.configuration, job.status)
+        if not (parks and self._park(path)):
+            self._unlock(path)
+
+    def _park(self, path: str) -> bool:
+        """Turn this session's lock into a parked one; False when it is not ours or
+        ZooKeeper does not answer (then ``_unlock`` releases it once it does)."""
+        try:
+            lock = self.client.exists(path)
+            if lock is None or lock.ephemeralOwner != self.session_id:
+                return False
+            ops = [Op(OpKind.DELETE, path, version=lock.version), parking.park_op(path)]
+            self.engine.commit(ops, f"lock {path}")
+        except (QueueError, *CONNECTION_ERRORS):
+            return False
+        return True
 
     def transition_job(
         self,
@@ -264,6 +306,10 @@ class JobMoves(HistoryWrites, Locks):
             self._check_session(job, what)
             lock = t.job_node(job.jid, "lock")
             ops.append(Op(OpKind.DELETE, lock) if release_lock else Op(OpKind.CHECK, lock))
+            if release_lock and parking.parks(job.configuration, record["status"]):
+                ops.append(parking.park_op(lock))
+        elif record["status"] != job.status and parking.parks(job.configuration, record["status"]):
+            ops.append(parking.park_op(t.job_node(job.jid, "lock")))  # an admin's resume
         data_ops = self._data_ops(job, data or {})
         self._rechecked.pop(job.jid, None)
         try:

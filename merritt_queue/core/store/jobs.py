@@ -11,6 +11,7 @@ from kazoo.exceptions import (
 )
 
 from .. import history as h
+from .. import parking
 from .. import tree as t
 from ..errors import (
     InvalidData,
@@ -262,7 +263,7 @@ class JobStore(HistoryWrites):
         self.stats["round_trips"] += 1
         read = self._send_job_read(jid)
         if lock is not None:
-            locked = lock.get() is not None
+            locked = parking.held(lock.get())
         return self._job_from_read(jid, read, bool(locked))
 
     def _send_job_read(self, jid: str) -> Callable[[], dict[str, Any]]:
@@ -374,7 +375,7 @@ class JobStore(HistoryWrites):
                     nodes[name] = pending.get()
                 except NoNodeError:
                     nodes[name] = None
-            out[jid] = (nodes, lock.get() is not None)
+            out[jid] = (nodes, parking.held(lock.get()))
         return out
 
     @staticmethod

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
+from .. import parking
 from .. import tree as t
 from ..states import JobStatus
 from ..treeread import Node, _json_field, read_pipelined
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
 
 def job_lock(checker: _Checker, job: _Job, node: Node) -> None:
     path = t.job_node(job.id, "lock")
+    if parking.is_parked(node[0], node[1].ephemeralOwner) and job.status in parking.PARKING_STATES:
+        return  # a job of ours waiting for its step, kept from Merritt's consumers
     if job.status in c.FINISHED_JOB:
         checker.add(
             "lock-on-finished",
