@@ -328,7 +328,12 @@ def _merritt_problems(profile: Profile) -> list[str]:
     problems = []
     if node_problem := stepowners.storage_node_problem(profile.storage_node):
         problems.append(f"profile {profile.name!r}: {node_problem}; ask an administrator")
-    if base_problem := stepowners.content_base_problem(settings.MQ_CONTENT_BASE_URL):
+    base_problem = stepowners.content_base_problem(settings.MQ_CONTENT_BASE_URL)
+    # merritt-api's storage may still fetch from the unsigned MERRITT_STORAGE_FILE_URL.
+    unsigned = profile.store_record_mode == stepowners.MERRITT_API and bool(
+        settings.MERRITT_STORAGE_FILE_URL
+    )
+    if base_problem and not unsigned:
         problems.append(f"{base_problem}; ask an administrator (docs/merritt.md)")
     if profile.store_record_mode == stepowners.MERRITT_QUEUE and not settings.MERRITT_STORAGE_URL:
         problems.append(

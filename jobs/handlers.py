@@ -223,7 +223,7 @@ def recording(s: Services, job: JobRecord) -> Outcome:
     with _held(s, ItemLock("inventory", ark)) as lock:
         storage = s.storage_for(job.configuration)
         stored = versionfiles.load(s.job_dir(job.jid), storage, ark, version)
-        if merritt_api and (wait := _add_to_merritt_inventory(s, ark, lock)):
+        if merritt_api and (wait := _add_to_merritt_inventory(s, job, ark, lock)):
             return wait
         s.inventory.record(
             ark=ark,
@@ -239,10 +239,12 @@ def recording(s: Services, job: JobRecord) -> Outcome:
     return Outcome.success(f"recorded {ark} version {version} in inventory{where}", unlock=(lock,))
 
 
-def _add_to_merritt_inventory(s: Services, ark: str, lock: ItemLock) -> Outcome | None:
+def _add_to_merritt_inventory(
+    s: Services, job: JobRecord, ark: str, lock: ItemLock
+) -> Outcome | None:
     """Add the object to Merritt's inventory from storage's manifest; an Outcome to wait
     (the lock released) while inventory cannot be reached, None once it is added."""
-    inventory, manifest_url = s.merritt_inventory_for(ark)
+    inventory, manifest_url = s.merritt_inventory_for(job.configuration, ark)
     try:
         inventory.add(manifest_url)
     except InventoryError as e:

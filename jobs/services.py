@@ -21,6 +21,7 @@ from inventory.recorder import LocalInventory
 from jobs import contentlinks
 from merritt_queue.core import stepowners
 from merritt_queue.core.history import WORKER_PREFIX, process_actor
+from merritt_queue.core.itemkeys import profile_of
 from merritt_queue.core.store import QueueStore
 from merritt_queue.deposit.uploads import uploads_root
 from merritt_queue.project.runtime import get_store
@@ -75,29 +76,45 @@ class Services:
         return read[name]
 
     def storage_for(self, configuration: dict | None) -> object:
-        """Where a job's versions are stored and read back: Merritt storage for a
-        ``merritt-api`` job whatever MQ_STORAGE says, the site's storage otherwise."""
+        """Where a job's versions are stored and read back: for a ``merritt-api`` job, Merritt
+        storage on its profile's numeric node (else ``MERRITT_STORAGE_NODE``), whatever
+        MQ_STORAGE says; the site's storage otherwise."""
         if stepowners.of_job(configuration) != stepowners.MERRITT_API:
             return self.storage
-        if self.merritt_storage is None:
+        return self._merritt_node_storage(configuration)
+
+    def merritt_inventory_for(
+        self, configuration: dict | None, ark: str
+    ) -> tuple[MerrittInventoryClient, str]:
+        """Merritt's inventory, and storage's manifest of ``ark`` that it is given."""
+        if self.merritt_inventory is None:
             raise ServiceError(
-                "this job was submitted in merritt-api mode, but MERRITT_STORAGE_URL or "
-                "MERRITT_STORAGE_NODE is not set on this worker: set them and resume the job",
+                "this job was submitted in merritt-api mode, but MERRITT_INVENTORY_URL is not "
+                "set on this worker: set it and resume the job",
                 retryable=False,
             )
-        return self.merritt_storage
+        storage = self._merritt_node_storage(configuration)
+        return self.merritt_inventory, storage_manifest_url(storage.base_url, storage.node_id, ark)
 
-    def merritt_inventory_for(self, ark: str) -> tuple[MerrittInventoryClient, str]:
-        """Merritt's inventory, and storage's manifest of ``ark`` that it is given."""
-        if self.merritt_inventory is None or self.merritt_storage is None:
+    def _merritt_node_storage(self, configuration: dict | None) -> MerrittStorageClient:
+        if self.merritt_storage is None:
             raise ServiceError(
-                "this job was submitted in merritt-api mode, but MERRITT_INVENTORY_URL or "
-                "Merritt storage's settings are not set on this worker: set them and resume "
+                "this job was submitted in merritt-api mode, but MERRITT_STORAGE_URL is not "
+                "set on this worker: set it and resume the job",
+                retryable=False,
+            )
+        profile = self.profile(profile_of(configuration or {}))
+        node = profile.storage_node if profile else ""
+        if stepowners.storage_node_problem(node) is None:
+            return self.merritt_storage.on_node(node)
+        if not self.merritt_storage.node_id:
+            raise ServiceError(
+                f"this job's profile names no numeric storage node ({node!r}) and "
+                "MERRITT_STORAGE_NODE is not set: set the profile's storage node and resume "
                 "the job",
                 retryable=False,
             )
-        storage = self.merritt_storage
-        return self.merritt_inventory, storage_manifest_url(storage.base_url, storage.node_id, ark)
+        return self.merritt_storage  # MERRITT_STORAGE_NODE: the profile names none
 
     @property
     def uploads_root(self) -> Path:
@@ -209,8 +226,7 @@ def _local_storage() -> LocalStorage:
 def _merritt_storage() -> MerrittStorageClient | None:
     """The one Merritt storage client of the process: MQ_STORAGE=merritt's, and every
     merritt-api job's; None when neither can use it."""
-    configured = settings.MERRITT_STORAGE_URL and settings.MERRITT_STORAGE_NODE
-    if not configured and settings.MQ_STORAGE != "merritt":
+    if not settings.MERRITT_STORAGE_URL and settings.MQ_STORAGE != "merritt":
         return None
     return MerrittStorageClient(
         settings.MERRITT_STORAGE_URL,

@@ -29,7 +29,8 @@ def merritt_api(pipeline, content, settings, merritt_storage_server, merritt_inv
     stand-in reads storage's version count from the storage stand-in."""
     storage = merritt_storage_server
     settings.MQ_WORK_DIR = str(content.root / "work")
-    settings.MERRITT_STORAGE_URL, settings.MERRITT_STORAGE_NODE = storage.url, storage.node
+    # The profile names the node; a site default that storage does not have shows otherwise.
+    settings.MERRITT_STORAGE_URL, settings.MERRITT_STORAGE_NODE = storage.url, "1"
     settings.MERRITT_STORAGE_FILE_URL = f"{content.url}/work/"
     settings.MERRITT_INVENTORY_URL = merritt_inventory_server.url
     settings.MERRITT_INVENTORY_RETRY_SECONDS = 0.2
@@ -38,6 +39,7 @@ def merritt_api(pipeline, content, settings, merritt_storage_server, merritt_inv
         len(storage.objects[ark]) if str(node) == storage.node and ark in storage.objects else None
     )
     pipeline.profile.store_record = stepowners.MERRITT_API
+    pipeline.profile.storage_node = storage.node
     pipeline.profile.save()
     services.reset()
     return merritt_inventory_server

@@ -207,7 +207,7 @@ def test_a_system_check_warns_of_profiles_without_an_owners_ark(db):
     Profile.objects.create(
         name="ok", collection="ok", minter_shoulder="ark:/99999/fk4", owner_ark=OWNER_ARK
     )
-    (warning,) = checks.check_profile_owner_arks()
+    (warning,) = checks.check_profile_owner_arks(databases=["default"])
     assert warning.id == "mq.W080" and "demo" in warning.msg and "ok" not in warning.msg
 
 

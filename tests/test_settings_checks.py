@@ -337,9 +337,17 @@ def test_merritt_api_needs_merritt_storage_and_inventory_settings_whatever_mq_st
     assert "MQ_STORE_RECORD=merritt-api" in error.msg
     settings.MERRITT_INVENTORY_URL = "https://inventory.example.org/inventory"
     assert check_services() == []
-    settings.MQ_STORAGE, settings.MERRITT_STORAGE_NODE = "merritt", ""
+    settings.MQ_STORAGE, settings.MERRITT_STORAGE_URL = "merritt", ""
     (error,) = check_services()  # named once, though both modes need it
-    assert error.msg.startswith("MERRITT_STORAGE_NODE='' is not usable")
+    assert error.msg.startswith("MERRITT_STORAGE_URL='' is not usable")
+    # Storage fetches the files from the signed content URLs, or the unsigned folder.
+    settings.MQ_STORAGE = "local"
+    settings.MERRITT_STORAGE_URL = "https://storage.example.org/store"
+    settings.MERRITT_STORAGE_FILE_URL = ""
+    (error,) = check_services()
+    assert error.msg.startswith("MQ_CONTENT_BASE_URL='' is not usable")
+    settings.MQ_CONTENT_BASE_URL = "https://queue.example.org"
+    assert check_services() == []
 
 
 @pytest.mark.django_db

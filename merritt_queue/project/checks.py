@@ -218,22 +218,23 @@ def check_services(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     return _service_errors(problems)
 
 
-MERRITT_API_SETTINGS = (
-    "MERRITT_STORAGE_URL",
-    "MERRITT_STORAGE_NODE",
-    "MERRITT_STORAGE_FILE_URL",
-    "MERRITT_INVENTORY_URL",
-)
+MERRITT_API_SETTINGS = ("MERRITT_STORAGE_URL", "MERRITT_INVENTORY_URL")
 
 
 def merritt_api_problems(why: str) -> list[tuple[str, object, str]]:
-    """What a merritt-api job would miss: Merritt storage's settings (it stores there whatever
-    MQ_STORAGE says, which keeps deciding for local jobs) and Merritt inventory's URL."""
-    return [
+    """What a merritt-api job would miss: Merritt storage's URL (it stores there whatever
+    MQ_STORAGE says, which keeps deciding for local jobs, on the profile's own numeric
+    node), Merritt inventory's URL, and where storage fetches the files: the signed
+    ``MQ_CONTENT_BASE_URL``, else the unsigned ``MERRITT_STORAGE_FILE_URL``."""
+    problems = [
         (name, "", f"set when {why}")
         for name in MERRITT_API_SETTINGS
         if not getattr(settings, name)
     ]
+    signed = stepowners.content_base_problem(settings.MQ_CONTENT_BASE_URL) is None
+    if not signed and not settings.MERRITT_STORAGE_FILE_URL:
+        problems.append(("MQ_CONTENT_BASE_URL", "", f"set when {why}"))
+    return problems
 
 
 def check_merritt_api_profiles(app_configs=None, databases=None, **kwargs):
@@ -569,9 +570,14 @@ def check_metrics_dir(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     ]
 
 
-def check_profile_owner_arks(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+def check_profile_owner_arks(
+    app_configs=None, databases=None, **kwargs
+) -> list[checks.CheckMessage]:
     """Profiles without an owner's ARK: their local ids are refused (batches.models.Profile).
-    Silent while the database cannot be read (before ``migrate``, or with no database)."""
+    It reads the database, so it runs only where one is named (``migrate``, ``check
+    --database``), and is silent while the database cannot be read."""
+    if not databases:
+        return []
     from django.db import DatabaseError
 
     from batches.models import Profile
@@ -622,14 +628,10 @@ ALL_CHECKS = [
     check_web_zk_wait,
     check_content_base_url,
 ]
-# Checks that read the database: registered apart, so the settings checks run without one.
-DATA_TAG = "merritt_queue_data"
-DATA_CHECKS = [check_profile_owner_arks]
 
 
 def register() -> None:
     for check in ALL_CHECKS:
         checks.register(check, TAG)
     checks.register(check_merritt_api_profiles, TAG, checks.Tags.database)
-    for check in DATA_CHECKS:
-        checks.register(check, DATA_TAG)
+    checks.register(check_profile_owner_arks, TAG, checks.Tags.database)

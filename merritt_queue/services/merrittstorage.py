@@ -95,6 +95,18 @@ class MerrittStorageClient:
         self.file_url = file_url
         self.session_factory = session_factory
 
+    def on_node(self, node_id: str | int) -> MerrittStorageClient:
+        """The same service, another of its nodes (a profile names its own)."""
+        if str(node_id) == self.node_id:
+            return self
+        return MerrittStorageClient(
+            self.base_url,
+            node_id,
+            self.timeout,
+            file_url=self.file_url,
+            session_factory=self.session_factory,
+        )
+
     def store_version(
         self,
         ark: str,
