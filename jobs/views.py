@@ -150,10 +150,12 @@ def live_rows(job: Job, record) -> list[LiveRow]:
         ("status", "version", job.status_version, record.status_version),
         ("lock", "held", job.locked, record.locked),
     ]
-    for name in ("configuration", "identifiers", "metadata", "inventory", "store"):
+    for name in ("configuration", "identifiers", "metadata", "inventory"):
         pairs.append(
             (name, "", _json_or_none(getattr(job, name)), _json_or_none(getattr(record, name)))
         )
+    stores = (merrittnotes.shown_store(job.store), merrittnotes.shown_store(record.store))
+    pairs.append(("store", "", *map(_json_or_none, stores)))
     rows = [
         LiveRow(node + name, field, _show(mine), _show(theirs), mine != theirs)
         for name, field, mine, theirs in pairs

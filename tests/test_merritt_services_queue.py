@@ -234,3 +234,47 @@ def test_a_job_storage_fails_with_null_says_which_service_step_input_and_what_to
     assert f"<code>{unsigned}</code>" in page and "?s=" not in page
     assert f"<code>add/{NODE}/" in page and "Merritt storage can reach http://127.0.0.1:9" in page
     assert f"storage node {NODE} exists" in page
+
+
+def test_the_live_view_of_a_handed_over_job_shows_no_signature(
+    pipeline, content, merritt, client, django_user_model
+):
+    """Whoever reads a job's page must not get a URL that opens its files."""
+    from mirror import facade as mirror
+
+    bid = pipeline.submit(type="file", payload_url=f"{content.url}/call911.jpg")
+    for _ in range(40):
+        pipeline.step()
+        if pipeline.jobs(bid)[0].status == JobStatus.STORING:
+            break
+    (job,) = pipeline.jobs(bid)
+    assert "?s=" in job.store["manifest_url"]
+    client.force_login(django_user_model.objects.create_user("vic", is_superuser=True))
+    mirror.apply_job(job)
+    page = client.get(f"/jobs/{job.jid}/?live=1").content.decode()
+    assert "The mirror matches ZooKeeper" in page
+    assert job.store["manifest_url"].split("?")[0] in page and "?s=" not in page
+
+
+def test_the_admin_shows_a_handed_over_jobs_store_node_without_its_signature(
+    pipeline, content, merritt, client, django_user_model
+):
+    from mirror import facade as mirror
+
+    bid = pipeline.submit(type="file", payload_url=f"{content.url}/call911.jpg")
+    for _ in range(40):
+        pipeline.step()
+        if pipeline.jobs(bid)[0].status == JobStatus.STORING:
+            break
+    (job,) = pipeline.jobs(bid)
+    mirror.apply_job(job)
+    client.force_login(
+        django_user_model.objects.create_user("sam", is_staff=True, is_superuser=True)
+    )
+    from jobs.models import Job
+
+    pk = Job.objects.get(jid=job.jid).pk
+    response = client.get(f"/admin/jobs/job/{pk}/change/")
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert job.store["manifest_url"].split("?")[0] in page and "?s=" not in page
