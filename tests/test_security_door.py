@@ -445,12 +445,14 @@ def test_error_reports_mask_credentials_in_urls(settings):
 
 
 def raw_post(
-    live_server, path: str, headers: dict, body: bytes = b"x" * 100
+    live_server, path: str, headers: dict, body: bytes = b"x" * 100, wait: float = 20
 ) -> tuple[int, str, float]:
-    """Send headers announcing a huge body but only a few bytes of it; the status at once."""
+    """Send headers announcing a huge body but only ``body`` of it; (status, headers,
+    seconds). A server that waits for the rest answers nothing: the socket's timeout (``wait``)
+    fails the test instead of hanging it."""
     host, port = live_server.url.removeprefix("http://").split(":")
     started = time.monotonic()
-    with socket.create_connection((host, int(port)), timeout=20) as sock:
+    with socket.create_connection((host, int(port)), timeout=wait) as sock:
         head = f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\n"
         head += "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
         sock.sendall(head.encode() + body)

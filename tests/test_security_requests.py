@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import re
 import secrets
-import socket
 import subprocess
 import sys
 import threading
@@ -24,6 +23,7 @@ from merritt_queue.core.store import QueueStore
 from merritt_queue.project import runtime
 from steering.models import AdminAction
 from tests.cluster import start_client
+from tests.test_security_door import raw_post
 
 pytest_plugins = ["tests.cluster"]
 
@@ -33,26 +33,8 @@ REPO = Path(__file__).resolve().parent.parent
 # --- 4: a body is judged by its headers on every path, before anything reads it --------------
 
 
-def raw_request(live_server, path: str, headers: dict, body: bytes = b"x" * 100, wait=5.0):
-    """Send headers announcing a body and only ``body`` of it; (status, headers, seconds).
-
-    A server that waits for the rest of the body answers nothing: the socket's timeout fails
-    the test instead of hanging it.
-    """
-    host, port = live_server.url.removeprefix("http://").split(":")
-    started = time.monotonic()
-    with socket.create_connection((host, int(port)), timeout=wait) as sock:
-        head = f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\n"
-        head += "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
-        sock.sendall(head.encode() + body)
-        answer = b""
-        while b"\r\n\r\n" not in answer:
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            answer += chunk
-    status_line, _, rest = answer.decode("latin-1").partition("\r\n")
-    return int(status_line.split()[1]), rest, time.monotonic() - started
+def raw_request(live_server, path: str, headers: dict, body: bytes = b"x" * 100):
+    return raw_post(live_server, path, headers, body, wait=5.0)
 
 
 # With a CSRF cookie the CSRF check reads a form's whole body: to /tmp, for a multipart one.
