@@ -27,7 +27,6 @@ Guarantees:
 from __future__ import annotations
 
 import re
-from contextlib import closing
 from dataclasses import replace
 from string import Formatter
 from urllib.parse import quote
@@ -35,7 +34,7 @@ from urllib.parse import quote
 import requests
 
 from . import httputil, transport
-from .errors import FetchError, MinterError
+from .errors import MinterError
 from .minter import NO_CITATION, Citation, parse_shoulder
 
 DEFAULT_TARGET_PATTERN = "https://merritt.cdlib.org/m/{ark}"
@@ -208,27 +207,17 @@ class EzidMinter:
         headers = {"Accept": "text/plain"}
         if body is not None:
             headers["Content-Type"] = "text/plain; charset=UTF-8"
-        try:
-            with closing(transport.pinned_session(self.session_factory())) as session:
-                return transport.operator_request(
-                    session,
-                    method,
-                    url,
-                    data=None if body is None else body.encode("utf-8"),
-                    headers=headers,
-                    auth=(self.username, self.password),
-                    timeout=self.timeout,
-                    allow_redirects=False,
-                )
-        except FetchError as exc:
-            raise MinterError(
-                f"EZID at {self.base_url}: {exc.message}", retryable=exc.retryable
-            ) from exc
-        except requests.RequestException as exc:
-            raise MinterError(
-                f"EZID at {self.base_url} could not be reached: {httputil.describe(exc)}",
-                retryable=httputil.is_transient(exc),
-            ) from exc
+        return transport.call_operator(
+            self.session_factory,
+            method,
+            url,
+            error=MinterError,
+            who=f"EZID at {self.base_url}",
+            data=None if body is None else body.encode("utf-8"),
+            headers=headers,
+            auth=(self.username, self.password),
+            timeout=self.timeout,
+        )
 
     def _answer(self, resp: requests.Response, failed: str, ok: tuple[int, ...]) -> str:
         """What follows ``success:``; MinterError (retryable on 5xx, 408, 429) otherwise."""

@@ -35,13 +35,12 @@ naming Merritt inventory, its URL and what it said, retryable for connection tro
 from __future__ import annotations
 
 import json
-from contextlib import closing
 from urllib.parse import quote
 
 import requests
 
 from . import httputil, transport
-from .errors import FetchError, InventoryError
+from .errors import InventoryError
 
 _STATE = "invp:invProcessState"
 
@@ -83,28 +82,18 @@ class MerrittInventoryClient:
 
     def _post(self, url: str, manifest_url: str, fields: dict[str, str]) -> requests.Response:
         parts = {name: (None, value) for name, value in fields.items()}
-        try:
-            with closing(transport.pinned_session(self.session_factory())) as session:
-                return transport.operator_request(
-                    session,
-                    "POST",
-                    url,
-                    files=parts,
-                    headers={"Accept": "application/json"},
-                    timeout=self.timeout,
-                    allow_redirects=False,
-                )
-        except FetchError as exc:
-            raise InventoryError(
-                f"Merritt inventory at {self.base_url}: {exc.message}", retryable=exc.retryable
-            ) from exc
-        except requests.RequestException as exc:
-            raise InventoryError(
-                f"Merritt inventory at {self.base_url} could not be reached to add "
-                f"{manifest_url}: {httputil.describe(exc)}; check MERRITT_INVENTORY_URL and "
-                "that the inventory service is running",
-                retryable=httputil.is_transient(exc),
-            ) from exc
+        return transport.call_operator(
+            self.session_factory,
+            "POST",
+            url,
+            error=InventoryError,
+            who=f"Merritt inventory at {self.base_url}",
+            about=f" to add {manifest_url}",
+            hint="; check MERRITT_INVENTORY_URL and that the inventory service is running",
+            files=parts,
+            headers={"Accept": "application/json"},
+            timeout=self.timeout,
+        )
 
     def _refused(self, manifest_url: str, resp: requests.Response) -> InventoryError:
         retryable = httputil.is_retryable_status(resp.status_code)

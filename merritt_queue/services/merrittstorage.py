@@ -32,7 +32,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import quote, unquote
@@ -40,7 +39,7 @@ from urllib.parse import quote, unquote
 import requests
 
 from . import httputil, mrtstate, transport
-from .errors import FetchError, StorageError
+from .errors import StorageError
 from .storage import (
     STORED_ALGORITHMS,
     TOKEN_SOURCE_NAME,
@@ -282,21 +281,16 @@ class MerrittStorageClient:
             ) from None
 
     def _request(self, method: str, url: str, ark: str, **kwargs) -> requests.Response:
-        try:
-            with closing(transport.pinned_session(self.session_factory())) as session:
-                return transport.operator_request(
-                    session, method, url, timeout=self.timeout, allow_redirects=False, **kwargs
-                )
-        except FetchError as exc:
-            raise StorageError(
-                f"storage at {self.base_url}: {exc.message}", retryable=exc.retryable
-            ) from exc
-        except requests.RequestException as exc:
-            raise StorageError(
-                f"storage at {self.base_url} could not be reached for {ark}: "
-                f"{httputil.describe(exc)}",
-                retryable=httputil.is_transient(exc),
-            ) from exc
+        return transport.call_operator(
+            self.session_factory,
+            method,
+            url,
+            error=StorageError,
+            who=f"storage at {self.base_url}",
+            about=f" for {ark}",
+            timeout=self.timeout,
+            **kwargs,
+        )
 
     @staticmethod
     def _status_error(what: str, url: str, resp: requests.Response) -> StorageError:

@@ -64,7 +64,8 @@ from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
 from urllib3.util.timeout import _DEFAULT_TIMEOUT
 
-from . import pinned
+from . import httputil, pinned
+from .errors import FetchError, ServiceError
 
 log = logging.getLogger(__name__)
 
@@ -396,6 +397,33 @@ def operator_request(
         return session.request(method, url, **kwargs)
     with pinned.judged(url, allow_loopback=True, allow_private=True):
         return session.request(method, url, **kwargs)
+
+
+def call_operator(
+    session_factory: Callable[[], requests.Session],
+    method: str,
+    url: str,
+    *,
+    error: type[ServiceError],
+    who: str,
+    about: str = "",
+    hint: str = "",
+    **kwargs,
+) -> requests.Response:
+    """One ``operator_request`` in a session of its own, redirects not followed. A refused
+    address, or a service that cannot be reached, raises ``error`` naming ``who`` (``about``
+    after "could not be reached", then the cause, then ``hint``), retryable as the cause is.
+    """
+    try:
+        with closing(pinned_session(session_factory())) as session:
+            return operator_request(session, method, url, allow_redirects=False, **kwargs)
+    except FetchError as exc:
+        raise error(f"{who}: {exc.message}", retryable=exc.retryable) from exc
+    except requests.RequestException as exc:
+        raise error(
+            f"{who} could not be reached{about}: {httputil.describe(exc)}{hint}",
+            retryable=httputil.is_transient(exc),
+        ) from exc
 
 
 def _proxy_for(session: requests.Session, url: str) -> str | None:
