@@ -8,8 +8,9 @@ the node of the job's ``store`` mode) and recorded as Recording records a local 
 
 Neither the store node nor ZooKeeper carries the number storage gave the version. It is
 the newest version that holds every file this job handed over (name, size and digest, as
-Processing described them for the add-manifest) and that our inventory does not hold from
-another job: the current one, unless another job's version of the object was stored since.
+Processing described them for the add-manifest), whose predecessor does not hold them all,
+and that our inventory does not hold from another job: the current one, unless another
+job's version of the object was stored since.
 
 Guarantees: a version is recorded once (a re-run finds it in our inventory by the job,
 without asking storage); while storage cannot be read the job waits in Notify, never
@@ -17,6 +18,8 @@ failed; storage holding no version with this job's files fails it, saying so.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from django.conf import settings
 
@@ -27,7 +30,7 @@ from merritt_queue.core.runner import Outcome
 from merritt_queue.deposit import deletelist, objectfiles
 from merritt_queue.services.errors import StorageError
 from merritt_queue.services.merrittstorage import MerrittStorageClient
-from merritt_queue.services.versions import StoredFile, StoredVersion
+from merritt_queue.services.versions import StoredFile, StoredVersion, diff
 
 
 def record(s: Services, job: JobRecord, ark: str) -> int | Outcome:
@@ -82,6 +85,7 @@ def _storage(s: Services, mode: object) -> MerrittStorageClient:
 def _stored_version(
     s: Services, storage: MerrittStorageClient, ark: str, jid: str, entries: list[dict]
 ) -> StoredVersion:
+    """The version this job made, with what it changed since the one before."""
     if not entries:
         raise StorageError(
             f"the working files of job {jid} are gone, so the version Merritt stored of {ark} "
@@ -90,17 +94,30 @@ def _stored_version(
         )
     others = s.inventory.versions_by_other_jobs(ark, jid)
     numbers = storage.versions(ark)
+    read: dict[int, StoredVersion] = {}
+
+    def files_of(number: int) -> list[StoredFile]:
+        if number not in read:
+            read[number] = storage.get_version(ark, number)
+        return read[number].files
+
+    # A later version that carried this job's files holds them too: the job's own is the
+    # one they arrived in. A job that sent again what the object held makes a version
+    # whose predecessor holds them as well; then the newest is taken.
+    fallback = None
     for number in reversed(numbers):
-        if number in others:
+        if number in others or not _holds(files_of(number), entries):
             continue
-        stored = storage.get_version(ark, number)
-        if _holds(stored.files, entries):
-            return stored
-    where = f"storage node {storage.node_id}"
+        before = files_of(number - 1) if number > 1 else None
+        if before is None or not _holds(before, entries):
+            return replace(read[number], changes=diff(before, read[number].files))
+        fallback = fallback or replace(read[number], changes=diff(before, read[number].files))
+    if fallback is not None:
+        return fallback
     raise StorageError(
-        f"{where} holds no version of {ark} with the files job {jid} handed over "
-        f"({len(numbers)} version(s) read): check that MERRITT_STORAGE_URL is the storage "
-        "service Merritt's consumers store to",
+        f"storage node {storage.node_id} holds no version of {ark} with the files job {jid} "
+        f"handed over ({len(numbers)} version(s) read): check that MERRITT_STORAGE_URL is "
+        "the storage service Merritt's consumers store to",
         retryable=False,
     )
 

@@ -124,3 +124,35 @@ def test_a_job_waits_in_notify_while_storage_cannot_be_read_then_completes(
     storage.state.down = False
     completed(pipeline, merritt, bid, 1)
     assert our_versions(ark) == [(1, job.jid)]
+
+
+def test_a_job_records_its_own_version_when_a_later_update_already_carried_its_files(
+    pipeline, http_server, merritt
+):
+    """Storage gives no job its version number: a later update stored before this job's
+    Notify holds this job's files too, and must not be taken for its version."""
+    storage, _ = merritt
+    (http_server.root / "v1.zip").write_bytes(zip_bytes({"a.txt": b"a\n"}))
+    bid = pipeline.submit(type="container", payload_url=f"{http_server.url}/v1.zip")
+    (v1,) = completed(pipeline, merritt, bid, 1)
+    ark = v1.identifiers["primary_id"]
+    jobs = []
+    for name in ("c.txt", "d.txt"):
+        (http_server.root / f"{name}.zip").write_bytes(zip_bytes({name: name.encode()}))
+        bid = pipeline.submit(
+            type="container",
+            payload_url=f"{http_server.url}/{name}.zip",
+            submission_mode="update",
+            primary_id=ark,
+        )
+        jobs.append((bid, until_notify(pipeline, merritt, bid)))
+        storage.state.down = True  # the job waits in Notify while the next is stored
+    (first_bid, first), (second_bid, second) = jobs
+    assert len(storage.objects[ark].versions) == 3
+    storage.state.down = False
+    notify = handlers(services.get_services())[JobStatus.NOTIFY]
+    assert "version 2" in notify(first).message
+    completed(pipeline, merritt, first_bid, 1)
+    completed(pipeline, merritt, second_bid, 1)
+    assert our_versions(ark) == [(1, v1.jid), (2, first.jid), (3, second.jid)]
+    assert our_files(ark, 3) == stored_files(storage, ark, 3)
