@@ -4,6 +4,9 @@ resolution and our collection checks know the object (issue 30)."""
 
 from __future__ import annotations
 
+import json
+
+from batches.models import Profile
 from inventory.models import InventoryFile, InventoryVersion
 from jobs import services
 from jobs.handlers import handlers
@@ -48,12 +51,16 @@ def test_a_completed_job_is_in_our_inventory_with_the_version_storage_holds(
     pipeline, content, merritt, client, django_user_model
 ):
     storage, _ = merritt
+    callback = content.behave("/callback", body=b"thanks\n")
+    Profile.objects.filter(pk=pipeline.profile.pk).update(callback_url=callback)
     bid = pipeline.submit(type="container", payload_url=f"{content.url}/huskyChicken.zip")
     (job,) = completed(pipeline, merritt, bid, 1)
     ark = job.identifiers["primary_id"]
     assert our_versions(ark) == [(1, job.jid)]
     assert our_files(ark, 1) == stored_files(storage, ark, 1)
     assert job.store["version"] == 1
+    calls = [json.loads(r.body) for r in content.requests_for("/callback", "POST")]
+    assert [(c["ark"], c["version"]) for c in calls if "job_id" in c] == [(ark, 1)]
     client.force_login(django_user_model.objects.create_user("ann", is_superuser=True))
     assert ark in client.get("/objects/").content.decode()
 
