@@ -158,6 +158,15 @@ class LocalInventory:
             ],
         )
 
+    def version_of_job(self, ark: str, job_id: str) -> int | None:
+        """The version of ``ark`` that ``job_id`` recorded, None when it recorded none."""
+        rows = InventoryVersion.objects.filter(obj__ark=ark, job_id=job_id)
+        return rows.values_list("number", flat=True).first()
+
+    def versions_by_other_jobs(self, ark: str, job_id: str) -> set[int]:
+        rows = InventoryVersion.objects.filter(obj__ark=ark).exclude(job_id=job_id)
+        return set(rows.values_list("number", flat=True))
+
     def ark_for_local_id(self, collection: str, local_id: str) -> str | None:
         row = LocalIdentifier.objects.filter(collection=collection, local_id=local_id).first()
         return row.ark if row else None

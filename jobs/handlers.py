@@ -12,13 +12,14 @@ storage is keyed by the job id, inventory by (ARK, version).
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from django.conf import settings
 
-from jobs import versionfiles
+from jobs import merrittheard, versionfiles
 from jobs.download import downloading, undeclared_bytes
 from jobs.identify import processing
 from jobs.payload import job_config, known_sizes, payload_files, save_head_sizes
@@ -261,6 +262,15 @@ def _add_to_merritt_inventory(
 
 
 def notify(s: Services, job: JobRecord) -> Outcome:
+    """Notify the depositor's callback; a ``merritt-queue`` job's version is first recorded
+    in our inventory (``merrittheard``), its number then in the store node and the payload."""
+    data = None
+    if stepowners.of_job(job.configuration) == stepowners.MERRITT_QUEUE:
+        heard = merrittheard.record(s, job, _ark(job))
+        if isinstance(heard, Outcome):
+            return heard
+        data = {"store": dict(job.store or {}) | {"version": heard}}
+        job = dataclasses.replace(job, store=data["store"])
     config = job_config(job)
     profile = s.profile(profile_of(config))
     if profile and profile.callback_url:
@@ -275,8 +285,10 @@ def notify(s: Services, job: JobRecord) -> Outcome:
         else "no callback"
     )
     if (job.store or {}).get("outcome") == UNCHANGED:
-        return Outcome.success(f"completed, {UNCHANGED}; {note}")
-    return Outcome.success(f"completed; {note}")
+        return Outcome.success(f"completed, {UNCHANGED}; {note}", data=data)
+    if data:
+        note = f"{_ark(job)} version {data['store']['version']} in our inventory; {note}"
+    return Outcome.success(f"completed; {note}", data=data)
 
 
 def _callback_payload(job: JobRecord) -> dict:

@@ -44,11 +44,17 @@ def load(work: Path, storage, ark: str, version: int) -> RecordedVersion:
             return RecordedVersion(version, data["files"], data["deleted"], data.get("mode", ""))
     except (OSError, ValueError, KeyError, AttributeError):
         pass
-    stored = storage.get_version(ark, version)
+    return from_storage(storage, storage.get_version(ark, version), [], "")
+
+
+def from_storage(storage, stored: StoredVersion, entries: list[dict], mode: str) -> RecordedVersion:
+    """``stored`` as storage reported it, what it changed read from the version before it
+    when storage did not say; ``entries`` as in ``save``."""
     if not stored.changes:
-        before = storage.get_version(ark, version - 1).files if version > 1 else None
+        number = stored.version
+        before = storage.get_version(stored.ark, number - 1).files if number > 1 else None
         stored = dataclasses.replace(stored, changes=diff(before, stored.files))
-    return _recorded(stored, "", {})
+    return _recorded(stored, mode, {e["name"]: e for e in entries})
 
 
 def _recorded(version: StoredVersion, mode: str, described: dict[str, dict]) -> RecordedVersion:

@@ -35,8 +35,10 @@ Read, not copied, from:
   ``/state/`` replaced by ``/manifest/``.
 
 The replays fetch over HTTP as storage does. Inventory's GET of storage's object manifest
-is answered by the storage replay in the test process (``StorageReplay.object_manifest``):
-the test has no storage service to serve it.
+is answered by the storage replay in the test process (``StorageReplay.object_manifest``).
+What storage holds is also answered over HTTP, as mrt-store's ``/state/`` does, by a
+``tests.merrittstore.MerrittStore`` the replay writes every stored version into (``state``):
+that is what our own workers read of a ``merritt-queue`` job in Notify.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from urllib.parse import unquote, urlsplit
 
 import requests
 
+from tests.merrittstore import MerrittStore, StoredEntry
 from tests.merrittzk import LOCK_INVENTORY, Item, MerrittZK, lock_name
 
 ADD_PROFILE = "mrt-add-manifest"
@@ -58,17 +61,30 @@ class StoreActionFailed(Exception):
     pass
 
 
+# A stored file: its size, the manifest's hash algorithm and the digest storage checked.
+Stored = tuple[int, str, str]
+
+
 @dataclass
 class StoredObject:
     node: int
-    versions: list[dict[str, tuple[int, str]]] = field(default_factory=list)
+    versions: list[dict[str, Stored]] = field(default_factory=list)
 
 
 class StorageReplay:
-    """mrt-store's StoreConsumer and the add/update it calls, for storage nodes ``nodes``."""
+    """mrt-store's StoreConsumer and the add/update it calls, for storage nodes ``nodes``;
+    with ``state``, each version stored is also answered by that node's ``/state/``."""
 
-    def __init__(self, zk: MerrittZK, nodes=(9501,), *, base_url="http://storage.invalid/store"):
-        self.zk, self.nodes, self.base_url = zk, set(nodes), base_url.rstrip("/")
+    def __init__(
+        self,
+        zk: MerrittZK,
+        nodes=(9501,),
+        *,
+        base_url="http://storage.invalid/store",
+        state: MerrittStore | None = None,
+    ):
+        self.zk, self.nodes, self.state = zk, set(nodes), state
+        self.base_url = (state.url if state else base_url).rstrip("/")
         self.objects: dict[str, StoredObject] = {}
         self.fetched: list[str] = []
         self.taken: list[str] = []  # every jid acquireJob returned
@@ -133,6 +149,10 @@ class StorageReplay:
         else:
             version = {}
         stored.versions.append(version | files)
+        if self.state is not None and str(node) == self.state.node:
+            self.state.objects[ark] = [
+                [StoredEntry(name, *entry) for name, entry in v.items()] for v in stored.versions
+            ]
 
     def _get(self, url: str) -> bytes:
         if urlsplit(url).scheme not in ("http", "https"):
@@ -143,7 +163,7 @@ class StorageReplay:
             raise StoreActionFailed(None)
         return response.content
 
-    def _fetch_manifest(self, url: str) -> dict[str, tuple[int, str]]:
+    def _fetch_manifest(self, url: str) -> dict[str, Stored]:
         lines = self._get(url).decode("utf-8").splitlines()
         headers = [line for line in lines if line.startswith("#%")]
         if not lines or not lines[-1].lower().startswith("#%eof"):
@@ -161,7 +181,7 @@ class StorageReplay:
             files[name] = self._fetch_file(file_url, algorithm, digest, int(size))
         return files
 
-    def _fetch_file(self, url: str, algorithm: str, digest: str, size: int) -> tuple[int, str]:
+    def _fetch_file(self, url: str, algorithm: str, digest: str, size: int) -> Stored:
         for attempt in range(2):
             try:
                 data = self._get(url)
@@ -170,10 +190,10 @@ class StorageReplay:
                     raise StoreActionFailed(None) from None
                 continue
             if len(data) == size and hashlib.new(algorithm, data).hexdigest() == digest:
-                return size, digest
+                return size, algorithm, digest
         raise StoreActionFailed(None)
 
-    def object_manifest(self, url: str) -> dict[str, tuple[int, str]] | None:
+    def object_manifest(self, url: str) -> dict[str, Stored] | None:
         """What GET ``<base>/manifest/<node>/<ark>`` answers: the current version's files."""
         prefix = f"{self.base_url}/manifest/"
         if not url.startswith(prefix):

@@ -24,8 +24,10 @@ It answers in the shapes the real service sends, as read from its source:
   ``%2F``, space as ``+``); size and ``fil:messageDigest`` (``<algorithm>=<hex>``) are only in
   the file's own state.
 
-``fail_next`` holds statuses to answer before doing any work; ``lose_replies`` is how many
-stores to make and then drop the connection without a reply, as a reply lost on the way back.
+``fail_next`` holds statuses to answer before doing any work; while ``down``, every request
+is answered 503, as a node whose service is stopped behind its proxy; ``lose_replies`` is
+how many stores to make and then drop the connection without a reply, as a reply lost on the
+way back.
 Only 127.0.0.1 is fetched from.
 """
 
@@ -61,6 +63,7 @@ class MerrittStore:
         self.objects: dict[str, list[list[StoredEntry]]] = {}
         self.fail_next: list[int] = []
         self.lose_replies = 0
+        self.down = False
         self._lock = threading.Lock()
         server.route("/add/", lambda rec: self._store(rec, update=False))
         server.route("/update/", lambda rec: self._store(rec, update=True))
@@ -75,6 +78,8 @@ class MerrittStore:
     # -- storing --------------------------------------------------------------------------
 
     def _store(self, rec: Recorded, *, update: bool) -> Reply:
+        if self.down:
+            return _text(503, "storage is unavailable")
         if self.fail_next:
             return _text(self.fail_next.pop(0), "storage is unwell")
         node, ark = _parts(rec)[:2]
@@ -108,6 +113,8 @@ class MerrittStore:
     # -- states ---------------------------------------------------------------------------
 
     def _state(self, rec: Recorded) -> Reply:
+        if self.down:
+            return _text(503, "storage is unavailable")
         if "t=json" not in (urlsplit(rec.path).query or ""):
             return _text(400, "this stand-in answers t=json only")
         parts = _parts(rec)

@@ -14,27 +14,33 @@ import pytest
 import requests
 
 from batches.models import Profile
+from jobs import services
 from merritt_queue.core import stepowners
 from merritt_queue.core.states import BatchStatus, JobStatus
 from tests.merrittservices import InventoryReplay, StorageReplay
+from tests.merrittstore import MerrittStore
 from tests.merrittzk import MerrittZK
 
 pytest_plugins = ["tests.httpserver", "tests.pipeline"]
 
 NODE = 9501
-STORAGE = "http://storage.invalid/store"
 FINAL = {BatchStatus.COMPLETED, BatchStatus.FAILED, BatchStatus.DELETED}
 
 
 @pytest.fixture
-def merritt(pipeline, make_client, live_server, settings):
+def merritt(pipeline, make_client, live_server, http_server, settings):
+    """Merritt's storage and inventory consumers; storage's ``/state/`` answered over HTTP,
+    where our workers read what it stored."""
+    state = MerrittStore(http_server, node=str(NODE))
     settings.MQ_CONTENT_BASE_URL = live_server.url
-    settings.MERRITT_STORAGE_URL = STORAGE
+    settings.MERRITT_STORAGE_URL = state.url
+    settings.MERRITT_STORAGE_RETRY_SECONDS = 0.2
     Profile.objects.filter(pk=pipeline.profile.pk).update(
         storage_node=str(NODE), store_record=stepowners.MERRITT_QUEUE
     )
+    services.reset()
     zk = MerrittZK(make_client())
-    storage = StorageReplay(zk, nodes=(NODE,), base_url=STORAGE)
+    storage = StorageReplay(zk, nodes=(NODE,), state=state)
     return storage, InventoryReplay(zk, storage)
 
 
@@ -105,7 +111,7 @@ def test_every_submission_type_is_stored_and_recorded_by_merritts_consumers(
         store = job.store
         action, node, ark = store["mode"].split("/")
         assert (action, node) == ("add", str(NODE)) and store["delete"] == ""
-        assert job.inventory["manifest_url"].startswith(f"{STORAGE}/manifest/{NODE}/")
+        assert job.inventory["manifest_url"].startswith(f"{storage.base_url}/manifest/{NODE}/")
         assert urlsplit(store["manifest_url"]).scheme == "http"
     # Storage fetched only over HTTP from our web tier, never a file: URL.
     assert storage.fetched and all(u.startswith(content_base(pipeline)) for u in storage.fetched)
@@ -125,11 +131,6 @@ def test_an_update_with_a_delete_list_is_stored_by_merritt_as_a_second_version(
     bid = pipeline.submit(type="container", payload_url=f"{http_server.url}/v1.zip")
     (v1,) = completed(pipeline, merritt, bid, 1)
     ark = v1.identifiers["primary_id"]
-    # Merritt's inventory, not ours, knows the object: the profile accepts its ARK as one
-    # minted elsewhere (docs/merritt.md: what our inventory does not know in this mode).
-    Profile.objects.filter(pk=pipeline.profile.pk).update(
-        allow_external_ids=True, external_shoulders="ark:/99999/fk4"
-    )
     v2_zip = zip_bytes({"c.txt": b"c\n", "mrt-delete.txt": b"a.txt\n"})
     (http_server.root / "v2.zip").write_bytes(v2_zip)
     bid = pipeline.submit(

@@ -210,7 +210,11 @@ def check_services(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
                 problems.append((name, "", "set when MQ_STORAGE=merritt"))
     if settings.MQ_MINTER == "ezid" and not (settings.EZID_USER and settings.EZID_PASSWORD):
         problems.append(("EZID_USER/EZID_PASSWORD", "", "set when MQ_MINTER=ezid"))
-    for name in ("MERRITT_INVENTORY_TIMEOUT", "MERRITT_INVENTORY_RETRY_SECONDS"):
+    for name in (
+        "MERRITT_INVENTORY_TIMEOUT",
+        "MERRITT_INVENTORY_RETRY_SECONDS",
+        "MERRITT_STORAGE_RETRY_SECONDS",
+    ):
         if not getattr(settings, name) > 0:
             problems.append((name, getattr(settings, name), "a positive number of seconds"))
     if settings.MQ_STORE_RECORD == stepowners.MERRITT_API:

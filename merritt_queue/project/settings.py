@@ -175,6 +175,9 @@ MERRITT_STORAGE_FILE_URL = env_str("MERRITT_STORAGE_FILE_URL", "")
 MERRITT_INVENTORY_URL = env_str("MERRITT_INVENTORY_URL", "")
 MERRITT_INVENTORY_TIMEOUT = env_float("MERRITT_INVENTORY_TIMEOUT", 300.0)
 MERRITT_INVENTORY_RETRY_SECONDS = env_float("MERRITT_INVENTORY_RETRY_SECONDS", 60.0)
+# merritt-queue mode: how long Notify waits before reading again what Merritt storage
+# stored of a job, when storage could not be reached.
+MERRITT_STORAGE_RETRY_SECONDS = env_float("MERRITT_STORAGE_RETRY_SECONDS", 60.0)
 # Where Merritt storage reaches this project's web tier for a merritt-queue job's signed
 # add-manifest and files (jobs/contentlinks.py): http(s) only, e.g. https://queue.example.org.
 MQ_CONTENT_BASE_URL = env_str("MQ_CONTENT_BASE_URL", "")
