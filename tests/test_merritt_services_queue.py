@@ -70,6 +70,17 @@ def completed(pipeline, merritt, bid: str, count: int) -> list:
     return jobs
 
 
+def handed_over(pipeline, content):
+    """A one-file job our workers alone have carried to Storing: left for Merritt's storage."""
+    bid = pipeline.submit(type="file", payload_url=f"{content.url}/call911.jpg")
+    for _ in range(40):
+        pipeline.step()
+        if pipeline.jobs(bid)[0].status == JobStatus.STORING:
+            break
+    (job,) = pipeline.jobs(bid)
+    return job
+
+
 def zip_bytes(files: dict[str, bytes]) -> bytes:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as z:
@@ -188,11 +199,7 @@ def test_our_workers_never_take_a_merritt_queue_job_in_storing_or_recording(
     pipeline, content, merritt
 ):
     storage, inventory = merritt
-    bid = pipeline.submit(type="file", payload_url=f"{content.url}/call911.jpg")
-    for _ in range(40):
-        pipeline.step()
-        if pipeline.jobs(bid)[0].status == JobStatus.STORING:
-            break
+    bid = handed_over(pipeline, content).bid
     for _ in range(3):
         pipeline.step()
     (job,) = pipeline.jobs(bid)
@@ -212,12 +219,7 @@ def test_a_job_storage_fails_with_null_says_which_service_step_input_and_what_to
     from mirror import facade as mirror
 
     storage, inventory = merritt
-    bid = pipeline.submit(type="file", payload_url=f"{content.url}/call911.jpg")
-    for _ in range(40):
-        pipeline.step()
-        if pipeline.jobs(bid)[0].status == JobStatus.STORING:
-            break
-    (job,) = pipeline.jobs(bid)
+    job = handed_over(pipeline, content)
     client.force_login(django_user_model.objects.create_user("ada", is_superuser=True))
     mirror.apply_job(job)
     page = client.get(f"/jobs/{job.jid}/").content.decode()
@@ -226,7 +228,7 @@ def test_a_job_storage_fails_with_null_says_which_service_step_input_and_what_to
     settings.MQ_CONTENT_BASE_URL = "http://127.0.0.1:9"
     storage._get = lambda url: (_ for _ in ()).throw(ConnectionError(url))
     assert storage.poll() is not None
-    (job,) = pipeline.jobs(bid)
+    (job,) = pipeline.jobs(job.bid)
     assert job.status == JobStatus.FAILED and job.message.endswith("Store action failed: null")
     mirror.apply_job(job)
     page = client.get(f"/jobs/{job.jid}/").content.decode()
@@ -243,12 +245,7 @@ def test_the_live_view_of_a_handed_over_job_shows_no_signature(
     """Whoever reads a job's page must not get a URL that opens its files."""
     from mirror import facade as mirror
 
-    bid = pipeline.submit(type="file", payload_url=f"{content.url}/call911.jpg")
-    for _ in range(40):
-        pipeline.step()
-        if pipeline.jobs(bid)[0].status == JobStatus.STORING:
-            break
-    (job,) = pipeline.jobs(bid)
+    job = handed_over(pipeline, content)
     assert "?s=" in job.store["manifest_url"]
     client.force_login(django_user_model.objects.create_user("vic", is_superuser=True))
     mirror.apply_job(job)
@@ -262,12 +259,7 @@ def test_the_admin_shows_a_handed_over_jobs_store_node_without_its_signature(
 ):
     from mirror import facade as mirror
 
-    bid = pipeline.submit(type="file", payload_url=f"{content.url}/call911.jpg")
-    for _ in range(40):
-        pipeline.step()
-        if pipeline.jobs(bid)[0].status == JobStatus.STORING:
-            break
-    (job,) = pipeline.jobs(bid)
+    job = handed_over(pipeline, content)
     mirror.apply_job(job)
     client.force_login(
         django_user_model.objects.create_user("sam", is_staff=True, is_superuser=True)
