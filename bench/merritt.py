@@ -77,7 +77,11 @@ def run(args) -> None:
             result = _timed(queue, n, port, mode)
             emit(PART, event="mode", mode=mode, **{k: round(v, 3) for k, v in result.items()})
             prefix = mode.replace("-", "_")
-            figures |= {f"{prefix}_{k}": v for k, v in result.items() if v or mode != "local"}
+            figures |= {
+                f"{prefix}_{k}": v
+                for k, v in result.items()
+                if mode != "local" or not k.startswith("replay_")
+            }
     summary(PART, **figures)
 
 

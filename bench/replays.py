@@ -1,11 +1,11 @@
 """Merritt's storage and inventory consumers, replayed beside the queue in threads of the
 bench's process, each on its own ZooKeeper session, with their requests counted.
 
-The replays are the tests' (``tests.merrittservices``): the same reads, writes and locks
-as mrt-store's and mrt-inventory's consumers, the same fetches over HTTP. Each runs as
-its daemon does: take every job it can, then wait ``IDLE_WAIT`` seconds when none is
-left. A replay that raises stops the run (``Replays.check``) instead of leaving the
-batch waiting in Storing until the time-out.
+The replays are the ones the tests use (``harness.merrittservices``): the same reads,
+writes and locks as mrt-store's and mrt-inventory's consumers, the same fetches over
+HTTP. Each runs as its daemon does: take every job it can, then wait ``IDLE_WAIT``
+seconds when none is left. A replay that raises stops the run (``Replays.check``) instead
+of leaving the batch waiting in Storing until the time-out.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from contextlib import contextmanager
 
 from kazoo.client import KazooClient
 
-from tests.merrittservices import InventoryReplay, StorageReplay
-from tests.merrittzk import MerrittZK
+from harness.merrittservices import InventoryReplay, StorageReplay
+from harness.merrittzk import MerrittZK
 
 NODE = 9501
 # Never fetched: the inventory replay asks the storage replay for the object's manifest.

@@ -35,8 +35,8 @@ Read, not copied, from:
   ``/state/`` replaced by ``/manifest/``.
 
 The replays fetch over HTTP as storage does. Inventory's GET of storage's object manifest
-is answered by the storage replay in the test process (``StorageReplay.object_manifest``):
-the test has no storage service to serve it.
+is answered by the storage replay in the caller's process (``StorageReplay.object_manifest``):
+the tests and the bench run no storage service to serve it.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from urllib.parse import unquote, urlsplit
 
 import requests
 
-from tests.merrittzk import LOCK_INVENTORY, Item, MerrittZK, lock_name
+from harness.merrittzk import LOCK_INVENTORY, Item, MerrittZK, lock_name
 
 ADD_PROFILE = "mrt-add-manifest"
 STORE_FAILED = "StoreConsumeData [error] Store action failed: null"
