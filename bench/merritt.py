@@ -5,10 +5,11 @@ ZooKeeper per job.
 Set-up (untimed) is ``pipeline``'s (``bench.common.queue_run``): ``BENCH_MERRITT_N``
 (default 200) random 4 KiB files and a single-file-batch manifest of them on a local HTTP
 server, a fresh chroot, Redis flushed, SQLite migrated, a ``bench`` profile. Both runs use
-one environment: the web tier (gunicorn, 2 workers, on a free 127.0.0.1 port) runs in
-both, and every process has ``MQ_CONTENT_BASE_URL`` set to it. The web process idles in
-``local`` mode; in ``merritt-queue`` mode Merritt storage fetches each job's signed
-add-manifest and files from it.
+one environment: the web tier (``manage.py runserver --noreload``: one threaded process,
+whose CPU is counted whole, on a free 127.0.0.1 port) runs in both, and every process has
+``MQ_CONTENT_BASE_URL`` set to it. The web process idles in ``local`` mode; in
+``merritt-queue`` mode Merritt storage fetches each job's signed add-manifest and files
+from it.
 
 1. ``local``: the dispatcher and 2 workers store and record themselves.
 2. ``merritt-queue``: the profile is switched (storage node 9501, ``store_record``), and
@@ -109,6 +110,8 @@ def _timed(queue: QueueRun, n: int, port: int, mode: str) -> dict[str, float]:
         writes = read_zxid(queue.hosts) - zxid_before
         requests = _packets(queue.hosts) - packets_before
         counted = rep.counts() if rep else (0, 0)
+        if rep:
+            emit(PART, event="replay_requests", **rep.kinds())
         replay_requests, replay_writes = (
             a - b for a, b in zip(counted, counted_before, strict=True)
         )
@@ -128,17 +131,9 @@ def _timed(queue: QueueRun, n: int, port: int, mode: str) -> dict[str, float]:
 
 
 def _start_web(procs, port: int) -> None:
-    """gunicorn on ``port``, as deployed (deploy/systemd/mq-web.service), answering."""
-    procs.start(
-        "web",
-        "-m",
-        "gunicorn",
-        "--bind",
-        f"127.0.0.1:{port}",
-        "--workers",
-        "2",
-        "merritt_queue.project.wsgi",
-    )
+    """The web app on ``port``, answering: ``runserver`` without its reloader, one process
+    (threaded), so that ``cpu_seconds`` counts all of the web tier's CPU."""
+    procs.start("web", "manage.py", "runserver", "--noreload", f"127.0.0.1:{port}")
     url = f"http://127.0.0.1:{port}/healthz"
 
     def answers() -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 import traceback
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -36,13 +37,16 @@ class RequestCounter:
     def __init__(self, client: KazooClient) -> None:
         self.requests = 0
         self.writes = 0
+        self.kinds: Counter[str] = Counter()
         self._lock = threading.Lock()
         call = client._call
 
         def counted(request, async_object):
             with self._lock:
+                kind = type(request).__name__
                 self.requests += 1
-                self.writes += type(request).__name__ in WRITES
+                self.writes += kind in WRITES
+                self.kinds[kind] += 1
             return call(request, async_object)
 
         client._call = counted  # type: ignore[method-assign]
@@ -68,6 +72,11 @@ class Replays:
     def counts(self) -> tuple[int, int]:
         """(requests, writes) both replays have sent so far."""
         return sum(c.requests for c in self.counters), sum(c.writes for c in self.counters)
+
+    def kinds(self) -> dict[str, dict[str, int]]:
+        """Each replay's requests so far by kazoo request kind."""
+        names = ("storage", "inventory")
+        return {n: dict(c.kinds) for n, c in zip(names, self.counters, strict=True)}
 
     def check(self) -> dict:
         """Raise ``SystemExit`` once a replay has failed; else how many jobs each took."""
