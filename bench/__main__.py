@@ -7,7 +7,7 @@ import importlib
 import sys
 from pathlib import Path
 
-PARTS = ["zk", "pipeline", "latency", "download", "ui", "reconcile", "bulk", "scale"]
+PARTS = ["zk", "pipeline", "merritt", "latency", "download", "ui", "reconcile", "bulk", "scale"]
 OUT_DIR = Path(__file__).resolve().parent.parent / "var" / "bench"
 
 

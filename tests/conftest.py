@@ -64,7 +64,7 @@ def _no_rate_counts_from_other_tests():
 
 # Plugins the tests also import from: rewritten before any test module imports them.
 pytest.register_assert_rewrite(
-    "tests.cluster", "tests.httpserver", "tests.merrittstore", "tests.mirrorlive"
+    "tests.cluster", "tests.httpserver", "harness.merrittstore", "tests.mirrorlive"
 )
 
 # The fast tier (`make check`, marker `fast`): modules whose every test runs without ZooKeeper,

@@ -15,6 +15,7 @@ import threading
 from contextlib import contextmanager
 
 from batches.models import BatchEvent
+from harness.merrittzk import MerrittIngest, MerrittZK
 from jobs.models import Job, JobEvent
 from merritt_queue.core import history
 from merritt_queue.core import tree as t
@@ -22,7 +23,6 @@ from merritt_queue.core.history import OTHER_WRITER, Entry, History
 from merritt_queue.core.records import BatchRecord, JobRecord
 from mirror import events, timeline
 from mirror import facade as mirror
-from tests.merrittzk import MerrittIngest, MerrittZK
 from tests.mirrorlive import SUBMISSION, make_jobs, wait_for
 
 pytest_plugins = ["tests.mirrorlive"]

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import pytest
 
+from harness.merrittzk import Item, MerrittZK
 from merritt_queue.core import history as h
 from merritt_queue.core import tree as t
 from merritt_queue.core.errors import ChangedUnderYou
 from merritt_queue.core.states import JOB_STEPS, BatchStatus
 from merritt_queue.core.store import NewJob, QueueStore
 from merritt_queue.core.treecheck.consistency import check_tree
-from tests.merrittzk import Item, MerrittZK
 
 ACTOR = "admin:ann"
 
@@ -339,7 +339,7 @@ def test_a_job_or_batch_left_as_a_history_alone_is_an_empty_shell_to_check_tree(
     assert not zk.exists(t.job_path(jid)) and not zk.exists(t.batch_path(bid))
 
 
-# --- beside Merritt's ingest (tests/merrittzk.py) -------------------------------------
+# --- beside Merritt's ingest (harness/merrittzk.py) -------------------------------------
 
 
 @pytest.fixture

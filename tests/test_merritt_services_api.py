@@ -2,7 +2,7 @@
 Merritt inventory's, beside our own inventory tables.
 
 The pipeline runs for real (tests/pipeline.py) against the Merritt storage stand-in
-(tests/merrittstore.py) and an inventory stand-in answering in mrt-inventory's
+(harness/merrittstore.py) and an inventory stand-in answering in mrt-inventory's
 shapes (tests/merrittinventory.py); the site's own MQ_STORAGE stays ``local`` throughout, so a
 job that stores anywhere but Merritt storage shows.
 """

@@ -1,4 +1,4 @@
-"""``local`` mode beside Merritt's storage and inventory consumers (``tests.merrittservices``):
+"""``local`` mode beside Merritt's storage and inventory consumers (``harness.merrittservices``):
 they never take one of our jobs, even one that waits in Storing for a storage lock or in
 Recording for an inventory lock.
 """
@@ -10,11 +10,11 @@ import time
 import pytest
 
 from batches.models import Profile
+from harness.merrittservices import InventoryReplay, StorageReplay
+from harness.merrittzk import LOCK_INVENTORY, LOCK_STORAGE, MerrittZK, lock_name
 from merritt_queue.core import stepowners
 from merritt_queue.core import tree as t
 from merritt_queue.core.states import BatchStatus, JobStatus
-from tests.merrittservices import InventoryReplay, StorageReplay
-from tests.merrittzk import LOCK_INVENTORY, LOCK_STORAGE, MerrittZK, lock_name
 
 pytest_plugins = ["tests.httpserver", "tests.pipeline"]
 

@@ -1,4 +1,4 @@
-"""``merritt-queue``: Merritt's storage and inventory consumers (``tests.merrittservices``)
+"""``merritt-queue``: Merritt's storage and inventory consumers (``harness.merrittservices``)
 store and record our jobs through the queue, beside our dispatcher and workers on one
 ZooKeeper; their content comes from our web tier at signed URLs.
 """
@@ -14,12 +14,12 @@ import pytest
 import requests
 
 from batches.models import Profile
+from harness.merrittservices import InventoryReplay, StorageReplay
+from harness.merrittstore import MerrittStore
+from harness.merrittzk import MerrittZK
 from jobs import services
 from merritt_queue.core import stepowners
 from merritt_queue.core.states import BatchStatus, JobStatus
-from tests.merrittservices import InventoryReplay, StorageReplay
-from tests.merrittstore import MerrittStore
-from tests.merrittzk import MerrittZK
 
 pytest_plugins = ["tests.httpserver", "tests.pipeline"]
 

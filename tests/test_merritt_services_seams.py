@@ -1,6 +1,6 @@
 """Smaller seams with Merritt's own ingest (issue 30, point 5).
 
-The other writer is ``tests/merrittzk.py``, a replay of MerrittZK and of mrt-ingest's
+The other writer is ``harness/merrittzk.py``, a replay of MerrittZK and of mrt-ingest's
 consumers on its own session. Each test here failed on the code before its fix.
 """
 
@@ -15,6 +15,7 @@ from django.core.management import CommandError, call_command
 
 from batches.models import Profile
 from batches.submission import NO_WORKERS_PROBLEM, SubmissionError, submit
+from harness.merrittzk import MerrittZK, MerrittZKNodeInvalid
 from jobs.identify import localid_lock_key
 from merritt_queue.core import tree as t
 from merritt_queue.core.dispatcher import Dispatcher, DispatcherConfig
@@ -26,7 +27,6 @@ from merritt_queue.project.tasks import TASKS
 from steering.catalog import ALSO_OTHERS_REASON
 from steering.models import AdminAction
 from tests import test_steering_actions
-from tests.merrittzk import MerrittZK, MerrittZKNodeInvalid
 from tests.objectfixtures import minted
 from tests.test_steering_pages import confirm_and_execute
 

@@ -1,5 +1,5 @@
 """MerrittStorageClient against a storage node that answers as mrt-store does
-(tests/merrittstore.py): state URLs in a version's state, size and digest only in each file's
+(harness/merrittstore.py): state URLs in a version's state, size and digest only in each file's
 own state, one element as a bare value, a reply lost after the version was stored."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from urllib.parse import quote
 
 import pytest
 
+from harness.merrittstore import StoredEntry
 from merritt_queue.services import mrtstate
 from merritt_queue.services.errors import StorageError
 from merritt_queue.services.merrittstorage import MerrittStorageClient
 from merritt_queue.services.versions import StoredFile
-from tests.merrittstore import StoredEntry
 
 pytest_plugins = ["tests.httpserver"]
 

@@ -1,5 +1,5 @@
 """Both ingests on one ZooKeeper at once: this project's dispatcher and workers, and a
-replay of Merritt's ingest (tests/merrittzk.py) polling every consumer in another thread.
+replay of Merritt's ingest (harness/merrittzk.py) polling every consumer in another thread.
 
 The contract: whichever side takes an item, it takes it alone. Every transition either side
 writes is logged; no transition of an item is written twice, each item's transitions form
@@ -19,7 +19,7 @@ import threading
 import time
 from collections import Counter
 
-from tests.merrittzk import JOB_SUCCESS, MerrittIngest, MerrittZK
+from harness.merrittzk import JOB_SUCCESS, MerrittIngest, MerrittZK
 
 pytest_plugins = ["tests.httpserver", "tests.pipeline"]
 

@@ -1,6 +1,6 @@
 """Batches beside Merritt's own ingest on one ZooKeeper ensemble (issue 13, points 1, 3-5).
 
-The other writer is ``tests/merrittzk.py``, a replay of MerrittZK and of mrt-ingest's
+The other writer is ``harness/merrittzk.py``, a replay of MerrittZK and of mrt-ingest's
 consumers, on its own session. The contract checked:
 
 1. A batch is reported only once no job of it is left in ``batch-processing``, whoever
@@ -24,6 +24,7 @@ from rq import Queue, SimpleWorker
 from batches import handlers
 from batches.models import Batch
 from batches.submission import SubmissionError, submit
+from harness.merrittzk import JOB_SUCCESS, Item, MerrittIngest, MerrittStateError, MerrittZK
 from merritt_queue.core import history
 from merritt_queue.core import tree as t
 from merritt_queue.core.dispatcher import Dispatcher, DispatcherConfig, all_queue_names
@@ -31,7 +32,6 @@ from merritt_queue.core.errors import InvalidTransition, Locked, QueueError
 from merritt_queue.core.sides import CREATED_BY, CREATED_BY_KEY, reports_batch, runs_batch, runs_job
 from merritt_queue.project import checks
 from merritt_queue.project.tasks import TASKS
-from tests.merrittzk import JOB_SUCCESS, Item, MerrittIngest, MerrittStateError, MerrittZK
 
 pytest_plugins = ["tests.httpserver", "tests.pipeline"]
 

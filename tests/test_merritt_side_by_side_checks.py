@@ -1,7 +1,7 @@
 """Side by side with Merritt's ingest: what check_tree says of the batch states that wedge
 MerrittZK, the repairs it makes, and the mirror following MerrittZK's locks and local ids.
 
-Merritt's side is tests/merrittzk.py on its own kazoo session: the states are built by its
+Merritt's side is harness/merrittzk.py on its own kazoo session: the states are built by its
 calls (or by the store where only the queue can make them), and after each repair
 MerrittZK is asked to do what it could not before.
 """
@@ -15,6 +15,7 @@ import pytest
 from django.urls import reverse
 
 from batches.models import Batch
+from harness.merrittzk import Item, MerrittIngest, MerrittStateError, MerrittZK
 from jobs.filters import JobFilter
 from jobs.models import Job
 from merritt_queue.core import tree as t
@@ -22,7 +23,6 @@ from merritt_queue.core.store import QueueStore
 from merritt_queue.core.treecheck import consistency
 from merritt_queue.core.treecheck.consistency import Finding, check_tree
 from mirror import facade as mirror
-from tests.merrittzk import Item, MerrittIngest, MerrittStateError, MerrittZK
 from tests.mirrorlive import wait_for
 from tests.test_check_tree import listing
 

@@ -1,5 +1,5 @@
 """Jobs side by side with Merritt's ingest (issue 13: resume, collection holds, local-id
-locks, configuration keys), with ``tests.merrittzk`` as the other writer on its own session.
+locks, configuration keys), with ``harness.merrittzk`` as the other writer on its own session.
 
 The project runs for real: the store, the steering pages and actions, the mirror, and (where
 a job must run) the dispatcher and RQ workers of ``tests.pipeline``.
@@ -17,6 +17,7 @@ from django.contrib.auth.models import Group
 from django.utils import timezone
 
 from batches.models import Profile
+from harness.merrittzk import Item, MerrittIngest, MerrittZK
 from jobs.identify import localid_lock_key
 from jobs.models import Job
 from merritt_queue.core import tree as t
@@ -25,7 +26,6 @@ from merritt_queue.core.states import JOB_STEPS, JobStatus, resume_target
 from merritt_queue.core.store import QueueStore
 from mirror import facade as mirror
 from steering.models import AdminAction, CollectionScope
-from tests.merrittzk import Item, MerrittIngest, MerrittZK
 from tests.pipeline import FIXTURES
 
 pytest_plugins = ["tests.httpserver", "tests.pipeline"]

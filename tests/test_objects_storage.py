@@ -2,7 +2,7 @@
 
 Local storage is checked on disk (which inodes a version shares with the one before, how many
 bytes an update writes); Merritt storage against a real HTTP server on 127.0.0.1 that records
-every request, keeps versions and answers as mrt-store does (tests/merrittstore.py).
+every request, keeps versions and answers as mrt-store does (harness/merrittstore.py).
 """
 
 from __future__ import annotations

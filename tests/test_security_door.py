@@ -36,7 +36,11 @@ GOOD = {"profile": "demo", "type": "file", "payload_url": "https://example.org/a
 
 @pytest.fixture
 def queue(process_store):
-    Profile.objects.create(name="demo", collection="demo", minter_shoulder="ark:/99999/fk4")
+    # An owner's ARK, so a local id is judged for what it holds, not refused for want of it.
+    owner = {"owner_ark": "ark:/99999/fk4owner"}
+    Profile.objects.create(
+        name="demo", collection="demo", minter_shoulder="ark:/99999/fk4", **owner
+    )
     Profile.objects.create(name="other", collection="other", minter_shoulder="ark:/99999/fk4")
     return process_store
 

@@ -41,7 +41,7 @@ import urllib.request
 from dataclasses import dataclass
 from urllib.parse import quote_plus, unquote, urlsplit
 
-from tests.httpserver import HttpServer, Recorded, Reply, multipart_form
+from harness.httpserver import HttpServer, Recorded, Reply, multipart_form
 
 _CREATED = "2026-01-02T03:04:05-08:00"
 _NUMBER = re.compile(r"-?(0|[1-9][0-9]*)")

@@ -35,9 +35,9 @@ Read, not copied, from:
   ``/state/`` replaced by ``/manifest/``.
 
 The replays fetch over HTTP as storage does. Inventory's GET of storage's object manifest
-is answered by the storage replay in the test process (``StorageReplay.object_manifest``).
+is answered by the storage replay in the caller's process (``StorageReplay.object_manifest``).
 What storage holds is also answered over HTTP, as mrt-store's ``/state/`` does, by a
-``tests.merrittstore.MerrittStore`` the replay writes every stored version into (``state``):
+``harness.merrittstore.MerrittStore`` the replay writes every stored version into (``state``):
 that is what our own workers read of a ``merritt-queue`` job in Notify.
 """
 
@@ -50,8 +50,8 @@ from urllib.parse import unquote, urlsplit
 
 import requests
 
-from tests.merrittstore import MerrittStore, StoredEntry
-from tests.merrittzk import LOCK_INVENTORY, Item, MerrittZK, lock_name
+from harness.merrittstore import MerrittStore, StoredEntry
+from harness.merrittzk import LOCK_INVENTORY, Item, MerrittZK, lock_name
 
 ADD_PROFILE = "mrt-add-manifest"
 STORE_FAILED = "StoreConsumeData [error] Store action failed: null"
