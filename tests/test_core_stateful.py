@@ -152,6 +152,10 @@ class MBatch:
     states: bool = False  # /batches/BID/states exists
     had_jobs: bool = False  # states/batch-processing exists
     lock: int | None = None
+    # Deleted here: an empty batch-processing, written once, and a persistent lock no one
+    # holds (batch_sides.delete_ops), so MerrittZK's cleanup removes it and its reporting
+    # passes it by.
+    tombstone: bool = False
 
 
 def listing(client: KazooClient) -> dict[str, tuple]:
@@ -419,7 +423,7 @@ class QueueMachine(RuleBasedStateMachine):
         elif new == "Pending" and m.status == "Held" and not m.had_jobs:
             m.states = False  # looks like MerrittZK's fresh Pending batch again
         elif new == "Deleted":
-            m.had_jobs = False  # an empty batch-processing is dropped
+            m.tombstone = m.states = m.had_jobs = True
         m.status, m.version = new, m.version + 1
 
     @rule(bid=batches)
@@ -600,7 +604,7 @@ class QueueMachine(RuleBasedStateMachine):
         ``batch-processing`` node is gone (the batch was deleted): refused, nothing written."""
         b = self.mbatches.get(m.bid)
         back = batch_dir(m.status) != "batch-processing" and batch_dir(new) == "batch-processing"
-        return back and b is not None and not b.had_jobs
+        return back and b is not None and (b.tombstone or not b.had_jobs)
 
     @precondition(lambda self: any(self.held_jobs))
     @rule(data=st.data(), action=st.sampled_from(["priority", "force_fail", "move", "resume"]))
@@ -840,7 +844,10 @@ class QueueMachine(RuleBasedStateMachine):
             assert stat.version == m.version, f"batch {bid} status version"
             assert (states.get() is not None) == m.states, f"batch {bid} states node"
             lock_stat = lock.get()
-            if m.lock is None:
+            if m.lock is None and m.tombstone:
+                assert lock_stat is not None, f"deleted batch {bid} lost its tombstone"
+                assert not lock_stat.ephemeralOwner, f"deleted batch {bid}'s tombstone is held"
+            elif m.lock is None:
                 assert lock_stat is None, f"batch {bid} is locked, the model says not"
             else:
                 assert lock_stat is not None and lock_stat.ephemeralOwner == sessions[m.lock]
