@@ -6,7 +6,7 @@ import pytest
 
 from merritt_queue.core import stepowners
 from merritt_queue.core.planning import plan_jobs
-from merritt_queue.project import checks
+from merritt_queue.project import servicechecks
 from tests.test_submission import GOOD, post, queue, token  # noqa: F401 (fixtures)
 
 
@@ -49,7 +49,7 @@ def test_a_profiles_own_mode_wins_over_the_site_and_a_job_keeps_what_it_was_give
 
 def test_an_unknown_site_mode_is_a_system_check_error(settings):
     settings.MQ_STORE_RECORD = "merritt"
-    (error,) = checks.check_services()
+    (error,) = servicechecks.check_services()
     assert error.id == "mq.E009" and "MQ_STORE_RECORD='merritt'" in error.msg
 
 
@@ -83,12 +83,12 @@ def test_a_file_content_base_in_a_merritt_mode_is_a_system_check_error(settings)
     settings.MQ_STORE_RECORD = stepowners.MERRITT_QUEUE
     for base in ("", "file:///var/queue/"):
         settings.MQ_CONTENT_BASE_URL = base
-        (error,) = checks.check_content_base_url()
+        (error,) = servicechecks.check_content_base_url()
         assert error.id == "mq.E083" and "MQ_STORE_RECORD=merritt-queue" in error.msg
     settings.MQ_CONTENT_BASE_URL = "https://queue.example.org"
-    assert checks.check_content_base_url() == []
+    assert servicechecks.check_content_base_url() == []
     settings.MQ_STORE_RECORD, settings.MQ_CONTENT_BASE_URL = stepowners.LOCAL, ""
-    assert checks.check_content_base_url() == []
+    assert servicechecks.check_content_base_url() == []
 
 
 @pytest.mark.django_db
@@ -131,6 +131,6 @@ def test_a_profile_in_a_merritt_mode_makes_a_file_content_base_a_system_check_er
     Profile.objects.create(
         name="p", collection="p", storage_node="9501", store_record=stepowners.MERRITT_QUEUE
     )
-    assert checks.check_content_base_url() == []  # without the database: the site's only
-    (error,) = checks.check_content_base_url(databases=["default"])
+    assert servicechecks.check_content_base_url() == []  # without the database: the site's only
+    (error,) = servicechecks.check_content_base_url(databases=["default"])
     assert error.id == "mq.E083" and "profile p (merritt-queue)" in error.msg

@@ -22,7 +22,7 @@ from merritt_queue.core.dispatcher import Dispatcher, DispatcherConfig
 from merritt_queue.core.errors import InvalidTransition
 from merritt_queue.core.sides import CREATED_BY, CREATED_BY_KEY
 from merritt_queue.core.treecheck.consistency import check_tree
-from merritt_queue.project import checks
+from merritt_queue.project import servicechecks
 from merritt_queue.project.tasks import TASKS
 from steering.catalog import ALSO_OTHERS_REASON
 from steering.models import AdminAction
@@ -207,7 +207,7 @@ def test_a_system_check_warns_of_profiles_without_an_owners_ark(db):
     Profile.objects.create(
         name="ok", collection="ok", minter_shoulder="ark:/99999/fk4", owner_ark=OWNER_ARK
     )
-    (warning,) = checks.check_profile_owner_arks(databases=["default"])
+    (warning,) = servicechecks.check_profile_owner_arks(databases=["default"])
     assert warning.id == "mq.W080" and "demo" in warning.msg and "ok" not in warning.msg
 
 

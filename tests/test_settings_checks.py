@@ -235,7 +235,7 @@ def test_healthz_answers_ok(client, zk_config, settings):
 
 
 def test_merritt_storage_without_its_urls_is_refused(settings):
-    from merritt_queue.project.checks import check_services
+    from merritt_queue.project.servicechecks import check_services
 
     settings.MQ_STORAGE = "merritt"
     settings.MERRITT_STORAGE_URL = "https://storage.example.org"
@@ -249,7 +249,7 @@ def test_merritt_storage_without_its_urls_is_refused(settings):
 
 
 def test_the_default_services_pass(settings):
-    from merritt_queue.project.checks import check_services
+    from merritt_queue.project.servicechecks import check_services
 
     assert check_services() == []
 
@@ -324,7 +324,7 @@ def test_a_web_zookeeper_wait_out_of_bounds_is_e082(wait):
 def test_merritt_api_needs_merritt_storage_and_inventory_settings_whatever_mq_storage_says(
     settings,
 ):
-    from merritt_queue.project.checks import check_services
+    from merritt_queue.project.servicechecks import check_services
 
     settings.MQ_STORE_RECORD, settings.MQ_STORAGE = "merritt-api", "local"
     settings.MERRITT_STORAGE_URL = "https://storage.example.org/store"
@@ -353,7 +353,7 @@ def test_merritt_api_needs_merritt_storage_and_inventory_settings_whatever_mq_st
 @pytest.mark.django_db
 def test_a_profile_in_merritt_api_mode_needs_the_settings_too(settings):
     from batches.models import Profile
-    from merritt_queue.project.checks import check_merritt_api_profiles
+    from merritt_queue.project.servicechecks import check_merritt_api_profiles
 
     settings.MERRITT_INVENTORY_URL = ""
     Profile.objects.create(name="api", collection="api", minter_shoulder="ark:/99999/fk4")
