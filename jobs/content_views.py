@@ -14,7 +14,6 @@ from django.http import FileResponse, Http404
 from django.views.decorators.http import require_safe
 
 from jobs import contentlinks
-from merritt_queue.core.errors import NotFound
 from merritt_queue.core.tree import is_job_id
 from merritt_queue.project import runtime
 
@@ -23,11 +22,8 @@ from merritt_queue.project import runtime
 def merritt_content(request, jid: str, name: str):
     if not is_job_id(jid) or not contentlinks.verified(jid, name, request.GET.get("s", "")):
         raise Http404
-    try:
-        job = runtime.get_store(init=False).get_job(jid)
-    except NotFound:
-        raise Http404 from None
-    status = {"status": job.status, "last_successful_status": job.last_successful_status}
+    # Storage fetches every file of the job: one node read each, not the whole job.
+    status = runtime.get_store(init=False).job_node_values([jid], "status")[jid]
     if not contentlinks.servable(status):
         raise Http404
     path = contentlinks.content_file(Path(settings.MQ_WORK_DIR) / "jobs" / jid, name)
