@@ -46,15 +46,22 @@ def step_until(pipeline, jid, done, consumers, timeout=30.0):
     raise AssertionError(f"job {jid} never got there: {pipeline.store.get_job(jid)}")
 
 
-def test_a_local_job_waiting_for_its_storage_or_inventory_lock_is_never_merritts(
-    pipeline, content, consumers, make_client
-):
-    storage, inventory = consumers
+def submitted_while_another_stores(pipeline, content, make_client):
+    """A one-file job of ours for ``ARK`` while another holds its storage lock; (the other's
+    client, the batch, the job)."""
     other = make_client()
     other.create(f"{LOCK_STORAGE}/{lock_name(ARK)}", b"jid9999999999", makepath=True)
     bid = pipeline.submit(type="file", payload_url=f"{content.url}/call911.jpg", primary_id=ARK)
     pipeline.step()
     (jid,) = [j.jid for j in pipeline.jobs(bid)]
+    return other, bid, jid
+
+
+def test_a_local_job_waiting_for_its_storage_or_inventory_lock_is_never_merritts(
+    pipeline, content, consumers, make_client
+):
+    storage, inventory = consumers
+    other, bid, jid = submitted_while_another_stores(pipeline, content, make_client)
 
     def waits_in(status, why):
         return lambda job: job.status == status and why in job.message
@@ -85,11 +92,7 @@ def test_a_local_job_resumed_into_storing_is_parked_before_anyone_can_take_it(
     pipeline, content, consumers, make_client
 ):
     storage, inventory = consumers
-    other = make_client()
-    other.create(f"{LOCK_STORAGE}/{lock_name(ARK)}", b"jid9999999999", makepath=True)
-    bid = pipeline.submit(type="file", payload_url=f"{content.url}/call911.jpg", primary_id=ARK)
-    pipeline.step()
-    (jid,) = [j.jid for j in pipeline.jobs(bid)]
+    other, bid, jid = submitted_while_another_stores(pipeline, content, make_client)
     step_until(pipeline, jid, lambda j: j.status == JobStatus.STORING, consumers)
     pipeline.store.force_fail(jid, "an operator stopped it")
     assert not lock_held_by_someone(pipeline, jid)
