@@ -50,17 +50,19 @@ def processing(s: Services, job: JobRecord) -> Outcome:
     )
     if local_ids and (refusal := profile.local_ids_refusal()):
         return Outcome.fail(refusal)
-    keys = {lid: localid_lock_key(lid, profile) for lid in local_ids}
-    held = [lid for lid, key in keys.items() if not s.store.lock_localid(key)]
-    if held:
-        _release_local_ids(s, [key for lid, key in keys.items() if lid not in held])
-        return Outcome.later(f"local id {held[0]} is being resolved by another job", delay=5)
+    keys = localid_lock_keys(local_ids, profile) if local_ids else {}
+    taken = []
+    for lid, key in keys.items():
+        if not s.store.lock_localid(key):
+            _release_local_ids(s, taken)
+            return Outcome.later(f"local id {lid} is being resolved by another job", delay=5)
+        taken.append(key)
     try:
         ark = _resolve_ark(s, job, profile, ids.get("primary_id") or "", local_ids)
     except ArkRefused as e:
         return Outcome.fail(str(e))
     finally:
-        _release_local_ids(s, list(keys.values()))
+        _release_local_ids(s, taken)
     if waiting := _describe(s, ark, citation(job, profile, local_ids)):
         return waiting
     data = _write_object_files(s, job, ark, action, profile, deleted)
@@ -88,6 +90,19 @@ def localid_lock_key(local_id: str, profile: Profile) -> str:
     if not profile.owner_ark:
         raise ValueError(Profile.LOCAL_IDS_REFUSED.format(name=profile.name))
     return f"{local_id}_{profile.owner_ark}"
+
+
+def localid_lock_keys(local_ids: list[str], profile: Profile) -> dict[str, str]:
+    """Every local-id lock a job takes: first the one Merritt's ingest would take for the
+    same job (its ids joined as ``JobState.setLocalID`` joins them: trimmed, duplicates
+    dropped, ``;`` between), then, when there are several, each id alone, so that two jobs
+    sharing one id wait for each other whatever else they carry."""
+    ids = list(dict.fromkeys(p.strip() for lid in local_ids for p in lid.split(";")))
+    ids = [i for i in ids if i] or local_ids
+    locks = {";".join(ids): localid_lock_key(";".join(ids), profile)}
+    if len(ids) > 1:
+        locks.update((i, localid_lock_key(i, profile)) for i in ids)
+    return locks
 
 
 def _release_local_ids(s: Services, keys: list[str]) -> None:

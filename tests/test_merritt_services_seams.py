@@ -16,7 +16,7 @@ from django.core.management import CommandError, call_command
 from batches.models import Profile
 from batches.submission import NO_WORKERS_PROBLEM, SubmissionError, submit
 from harness.merrittzk import MerrittZK, MerrittZKNodeInvalid
-from jobs.identify import localid_lock_key
+from jobs.identify import localid_lock_key, localid_lock_keys
 from merritt_queue.core import tree as t
 from merritt_queue.core.dispatcher import Dispatcher, DispatcherConfig
 from merritt_queue.core.errors import InvalidTransition
@@ -156,6 +156,23 @@ def test_the_local_id_lock_is_named_by_the_owners_ark_not_its_name(process_store
     assert merritt.lock_object_localid(f"lid-1_{OWNER_ARK}")  # ProcessManager.getLocalIDLock
     assert not process_store.lock_localid(localid_lock_key("lid-1", profile))
     assert process_store.client.exists("/locks/localid/lid-1_ark_13030_j2cc0900")
+
+
+def test_several_local_ids_take_the_lock_merritt_takes_for_them(process_store, merritt, db):
+    """mrt-ingest joins a job's local ids into one value (``JobState.setLocalID`` through
+    ``MintUtil.sanitize``: trimmed, duplicates dropped, ``;`` between) and locks that value.
+    Before, our lock was the depositor's text as written ("lid-1; lid-2 ; lid-1"), a name
+    Merritt never takes, so both sides went ahead on the same object."""
+    profile = Profile.objects.create(
+        name="demo_content", collection="demo", owner_ark=OWNER_ARK, minter_shoulder="ark:/99999/fk4"
+    )
+    keys = localid_lock_keys(["lid-1; lid-2 ; lid-1"], profile)
+    assert list(keys.values())[0] == f"lid-1;lid-2_{OWNER_ARK}"
+    assert merritt.lock_object_localid(f"lid-1;lid-2_{OWNER_ARK}")
+    assert not process_store.lock_localid(keys["lid-1;lid-2"])
+    # Each id alone as well: two of our jobs sharing one of them exclude each other.
+    assert keys["lid-1"] == f"lid-1_{OWNER_ARK}" and keys["lid-2"] == f"lid-2_{OWNER_ARK}"
+    assert localid_lock_keys(["lid-1"], profile) == {"lid-1": localid_lock_key("lid-1", profile)}
 
 
 def test_the_owners_ark_is_validated(db):
