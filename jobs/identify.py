@@ -24,7 +24,7 @@ from merritt_queue.core.runner import Outcome
 from merritt_queue.core.store import JobRecord
 from merritt_queue.deposit import deletelist, objectfiles
 from merritt_queue.deposit.manifest import ManifestError
-from merritt_queue.services.errors import MinterError, ServiceError
+from merritt_queue.services.errors import InventoryError, MinterError, ServiceError
 from merritt_queue.services.minter import Citation
 
 
@@ -61,6 +61,11 @@ def processing(s: Services, job: JobRecord) -> Outcome:
         ark = _resolve_ark(s, job, profile, ids.get("primary_id") or "", local_ids)
     except ArkRefused as e:
         return Outcome.fail(str(e))
+    except InventoryError as e:  # Merritt's local-id service
+        if not e.retryable:
+            raise
+        later = settings.MERRITT_INVENTORY_RETRY_SECONDS
+        return Outcome.later(f"{e}; asking again later", delay=later)
     finally:
         _release_local_ids(s, taken)
     if waiting := _describe(s, ark, citation(job, profile, local_ids)):
@@ -97,12 +102,18 @@ def localid_lock_keys(local_ids: list[str], profile: Profile) -> dict[str, str]:
     same job (its ids joined as ``JobState.setLocalID`` joins them: trimmed, duplicates
     dropped, ``;`` between), then, when there are several, each id alone, so that two jobs
     sharing one id wait for each other whatever else they carry."""
-    ids = list(dict.fromkeys(p.strip() for lid in local_ids for p in lid.split(";")))
-    ids = [i for i in ids if i] or local_ids
+    ids = as_merritt_joins(local_ids)
     locks = {";".join(ids): localid_lock_key(";".join(ids), profile)}
     if len(ids) > 1:
         locks.update((i, localid_lock_key(i, profile)) for i in ids)
     return locks
+
+
+def as_merritt_joins(local_ids: list[str]) -> list[str]:
+    """The ids as Merritt's ingest keeps them (``JobState.setLocalID``, ``MintUtil.sanitize``):
+    each ``;``-separated part trimmed, duplicates dropped, in order."""
+    ids = dict.fromkeys(p.strip() for lid in local_ids for p in lid.split(";"))
+    return [i for i in ids if i] or local_ids
 
 
 def _release_local_ids(s: Services, keys: list[str]) -> None:
@@ -116,8 +127,12 @@ def _resolve_ark(
     """The job's ARK: supplied, bound to its local id, or newly minted (saved at once);
     ``ArkRefused`` when the job may not use the one it would get."""
     collection = s.store.item_collection(job.configuration)
+    merritt = s.merritt_localids_for(job.configuration)
     for lid in local_ids:
         bound = s.inventory.ark_for_local_id(collection, lid)
+        if not bound and merritt is not None:
+            # Bound by Merritt's own ingest: the same object, not a new one.
+            bound = merritt.ark_for(profile.owner_ark, lid)
         if bound and primary and bound != primary:
             raise ArkRefused(
                 f"the supplied ARK {primary} disagrees with local id {lid}, which is {bound}"
@@ -138,6 +153,9 @@ def _resolve_ark(
         bound = s.inventory.bind_local_id(collection, lid, primary)
         if bound != primary:
             raise ArkRefused(f"local id {lid} was bound to {bound} meanwhile; not using {primary}")
+    if merritt is not None and local_ids:
+        # As Merritt's HandlerTransfer does on every version, before storing.
+        merritt.bind(primary, profile.owner_ark, as_merritt_joins(local_ids))
     if not saved:
         _save_identifiers(s, job, primary, local_ids)
     return primary

@@ -30,6 +30,7 @@ from merritt_queue.services.ezid import EzidMinter
 from merritt_queue.services.fetch import Fetcher
 from merritt_queue.services.hostslots import HostSlots
 from merritt_queue.services.merrittinventory import MerrittInventoryClient, storage_manifest_url
+from merritt_queue.services.merrittlocalids import MerrittLocalIds
 from merritt_queue.services.merrittstorage import MerrittStorageClient
 from merritt_queue.services.minter import LocalMinter
 from merritt_queue.services.notifier import CallbackNotifier
@@ -52,6 +53,8 @@ class Services:
     # merritt-api jobs: Merritt's storage and inventory, None when their settings are not set.
     merritt_storage: MerrittStorageClient | None = None
     merritt_inventory: MerrittInventoryClient | None = None
+    # Merritt modes: inventory's local-id service (MERRITT_INVENTORY_URL), None when not set.
+    merritt_localids: MerrittLocalIds | None = None
     # What one chain of a job's steps has read (``chain``), per thread.
     _chain: threading.local = field(default_factory=threading.local, repr=False)
 
@@ -95,6 +98,13 @@ class Services:
             )
         storage = self._merritt_node_storage(configuration)
         return self.merritt_inventory, storage_manifest_url(storage.base_url, storage.node_id, ark)
+
+    def merritt_localids_for(self, configuration: dict | None) -> MerrittLocalIds | None:
+        """Merritt's local-id service for a job whose object lives in Merritt (either Merritt
+        mode), where Merritt's own ingest looks its local ids up; None for a ``local`` job."""
+        if stepowners.of_job(configuration) not in stepowners.MERRITT_MODES:
+            return None
+        return self.merritt_localids
 
     def _merritt_node_storage(self, configuration: dict | None) -> MerrittStorageClient:
         if self.merritt_storage is None:
@@ -199,6 +209,7 @@ def build_services() -> Services:
         storage=merritt_storage if settings.MQ_STORAGE == "merritt" else _local_storage(),
         merritt_storage=merritt_storage,
         merritt_inventory=_merritt_inventory(),
+        merritt_localids=_merritt_localids(),
         inventory=LocalInventory(),
         notifier=CallbackNotifier(retries=settings.MQ_CALLBACK_RETRIES, **_network()),
         work_root=Path(settings.MQ_WORK_DIR),
@@ -239,6 +250,14 @@ def _merritt_inventory() -> MerrittInventoryClient | None:
     if not settings.MERRITT_INVENTORY_URL:
         return None
     return MerrittInventoryClient(
+        settings.MERRITT_INVENTORY_URL, timeout=settings.MERRITT_INVENTORY_TIMEOUT
+    )
+
+
+def _merritt_localids() -> MerrittLocalIds | None:
+    if not settings.MERRITT_INVENTORY_URL:
+        return None
+    return MerrittLocalIds(
         settings.MERRITT_INVENTORY_URL, timeout=settings.MERRITT_INVENTORY_TIMEOUT
     )
 

@@ -18,6 +18,12 @@ has not been given here, as if it came from an earlier life of the database);
 ``adds`` records each add that took effect (node, ARK, versions held after it);
 ``lose_replies`` makes the next adds take effect and then drop the connection unanswered;
 ``fail_next`` holds statuses to answer (as a GENERAL_EXCEPTION) before doing any work.
+
+Its local-id service (``JerseyInv`` ``callPrimary``/``callAddPrimary``, ``LocalContainerState``):
+``GET {context}/primary/<owner>/<local id>`` answers ``invloc:exists`` and, when bound,
+``invloc:primaryIdentifier``; ``POST {context}/primary/<ark>/<owner>/<local ids>`` binds each of
+the ``;``-separated ids (``localids`` holds ``(owner, local id) -> ARK``). Path parts are
+percent-decoded, as Jersey decodes path parameters; ``localid_fail_next`` as ``fail_next``.
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ from xml.sax.saxutils import escape
 
 import pytest
 
+from jobs import services
+from merritt_queue.core import stepowners
 from tests.httpserver import HttpServer, Recorded, Reply, multipart_form
 
 CONTEXT = "/inventory"
@@ -58,6 +66,8 @@ class FakeMerrittInventory:
         self.adds: list[Added] = []
         self.lose_replies = 0
         self.fail_next: list[int] = []
+        self.localids: dict[tuple[str, str], str] = {}
+        self.localid_fail_next: list[int] = []
         server.route(f"{CONTEXT}/", self._handle)
 
     def add_requests(self) -> list[Recorded]:
@@ -67,7 +77,12 @@ class FakeMerrittInventory:
         form = multipart_form(rec.headers.get("content-type", ""), rec.body)
         return {k: v.decode("utf-8") for k, v in form.items()}
 
+    def localid_requests(self) -> list[Recorded]:
+        return [r for r in self.server.requests if r.path.startswith(f"{CONTEXT}/primary/")]
+
     def _handle(self, rec: Recorded) -> Reply:
+        if urlsplit(rec.path).path.startswith(f"{CONTEXT}/primary/"):
+            return self._localid(rec)
         if urlsplit(rec.path).path != f"{CONTEXT}/add":
             return Reply(404, b"not found\n", {"Content-Type": "text/plain"})
         if rec.method != "POST":
@@ -106,6 +121,25 @@ class FakeMerrittInventory:
             raise ConnectionResetError("the reply is lost")
         return self._answer(url, fmt)
 
+    def _localid(self, rec: Recorded) -> Reply:
+        url = urlsplit(rec.path)
+        fmt = "json" if "t=json" in url.query else "xhtml"
+        parts = [unquote(p) for p in url.path[len(f"{CONTEXT}/primary/") :].split("/")]
+        if self.localid_fail_next:
+            return _exception("GENERAL_EXCEPTION", "db down", fmt, self.localid_fail_next.pop(0))
+        if rec.method == "GET" and len(parts) == 2:
+            owner, lid = parts
+            ark = self.localids.get((owner, lid))
+            state = {"exists": ark is not None, "ownerID": owner, "localIDs": lid}
+            return _state("invloc", "localContainerState", state | _primary(ark), fmt, 200)
+        if rec.method == "POST" and len(parts) == 3:
+            ark, owner, value = parts
+            for lid in filter(None, (p.strip() for p in value.split(";"))):
+                self.localids[(owner, lid)] = ark
+            state = {"primaryIdentifier": ark, "ownerID": owner, "localIDs": value}
+            return _state("invloc", "localContainerState", state, fmt, 200)
+        return Reply(405 if len(parts) in (2, 3) else 404, b"", {})
+
     @staticmethod
     def _answer(url: str, fmt: str) -> Reply:
         state = {
@@ -114,6 +148,10 @@ class FakeMerrittInventory:
             "operation": "add",
         }
         return _state("invp", "invProcessState", state, fmt, 200)
+
+
+def _primary(ark: str | None) -> dict:
+    return {"primaryIdentifier": ark} if ark else {}
 
 
 def _exception(kind: str, detail: str, fmt: str, status: int | None = None) -> Reply:
@@ -148,3 +186,25 @@ def merritt_inventory_server(tmp_path):
     server.start()
     yield FakeMerrittInventory(server, lambda node, ark: None)
     server.stop()
+
+
+@pytest.fixture
+def merritt_api(pipeline, content, settings, merritt_storage_server, merritt_inventory_server):
+    """The demo profile in merritt-api mode, the site's MQ_STORAGE left local; the inventory
+    stand-in reads storage's version count from the storage stand-in."""
+    storage = merritt_storage_server
+    settings.MQ_WORK_DIR = str(content.root / "work")
+    # The profile names the node; a site default that storage does not have shows otherwise.
+    settings.MERRITT_STORAGE_URL, settings.MERRITT_STORAGE_NODE = storage.url, "1"
+    settings.MERRITT_STORAGE_FILE_URL = f"{content.url}/work/"
+    settings.MERRITT_INVENTORY_URL = merritt_inventory_server.url
+    settings.MERRITT_INVENTORY_RETRY_SECONDS = 0.2
+    assert settings.MQ_STORAGE == "local"
+    merritt_inventory_server.versions_of = lambda node, ark: (
+        len(storage.objects[ark]) if str(node) == storage.node and ark in storage.objects else None
+    )
+    pipeline.profile.store_record = stepowners.MERRITT_API
+    pipeline.profile.storage_node = storage.node
+    pipeline.profile.save()
+    services.reset()
+    return merritt_inventory_server

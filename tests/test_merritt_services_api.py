@@ -13,7 +13,6 @@ import pytest
 
 from inventory.models import InventoryVersion
 from jobs import services
-from merritt_queue.core import stepowners
 from merritt_queue.services.errors import InventoryError
 from merritt_queue.services.merrittinventory import MerrittInventoryClient, storage_manifest_url
 from tests.test_pipeline_failures import closed_port_url, only_job
@@ -21,28 +20,6 @@ from tests.test_pipeline_failures import closed_port_url, only_job
 pytest_plugins = ["tests.httpserver", "tests.pipeline", "tests.merrittinventory"]
 
 pytestmark = pytest.mark.usefixtures("loopback_only")
-
-
-@pytest.fixture
-def merritt_api(pipeline, content, settings, merritt_storage_server, merritt_inventory_server):
-    """The demo profile in merritt-api mode, the site's MQ_STORAGE left local; the inventory
-    stand-in reads storage's version count from the storage stand-in."""
-    storage = merritt_storage_server
-    settings.MQ_WORK_DIR = str(content.root / "work")
-    # The profile names the node; a site default that storage does not have shows otherwise.
-    settings.MERRITT_STORAGE_URL, settings.MERRITT_STORAGE_NODE = storage.url, "1"
-    settings.MERRITT_STORAGE_FILE_URL = f"{content.url}/work/"
-    settings.MERRITT_INVENTORY_URL = merritt_inventory_server.url
-    settings.MERRITT_INVENTORY_RETRY_SECONDS = 0.2
-    assert settings.MQ_STORAGE == "local"
-    merritt_inventory_server.versions_of = lambda node, ark: (
-        len(storage.objects[ark]) if str(node) == storage.node and ark in storage.objects else None
-    )
-    pipeline.profile.store_record = stepowners.MERRITT_API
-    pipeline.profile.storage_node = storage.node
-    pipeline.profile.save()
-    services.reset()
-    return merritt_inventory_server
 
 
 def test_a_merritt_api_job_is_stored_in_merritt_storage_and_added_to_merritt_inventory_once(

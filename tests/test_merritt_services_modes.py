@@ -91,6 +91,16 @@ def test_a_file_content_base_in_a_merritt_mode_is_a_system_check_error(settings)
     assert servicechecks.check_content_base_url() == []
 
 
+def test_a_merritt_mode_without_the_local_id_service_is_warned_of(settings):
+    settings.MQ_STORE_RECORD, settings.MERRITT_INVENTORY_URL = stepowners.MERRITT_QUEUE, ""
+    (warning,) = servicechecks.check_local_id_service()
+    assert warning.id == "mq.W084" and "MQ_STORE_RECORD=merritt-queue" in warning.msg
+    settings.MERRITT_INVENTORY_URL = "https://inventory.example.org/inventory"
+    assert servicechecks.check_local_id_service() == []
+    settings.MQ_STORE_RECORD, settings.MERRITT_INVENTORY_URL = stepowners.LOCAL, ""
+    assert servicechecks.check_local_id_service() == []
+
+
 @pytest.mark.django_db
 def test_a_profile_in_a_merritt_mode_needs_a_numeric_storage_node(settings):
     from django.core.exceptions import ValidationError

@@ -164,7 +164,10 @@ def test_several_local_ids_take_the_lock_merritt_takes_for_them(process_store, m
     Before, our lock was the depositor's text as written ("lid-1; lid-2 ; lid-1"), a name
     Merritt never takes, so both sides went ahead on the same object."""
     profile = Profile.objects.create(
-        name="demo_content", collection="demo", owner_ark=OWNER_ARK, minter_shoulder="ark:/99999/fk4"
+        name="demo_content",
+        collection="demo",
+        owner_ark=OWNER_ARK,
+        minter_shoulder="ark:/99999/fk4",
     )
     keys = localid_lock_keys(["lid-1; lid-2 ; lid-1"], profile)
     assert list(keys.values())[0] == f"lid-1;lid-2_{OWNER_ARK}"

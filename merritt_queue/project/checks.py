@@ -17,6 +17,7 @@ from .env import DEV_SECRET_KEY, known_time_zone
 from .servicechecks import (
     check_content_base_url,
     check_ezid,
+    check_local_id_service,
     check_merritt_api_profiles,
     check_profile_owner_arks,
     check_services,
@@ -468,6 +469,7 @@ ALL_CHECKS = [
     check_proxy_ssl_header,
     check_web_zk_wait,
     check_content_base_url,
+    check_local_id_service,
 ]
 
 

@@ -133,6 +133,24 @@ def check_content_base_url(app_configs=None, databases=None, **kwargs) -> list:
     ]
 
 
+def check_local_id_service(app_configs=None, databases=None, **kwargs) -> list:
+    """A Merritt mode without Merritt's local-id service (inventory's, MERRITT_INVENTORY_URL):
+    our local ids stay in our tables, unseen by Merritt's own ingest (``jobs/identify.py``)."""
+    used = _merritt_modes_in_use(databases)
+    if not used or settings.MERRITT_INVENTORY_URL:
+        return []
+    return [
+        checks.Warning(
+            f"MERRITT_INVENTORY_URL is not set, and Merritt's services store for "
+            f"{', '.join(used)}: local ids are neither looked up in nor told to Merritt's "
+            "local-id service, so Merritt's ingest of the same local id makes another object.",
+            hint="Set MERRITT_INVENTORY_URL to inventory's context root, the localIDURL of "
+            "Merritt's ingest profiles (docs/merritt.md).",
+            id="mq.W084",
+        )
+    ]
+
+
 def check_ezid(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     pattern, wait = settings.MQ_EZID_TARGET_PATTERN, settings.MQ_EZID_RETRY_SECONDS
     problem = target_pattern_problem(pattern)

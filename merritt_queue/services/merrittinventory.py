@@ -105,7 +105,7 @@ class MerrittInventoryClient:
         )
         return InventoryError(
             f"Merritt inventory at {self.base_url} refused the add of {manifest_url} "
-            f"({httputil.status_text(resp)}): {_said(resp)}; {check}",
+            f"({httputil.status_text(resp)}): {said_by_inventory(resp)}; {check}",
             retryable=retryable,
         )
 
@@ -118,7 +118,7 @@ def _json(resp: requests.Response) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def _said(resp: requests.Response) -> str:
+def said_by_inventory(resp: requests.Response) -> str:
     """What inventory's formatted exception says: its kind and detail, else the body's start."""
     for name, value in _json(resp).items():
         if name.startswith("exc:") and isinstance(value, dict):
