@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import django_tables2 as tables
+from django.db.models.fields.json import KT
 from django.template.defaultfilters import filesizeformat
+from django.utils.html import format_html
 
 from jobs.models import Job
+from merritt_queue.core import stepowners
+from merritt_queue.core.sides import merritt_service_of
 from steering.templatetags.steering import may_select
 from ui.cells import message_cell, select_box, status_badge, truncated, when
 from ui.links import batch_link, job_link
@@ -30,8 +34,13 @@ JOB_LIST_FIELDS = (
 
 
 def job_rows():
-    """The queryset behind every job table (list page and batch page)."""
-    return Job.objects.only(*JOB_LIST_FIELDS).order_by("-jid")
+    """The queryset behind every job table (list page and batch page). Of the configuration
+    only who stores and records is read, for the rows of the page alone."""
+    return (
+        Job.objects.only(*JOB_LIST_FIELDS)
+        .annotate(store_record=KT(f"configuration__{stepowners.KEY}"))
+        .order_by("-jid")
+    )
 
 
 class JobTable(PageTable):
@@ -65,8 +74,11 @@ class JobTable(PageTable):
     def render_batch(self, value):
         return batch_link(value)
 
-    def render_status(self, value):
-        return status_badge(value)
+    def render_status(self, value, record):
+        who = merritt_service_of({stepowners.KEY: getattr(record, "store_record", None)}, value)
+        if not who:
+            return status_badge(value)
+        return format_html('{} <span class="st-who">{} has it</span>', status_badge(value), who)
 
     def render_space_needed(self, value):
         return filesizeformat(value)

@@ -213,6 +213,21 @@ def test_our_workers_never_take_a_merritt_queue_job_in_storing_or_recording(
     completed(pipeline, merritt, bid, 1)
 
 
+def test_the_job_list_says_which_merritt_service_has_a_job(
+    pipeline, content, merritt, client, django_user_model
+):
+    """Before, only the job page said so: the list showed "Storing" and a reader wondered why
+    no worker of ours had it."""
+    from mirror import facade as mirror
+
+    job = handed_over(pipeline, content)
+    client.force_login(django_user_model.objects.create_user("ada", is_superuser=True))
+    mirror.apply_job(job)
+    listed = client.get("/jobs/").content.decode()
+    row = next(r for r in listed.split("<tr") if job.jid in r)
+    assert "Merritt storage has it" in row, row
+
+
 def test_a_job_storage_fails_with_null_says_which_service_step_input_and_what_to_check(
     pipeline, content, merritt, settings, client, django_user_model
 ):

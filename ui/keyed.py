@@ -30,5 +30,8 @@ class KeyedQuerysetData(TableQuerysetData):
         names, defer = self.data.query.deferred_loading
         if names:
             rows = rows.defer(*names) if defer else rows.only(*names)
+        if annotations := self.data.query.annotation_select:
+            # Values computed per row (a key of a JSON column): for the page's rows alone.
+            rows = rows.annotate(**annotations)
         position = {key: i for i, key in enumerate(keys)}
         return sorted(rows, key=lambda r: position[r.pk])
