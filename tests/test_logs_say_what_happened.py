@@ -1,0 +1,81 @@
+"""Issue 31: after a partition the logs say what happened, and a cut-off worker's download
+slot comes back.
+
+No "released" when nothing was, a reason in every retry line (kazoo's connection errors
+have an empty ``str()``), a lost connection reported once as a warning naming what repairs it.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from kazoo.exceptions import ConnectionLoss, SessionExpiredError
+from kazoo.handlers.threading import KazooTimeoutError
+
+from merritt_queue.core.errors import LockLost
+from merritt_queue.core.reasons import describe
+
+pytest_plugins = ["tests.mirrorlive"]
+
+
+def _lines(caplog, logger: str) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == logger]
+
+
+# --- describing an exception --------------------------------------------------------------
+
+
+def test_an_exception_is_described_by_its_type_and_message_or_a_sentence():
+    assert describe(ConnectionLoss()) == "the connection to ZooKeeper was lost (ConnectionLoss)"
+    assert describe(SessionExpiredError()) == "the ZooKeeper session expired (SessionExpiredError)"
+    assert describe(KazooTimeoutError("Connection time-out")) == (
+        "ZooKeeper did not answer in time (KazooTimeoutError: Connection time-out)"
+    )
+    assert describe(ConnectionRefusedError(111, "Connection refused")) == (
+        "ConnectionRefusedError: [Errno 111] Connection refused"
+    )
+    assert describe(RuntimeError()) == "RuntimeError (no message)"
+    # The queue's own errors are sentences written to be read as they are.
+    assert describe(LockLost("job j: the lock is gone")) == "job j: the lock is gone"
+
+
+# --- 2. retry lines carry a reason --------------------------------------------------------
+
+
+def test_a_failed_sweep_says_why_it_retries(store, redis, caplog, monkeypatch):
+    from merritt_queue.core.dispatcher import Dispatcher, DispatcherConfig
+    from merritt_queue.project.tasks import TASKS
+
+    dispatcher = Dispatcher(store, redis, TASKS, DispatcherConfig())
+
+    def lost() -> int:
+        dispatcher.stop.set()
+        raise ConnectionLoss()
+
+    monkeypatch.setattr(dispatcher, "sweep", lost)
+    with caplog.at_level(logging.WARNING, logger="merritt_queue.core.dispatcher"):
+        dispatcher.run()
+    assert _lines(caplog, "merritt_queue.core.dispatcher") == [
+        "dispatch sweep failed, retrying: the connection to ZooKeeper was lost (ConnectionLoss)"
+    ]
+
+
+def test_a_batch_left_to_the_dispatcher_says_why(store, redis, caplog, monkeypatch):
+    from merritt_queue.core import handover
+    from merritt_queue.project.tasks import TASKS
+
+    class Away:
+        def paused(self) -> bool:
+            raise ConnectionLoss()
+
+    monkeypatch.setattr(handover, "pause_flag", lambda _client: Away())
+    with caplog.at_level(logging.INFO, logger="merritt_queue.core.handover"):
+        assert handover.new_batch(store, redis, TASKS, "b1") is False
+        assert handover.new_jobs(store, redis, TASKS, "b1") == 0
+        assert handover.batch_report(store, redis, TASKS, "b1", "Completed") is False
+    reason = "the connection to ZooKeeper was lost (ConnectionLoss)"
+    assert _lines(caplog, "merritt_queue.core.handover") == [
+        f"batch b1: left to the dispatcher: {reason}",
+        f"batch b1: jobs left to the dispatcher: {reason}",
+        f"batch b1: report left to the dispatcher: {reason}",
+    ]
