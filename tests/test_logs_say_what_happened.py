@@ -12,6 +12,7 @@ import logging
 from kazoo.exceptions import ConnectionLoss, SessionExpiredError
 from kazoo.handlers.threading import KazooTimeoutError
 
+from merritt_queue.core import tree as t
 from merritt_queue.core.errors import LockLost
 from merritt_queue.core.reasons import describe
 
@@ -37,6 +38,33 @@ def test_an_exception_is_described_by_its_type_and_message_or_a_sentence():
     assert describe(RuntimeError()) == "RuntimeError (no message)"
     # The queue's own errors are sentences written to be read as they are.
     assert describe(LockLost("job j: the lock is gone")) == "job j: the lock is gone"
+
+
+# --- 1. orphaned locks --------------------------------------------------------------------
+
+
+def test_an_orphaned_lock_is_said_released_only_when_it_was(store, make_store, caplog):
+    worker = make_store()
+    ours, theirs, gone = (t.localid_lock(n) for n in ("ours", "theirs", "gone"))
+    worker.client.create(ours, ephemeral=True)
+    store.client.create(theirs, ephemeral=True)
+    worker._orphaned |= {ours, theirs, gone}
+    with caplog.at_level(logging.DEBUG, logger="merritt_queue.core.store"):
+        assert worker.release_orphaned_locks() == 3
+    assert worker._orphaned == set()
+    assert worker.client.exists(ours) is None and store.client.exists(theirs) is not None
+    lines = _lines(caplog, "merritt_queue.core.store")
+    assert [line for line in lines if line.startswith("released")] == [
+        f"released {ours}, left behind by a ZooKeeper outage"
+    ]
+    assert (
+        f"{theirs}, left behind by a ZooKeeper outage, is another session's lock now: "
+        "left alone, nothing released"
+    ) in lines
+    assert (
+        f"{gone}, left behind by a ZooKeeper outage, is gone already (its session ended, "
+        "or it was released meanwhile): nothing released"
+    ) in lines
 
 
 # --- 2. retry lines carry a reason --------------------------------------------------------
