@@ -8,6 +8,7 @@ have an empty ``str()``), a lost connection reported once as a warning naming wh
 from __future__ import annotations
 
 import logging
+import uuid
 
 from kazoo.exceptions import ConnectionLoss, SessionExpiredError
 from kazoo.handlers.threading import KazooTimeoutError
@@ -107,3 +108,29 @@ def test_a_batch_left_to_the_dispatcher_says_why(store, redis, caplog, monkeypat
         f"batch b1: jobs left to the dispatcher: {reason}",
         f"batch b1: report left to the dispatcher: {reason}",
     ]
+
+
+# --- 5. the runner's abandon line ---------------------------------------------------------
+
+
+def test_an_abandoned_step_says_what_happened_and_that_it_runs_again(store, caplog):
+    from merritt_queue.core.runner import StepResult, run_job_step
+
+    bid = store.create_batch({"batchID": str(uuid.uuid4())}).id
+    jid = store.create_job(bid, {})
+
+    def cut_off(_job):
+        raise ConnectionLoss()
+
+    with caplog.at_level(logging.WARNING, logger="merritt_queue.core.runner"):
+        report = run_job_step(store, jid, "Pending", cut_off)
+    assert report.result == StepResult.ABANDONED
+    assert _lines(caplog, "merritt_queue.core.runner") == [
+        f"job {jid}: its Pending step was abandoned: the connection to ZooKeeper was lost "
+        "(ConnectionLoss). Its commit, if under way, may or may not have reached ZooKeeper, "
+        "whose status of the job says which; the step runs again on whichever worker takes "
+        "the job next, if it is still to do"
+    ]
+    assert store.get_job(jid).status == "Pending" and not store.client.exists(
+        t.job_node(jid, "lock")
+    )
