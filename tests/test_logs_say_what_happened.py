@@ -134,3 +134,75 @@ def test_an_abandoned_step_says_what_happened_and_that_it_runs_again(store, capl
     assert store.get_job(jid).status == "Pending" and not store.client.exists(
         t.job_node(jid, "lock")
     )
+
+
+# --- 3. the mirror's write-through --------------------------------------------------------
+
+WRITE_THROUGH = "mirror.writethrough"
+
+
+def _records(caplog, logger: str, level: int) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.name == logger and r.levelno == level]
+
+
+def test_a_lost_zookeeper_connection_is_one_warning_naming_the_reconciler(
+    live, transactional_db, caplog, monkeypatch
+):
+    from mirror import writethrough
+    from tests.mirrorlive import SUBMISSION
+
+    real = writethrough.apply_change
+
+    def away(*_a):
+        raise ConnectionLoss()
+
+    monkeypatch.setattr(writethrough, "apply_change", away)
+    with caplog.at_level(logging.INFO, logger=WRITE_THROUGH):
+        for _ in range(3):
+            live.create_batch(dict(SUBMISSION, batchID=None))
+        monkeypatch.setattr(writethrough, "apply_change", real)
+        live.create_batch(dict(SUBMISSION, batchID=None))
+    assert not _records(caplog, WRITE_THROUGH, logging.ERROR)
+    (warning,) = _records(caplog, WRITE_THROUGH, logging.WARNING)
+    assert warning.exc_info is None
+    assert warning.getMessage() == (
+        "mirror write-through paused: the connection to ZooKeeper was lost (ConnectionLoss). "
+        "ZooKeeper has every write; the reconciler (manage.py reconcile --watch) brings the "
+        "mirror's rows up to date, at the latest at its next full reconcile "
+        "(MQ_RECONCILE_SECONDS)"
+    )
+    (back,) = _records(caplog, WRITE_THROUGH, logging.INFO)
+    assert back.getMessage() == "mirror write-through working again"
+
+
+def test_a_lost_database_connection_is_one_warning_and_a_bug_still_an_error(
+    live, transactional_db, caplog, monkeypatch
+):
+    from django.db import InterfaceError, OperationalError
+
+    from mirror import writethrough
+    from tests.mirrorlive import SUBMISSION
+
+    def closed(*_a):  # what Django raises once the server has dropped the connection
+        raise InterfaceError("connection already closed")
+
+    monkeypatch.setattr(writethrough, "apply_change", closed)
+    with caplog.at_level(logging.INFO, logger=WRITE_THROUGH):
+        live.create_batch(dict(SUBMISSION, batchID=None))
+        live.create_batch(dict(SUBMISSION, batchID=None))
+    assert not _records(caplog, WRITE_THROUGH, logging.ERROR)
+    (warning,) = _records(caplog, WRITE_THROUGH, logging.WARNING)
+    assert warning.getMessage().startswith(
+        "mirror write-through paused: the connection to the database was lost "
+        "(InterfaceError: connection already closed). ZooKeeper has every write;"
+    )
+
+    def bug(*_a):  # an operational error on a connection that still answers: not a loss
+        raise OperationalError("no such table: jobs_job")
+
+    caplog.clear()
+    monkeypatch.setattr(writethrough, "apply_change", bug)
+    with caplog.at_level(logging.INFO, logger=WRITE_THROUGH):
+        live.create_batch(dict(SUBMISSION, batchID=None))
+    (error,) = _records(caplog, WRITE_THROUGH, logging.ERROR)
+    assert error.exc_info is not None and "mirror write-through of batch" in error.getMessage()
