@@ -8,8 +8,10 @@ have an empty ``str()``), a lost connection reported once as a warning naming wh
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 
+import pytest
 from kazoo.exceptions import ConnectionLoss, SessionExpiredError
 from kazoo.handlers.threading import KazooTimeoutError
 
@@ -206,3 +208,74 @@ def test_a_lost_database_connection_is_one_warning_and_a_bug_still_an_error(
         live.create_batch(dict(SUBMISSION, batchID=None))
     (error,) = _records(caplog, WRITE_THROUGH, logging.ERROR)
     assert error.exc_info is not None and "mirror write-through of batch" in error.getMessage()
+
+
+# --- 4. a cut-off worker's download slot --------------------------------------------------
+
+
+def _expire(client, hosts: str) -> None:
+    """End ``client``'s session on the server, as a partition longer than its timeout does:
+    closing a second client on the same session expires it."""
+    from kazoo.client import KazooClient
+
+    session_id, password = client.client_id
+    twin = KazooClient(hosts=hosts, client_id=(session_id, password))
+    twin.start(timeout=10)
+    twin.stop()
+    twin.close()
+
+
+def test_a_cut_off_worker_s_download_slot_goes_to_another_worker(
+    store, make_store, zk_config, redis
+):
+    from types import SimpleNamespace
+
+    from jobs import download
+    from jobs.payload import PayloadFile
+    from merritt_queue.services.hostslots import HostFull, HostSlots
+
+    bid = store.create_batch({"batchID": str(uuid.uuid4())}).id
+    store.create_job(bid, {})
+    worker = make_store()
+    job = worker.acquire_job("Pending")
+    cut_off = SimpleNamespace(store=worker, host_slots=HostSlots(redis, limit=1, ttl=1.5))
+    other = HostSlots(redis, limit=1, ttl=1.5)
+    files = [PayloadFile("http://example.org/a.txt", "a.txt")]
+    with download._host_slots(cut_off, job, files):
+        time.sleep(2.5)  # renewed past its time to live while its session lasts
+        with pytest.raises(HostFull):
+            other.hold(["example.org"])
+        session = worker.session_id
+        _expire(worker.client, zk_config.hosts)
+        deadline = time.monotonic() + 1.5 + 5.0
+        taken = None
+        while taken is None and time.monotonic() < deadline:
+            try:
+                taken = other.hold(["example.org"])
+            except HostFull:
+                time.sleep(0.1)
+        # The download goes on (nothing stopped it yet), but its slot is another's.
+        assert taken is not None and taken.hosts == ["example.org"]
+        assert worker.session_id != session
+        taken.release()
+    assert other.in_flight("example.org") == 0
+
+
+def test_an_abandoned_download_gives_its_slot_back_at_once(store, make_store, redis):
+    from types import SimpleNamespace
+
+    from jobs import download
+    from jobs.payload import PayloadFile
+    from merritt_queue.services.hostslots import HostSlots
+
+    bid = store.create_batch({"batchID": str(uuid.uuid4())}).id
+    store.create_job(bid, {})
+    worker = make_store()
+    job = worker.acquire_job("Pending")
+    slots = HostSlots(redis, limit=1, ttl=30.0)
+    files = [PayloadFile("http://example.org/a.txt", "a.txt")]
+    with pytest.raises(LockLost):
+        with download._host_slots(SimpleNamespace(store=worker, host_slots=slots), job, files):
+            assert slots.in_flight("example.org") == 1
+            raise LockLost("job j: the lock is gone")
+    assert slots.in_flight("example.org") == 0
