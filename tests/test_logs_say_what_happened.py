@@ -137,6 +137,18 @@ def test_an_abandoned_step_says_what_happened_and_that_it_runs_again(store, capl
         t.job_node(jid, "lock")
     )
 
+    def fenced(_job):
+        raise LockLost(f"job {jid}: the lock is gone; nothing was written")
+
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="merritt_queue.core.runner"):
+        run_job_step(store, jid, "Pending", fenced)
+    assert _lines(caplog, "merritt_queue.core.runner") == [
+        f"job {jid}: its Pending step was abandoned: job {jid}: the lock is gone; nothing was "
+        "written. Nothing of it was committed; the step runs again on whichever worker takes "
+        "the job next, if it is still to do"
+    ]
+
 
 # --- 3. the mirror's write-through --------------------------------------------------------
 
