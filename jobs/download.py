@@ -44,7 +44,7 @@ def downloading(s: Services, job: JobRecord) -> Outcome:
     """
     files = payload_files(s, job)
     try:
-        lease = _host_slots(s, files)
+        lease = _host_slots(s, job, files)
     except HostFull as full:
         return Outcome.later(
             f"waiting for a download slot: {full.host} already has {full.limit} "
@@ -67,11 +67,22 @@ def undeclared_bytes(s: Services, count: int) -> int:
     )
 
 
-def _host_slots(s: Services, files: list[PayloadFile]):
-    """A held slot on every remote host of ``files`` (nothing to hold without HostSlots)."""
+def _host_slots(s: Services, job: JobRecord, files: list[PayloadFile]):
+    """A held slot on every remote host of ``files`` (nothing to hold without HostSlots),
+    renewed only while this worker's ZooKeeper session still holds ``job``'s lock."""
     if s.host_slots is None:
         return nullcontext()
-    return s.host_slots.hold({urlsplit(f.url).hostname for f in files} - {None})
+    hosts = {urlsplit(f.url).hostname for f in files} - {None}
+    return s.host_slots.hold(hosts, alive=lambda: _in_lock_session(s, job))
+
+
+def _in_lock_session(s: Services, job: JobRecord) -> bool:
+    # Local state only (the renewer must not wait on a ZooKeeper that is away): connected,
+    # in the session that took the lock (as the commit checks it, ``_check_session``).
+    # Another session means the old one expired, and the lock with it: another worker may
+    # run this step already.
+    session = job.lock_session
+    return s.store.client.connected and (session is None or session == s.store.session_id)
 
 
 def _download(s: Services, job: JobRecord, files: list[PayloadFile]) -> Outcome:

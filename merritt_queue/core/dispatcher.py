@@ -43,6 +43,7 @@ from .errors import QueueError
 from .fairness import Turns
 from .history import DISPATCHER_PREFIX, process_actor
 from .pauseflag import pause_flag
+from .reasons import describe
 from .sides import ALL, NONE, reports_batch, runs_batch, runs_job
 from .states import BatchStatus, JobStatus
 from .store import QueueStore
@@ -284,7 +285,7 @@ class Dispatcher:
         try:
             held, released = self.store.follow_collection_holds()
         except QueueError as e:
-            log.warning("collection holds not followed this time: %s", e)
+            log.warning("collection holds not followed this time: %s", describe(e))
             return
         if held or released:
             log.info("collection holds: held %s, released %s", held, released)
@@ -552,7 +553,7 @@ class Dispatcher:
             # KazooTimeoutError is not a KazooException: a request made while ZooKeeper is
             # away times out with it, and it must not end the loop.
             except (KazooException, KazooTimeoutError, RedisError, OSError) as e:
-                log.warning("dispatch sweep failed, retrying: %s", e)
+                log.warning("dispatch sweep failed, retrying: %s", describe(e))
                 next_full = time.monotonic() + 1.0
             self.wake.wait(timeout=max(0.05, min(1.0, next_full - time.monotonic())))
             # At most one sweep per ``settle``: a burst of watch events (a busy queue) makes

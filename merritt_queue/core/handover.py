@@ -31,6 +31,7 @@ from .dispatcher import (
     rq_job_id,
 )
 from .pauseflag import pause_flag
+from .reasons import describe
 from .states import BatchStatus, JobStatus
 from .store import QueueStore
 
@@ -52,7 +53,7 @@ def new_batch(store: QueueStore, redis: Redis, tasks: Tasks, bid: str) -> bool:
         queue = Queue(BATCH_PENDING_QUEUE, connection=redis)
         return _enqueue(queue, tasks.batch_pending, (bid, BatchStatus.PENDING), kind="batch")
     except (KazooException, RedisError, OSError) as e:
-        log.info("batch %s: left to the dispatcher: %s", bid, e)
+        log.info("batch %s: left to the dispatcher: %s", bid, describe(e))
         return False
 
 
@@ -71,7 +72,7 @@ def new_jobs(store: QueueStore, redis: Redis, tasks: Tasks, bid: str) -> int:
             for jid in reversed(jids)
         )
     except (KazooException, RedisError, OSError) as e:
-        log.info("batch %s: jobs left to the dispatcher: %s", bid, e)
+        log.info("batch %s: jobs left to the dispatcher: %s", bid, describe(e))
         return 0
 
 
@@ -88,7 +89,7 @@ def batch_report(store: QueueStore, redis: Redis, tasks: Tasks, bid: str, job_st
         queue = Queue(BATCH_REPORT_QUEUE, connection=redis)
         return _enqueue(queue, tasks.batch_report, (bid, status), kind="batch")
     except (KazooException, RedisError, OSError) as e:
-        log.info("batch %s: report left to the dispatcher: %s", bid, e)
+        log.info("batch %s: report left to the dispatcher: %s", bid, describe(e))
         return False
 
 

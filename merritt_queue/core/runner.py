@@ -26,6 +26,7 @@ from enum import StrEnum
 from . import metrics
 from .errors import ChangedUnderYou, InvalidData, LockLost, NotFound, QueueError
 from .pauseflag import pause_flag
+from .reasons import describe
 from .states import JOB
 from .store import ItemLock, JobRecord, QueueStore
 from .store.engine import CONNECTION_ERRORS
@@ -211,7 +212,17 @@ def _run_steps(store, jid, status, handlers, policy) -> StepReport:
         except (LockLost, ChangedUnderYou, NotFound, *CONNECTION_ERRORS) as e:
             # ZooKeeper away: the commit may or may not have happened; either way the
             # job's status says where it is, and the lock must not outlive the step.
-            log.warning("job %s step %s abandoned: %r", jid, job.status, e)
+            log.warning(
+                "job %s: its %s step was abandoned: %s. %s; the step runs again on whichever "
+                "worker takes the job next, if it is still to do",
+                jid,
+                job.status,
+                describe(e).rstrip("."),
+                "Its commit, if under way, may or may not have reached ZooKeeper, whose status "
+                "of the job says which"
+                if isinstance(e, CONNECTION_ERRORS)
+                else "Nothing of it was committed",
+            )
             metrics.step_abandoned(job.status)
             store.unlock_job(job)  # only if still this session's (or once ZooKeeper answers)
             return StepReport(StepResult.ABANDONED, job=job, steps=steps)
@@ -258,7 +269,7 @@ def _release(store: QueueStore, locks: tuple[ItemLock, ...]) -> None:
             store.release_lock(lock)
         except CONNECTION_ERRORS as e:
             # A storage lock left behind names this job: its next run takes it back.
-            log.warning("could not release %s: %r", lock.path, e)
+            log.warning("could not release %s: %s", lock.path, describe(e))
 
 
 def _commit(store: QueueStore, job: JobRecord, outcome: Outcome, keep_lock: bool) -> tuple:

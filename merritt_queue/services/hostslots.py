@@ -10,10 +10,14 @@ Guarantees: ``hold`` never waits: it takes a slot on every host or none, and say
 was full. A lease is renewed while it is held and expires ``ttl`` seconds after its holder
 stops renewing it (a killed or frozen worker), so no slot leaks for longer than that. One
 thread per ``HostSlots`` renews every lease held through it, at least every ``ttl / 3``
-seconds, and ends when none is left: a download starts no thread of its own. A Redis error
-while renewing is logged and retried at the next renewal. While Redis cannot be reached,
-``hold`` grants an empty lease: the bound is about sharing workers fairly, and a Redis
-outage must not fail jobs that are already running.
+seconds, and ends when none is left: a download starts no thread of its own. A lease held
+for a step is renewed only while its ``alive`` check passes (the worker's ZooKeeper session
+still holds the step): a worker cut off from ZooKeeper but not from Redis, whose step another
+worker may already run, lets its slot expire instead of keeping it for a download nobody will
+keep. Leaving the lease (a step ending, or abandoned with an exception) releases it at once.
+A Redis error while renewing is logged and retried at the next renewal. While Redis cannot be
+reached, ``hold`` grants an empty lease: the bound is about sharing workers fairly, and a
+Redis outage must not fail jobs that are already running.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from redis.exceptions import RedisError
 
@@ -71,12 +75,14 @@ class HostSlots:
         self._ttl_ms = max(1, int(ttl * 1000))
         self._take = redis.register_script(_TAKE)
         self._renew = redis.register_script(_RENEW)
-        self._held: dict[str, list[str]] = {}  # lease id: its hosts, while held
+        # lease id: its hosts and its ``alive`` check, while held
+        self._held: dict[str, tuple[list[str], Callable[[], bool] | None]] = {}
         self._lock = threading.Lock()
         self._renewer: threading.Thread | None = None
 
-    def hold(self, hosts: Iterable[str]) -> Lease:
-        """A slot on each of ``hosts``; ``HostFull`` naming the first full one."""
+    def hold(self, hosts: Iterable[str], alive: Callable[[], bool] | None = None) -> Lease:
+        """A slot on each of ``hosts``, renewed while ``alive()`` is true; ``HostFull``
+        naming the first full one."""
         hosts = sorted({h.lower() for h in hosts if h})
         if self.limit <= 0 or not hosts:
             return Lease(self, [])
@@ -92,8 +98,8 @@ class HostSlots:
                 taken.append(host)
         except RedisError:
             log.warning("Redis unreachable: downloading from %s without a slot", hosts)
-            return Lease(self, taken, lease_id)
-        return Lease(self, taken, lease_id)
+            return Lease(self, taken, lease_id, alive)
+        return Lease(self, taken, lease_id, alive)
 
     def in_flight(self, host: str) -> int:
         """Leases of ``host`` not yet expired (by Redis's clock)."""
@@ -109,9 +115,9 @@ class HostSlots:
         for host in hosts:
             self._renew(keys=[KEY_PREFIX + host], args=[lease_id, self._ttl_ms])
 
-    def _keep(self, lease_id: str, hosts: list[str]) -> None:
+    def _keep(self, lease_id: str, hosts: list[str], alive: Callable[[], bool] | None) -> None:
         with self._lock:
-            self._held[lease_id] = hosts
+            self._held[lease_id] = (hosts, alive)
             # A thread inherited through fork() is not alive in the child.
             if self._renewer is None or not self._renewer.is_alive():
                 self._renewer = threading.Thread(
@@ -131,7 +137,9 @@ class HostSlots:
                     self._renewer = None
                     return
                 held = list(self._held.items())
-            for lease_id, hosts in held:
+            for lease_id, (hosts, alive) in held:
+                if alive is not None and not _passes(alive):
+                    continue  # left to expire: its step may be another worker's by now
                 try:
                     # A lease released meanwhile is not brought back (_RENEW).
                     self._renew_all(lease_id, hosts)
@@ -139,15 +147,29 @@ class HostSlots:
                     log.warning("could not renew download slots of %s", hosts, exc_info=True)
 
 
+def _passes(alive: Callable[[], bool]) -> bool:
+    try:
+        return alive()
+    except Exception:  # a check that cannot tell keeps nothing alive
+        log.warning("could not tell whether a download slot's step lives on", exc_info=True)
+        return False
+
+
 class Lease:
     """Slots taken together; a context manager that keeps them renewed until it exits."""
 
-    def __init__(self, slots: HostSlots, hosts: list[str], lease_id: str = "") -> None:
-        self.slots, self.hosts, self.lease_id = slots, hosts, lease_id
+    def __init__(
+        self,
+        slots: HostSlots,
+        hosts: list[str],
+        lease_id: str = "",
+        alive: Callable[[], bool] | None = None,
+    ) -> None:
+        self.slots, self.hosts, self.lease_id, self.alive = slots, hosts, lease_id, alive
 
     def __enter__(self) -> Lease:
         if self.hosts:
-            self.slots._keep(self.lease_id, self.hosts)
+            self.slots._keep(self.lease_id, self.hosts, self.alive)
         return self
 
     def __exit__(self, *exc) -> None:

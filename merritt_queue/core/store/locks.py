@@ -16,6 +16,16 @@ from ..records import ItemLock
 from .base import StoreBase
 from .engine import CONNECTION_ERRORS, log
 
+# What became of a lock an outage kept this session from releasing, once ZooKeeper answers:
+# after a long outage the session has usually ended, and its locks with it.
+_RELEASE_NEWS = {
+    "released": "released %s, left behind by a ZooKeeper outage",
+    "gone": "%s, left behind by a ZooKeeper outage, is gone already (its session ended, "
+    "or it was released meanwhile): nothing released",
+    "another's": "%s, left behind by a ZooKeeper outage, is another session's lock now: "
+    "left alone, nothing released",
+}
+
 
 class Locks(StoreBase):
     """The locks of ``QueueStore``."""
@@ -91,14 +101,18 @@ class Locks(StoreBase):
         except Exception:  # the client closed meanwhile: its session, and the lock, are gone
             log.debug("delayed release of %s not made", path, exc_info=True)
 
-    def _delete_own(self, path: str) -> None:
+    def _delete_own(self, path: str) -> str:
+        """Delete ``path`` if this session holds it; what happened (``_RELEASE_NEWS``)."""
         stat = self.client.exists(path)
-        if stat is None or stat.ephemeralOwner != self.session_id:
-            return
+        if stat is None:
+            return "gone"
+        if stat.ephemeralOwner != self.session_id:
+            return "another's"
         try:
             self.client.delete(path, version=stat.version)
         except (NoNodeError, BadVersionError):  # released meanwhile (force-fail, repair)
-            pass
+            return "gone"
+        return "released"
 
     def _orphan(self, path: str) -> None:
         """Remember a lock to release when the connection is back.
@@ -127,13 +141,13 @@ class Locks(StoreBase):
         handled = 0
         for path in paths:
             try:
-                self._delete_own(path)
+                done = self._delete_own(path)
             except CONNECTION_ERRORS:
                 break  # still away: the next reconnection tries again
             with self._orphan_guard:
                 self._orphaned.discard(path)
             handled += 1
-            log.info("released %s, left behind by a ZooKeeper outage", path)
+            log.info(_RELEASE_NEWS[done], path)
         return handled
 
     def lock_storage(self, ark: str, owner: str = "") -> bool:
