@@ -55,6 +55,7 @@ from merritt_queue.core.states import BatchStatus, JobStatus
 from merritt_queue.core.store import QueueStore
 
 from . import facade as mirror
+from .outage import OutageReport
 
 log = logging.getLogger(__name__)
 
@@ -215,6 +216,12 @@ class Follower:
     def run(self, stop: threading.Event) -> None:
         self.stop = stop
         installed, next_full = False, 0.0
+        report = OutageReport(
+            log,
+            "mirror follower",
+            "ZooKeeper keeps every change; the follower rebuilds the mirror with a full "
+            "reconcile once both answer again",
+        )
         while not stop.is_set():
             self.wake.clear()
             try:
@@ -225,8 +232,9 @@ class Follower:
                     self.reconcile()
                     next_full = time.monotonic() + self.reconcile_seconds
                 self.step()
-            except Exception:  # ZooKeeper or the database away: log, and rebuild soon
-                log.exception("mirror follow step failed; a full reconcile follows shortly")
+                report.worked()
+            except Exception as e:  # ZooKeeper or the database away: rebuild soon
+                report.failed(e, "mirror follow step failed; a full reconcile follows shortly")
                 next_full = min(next_full, time.monotonic() + 5)
                 stop.wait(1)
             self.wake.wait(timeout=0.5)

@@ -15,16 +15,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from django.db import InterfaceError, OperationalError, connection
+from django.db import connection
 from django.utils import timezone
 
 from jobs.models import Job
-from merritt_queue.core.errors import ZooKeeperUnreachable
-from merritt_queue.core.reasons import describe
 from merritt_queue.core.store import Change, JobRecord, QueueStore
-from merritt_queue.core.store.engine import CONNECTION_ERRORS
 
 from .locks import apply_collection
+from .outage import OutageReport
 from .sql import adapter
 from .upsert import (
     WRITE_THROUGH,
@@ -191,7 +189,13 @@ _mark_write_through = _Marker()
 
 def make_listener(store: QueueStore) -> Callable[[Change], None]:
     """The store listener that writes every change through to the mirror at once."""
-    report = _Report()
+    report = OutageReport(
+        log,
+        "mirror write-through",
+        "ZooKeeper has every write; the reconciler (manage.py reconcile --watch) brings the "
+        "mirror's rows up to date, at the latest at its next full reconcile "
+        "(MQ_RECONCILE_SECONDS)",
+    )
 
     def listener(change: Change) -> None:
         if not _django_ready():
@@ -218,50 +222,3 @@ def make_listener(store: QueueStore) -> Callable[[Change], None]:
 
     listener.many = many
     return listener
-
-
-class _Report:
-    """Tells of a write-through that failed: a lost connection once, as a warning naming what
-    repairs the mirror (every write in the outage fails alike), anything else as the error
-    with its traceback it is."""
-
-    def __init__(self) -> None:
-        self.away = False  # a lost connection told of, and no write-through since
-
-    def failed(self, e: Exception, *error: object) -> None:
-        lost = _lost_connection(e)
-        if lost is None:
-            log.exception(*error)
-        elif self.away:
-            log.debug("mirror write-through still paused: %s", lost)
-        else:
-            self.away = True
-            log.warning(
-                "mirror write-through paused: %s. ZooKeeper has every write; the reconciler "
-                "(manage.py reconcile --watch) brings the mirror's rows up to date, at the "
-                "latest at its next full reconcile (MQ_RECONCILE_SECONDS)",
-                lost,
-            )
-
-    def worked(self) -> None:
-        if self.away:
-            self.away = False
-            log.info("mirror write-through working again")
-
-
-def _lost_connection(e: Exception) -> str | None:
-    """What was lost, when ``e`` is a lost connection to ZooKeeper or the database; None for
-    anything else (a bug, bad data), which must show as an error."""
-    if isinstance(e, (*CONNECTION_ERRORS, ZooKeeperUnreachable)):
-        return describe(e)
-    if isinstance(e, InterfaceError) or (isinstance(e, OperationalError) and not _usable()):
-        return f"the connection to the database was lost ({describe(e)})"
-    return None
-
-
-def _usable() -> bool:
-    # An OperationalError on a connection that still answers is no outage ("no such table").
-    try:
-        return connection.is_usable()
-    except Exception:  # the check itself could not reach the server
-        return False

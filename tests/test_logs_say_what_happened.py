@@ -222,6 +222,39 @@ def test_a_lost_database_connection_is_one_warning_and_a_bug_still_an_error(
     assert error.exc_info is not None and "mirror write-through of batch" in error.getMessage()
 
 
+def test_the_mirror_follower_tells_of_a_lost_connection_once(db, caplog, monkeypatch):
+    """Before: an ERROR with a traceback every second and a half for as long as ZooKeeper
+    was away."""
+    import threading
+
+    from mirror.follow import Follower
+
+    follower = Follower(store=None, reconcile_seconds=3600)  # type: ignore[arg-type]
+    stop, calls = threading.Event(), []
+
+    def step():
+        calls.append(1)
+        if len(calls) >= 5:
+            stop.set()
+        if len(calls) <= 3:
+            raise ConnectionLoss()
+
+    monkeypatch.setattr(follower, "install_watches", lambda: None)
+    monkeypatch.setattr(follower, "reconcile", lambda: None)
+    monkeypatch.setattr(follower, "step", step)
+    monkeypatch.setattr(stop, "wait", lambda *_a, **_k: stop.is_set())
+    with caplog.at_level(logging.DEBUG, logger="mirror.follow"):
+        follower.run(stop)
+    assert not _records(caplog, "mirror.follow", logging.ERROR)
+    (warning,) = _records(caplog, "mirror.follow", logging.WARNING)
+    assert warning.exc_info is None and warning.getMessage().startswith(
+        "mirror follower paused: the connection to ZooKeeper was lost (ConnectionLoss). "
+        "ZooKeeper keeps every change"
+    )
+    (back,) = _records(caplog, "mirror.follow", logging.INFO)
+    assert back.getMessage() == "mirror follower working again"
+
+
 # --- 4. a cut-off worker's download slot --------------------------------------------------
 
 
