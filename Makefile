@@ -68,6 +68,7 @@ test: export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD = 1
 test: venv
 	$(SERVICES) ensure-zookeeper
 	$(SERVICES) ensure-chromium
+	$(SERVICES) ensure-axe
 	$(SERVICES) ensure-postgres
 	$(SERVICES) with-test-services $(PY) -m pytest $(if $(PYTEST_MARK),-m "$(PYTEST_MARK)") $(PYTEST_ARGS)
 

@@ -36,6 +36,10 @@ usage: scripts/services.sh COMMAND [ARGS]
   ensure-zookeeper              install Debian's zookeeper package if missing (as root)
   ensure-chromium               install Debian's chromium package if missing (as root), for the
                                 browser tests; does nothing when MQ_SKIP_BROWSER=1
+  ensure-axe                    install axe-core from npm into node_modules/ (npm ci, from
+                                package-lock.json) for the browser tests' accessibility checks;
+                                installs Debian's npm first if missing (as root); does nothing
+                                when MQ_SKIP_BROWSER=1
   ensure-postgres               install Debian's postgresql package if missing (as root); does
                                 nothing when MQ_TEST_DATABASE_URL names a PostgreSQL server
   zk-start DIR PORT             start a standalone ZooKeeper with its config, data and log in DIR
@@ -86,6 +90,28 @@ ensure_chromium() {
     fi
     apt_install chromium
     [ -x "$CHROMIUM" ] || die "$CHROMIUM is still missing after installing 'chromium'"
+}
+
+# The browser tests inject node_modules/axe-core/axe.min.js into each page they check. npm ci
+# installs exactly package-lock.json's version; it runs again only when that version changes.
+ensure_axe() {
+    if [ "${MQ_SKIP_BROWSER:-}" = 1 ]; then
+        echo "services.sh: MQ_SKIP_BROWSER=1: browser tests skipped, axe-core not installed" >&2
+        return 0
+    fi
+    local root want have
+    root=$(dirname "$(dirname "$SELF")")
+    want=$(python3 -c 'import json, sys
+print(json.load(open(sys.argv[1]))["packages"]["node_modules/axe-core"]["version"])' \
+        "$root/package-lock.json")
+    have=$(python3 -c 'import json, sys
+print(json.load(open(sys.argv[1]))["version"])' "$root/node_modules/axe-core/package.json" \
+        2>/dev/null || true)
+    [ "$want" = "$have" ] && return 0
+    command -v npm >/dev/null || apt_install npm
+    command -v npm >/dev/null || die "npm is still missing after installing 'npm'"
+    (cd "$root" && npm ci --no-audit --no-fund --loglevel=error) \
+        || die "npm ci could not install axe-core $want (see package-lock.json)"
 }
 
 # The newest Debian PostgreSQL's bin directory (initdb, pg_ctl), if one is installed.
@@ -548,6 +574,7 @@ main() {
     case "$cmd" in
     ensure-zookeeper) ensure_zookeeper ;;
     ensure-chromium) ensure_chromium ;;
+    ensure-axe) ensure_axe ;;
     ensure-postgres) ensure_postgres ;;
     zk-start) zk_start "$@" ;;
     zk-stop) zk_stop "$@" ;;
