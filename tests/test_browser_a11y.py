@@ -160,3 +160,25 @@ def test_from_a_job_pages_top_the_skip_link_reaches_main_and_resume_soon(
         pytest.fail("Resume is not within 5 Tabs of the skip link")
     page.keyboard.press("Enter")
     page.wait_for_selector("[data-confirm-open]")
+
+
+def test_a_phones_menu_and_more_filters_open_by_keyboard(admin_page, live_server):
+    page = admin_page
+    page.set_viewport_size({"width": WIDTHS[1], "height": 900})
+    page.goto(f"{live_server.url}/jobs/")
+    jobs = page.locator("header.top nav a[href='/batches/']")
+    for _ in range(4):  # the skip link, the brand, then the Menu
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.id") == "nav-open":
+            break
+    else:
+        pytest.fail("Tab does not reach the phone's Menu")
+    assert focused(page)["shown"] or page.locator("label.nav-button").is_visible()
+    page.keyboard.press("Space")
+    assert jobs.is_visible()
+
+    page.focus("#id_q")
+    page.keyboard.press("Shift+Tab")
+    assert page.evaluate("document.activeElement.id") == "mq-more-filters"
+    page.keyboard.press("Space")
+    assert page.locator(".filters .filter-status").is_visible()
