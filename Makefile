@@ -111,7 +111,6 @@ demo: venv
 	@$(foreach p,$(DEMO_PROCS),$(SERVICES) proc-start var/run/$(p).pid var/log/$(p).log $(PROC_$(p)) &&) true
 	@$(SERVICES) wait-http http://127.0.0.1:$(WEB_PORT)/healthz \
 		|| { tail -n 30 var/log/web.log; echo "the web app did not start; see var/log/web.log"; exit 1; }
-	@echo "waiting (at most $(DEMO_UPDATE_WAIT) s) for the demo object's first version, to submit its update"
 	$(PY) manage.py load_demo --updates --wait $(DEMO_UPDATE_WAIT) --content-url http://127.0.0.1:$(CONTENT_PORT)/
 	@echo
 	@echo "Merritt queue is running at http://127.0.0.1:$(WEB_PORT)/  (admin: /admin/, health: /healthz)"
