@@ -63,8 +63,8 @@ def demo_host(zk_config, redis, content, tmp_path) -> Path:
     for command in (
         'make manage ARGS="migrate --verbosity 0"',
         "make manage ARGS=\"shell -c 'from batches.models import Profile; "
-        "Profile.objects.create(name=\\\"demo\\\", collection=\\\"demo\\\", "
-        "minter_shoulder=\\\"ark:/99999/fk4\\\")'\"",
+        'Profile.objects.create(name=\\"demo\\", collection=\\"demo\\", '
+        'minter_shoulder=\\"ark:/99999/fk4\\")\'"',
     ):
         run = shell(command, demo_env)
         assert run.returncode == 0, run.stdout + run.stderr

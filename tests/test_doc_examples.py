@@ -70,7 +70,7 @@ def test_no_document_shows_a_bare_manage_py_command():
         text = (ROOT / doc).read_text()
         bare = re.findall(r"(?m)^\s*(?:\S*python3? )?manage\.py \S+", text)
         bare += re.findall(r"`((?:\S*python3? )manage\.py [^`]*)`", text)
-        assert not bare, f"{doc} shows {bare}: show make manage ARGS=\"...\""
+        assert not bare, f'{doc} shows {bare}: show make manage ARGS="..."'
 
 
 def test_the_documents_hold_examples():
@@ -103,3 +103,23 @@ def test_a_submit_example_would_be_accepted(doc, example, tmp_path):
     out = io.StringIO()
     call_command(name, *args, "--dry-run", stdout=out)
     assert "would submit" in out.getvalue()
+
+
+def test_the_sample_answer_ids_are_those_of_a_fresh_demo():
+    """usage.md's first submission (``my-1``) after ``make demo`` gets the next batch id
+    after the demo's batches, and its one job the next job id after the demo's jobs."""
+    from batches.management.commands import load_demo
+    from merritt_queue.deposit.manifest import parse_manifest
+
+    demo = load_demo.DEMO_BATCHES + load_demo.DEMO_UPDATES
+    per_row = {"single-file-batch-manifest", "batch-manifest", "container-batch-manifest"}
+    jobs = sum(
+        len(parse_manifest((load_demo.SAMPLES / name).read_bytes()).rows) if kind in per_row else 1
+        for _, kind, name, _, _ in demo
+    )
+    # Batch ids count from 0, job ids from 1 (a fresh demo's first job is jid0000000001).
+    bid, jid = f"bid{len(demo):010d}", f"jid{jobs + 1:010d}"
+    usage = (ROOT / "docs" / "usage.md").read_text()
+    assert f'{{"batch_id": "{bid}", "batchID": "my-1"' in usage
+    shown = set(re.findall(r"\b(?:bid|jid)\d{10}\b", usage))
+    assert shown == {bid, jid}, f"usage.md shows {sorted(shown)}; a fresh demo gives {bid}, {jid}"
