@@ -7,8 +7,8 @@ PY := $(VENV)/bin/python
 SERVICES := scripts/services.sh
 
 PYTEST_ARGS ?= -q
-# `make test` runs every test, fault tests included (about 2 minutes of the 10 on an idle
-# 2-core machine); PYTEST_MARK="not slow" leaves out the slowest for a quicker run.
+# `make test` runs every test, fault tests included, which take a good part of its time;
+# PYTEST_MARK="not slow" leaves out the slowest for a quicker run.
 PYTEST_MARK ?=
 BENCH ?=
 ZK_PORT ?= 2181
