@@ -166,6 +166,7 @@ def test_a_phones_menu_and_more_filters_open_by_keyboard(admin_page, live_server
     page = admin_page
     page.set_viewport_size({"width": WIDTHS[1], "height": 900})
     page.goto(f"{live_server.url}/jobs/")
+    assert "{#" not in page.inner_text("header.top"), "a template comment shows"
     jobs = page.locator("header.top nav a[href='/batches/']")
     for _ in range(4):  # the skip link, the brand, then the Menu
         page.keyboard.press("Tab")
