@@ -142,8 +142,8 @@ class Command(BaseCommand):
 
     def _wait_for_first_version(self, collection: str, timeout: float) -> None:
         self.stdout.write(
-            f"waiting (at most {timeout:g} s) for local id {UPDATE_LOCAL_ID!r}'s first version, "
-            "to submit its update"
+            f"waiting (at most {timeout:g} s) for the first version of local id "
+            f"{UPDATE_LOCAL_ID!r}, to submit its update"
         )
         deadline = time.monotonic() + timeout
         while True:
