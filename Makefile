@@ -7,8 +7,8 @@ PY := $(VENV)/bin/python
 SERVICES := scripts/services.sh
 
 PYTEST_ARGS ?= -q
-# `make test` runs every test, fault tests included (about 2 minutes of the 10 on an idle
-# 2-core machine); PYTEST_MARK="not slow" leaves out the slowest for a quicker run.
+# `make test` runs every test, fault tests included, which take a good part of its time;
+# PYTEST_MARK="not slow" leaves out the slowest for a quicker run.
 PYTEST_MARK ?=
 BENCH ?=
 ZK_PORT ?= 2181
@@ -35,11 +35,12 @@ PROC_worker1 = $(PY) manage.py rqworker $(QUEUES)
 PROC_worker2 = $(PY) manage.py rqworker $(QUEUES)
 PROC_reconciler = $(PY) manage.py reconcile --watch
 
-.PHONY: help venv check test test-faults bench demo stop lint fmt clean
+.PHONY: help venv check test test-faults bench demo demo-env demo-start manage stop lint fmt clean
 
 help:
 	@echo "make demo    start ZooKeeper, Redis and the web app on http://127.0.0.1:$(WEB_PORT)/"
 	@echo "make stop    stop what demo started"
+	@echo "make manage ARGS=\"...\"   a manage.py command with the demo's settings (var/demo.env)"
 	@echo "make check   ruff, mypy on the core, missing migrations, the fast tests (no services)"
 	@echo "make test    run the tests against a throw-away ZooKeeper, Redis and PostgreSQL (fault tests included)"
 	@echo "make test-faults   run every fault test: workers killed, ZooKeeper and Redis stopped"
@@ -68,6 +69,7 @@ test: export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD = 1
 test: venv
 	$(SERVICES) ensure-zookeeper
 	$(SERVICES) ensure-chromium
+	$(SERVICES) ensure-axe
 	$(SERVICES) ensure-postgres
 	$(SERVICES) with-test-services $(PY) -m pytest $(if $(PYTEST_MARK),-m "$(PYTEST_MARK)") $(PYTEST_ARGS)
 
@@ -81,19 +83,42 @@ bench: venv
 	$(SERVICES) ensure-zookeeper
 	$(SERVICES) with-test-services $(PY) -m bench $(if $(BENCH),--only $(BENCH),)
 
-demo: export ZK_HOSTS = 127.0.0.1:$(ZK_PORT)
-demo: export REDIS_URL := $(REDIS_URL)
-# The demo's content server is on loopback, which downloads refuse by default.
-demo: export MQ_ALLOW_LOOPBACK = true
-# No proxy runs in front of the demo's runserver: loopback may read /metrics without a token.
-demo: export MQ_METRICS_ALLOW = 127.0.0.0/8,::1/128
-# DEBUG is off by default; the demo keeps it on (runserver then serves the static files,
-# and the development SECRET_KEY is accepted).
-demo: export DEBUG = true
+# The settings `make demo` runs with, written to DEMO_ENV for `make manage` (and any shell:
+# `set -a; . var/demo.env; set +a`). DEBUG is off by default; the demo keeps it on (runserver
+# then serves the static files, and the development SECRET_KEY is accepted). The content server
+# is on loopback, which downloads refuse by default. No proxy runs in front of the demo's
+# runserver: loopback may read /metrics without a token.
+DEMO_ENV ?= var/demo.env
+DEMO_SETTINGS = DEBUG=true ZK_HOSTS=127.0.0.1:$(ZK_PORT) REDIS_URL=$(REDIS_URL) \
+	MQ_ALLOW_LOOPBACK=true MQ_METRICS_ALLOW=127.0.0.0/8,::1/128
+# What this start of the demo started, stopped again if the start fails (services.sh undo-started).
+DEMO_STARTED := var/run/demo-started
+# Redis is started, and its port checked, only when none answers at REDIS_URL.
+REDIS_ANSWERS = command -v redis-cli >/dev/null && redis-cli -u "$(REDIS_URL)" ping 2>/dev/null | grep -q PONG
+
+# Every port is checked before anything starts; a start that fails stops what it started.
 demo: venv
+	@$(SERVICES) ports-check ZK_PORT=$(ZK_PORT):var/zookeeper/zookeeper.pid \
+		WEB_PORT=$(WEB_PORT):var/run/web.pid CONTENT_PORT=$(CONTENT_PORT):var/run/content.pid \
+		RECEIVER_PORT=$(RECEIVER_PORT):var/run/receiver.pid \
+		$$($(REDIS_ANSWERS) || echo REDIS_PORT=$(REDIS_PORT):var/redis/redis.pid) \
+		|| { echo "make demo: nothing started"; exit 1; }
+	@mkdir -p var/run && rm -f $(DEMO_STARTED)
+	@MQ_STARTED_LOG=$(DEMO_STARTED) $(MAKE) --no-print-directory demo-start || { \
+		echo "make demo failed: stopping what it started"; \
+		$(SERVICES) undo-started $(DEMO_STARTED); exit 1; }
+	@rm -f $(DEMO_STARTED)
+
+demo-env:
+	@mkdir -p $(dir $(DEMO_ENV))
+	@printf '%s\n' "# Written by make demo: the settings it runs with, read by make manage." \
+		$(foreach v,$(DEMO_SETTINGS),"$(v)") >$(DEMO_ENV)
+
+$(foreach s,$(DEMO_SETTINGS),$(eval demo-start: export $(s)))
+demo-start: demo-env
 	$(SERVICES) ensure-zookeeper
 	$(SERVICES) zk-start var/zookeeper $(ZK_PORT)
-	@if command -v redis-cli >/dev/null && redis-cli -u "$$REDIS_URL" ping 2>/dev/null | grep -q PONG; then \
+	@if $(REDIS_ANSWERS); then \
 		echo "Redis answers at $$REDIS_URL; using it"; \
 	else \
 		$(SERVICES) redis-start var/redis $(REDIS_PORT); \
@@ -103,18 +128,20 @@ demo: venv
 	$(PY) manage.py load_demo --content-dir var/demo-content --content-url http://127.0.0.1:$(CONTENT_PORT)/ \
 		--receiver-url http://127.0.0.1:$(RECEIVER_PORT)/events
 	$(PY) manage.py reconcile --full
-	@if ! { test -s var/run/web.pid && kill -0 "$$(cat var/run/web.pid)" 2>/dev/null; }; then \
-		$(SERVICES) port-free $(WEB_PORT) \
-			|| { echo "port $(WEB_PORT) is taken by another program; run with WEB_PORT=<free port>"; exit 1; }; \
-	fi
 	@$(foreach p,$(DEMO_PROCS),$(SERVICES) proc-start var/run/$(p).pid var/log/$(p).log $(PROC_$(p)) &&) true
 	@$(SERVICES) wait-http http://127.0.0.1:$(WEB_PORT)/healthz \
 		|| { tail -n 30 var/log/web.log; echo "the web app did not start; see var/log/web.log"; exit 1; }
-	@echo "waiting (at most $(DEMO_UPDATE_WAIT) s) for the demo object's first version, to submit its update"
 	$(PY) manage.py load_demo --updates --wait $(DEMO_UPDATE_WAIT) --content-url http://127.0.0.1:$(CONTENT_PORT)/
 	@echo
 	@echo "Merritt queue is running at http://127.0.0.1:$(WEB_PORT)/  (admin: /admin/, health: /healthz)"
 	@echo "ZooKeeper 127.0.0.1:$(ZK_PORT), Redis $$REDIS_URL, logs in var/log/. Stop with: make stop"
+	@echo "Its commands: make manage ARGS=\"submit --help\" (settings in $(DEMO_ENV))"
+
+# A manage.py command with the demo's settings (DEMO_ENV, written by make demo):
+# make manage ARGS="check_tree".
+manage: venv
+	@test -s $(DEMO_ENV) || { echo "no $(DEMO_ENV): start the demo first (make demo)"; exit 1; }
+	@set -a && . "$(abspath $(DEMO_ENV))" && set +a && $(PY) manage.py $(ARGS)
 
 stop:
 	@$(foreach p,$(DEMO_PROCS),$(SERVICES) proc-stop var/run/$(p).pid;)
@@ -134,3 +161,4 @@ fmt: venv
 clean: stop
 	rm -rf var .pytest_cache .ruff_cache build *.egg-info
 	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -exec rm -rf {} +
+

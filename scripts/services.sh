@@ -36,6 +36,10 @@ usage: scripts/services.sh COMMAND [ARGS]
   ensure-zookeeper              install Debian's zookeeper package if missing (as root)
   ensure-chromium               install Debian's chromium package if missing (as root), for the
                                 browser tests; does nothing when MQ_SKIP_BROWSER=1
+  ensure-axe                    install axe-core from npm into node_modules/ (npm ci, from
+                                package-lock.json) for the browser tests' accessibility checks;
+                                installs Debian's npm first if missing (as root); does nothing
+                                when MQ_SKIP_BROWSER=1
   ensure-postgres               install Debian's postgresql package if missing (as root); does
                                 nothing when MQ_TEST_DATABASE_URL names a PostgreSQL server
   zk-start DIR PORT             start a standalone ZooKeeper with its config, data and log in DIR
@@ -51,8 +55,15 @@ usage: scripts/services.sh COMMAND [ARGS]
   pg-stop DIR                   stop the PostgreSQL cluster started in DIR
   free-port                     print a free TCP port on 127.0.0.1
   port-free PORT                exit 0 when PORT on 127.0.0.1 can be bound
+  ports-check NAME=PORT[:PIDFILE]...
+                                exit 0 when every PORT can be bound, or is listened on by the
+                                live process of its PIDFILE (ours, from an earlier start), and
+                                no two NAMEs share a port; otherwise name the port and NAME
+  undo-started FILE             stop what the starts that logged to FILE started (newest first)
   with-test-services CMD ARGS   run CMD against a throw-away ZooKeeper and Redis
   proc-start PIDFILE LOG CMD    run CMD in the background in its own session (demo processes)
+                                (zk-start, redis-start and proc-start append what they start to
+                                the file MQ_STARTED_LOG names, when it is set, for undo-started)
   proc-stop PIDFILE             stop that session's process group
   wait-http URL [SECONDS]       wait until URL answers (default 30 s)
 EOF
@@ -86,6 +97,28 @@ ensure_chromium() {
     fi
     apt_install chromium
     [ -x "$CHROMIUM" ] || die "$CHROMIUM is still missing after installing 'chromium'"
+}
+
+# The browser tests inject node_modules/axe-core/axe.min.js into each page they check. npm ci
+# installs exactly package-lock.json's version; it runs again only when that version changes.
+ensure_axe() {
+    if [ "${MQ_SKIP_BROWSER:-}" = 1 ]; then
+        echo "services.sh: MQ_SKIP_BROWSER=1: browser tests skipped, axe-core not installed" >&2
+        return 0
+    fi
+    local root want have
+    root=$(dirname "$(dirname "$SELF")")
+    want=$(python3 -c 'import json, sys
+print(json.load(open(sys.argv[1]))["packages"]["node_modules/axe-core"]["version"])' \
+        "$root/package-lock.json")
+    have=$(python3 -c 'import json, sys
+print(json.load(open(sys.argv[1]))["version"])' "$root/node_modules/axe-core/package.json" \
+        2>/dev/null || true)
+    [ "$want" = "$have" ] && return 0
+    command -v npm >/dev/null || apt_install npm
+    command -v npm >/dev/null || die "npm is still missing after installing 'npm'"
+    (cd "$root" && npm ci --no-audit --no-fund --loglevel=error) \
+        || die "npm ci could not install axe-core $want (see package-lock.json)"
 }
 
 # The newest Debian PostgreSQL's bin directory (initdb, pg_ctl), if one is installed.
@@ -138,6 +171,96 @@ try:
     s.bind(("127.0.0.1", int(sys.argv[1])))
 except OSError:
     sys.exit(1)' "$1"
+}
+
+# Every port a start will use, checked before anything starts (the demo's processes are many:
+# a clash found halfway left the first ones running). PIDFILE's process listening on its port
+# is ours, started before: a second `make demo` finds its own services there.
+ports_check() {
+    [ $# -ge 1 ] || die "usage: ports-check NAME=PORT[:PIDFILE]..."
+    python3 - "$@" <<'EOF'
+import os, socket, sys
+
+def listening_inodes(port):
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = open(table).read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            f = line.split()
+            if int(f[1].rsplit(":", 1)[1], 16) == port and f[3] == "0A":
+                inodes.add(f"socket:[{f[9]}]")
+    return inodes
+
+def ours(port, pidfile):
+    try:
+        pid = int(open(pidfile).read().strip())
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except (OSError, ValueError):
+        return False
+    inodes = listening_inodes(port)
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") in inodes:
+                return True
+        except OSError:
+            pass
+    return False
+
+def free(port):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind(("127.0.0.1", port))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+problems, seen = [], {}
+for arg in sys.argv[1:]:
+    name, _, rest = arg.partition("=")
+    port_text, _, pidfile = rest.partition(":")
+    port = int(port_text)
+    if port in seen:
+        other = seen[port]
+        problems.append(f"{other} and {name} are both port {port}: run with another port for one "
+                        f"of them ({other}=<free port> or {name}=<free port>)")
+        continue
+    seen[port] = name
+    if not free(port) and not (pidfile and ours(port, pidfile)):
+        problems.append(f"port {port} ({name}) is taken by another program: "
+                        f"run with {name}=<free port>")
+for problem in problems:
+    print(f"services.sh: {problem}", file=sys.stderr)
+sys.exit(1 if problems else 0)
+EOF
+}
+
+# What a start made, for undo_started: MQ_STARTED_LOG names the file, when the caller wants it.
+log_started() {
+    [ -n "${MQ_STARTED_LOG:-}" ] || return 0
+    mkdir -p "$(dirname "$MQ_STARTED_LOG")"
+    echo "$1 $2" >>"$MQ_STARTED_LOG"
+}
+
+# Stop what the starts logged to FILE started, newest first: a start that failed halfway
+# leaves nothing of its own running (`make demo`).
+undo_started() {
+    [ $# -eq 1 ] || die "usage: undo-started FILE"
+    [ -s "$1" ] || return 0
+    local kind what
+    while read -r kind what; do
+        case "$kind" in
+        zk) zk_stop "$what" ;;
+        redis) redis_stop "$what" ;;
+        proc) proc_stop "$what" ;;
+        esac
+    done < <(tac "$1")
+    rm -f "$1"
 }
 
 # 'srvr', not 'ruok': a server answers 'imok' as soon as its port is open, before it serves
@@ -211,6 +334,7 @@ EOF
         pid=$(live_pid "$dir/zookeeper.pid" "$dir/zoo.cfg") || { [ $i -lt 5 ] && continue; break; }
         if zk_ok "$port"; then
             echo "ZooKeeper running in $dir on 127.0.0.1:$port (pid $pid)"
+            log_started zk "$dir"
             return 0
         fi
     done
@@ -359,6 +483,7 @@ redis_start() {
     for ((i = 0; i < START_TIMEOUT * 5; i++)); do
         if redis_ok "$port" && live_pid "$dir/redis.pid" redis-server >/dev/null; then
             echo "Redis running in $dir on 127.0.0.1:$port (pid $(cat "$dir/redis.pid"))"
+            log_started redis "$dir"
             return 0
         fi
         sleep 0.2
@@ -463,6 +588,7 @@ proc_start() {
         [ -s "$pidfile" ] && break
         sleep 0.1
     done
+    log_started proc "$pidfile"
     echo "started $* (pid $(cat "$pidfile"), log $log)"
 }
 
@@ -548,6 +674,7 @@ main() {
     case "$cmd" in
     ensure-zookeeper) ensure_zookeeper ;;
     ensure-chromium) ensure_chromium ;;
+    ensure-axe) ensure_axe ;;
     ensure-postgres) ensure_postgres ;;
     zk-start) zk_start "$@" ;;
     zk-stop) zk_stop "$@" ;;
@@ -559,6 +686,8 @@ main() {
     pg-stop) pg_stop "$@" ;;
     free-port) free_port ;;
     port-free) port_free "$@" ;;
+    ports-check) ports_check "$@" ;;
+    undo-started) undo_started "$@" ;;
     with-test-services) with_test_services "$@" ;;
     proc-start) proc_start "$@" ;;
     proc-stop) proc_stop "$@" ;;

@@ -379,7 +379,18 @@ def test_the_demo_update_waits_for_the_stored_first_version_then_submits_once(de
     v2 = submission_of(process_store, "demo-brain-v2")
     assert (v2["local_id"], v2["submission_mode"]) == ("brain", "update")
     assert v2["payload_url"] == "http://127.0.0.1:8001/brain_v2.zip"
-    assert "demo-brain-v2: already there" in demo("--updates", "--wait", "600")
+    again = demo("--updates", "--wait", "600")
+    assert "demo-brain-v2: already there" in again
+
+
+def test_a_second_demo_says_its_update_is_there_and_does_not_claim_to_submit_it(
+    demo, process_store
+):
+    record_brain(LocalInventory())
+    demo("--updates", "--wait", "600")
+    again = demo("--updates", "--wait", "0")
+    assert "submitting" not in again, again
+    assert "demo-brain-v2: already there as bid" in again
 
 
 def test_the_demo_update_says_when_its_wait_ran_out_and_submits(demo, process_store):

@@ -23,7 +23,19 @@ def id_search(value: str, prefix: str) -> str | None:
     return None
 
 
+class DateRangeBoxes(df.widgets.DateRangeWidget):
+    """Two date boxes under the range's name as a legend, each box named "from" or "to" for
+    a screen reader: a label can point at one box only, and the second one had none."""
+
+    use_fieldset = True
+
+    def __init__(self):
+        super().__init__(attrs={"type": "date"})
+        for box, word in zip(self.widgets, ("from", "to"), strict=True):
+            box.attrs["aria-label"] = word
+
+
 class DateRange(df.DateFromToRangeFilter):
     def __init__(self, *args, **kwargs):
-        kwargs.setdefault("widget", df.widgets.DateRangeWidget(attrs={"type": "date"}))
+        kwargs.setdefault("widget", DateRangeBoxes())
         super().__init__(*args, **kwargs)

@@ -102,8 +102,12 @@ class Command(BaseCommand):
         profile = self._profile()
         base = opts["content_url"].rstrip("/") + "/"
         if opts["updates"]:
-            self._wait_for_first_version(profile.collection, opts["wait"])
-            self._submit_all(profile, base, DEMO_UPDATES)
+            # A demo started again finds its update submitted already: it says so, and neither
+            # waits nor announces a submission it will not make.
+            todo = [u for u in DEMO_UPDATES if not self._already_there(u[0])]
+            if todo:
+                self._wait_for_first_version(profile.collection, opts["wait"])
+                self._submit_all(profile, base, todo)
             return
         self._user(opts["password"])
         self._content(opts["content_dir"], base)
@@ -130,7 +134,17 @@ class Command(BaseCommand):
             note = "already there" if result.duplicate else "submitted"
             self.stdout.write(f"{batch_id}: {note} as {result.bid}")
 
+    def _already_there(self, batch_id: str) -> bool:
+        bid = get_store().find_batch_by_uuid(batch_id)
+        if bid:
+            self.stdout.write(f"{batch_id}: already there as {bid}")
+        return bool(bid)
+
     def _wait_for_first_version(self, collection: str, timeout: float) -> None:
+        self.stdout.write(
+            f"waiting (at most {timeout:g} s) for the first version of local id "
+            f"{UPDATE_LOCAL_ID!r}, to submit its update"
+        )
         deadline = time.monotonic() + timeout
         while True:
             if self._stored(collection):
