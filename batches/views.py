@@ -7,6 +7,7 @@ from django_tables2 import RequestConfig
 from batches import rights
 from batches.filters import BatchFilter
 from batches.forms import SubmitForm
+from batches.manifest_door import ManifestRefused
 from batches.middleware import length_problem
 from batches.models import Batch
 from batches.submission import (
@@ -19,6 +20,7 @@ from batches.tables import SelectBatchTable, batch_rows, job_counts_text
 from jobs import history_export
 from jobs.tables import JobTable, job_rows
 from jobs.timeline_view import batch_timeline
+from merritt_queue.deposit.uploads import shown_payload
 from notifications.views import batch_section
 from ui.fields import fields_of
 from ui.links import job_link
@@ -26,45 +28,69 @@ from ui.listing import collection_names, filtered_table, record_links
 from ui.reading_scope import readable_rows, require_readable
 
 MAX_REPORT_LINKS = 500
+SUBMIT_PAGE = "batches/submit.html"
 
 
 @login_required
 def submit_form(request):
     if settings.READ_ONLY:  # refused before the body is read, and the page says why
         if request.method != "POST":  # no form to fill in
-            return render(request, "batches/submit.html", {"read_only": READ_ONLY_PROBLEM})
+            return render(request, SUBMIT_PAGE, {"read_only": READ_ONLY_PROBLEM})
         context = {"refused": READ_ONLY_PROBLEM, "read_only": READ_ONLY_PROBLEM}
-        return render(request, "batches/submit.html", context, status=503)
+        return render(request, SUBMIT_PAGE, context, status=503)
     refused = request.method == "POST" and length_problem(request, api=False)
     if refused:  # refused before Django reads the upload to a temporary file
         status, reason = refused
         context = {"form": SubmitForm(), "refused": reason}
-        return render(request, "batches/submit.html", context, status=status)
+        return render(request, SUBMIT_PAGE, context, status=status)
     if refusal := rights.submit_refusal(request.user, None):  # POSTs never get here (guard)
         context = {"refused": refusal, "cannot": True}
-        return render(request, "batches/submit.html", context, status=403)
+        return render(request, SUBMIT_PAGE, context, status=403)
     collections = rights.submit_collections(request.user)
     form = SubmitForm(request.POST or None, request.FILES or None, collections=collections)
-    if request.method == "POST" and form.is_valid():
-        f = form.cleaned_data.get("file")
-        upload = Upload(f.name, f, f.size) if f else None
-        try:
-            result = submit(form.service_data(), upload, by=request.user)
-        except SubmissionError as e:
-            for problem in e.problems:
-                form.add_error(None, problem)
-        else:
-            note = "already submitted as" if result.duplicate else "submitted as"
-            messages.success(request, f"Batch {note} {result.bid}.")
-            if hook := result.webhook:
-                messages.warning(
-                    request,
-                    f"Your webhook's subscription id is {hook['subscription_id']} and its "
-                    f"signing secret {hook['secret']}: give them to the receiver; the secret "
-                    "is not shown again.",
-                )
-            return redirect("batches:submit")
-    return render(request, "batches/submit.html", {"form": form})
+    if request.method != "POST" or not form.is_valid():
+        return render(request, SUBMIT_PAGE, {"form": form}, status=_form_status(request))
+    f = form.cleaned_data.get("file")
+    upload = Upload(f.name, f, f.size) if f else None
+    try:
+        result = submit(form.service_data(), upload, by=request.user)
+    except ManifestRefused as e:
+        context = {"form": form, "manifest": e.report, "upload_name": f and f.name}
+        return render(request, SUBMIT_PAGE, context, status=400)
+    except SubmissionError as e:
+        for problem in e.problems:
+            form.add_error(None, problem)
+        return render(request, SUBMIT_PAGE, {"form": form}, status=e.status)
+    if result.duplicate:  # the form stays filled, with what became of the earlier batch
+        context = {"form": form, "earlier": earlier_batch(result), "upload_name": f and f.name}
+        return render(request, SUBMIT_PAGE, context, status=409)
+    messages.success(request, f"Batch submitted as {result.bid}.")
+    if hook := result.webhook:
+        messages.warning(
+            request,
+            f"Your webhook's subscription id is {hook['subscription_id']} and its "
+            f"signing secret {hook['secret']}: give them to the receiver; the secret "
+            "is not shown again.",
+        )
+    return redirect("batches:submit")
+
+
+def _form_status(request) -> int:
+    return 400 if request.method == "POST" else 200
+
+
+def earlier_batch(result) -> dict:
+    """The batch a batchID already names, as the form tells of it: its mirror row when the
+    mirror has it (its time and message), else what ZooKeeper answered."""
+    row = Batch.objects.filter(bid=result.bid).first()
+    return {
+        "bid": result.bid,
+        "batch_id": result.batch_uuid,
+        "status": row.status if row else result.status,
+        "since": row.last_modified if row else None,
+        "message": row.message if row else "",
+        "rerunnable": result.rerunnable,
+    }
 
 
 @login_required
@@ -124,7 +150,7 @@ def batch_detail(request, bid: str):
     context = {
         "batch": batch,
         "job_counts": job_counts_text(batch.job_counts),
-        "submission": fields_of(batch.submission),
+        "submission": fields_of(shown_payload(batch.submission)),
         "report": report,
         "report_lists": report_lists(report),
         "jobs": jobs,
