@@ -175,3 +175,28 @@ def test_the_api_runs_a_failed_batch_id_again_when_asked(client, queue, deposito
     )
     assert response.status_code == 201 and response.json()["batchID"] == "b-10~rerun-1"
     assert queue.get_batch(response.json()["batch_id"]).submission["rerun_of"] == bid
+
+
+def test_the_submit_page_has_a_title_its_only_profile_chosen_and_types_in_words(
+    client, queue, depositor
+):
+    client.force_login(depositor)
+    text = client.get("/submit/").content.decode()
+    assert "<title>Submit a batch · Merritt queue</title>" in text
+    assert '<option value="demo" selected>' in text
+    assert ">A batch of files<" in text and ">single-file-batch-manifest<" not in text
+
+
+def test_the_check_page_keeps_the_uploaded_file_and_says_which_type_to_pick(
+    client, queue, depositor
+):
+    client.force_login(depositor)
+    page = client.post("/manifests/check/", {"file": upload(FILES, "rows.checkm")})
+    text = page.content.decode()
+    assert "rows.checkm" in text and "mrt-single-file-batch-manifest" in text
+    assert "https://h.example.org/a.jpg | a.jpg | x\n#%eof\n</textarea>" in text  # kept to correct
+    assert "Submit it with the type “A batch of files”" in text
+    page = client.post("/manifests/check/", {"file": upload(FILES), "type": "object-manifest"})
+    assert "not “One object, by its manifest”: pick the type “A batch of files”" in (
+        page.content.decode()
+    )
