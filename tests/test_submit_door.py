@@ -8,11 +8,13 @@ import json
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.urls import reverse
 
 from batches import handlers as batch_handlers
-from batches.models import ApiToken, Profile
+from batches.models import ApiToken, Batch, Profile
 from batches.rights import grant_depositor
 from jobs import services
+from jobs.models import Job
 from mirror import facade as mirror
 from tests.test_manifest_check import checkm
 
@@ -117,9 +119,20 @@ def test_no_page_shows_an_uploads_server_path(client, queue, depositor, settings
     mirror.full_reconcile(queue)
     for url in (f"/batches/{bid}/", f"/jobs/{jid}/", f"/api/v1/batches/{bid}"):
         text = client.get(url).content.decode()
-        assert "file:" not in text and settings.MQ_WORK_DIR not in text, url
+        assert "file://" not in text and settings.MQ_WORK_DIR not in text, url
     for url in (f"/batches/{bid}/", f"/jobs/{jid}/"):
         assert "uploaded file notes.txt" in client.get(url).content.decode(), url
+    # Nor the Django admin's pages of the batch and the job.
+    admin = get_user_model().objects.create_superuser("root", password="pw")
+    client.force_login(admin)
+    for url in (
+        reverse("admin:batches_batch_change", args=[Batch.objects.get(bid=bid).pk]),
+        reverse("admin:jobs_job_change", args=[Job.objects.get(jid=jid).pk]),
+    ):
+        page = client.get(url)
+        text = page.content.decode()
+        assert page.status_code == 200 and "uploaded file notes.txt" in text, url
+        assert "file://" not in text and settings.MQ_WORK_DIR not in text, url
 
 
 def failed_batch(queue, client, batch_id: str) -> str:
