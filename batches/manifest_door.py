@@ -76,8 +76,8 @@ def _linked(url: str) -> bytes:
             door_fetcher(DOOR_SECONDS).download(url, dest, max_bytes=limit)
         except ServiceError as e:
             message = (
-                f"the manifest cannot be read now: {safe_value(str(e))}. Nothing was "
-                "submitted: check the link and submit again, or upload the manifest instead"
+                f"the manifest cannot be read now: {safe_value(str(e))}; check the link and "
+                "submit again, or upload the manifest instead"
             )
             report = {"valid": False, "errors": [_item(message, "payload_url", url)]}
             raise ManifestRefused(report | {"warnings": [], "profile": "", "rows": 0}) from None
