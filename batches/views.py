@@ -48,21 +48,28 @@ def submit_form(request):
         return render(request, SUBMIT_PAGE, context, status=403)
     collections = rights.submit_collections(request.user)
     form = SubmitForm(request.POST or None, request.FILES or None, collections=collections)
-    if request.method != "POST" or not form.is_valid():
-        return render(request, SUBMIT_PAGE, {"form": form}, status=_form_status(request))
+    if request.method != "POST":
+        return render(request, SUBMIT_PAGE, {"form": form})
+    if not form.is_valid():
+        return render(request, SUBMIT_PAGE, {"form": form, **_dropped(request)}, status=400)
+    return _submitted(request, form)
+
+
+def _submitted(request, form: SubmitForm):
+    """The valid form submitted: the next empty form, or this one again, filled, saying why."""
     f = form.cleaned_data.get("file")
     upload = Upload(f.name, f, f.size) if f else None
     try:
         result = submit(form.service_data(), upload, by=request.user)
     except ManifestRefused as e:
-        context = {"form": form, "manifest": e.report, "upload_name": f and f.name}
+        context = {"form": form, "manifest": e.report, **_dropped(request)}
         return render(request, SUBMIT_PAGE, context, status=400)
     except SubmissionError as e:
         for problem in e.problems:
             form.add_error(None, problem)
-        return render(request, SUBMIT_PAGE, {"form": form}, status=e.status)
-    if result.duplicate:  # the form stays filled, with what became of the earlier batch
-        context = {"form": form, "earlier": earlier_batch(result), "upload_name": f and f.name}
+        return render(request, SUBMIT_PAGE, {"form": form, **_dropped(request)}, status=e.status)
+    if result.duplicate:  # with what became of the earlier batch, and the way on
+        context = {"form": form, "earlier": earlier_batch(result), **_dropped(request)}
         return render(request, SUBMIT_PAGE, context, status=409)
     messages.success(request, f"Batch submitted as {result.bid}.")
     if hook := result.webhook:
@@ -75,18 +82,21 @@ def submit_form(request):
     return redirect("batches:submit")
 
 
-def _form_status(request) -> int:
-    return 400 if request.method == "POST" else 200
+def _dropped(request) -> dict:
+    """The name of a file sent with a form shown again: a browser leaves its file box empty,
+    so the page asks for it again by name."""
+    f = request.FILES.get("file")
+    return {"upload_name": f.name} if f else {}
 
 
 def earlier_batch(result) -> dict:
-    """The batch a batchID already names, as the form tells of it: its mirror row when the
-    mirror has it (its time and message), else what ZooKeeper answered."""
-    row = Batch.objects.filter(bid=result.bid).first()
+    """The batch a batchID already names, as the form tells of it: the status ZooKeeper
+    answered, with the mirror's time and message when the mirror has that status too."""
+    row = Batch.objects.filter(bid=result.bid, status=result.status).first()
     return {
         "bid": result.bid,
         "batch_id": result.batch_uuid,
-        "status": row.status if row else result.status,
+        "status": result.status,
         "since": row.last_modified if row else None,
         "message": row.message if row else "",
         "rerunnable": result.rerunnable,

@@ -213,3 +213,13 @@ def test_the_check_page_keeps_the_uploaded_file_and_says_which_type_to_pick(
     assert "not “One object, by its manifest”: pick the type “A batch of files”" in (
         page.content.decode()
     )
+
+
+def test_a_refused_upload_is_asked_for_again_by_name(client, queue, depositor):
+    client.force_login(depositor)
+    data = FORM | {"type": "file", "digest_type": "md5", "digest_value": "abc"}
+    page = client.post("/submit/", data | {"file": upload(b"bytes", "notes.txt")})
+    text = page.content.decode()
+    assert page.status_code == 400 and "md5 digests are 32 hexadecimal characters" in text
+    assert "choose the file notes.txt again" in text and 'value="abc"' in text
+    assert queue.list_batch_ids() == []
