@@ -37,6 +37,9 @@ def check_manifest_page(request):
     report = check_manifest(data or b"", max_bytes=limit, max_batch_rows=batch_row_limit())
     shown = report.as_json()  # the API's items: values capped, credentials hidden
     chosen = request.POST.get("type", "")
+    pick = type_to_pick(chosen, report.kind) if chosen and report.kind else None
+    if pick:  # refused by a submission of that type too (batches.manifest_door)
+        shown["errors"].append({"line": None, "field": "type", "value": chosen, "message": pick})
     context = {
         "report": report,
         "errors": shown["errors"],
@@ -46,7 +49,7 @@ def check_manifest_page(request):
         "upload_name": upload.name if upload else "",
         "types": TYPE_CHOICES,
         "chosen": chosen,
-        "pick": type_to_pick(chosen, report.kind) if chosen and report.kind else None,
+        "pick": pick,
         "right_type": TYPE_WORDS.get(KIND_TYPE.get(report.kind, ""), ""),
     }
     return render(request, TEMPLATE, context)

@@ -210,9 +210,9 @@ def test_the_check_page_keeps_the_uploaded_file_and_says_which_type_to_pick(
     assert "https://h.example.org/a.jpg | a.jpg | x\n#%eof\n</textarea>" in text  # kept to correct
     assert "Submit it with the type “A batch of files”" in text
     page = client.post("/manifests/check/", {"file": upload(FILES), "type": "object-manifest"})
-    assert "not “One object, by its manifest”: pick the type “A batch of files”" in (
-        page.content.decode()
-    )
+    text = page.content.decode()
+    assert "not “One object, by its manifest”: pick the type “A batch of files”" in text
+    assert "Refused: 1 error to fix" in text  # as a submission of that type is refused
 
 
 def test_a_refused_upload_is_asked_for_again_by_name(client, queue, depositor):
