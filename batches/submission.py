@@ -422,8 +422,13 @@ def _other_problems(clean: dict) -> list[str]:
     return problems
 
 
+def safe_upload_name(name: str) -> str:
+    """An upload's name as it is saved: its last part, of safe characters only."""
+    return _SAFE_NAME_RE.sub("_", Path(name).name).strip("._") or "payload"
+
+
 def _save_upload(upload: Upload, clean: dict) -> Path:
-    name = _SAFE_NAME_RE.sub("_", Path(upload.name).name).strip("._") or "payload"
+    name = safe_upload_name(upload.name)
     target = uploads_root(settings.MQ_WORK_DIR) / uuid.uuid4().hex / name
     target.parent.mkdir(parents=True)
     with target.open("wb") as out:

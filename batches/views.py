@@ -1,10 +1,12 @@
+import logging
+
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
 from django_tables2 import RequestConfig
 
-from batches import rights
+from batches import kept_uploads, rights
 from batches.filters import BatchFilter
 from batches.forms import SubmitForm
 from batches.manifest_door import ManifestRefused
@@ -26,6 +28,8 @@ from ui.fields import fields_of
 from ui.links import job_link
 from ui.listing import collection_names, filtered_table, record_links
 from ui.reading_scope import readable_rows, require_readable
+
+log = logging.getLogger(__name__)
 
 MAX_REPORT_LINKS = 500
 SUBMIT_PAGE = "batches/submit.html"
@@ -51,25 +55,45 @@ def submit_form(request):
     if request.method != "POST":
         return render(request, SUBMIT_PAGE, {"form": form})
     if not form.is_valid():
-        return render(request, SUBMIT_PAGE, {"form": form, **_dropped(request)}, status=400)
+        return render(request, SUBMIT_PAGE, {"form": form, **_still_kept(request)}, status=400)
     return _submitted(request, form)
 
 
 def _submitted(request, form: SubmitForm):
     """The valid form submitted: the next empty form, or this one again, filled, saying why."""
-    f = form.cleaned_data.get("file")
-    upload = Upload(f.name, f, f.size) if f else None
+    upload = _upload(request, form)
+    try:
+        return _answer(request, form, upload)
+    finally:
+        if upload is not None and not form.cleaned_data.get("file"):
+            upload.file.close()  # type: ignore[attr-defined]
+
+
+def _upload(request, form: SubmitForm) -> Upload | None:
+    """The file chosen now, else the one kept from the last try when the person asks for it;
+    a kept file not asked for is let go."""
+    if f := form.cleaned_data.get("file"):
+        kept_uploads.forget(request.session)
+        return Upload(f.name, f, f.size)
+    if request.POST.get("use_kept"):
+        return kept_uploads.take(request.session)
+    kept_uploads.forget(request.session)
+    return None
+
+
+def _answer(request, form: SubmitForm, upload: Upload | None):
     try:
         result = submit(form.service_data(), upload, by=request.user)
     except ManifestRefused as e:
-        context = {"form": form, "manifest": e.report, **_dropped(request)}
+        context = {"form": form, "manifest": e.report, **_kept(request, upload)}
         return render(request, SUBMIT_PAGE, context, status=400)
     except SubmissionError as e:
         for problem in e.problems:
             form.add_error(None, problem)
-        return render(request, SUBMIT_PAGE, {"form": form, **_dropped(request)}, status=e.status)
+        context = {"form": form, **_kept(request, upload)}
+        return render(request, SUBMIT_PAGE, context, status=e.status)
     if result.duplicate:  # with what became of the earlier batch, and the way on
-        context = {"form": form, "earlier": earlier_batch(result), **_dropped(request)}
+        context = {"form": form, "earlier": earlier_batch(result), **_kept(request, upload)}
         return render(request, SUBMIT_PAGE, context, status=409)
     messages.success(request, f"Batch submitted as {result.bid}.")
     if hook := result.webhook:
@@ -82,11 +106,26 @@ def _submitted(request, form: SubmitForm):
     return redirect("batches:submit")
 
 
-def _dropped(request) -> dict:
-    """The name of a file sent with a form shown again: a browser leaves its file box empty,
-    so the page asks for it again by name."""
-    f = request.FILES.get("file")
-    return {"upload_name": f.name} if f else {}
+def _kept(request, upload: Upload | None) -> dict:
+    """The file of a form shown again, kept for the next try (a browser never sends it again
+    by itself), or, when it cannot be kept, its name, to be chosen again."""
+    if upload is None:
+        return {}
+    try:
+        return {"kept_name": kept_uploads.keep(request.session, upload)}
+    except OSError:
+        log.warning("an upload could not be kept for the retry", exc_info=True)
+        return {"upload_name": upload.name}
+
+
+def _still_kept(request) -> dict:
+    """For a form refused by its own fields: the file it sent, kept, or the one kept before
+    and asked for again, still kept."""
+    if f := request.FILES.get("file"):
+        return _kept(request, Upload(f.name, f, f.size))
+    if request.POST.get("use_kept") and (name := kept_uploads.kept_name(request.session)):
+        return {"kept_name": name}
+    return {}
 
 
 def earlier_batch(result) -> dict:

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
+from urllib.parse import urlsplit
+from urllib.request import url2pathname
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -165,10 +168,10 @@ def test_a_taken_batch_id_says_what_became_of_its_batch_and_keeps_the_form(
     assert f'href="/batches/{bid}/"' in text and "Failed" in text
     assert "no jobs were created: line 4: bad" in text
     assert 'value="Motel Capri"' in text and 'value="b-9"' in text  # the form kept
-    assert "choose the file a.jpg again" in text
+    assert "The file a.jpg is kept for your next try" in text
     assert "Run again" in text
     # Run again: a new batch of the failed batch's batchID, with the corrected upload.
-    page = client.post("/submit/", data | {"rerun": "on", "file": upload(b"corrected", "a.jpg")})
+    page = client.post("/submit/", data | {"rerun": "on", "file": upload(b"corrected", "b.jpg")})
     assert page.status_code == 302
     again = [b for b in queue.list_batch_ids() if b != bid]
     assert len(again) == 1 and queue.get_batch(again[0]).uuid == "b-9~rerun-1"
@@ -215,11 +218,46 @@ def test_the_check_page_keeps_the_uploaded_file_and_says_which_type_to_pick(
     assert "Refused: 1 error to fix" in text  # as a submission of that type is refused
 
 
-def test_a_refused_upload_is_asked_for_again_by_name(client, queue, depositor):
+def test_a_refused_upload_is_kept_for_the_next_try(client, queue, depositor):
     client.force_login(depositor)
     data = FORM | {"type": "file", "digest_type": "md5", "digest_value": "abc"}
     page = client.post("/submit/", data | {"file": upload(b"bytes", "notes.txt")})
     text = page.content.decode()
     assert page.status_code == 400 and "md5 digests are 32 hexadecimal characters" in text
-    assert "choose the file notes.txt again" in text and 'value="abc"' in text
+    assert "The file notes.txt is kept for your next try" in text and 'value="abc"' in text
     assert queue.list_batch_ids() == []
+
+
+def test_an_upload_is_kept_for_the_retry_of_a_form_shown_again(client, queue, depositor):
+    client.force_login(depositor)
+    bid = failed_batch(queue, client, "b-11")
+    data = FORM | {"type": "file", "batchID": "b-11"}
+    page = client.post("/submit/", data | {"file": upload(b"corrected bytes", "a.jpg")})
+    text = page.content.decode()
+    assert page.status_code == 409 and 'name="use_kept"' in text
+    assert "a.jpg is kept" in text and "kept-uploads" not in text and "file://" not in text
+    # Run again without choosing the file again: the kept one is submitted.
+    page = client.post("/submit/", data | {"rerun": "on", "use_kept": "on"})
+    assert page.status_code == 302
+    (again,) = [b for b in queue.list_batch_ids() if b != bid]
+    submission = queue.get_batch(again).submission
+    assert submission["filename"] == "a.jpg"
+    saved = Path(url2pathname(urlsplit(submission["payload_url"]).path))
+    assert saved.read_bytes() == b"corrected bytes"
+    # Used once: it is gone from where it was kept, and not offered again.
+    assert "is kept" not in client.get("/submit/").content.decode()
+    refused = client.post("/submit/", data | {"batchID": "b-12", "use_kept": "on"})
+    assert refused.status_code == 400 and "payload_url or an uploaded file is required" in (
+        refused.content.decode()
+    )
+
+
+def test_a_kept_upload_is_another_sessions_to_use_never(client, queue, depositor):
+    client.force_login(depositor)
+    failed_batch(queue, client, "b-13")
+    data = FORM | {"type": "file", "batchID": "b-13"}
+    client.post("/submit/", data | {"file": upload(b"mine", "a.jpg")})
+    client.logout()
+    client.force_login(depositor)  # a new session: nothing kept for it
+    page = client.post("/submit/", data | {"batchID": "b-14", "use_kept": "on"})
+    assert page.status_code == 400 and len(queue.list_batch_ids()) == 1
