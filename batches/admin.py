@@ -1,9 +1,12 @@
+import json
+
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.db import models
 
 from batches.models import ApiToken, Batch, Collection, Profile
+from merritt_queue.deposit.uploads import shown_payload
 from steering.admin import ReadOnlyAdmin, scope_actions
 
 
@@ -116,6 +119,13 @@ class BatchAdmin(ReadOnlyAdmin):
     search_fields = ("=bid", "=uuid", "=collection")
     show_full_result_count = False
     actions = scope_actions("batch", "bid")
+    # An uploaded payload's file: URL is a path on this server: shown as the file's name.
+    exclude = ("submission",)
+    readonly_fields = ("submission_shown",)
+
+    @admin.display(description="submission")
+    def submission_shown(self, batch: Batch) -> str:
+        return json.dumps(shown_payload(batch.submission), indent=1)
 
 
 @admin.register(Collection)

@@ -12,6 +12,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 from kazoo.exceptions import KazooException
 
+from batches.manifest_door import ManifestRefused
 from batches.middleware import length_problem
 from batches.submission import (
     READ_ONLY_PROBLEM,
@@ -109,6 +110,8 @@ def submit_batch(request):
         return JsonResponse({"errors": e.problems}, status=e.status)
     try:
         result = submit(data, upload, by=token.user)
+    except ManifestRefused as e:  # every problem, and the check API's own list of them
+        return JsonResponse({"errors": e.problems, "manifest": e.report}, status=e.status)
     except SubmissionError as e:
         return JsonResponse({"errors": e.problems}, status=e.status)
     except (QueueError, KazooException) as e:
@@ -117,6 +120,8 @@ def submit_batch(request):
         )
     note_use(token)
     body = {"batch_id": result.bid, "batchID": result.batch_uuid, "duplicate": result.duplicate}
+    if result.duplicate:  # what became of it: a Completed or Failed one may be run again
+        body |= {"status": result.status, "rerun_possible": result.rerunnable}
     if result.webhook:
         body["webhook"] = result.webhook
     return JsonResponse(body, status=200 if result.duplicate else 201)

@@ -1,12 +1,14 @@
 from django import forms
 
 from batches.models import Profile
-from merritt_queue.core.planning import SUBMISSION_TYPES
+from merritt_queue.core.planning import SUBMISSION_TYPES, TYPE_WORDS
+
+TYPE_CHOICES = [(t, TYPE_WORDS[t]) for t in SUBMISSION_TYPES]
 
 
 class SubmitForm(forms.Form):
     profile = forms.ModelChoiceField(Profile.objects.all(), to_field_name="name")
-    type = forms.ChoiceField(choices=[(t, t) for t in SUBMISSION_TYPES])
+    type = forms.ChoiceField(choices=TYPE_CHOICES)
     payload_url = forms.URLField(required=False, assume_scheme="https")
     file = forms.FileField(required=False)
     batchID = forms.CharField(required=False, max_length=100, label="Batch id (optional)")
@@ -44,17 +46,21 @@ class SubmitForm(forms.Form):
     )
     rerun = forms.BooleanField(
         required=False,
-        label="Run again if this batch id is completed",
-        help_text="With a batch id whose batch has completed: submit it again as a new batch "
-        "(a new version of its objects) instead of being shown the completed one.",
+        label="Run again if this batch id is completed or failed",
+        help_text="With a batch id whose batch has completed or failed: submit this again as "
+        "a new batch (a new version of its objects, or a corrected manifest's run) instead "
+        "of being shown the earlier one.",
     )
 
     def __init__(self, *args, collections: set[str] | None = None, **kwargs):
         """``collections``: the only ones whose profiles are offered (None: all)."""
         super().__init__(*args, **kwargs)
+        field = self.fields["profile"]
         if collections is not None:
-            field = self.fields["profile"]
             field.queryset = field.queryset.filter(collection__in=collections)
+        offered = list(field.queryset[:2])
+        if len(offered) == 1:  # nothing to choose: shown chosen
+            field.initial, field.empty_label = offered[0], None
 
     def service_data(self) -> dict:
         """The fields for ``submit``; the submitter is the logged-in user, passed as ``by``."""

@@ -8,7 +8,9 @@ from django.shortcuts import render
 
 from batches import rights
 from batches.capacity import batch_row_limit
+from batches.forms import TYPE_CHOICES
 from batches.manifest_check_api import manifest_bytes, too_often
+from merritt_queue.core.planning import KIND_TYPE, TYPE_WORDS, type_to_pick
 from merritt_queue.deposit.manifestcheck import check_manifest
 
 TEMPLATE = "batches/manifest_check.html"
@@ -19,13 +21,14 @@ def check_manifest_page(request):
     if refusal := rights.submit_refusal(request.user, None):
         return render(request, TEMPLATE, {"refused": refusal}, status=403)
     if request.method != "POST":
-        return render(request, TEMPLATE, {})
+        return render(request, TEMPLATE, {"types": TYPE_CHOICES})
     if limited := too_often(request.user):
         response = render(request, TEMPLATE, {"refused": limited[0]}, status=429)
         response["Retry-After"] = str(limited[1])
         return response
     limit = settings.MQ_MAX_MANIFEST_BYTES
-    if request.content_type == "multipart/form-data" and request.FILES.get("file"):
+    upload = request.FILES.get("file") if request.content_type == "multipart/form-data" else None
+    if upload:
         data, refused = manifest_bytes(request, limit)
     else:
         data, refused = request.POST.get("text", "").encode("utf-8"), None
@@ -33,10 +36,28 @@ def check_manifest_page(request):
         return render(request, TEMPLATE, {"refused": refused[1]}, status=refused[0])
     report = check_manifest(data or b"", max_bytes=limit, max_batch_rows=batch_row_limit())
     shown = report.as_json()  # the API's items: values capped, credentials hidden
+    chosen = request.POST.get("type", "")
+    pick = type_to_pick(chosen, report.kind) if chosen and report.kind else None
+    if pick:  # refused by a submission of that type too (batches.manifest_door)
+        shown["errors"].append({"line": None, "field": "type", "value": chosen, "message": pick})
     context = {
         "report": report,
         "errors": shown["errors"],
         "warnings": shown["warnings"],
-        "text": request.POST.get("text", ""),  # kept, to be corrected and checked again
+        # Kept, to be corrected and checked again: the text typed, or the uploaded file's.
+        "text": kept_text(data) if upload else request.POST.get("text", ""),
+        "upload_name": upload.name if upload else "",
+        "types": TYPE_CHOICES,
+        "chosen": chosen,
+        "pick": pick,
+        "right_type": TYPE_WORDS.get(KIND_TYPE.get(report.kind, ""), ""),
     }
     return render(request, TEMPLATE, context)
+
+
+def kept_text(data: bytes | None) -> str:
+    """An uploaded manifest's text for the text box, or nothing when it is not UTF-8 text."""
+    try:
+        return (data or b"").decode("utf-8")
+    except UnicodeDecodeError:
+        return ""

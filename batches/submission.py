@@ -79,6 +79,9 @@ class SubmitResult:
     batch_uuid: str | None
     # The named webhook's subscription id and signing secret, given in this answer only.
     webhook: dict | None = None
+    # A duplicate's batch as it is now: its status, and whether ``rerun`` would run it again.
+    status: str | None = None
+    rerunnable: bool = False
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,8 @@ def submit(
     from batches.capacity import check_submission  # here: its error subclasses this module's
 
     check_submission(clean, upload)
+    if by is not None or via:
+        judge_manifest(clean, upload)
     store = get_store()
     # The writer's name for this request only: one store serves every thread of the process.
     who = submission_actor(clean.get("submitted_by") or clean.get("submitter") or "")
@@ -156,6 +161,15 @@ def prepare(
     return clean
 
 
+def judge_manifest(clean: dict, upload: Upload | None) -> None:
+    """A person's door (the form, the API, ``manage.py submit``) refuses a manifest the check
+    page refuses (``batches.manifest_door``); a caller in the process itself (the demo, tests)
+    leaves it to the batch handler, as Merritt's ingest does."""
+    from batches.manifest_door import judge  # here: its error subclasses this module's
+
+    judge(clean, upload)
+
+
 def workers_problem() -> str | None:
     """Why the deployment's worker mode refuses every submission, the web door's words."""
     return NO_WORKERS_PROBLEM if settings.MQ_WORKERS == NONE else None
@@ -185,7 +199,7 @@ def _create(store, clean: dict, by, upload, *, rerun: bool = False) -> SubmitRes
             _check_owner(store, existing, clean, by)
             if rerun:
                 return _rerun(store, clean, upload, existing)
-            return SubmitResult(existing, True, clean["batchID"])
+            return _duplicate(store.get_batch(existing))
     saved = _save_upload(upload, clean) if upload else None
     # Marked, and created with ``states``: MerrittZK never takes it, our ``own`` workers do.
     clean[CREATED_BY_KEY] = CREATED_BY
@@ -200,16 +214,28 @@ def _create(store, clean: dict, by, upload, *, rerun: bool = False) -> SubmitRes
     return SubmitResult(created.id, created.duplicate, clean.get("batchID"))
 
 
+# The last run of a batchID a depositor may run again: done, well or not.
+RERUNNABLE = ("Completed", "Failed")
+
+
+def _duplicate(last) -> SubmitResult:
+    """The answer naming ``last``, the batchID's latest run, as the duplicate."""
+    return SubmitResult(
+        last.bid, True, last.uuid, status=last.status, rerunnable=last.status in RERUNNABLE
+    )
+
+
 def _rerun(store, clean: dict, upload, first: str) -> SubmitResult:
-    """A new batch for a batchID whose last run is Completed, under ``<batchID>~rerun-<n>``
-    (``core.rerun``); the batchID's own ``/batch-uuids`` entry keeps naming its first batch.
-    A last run not Completed yet is returned as the duplicate, as without ``rerun``: a
+    """A new batch for a batchID whose last run is Completed or Failed (``RERUNNABLE``), under
+    ``<batchID>~rerun-<n>`` (``core.rerun``): this submission, the corrected manifest of a
+    failed run for one; the batchID's own ``/batch-uuids`` entry keeps naming its first
+    batch. A last run still at work is returned as the duplicate, as without ``rerun``: a
     request sent twice makes one new batch."""
     uuid = clean["batchID"]
     _, latest = store.latest_rerun(uuid)
     last = store.get_batch(latest or first)
-    if last.status != "Completed":
-        return SubmitResult(last.bid, True, last.uuid)
+    if last.status not in RERUNNABLE:
+        return _duplicate(last)
     saved = _save_upload(upload, clean) if upload else None
     clean[CREATED_BY_KEY] = CREATED_BY
     try:
@@ -396,8 +422,13 @@ def _other_problems(clean: dict) -> list[str]:
     return problems
 
 
+def safe_upload_name(name: str) -> str:
+    """An upload's name as it is saved: its last part, of safe characters only."""
+    return _SAFE_NAME_RE.sub("_", Path(name).name).strip("._") or "payload"
+
+
 def _save_upload(upload: Upload, clean: dict) -> Path:
-    name = _SAFE_NAME_RE.sub("_", Path(upload.name).name).strip("._") or "payload"
+    name = safe_upload_name(upload.name)
     target = uploads_root(settings.MQ_WORK_DIR) / uuid.uuid4().hex / name
     target.parent.mkdir(parents=True)
     with target.open("wb") as out:

@@ -200,6 +200,18 @@ def build_fetcher() -> Fetcher:
     )
 
 
+def door_fetcher(seconds: float) -> Fetcher:
+    """The site's fetcher for a person waiting at the door: the same network policy, one
+    attempt, at most ``seconds`` from connect to last byte."""
+    return Fetcher(
+        timeout=min(settings.MQ_FETCH_TIMEOUT, seconds),
+        retries=1,
+        deadline=seconds,
+        max_download_bytes=settings.MQ_MAX_DOWNLOAD_BYTES or None,
+        **_network(),
+    )
+
+
 def build_services() -> Services:
     merritt_storage = _merritt_storage()
     return Services(

@@ -21,6 +21,7 @@ from jobs.timeline_view import job_timeline
 from merritt_queue.core.errors import NotFound, QueueError, ZooKeeperUnreachable
 from merritt_queue.core.states import JobStatus, resume_known, resume_target
 from merritt_queue.core.tree import is_job_id, parse_timestamp
+from merritt_queue.deposit.uploads import shown_payload
 from merritt_queue.project import runtime
 from mirror.facade import LOCAL_ID_SEPARATOR
 from ui.cells import when
@@ -223,7 +224,7 @@ def job_detail(request, jid: str):
         "failed_step": failed_step(job),
         "local_ids": job.local_id.split(LOCAL_ID_SEPARATOR) if job.local_id else [],
         "timeline": job_timeline(job),
-        "configuration": fields_of(job.configuration),
+        "configuration": fields_of(shown_payload(job.configuration)),
         "identifiers": fields_of(job.identifiers),
         "metadata": fields_of(job.metadata),
         "store": fields_of(merrittnotes.shown_store(job.store)),

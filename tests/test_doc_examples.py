@@ -14,6 +14,7 @@ from __future__ import annotations
 import io
 import re
 import shlex
+import shutil
 from pathlib import Path
 
 import pytest
@@ -24,11 +25,14 @@ from django.core.management import (
     load_command_class,
 )
 
+from batches import manifest_door
 from batches.models import Profile
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTS = ("README.md", "docs/usage.md")
 PLACEHOLDERS = {"URL": "http://127.0.0.1:8001/4blocks.checkm", "NAME": "someone"}
+# What the demo's content server (127.0.0.1:8001) serves: Merritt's sample files.
+SAMPLES = ROOT / "tests" / "fixtures" / "merritt-sample-files"
 
 
 MANAGE = re.compile(r'make manage ARGS="([^"]*)"')
@@ -97,7 +101,8 @@ def test_an_example_is_a_command_with_options_it_accepts(doc, example, tmp_path)
     ("doc", "example"),
     [(d, e) for d, e in all_examples() if e.startswith("submit ") and "--help" not in e],
 )
-def test_a_submit_example_would_be_accepted(doc, example, tmp_path):
+def test_a_submit_example_would_be_accepted(doc, example, tmp_path, monkeypatch):
+    monkeypatch.setattr(manifest_door, "door_fetcher", lambda seconds: DemoContent())
     Profile.objects.create(name="demo", collection="demo", minter_shoulder="ark:/99999/fk4")
     name, *args = argv(example, tmp_path)
     out = io.StringIO()
@@ -123,3 +128,12 @@ def test_the_sample_answer_ids_are_those_of_a_fresh_demo():
     assert f'{{"batch_id": "{bid}", "batchID": "my-1"' in usage
     shown = set(re.findall(r"\b(?:bid|jid)\d{10}\b", usage))
     assert shown == {bid, jid}, f"usage.md shows {sorted(shown)}; a fresh demo gives {bid}, {jid}"
+
+
+class DemoContent:
+    """The demo's content server, at the door's fetch seam: a submit example's manifest link
+    is read at the door (batches.manifest_door), and the demo serves the sample files."""
+
+    def download(self, url: str, dest: Path, **_) -> None:
+        assert url.startswith("http://127.0.0.1:8001/"), url
+        shutil.copyfile(SAMPLES / url.rsplit("/", 1)[-1], dest)

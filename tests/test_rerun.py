@@ -170,6 +170,8 @@ def test_the_api_runs_a_completed_batch_id_again_when_asked(client, process_stor
         "batch_id": first,
         "batchID": "api-1",
         "duplicate": True,
+        "status": "Pending",
+        "rerun_possible": False,
     }  # not Completed yet: today's answer
     for status in ("Processing", "Reporting", "Completed"):
         process_store.transition_batch(first, status)

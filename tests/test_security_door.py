@@ -287,7 +287,8 @@ def test_the_submit_page_tells_a_viewer_up_front_and_the_navigation_hides_it(cli
 def test_the_submit_form_offers_only_the_depositors_own_profiles(client, queue, depositor):
     client.force_login(depositor)
     text = client.get("/submit/").content.decode()
-    assert '<option value="demo">' in text and '<option value="other">' not in text
+    # Their only profile, so shown chosen (issue 32).
+    assert '<option value="demo" selected>' in text and '<option value="other"' not in text
     assert 'href="/submit/"' in text
 
 

@@ -38,10 +38,11 @@ def post(client, token, body, **extra):
     )
 
 
+# A single file: a manifest's link is read at the door (tests/test_submit_door.py).
 GOOD = {
     "profile": "demo",
-    "type": "object-manifest",
-    "payload_url": "https://example.org/4blocks.checkm",
+    "type": "file",
+    "payload_url": "https://example.org/4blocks.jpg",
     "batchID": "b-1",
     "erc_what": "Motel Capri",
 }
@@ -67,7 +68,7 @@ def test_the_same_batch_id_twice_returns_the_first_batch_as_duplicate(client, qu
     first = post(client, token, GOOD).json()
     again = post(client, token, GOOD | {"erc_what": "changed"})
     assert again.status_code == 200
-    assert again.json() == first | {"duplicate": True}
+    assert again.json() == first | {"duplicate": True, "status": "Pending", "rerun_possible": False}
     assert queue.list_batch_ids() == [first["batch_id"]]
 
 
@@ -101,7 +102,10 @@ def test_a_bad_request_lists_every_problem_and_writes_nothing(client, queue, tok
     "body,problem",
     [
         ({"type": "file"}, "payload_url or an uploaded file is required"),
-        ({"digest_type": "md5", "digest_value": "xyz"}, "a digest applies to a single file"),
+        (
+            {"type": "object-manifest", "digest_type": "md5", "digest_value": "xyz"},
+            "a digest applies to a single file",
+        ),
         (
             {"type": "file", "digest_type": "md5", "digest_value": "abc"},
             "md5 digests are 32 hexadecimal characters",

@@ -28,6 +28,16 @@ KIND_TEXT = {
     "containers": "a batch of containers",
 }
 SUBMISSION_TYPES = ("file", "container", *MANIFEST_KIND)
+# Each type as a person reads it (the submission form, the check page).
+TYPE_WORDS = {
+    "file": "One file",
+    "container": "One container (zip or tar)",
+    "object-manifest": "One object, by its manifest",
+    "single-file-batch-manifest": "A batch of files",
+    "batch-manifest": "A batch of objects, by their manifests",
+    "container-batch-manifest": "A batch of containers",
+}
+KIND_TYPE = {kind: kind_type for kind_type, kind in MANIFEST_KIND.items()}
 PAYLOAD_TYPE = {"files": "file", "manifests": "object-manifest", "containers": "container"}
 # Submission keys copied into every job's configuration.
 INHERITED = (
@@ -60,6 +70,16 @@ def manifest_kind_problem(submission_type: str, manifest: Manifest) -> str | Non
             f"{manifest.profile} is for {KIND_TEXT[manifest.kind]}"
         )
     return None
+
+
+def type_to_pick(submission_type: str | None, kind: str) -> str | None:
+    """What to say when a manifest of ``kind`` is not one ``submission_type`` takes (any type
+    when None): the type that takes it, in words; None when the type fits or none does."""
+    right = KIND_TYPE.get(kind)
+    if right is None or submission_type == right:
+        return None
+    wrong = f"not “{TYPE_WORDS[submission_type]}”: " if submission_type in TYPE_WORDS else ""
+    return f"this manifest is for {KIND_TEXT[kind]}, {wrong}pick the type “{TYPE_WORDS[right]}”"
 
 
 def plan_jobs(submission: dict, manifest: Manifest | None = None) -> list[JobSpec]:

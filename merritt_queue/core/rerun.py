@@ -9,8 +9,9 @@ per batchID, as MerrittZK reads it. Two kinds:
   plans one job per Completed job from the job's own nodes (``plan_rerun``), with the
   object's ARK as the depositor's ``primary_id``: the object gets its next version, or, when
   the bytes are the same, "unchanged: no new version".
-- A depositor's resubmission of a Completed batch's batchID with ``rerun`` asked for: their
-  new submission, under the batchID ``<batchID>~rerun-<n>``.
+- A depositor's resubmission of a Completed or Failed batch's batchID with ``rerun`` asked
+  for: their new submission (a failed run's corrected manifest, say), under the batchID
+  ``<batchID>~rerun-<n>``.
 
 Pure: the store creates the batch (``QueueStore.create_rerun_batch``).
 """

@@ -42,3 +42,15 @@ def remove_upload(uploads_root: Path, payload_url: object) -> bool:
         return False
     shutil.rmtree(folder, ignore_errors=True)
     return True
+
+
+def shown_payload(data: object) -> object:
+    """A submission or a job's configuration fit to show anyone: an uploaded payload's
+    ``file:`` URL, a path on this server, becomes the uploaded file's name."""
+    if not isinstance(data, dict):
+        return data
+    url = data.get("payload_url")
+    if not isinstance(url, str) or not url.startswith("file:"):
+        return data
+    name = data.get("filename") or Path(url2pathname(urlsplit(url).path)).name
+    return data | {"payload_url": f"uploaded file {name}"}

@@ -9,6 +9,7 @@ from batches.submission import (
     TEXT_FIELDS,
     SubmissionError,
     Upload,
+    judge_manifest,
     prepare,
     submit,
     workers_problem,
@@ -113,6 +114,7 @@ class Command(BaseCommand):
     def _check(self, data: dict, upload: Upload | None, by, via: str | None) -> None:
         try:
             clean = prepare(data, upload, by=by, via=via, mind_workers=False)
+            judge_manifest(clean, upload)  # the manifest too, as submitting would
         except SubmissionError as e:
             problems = [p for p in [workers_problem()] if p] + e.problems
             raise CommandError("this would be refused:\n  " + "\n  ".join(problems)) from None
