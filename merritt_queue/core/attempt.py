@@ -76,6 +76,14 @@ class ConnectionWatch:
 
     def ensure_current(self, attempt: Attempt, before: str) -> None:
         """Return while ``attempt`` may go on to ``before``; see the module's guarantees."""
+        # Asked before every chunk of a download: the usual answer needs no lock. A change
+        # racing this read is seen by the next check, as one landing just after it would be.
+        if (
+            self.cut_since is None
+            and self.losses == attempt.losses
+            and self.session() == attempt.session
+        ):
+            return
         with self._changed:
             while True:
                 if self.losses != attempt.losses or self.session() != attempt.session:

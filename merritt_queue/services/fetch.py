@@ -416,6 +416,7 @@ class Fetcher:
         # No buffer larger than the announced body: a small file needs no big one.
         size = self.chunk_size if announced is None else max(1, min(self.chunk_size, announced))
         one_buffer = announced is not None and announced <= size
+        writing = f"write more of {part.name}"
         with open_for_writing(part) as out:
             written = written_identity(out)
             sink = Sink(out, part, hasher, size, digest_here=one_buffer)
@@ -429,7 +430,7 @@ class Fetcher:
                         break
                     if cap is not None and body.received > cap.size:
                         raise FetchError(f"{url} sent more than {cap.source}; stopped")
-                    self._pass_fence(f"write more of {part.name}")
+                    self._pass_fence(writing)
                     sink.put(buffer, length)
             except _ConnectionClosed as exc:
                 sink.abandon()
