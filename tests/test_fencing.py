@@ -18,7 +18,7 @@ import pytest
 from kazoo.client import KazooClient, KazooState
 
 from jobs.download import _download
-from jobs.handlers import _bind
+from jobs.handlers import _bind, storing
 from jobs.payload import PayloadFile
 from jobs.services import Services
 from merritt_queue.core import tree as t
@@ -305,3 +305,25 @@ def test_a_stale_attempt_raises_a_lock_lost_the_runner_abandons_on(make_store):
     expire_session(worker.client)
     with pytest.raises(AttemptStale, match="session that took the job's lock has ended"):
         attempt.check("write")
+
+
+def test_a_stale_storing_attempt_leaves_the_newer_attempts_storage_lock_alone(
+    make_store, zk, tmp_path
+):
+    stale_store, newer_store = make_store(), make_store()
+    stale_store.init()
+    jid = downloading_job(stale_store)
+    for status in ("Processing", "Storing"):
+        stale_store.transition_job(jid, status)
+    stale_store.save_job_data(jid, "identifiers", {"primary_id": ARK, "local_id": []})
+    stale_job = stale_store.lock_job(jid)
+    stale = stale_store.begin_attempt(stale_job)
+    expire_session(stale_store.client)
+    newer = newer_store.lock_storage(ARK, owner=jid)
+    assert newer
+    before = zk.exists(t.storage_lock(ARK))
+    services = services_for(stale_store, tmp_path / "work").for_attempt(stale)
+    with pytest.raises(AttemptStale):
+        storing(services, stale_job)
+    after = zk.exists(t.storage_lock(ARK))
+    assert after is not None and (after.czxid, after.version) == (before.czxid, before.version)
