@@ -20,7 +20,7 @@ from django.conf import settings
 
 from jobs.payload import PayloadFile, head_sizes, job_config, known_sizes, payload_files
 from jobs.services import Services
-from merritt_queue.core.attempt import Attempt
+from merritt_queue.core.attempt import Attempt, sweep_abandoned
 from merritt_queue.core.runner import Decision, Outcome
 from merritt_queue.core.store import JobRecord
 from merritt_queue.deposit.containers import unpack, unpacked_bound, unpacked_size
@@ -87,6 +87,7 @@ def _download(s: Services, job: JobRecord, files: list[PayloadFile]) -> Outcome:
     """
     attempt = s.current_attempt(job)
     work = s.job_dir(job.jid)
+    sweep_abandoned(work)  # what crashed attempts left; never a live attempt's
     staging = attempt.staging(work)
     try:
         return _download_staged(s, attempt, job, work, staging, files)

@@ -17,6 +17,9 @@ Guarantees:
   each side effect, and side effects are small (a chunk, a rename), never a whole step.
 - ``staging(root)`` is a folder only this attempt writes in: a stale attempt's files never
   land where a newer attempt's are, and an attempt removes only its own.
+- ``sweep_abandoned`` removes only staging folders nothing has written in for a day: an
+  attempt that is alive writes (a download's reads time out long before), so such a
+  folder is a crashed attempt's, which could not clean up after itself.
 - A handler run outside the runner (a test, a benchmark) gets an unfenced attempt
   (``unfenced``): its own staging folder, and a ``check`` that always passes.
 """
@@ -24,6 +27,7 @@ Guarantees:
 from __future__ import annotations
 
 import contextvars
+import shutil
 import threading
 import time
 import uuid
@@ -38,6 +42,8 @@ from .errors import LockLost
 
 # Where attempts stage their files, under the folder they publish into.
 STAGING = ".attempts"
+# A staging folder untouched this long belongs to an attempt that died (see the module).
+ABANDONED_AFTER = 86400.0
 
 
 class AttemptStale(LockLost):
@@ -144,6 +150,28 @@ class Attempt:
     def staging(self, root: Path) -> Path:
         """This attempt's own folder under ``root`` (not made here)."""
         return root / STAGING / self.token
+
+
+def sweep_abandoned(root: Path, older_than: float = ABANDONED_AFTER) -> list[Path]:
+    """Remove the staging folders under ``root`` nothing has written in for ``older_than``
+    seconds; the folders removed."""
+    cutoff = time.time() - older_than
+    removed = []
+    for folder in sorted((root / STAGING).glob("*")):
+        if _last_written(folder) < cutoff:
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed
+
+
+def _last_written(folder: Path) -> float:
+    newest = 0.0
+    for path in (folder, *folder.rglob("*")):
+        try:
+            newest = max(newest, path.lstat().st_mtime)
+        except FileNotFoundError:  # its attempt is removing it: not abandoned
+            return time.time()
+    return newest
 
 
 def _nonce() -> str:
