@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shutil
 from contextlib import nullcontext
 from pathlib import Path
@@ -19,14 +20,15 @@ from django.conf import settings
 
 from jobs.payload import PayloadFile, head_sizes, job_config, known_sizes, payload_files
 from jobs.services import Services
-from merritt_queue.core.runner import Outcome
+from merritt_queue.core.attempt import Attempt, sweep_abandoned
+from merritt_queue.core.runner import Decision, Outcome
 from merritt_queue.core.store import JobRecord
 from merritt_queue.deposit.containers import unpack, unpacked_bound, unpacked_size
 from merritt_queue.deposit.digest import file_digests, normalise_algorithm
 from merritt_queue.deposit.diskspace import percent_of_disk, percent_used_after
 from merritt_queue.deposit.reserve import undeclared_each, undeclared_reserve
 from merritt_queue.deposit.safepath import inside, inside_each
-from merritt_queue.services.errors import ServiceError
+from merritt_queue.services.errors import PartFileGone, ServiceError
 from merritt_queue.services.fetch import DownloadItem
 from merritt_queue.services.hostslots import HostFull
 
@@ -86,20 +88,66 @@ def _in_lock_session(s: Services, job: JobRecord) -> bool:
 
 
 def _download(s: Services, job: JobRecord, files: list[PayloadFile]) -> Outcome:
+    """Download into this attempt's own staging folder, then publish it as ``producer/``.
+
+    Only the staging folder is written while downloading, so an attempt cut off from
+    ZooKeeper and a newer attempt of the same job never write or delete each other's files;
+    ``producer/`` changes by renames made while the attempt is still current (``publish``).
+    On any error, this attempt's staging folder goes, and nothing else. A file of it that
+    vanished or was replaced meanwhile makes the step run again later, never fail.
+    """
+    attempt = s.current_attempt(job)
     work = s.job_dir(job.jid)
-    producer = work / "producer"
-    shutil.rmtree(producer, ignore_errors=True)  # a re-run starts clean
-    producer.mkdir(parents=True)
+    sweep_abandoned(work)  # what crashed attempts left; never a live attempt's
+    staging = attempt.staging(work)
+    try:
+        return _download_staged(s, attempt, job, work, staging, files)
+    except PartFileGone as gone:
+        return Outcome.later(f"{gone}", delay=settings.MQ_HOST_WAIT_SECONDS)
+    except FileNotFoundError as gone:  # this attempt's staging folder, removed by someone
+        return Outcome.later(
+            f"a file being downloaded vanished ({gone.filename}); downloading again later",
+            delay=settings.MQ_HOST_WAIT_SECONDS,
+        )
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _download_staged(
+    s: Services,
+    attempt: Attempt,
+    job: JobRecord,
+    work: Path,
+    staging: Path,
+    files: list[PayloadFile],
+) -> Outcome:
+    producer = staging / "producer"
     if job_config(job).get("payload_type") == "container":
-        waiting = _download_container(s, job, work, producer, files[0])
+        waiting = _download_container(s, attempt, job, work, staging, files[0])
         if waiting:
             return waiting
     else:
+        producer.mkdir(parents=True)
         _download_files(s, producer, files)
     sizes = [p.stat().st_size for p in producer.rglob("*") if p.is_file()]
+    publish(attempt, producer, work / "producer", staging)
     total = sum(sizes)
     message = f"downloaded {len(sizes)} file(s), {total} bytes"
     return Outcome.success(message, data={"space_needed": total})
+
+
+def publish(attempt: Attempt, staged: Path, dest: Path, staging: Path) -> None:
+    """Put ``staged`` at ``dest`` by renames, only while ``attempt`` is current.
+
+    What an earlier attempt published there is first moved into this attempt's staging
+    folder, to go with it: an attempt that lost its lock never gets this far, so it never
+    replaces, nor removes, a newer attempt's files.
+    """
+    attempt.check(f"publish {dest.name}")
+    staging.mkdir(parents=True, exist_ok=True)
+    if dest.exists():
+        os.rename(dest, staging / f"replaced-{dest.name}")
+    os.rename(staged, dest)
 
 
 def _download_files(s: Services, producer: Path, files: list[PayloadFile]) -> None:
@@ -127,24 +175,48 @@ def _check_local(path: Path, f: PayloadFile) -> None:
 
 
 def _download_container(
-    s: Services, job: JobRecord, work: Path, producer: Path, f: PayloadFile
+    s: Services, attempt: Attempt, job: JobRecord, work: Path, staging: Path, f: PayloadFile
 ) -> Outcome | None:
-    """Download and unpack the container; an Outcome when it must wait or fail instead."""
-    archive = inside(work / "container", f.name)
-    kept = archive.parent / KEPT_ARCHIVE
-    if not (archive.is_file() and _kept_for(kept) == f.identity()):
-        kept.unlink(missing_ok=True)
+    """Download and unpack the container into ``staging``; an Outcome when it must wait or
+    fail instead. An archive kept by an earlier attempt for the same file is reused, read
+    only; one this attempt downloads is published for later attempts only when it waits."""
+    kept_archive = inside(work / "container", f.name)
+    kept = kept_archive.parent / KEPT_ARCHIVE
+    if kept_archive.is_file() and _kept_for(kept) == f.identity():
+        archive = kept_archive
+    else:
+        archive = inside(staging / "container", f.name)
         archive.parent.mkdir(parents=True, exist_ok=True)
         s.fetch(f.url, archive, digest=f.digest, size=f.size)
         if f.url.startswith("file:"):
             _check_local(archive, f)
     refused = _unpack_refused(s, job, archive, f)
-    if refused:
+    if refused is not None and refused.action == Decision.LATER:
+        _keep_archive(attempt, archive, kept_archive, staging, f)
+    elif refused is not None and archive == kept_archive:
+        attempt.check(f"remove the kept {f.name}")
+        archive.unlink(missing_ok=True)
+    if refused is not None:
         return refused
-    kept.unlink(missing_ok=True)
-    shutil.rmtree(producer)
-    unpack(archive, producer, **_unpack_limits())
+    unpack(archive, staging / "producer", **_unpack_limits())
+    if archive == kept_archive:
+        attempt.check(f"forget the kept {f.name}")
+        kept.unlink(missing_ok=True)
     return None
+
+
+def _keep_archive(
+    attempt: Attempt, archive: Path, kept_archive: Path, staging: Path, f: PayloadFile
+) -> None:
+    """Keep ``archive`` for the next attempt, with what it is a copy of beside it; both
+    written in ``staging`` and renamed into place while ``attempt`` is current."""
+    marker = staging / KEPT_ARCHIVE
+    marker.write_text(json.dumps(f.identity()))
+    attempt.check(f"keep {f.name} for the next attempt")
+    kept_archive.parent.mkdir(parents=True, exist_ok=True)
+    if archive != kept_archive:
+        os.replace(archive, kept_archive)
+    os.replace(marker, kept_archive.parent / KEPT_ARCHIVE)
 
 
 def _unpack_limits() -> dict[str, int]:
@@ -175,14 +247,12 @@ def _unpack_refused(s: Services, job: JobRecord, archive: Path, f: PayloadFile) 
         s.store.set_space_needed(job.jid, size + unpacked)
     share = percent_of_disk(s.work_root, size + unpacked)
     if share > threshold:
-        archive.unlink(missing_ok=True)
         return Outcome.fail(
             f"{f.name} unpacks to {unpacked} bytes: with the archive that is {share:.0f}% of "
             f"the working disk, more than MQ_DISK_THRESHOLD ({threshold}%) allows even with "
             "nothing else on it; give the working disk more space or raise the threshold, "
             "then resume the job"
         )
-    archive.parent.joinpath(KEPT_ARCHIVE).write_text(json.dumps(f.identity()))
     return Outcome.later(
         f"waiting for disk space to unpack {f.name}: its {unpacked} bytes would take the "
         f"working disk to {projected:.0f}% (threshold {threshold}%); the archive is kept",

@@ -5,9 +5,11 @@ The table is here with the short steps; Downloading (``download.py``) and Proces
 Downloading read of the job's submission.
 
 Each step's side effects are safe to repeat, because a step whose commit was
-lost (worker killed, session expired) runs again: downloads restart into a
-clean directory, a minted ARK is saved to ZooKeeper before anything uses it,
-storage is keyed by the job id, inventory by (ARK, version).
+lost (worker killed, session expired) runs again: downloads go into the attempt's own
+staging folder and are published by rename, a minted ARK is saved to ZooKeeper before
+anything uses it, storage is keyed by the job id, inventory by (ARK, version). Two attempts
+can run at once (one cut off from ZooKeeper): every side effect outside ZooKeeper passes
+the attempt's fence first (``core/attempt.py``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from jobs.payload import job_config, known_sizes, payload_files, save_head_sizes
 from jobs.services import Services
 from jobs.versionfiles import UNCHANGED
 from merritt_queue.core import stepowners
+from merritt_queue.core.attempt import Attempt
+from merritt_queue.core.attempt import current as current_attempt
 from merritt_queue.core.itemkeys import profile_of
 from merritt_queue.core.runner import Outcome
 from merritt_queue.core.states import JobStatus
@@ -56,8 +60,9 @@ def handlers(services: Services) -> dict:
 
 def _bind(fn, services):
     def handler(job: JobRecord) -> Outcome:
+        attempt = current_attempt() or Attempt.unfenced(job.jid, job.status)
         try:
-            return fn(services, job)
+            return fn(services.for_attempt(attempt), job)
         except (ServiceError, ManifestError, ContainerError) as e:
             return Outcome.fail(str(e))
 
@@ -144,9 +149,13 @@ def provisioning(s: Services, job: JobRecord) -> Outcome:
 def storing(s: Services, job: JobRecord) -> Outcome:
     ark = _ark(job)
     action, delete = _store_request(job)
-    if not s.store.lock_storage(ark, owner=job.jid):
+    attempt = s.current_attempt(job)
+    # A stale attempt must not take the lock back from a newer one of the same job.
+    attempt.check(f"take the storage lock of {ark}")
+    taken = s.store.lock_storage(ark, owner=job.jid)
+    if taken is None:
         return Outcome.later(f"{ark} is being stored by another job", delay=10)
-    with _held(s, ItemLock("storage", ark, owner=job.jid)) as lock:
+    with _held(s, taken) as lock:
         work = s.job_dir(job.jid)
         entries = objectfiles.object_files(work)
         names = [e["name"] for e in entries]
@@ -155,6 +164,7 @@ def storing(s: Services, job: JobRecord) -> Outcome:
             {"name": e["name"], "size": e["size"], "digests": {"sha256": e["sha256"]}}
             for e in entries
         ]
+        attempt.check(f"store {ark}")
         try:
             version = s.storage_for(job.configuration).store_version(
                 ark, work, files, token=job.jid, manifest=manifest, mode=action, delete=delete
@@ -273,11 +283,14 @@ def notify(s: Services, job: JobRecord) -> Outcome:
         job = dataclasses.replace(job, store=data["store"])
     config = job_config(job)
     profile = s.profile(profile_of(config))
+    attempt = s.current_attempt(job)
     if profile and profile.callback_url:
+        attempt.check("notify the callback")
         # The same key on every run of this step: a receiver can drop a repeated notification.
         s.notifier.notify(
             profile.callback_url, _callback_payload(job), idempotency_key=f"{job.jid}:notify"
         )
+    attempt.check("remove the working folder")
     shutil.rmtree(s.job_dir(job.jid), ignore_errors=True)
     note = (
         f"callback {profile.callback_url} answered"

@@ -44,6 +44,9 @@ def processing(s: Services, job: JobRecord) -> Outcome:
         return Outcome.fail(refusal)
     # Read before an ARK is minted or a local id bound: a refused list leaves neither behind.
     action = deletelist.store_action(config.get("submission_mode"))
+    attempt = s.current_attempt(job)
+    if action == "update":
+        attempt.check("move the delete list to system/")
     deleted = _take_delete_file(s.job_dir(job.jid)) if action == "update" else []
     local_ids = list(
         ids.get("local_id") or ([config["local_id"]] if config.get("local_id") else [])
@@ -70,6 +73,7 @@ def processing(s: Services, job: JobRecord) -> Outcome:
         _release_local_ids(s, taken)
     if waiting := _describe(s, ark, citation(job, profile, local_ids)):
         return waiting
+    attempt.check("write the object's files")
     data = _write_object_files(s, job, ark, action, profile, deleted)
     note = f"; {len(deleted)} file(s) to delete" if deleted else ""
     return Outcome.success(f"identified as {ark}{note}", data=data)

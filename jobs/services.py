@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import threading
@@ -20,9 +21,10 @@ from batches.models import Profile
 from inventory.recorder import LocalInventory
 from jobs import contentlinks
 from merritt_queue.core import stepowners
+from merritt_queue.core.attempt import Attempt
 from merritt_queue.core.history import WORKER_PREFIX, process_actor
 from merritt_queue.core.itemkeys import profile_of
-from merritt_queue.core.store import QueueStore
+from merritt_queue.core.store import JobRecord, QueueStore
 from merritt_queue.deposit.uploads import uploads_root
 from merritt_queue.project.runtime import get_store
 from merritt_queue.services.errors import ServiceError
@@ -57,6 +59,22 @@ class Services:
     merritt_localids: MerrittLocalIds | None = None
     # What one chain of a job's steps has read (``chain``), per thread.
     _chain: threading.local = field(default_factory=threading.local, repr=False)
+    # The attempt at a step these services work for (``for_attempt``); None outside one.
+    attempt: Attempt | None = None
+
+    def for_attempt(self, attempt: Attempt) -> Services:
+        """These services for one attempt at a job's step: its downloads and copies pass
+        the attempt's fence (``attempt.check``), and ``current_attempt`` names it."""
+        return dataclasses.replace(
+            self, attempt=attempt, fetcher=self.fetcher.fenced(attempt.check)
+        )
+
+    def current_attempt(self, job: JobRecord) -> Attempt:
+        """The attempt at ``job``'s step these services work for; an unfenced one of its
+        own when they were not given one (a handler called outside the runner)."""
+        if self.attempt is not None and self.attempt.jid == job.jid:
+            return self.attempt
+        return Attempt.unfenced(job.jid)
 
     @contextmanager
     def chain(self) -> Iterator[None]:
@@ -150,6 +168,8 @@ class Services:
             raise ServiceError(f"{url} is not an uploaded file of this queue", retryable=False)
         if not src.is_file():
             raise ServiceError(f"the uploaded file {src.name} is gone", retryable=False)
+        if self.attempt is not None:
+            self.attempt.check(f"copy {src.name}")
         shutil.copyfile(src, dest)
 
 

@@ -14,6 +14,7 @@ from harness.merrittstore import StoredEntry
 from merritt_queue.services import mrtstate
 from merritt_queue.services.errors import StorageError
 from merritt_queue.services.merrittstorage import MerrittStorageClient
+from merritt_queue.services.storage import TOKEN_SOURCE_NAME
 from merritt_queue.services.versions import StoredFile
 
 pytest_plugins = ["tests.httpserver"]
@@ -229,3 +230,18 @@ def test_state_numbers_are_read_as_numbers_or_as_text(count):
     state = {"fil:fileState": {"fil:size": count, "fil:messageDigest": "sha256=ABC"}}
     assert mrtstate.stored_file("f", state) == StoredFile("f", 2, {"sha256": "abc"})
     assert mrtstate.file_names({"ver:versionState": {"ver:identifier": 1}}) == []
+
+
+def test_the_token_file_is_replaced_whole_never_rewritten_in_place(client, root):
+    # Another attempt's token file, still being read (here: a second name for its bytes).
+    work = write(root / "job-1", V1)
+    read_by_storage = root / "token-being-read"
+    read_by_storage.write_text("job-1 of the other attempt", encoding="utf-8")
+    (work / TOKEN_SOURCE_NAME).hardlink_to(read_by_storage)
+    version = client.store_version(ARK, work, None, token="job-1", manifest=manifest(V1))
+    assert version.version == 1
+    assert (work / TOKEN_SOURCE_NAME).read_text(encoding="utf-8") == "job-1"
+    assert read_by_storage.read_text(encoding="utf-8") == "job-1 of the other attempt"
+    assert [p.name for p in work.iterdir() if p.name.startswith(TOKEN_SOURCE_NAME)] == [
+        TOKEN_SOURCE_NAME
+    ]

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import pytest
 
+from merritt_queue.core.attempt import STAGING
 from merritt_queue.core.history import MAX_MESSAGE
 from merritt_queue.core.states import JOB_STEPS
 from merritt_queue.core.tree import inventory_lock, job_node, storage_lock
@@ -152,8 +153,9 @@ class Seams:
         if self.step == "Estimating":
             return self.heads >= 1
         if self.step == "Downloading":
-            part = root / "work" / "jobs" / job.jid / "producer" / "object.bin.part"
-            return part.exists() and part.stat().st_size > 0
+            # Written in the attempt's own staging folder (docs/architecture.md, Fencing).
+            staged = root / "work" / "jobs" / job.jid / STAGING
+            return any(_size(p) > 0 for p in staged.glob("*/producer/object.bin.part"))
         if self.step == "Processing":
             return _has_open(self.cluster.proc("worker1").pid, root / "minter" / "99999-fk4.lock")
         if self.step == "Storing":
@@ -164,6 +166,13 @@ class Seams:
         if self.step == "Notify":
             return len(self.callbacks) >= 1
         raise AssertionError(self.step)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:  # the attempt ended meanwhile
+        return 0
 
 
 def _has_open(pid: int, path: Path) -> bool:

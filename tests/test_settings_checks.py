@@ -321,6 +321,18 @@ def test_a_web_zookeeper_wait_out_of_bounds_is_e082(wait):
         assert ids(checks.check_web_zk_wait()) == ["mq.E082"]
 
 
+@pytest.mark.parametrize("seconds", [-1, float("nan"), float("inf")])
+def test_a_step_cut_off_bound_that_is_not_a_duration_is_e084(seconds):
+    with override_settings(MQ_STEP_CUT_OFF_SECONDS=seconds):
+        assert ids(checks.check_step_cut_off()) == ["mq.E084"]
+
+
+@pytest.mark.parametrize("seconds", [0, 10, 120.5])
+def test_a_step_cut_off_bound_of_seconds_passes(seconds):
+    with override_settings(MQ_STEP_CUT_OFF_SECONDS=seconds):
+        assert checks.check_step_cut_off() == []
+
+
 def test_merritt_api_needs_merritt_storage_and_inventory_settings_whatever_mq_storage_says(
     settings,
 ):

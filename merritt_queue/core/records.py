@@ -51,6 +51,16 @@ class ItemLock:
     kind: str  # storage | inventory
     ark: str
     owner: str = ""  # the job id a storage lock records
+    # Which take of a storage lock this is (``Locks.lock_storage``): the node's creation
+    # and its version after the take. None for a lock whose take was not recorded.
+    czxid: int | None = None
+    version: int | None = None
+
+    def taken_as(self, stat: Any) -> bool:
+        """Whether the lock node ``stat`` describes is still this take of it."""
+        if self.czxid is None:
+            return True
+        return stat.czxid == self.czxid and stat.version == self.version
 
     @property
     def path(self) -> str:

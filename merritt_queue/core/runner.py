@@ -9,6 +9,9 @@ Guarantees:
   again elsewhere. Handlers make their own side effects idempotent (a stored
   version keyed by job id, an ARK saved before use), so a repeated step never
   stores or mints twice.
+- Each run of a handler is an attempt (``attempt``), current in its thread while it runs:
+  the handler's side effects outside ZooKeeper pass its fence, so a step whose worker was
+  cut off from ZooKeeper starts nothing more, and abandons once its session is gone.
 - A handler's exception fails the job with a message, never loses it.
 - A worker may carry a job on through its next steps without unlocking it
   (``ChainPolicy``): each step still commits in its own multi, checked on the
@@ -24,6 +27,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from . import metrics
+from .attempt import running
 from .errors import ChangedUnderYou, InvalidData, LockLost, NotFound, QueueError
 from .pauseflag import pause_flag
 from .reasons import describe
@@ -201,7 +205,8 @@ def _run_steps(store, jid, status, handlers, policy) -> StepReport:
     while True:
         try:
             began = time.monotonic()
-            outcome = run_handler(handlers[job.status], job)
+            with running(store.begin_attempt(job)):
+                outcome = run_handler(handlers[job.status], job)
             took = time.monotonic() - began
             steps += 1
             go_on = _may_go_on(store, job, outcome, handlers, policy, steps, started)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from pathlib import Path
@@ -388,6 +389,20 @@ def check_request_limit(app_configs=None, **kwargs) -> list[checks.CheckMessage]
     ]
 
 
+def check_step_cut_off(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    seconds = settings.MQ_STEP_CUT_OFF_SECONDS
+    if 0 <= seconds < math.inf:
+        return []
+    return [
+        checks.Error(
+            f"MQ_STEP_CUT_OFF_SECONDS={seconds!r} must be a number of seconds, 0 or more.",
+            hint="A step cut off from ZooKeeper waits this long for its session before it "
+            "gives up; the default is ZK_TIMEOUT, past which the session is gone anyway.",
+            id="mq.E084",
+        )
+    ]
+
+
 def check_web_zk_wait(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     wait = settings.MQ_WEB_ZK_WAIT
     if 0 < wait <= 60:
@@ -468,6 +483,7 @@ ALL_CHECKS = [
     check_request_limit,
     check_proxy_ssl_header,
     check_web_zk_wait,
+    check_step_cut_off,
     check_content_base_url,
     check_local_id_service,
 ]

@@ -52,6 +52,10 @@ SECURE_PROXY_SSL_HEADER = (
 ZK_HOSTS = env_str("ZK_HOSTS", "127.0.0.1:2181")
 ZK_CHROOT = env_str("ZK_CHROOT", "/merritt")
 ZK_TIMEOUT = env_float("ZK_TIMEOUT", 10.0)
+# How long a step whose worker is cut off from ZooKeeper waits for its session to come back
+# before it gives up (it starts no new side effect meanwhile). By default the session
+# timeout: past it, the session is gone at the server and another worker may hold the job.
+MQ_STEP_CUT_OFF_SECONDS = env_float("MQ_STEP_CUT_OFF_SECONDS", ZK_TIMEOUT)
 # The most a web request waits for ZooKeeper while it is unreachable, counted from the
 # request's start; then the request fails, and what it asked of ZooKeeper is not sent later.
 MQ_WEB_ZK_WAIT = env_float("MQ_WEB_ZK_WAIT", 5.0)

@@ -38,6 +38,15 @@ class FetchError(ServiceError):
     failures: list[tuple[str, BaseException]]
 
 
+class PartFileGone(FetchError):
+    """A download's part file vanished, or was replaced, before it was renamed into place:
+    something else wrote in this attempt's folder. Always retryable: the step runs again,
+    never fails for it."""
+
+    def __init__(self, message: str, *, retryable: bool = True) -> None:
+        super().__init__(message, retryable=True)
+
+
 class MinterError(ServiceError):
     """No identifier could be minted."""
 

@@ -12,7 +12,11 @@ Guarantees:
   buffer, see ``partfile.Sink``).
 - ``dest`` appears only complete, verified and on the disk: bytes go to ``<dest>.part``, which
   is fsynced, then renamed onto ``dest`` after the size and digest checks pass, and removed
-  on any error, an error of a helper thread included.
+  on any error, an error of a helper thread included. A part file that vanished or was
+  replaced meanwhile is ``PartFileGone`` (retryable), never a stored file.
+- A fenced fetcher (``fenced``) asks its fence before writing each chunk and before the
+  rename: a step that lost its lock stops there, and its error (``LockLost``) is raised as
+  it is, never folded into a ``FetchError``.
 - Connection errors, timeouts, 408, 429 and 5xx are retried with exponential backoff (a
   server's Retry-After is honoured, up to 30 s); other 4xx are not. ``retries`` is the total
   number of attempts.
@@ -41,7 +45,7 @@ import http.client
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,9 +54,10 @@ from urllib.parse import urljoin
 import requests
 import urllib3.exceptions
 
+from ..core.errors import LockLost
 from ..deposit.digest import Hashers, normalise_algorithm
 from . import httputil, pinned, transport
-from .errors import FetchError
+from .errors import FetchError, PartFileGone
 from .netpolicy import is_public
 from .partfile import (
     Sink,
@@ -61,6 +66,7 @@ from .partfile import (
     part_path,
     rename_into_place,
     unlink_quietly,
+    written_identity,
 )
 from .transport import RequestDeadline
 
@@ -144,6 +150,8 @@ class Fetcher:
         # Whether max_download_bytes is what Estimating reserved for a file of undeclared size.
         self.undeclared_reserved = False
         self.declared_sizes: dict[str, int] = {}
+        # Asked before each chunk is written and before the rename; raises to stop (``fenced``).
+        self.fence: Callable[[str], None] | None = None
         # Each thread's session, shared with the copies ``with_declared_sizes`` makes.
         self._sessions = threading.local()
 
@@ -158,6 +166,17 @@ class Fetcher:
             bounded.max_download_bytes = undeclared
             bounded.undeclared_reserved = True
         return bounded
+
+    def fenced(self, fence: Callable[[str], None]) -> Fetcher:
+        """A copy whose downloads ask ``fence`` (with what they are about to do) before each
+        chunk they write and before the rename that completes them."""
+        bounded = copy.copy(self)
+        bounded.fence = fence
+        return bounded
+
+    def _pass_fence(self, before: str) -> None:
+        if self.fence is not None:
+            self.fence(before)
 
     # -- size estimates -------------------------------------------------------------------
 
@@ -225,11 +244,12 @@ class Fetcher:
         part = part_path(dest)
         try:
             make_dir(dest.parent)
-            size, digests = self._download_with_retries(
+            size, digests, written = self._download_with_retries(
                 url, part, algorithms, expected_size, max_bytes
             )
             _verify_digest(url, expected, digests)
-            rename_into_place(part, dest)
+            self._pass_fence(f"complete {dest.name}")
+            rename_into_place(part, dest, written)
         except BaseException:
             unlink_quietly(part)
             raise
@@ -267,6 +287,9 @@ class Fetcher:
             ]
         ended = [(item, f.exception()) for item, f in zip(items, futures, strict=True)]
         failures = [(item, exc) for item, exc in ended if exc is not None]
+        stale = [exc for _, exc in failures if isinstance(exc, LockLost)]
+        if stale:  # the step stops: not a failure of the downloads
+            raise stale[0]
         if failures:
             for item, _ in failures:
                 unlink_quietly(part_path(Path(item.dest)))
@@ -282,7 +305,7 @@ class Fetcher:
         algorithms: list[str],
         expected_size: int | None,
         max_bytes: int | None,
-    ) -> tuple[int, dict[str, str]]:
+    ) -> tuple[int, dict[str, str], tuple[int, int]]:
         last: _Transient | None = None
         for attempt in range(1, self.retries + 1):
             try:
@@ -306,7 +329,7 @@ class Fetcher:
         algorithms: list[str],
         expected_size: int | None,
         max_bytes: int | None,
-    ) -> tuple[int, dict[str, str]]:
+    ) -> tuple[int, dict[str, str], tuple[int, int]]:
         cap = self._cap(expected_size, url, max_bytes)
         deadline = RequestDeadline(self.deadline)
         with deadline:
@@ -324,14 +347,14 @@ class Fetcher:
                 _check_announced(url, announced, expected_size, cap)
                 body = _Body(url, resp, self.timeout[1])
                 try:
-                    size, digests = self._stream(body, part, algorithms, announced, cap)
+                    size, digests, written = self._stream(body, part, algorithms, announced, cap)
                 except (_Transient, FetchError):
                     _raise_if_expired(url, deadline, body.received)
                     raise
                 _raise_if_expired(url, deadline, body.received)
         if expected_size is not None and size != expected_size:
             raise FetchError(f"size mismatch for {url}: expected {expected_size} bytes, got {size}")
-        return size, digests
+        return size, digests, written
 
     def _cap(self, expected_size: int | None, url: str, max_bytes: int | None) -> _Cap | None:
         """The most bytes ``url`` may give, and where that figure comes from."""
@@ -387,13 +410,15 @@ class Fetcher:
         algorithms: list[str],
         announced: int | None,
         cap: _Cap | None,
-    ) -> tuple[int, dict[str, str]]:
+    ) -> tuple[int, dict[str, str], tuple[int, int]]:
         url = body.url
         hasher = Hashers(algorithms) if algorithms else None
         # No buffer larger than the announced body: a small file needs no big one.
         size = self.chunk_size if announced is None else max(1, min(self.chunk_size, announced))
         one_buffer = announced is not None and announced <= size
+        writing = f"write more of {part.name}"
         with open_for_writing(part) as out:
+            written = written_identity(out)
             sink = Sink(out, part, hasher, size, digest_here=one_buffer)
             try:
                 while True:
@@ -405,6 +430,7 @@ class Fetcher:
                         break
                     if cap is not None and body.received > cap.size:
                         raise FetchError(f"{url} sent more than {cap.source}; stopped")
+                    self._pass_fence(writing)
                     sink.put(buffer, length)
             except _ConnectionClosed as exc:
                 sink.abandon()
@@ -425,7 +451,7 @@ class Fetcher:
                 f"{url}: the server sent more bytes than the {announced} of its Content-Length; "
                 "the response is not trusted and nothing was kept"
             )
-        return received, hasher.hexdigests() if hasher else {}
+        return received, hasher.hexdigests() if hasher else {}, written
 
 
 class _Body:
@@ -589,7 +615,9 @@ def _combined_error(total: int, failures: list[tuple[DownloadItem, BaseException
         text = str(exc) or type(exc).__name__
         lines.append(text if item.url in text else f"{item.url}: {text}")
     retryable = all(getattr(exc, "retryable", False) for _, exc in failures)
-    err = FetchError(
+    # One vanished part file makes the whole step one to run again later.
+    gone = any(isinstance(exc, PartFileGone) for _, exc in failures)
+    err = (PartFileGone if gone else FetchError)(
         f"{len(failures)} of {total} downloads failed:\n" + "\n".join(f"- {t}" for t in lines),
         retryable=retryable,
     )

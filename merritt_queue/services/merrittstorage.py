@@ -30,6 +30,8 @@ which also tells a content duplicate (nothing is posted).
 
 from __future__ import annotations
 
+import os
+import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -68,6 +70,21 @@ _CHECKM_HEADER = (
 
 def token_file_name(token: str) -> str:
     return f"{_TOKEN_PREFIX}{quote(token, safe='')}.txt"
+
+
+def _write_token_file(source_dir: Path, token: str) -> Path:
+    """The token file storage fetches, written whole under a name of this call's own and
+    renamed into place: two attempts of one job write the same bytes, and storage never
+    reads a half-written one."""
+    path = source_dir / TOKEN_SOURCE_NAME
+    own = source_dir / f"{TOKEN_SOURCE_NAME}.{uuid.uuid4().hex}"
+    try:
+        own.write_text(token, encoding="utf-8")
+        os.replace(own, path)
+    except OSError as exc:
+        own.unlink(missing_ok=True)
+        raise storage_disk_error(path, exc) from exc
+    return path
 
 
 def _token_of(name: str) -> str | None:
@@ -136,11 +153,7 @@ class MerrittStorageClient:
             return StoredVersion(
                 ark, latest.number, current, latest.token, plan.changes, unchanged=True
             )
-        token_path = Path(source_dir) / TOKEN_SOURCE_NAME
-        try:
-            token_path.write_text(token, encoding="utf-8")
-        except OSError as exc:
-            raise storage_disk_error(token_path, exc) from exc
+        token_path = _write_token_file(Path(source_dir), token)
         lines = [self._checkm_line(f.name, p, f) for f, (_, p) in zip(stored, sources, strict=True)]
         token_file = describe_file(token_file_name(token), token_path, STORED_ALGORITHMS)
         lines.append(self._checkm_line(token_file.name, token_path, token_file))

@@ -1,7 +1,8 @@
 """A download's file on disk: written beside its destination, digested on the way.
 
 Guarantees: bytes go to ``part_path(dest)`` and reach ``dest`` only by one rename once the
-caller has checked them; the file is fsynced before that (``Sink.close``); memory stays
+caller has checked them, and only if the part file is still the one written (else
+``PartFileGone``, retryable); the file is fsynced before that (``Sink.close``); memory stays
 bounded (``Sink`` keeps at most a few chunks); a full disk is a retryable ``FetchError``
 naming the file, any other write error a final one, whichever thread meets it.
 """
@@ -15,7 +16,7 @@ import threading
 from pathlib import Path
 
 from ..deposit.digest import Hashers
-from .errors import FetchError
+from .errors import FetchError, PartFileGone
 
 # What a download's name gets while it is written: the door leaves room for it in a file
 # name (``manifestvalues.file_name_problem``).
@@ -49,11 +50,32 @@ def make_dir(path: Path) -> None:
         raise disk_error(path, exc) from exc
 
 
-def rename_into_place(part: Path, dest: Path) -> None:
+def rename_into_place(part: Path, dest: Path, written: tuple[int, int] | None = None) -> None:
+    """Rename ``part`` onto ``dest``; ``written``: the (device, inode) the bytes went to,
+    which ``part`` must still be."""
     try:
+        if written is not None and _identity(os.stat(part)) != written:
+            raise PartFileGone(
+                f"{part.name} was replaced by another file while it was downloaded; "
+                "nothing was kept, it is downloaded again later"
+            )
         os.replace(part, dest)
+    except FileNotFoundError:
+        raise PartFileGone(
+            f"{part.name} vanished before it was complete (another process removed it); "
+            "nothing was kept, it is downloaded again later"
+        ) from None
     except OSError as exc:
         raise disk_error(dest, exc) from exc
+
+
+def _identity(stat: os.stat_result) -> tuple[int, int]:
+    return stat.st_dev, stat.st_ino
+
+
+def written_identity(out) -> tuple[int, int]:
+    """The (device, inode) of the open file ``out``, for ``rename_into_place``."""
+    return _identity(os.fstat(out.fileno()))
 
 
 def open_for_writing(path: Path):

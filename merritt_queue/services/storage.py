@@ -174,7 +174,7 @@ def source_files(source_dir: Path, files: list[tuple[str, Path]] | None) -> list
         files = [
             (p.relative_to(source_dir).as_posix(), p)
             for p in sorted(source_dir.rglob("*"))
-            if not p.is_dir() and p.name != TOKEN_SOURCE_NAME
+            if not p.is_dir() and not p.name.startswith(TOKEN_SOURCE_NAME)
         ]
     seen: set[str] = set()
     checked = []

@@ -11,8 +11,9 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from .. import tree as t
+from ..attempt import Attempt, ConnectionWatch
 from ..errors import LockLost
-from ..records import ItemLock
+from ..records import ItemLock, JobRecord
 from .base import StoreBase
 from .engine import CONNECTION_ERRORS, log
 
@@ -30,8 +31,13 @@ _RELEASE_NEWS = {
 class Locks(StoreBase):
     """The locks of ``QueueStore``."""
 
+    # How long a step cut off from ZooKeeper waits for its session to come back before it
+    # gives up (``attempt.ConnectionWatch``); the project sets MQ_STEP_CUT_OFF_SECONDS here.
+    step_cut_off: float = 10.0
+
     def __init__(self, client: KazooClient, **kwargs: Any):
         super().__init__(client, **kwargs)
+        self._watch: ConnectionWatch | None = None
         # Locks this session holds but could not release while ZooKeeper was away.
         self._orphaned: set[str] = set()
         self._orphan_guard = threading.Lock()
@@ -41,6 +47,12 @@ class Locks(StoreBase):
     def session_id(self) -> int | None:
         cid = self.client.client_id
         return cid[0] if cid else None
+
+    def begin_attempt(self, job: JobRecord) -> Attempt:
+        """The attempt this worker starts at ``job``'s step, which it has just locked."""
+        if self._watch is None:
+            self._watch = ConnectionWatch(self.client, self.step_cut_off)
+        return Attempt.begin(self._watch, job.jid, job.status, job.status_version, job.lock_session)
 
     def _check_session(self, record: Any, what: str) -> None:
         if record.lock_session is not None and record.lock_session != self.session_id:
@@ -150,29 +162,42 @@ class Locks(StoreBase):
             log.info(_RELEASE_NEWS[done], path)
         return handled
 
-    def lock_storage(self, ark: str, owner: str = "") -> bool:
-        """Take the persistent storage lock of ``ark``.
+    def lock_storage(self, ark: str, owner: str = "") -> ItemLock | None:
+        """Take the persistent storage lock of ``ark`` for ``owner`` (a job id); None when
+        someone else holds it.
 
-        The lock outlives its holder's session, so it records the owner (a job
-        id): a job whose earlier run died while storing takes its own lock back.
+        The lock outlives its holder's session, so it records the owner: an attempt of a
+        job whose earlier attempt died while storing takes the lock back. Taking it back
+        writes it again (same data, next version), so the lock returned, which names the
+        node's creation and version, is this attempt's alone: the older attempt's release
+        (``release_lock``) no longer matches it and leaves it in place.
         """
         path = t.storage_lock(ark)
         self.stats["round_trips"] += 1
         self.stats["writes"] += 1
         try:
-            self.engine.create_node(path, t.encode_str(owner))
-            return True
-        except NodeExistsError:  # held: ours from a run that died, or someone else's
+            _, stat = self.client.create(path, t.encode_str(owner), include_data=True)
+            return ItemLock("storage", ark, owner, stat.czxid, stat.version)
+        except NodeExistsError:  # held: ours from an attempt that died, or someone else's
             pass
-        got = self.engine.get_many([path])[path]
-        return bool(owner) and got is not None and t.decode_str(got[0]) == owner
+        if not owner:
+            return None
+        try:
+            data, stat = self.client.get(path)
+            if t.decode_str(data) != owner:
+                return None
+            stat = self.client.set(path, data, version=stat.version)
+        except (NoNodeError, BadVersionError):  # released or taken back meanwhile: try later
+            return None
+        return ItemLock("storage", ark, owner, stat.czxid, stat.version)
 
     def release_lock(self, lock: ItemLock) -> None:
         """Let go of ``lock`` if it is still this holder's: a step whose commit failed.
 
-        After a force-fail another job may hold a storage lock of the same ARK, so the
-        owner recorded in it is compared first; an inventory lock is this session's or
-        left alone (``_unlock``).
+        A storage lock is deleted only when it is the very node this attempt took, at the
+        version it left it (``lock_storage``): not after a force-fail gave the ARK to
+        another job, nor after a newer attempt of the same job took it back. An inventory
+        lock is this session's or left alone (``_unlock``).
         """
         if lock.kind == "inventory":
             self._unlock(lock.path)
@@ -181,8 +206,10 @@ class Locks(StoreBase):
         self.stats["writes"] += 1
         try:
             data, stat = self.client.get(lock.path)
-            if (t.decode_str(data) or "") == lock.owner:
-                self.client.delete(lock.path, version=stat.version)
+            if (t.decode_str(data) or "") != lock.owner or not lock.taken_as(stat):
+                log.info("left %s in place: it is no longer this attempt's", lock.path)
+                return
+            self.client.delete(lock.path, version=stat.version)
         except (NoNodeError, BadVersionError):  # gone, or changed hands meanwhile
             pass
 
