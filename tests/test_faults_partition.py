@@ -51,7 +51,7 @@ pytestmark = pytest.mark.faults
 MiB = 1 << 20
 CHUNK = 64 << 10
 # Long enough that A is still downloading when B starts again from the beginning.
-SLOW_SIZE, RATE = 16 * MiB, 1 * MiB
+SLOW_SIZE, RATE = 12 * MiB, 1 * MiB
 SIZE = 4 * MiB
 # How long A, healed, is watched for a late write once it has given its step up.
 SETTLE = 2.0
@@ -206,12 +206,17 @@ class Partitioned:
         stat = self.store.client.exists(job_node(self.jid, "lock"))
         return stat.ephemeralOwner if stat else None
 
+    def start_b(self) -> None:
+        """B, started before the cut so that it is ready when the job comes free: until then
+        A's lock keeps the job from it."""
+        self.b = self.cluster.worker("worker-b")
+
     def cut(self) -> None:
         self.partition.blackhole()
         self.times["cut"] = time.monotonic()
 
     def b_takes_over(self, timeout: float = 90):
-        """Start B once A's session is gone; the job once it is final."""
+        """The job once A's session is gone and B has taken it to its end."""
         wait_for(
             "A's session to expire and its job lock to vanish",
             lambda: self._lock_owner() != self.a_session,
@@ -219,7 +224,6 @@ class Partitioned:
             timeout=30,
         )
         self.times["expired"] = time.monotonic()
-        self.b = self.cluster.worker("worker-b")
         job = self.wait_final(timeout)
         self.times["final"] = time.monotonic()
         return job
@@ -332,7 +336,8 @@ def test_partitioned_mid_downloading_b_downloads_once_and_completes(
     depositor = Depositor(cluster, http_server, SLOW_SIZE, RATE)
     run = Partitioned(cluster, store, partition, depositor)
     run.start()
-    run.wait_inside("Downloading", lambda _job: depositor.sent >= 2 * MiB)
+    run.wait_inside("Downloading", lambda _job: depositor.sent >= MiB)
+    run.start_b()
     run.cut()
     job = run.b_takes_over()
     run.heal_and_watch()
@@ -352,6 +357,7 @@ def test_partitioned_mid_processing_b_completes_and_a_changes_nothing(
     run.start()
     job = run.wait_inside("Processing", lambda _job: ezid.holding.is_set())
     ark = job.identifiers["primary_id"]  # saved before describe
+    run.start_b()
     run.cut()
     try:
         job = run.b_takes_over()
@@ -371,6 +377,7 @@ def test_partitioned_between_minting_and_saving_the_ark_mints_once(
     try:
         run.start()
         run.wait_inside("Processing", lambda _job: minter.held_by(run.a.pid))
+        run.start_b()
         run.cut()
     finally:
         minter.release()
@@ -391,6 +398,7 @@ def test_partitioned_mid_storing_stores_one_version(
     try:
         run.start()
         run.wait_inside("Storing", lambda _job: storage.held_by(run.a.pid))
+        run.start_b()
         run.cut()
     finally:
         storage.release()
@@ -414,7 +422,7 @@ def test_a_blip_healed_before_the_session_expires_lets_the_step_commit(
     run = Partitioned(cluster, store, partition, depositor)
     run.start()
     run.wait_inside("Downloading", lambda _job: depositor.sent >= MiB)
-    run.b = cluster.worker("worker-b")
+    run.start_b()
     run.cut()
     time.sleep(1.5)
     run.partition.heal()
@@ -438,7 +446,7 @@ def test_the_dispatcher_cut_off_for_25_seconds_restarts_a_dead_workers_job_once_
     dispatcher = cluster.dispatcher(ZK_HOSTS=partition.hosts)
     run.bid = depositor.submit(cluster)
     run.wait_inside("Downloading", lambda _job: depositor.sent >= MiB)
-    run.b = cluster.worker("worker-b")
+    run.start_b()
     run.cut()
     kill(run.a)
     wait_for(
