@@ -60,6 +60,8 @@ DISPATCHER_CUT = 25.0
 
 @pytest.fixture
 def partition(zk_config):
+    """The proxy; tests ask for it before ``cluster``, so it outlives their processes (a
+    process whose ZooKeeper refuses it may take long to stop)."""
     proxy = Partition(zk_config.hosts)
     yield proxy
     proxy.close()
@@ -67,13 +69,21 @@ def partition(zk_config):
 
 class Depositor:
     """The depositor's side on the content server: the file, sent at ``rate`` bytes a second
-    (None: at once), and the callback URL, answered 200."""
+    (None: at once) to the first ``slow`` GETs (None: to all), and the callback URL, answered
+    200."""
 
-    def __init__(self, cluster: Cluster, http_server, size: int, rate: float | None = None):
+    def __init__(
+        self,
+        cluster: Cluster,
+        http_server,
+        size: int,
+        rate: float | None = None,
+        slow: int | None = None,
+    ):
         block = os.urandom(MiB)
         self.data = (block * (size // MiB + 1))[:size]
         self.md5 = hashlib.md5(self.data).hexdigest()
-        self.http, self.rate = http_server, rate
+        self.http, self.rate, self.slow = http_server, rate, slow
         self.gets = 0  # GETs of the file begun
         self.full = 0  # ... and sent to their last byte
         self.sent = 0  # bytes of the file sent, all GETs together
@@ -88,11 +98,12 @@ class Depositor:
 
     def _chunks(self):
         self.gets += 1
+        rate = self.rate if self.slow is None or self.gets <= self.slow else None
         for start in range(0, len(self.data), CHUNK):
             piece = self.data[start : start + CHUNK]
             yield piece
             self.sent += len(piece)
-            if self.rate and self.http.stopping.wait(len(piece) / self.rate):
+            if rate and self.http.stopping.wait(len(piece) / rate):
                 return
         self.full += 1
 
@@ -167,7 +178,7 @@ class FileLock:
 
 
 class Partitioned:
-    """One test's cluster: worker A through the proxy, the dispatcher direct, B later."""
+    """One test's cluster: worker A through the proxy; the dispatcher, B and the test direct."""
 
     def __init__(self, cluster: Cluster, store, partition: Partition, depositor: Depositor):
         self.cluster, self.store, self.partition, self.depositor = (
@@ -241,6 +252,7 @@ class Partitioned:
 
     def heal_and_watch(self) -> None:
         """Heal; once A has given its step up, and a little after, nothing has changed."""
+        assert self.partition.dropped > 0  # the cut met A's traffic (its pings at least)
         before = self.snapshot()
         self.partition.heal()
         self.times["healed"] = time.monotonic()
@@ -330,7 +342,7 @@ def by_worker(proc) -> str:
 
 
 def test_partitioned_mid_downloading_b_downloads_once_and_completes(
-    cluster, store, http_server, partition, tmp_path
+    partition, cluster, store, http_server, tmp_path
 ):
     """A's download outlives its session; B's must be the one kept, and A's stopped."""
     depositor = Depositor(cluster, http_server, SLOW_SIZE, RATE)
@@ -347,7 +359,7 @@ def test_partitioned_mid_downloading_b_downloads_once_and_completes(
 
 
 def test_partitioned_mid_processing_b_completes_and_a_changes_nothing(
-    cluster, store, http_server, partition
+    partition, cluster, store, http_server
 ):
     depositor = Depositor(cluster, http_server, SIZE)
     ezid = HeldEzid(http_server, hold="read")
@@ -369,7 +381,7 @@ def test_partitioned_mid_processing_b_completes_and_a_changes_nothing(
 
 
 def test_partitioned_between_minting_and_saving_the_ark_mints_once(
-    cluster, store, http_server, partition, tmp_path
+    partition, cluster, store, http_server, tmp_path
 ):
     depositor = Depositor(cluster, http_server, SIZE)
     minter = FileLock(cluster.root / "minter" / "99999-fk4.lock")
@@ -389,7 +401,7 @@ def test_partitioned_between_minting_and_saving_the_ark_mints_once(
 
 
 def test_partitioned_mid_storing_stores_one_version(
-    cluster, store, http_server, partition, tmp_path
+    partition, cluster, store, http_server, tmp_path
 ):
     depositor = Depositor(cluster, http_server, SIZE)
     ark = first_ark(tmp_path)
@@ -414,7 +426,7 @@ def test_partitioned_mid_storing_stores_one_version(
 
 
 def test_a_blip_healed_before_the_session_expires_lets_the_step_commit(
-    cluster, store, http_server, partition, tmp_path
+    partition, cluster, store, http_server, tmp_path
 ):
     """Cut for 1.5 s, well inside the 4 s session: A keeps its session and its lock, and
     commits the step it was in; B, running all along, never gets the job."""
@@ -435,12 +447,12 @@ def test_a_blip_healed_before_the_session_expires_lets_the_step_commit(
 
 
 def test_the_dispatcher_cut_off_for_25_seconds_restarts_a_dead_workers_job_once_healed(
-    cluster, store, http_server, partition, tmp_path
+    partition, cluster, store, http_server, tmp_path
 ):
     """A worker dies mid-Downloading while the dispatcher is cut off: only the dispatcher
     enqueues a job whose worker died, so the job waits, unlocked, until the link heals; the
     dispatcher (its session long expired) then has B do it, once."""
-    depositor = Depositor(cluster, http_server, SIZE, RATE)
+    depositor = Depositor(cluster, http_server, SIZE, RATE, slow=1)
     run = Partitioned(cluster, store, partition, depositor)
     run.a = cluster.worker("worker-a")
     dispatcher = cluster.dispatcher(ZK_HOSTS=partition.hosts)
