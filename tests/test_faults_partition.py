@@ -446,6 +446,7 @@ def test_a_blip_healed_before_the_session_expires_lets_the_step_commit(
     assert "abandoned" not in cluster.log("worker-a"), cluster.logs()
 
 
+@pytest.mark.slow  # the 25 s cut is the point
 def test_the_dispatcher_cut_off_for_25_seconds_restarts_a_dead_workers_job_once_healed(
     partition, cluster, store, http_server, tmp_path
 ):
