@@ -37,6 +37,8 @@ import time
 from pathlib import Path
 
 import pytest
+from redis import Redis
+from rq import Worker
 
 from merritt_queue.core.states import JOB
 from merritt_queue.core.tree import job_node
@@ -55,6 +57,8 @@ SLOW_SIZE, RATE = 12 * MiB, 1 * MiB
 SIZE = 4 * MiB
 # How long A, healed, is watched for a late write once it has given its step up.
 SETTLE = 2.0
+# Time enough after the heal for A to be told its session expired (kazoo retries every 2 s).
+RECONNECT = 5.0
 DISPATCHER_CUT = 25.0
 
 
@@ -251,20 +255,22 @@ class Partitioned:
         return job
 
     def heal_and_watch(self) -> None:
-        """Heal; once A has given its step up, and a little after, nothing has changed."""
+        """Heal; once A has given its step up and has had time to reconnect (and do what it
+        put off until ZooKeeper answers), nothing has changed."""
         assert self.partition.dropped > 0  # the cut met A's traffic (its pings at least)
         before = self.snapshot()
         self.partition.heal()
-        self.times["healed"] = time.monotonic()
-        wait_for(
-            "worker A to give its step up",
-            lambda: "abandoned" in self.cluster.log("worker-a"),
-            self.cluster,
-            timeout=60,
-        )
-        time.sleep(SETTLE)
+        healed = self.times["healed"] = time.monotonic()
+        wait_for("worker A to give its step up", self._a_idle, self.cluster, timeout=60)
+        time.sleep(max(SETTLE, healed + RECONNECT - time.monotonic()))
         assert self.snapshot() == before, self.cluster.logs()
         assert self.a.poll() is None, self.cluster.logs()  # A lives on with a new session
+
+    def _a_idle(self) -> bool:
+        """Whether A's RQ worker says it is idle: its RQ job (the step) has ended."""
+        with Redis.from_url(self.cluster.env["REDIS_URL"]) as redis:
+            workers = Worker.all(connection=redis)
+            return any(w.pid == self.a.pid and w.get_state() == "idle" for w in workers)
 
     def snapshot(self) -> dict:
         """Everything a late write of A's could change: the job's and batch's nodes (data and
