@@ -101,6 +101,7 @@ FAST_MODULES = frozenset(
         "test_cpu_paths",
         "test_deposit_fields",
         "test_download_step",
+        "test_partition_proxy",
     }
 )
 FAST_TIER = os.environ.get("MQ_FAST_TIER") == "1"
