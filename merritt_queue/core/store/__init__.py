@@ -15,11 +15,11 @@ Guarantees:
 The store is one class composed of a part per idea, a module each: batches
 (``batches``), a reported batch following its jobs (``followups``), re-run batches
 (``reruns``), job creation and reads (``jobs``), job moves (``jobmoves``), a failed job's
-edit and resume (``jobedits``), removal (``removal``), holds (``holds``), locks and their
-release after an outage (``locks``), history appends (``historywrites``). Each part builds
-on ``base``, which holds the plumbing it uses rather than inherits: the ZooKeeper engine
-(``engine``: reads, multis, error mapping) and the change listeners with the writer's name
-(``changes``).
+edit and resume (``jobedits``), removal (``removal``), holds (``holds``) and the items they
+held (``helditems``), locks and their release after an outage (``locks``), history appends
+(``historywrites``). Each part builds on ``base``, which holds the plumbing it uses rather
+than inherits: the ZooKeeper engine (``engine``: reads, multis, error mapping) and the
+change listeners with the writer's name (``changes``).
 Callers use ``QueueStore`` alone.
 """
 
@@ -28,7 +28,7 @@ from __future__ import annotations
 from ..records import BatchRecord, Change, ItemLock, JobRecord, NewJob
 from .batches import BatchStore
 from .followups import BatchFollow
-from .holds import Holds
+from .helditems import HeldItems
 from .jobedits import JobEdits
 from .jobmoves import JobMoves
 from .jobs import JobStore
@@ -41,6 +41,6 @@ __all__ = ["BatchRecord", "Change", "ItemLock", "JobRecord", "NewJob", "QueueSto
 
 
 class QueueStore(
-    Reruns, BatchFollow, BatchStore, JobStore, JobEdits, JobMoves, Removal, Holds, Locks
+    Reruns, BatchFollow, BatchStore, JobStore, JobEdits, JobMoves, Removal, HeldItems, Locks
 ):
     """All reads and writes of the queue tree over one kazoo client."""
