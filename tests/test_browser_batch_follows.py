@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from tests.test_browser import browser  # noqa: F401 - the same fixture
-from tests.test_browser_steering import admin_page, batch_row, confirm, run_until  # noqa: F401
+from tests.test_browser_steering import admin_page, batch_row, confirm, run_until, shoot  # noqa: F401
 
 pytest_plugins = ["tests.httpserver", "tests.pipeline"]
 
@@ -64,6 +64,7 @@ def test_a_fixed_batch_says_completed_on_every_page(
     assert "Failed → UpdateReporting" in timeline and "UpdateReporting → Completed" in timeline
     assert "reported again by the queue" in timeline
     assert page.locator("a.action-batchupdate_reporting").count() == 0
+    shoot(page, "batch-fixed")
 
     assert "Completed" in batch_row(page, url, bid)
     assert failed_count(page, url) == "0"
