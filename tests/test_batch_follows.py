@@ -11,8 +11,11 @@ from django.core import mail
 from merritt_queue.core.history import WORKER_PREFIX
 from merritt_queue.core.store import QueueStore
 from merritt_queue.core.store.followups import report_is_stale
+from merritt_queue.core.treecheck.consistency import check_tree
+from merritt_queue.core.treecheck.reportchecks import KIND
 from notifications.models import COMPLETION, EMAIL, Delivery, Subscription
 from tests.test_core_store import job_in
+from tests.test_merritt_side_by_side_checks import only
 
 pytest_plugins = ["tests.httpserver", "tests.pipeline"]
 
@@ -94,6 +97,24 @@ def test_two_workers_finishing_the_last_two_jobs_at_once_move_the_batch_once(sto
     assert sum(m is not None for m in moved) == 1
     entries = [e for e in store.get_batch(bid).history.entries if e.to_status == "UpdateReporting"]
     assert len(entries) == 1
+
+
+def test_a_batch_left_failed_by_a_lost_follow_is_found_and_repaired_by_the_check(store):
+    bid, (jid,) = reported_failed_batch(store, 1)
+    store.transition_job(jid, "Completed")  # and the worker died before following its batch
+    found = only(check_tree(store), KIND)
+    assert found.path == f"/batches/{bid}" and "lists 1 failed job(s) where 0" in found.reason
+    assert store.get_batch(bid).status == "Failed"  # a check alone writes nothing
+    assert only(check_tree(store, repair=True), KIND).repaired
+    batch = store.get_batch(bid)
+    assert batch.status == "UpdateReporting" and "queue's check" in batch.message
+    assert check_tree(store) == []
+
+
+def test_a_failed_batch_whose_report_is_true_is_no_finding(store):
+    bid, (jid,) = reported_failed_batch(store, 1)
+    store.transition_job(jid, "Failed", "still broken")
+    assert [f for f in check_tree(store) if f.kind == KIND] == []
 
 
 # --- the pipeline: reported again, the depositor told ------------------------------------------
