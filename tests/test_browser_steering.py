@@ -85,6 +85,15 @@ def test_hold_a_collection_then_release_it_and_its_batch(
     page.goto(f"{url}/collections/")
     row = page.locator('tr[data-collection="demo"]')
     assert row.locator("td.held-batches").inner_text().strip() == "1"
+    # "Release all held items" says what it would release before anything is done.
+    row.locator("a.action-collectionrelease_all").click()
+    page.wait_for_selector("[data-confirm-open]")
+    every = page.locator('.held-items[data-held="demo"]')
+    assert re.sub(r"\s+", " ", every.inner_text()).startswith(
+        "Held in demo, released by this action: 1 batch and 0 jobs."
+    )
+    assert every.locator(f'a[href="/batches/{bid}/"]').count() == 1
+    page.goto(f"{url}/collections/")
     row.locator("a.action-collectionrelease").click()
     page.wait_for_selector("[data-confirm-open]")
     caught = page.locator('.held-items[data-held="demo"]')

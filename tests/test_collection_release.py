@@ -113,3 +113,18 @@ def test_the_collections_page_counts_held_batches(client, queue, people, held):
     body = client.get("/collections/").content.decode()
     assert "Held batches" in body
     assert 'href="/batches/?collection=demo&amp;status=Held" class="status-held">2</a>' in body
+
+
+def test_a_hold_merritts_admin_still_has_keeps_the_caught_items_held(client, queue, people, held):
+    """The release lifts only the holds placed here (unless asked): the caught items would
+    only be held again, so they stay Held, and the result says why."""
+    caught_batch, caught_job, _ = held
+    Profile.objects.create(name="demo_content", collection="demo", minter_shoulder="ark:/99999/fk4")
+    queue.client.create("/locks/collections/demo_content")  # Merritt's admin: no data
+    client.force_login(people["administrator"])
+    confirm_and_execute(client, "collection.release", "ids=demo", reason="ours is done")
+    assert queue.collection_holds("demo") == {"demo_content": False}
+    assert queue.get_batch(caught_batch).status == "Held"
+    assert queue.get_job(caught_job).message == HOLD
+    row = AdminAction.objects.get(action="collection.release").items.get(part_of="")
+    assert "stay Held until those holds are lifted too" in row.detail
