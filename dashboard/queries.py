@@ -11,14 +11,14 @@ from datetime import UTC, datetime
 from urllib.parse import urlencode
 
 from django.core.cache import cache
-from django.db.models import Count, QuerySet
+from django.db.models import Count, Q, QuerySet
 from django.db.models.fields.json import KT
 from django.utils import timezone
 
 from batches.models import Batch, Collection
 from jobs.models import Job, MirrorState
 from merritt_queue.core.errors import InvalidTransition
-from merritt_queue.core.states import JOB, JOB_STEPS, JobStatus, resume_target
+from merritt_queue.core.states import JOB, JOB_STEPS, BatchStatus, JobStatus, resume_target
 from ui.cells import age_text
 
 # The other app's list pages; filters are passed as query strings.
@@ -142,6 +142,7 @@ class CollectionRow:
     hold: Collection | None = None
     counts: dict[str, int] = field(default_factory=dict)
     batches: int = 0
+    held_batches: int = 0
 
     @property
     def total(self) -> int:
@@ -154,6 +155,10 @@ class CollectionRow:
     @property
     def batches_href(self) -> str:
         return batches_url(collection=self.mnemonic)
+
+    @property
+    def held_batches_href(self) -> str:
+        return batches_url(collection=self.mnemonic, status=BatchStatus.HELD)
 
     def cells(self) -> list[tuple[str, int, str]]:
         """(status, count, link) for every job status, in the machine's order."""
@@ -178,17 +183,19 @@ def _jobs_per_collection_and_status() -> list[tuple[str, str, int]]:
 def collection_rows() -> list[CollectionRow]:
     """Every collection known to the mirror: Collection rows plus any job's or batch's value.
 
-    Three queries: the collections, jobs GROUP BY (collection, status), batches GROUP BY
-    collection.
+    Three queries: the collections, jobs GROUP BY (collection, status), batches (and the
+    Held ones) GROUP BY collection.
     """
     rows: dict[str, CollectionRow] = {}
     for c in Collection.objects.all():
         rows[c.mnemonic] = CollectionRow(c.mnemonic, hold=c)
     for mnemonic, status, n in _jobs_per_collection_and_status():
         rows.setdefault(mnemonic, CollectionRow(mnemonic)).counts[status] = n
-    batches = Batch.objects.order_by().values_list("collection").annotate(n=Count("id"))
-    for mnemonic, n in batches:
-        rows.setdefault(mnemonic, CollectionRow(mnemonic)).batches = n
+    held = Count("id", filter=Q(status=BatchStatus.HELD))
+    batches = Batch.objects.order_by().values_list("collection").annotate(n=Count("id"), held=held)
+    for mnemonic, n, n_held in batches:
+        row = rows.setdefault(mnemonic, CollectionRow(mnemonic))
+        row.batches, row.held_batches = n, n_held
     held_first = sorted(rows.values(), key=lambda r: r.mnemonic)
     return sorted(held_first, key=lambda r: not (r.hold and r.hold.held))
 

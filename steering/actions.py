@@ -292,21 +292,23 @@ def _record(row: AdminActionItem, result: ItemResult) -> None:
 
 
 def _along(row: AdminActionItem, result: ItemResult) -> list[AdminActionItem]:
-    """The audit rows of the items acted on with ``row``'s item (a batch's jobs), whether the
-    action then succeeded on the item or not (``PartlyDone``)."""
+    """The audit rows of the items acted on with ``row``'s item (a batch's jobs, a
+    collection's held items), whether the action then succeeded on the item or not
+    (``PartlyDone``)."""
     if not isinstance(result, Applied | PartlyDone):
         return []
+    scope = row.admin_action.scope
     return [
         AdminActionItem(
             admin_action=row.admin_action,
-            item_id=before.jid,
+            item_id=getattr(before, "jid", None) or before.bid,
             collection=row.collection,
             before_status=before.status,
             before_version=before.status_version,
             after_status=after.status,
             after_version=after.status_version,
             result="done",
-            detail=f"with batch {row.item_id}",
+            detail=f"with {scope} {row.item_id}",
             part_of=row.item_id,
         )
         for before, after in result.along

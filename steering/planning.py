@@ -1,14 +1,16 @@
 """What an admin action's confirmation page lists: whether the action applies to each item,
-and why not; for a resume, the steps a job may restart at."""
+and why not; for a resume, the steps a job may restart at; for a collection's release, the
+held items it releases."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from urllib.parse import urlencode
 
-from django.db.models import Count
+from django.db.models import Count, Q
 from django.utils.timezone import localtime
 
-from batches.models import Profile
+from batches.models import Batch, Profile
 from jobs.models import Job
 from merritt_queue.core.errors import QueueError
 from merritt_queue.core.states import JOB_STEPS, BatchStatus, JobStatus, resume_target
@@ -151,6 +153,61 @@ def other_holds(collections: list[str]) -> dict[str, list[str]]:
         names = [n for n, ours in store.collection_holds(collection).items() if not ours]
         if names:
             out[collection] = names
+    return out
+
+
+# How many of a collection's held batches and jobs its release's confirmation names.
+HELD_NAMED = 5
+# The releases whose confirmation lists the collection's held items: those its hold caught,
+# or every one.
+HELD_LISTS = {"collection.release": True, "collection.release_all": False}
+
+
+@dataclass(frozen=True)
+class HeldList:
+    """A collection's held batches and jobs, as the mirror shows them: how many, the first
+    few ids, and where the whole list is."""
+
+    collection: str
+    batches: int
+    batch_ids: list[str]
+    batches_href: str
+    jobs: int
+    job_ids: list[str]
+    jobs_href: str
+
+    @property
+    def total(self) -> int:
+        return self.batches + self.jobs
+
+
+def held_lists(collections: list[str], *, by_hold_only: bool) -> dict[str, HeldList]:
+    """Per collection, its Held batches and jobs; with ``by_hold_only``, those its hold
+    caught: the message a hold gives what it holds (``held_by_a_hold``), not a person's."""
+    caught = (Q(message__startswith="collection ") | Q(message__startswith="profile ")) & Q(
+        message__contains=" is on hold"
+    )
+    out = {}
+    for mnemonic in collections:
+        found = {}
+        for model in (Batch, Job):
+            rows = model.objects.filter(collection=mnemonic, status=J.HELD)
+            rows = rows.filter(caught) if by_hold_only else rows
+            key = "bid" if model is Batch else "jid"
+            found[key] = (
+                rows.count(),
+                list(rows.order_by(key).values_list(key, flat=True)[:HELD_NAMED]),
+            )
+        query = urlencode({"collection": mnemonic, "status": J.HELD})
+        out[mnemonic] = HeldList(
+            mnemonic,
+            found["bid"][0],
+            found["bid"][1],
+            f"/batches/?{query}",
+            found["jid"][0],
+            found["jid"][1],
+            f"/jobs/?{query}",
+        )
     return out
 
 

@@ -42,13 +42,25 @@ from jobs.models import Job
 from merritt_queue.core.states import resume_note, resume_target
 from steering import confirmations, editing, tasks
 from steering.actions import execute, run_items, start
-from steering.catalog import ACTIONS, ALSO_OTHERS, ALSO_OTHERS_REASON, Action, Scope, Target
+from steering.catalog import (
+    ACTIONS,
+    ALSO_OTHERS,
+    ALSO_OTHERS_REASON,
+    CAUGHT,
+    KEEP_CAUGHT,
+    KEEP_CAUGHT_REASON,
+    Action,
+    Scope,
+    Target,
+)
 from steering.maintenance import OPERATIONS
 from steering.models import MAINTENANCE, AdminAction, AdminActionItem
 from steering.permissions import refusal
 from steering.planning import (
+    HELD_LISTS,
     PlanItem,
     also_deleted,
+    held_lists,
     other_holds,
     plan,
     profile_collections,
@@ -237,6 +249,11 @@ def confirmation(
     others = (
         other_holds([p.target.id for p in applying]) if action.name == "collection.release" else {}
     )
+    held = (
+        held_lists([p.target.id for p in applying], by_hold_only=HELD_LISTS[action.name])
+        if action.name in HELD_LISTS
+        else {}
+    )
     payload = confirmations.sign(
         request,
         SALT,
@@ -267,6 +284,8 @@ def confirmation(
         "next": safe_next(request, request.GET.get("next", "")),
         "used": used,
         "other_holds": others,
+        "held": held,
+        "caught": HELD_LISTS.get(action.name, False),
     }
     return render(request, "steering/confirm.html", context, status=status)
 
@@ -338,6 +357,9 @@ def run(request, action_name: str):
     if action.name == "collection.release" and request.POST.get(ALSO_OTHERS):
         params[ALSO_OTHERS] = True
         reason = f"{reason} ({ALSO_OTHERS_REASON})"
+    if action.name == "collection.release" and request.POST.get(CAUGHT) == KEEP_CAUGHT:
+        params[CAUGHT] = KEEP_CAUGHT
+        reason = f"{reason} ({KEEP_CAUGHT_REASON})"
     used = AdminAction.objects.filter(token=data["token"]).first()
     if used is not None and action.form:  # never act twice: show what it did
         return redirect(reverse("steering:result", args=[used.pk]))

@@ -80,9 +80,36 @@ def test_hold_a_collection_then_release_it_and_its_batch(
     run_until(pipeline, lambda: pipeline.store.get_batch(bid).status == "Held")
     assert "Held" in batch_row(page, url, bid)
 
-    collection_action(page, url, "collectionrelease", "migration over")
+    # The collections page counts the held batch; the release lists it and releases it in
+    # the same step (issue 32): no "Release all held items", no dispatcher's sweep between.
+    page.goto(f"{url}/collections/")
+    row = page.locator('tr[data-collection="demo"]')
+    assert row.locator("td.held-batches").inner_text().strip() == "1"
+    # "Release all held items" says what it would release before anything is done.
+    row.locator("a.action-collectionrelease_all").click()
+    page.wait_for_selector("[data-confirm-open]")
+    every = page.locator('.held-items[data-held="demo"]')
+    assert re.sub(r"\s+", " ", every.inner_text()).startswith(
+        "Held in demo, released by this action: 1 batch and 0 jobs."
+    )
+    assert every.locator(f'a[href="/batches/{bid}/"]').count() == 1
+    page.goto(f"{url}/collections/")
+    row.locator("a.action-collectionrelease").click()
+    page.wait_for_selector("[data-confirm-open]")
+    caught = page.locator('.held-items[data-held="demo"]')
+    assert re.sub(r"\s+", " ", caught.inner_text()).startswith(
+        "What the hold on demo caught, Held now: 1 batch and 0 jobs."
+    )
+    assert caught.locator(f'a[href="/batches/{bid}/"]').count() == 1
+    assert page.is_checked("input[name=caught][value=release]")
+    shoot(page, "collection-release-confirm")
+    confirm(page, "migration over")
     assert not pipeline.store.is_collection_held("demo")
-    collection_action(page, url, "collectionrelease_all", "migration over")
+    assert pipeline.store.get_batch(bid).status == "Pending"
+    assert "Pending" in batch_row(page, url, bid)
+    mirror.full_reconcile(pipeline_store())
+    page.goto(f"{url}/collections/")
+    assert page.locator('tr[data-collection="demo"] td.held-batches').inner_text().strip() == "·"
     batch = pipeline.run(bid)
     assert batch.status == "Completed", batch.message
     assert "Completed" in batch_row(page, url, bid)

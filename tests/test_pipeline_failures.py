@@ -2,8 +2,9 @@
 
 Each test runs the real pipeline (ZooKeeper, Redis, RQ workers in-process, a local HTTP
 server), breaks one thing, checks the state and ``job.message`` / ``batch.message`` a
-librarian sees, and, where the cause can be fixed, fixes it, resumes the job with
-``store.resume_job`` and reports the batch again (Failed -> UpdateReporting -> Completed).
+librarian sees, and, where the cause can be fixed, fixes it and resumes the job with
+``store.resume_job``; the queue then reports the batch again by itself (Failed ->
+UpdateReporting -> Completed).
 """
 
 from __future__ import annotations
@@ -67,14 +68,13 @@ def assert_failed_batch(pipeline, bid, job) -> None:
 
 
 def resume_and_report(pipeline, bid, jid):
-    """Resume the failed job, run it to its end, report the batch again; the batch."""
+    """Resume the failed job and run it to its end: the batch is reported again by itself
+    (Failed -> UpdateReporting -> Completed, ``QueueStore.follow_jobs``); the batch."""
     mail.outbox.clear()
     resumed = pipeline.store.resume_job(jid)
     assert resumed.retry_count == 1
-    pipeline.run(bid, until=job_reaches(pipeline, jid, *TERMINAL))
-    assert pipeline.store.get_batch(bid).status == "Failed"
-    pipeline.store.update_reporting(bid, "reporting again after the resume")
-    batch = pipeline.run(bid)
+    again = job_reaches(pipeline, jid, "Failed", "Deleted")
+    batch = pipeline.run(bid, until=lambda b: b.status == "Completed" or again(b))
     assert batch.status == "Completed", batch.message
     (job,) = assert_batch_completed(pipeline, bid, 1)
     assert job.jid == jid and job.retry_count == 1

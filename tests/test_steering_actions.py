@@ -414,9 +414,10 @@ def test_collection_and_queue_actions(queue, people):
     jid = job_in(queue, "Held")
     execute(admin, ACTIONS["collection.release"], [("demo", None)], "done", token="c2")
     record = execute(admin, ACTIONS["collection.release_all"], [("demo", None)], "go", token="c3")
-    assert (
-        "released 1 item(s)" in record.items.get().detail and queue.get_job(jid).status == "Pending"
-    )
+    assert "released 1 item(s)" in record.items.get(part_of="").detail
+    assert queue.get_job(jid).status == "Pending"
+    # Each released item has its own audit row, under the collection.
+    assert record.items.get(part_of="demo").item_id == jid
     execute(admin, ACTIONS["queue.pause"], [("ingest", None)], "maintenance", token="q1")
     assert queue.queue_paused()
     execute(admin, ACTIONS["queue.resume"], [("ingest", None)], "done", token="q2")

@@ -152,10 +152,9 @@ def test_a_job_failed_on_a_404_edited_to_a_good_url_resumes_and_completes(
     )
     assert again.status_code == 302 and AdminAction.objects.filter(action=EDIT).count() == 1
 
-    pipeline.run(bid, until=lambda b: pipeline.store.get_job(job.jid).status == "Completed")
+    # The batch follows its job: reported again by itself once the job completes.
     mail.outbox.clear()
-    pipeline.store.update_reporting(bid, "reporting again after the edit")
-    assert pipeline.run(bid).status == "Completed"
+    assert pipeline.run(bid, until=lambda b: b.status == "Completed").status == "Completed"
     (final,) = assert_batch_completed(pipeline, bid, 1)
     assert_stored(pipeline, final, {"late.jpg": md5("call911.jpg")})
 

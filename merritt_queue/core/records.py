@@ -195,5 +195,9 @@ class Change:
 
 @dataclass
 class ReleaseResult:
+    """What a release (or a keep) of a collection's held items did: the ids it moved, each
+    item's record before and after, and why the others were left."""
+
     released: list[str] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
+    moved: list[tuple[Any, Any]] = field(default_factory=list)

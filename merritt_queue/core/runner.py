@@ -13,6 +13,8 @@ Guarantees:
   the handler's side effects outside ZooKeeper pass its fence, so a step whose worker was
   cut off from ZooKeeper starts nothing more, and abandons once its session is gone.
 - A handler's exception fails the job with a message, never loses it.
+- A resumed job that completes in a Failed batch has the batch reported again when that
+  makes its report out of date (``QueueStore.follow_jobs``), once, however many workers ask.
 - A worker may carry a job on through its next steps without unlocking it
   (``ChainPolicy``): each step still commits in its own multi, checked on the
   status version and the lock, and the job is re-checked between steps.
@@ -31,7 +33,7 @@ from .attempt import running
 from .errors import ChangedUnderYou, InvalidData, LockLost, NotFound, QueueError
 from .pauseflag import pause_flag
 from .reasons import describe
-from .states import JOB
+from .states import JOB, JobStatus
 from .store import ItemLock, JobRecord, QueueStore
 from .store.engine import CONNECTION_ERRORS
 
@@ -232,11 +234,28 @@ def _run_steps(store, jid, status, handlers, policy) -> StepReport:
             store.unlock_job(job)  # only if still this session's (or once ZooKeeper answers)
             return StepReport(StepResult.ABANDONED, job=job, steps=steps)
         if not go_on:
+            _follow_batch(store, done)
             return StepReport(result, outcome, done, steps)
         if changed:
             log.info("job %s changed after %s; not going on to %s", jid, job.status, done.status)
             return StepReport(result, outcome, done, steps)
         job = done
+
+
+def _follow_batch(store: QueueStore, job: JobRecord) -> None:
+    """A resumed job completed in a Failed batch may leave the batch's report out of date: the
+    batch is then reported again (``QueueStore.follow_jobs``). The job's commit stands either
+    way; a batch left Failed here is still reported again by a person's "Report again".
+
+    Only a resumed job asks (``retry_count``): a batch is reported once none of its jobs runs,
+    so a job still running in a Failed batch was brought back to work, and the jobs of a
+    batch's first run cost no read more."""
+    if job.status != JobStatus.COMPLETED or not job.bid or not job.retry_count:
+        return
+    try:
+        store.follow_jobs(job.bid, job.jid)
+    except (QueueError, *CONNECTION_ERRORS) as e:
+        log.warning("batch %s not reported again after job %s: %r", job.bid, job.jid, e)
 
 
 def _may_go_on(store, job, outcome, handlers, policy, steps, started) -> bool:

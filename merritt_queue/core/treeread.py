@@ -29,7 +29,7 @@ WINDOW = 5000
 # repair writes a job's status, and jobs' histories would hold every job's record in memory
 # at once: not read.
 JOB_READS = ("bid", "priority", "status", "lock")
-BATCH_READS = ("submission", "status", "history", "lock")
+BATCH_READS = ("submission", "status", "history", "status-report", "lock")
 JOB_STATUSES = frozenset(s.value for s in JobStatus)
 BATCH_STATUSES = frozenset(s.value for s in BatchStatus)
 

@@ -13,9 +13,10 @@ Guarantees:
 - Reading never writes.
 
 The store is one class composed of a part per idea, a module each: batches
-(``batches``), re-run batches (``reruns``), job creation and reads (``jobs``), job moves
-(``jobmoves``), a failed job's edit and resume (``jobedits``), removal (``removal``), holds
-(``holds``), locks and their release after an outage (``locks``), history appends
+(``batches``), a reported batch following its jobs (``followups``), re-run batches
+(``reruns``), job creation and reads (``jobs``), job moves (``jobmoves``), a failed job's
+edit and resume (``jobedits``), removal (``removal``), holds (``holds``) and the items they
+held (``helditems``), locks and their release after an outage (``locks``), history appends
 (``historywrites``). Each part builds on ``base``, which holds the plumbing it uses rather
 than inherits: the ZooKeeper engine (``engine``: reads, multis, error mapping) and the
 change listeners with the writer's name (``changes``).
@@ -26,7 +27,8 @@ from __future__ import annotations
 
 from ..records import BatchRecord, Change, ItemLock, JobRecord, NewJob
 from .batches import BatchStore
-from .holds import Holds
+from .followups import BatchFollow
+from .helditems import HeldItems
 from .jobedits import JobEdits
 from .jobmoves import JobMoves
 from .jobs import JobStore
@@ -38,5 +40,7 @@ from .reruns import Reruns
 __all__ = ["BatchRecord", "Change", "ItemLock", "JobRecord", "NewJob", "QueueStore"]
 
 
-class QueueStore(Reruns, BatchStore, JobStore, JobEdits, JobMoves, Removal, Holds, Locks):
+class QueueStore(
+    Reruns, BatchFollow, BatchStore, JobStore, JobEdits, JobMoves, Removal, HeldItems, Locks
+):
     """All reads and writes of the queue tree over one kazoo client."""

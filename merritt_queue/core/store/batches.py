@@ -386,7 +386,8 @@ class BatchStore(HistoryWrites, Locks):
         extra: list[Op] | None = None,
     ) -> BatchRecord:
         what = f"batch {batch.bid}"
-        BATCH.check_move(batch.status, new, what)
+        if new != batch.status:  # the same status: a note (``note_batch``), not a move
+            BATCH.check_move(batch.status, new, what)
         record = t.batch_status_record(new, message)
         old = self._history_of(t.batch_node(batch.bid, h.NODE), batch.history)
         history_op, history = self._batch_history_op(
@@ -432,6 +433,11 @@ class BatchStore(HistoryWrites, Locks):
         if not self._try_lock(t.batch_node(bid, "lock")):
             return None
         return evolve(self.get_batch(bid), locked=True, lock_session=self.session_id)
+
+    def note_batch(self, batch: BatchRecord, message: str) -> BatchRecord:
+        """Replace the message of a batch that stays where it is (a Held batch a person keeps
+        Held): not a move, but written like one, checked on the status version read."""
+        return self._move_batch(batch, batch.status, message, release_lock=False)
 
     def hold_batch(self, bid: str, message: str = "") -> BatchRecord:
         return self.transition_batch(bid, BatchStatus.HELD, message)

@@ -1,5 +1,6 @@
 """Holds in the store: the queue pause and collection holds (under our names and
-Merritt's), and releasing a collection's held items."""
+Merritt's), and the held items that follow them (``follow_collection_holds``); releasing a
+collection's held items on a person's word is ``helditems``."""
 
 from __future__ import annotations
 
@@ -17,9 +18,6 @@ from ..errors import (
 )
 from ..itemkeys import collection_of, profile_of
 from ..pauseflag import pause_flag
-from ..records import (
-    ReleaseResult,
-)
 from ..sides import CREATED_BY, CREATED_BY_KEY, is_ours
 from ..states import (
     BatchStatus,
@@ -163,33 +161,6 @@ class Holds(Locks):
     def held_collections(self) -> list[str]:
         return sorted(self.engine.children(t.LOCK_COLLECTIONS))
 
-    def release_collection_items(
-        self, mnemonic: str, message: str = "", *, by_hold_only: bool = False
-    ) -> ReleaseResult:
-        """Release every held job and batch of a collection (each version-checked), whichever
-        side wrote it: an item names its collection, or only its profile (Merritt's).
-
-        ``by_hold_only``: only the items a collection hold moved to Held (their message is
-        ``item_hold``'s), not those a person held one by one.
-        """
-        result = ReleaseResult()
-        for _, jid in self.jobs_in_state(JobStatus.HELD):
-            self._release_one(
-                result, jid, mnemonic, message, by_hold_only, self._job_read, self.release_job
-            )
-        for bid, st in self.batch_statuses().items():
-            if st.get("status") == BatchStatus.HELD:
-                self._release_one(
-                    result,
-                    bid,
-                    mnemonic,
-                    message,
-                    by_hold_only,
-                    self._batch_read,
-                    self.release_batch,
-                )
-        return result
-
     def follow_collection_holds(self) -> tuple[list[str], list[str]]:
         """Move batches and jobs with the collection holds, whoever placed or lifted them;
         the ids held and the ids released.
@@ -211,7 +182,7 @@ class Holds(Locks):
         by_hold = [
             b
             for b, st in statuses.items()
-            if st.get("status") == BatchStatus.HELD and _held_by_a_hold(st.get("message") or "")
+            if st.get("status") == BatchStatus.HELD and held_by_a_hold(st.get("message") or "")
         ]
         covered = bool(self.held_collections())
         pending = [b for b, st in statuses.items() if st.get("status") == BatchStatus.PENDING]
@@ -232,7 +203,7 @@ class Holds(Locks):
                 job = self.get_job(jid)
             except QueueError:
                 continue
-            if _held_by_a_hold(job.message or "") and self.item_hold(job.configuration) is None:
+            if held_by_a_hold(job.message or "") and self.item_hold(job.configuration) is None:
                 self._follow(released, jid, lambda j: self.release_job(j, HOLD_LIFTED))
         return held_now, released
 
@@ -243,27 +214,6 @@ class Holds(Locks):
         except QueueError:  # moved or locked meanwhile: the next call looks again
             return
         done.append(item_id)
-
-    def _job_read(self, jid: str) -> tuple[str, str]:
-        job = self.get_job(jid)
-        return self.item_collection(job.configuration), job.message or ""
-
-    def _batch_read(self, bid: str) -> tuple[str, str]:
-        batch = self.get_batch(bid)
-        return self.item_collection(batch.submission), batch.message or ""
-
-    @staticmethod
-    def _release_one(result, item_id, mnemonic, message, by_hold_only, read, release) -> None:
-        try:
-            collection, why_held = read(item_id)
-            if collection != mnemonic:
-                return
-            if by_hold_only and not _held_by_a_hold(why_held):
-                return
-            release(item_id, message)
-            result.released.append(item_id)
-        except QueueError as e:
-            result.skipped[item_id] = str(e)
 
 
 # The message of an item released because the collection hold that held it was lifted.
@@ -281,6 +231,6 @@ def _placed_here(data: bytes) -> bool:
     return record.get(CREATED_BY_KEY) == CREATED_BY or "by" in record
 
 
-def _held_by_a_hold(message: str) -> bool:
+def held_by_a_hold(message: str) -> bool:
     """Whether an item's message is the one ``item_hold`` gave it when a hold moved it."""
     return message.startswith(("collection ", "profile ")) and " is on hold" in message

@@ -48,7 +48,7 @@ from ..treeread import (
     _Tree,
     read_tree,
 )
-from . import indexchecks, lockchecks, merrittchecks, uuidchecks
+from . import indexchecks, lockchecks, merrittchecks, reportchecks, uuidchecks
 from . import treerepair as r
 from .treerepair import Op, RepairFailed
 
@@ -217,6 +217,7 @@ class _Checker:
         if batch.status in PAST_PENDING and "states" not in batch.children:
             self.not_acquired(batch)
         merrittchecks.check_batch(self, batch)
+        reportchecks.check_batch(self, batch)
         lock = batch.node("lock")
         if lock and not batch_sides.is_tombstone(batch.status or "", lock):
             lockchecks.item_lock(
