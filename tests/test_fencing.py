@@ -22,7 +22,7 @@ from jobs.handlers import _bind, storing
 from jobs.payload import PayloadFile
 from jobs.services import Services
 from merritt_queue.core import tree as t
-from merritt_queue.core.attempt import STAGING, Attempt, AttemptStale
+from merritt_queue.core.attempt import STAGING, Attempt, AttemptStale, ConnectionWatch
 from merritt_queue.core.runner import StepResult, run_job_step
 from merritt_queue.core.store import QueueStore
 from merritt_queue.services.fetch import CHUNK_SIZE, Fetcher
@@ -327,3 +327,43 @@ def test_a_stale_storing_attempt_leaves_the_newer_attempts_storage_lock_alone(
         storing(services, stale_job)
     after = zk.exists(t.storage_lock(ARK))
     assert after is not None and (after.czxid, after.version) == (before.czxid, before.version)
+
+
+class _Reconnecting:
+    """What an attempt's watch reads of kazoo's client: while it reconnects, kazoo names no
+    session (``client_id`` is None until the session is live again)."""
+
+    def __init__(self) -> None:
+        self.state, self.client_id, self.listeners = KazooState.CONNECTED, (7, b"pw"), []
+
+    def add_listener(self, listener) -> None:
+        self.listeners.append(listener)
+
+    def go(self, state: str, client_id) -> None:
+        self.state, self.client_id = state, client_id
+        for listener in self.listeners:
+            listener(state)
+
+
+def test_a_reconnect_within_the_session_is_waited_out_not_taken_for_a_new_session():
+    """Before: the session was compared while kazoo named none, so the 1.5 s blip of the
+    partition tests abandoned a download that its own session went on to hold."""
+    client = _Reconnecting()
+    watch = ConnectionWatch(client, give_up=30.0)  # type: ignore[arg-type]
+    attempt = Attempt.begin(watch, "jid1", "Downloading", 3, 7)
+    client.go(KazooState.SUSPENDED, None)
+    done = threading.Event()
+
+    def check():
+        attempt.check("write more")
+        done.set()
+
+    waiter = threading.Thread(target=check, daemon=True)
+    waiter.start()
+    assert not done.wait(0.3)  # held while cut, not raised
+    client.go(KazooState.CONNECTED, (7, b"pw"))
+    assert done.wait(5)
+    client.go(KazooState.SUSPENDED, None)
+    client.go(KazooState.CONNECTED, (8, b"pw"))  # a new session: another may run the step
+    with pytest.raises(AttemptStale, match="session that took the job's lock has ended"):
+        attempt.check("write more")

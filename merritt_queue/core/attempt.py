@@ -90,24 +90,30 @@ class ConnectionWatch:
             and self.session() == attempt.session
         ):
             return
+        asked = time.monotonic()
         with self._changed:
             while True:
-                if self.losses != attempt.losses or self.session() != attempt.session:
+                # kazoo names no session while it reconnects (``client_id`` is None until
+                # the session is live again): that is a cut to wait out, not a new session.
+                session = self.session()
+                if self.losses != attempt.losses or session not in (None, attempt.session):
                     raise AttemptStale(
                         f"{attempt.describe()}: did not {before}: the ZooKeeper session that "
                         "took the job's lock has ended, so another worker may be running this "
                         "step; this attempt stops and leaves that one's files alone"
                     )
-                if self.cut_since is None:
+                if self.cut_since is None and session is not None:
                     return
-                left = self.cut_since + self.give_up - time.monotonic()
+                since = self.cut_since if self.cut_since is not None else asked
+                left = since + self.give_up - time.monotonic()
                 if left <= 0:
                     raise AttemptStale(
                         f"{attempt.describe()}: did not {before}: cut off from ZooKeeper for "
                         f"more than {self.give_up:g} s (MQ_STEP_CUT_OFF_SECONDS); the step is "
                         "abandoned and runs again"
                     )
-                self._changed.wait(left)
+                # Not woken when the session goes live after the state change: look again soon.
+                self._changed.wait(min(left, 0.05) if self.cut_since is None else left)
 
 
 @dataclass(frozen=True)
