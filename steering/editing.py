@@ -12,7 +12,6 @@ resume are one multi (``QueueStore.edit_job_parameters``).
 from __future__ import annotations
 
 from django import forms
-from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import Http404
 from django.shortcuts import render
@@ -23,17 +22,12 @@ from kazoo.exceptions import KazooException
 from merritt_queue.core import jobparams
 from merritt_queue.core.errors import NotFound, QueueError, ZooKeeperUnreachable
 from merritt_queue.core.store import JobRecord, QueueStore
-from merritt_queue.deposit.fields import (
-    TEXT_FIELDS,
-    digest_problems,
-    field_problems,
-    url_problems,
-)
+from merritt_queue.deposit.digest import SUPPORTED, normalise_algorithm
+from merritt_queue.deposit.fields import TEXT_FIELDS
 from merritt_queue.project.runtime import get_store
-from merritt_queue.services.errors import FetchError
-from merritt_queue.services.netpolicy import check_url
 from steering import confirmations
 from steering.catalog import ACTIONS, Target
+from steering.editdoor import Problems, door_problems
 from steering.permissions import collections_of, refusal
 from steering.planning import steps_again
 
@@ -41,12 +35,36 @@ ACTION = "job.edit_resume"
 SALT = "steering.confirm"  # the same signature as every confirmation: ``run`` checks it
 
 
+class AlgorithmField(forms.ChoiceField):
+    """The digest algorithms the project supports, as a choice; any spelling a submission
+    accepts (``SHA-256``) is taken as its name (``sha256``)."""
+
+    def to_python(self, value):
+        value = super().to_python(value).strip()
+        try:
+            return normalise_algorithm(value) if value else ""
+        except ValueError:
+            return value  # refused as "not one of the choices"
+
+
+def algorithm_choices(current: str) -> list[tuple[str, str]]:
+    """None, each supported algorithm, and what the job carries when it is none of them (so
+    that leaving it as shown changes nothing)."""
+    choices = [("", "(none)"), *((name, name) for name in SUPPORTED)]
+    try:
+        normalise_algorithm(current)
+    except ValueError:
+        if current:
+            choices.append((current, f"{current} (as the job has it; not supported)"))
+    return choices
+
+
 class EditForm(forms.Form):
     """The per-job parameters; a field left as shown is not changed."""
 
     version = forms.IntegerField(widget=forms.HiddenInput)
 
-    def __init__(self, *args, digest: bool = True, **kwargs):
+    def __init__(self, *args, digest: bool = True, algorithm: str = "", **kwargs):
         super().__init__(*args, **kwargs)
         for name in jobparams.FIELDS:
             self.fields[name] = forms.CharField(
@@ -56,44 +74,21 @@ class EditForm(forms.Form):
                 max_length=TEXT_FIELDS[name],
                 widget=forms.TextInput(attrs={"size": 70}),
             )
+        self.fields["digest_type"] = AlgorithmField(
+            required=False,
+            label=jobparams.LABELS["digest_type"].capitalize(),
+            choices=algorithm_choices(algorithm),
+        )
         if not digest:  # a digest applies to a single file or container only
             for name in ("digest_type", "digest_value"):
                 self.fields[name].disabled = True
                 self.fields[name].help_text = "a digest applies to a file or container job only"
 
-
-def door_problems(job: JobRecord, after: dict) -> list[str]:
-    """Why the changed values may not be written: the submission's own checks (lengths,
-    control characters, URL scheme and credentials, digest format per algorithm), and the
-    network policy the workers fetch under, asked now (a file: or private URL is refused)."""
-    before = jobparams.current(job.configuration, job.identifiers, job.metadata)
-    changed = jobparams.changes_of(before, after)
-    if not changed:
-        return []
-    problems = field_problems({name: after[name] for name in changed})
-    if "payload_url" in changed:
-        url = after["payload_url"]
-        if not url:
-            return problems + ["the payload URL cannot be emptied"]
-        problems += url_problems(url)
-        if not problems:
-            try:
-                check_url(
-                    url,
-                    allow_loopback=settings.MQ_ALLOW_LOOPBACK,
-                    allow_private=settings.MQ_ALLOW_PRIVATE,
-                )
-            except FetchError as e:
-                problems.append(f"payload_url: {e}")
-    if {"digest_type", "digest_value"} & changed.keys():
-        digest = {
-            "digest_type": after["digest_type"],
-            "digest_value": after["digest_value"],
-            "type": (job.configuration or {}).get("payload_type"),
-        }
-        problems += digest_problems(digest)
-        after["digest_type"] = digest["digest_type"]  # normalised, as a submission's
-    return problems
+    def add_problems(self, problems: Problems) -> None:
+        """The door's problems shown beside the fields they are about."""
+        for name, messages in problems.items():
+            for message in messages:
+                self.add_error(name, message)
 
 
 def _target(store: QueueStore, job: JobRecord) -> Target:
@@ -120,10 +115,12 @@ def edit_job(request, jid: str):
         return _page(request, job, None, f"this job cannot be edited: {why}", 409)
     digest = (job.configuration or {}).get("payload_type") in ("file", "container")
     before = jobparams.current(job.configuration, job.identifiers, job.metadata)
-    fresh = EditForm(initial=before | {"version": job.status_version}, digest=digest)
+    shown = before | {"digest_type": _algorithm(before["digest_type"])}
+    kind = {"digest": digest, "algorithm": before["digest_type"]}
+    fresh = EditForm(initial=shown | {"version": job.status_version}, **kind)
     if request.method != "POST":
         return _page(request, job, fresh)
-    form = EditForm(request.POST, initial=before, digest=digest)
+    form = EditForm(request.POST, initial=shown, **kind)
     if not form.is_valid():
         return _page(request, job, form, "see the problems below", 400)
     if form.cleaned_data["version"] != job.status_version:
@@ -132,11 +129,20 @@ def edit_job(request, jid: str):
         )
     after = {name: form.cleaned_data[name] for name in jobparams.FIELDS}
     if problems := door_problems(job, after):
-        return _page(request, job, form, "; ".join(problems), 400)
+        form.add_problems(problems)
+        return _page(request, job, form, "see the problems below", 400)
     changes = jobparams.changes_of(before, after)
     if not changes:
         return _page(request, job, form, "nothing changed: the job was not edited")
     return confirm_page(request, job, changes, _next(request))
+
+
+def _algorithm(name: str) -> str:
+    """The choice that shows ``name`` (a job of Merritt's may spell it ``SHA-256``)."""
+    try:
+        return normalise_algorithm(name) if name else ""
+    except ValueError:
+        return name
 
 
 def _next(request) -> str:

@@ -173,6 +173,44 @@ def test_an_unchanged_form_says_nothing_changed_and_records_nothing(process_stor
     assert process_store.get_job(jid).status_version == job.status_version
 
 
+def test_each_problem_is_shown_beside_its_field_and_the_algorithm_is_a_choice(
+    process_store, client, people
+):
+    job = process_store.get_job(failed_job(process_store))
+    client.force_login(people["operator"])
+    body = client.get(f"/actions/{EDIT}/{job.jid}/").content.decode()
+    select = re.search(r'<select name="digest_type"[^>]*>(.*?)</select>', body, re.S)
+    assert select, body
+    offered = re.findall(r'<option value="([^"]*)"', select.group(1))
+    assert offered == ["", "md5", "sha1", "sha256", "sha512"]
+
+    refused = edit(
+        client, job, payload_url="file:///etc/passwd", digest_type="md5", digest_value="abc"
+    )
+    assert refused.status_code == 400
+    errors = refused.context["form"].errors
+    assert "http or https" in errors["payload_url"][0]
+    assert "32 hexadecimal" in errors["digest_value"][0]
+    assert "digest_type" not in errors
+    # A value without its algorithm: the algorithm is asked for, beside its own field.
+    refused = edit(client, job, digest_value="0" * 32)
+    assert list(refused.context["form"].errors) == ["digest_type"]
+    assert process_store.get_job(job.jid).status_version == job.status_version
+
+
+def test_an_algorithm_spelled_otherwise_is_shown_chosen_and_left_unchanged(
+    process_store, client, people
+):
+    job = process_store.get_job(
+        failed_job(process_store, digest_type="SHA-256", digest_value="0" * 64)
+    )
+    client.force_login(people["operator"])
+    body = client.get(f"/actions/{EDIT}/{job.jid}/").content.decode()
+    assert re.search(r'<option value="sha256" selected>', body)
+    page = edit(client, job, digest_type="sha256")
+    assert "nothing changed" in page.content.decode().lower()
+
+
 def test_a_private_or_loopback_url_is_refused_unless_the_site_allows_it(
     process_store, client, people, settings
 ):
