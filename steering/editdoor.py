@@ -1,5 +1,6 @@
 """An edited job's new values checked at the door, exactly as a submission's fields are, each
-problem kept with the field it is about so that the form shows it there.
+problem kept with the field it is about so that the form shows it there; and the digest
+algorithm offered as a choice of those the project supports.
 
 Used by the edit of one job (``steering.editing``) and of a selection (``steering.bulkedit``):
 a URL an operator types, or one a prefix replacement makes, meets the same checks.
@@ -7,17 +8,42 @@ a URL an operator types, or one a prefix replacement makes, meets the same check
 
 from __future__ import annotations
 
+from django import forms
 from django.conf import settings
 
 from merritt_queue.core import jobparams
 from merritt_queue.core.records import JobRecord
-from merritt_queue.deposit.digest import check_digest_format, normalise_algorithm
+from merritt_queue.deposit.digest import SUPPORTED, check_digest_format, normalise_algorithm
 from merritt_queue.deposit.fields import field_problems, url_problems
 from merritt_queue.services.errors import FetchError
 from merritt_queue.services.netpolicy import check_url
 
 # field -> what is wrong with the value given for it
 Problems = dict[str, list[str]]
+
+
+class AlgorithmField(forms.ChoiceField):
+    """The digest algorithms the project supports, as a choice; any spelling a submission
+    accepts (``SHA-256``) is taken as its name (``sha256``)."""
+
+    def to_python(self, value):
+        value = super().to_python(value).strip()
+        try:
+            return normalise_algorithm(value) if value else ""
+        except ValueError:
+            return value  # refused as "not one of the choices"
+
+
+def algorithm_choices(current: str) -> list[tuple[str, str]]:
+    """None, each supported algorithm, and what the job carries when it is none of them (so
+    that leaving it as shown changes nothing)."""
+    choices = [("", "(none)"), *((name, name) for name in SUPPORTED)]
+    try:
+        normalise_algorithm(current)
+    except ValueError:
+        if current:
+            choices.append((current, f"{current} (as the job has it; not supported)"))
+    return choices
 
 
 def same_algorithm(before: str, after: str) -> bool:

@@ -22,41 +22,17 @@ from kazoo.exceptions import KazooException
 from merritt_queue.core import jobparams
 from merritt_queue.core.errors import NotFound, QueueError, ZooKeeperUnreachable
 from merritt_queue.core.store import JobRecord, QueueStore
-from merritt_queue.deposit.digest import SUPPORTED, normalise_algorithm
+from merritt_queue.deposit.digest import normalise_algorithm
 from merritt_queue.deposit.fields import TEXT_FIELDS
 from merritt_queue.project.runtime import get_store
-from steering import confirmations
+from steering import bulkedit, confirmations
 from steering.catalog import ACTIONS, Target
-from steering.editdoor import Problems, door_problems
+from steering.editdoor import AlgorithmField, Problems, algorithm_choices, door_problems
 from steering.permissions import collections_of, refusal
 from steering.planning import steps_again
 
 ACTION = "job.edit_resume"
 SALT = "steering.confirm"  # the same signature as every confirmation: ``run`` checks it
-
-
-class AlgorithmField(forms.ChoiceField):
-    """The digest algorithms the project supports, as a choice; any spelling a submission
-    accepts (``SHA-256``) is taken as its name (``sha256``)."""
-
-    def to_python(self, value):
-        value = super().to_python(value).strip()
-        try:
-            return normalise_algorithm(value) if value else ""
-        except ValueError:
-            return value  # refused as "not one of the choices"
-
-
-def algorithm_choices(current: str) -> list[tuple[str, str]]:
-    """None, each supported algorithm, and what the job carries when it is none of them (so
-    that leaving it as shown changes nothing)."""
-    choices = [("", "(none)"), *((name, name) for name in SUPPORTED)]
-    try:
-        normalise_algorithm(current)
-    except ValueError:
-        if current:
-            choices.append((current, f"{current} (as the job has it; not supported)"))
-    return choices
 
 
 class EditForm(forms.Form):
@@ -194,6 +170,8 @@ def confirm_page(request, job: JobRecord, changes: dict, back: str, *, error="",
 def confirm_again(request, data: dict, error: str, reason: str):
     """The confirmation shown again from its signed data (a missing reason, a bad step)."""
     edit = data.get("edit") or {}
+    if "bulk" in edit:
+        return bulkedit.confirm_again(request, data, error, reason)
     try:
         job = get_store(init=False).get_job(edit.get("jid", ""))
     except (QueueError, KazooException) as e:

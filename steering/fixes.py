@@ -18,9 +18,10 @@ B = BatchStatus
 
 
 def edit_resume(store: QueueStore, job: JobRecord, params: dict, note: str) -> Applied:
-    """The edit confirmed (``params["changes"]``: field -> [before, after]) written and the
-    job resumed, in one multi; refused when a field no longer holds the value shown."""
-    changes = params.get("changes") or {}
+    """The edit confirmed (``params["changes"]``: field -> [before, after]; for a selection,
+    ``params["each"]``: job -> its changes) written and the job resumed, in one multi;
+    refused when a field no longer holds the value shown."""
+    changes = (params.get("each") or {}).get(job.jid) or params.get("changes") or {}
     now = jobparams.current(job.configuration, job.identifiers, job.metadata)
     moved = [name for name, (before, _) in changes.items() if now.get(name, "") != before]
     if moved:
