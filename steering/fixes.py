@@ -25,10 +25,13 @@ def edit_resume(store: QueueStore, job: JobRecord, params: dict, note: str) -> A
     now = jobparams.current(job.configuration, job.identifiers, job.metadata)
     moved = [name for name, (before, _) in changes.items() if now.get(name, "") != before]
     if moved:
-        raise ChangedUnderYou(
-            f"changed since the page was shown: {', '.join(moved)} no longer holds the value "
-            "shown; edit it again"
+        # A data node keeps no history: the value now is all there is to say of the change.
+        what = "; ".join(
+            f"{name} is now {jobparams.shown(now.get(name, ''))} "
+            f"(the page showed {jobparams.shown(changes[name][0])})"
+            for name in moved
         )
+        raise ChangedUnderYou(f"changed since the page was shown: {what}; edit it again")
     if job.bid and store.batch_statuses([job.bid]).get(job.bid, {}).get("status") == B.DELETED:
         raise QueueError(
             f"job {job.jid} was not resumed: its batch {job.bid} is Deleted. "

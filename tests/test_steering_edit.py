@@ -12,6 +12,7 @@ from django.core import mail
 
 from merritt_queue.core import jobparams
 from merritt_queue.core.errors import ChangedUnderYou, InvalidTransition
+from merritt_queue.core.history import admin_actor
 from mirror import facade as mirror
 from steering.actions import execute
 from steering.catalog import ACTIONS
@@ -322,6 +323,35 @@ def test_a_job_changed_under_you_is_skipped_and_not_edited(process_store, people
     # And the core refuses a record older than the status on its own.
     with pytest.raises(ChangedUnderYou):
         process_store.edit_job_parameters(stale, {"erc_what": "x"})
+
+
+def test_a_stale_edit_says_what_changed_and_by_whom_and_links_to_edit_again(
+    process_store, client, people
+):
+    jid = failed_job(process_store)
+    job = process_store.get_job(jid)
+    client.force_login(people["operator"])
+    page = edit(client, job, erc_what="New title")
+    with process_store.acting_as(admin_actor("ada")):
+        process_store.resume_job(jid, message="resumed by ada: try once more")
+    with process_store.acting_as("worker host-1:42"):
+        process_store.transition_job(jid, "Failed", "HTTP 404 again")
+    done = client.post(f"/actions/{EDIT}/execute", {"payload": payload_of(page), "reason": "x"})
+    (item,) = AdminAction.objects.get(action=EDIT).items.all()
+    assert item.result == "skipped"
+    step = process_store.get_job(jid).history.entries[-2].to_status
+    assert f"Failed → {step} by ada" in item.detail and "try once more" in item.detail
+    assert f"{step} → Failed by a worker (host-1:42)" in item.detail
+    assert "HTTP 404 again" in item.detail
+    result = client.get(done.url).content.decode()
+    assert re.search(rf'<a class="edit-again" href="/actions/{EDIT}/{jid}/\?next=', result)
+    # A field changed with no status write: its value now and the one shown are named.
+    job = process_store.get_job(jid)
+    page = edit(client, job, erc_what="Newer title")
+    process_store.save_job_data(jid, "metadata", {"erc_what": "Other"})
+    client.post(f"/actions/{EDIT}/execute", {"payload": payload_of(page), "reason": "x"})
+    item = AdminAction.objects.filter(action=EDIT).first().items.get()
+    assert "erc_what is now 'Other' (the page showed 'A title')" in item.detail
 
 
 def test_an_object_manifest_job_edited_to_another_manifest_fetches_the_new_one(
