@@ -16,6 +16,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404
 from django.shortcuts import render
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.text import capfirst
 from django.views.decorators.cache import never_cache
 from kazoo.exceptions import KazooException
 
@@ -46,13 +47,13 @@ class EditForm(forms.Form):
             self.fields[name] = forms.CharField(
                 required=False,
                 strip=True,
-                label=jobparams.LABELS[name].capitalize(),
+                label=capfirst(jobparams.LABELS[name]),
                 max_length=TEXT_FIELDS[name],
                 widget=forms.TextInput(attrs={"size": 70}),
             )
         self.fields["digest_type"] = AlgorithmField(
             required=False,
-            label=jobparams.LABELS["digest_type"].capitalize(),
+            label=capfirst(jobparams.LABELS["digest_type"]),
             choices=algorithm_choices(algorithm),
         )
         if not digest:  # a digest applies to a single file or container only
