@@ -11,9 +11,11 @@ resume are one multi (``QueueStore.edit_job_parameters``).
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from django import forms
 from django.contrib.auth.decorators import login_required
-from django.http import Http404
+from django.http import Http404, QueryDict
 from django.shortcuts import render
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.text import capfirst
@@ -31,6 +33,7 @@ from steering.catalog import ACTIONS, Target
 from steering.editdoor import AlgorithmField, Problems, algorithm_choices, door_problems
 from steering.permissions import collections_of, refusal
 from steering.planning import steps_again
+from steering.staleness import changed_since
 
 ACTION = "job.edit_resume"
 SALT = "steering.confirm"  # the same signature as every confirmation: ``run`` checks it
@@ -75,7 +78,7 @@ def _target(store: QueueStore, job: JobRecord) -> Target:
 
 @never_cache
 @login_required
-def edit_job(request, jid: str):
+def edit_job(request, jid: str, *, error: str = ""):
     action = ACTIONS[ACTION]
     if problem := refusal(request.user, action):
         return confirmations.refused(request, action, problem)
@@ -89,21 +92,22 @@ def edit_job(request, jid: str):
     except (QueueError, KazooException) as e:
         return _page(request, None, None, f"ZooKeeper could not be read ({e}); try again", 503)
     if why := action.check(_target(store, job), collections_of(request.user)):
-        return _page(request, job, None, f"this job cannot be edited: {why}", 409)
+        earlier = f"{error.removesuffix('; edit it again')}. " if error else ""
+        return _page(request, job, None, f"{earlier}this job cannot be edited: {why}", 409)
     digest = (job.configuration or {}).get("payload_type") in ("file", "container")
     before = jobparams.current(job.configuration, job.identifiers, job.metadata)
     shown = before | {"digest_type": _algorithm(before["digest_type"])}
     kind = {"digest": digest, "algorithm": before["digest_type"]}
     fresh = EditForm(initial=shown | {"version": job.status_version}, **kind)
-    if request.method != "POST":
-        return _page(request, job, fresh)
+    if request.method != "POST" or error:
+        return _page(request, job, fresh, error, 409 if error else 200)
     form = EditForm(request.POST, initial=shown, **kind)
     if not form.is_valid():
         return _page(request, job, form, "see the problems below", 400)
     if form.cleaned_data["version"] != job.status_version:
-        return _page(
-            request, job, fresh, "the job changed since the form was shown: here it is now", 409
-        )
+        seen = form.cleaned_data["version"]
+        changed = changed_since(seen, job.status, job.status_version, job.history)
+        return _page(request, job, fresh, f"{changed}; here it is now", 409)
     after = {name: form.cleaned_data[name] for name in jobparams.FIELDS}
     if problems := door_problems(job, after):
         form.add_problems(problems)
@@ -179,5 +183,7 @@ def confirm_again(request, data: dict, error: str, reason: str):
         return _page(request, None, None, f"the job could not be read again ({e})", 503)
     changes = {n: tuple(pair) for n, pair in (data.get("params") or {})["changes"].items()}
     if job.status_version != data["items"][0][1]:
-        return _page(request, job, None, "the job changed since the page was shown", 409)
+        why = changed_since(data["items"][0][1], job.status, job.status_version, job.history)
+        request.GET = QueryDict(urlencode({"next": edit.get("next", "")}))
+        return edit_job(request, job.jid, error=f"{why}; edit it again")
     return confirm_page(request, job, changes, edit.get("next", ""), error=error, reason=reason)

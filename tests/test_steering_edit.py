@@ -354,6 +354,29 @@ def test_a_stale_edit_says_what_changed_and_by_whom_and_links_to_edit_again(
     assert "erc_what is now 'Other' (the page showed 'A title')" in item.detail
 
 
+def test_a_confirmation_shown_again_for_a_changed_job_says_what_changed_and_offers_the_form(
+    process_store, client, people
+):
+    jid = failed_job(process_store)
+    job = process_store.get_job(jid)
+    client.force_login(people["operator"])
+    page = edit(client, job, erc_what="New title")
+    with process_store.acting_as(admin_actor("ada")):
+        process_store.resume_job(jid, message="resumed by ada: once more")
+    with process_store.acting_as("worker host-1:42"):
+        process_store.transition_job(jid, "Failed", "HTTP 404 again")
+    # No reason given: the page is shown again, and the job is no longer as it showed it.
+    again = client.post(f"/actions/{EDIT}/execute", {"payload": payload_of(page), "reason": ""})
+    body = again.content.decode()
+    assert again.status_code == 409
+    assert "by ada" in body and "HTTP 404 again" in body and "edit it again" in body
+    assert 'name="erc_what"' in body and 'name="version"' in body
+    # The form itself, sent for an older version, says the same and shows the job now.
+    stale = edit(client, job, erc_what="Newer title")
+    assert stale.status_code == 409 and "by a worker (host-1:42)" in stale.content.decode()
+    assert not AdminAction.objects.exists()
+
+
 def test_an_object_manifest_job_edited_to_another_manifest_fetches_the_new_one(
     pipeline, content, people
 ):
