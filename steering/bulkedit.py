@@ -9,6 +9,8 @@ and then from ZooKeeper, at most ``MAX_JOBS`` jobs: each is read whole for its p
 
 from __future__ import annotations
 
+import os
+
 from django import forms
 from django.contrib.auth.decorators import login_required
 from django.http import QueryDict
@@ -111,6 +113,14 @@ def read_jobs(ids: list[str]) -> tuple[list[JobRecord], list[tuple[str, str]]]:
     return jobs, unread
 
 
+def folder_of(jobs: list[JobRecord]) -> str:
+    """The folder every job's payload URL is in (a moved folder is the prefix to replace), or
+    "" when they share none beyond the host."""
+    urls = [(job.configuration or {}).get("payload_url") or "" for job in jobs]
+    common = os.path.commonprefix(urls).rpartition("/")[0] if all(urls) else ""
+    return common + "/" if common.count("/") > 2 else ""
+
+
 def _refusal(job: JobRecord, scope: set[str] | None) -> str | None:
     collection = get_store(init=False).item_collection(job.configuration)
     target = Target(job.jid, job.status, job.status_version, collection, job.locked)
@@ -131,7 +141,7 @@ def edit_selection(request):
     except ZooKeeperUnreachable as e:
         return _form_page(request, [], [], None, str(e), 503)
     if request.method != "POST":
-        return _form_page(request, jobs, unread, BulkForm())
+        return _form_page(request, jobs, unread, BulkForm(initial={"url_from": folder_of(jobs)}))
     form = BulkForm(request.POST)
     if not form.is_valid():
         return _form_page(request, jobs, unread, form, "see the problems below", 400)

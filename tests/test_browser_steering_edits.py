@@ -46,6 +46,7 @@ def test_a_moved_folder_is_fixed_for_all_its_jobs_from_the_resume_that_warns(
 
     page.wait_for_selector("form.edit-jobs-form")
     assert all(j.jid in page.inner_text("table.edit-jobs") for j in jobs)
+    shoot(page, "bulk-edit-form")
     page.fill("#id_url_from", f"{http_server.url}/old/")
     page.fill("#id_url_to", f"{http_server.url}/new/")
     page.click("form.edit-jobs-form button[type=submit]")

@@ -49,6 +49,9 @@ def test_a_moved_folder_is_fixed_for_every_job_in_one_edit(process_store, client
     assert shown.status_code == 200
     body = shown.content.decode()
     assert all(jid in body for jid in jids) and f"{OLD}a.jpg" in body
+    assert 'name="url_from" value=' not in body  # they share no folder beyond the host
+    shown = client.get(selection(jids[:3])).content.decode()
+    assert f'name="url_from" value="{OLD}"' in shown
 
     page = preview(client, jids, url_from=OLD, url_to=NEW)
     body = page.content.decode()
