@@ -77,14 +77,19 @@ class BulkForm(forms.Form):
         return BulkEdit(data["url_from"], data["url_to"], data["digest_type"])
 
 
+def list_filter(query: QueryDict) -> str:
+    """The job list's filter in ``query``, as the audit keeps an "all matching" selection."""
+    filters = QueryDict(mutable=True)
+    for key in query:
+        if key not in NOT_FILTER:
+            filters.setlist(key, query.getlist(key))
+    return filters.urlencode()
+
+
 def selected_ids(query: QueryDict) -> tuple[list[str], str]:
     """The job ids the query names, newest first, and what is wrong with it ("" if nothing)."""
     if query.get("all") == "1":
-        filters = QueryDict(mutable=True)
-        for key in query:
-            if key not in NOT_FILTER:
-                filters.setlist(key, query.getlist(key))
-        filterset = JobFilter(filters, queryset=Job.objects.all())
+        filterset = JobFilter(QueryDict(list_filter(query)), queryset=Job.objects.all())
         if not filterset.is_valid():
             return [], "the list's filter is not valid"
         ids = list(filterset.qs.order_by("-jid").values_list("jid", flat=True)[: MAX_JOBS + 1])
@@ -148,7 +153,8 @@ def edit_selection(request):
     scope = collections_of(request.user)
     planned = [plan_job(job, form.edit(), _refusal(job, scope)) for job in jobs]
     if not any(p.applies for p in planned):
-        if form.cleaned_data["url_from"] and all("does not start" in p.why for p in planned):
+        url_from = form.cleaned_data["url_from"]
+        if url_from and not any(p.job_url.startswith(url_from) for p in planned):
             form.add_error("url_from", "no selected job's payload URL starts with this")
         error = "the edit applies to none of the selected jobs (see each job's reason)"
         return _form_page(request, jobs, unread, form, error, 400, planned)
@@ -187,7 +193,7 @@ def confirm_page(request, edit: BulkEdit, planned: list[Planned], unread, *, err
         compress=True,
         action=ACTION,
         items=[[p.job.jid, p.job.status_version] for p in applying],
-        selection="",
+        selection=list_filter(request.GET) if request.GET.get("all") == "1" else "",
         steps=[],
         back="",
         params={"bulk": edit.as_params(), "each": each_change(planned)},

@@ -54,6 +54,10 @@ class Planned:
     def applies(self) -> bool:
         return not self.why
 
+    @property
+    def job_url(self) -> str:
+        return (self.job.configuration or {}).get("payload_url") or ""
+
 
 def plan_job(job: JobRecord, edit: BulkEdit, refusal: str | None = None) -> Planned:
     """``edit`` on ``job``; every part asked must apply to the job, or it is left out, so

@@ -190,7 +190,13 @@ def test_resuming_jobs_that_failed_the_same_way_warns_and_offers_the_edit(
     link = re.search(r'href="(/actions/job.edit_resume/selection/\?[^"]+)"', body).group(1)
     query = parse_qs(urlsplit(link.replace("&amp;", "&")).query)
     assert query["all"] == ["1"] and query["signature"] == ["HTTP <n> at <url>"]
-    assert client.get(link.replace("&amp;", "&")).status_code == 200
+    link = link.replace("&amp;", "&")
+    assert client.get(link).status_code == 200
+    form = {"url_from": OLD, "url_to": NEW, "digest_type": ""}
+    page = client.post(link, form)
+    client.post(f"/actions/{EDIT}/execute", {"payload": payload_of(page), "reason": "moved"})
+    record = AdminAction.objects.get(action=EDIT)
+    assert record.done == 3 and "signature=HTTP" in record.selection
     # One job alone, or jobs failed in different ways: no warning.
     assert (
         "failed the same way"
