@@ -1,15 +1,25 @@
-"""Filters of the object list: the collection, and one search box for ARK, local id or title."""
+"""Filters of the object list: the collection, and one search box for identifiers (``idsearch``)
+or a title."""
 
 from __future__ import annotations
 
 import django_filters as df
 from django import forms
+from django.db.models import Q
 
+from inventory.idsearch import ark_match, local_key, starts_with
 from inventory.models import InventoryObject, LocalIdentifier
+
+# The objects a local id's start finds, at most: a prefix shared by more is typed further.
+LOCAL_ARKS = 1000
 
 
 class ObjectFilter(df.FilterSet):
-    q = df.CharFilter(method="search", label="Search", help_text="ARK, local id or title")
+    q = df.CharFilter(
+        method="search",
+        label="Search",
+        help_text="an ARK or a link to it, a local id, or the start of either; or a title",
+    )
     collection = df.CharFilter(
         label="Collection", widget=forms.TextInput(attrs={"list": "mq-collections"})
     )
@@ -22,19 +32,23 @@ class ObjectFilter(df.FilterSet):
     scans = False
 
     def search(self, queryset, name, value):
-        """An exact ARK or local id finds those objects; any other text, the titles.
+        """Objects whose ARK or a local id starts with ``value`` as identifiers are typed
+        (``idsearch``: a resolver link, ``ark:/`` or not, any case, a bare name, a start);
+        when none does, the objects whose title holds it.
 
-        ARKs and local ids are indexed; a title search reads every row, so it is the fallback.
-        Only ``queryset`` (the objects the person may read) is asked whether an ARK or local
-        id is known, so the answer tells nothing of other collections' objects.
+        The identifiers are matched by indexed prefixes; a title search reads every row, so it
+        is the fallback. Only ``queryset`` (the objects the person may read) is asked whether
+        an identifier matched, so the answer tells nothing of other collections' objects.
         """
         value = value.strip()
         if not value:
             return queryset
-        if queryset.filter(ark=value).exists():
-            return queryset.filter(ark=value)
-        arks = list(LocalIdentifier.objects.filter(local_id=value).values_list("ark", flat=True))
-        if arks and queryset.filter(ark__in=arks).exists():
-            return queryset.filter(ark__in=arks)
+        found = ark_match(value)
+        local = starts_with("local_key", local_key(value))
+        arks = LocalIdentifier.objects.filter(local).values_list("ark", flat=True)
+        by_local = Q(ark__in=list(arks[:LOCAL_ARKS]))
+        matched = queryset.filter(found | by_local if found is not None else by_local)
+        if matched.exists():
+            return matched
         self.scans = True
         return queryset.filter(title__icontains=value)

@@ -7,9 +7,14 @@ embedded default, written only by the Recording step through
 
 from django.db import models
 
+from inventory.idsearch import ark_keys, local_key
+
 
 class InventoryObject(models.Model):
     ark = models.CharField(max_length=255, unique=True)
+    # The ARK as a search matches its start: normalised, and its name alone (idsearch).
+    ark_key = models.CharField(max_length=255, db_index=True, blank=True, default="")
+    ark_name = models.CharField(max_length=255, db_index=True, blank=True, default="")
     collection = models.CharField(max_length=100, db_index=True, blank=True)
     title = models.TextField(blank=True)
     creator = models.TextField(blank=True)
@@ -31,6 +36,10 @@ class InventoryObject(models.Model):
 
     def __str__(self) -> str:
         return self.ark
+
+    def save(self, *args, **kwargs):
+        self.ark_key, self.ark_name = ark_keys(self.ark)
+        super().save(*args, **kwargs)
 
 
 MODES = ("add", "update")
@@ -80,6 +89,8 @@ class LocalIdentifier(models.Model):
 
     collection = models.CharField(max_length=100)
     local_id = models.CharField(max_length=255)
+    # The local id as a search matches its start, in any case (idsearch).
+    local_key = models.CharField(max_length=255, db_index=True, blank=True, default="")
     ark = models.CharField(max_length=255, db_index=True)
     created = models.DateTimeField(auto_now_add=True)
 
@@ -89,3 +100,7 @@ class LocalIdentifier(models.Model):
         ]
         # The object list's search finds a local id in any collection.
         indexes = [models.Index(fields=["local_id"], name="inv_local_id")]
+
+    def save(self, *args, **kwargs):
+        self.local_key = local_key(self.local_id)
+        super().save(*args, **kwargs)

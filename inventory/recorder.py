@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 
 from django.db import IntegrityError, transaction
 
+from inventory.idsearch import ark_keys
 from inventory.models import (
     CHANGES,
     MODES,
@@ -112,7 +113,9 @@ class LocalInventory:
             "last_stored": stored,
         }
         if new_object:  # an object already there refuses this, and the caller goes again
-            new |= {"ark": ark, "created": stored, "modified": stored}
+            key, name = ark_keys(ark)
+            new |= {"ark": ark, "ark_key": key, "ark_name": name}
+            new |= {"created": stored, "modified": stored}
             obj_id, created = sql.insert_one(InventoryObject, new), True
         else:
             obj, created = InventoryObject.objects.get_or_create(ark=ark, defaults=new)

@@ -37,6 +37,7 @@ from steering.catalog import ACTIONS, Action, Applied, ItemResult, PartlyDone, S
 from steering.models import AdminAction, AdminActionItem
 from steering.permissions import collections_of, refusal
 from steering.planning import profile_collections
+from steering.staleness import changed_since
 
 # Items per round of a batched action: bounds the multis in flight and the progress step.
 MOVE_CHUNK = 500
@@ -168,7 +169,7 @@ def _run_chunk(store, action, record, chunk, scope, problem, note) -> None:
                 continue
             before, item = got
             try:
-                _recheck(row, action, before, version, scope)
+                _recheck(row, action, before, version, scope, _history(store, item, version))
             except ChangedUnderYou as e:
                 _record(row, e)
                 continue
@@ -259,16 +260,29 @@ def _collection_of(store: QueueStore, item) -> str:
     return store.item_collection(data)
 
 
-def _recheck(row, action: Action, before: Target, version, scope) -> None:
+def _history(store: QueueStore, item, shown: int | None):
+    """The item's history when it changed since the version ``shown``, to say what changed: a
+    batched action's records are read without it, so it is read then, for those items only."""
+    history = getattr(item, "history", None)
+    if history is not None or shown is None or getattr(item, "status_version", shown) == shown:
+        return history
+    try:
+        return store.get_job(item.jid).history if hasattr(item, "jid") else None
+    except QueueError:
+        return None
+
+
+def _recheck(row, action: Action, before: Target, version, scope, history=None) -> None:
     """Record the item as read now; ``ChangedUnderYou`` unless it is as shown and the action
-    still applies to it."""
+    still applies to it, saying what changed and by whom when the item's ``history`` was
+    read with it."""
     row.before_status, row.before_version, row.collection = (
         before.status,
         before.version,
         before.collection,
     )
     if version is not None and before.version != version:
-        raise ChangedUnderYou(f"changed since the page was shown: it is now {before.status}")
+        raise ChangedUnderYou(changed_since(version, before.status, before.version, history))
     why = action.check(before, scope)
     if why is not None:
         raise ChangedUnderYou(why)

@@ -68,6 +68,7 @@ class Action:
     # The page an item's button opens instead of the confirmation page (a URL name taking
     # the item's id): an action with a form of its own, taken on one item at a time.
     form: str = ""
+    form_many: str = ""  # the form's page for a selection (a URL name taking no argument)
 
     def check(self, t: Target, collections: set[str] | None) -> str | None:
         """Why the action may not be taken on ``t`` by a person limited to ``collections``
@@ -381,6 +382,7 @@ ACTIONS: dict[str, Action] = {
             applies_to=frozenset({J.FAILED}),
             run=fixes.edit_resume,
             form="steering:edit_job",
+            form_many="steering:edit_jobs",
         ),
         _administrator(
             "job.force_fail",

@@ -11,31 +11,29 @@ resume are one multi (``QueueStore.edit_job_parameters``).
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from django import forms
-from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.http import Http404
+from django.http import Http404, QueryDict
 from django.shortcuts import render
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.text import capfirst
 from django.views.decorators.cache import never_cache
 from kazoo.exceptions import KazooException
 
 from merritt_queue.core import jobparams
 from merritt_queue.core.errors import NotFound, QueueError, ZooKeeperUnreachable
 from merritt_queue.core.store import JobRecord, QueueStore
-from merritt_queue.deposit.fields import (
-    TEXT_FIELDS,
-    digest_problems,
-    field_problems,
-    url_problems,
-)
+from merritt_queue.deposit.digest import normalise_algorithm
+from merritt_queue.deposit.fields import TEXT_FIELDS
 from merritt_queue.project.runtime import get_store
-from merritt_queue.services.errors import FetchError
-from merritt_queue.services.netpolicy import check_url
-from steering import confirmations
+from steering import bulkedit, confirmations
 from steering.catalog import ACTIONS, Target
+from steering.editdoor import AlgorithmField, Problems, algorithm_choices, door_problems
 from steering.permissions import collections_of, refusal
 from steering.planning import steps_again
+from steering.staleness import changed_since
 
 ACTION = "job.edit_resume"
 SALT = "steering.confirm"  # the same signature as every confirmation: ``run`` checks it
@@ -46,54 +44,31 @@ class EditForm(forms.Form):
 
     version = forms.IntegerField(widget=forms.HiddenInput)
 
-    def __init__(self, *args, digest: bool = True, **kwargs):
+    def __init__(self, *args, digest: bool = True, algorithm: str = "", **kwargs):
         super().__init__(*args, **kwargs)
         for name in jobparams.FIELDS:
             self.fields[name] = forms.CharField(
                 required=False,
                 strip=True,
-                label=jobparams.LABELS[name].capitalize(),
+                label=capfirst(jobparams.LABELS[name]),
                 max_length=TEXT_FIELDS[name],
                 widget=forms.TextInput(attrs={"size": 70}),
             )
+        self.fields["digest_type"] = AlgorithmField(
+            required=False,
+            label=capfirst(jobparams.LABELS["digest_type"]),
+            choices=algorithm_choices(algorithm),
+        )
         if not digest:  # a digest applies to a single file or container only
             for name in ("digest_type", "digest_value"):
                 self.fields[name].disabled = True
                 self.fields[name].help_text = "a digest applies to a file or container job only"
 
-
-def door_problems(job: JobRecord, after: dict) -> list[str]:
-    """Why the changed values may not be written: the submission's own checks (lengths,
-    control characters, URL scheme and credentials, digest format per algorithm), and the
-    network policy the workers fetch under, asked now (a file: or private URL is refused)."""
-    before = jobparams.current(job.configuration, job.identifiers, job.metadata)
-    changed = jobparams.changes_of(before, after)
-    if not changed:
-        return []
-    problems = field_problems({name: after[name] for name in changed})
-    if "payload_url" in changed:
-        url = after["payload_url"]
-        if not url:
-            return problems + ["the payload URL cannot be emptied"]
-        problems += url_problems(url)
-        if not problems:
-            try:
-                check_url(
-                    url,
-                    allow_loopback=settings.MQ_ALLOW_LOOPBACK,
-                    allow_private=settings.MQ_ALLOW_PRIVATE,
-                )
-            except FetchError as e:
-                problems.append(f"payload_url: {e}")
-    if {"digest_type", "digest_value"} & changed.keys():
-        digest = {
-            "digest_type": after["digest_type"],
-            "digest_value": after["digest_value"],
-            "type": (job.configuration or {}).get("payload_type"),
-        }
-        problems += digest_problems(digest)
-        after["digest_type"] = digest["digest_type"]  # normalised, as a submission's
-    return problems
+    def add_problems(self, problems: Problems) -> None:
+        """The door's problems shown beside the fields they are about."""
+        for name, messages in problems.items():
+            for message in messages:
+                self.add_error(name, message)
 
 
 def _target(store: QueueStore, job: JobRecord) -> Target:
@@ -103,7 +78,7 @@ def _target(store: QueueStore, job: JobRecord) -> Target:
 
 @never_cache
 @login_required
-def edit_job(request, jid: str):
+def edit_job(request, jid: str, *, error: str = ""):
     action = ACTIONS[ACTION]
     if problem := refusal(request.user, action):
         return confirmations.refused(request, action, problem)
@@ -117,26 +92,38 @@ def edit_job(request, jid: str):
     except (QueueError, KazooException) as e:
         return _page(request, None, None, f"ZooKeeper could not be read ({e}); try again", 503)
     if why := action.check(_target(store, job), collections_of(request.user)):
-        return _page(request, job, None, f"this job cannot be edited: {why}", 409)
+        earlier = f"{error.removesuffix('; edit it again')}. " if error else ""
+        return _page(request, job, None, f"{earlier}this job cannot be edited: {why}", 409)
     digest = (job.configuration or {}).get("payload_type") in ("file", "container")
     before = jobparams.current(job.configuration, job.identifiers, job.metadata)
-    fresh = EditForm(initial=before | {"version": job.status_version}, digest=digest)
-    if request.method != "POST":
-        return _page(request, job, fresh)
-    form = EditForm(request.POST, initial=before, digest=digest)
+    shown = before | {"digest_type": _algorithm(before["digest_type"])}
+    kind = {"digest": digest, "algorithm": before["digest_type"]}
+    fresh = EditForm(initial=shown | {"version": job.status_version}, **kind)
+    if request.method != "POST" or error:
+        return _page(request, job, fresh, error, 409 if error else 200)
+    form = EditForm(request.POST, initial=shown, **kind)
     if not form.is_valid():
         return _page(request, job, form, "see the problems below", 400)
     if form.cleaned_data["version"] != job.status_version:
-        return _page(
-            request, job, fresh, "the job changed since the form was shown: here it is now", 409
-        )
+        seen = form.cleaned_data["version"]
+        changed = changed_since(seen, job.status, job.status_version, job.history)
+        return _page(request, job, fresh, f"{changed}; here it is now", 409)
     after = {name: form.cleaned_data[name] for name in jobparams.FIELDS}
     if problems := door_problems(job, after):
-        return _page(request, job, form, "; ".join(problems), 400)
+        form.add_problems(problems)
+        return _page(request, job, form, "see the problems below", 400)
     changes = jobparams.changes_of(before, after)
     if not changes:
         return _page(request, job, form, "nothing changed: the job was not edited")
     return confirm_page(request, job, changes, _next(request))
+
+
+def _algorithm(name: str) -> str:
+    """The choice that shows ``name`` (a job of Merritt's may spell it ``SHA-256``)."""
+    try:
+        return normalise_algorithm(name) if name else ""
+    except ValueError:
+        return name
 
 
 def _next(request) -> str:
@@ -188,11 +175,15 @@ def confirm_page(request, job: JobRecord, changes: dict, back: str, *, error="",
 def confirm_again(request, data: dict, error: str, reason: str):
     """The confirmation shown again from its signed data (a missing reason, a bad step)."""
     edit = data.get("edit") or {}
+    if "bulk" in edit:
+        return bulkedit.confirm_again(request, data, error, reason)
     try:
         job = get_store(init=False).get_job(edit.get("jid", ""))
     except (QueueError, KazooException) as e:
         return _page(request, None, None, f"the job could not be read again ({e})", 503)
     changes = {n: tuple(pair) for n, pair in (data.get("params") or {})["changes"].items()}
     if job.status_version != data["items"][0][1]:
-        return _page(request, job, None, "the job changed since the page was shown", 409)
+        why = changed_since(data["items"][0][1], job.status, job.status_version, job.history)
+        request.GET = QueryDict(urlencode({"next": edit.get("next", "")}))
+        return edit_job(request, job.jid, error=f"{why}; edit it again")
     return confirm_page(request, job, changes, edit.get("next", ""), error=error, reason=reason)

@@ -18,16 +18,20 @@ B = BatchStatus
 
 
 def edit_resume(store: QueueStore, job: JobRecord, params: dict, note: str) -> Applied:
-    """The edit confirmed (``params["changes"]``: field -> [before, after]) written and the
-    job resumed, in one multi; refused when a field no longer holds the value shown."""
-    changes = params.get("changes") or {}
+    """The edit confirmed (``params["changes"]``: field -> [before, after]; for a selection,
+    ``params["each"]``: job -> its changes) written and the job resumed, in one multi;
+    refused when a field no longer holds the value shown."""
+    changes = (params.get("each") or {}).get(job.jid) or params.get("changes") or {}
     now = jobparams.current(job.configuration, job.identifiers, job.metadata)
     moved = [name for name, (before, _) in changes.items() if now.get(name, "") != before]
     if moved:
-        raise ChangedUnderYou(
-            f"changed since the page was shown: {', '.join(moved)} no longer holds the value "
-            "shown; edit it again"
+        # A data node keeps no history: the value now is all there is to say of the change.
+        what = "; ".join(
+            f"{name} is now {jobparams.shown(now.get(name, ''))} "
+            f"(the page showed {jobparams.shown(changes[name][0])})"
+            for name in moved
         )
+        raise ChangedUnderYou(f"changed since the page was shown: {what}; edit it again")
     if job.bid and store.batch_statuses([job.bid]).get(job.bid, {}).get("status") == B.DELETED:
         raise QueueError(
             f"job {job.jid} was not resumed: its batch {job.bid} is Deleted. "

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from steering import editing, maintenance_views, views
+from steering import bulkedit, editing, maintenance_views, views
 
 app_name = "steering"
 
@@ -10,6 +10,7 @@ urlpatterns = [
     path("actions/choose", views.choose, name="choose"),
     path("actions/<int:pk>/", views.result, name="result"),
     path("actions/<str:action_name>/confirm", views.confirm, name="confirm"),
+    path("actions/job.edit_resume/selection/", bulkedit.edit_selection, name="edit_jobs"),
     path("actions/job.edit_resume/<str:jid>/", editing.edit_job, name="edit_job"),
     path("actions/<str:action_name>/execute", views.run, name="execute"),
     path("maintenance/", maintenance_views.page, name="maintenance"),

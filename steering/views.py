@@ -67,6 +67,7 @@ from steering.planning import (
     resume_offer,
     steps_again,
 )
+from steering.samecause import same_causes
 from steering.scheduler import WINDOW_ACTIONS
 from ui.reading_scope import readable_actions, readable_items, reads_whole_action
 
@@ -254,6 +255,16 @@ def confirmation(
         if action.name in HELD_LISTS
         else {}
     )
+    back = safe_next(request, request.GET.get("next", ""))
+    same = (
+        same_causes(
+            [p.target.id for p in applying],
+            query=selection.query if selection.everything else "",
+            back=back,
+        )
+        if action.name == "job.resume"
+        else []
+    )
     payload = confirmations.sign(
         request,
         SALT,
@@ -281,8 +292,9 @@ def confirmation(
         "reason": reason,
         "strong": action.name == "job.force_fail" or bool(action.warning),
         "along": sum(len(jobs) for jobs in along.values()),
-        "next": safe_next(request, request.GET.get("next", "")),
+        "next": back,
         "used": used,
+        "same_causes": same,
         "other_holds": others,
         "held": held,
         "caught": HELD_LISTS.get(action.name, False),
@@ -304,12 +316,14 @@ def safe_next(request, url: str) -> str:
 @require_GET
 def confirm(request, action_name: str):
     action = _action(action_name)
-    if action.form:  # its own form comes first, for one item
+    if action.form:  # its own form comes first: one item's, or the selection's
         ids = _ids(request)
-        if len(ids) != 1:
+        if len(ids) == 1 and request.GET.get("all") != "1":
+            query = urlencode({"next": request.GET.get("next", "")})
+            return redirect(reverse(action.form, args=[ids[0]]) + "?" + query)
+        if not action.form_many:
             return HttpResponseBadRequest(f"{action.label} is taken on one item at a time.")
-        query = urlencode({"next": request.GET.get("next", "")})
-        return redirect(reverse(action.form, args=[ids[0]]) + "?" + query)
+        return redirect(reverse(action.form_many) + "?" + request.GET.urlencode())
     return confirmation(request, action)
 
 

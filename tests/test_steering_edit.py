@@ -12,6 +12,7 @@ from django.core import mail
 
 from merritt_queue.core import jobparams
 from merritt_queue.core.errors import ChangedUnderYou, InvalidTransition
+from merritt_queue.core.history import admin_actor
 from mirror import facade as mirror
 from steering.actions import execute
 from steering.catalog import ACTIONS
@@ -172,6 +173,44 @@ def test_an_unchanged_form_says_nothing_changed_and_records_nothing(process_stor
     assert process_store.get_job(jid).status_version == job.status_version
 
 
+def test_each_problem_is_shown_beside_its_field_and_the_algorithm_is_a_choice(
+    process_store, client, people
+):
+    job = process_store.get_job(failed_job(process_store))
+    client.force_login(people["operator"])
+    body = client.get(f"/actions/{EDIT}/{job.jid}/").content.decode()
+    select = re.search(r'<select name="digest_type"[^>]*>(.*?)</select>', body, re.S)
+    assert select, body
+    offered = re.findall(r'<option value="([^"]*)"', select.group(1))
+    assert offered == ["", "md5", "sha1", "sha256", "sha512"]
+
+    refused = edit(
+        client, job, payload_url="file:///etc/passwd", digest_type="md5", digest_value="abc"
+    )
+    assert refused.status_code == 400
+    errors = refused.context["form"].errors
+    assert "http or https" in errors["payload_url"][0]
+    assert "32 hexadecimal" in errors["digest_value"][0]
+    assert "digest_type" not in errors
+    # A value without its algorithm: the algorithm is asked for, beside its own field.
+    refused = edit(client, job, digest_value="0" * 32)
+    assert list(refused.context["form"].errors) == ["digest_type"]
+    assert process_store.get_job(job.jid).status_version == job.status_version
+
+
+def test_an_algorithm_spelled_otherwise_is_shown_chosen_and_left_unchanged(
+    process_store, client, people
+):
+    job = process_store.get_job(
+        failed_job(process_store, digest_type="SHA-256", digest_value="0" * 64)
+    )
+    client.force_login(people["operator"])
+    body = client.get(f"/actions/{EDIT}/{job.jid}/").content.decode()
+    assert re.search(r'<option value="sha256" selected>', body)
+    page = edit(client, job, digest_type="sha256")
+    assert "nothing changed" in page.content.decode().lower()
+
+
 def test_a_private_or_loopback_url_is_refused_unless_the_site_allows_it(
     process_store, client, people, settings
 ):
@@ -213,7 +252,7 @@ def test_the_job_page_offers_the_form_and_the_confirmation_sends_to_it(
     detail = client.get(f"/jobs/{jid}/").content.decode()
     assert f"/actions/{EDIT}/{jid}/?next=" in detail
     jobs = client.get("/jobs/").content.decode()
-    assert EDIT not in jobs  # one job at a time: not in the list's action bar
+    assert f'<option value="{EDIT}">' in jobs  # a selection of one opens the job's own form
     page = client.get(f"/actions/{EDIT}/confirm?ids={jid}")
     assert page.status_code == 302 and page.url.startswith(f"/actions/{EDIT}/{jid}/")
 
@@ -283,6 +322,58 @@ def test_a_job_changed_under_you_is_skipped_and_not_edited(process_store, people
     # And the core refuses a record older than the status on its own.
     with pytest.raises(ChangedUnderYou):
         process_store.edit_job_parameters(stale, {"erc_what": "x"})
+
+
+def test_a_stale_edit_says_what_changed_and_by_whom_and_links_to_edit_again(
+    process_store, client, people
+):
+    jid = failed_job(process_store)
+    job = process_store.get_job(jid)
+    client.force_login(people["operator"])
+    page = edit(client, job, erc_what="New title")
+    with process_store.acting_as(admin_actor("ada")):
+        process_store.resume_job(jid, message="resumed by ada: try once more")
+    with process_store.acting_as("worker host-1:42"):
+        process_store.transition_job(jid, "Failed", "HTTP 404 again")
+    done = client.post(f"/actions/{EDIT}/execute", {"payload": payload_of(page), "reason": "x"})
+    (item,) = AdminAction.objects.get(action=EDIT).items.all()
+    assert item.result == "skipped"
+    step = process_store.get_job(jid).history.entries[-2].to_status
+    assert f"Failed → {step} by ada" in item.detail and "try once more" in item.detail
+    assert f"{step} → Failed by a worker (host-1:42)" in item.detail
+    assert "HTTP 404 again" in item.detail
+    result = client.get(done.url).content.decode()
+    assert re.search(rf'<a class="edit-again" href="/actions/{EDIT}/{jid}/\?next=', result)
+    # A field changed with no status write: its value now and the one shown are named.
+    job = process_store.get_job(jid)
+    page = edit(client, job, erc_what="Newer title")
+    process_store.save_job_data(jid, "metadata", {"erc_what": "Other"})
+    client.post(f"/actions/{EDIT}/execute", {"payload": payload_of(page), "reason": "x"})
+    item = AdminAction.objects.filter(action=EDIT).first().items.get()
+    assert "erc_what is now 'Other' (the page showed 'A title')" in item.detail
+
+
+def test_a_confirmation_shown_again_for_a_changed_job_says_what_changed_and_offers_the_form(
+    process_store, client, people
+):
+    jid = failed_job(process_store)
+    job = process_store.get_job(jid)
+    client.force_login(people["operator"])
+    page = edit(client, job, erc_what="New title")
+    with process_store.acting_as(admin_actor("ada")):
+        process_store.resume_job(jid, message="resumed by ada: once more")
+    with process_store.acting_as("worker host-1:42"):
+        process_store.transition_job(jid, "Failed", "HTTP 404 again")
+    # No reason given: the page is shown again, and the job is no longer as it showed it.
+    again = client.post(f"/actions/{EDIT}/execute", {"payload": payload_of(page), "reason": ""})
+    body = again.content.decode()
+    assert again.status_code == 409
+    assert "by ada" in body and "HTTP 404 again" in body and "edit it again" in body
+    assert 'name="erc_what"' in body and 'name="version"' in body
+    # The form itself, sent for an older version, says the same and shows the job now.
+    stale = edit(client, job, erc_what="Newer title")
+    assert stale.status_code == 409 and "by a worker (host-1:42)" in stale.content.decode()
+    assert not AdminAction.objects.exists()
 
 
 def test_an_object_manifest_job_edited_to_another_manifest_fetches_the_new_one(

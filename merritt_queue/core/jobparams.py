@@ -147,10 +147,11 @@ def default_step(last_successful: str | None, changed) -> str:
 def describe(changes: dict) -> str:
     """``changes`` (name -> (before, after)) as the audit shows them, one field a line."""
     return "\n".join(
-        f"{LABELS.get(name, name)}: {_shown(before)} -> {_shown(after)}"
+        f"{LABELS.get(name, name)}: {shown(before)} -> {shown(after)}"
         for name, (before, after) in changes.items()
     )
 
 
-def _shown(value: str) -> str:
+def shown(value: str) -> str:
+    """A field's value as a sentence quotes it."""
     return repr(value) if value else "(none)"

@@ -88,6 +88,13 @@ def _waits(scope: str, item_id: str, status: str | None) -> str:
     return batch_waits(item_id, status, collection or "")
 
 
+@register.filter
+def shown_params(params: dict) -> list:
+    """An action's parameters as its result page names them; a selection's edit keeps each
+    job's change too, which that job's own row shows."""
+    return [(key, value) for key, value in (params or {}).items() if key != "each"]
+
+
 @register.inclusion_tag("steering/_bar.html", takes_context=True)
 def action_bar(context, scope: str, table=None):
     """The list pages' bar: an action, then "selected" or "all N matching this filter"."""
@@ -102,7 +109,9 @@ def action_bar(context, scope: str, table=None):
     ]
     return {
         "actions": [
-            a for a in ACTIONS.values() if a.scope == scope and may(request.user, a) and not a.form
+            a
+            for a in ACTIONS.values()
+            if a.scope == scope and may(request.user, a) and (a.form_many or not a.form)
         ],
         "filters": filters,
         "total": total,
