@@ -9,11 +9,14 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 from django.contrib import admin
+from django.contrib.auth.admin import UserAdmin
+from django.contrib.auth.models import User
 from django.shortcuts import redirect
 from django.urls import reverse
 
 from steering.catalog import ACTIONS
 from steering.models import AdminAction, AdminActionItem, CollectionScope
+from steering.scopeform import CollectionScopeForm
 
 
 def confirm_action(name: str, key: str):
@@ -71,5 +74,26 @@ class AdminActionAdmin(ReadOnlyAdmin):
 class CollectionScopeAdmin(admin.ModelAdmin):
     """Which collections a person acts on and, for a depositor, submits to (docs/security.md)."""
 
+    form = CollectionScopeForm
     list_display = ("user", "collections")
     search_fields = ("user__username",)
+
+
+class RoleGivingUserAdmin(UserAdmin):
+    """Administrators give roles here (``steering.staff``); only a superuser makes or changes
+    a superuser, or gives rights outside the groups, so the role cannot raise itself."""
+
+    RESERVED = ("is_superuser", "is_staff", "user_permissions")
+
+    def get_readonly_fields(self, request, obj=None):
+        fields = super().get_readonly_fields(request, obj)
+        return fields if request.user.is_superuser else (*fields, *self.RESERVED)
+
+    def has_change_permission(self, request, obj=None):
+        if obj is not None and obj.is_superuser and not request.user.is_superuser:
+            return False
+        return super().has_change_permission(request, obj)
+
+
+admin.site.unregister(User)
+admin.site.register(User, RoleGivingUserAdmin)

@@ -20,6 +20,7 @@ from batches.rights import grant_depositor
 from jobs.models import JobEvent
 from jobs.timeline_view import duration_text, who_of
 from steering.models import VIEWER, AdminAction, AdminActionItem
+from tests.roles import viewer
 from tests.test_pages_batches_jobs import bid, jid, make_batch, make_job
 
 pytestmark = pytest.mark.django_db
@@ -29,7 +30,7 @@ BASE = timezone.make_aware(datetime(2026, 3, 10, 12, 0))  # noon in the site's z
 
 @pytest.fixture
 def browser(client, django_user_model):
-    client.force_login(django_user_model.objects.create_user("librarian"))
+    client.force_login(viewer(django_user_model.objects.create_user("librarian")))
     return client
 
 

@@ -18,6 +18,7 @@ from jobs.models import Job, JobEvent
 from merritt_queue.core.states import BatchStatus, JobStatus
 from merritt_queue.core.tree import parse_timestamp
 from merritt_queue.project import runtime
+from tests.roles import viewer
 from ui.cells import age_text
 from ui.signatures import cause_of
 
@@ -94,7 +95,7 @@ def listed(response) -> list[str]:
 
 @pytest.fixture
 def user(django_user_model):
-    return django_user_model.objects.create_user("librarian")  # no password: no slow hashing
+    return viewer(django_user_model.objects.create_user("librarian"))  # no password: fast
 
 
 @pytest.fixture

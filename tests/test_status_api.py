@@ -12,6 +12,7 @@ from batches.models import ApiToken, BatchEvent
 from batches.rights import grant_depositor
 from jobs.models import JobEvent
 from mirror.facade import recount
+from tests.roles import viewer
 from tests.test_pages_batches_jobs import bid, jid, make_batch, make_job
 
 pytestmark = pytest.mark.django_db
@@ -216,7 +217,7 @@ def test_a_revoked_token_is_refused(client, depositor, deposit):
 
 
 def test_a_reader_of_every_collection_reads_any_batch(client, django_user_model, deposit):
-    user = django_user_model.objects.create_user("viv")  # in no group: reads every collection
+    user = viewer(django_user_model.objects.create_user("viv"))
     assert get(client, f"/api/v1/batches/{bid(1)}", key_of(user)).status_code == 200
 
 

@@ -285,6 +285,8 @@ MIDDLEWARE = [
     "batches.middleware.UploadGuardMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # An account with no role yet is told so on every page, and whom to ask.
+    "ui.no_role.NoRoleMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 
