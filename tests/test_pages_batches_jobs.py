@@ -652,7 +652,7 @@ def test_the_message_filter_lists_the_jobs_with_that_error(client, django_user_m
 
     from jobs.models import Job
 
-    client.force_login(django_user_model.objects.create_user("m", password="pw"))
+    client.force_login(viewer(django_user_model.objects.create_user("m", password="pw")))
     now = timezone.now()
     for i, message in enumerate(
         ["404 Not Found at http://x/a", "md5 mismatch", "404 Not Found at http://x/a"]
