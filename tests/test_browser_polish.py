@@ -1,0 +1,30 @@
+"""Issue 32, minor "Polish", as a person sees it in a real browser (Debian's chromium through
+Playwright): Cancel is a real link back. ``MQ_SKIP_BROWSER=1`` skips, as tests/test_browser.py.
+"""
+
+from __future__ import annotations
+
+from batches.models import Collection
+from tests.test_browser import browser  # noqa: F401 - the same fixture
+from tests.test_browser_steering import admin_page  # noqa: F401 - the same fixture
+
+pytest_plugins = ["tests.httpserver", "tests.pipeline"]
+
+CONFIRM = "/actions/collection.hold/confirm?ids=demo"
+
+
+def test_cancel_on_a_confirmation_opened_in_a_new_tab_goes_to_the_list(admin_page, live_server):  # noqa: F811
+    Collection.objects.create(mnemonic="demo")
+    admin_page.goto(live_server.url + CONFIRM)
+    admin_page.click("form.confirm-form >> text=Cancel")
+    admin_page.wait_for_url(f"{live_server.url}/collections/", timeout=5000)
+
+
+def test_cancel_goes_back_to_the_page_the_person_came_from(admin_page, live_server):  # noqa: F811
+    Collection.objects.create(mnemonic="demo")
+    came_from = f"{live_server.url}/jobs/?status=Failed"
+    admin_page.goto(came_from)
+    admin_page.evaluate(f"location.href = {CONFIRM!r}")
+    admin_page.wait_for_selector("form.confirm-form")
+    link = admin_page.get_attribute("form.confirm-form >> text=Cancel", "href")
+    assert link == "/jobs/?status=Failed"
