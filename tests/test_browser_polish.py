@@ -28,3 +28,11 @@ def test_cancel_goes_back_to_the_page_the_person_came_from(admin_page, live_serv
     admin_page.wait_for_selector("form.confirm-form")
     link = admin_page.get_attribute("form.confirm-form >> text=Cancel", "href")
     assert link == "/jobs/?status=Failed"
+
+
+def test_the_window_form_shows_only_the_chosen_recurrences_fields(admin_page, live_server):  # noqa: F811
+    admin_page.goto(f"{live_server.url}/windows/schedule")
+    assert admin_page.is_visible("#id_start") and not admin_page.is_visible("#id_weekday")
+    admin_page.select_option("#id_recurrence", "weekly")
+    assert admin_page.is_visible("#id_weekday") and not admin_page.is_visible("#id_start")
+    assert admin_page.is_disabled("#id_start")  # hidden, and not sent
