@@ -135,7 +135,7 @@ def test_a_batch_gives_its_status_jobs_history_and_report(client, depositor, dep
         "to_status": "Completed",
         "message": "2 jobs completed",
         "actor": "dispatcher host-a:7",
-        "who": "host-a:7",
+        "who": "dispatcher on host-a",
     }
     assert body["report"] == REPORT
 
@@ -166,7 +166,7 @@ def test_a_job_gives_its_status_ids_retries_and_history(client, depositor, depos
         ("Pending", "Completed", "2026-03-10T11:01:00Z"),
     ]
     assert history[0]["retry_count"] == 0
-    assert history[0]["who"] == "host-a:101"
+    assert history[0]["who"] == "worker on host-a"
     assert get(client, f"/api/v1/jobs/{jid(2)}", key_of(depositor)).json()["retries"] == 1
 
 
