@@ -169,7 +169,11 @@ def live_rows(job: Job, record) -> list[LiveRow]:
     rows.insert(
         4,
         LiveRow(
-            node + "status", "last_modified", when(mirror_time), record.last_modified, time_differs
+            node + "status",
+            "last_modified",
+            when(mirror_time),
+            when(record.last_modified),
+            time_differs,
         ),
     )
     return rows

@@ -307,6 +307,8 @@ TEMPLATES = [
                 "batches.context_processors.may_submit",
                 "steering.context_processors.may_maintain",
             ],
+            # {{ moment|when }}: every page's one way of showing a time (ui/cells.py).
+            "builtins": ["ui.templatetags.mq_time"],
         },
     },
 ]
@@ -346,6 +348,8 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 
 LANGUAGE_CODE = "en-us"
+# Dates Django formats itself (the admin, a datetime printed as it is) read as our pages do.
+FORMAT_MODULE_PATH = ["merritt_queue.project.formats"]
 # Pages show every time in this zone, with its abbreviation (project.display_zone, per
 # request); the process itself, and so ZooKeeper's timestamps, the logs and the database,
 # keep UTC. A misspelt zone falls back to UTC, and the system checks (mq.E060) name it.
