@@ -58,3 +58,16 @@ def test_the_timeline_names_the_workers_host_and_hides_priority_rows_until_asked
     assert not admin_page.is_visible("text=priority 5 -> 6")
     admin_page.click("text=Show priority changes (1)")
     assert admin_page.is_visible("text=priority 5 -> 6")
+
+
+def test_no_page_cancels_with_history_back():
+    """Every Cancel is a link that can be opened, kept and read aloud."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    found = [
+        str(p.relative_to(root))
+        for p in root.glob("*/templates/**/*.html")
+        if "history.back" in p.read_text()
+    ]
+    assert found == []
