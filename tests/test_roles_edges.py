@@ -38,6 +38,7 @@ def test_an_account_in_no_group_reads_nothing_and_is_told_whom_to_ask(
         assert page.status_code == 403, url
         text = page.content.decode()
         assert "You have no role yet" in text and "boss@example.org" in text
+        assert page["X-Frame-Options"] == "DENY"  # the headers of every other page
     roles = client.get("/help/roles")
     assert roles.status_code == 200 and "You have no role yet" in roles.content.decode()
 

@@ -285,9 +285,10 @@ MIDDLEWARE = [
     "batches.middleware.UploadGuardMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
-    # An account with no role yet is told so on every page, and whom to ask.
-    "ui.no_role.NoRoleMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # An account with no role yet is told so on every page, and whom to ask; last, so its
+    # page gets every header the others add.
+    "ui.no_role.NoRoleMiddleware",
 ]
 
 ROOT_URLCONF = "merritt_queue.project.urls"
