@@ -11,6 +11,7 @@ from urllib.parse import urlencode
 from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin
 from django.contrib.auth.models import User
+from django.core.exceptions import PermissionDenied
 from django.shortcuts import redirect
 from django.urls import reverse
 
@@ -81,7 +82,8 @@ class CollectionScopeAdmin(admin.ModelAdmin):
 
 class RoleGivingUserAdmin(UserAdmin):
     """Administrators give roles here (``steering.staff``); only a superuser makes or changes
-    a superuser, or gives rights outside the groups, so the role cannot raise itself."""
+    a superuser, gives rights outside the groups or sets another person's password, so the
+    role can neither raise itself nor act as someone else."""
 
     RESERVED = ("is_superuser", "is_staff", "user_permissions")
 
@@ -93,6 +95,12 @@ class RoleGivingUserAdmin(UserAdmin):
         if obj is not None and obj.is_superuser and not request.user.is_superuser:
             return False
         return super().has_change_permission(request, obj)
+
+    def user_change_password(self, request, id, form_url=""):
+        # Setting someone's password is acting as them, past the audit trail.
+        if not request.user.is_superuser and str(request.user.pk) != str(id):
+            raise PermissionDenied("only a superuser sets another person's password")
+        return super().user_change_password(request, id, form_url)
 
 
 admin.site.unregister(User)

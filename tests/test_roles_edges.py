@@ -86,6 +86,8 @@ def test_an_administrator_cannot_make_anyone_a_superuser(client, django_user_mod
     olga = django_user_model.objects.create_user("olga")
     form = client.get(f"/admin/auth/user/{olga.pk}/change/").content.decode()
     assert 'name="is_superuser"' not in form
+    assert client.get(f"/admin/auth/user/{olga.pk}/password/").status_code == 403
+    assert client.get(f"/admin/auth/user/{boss.pk}/password/").status_code == 200  # their own
     root = django_user_model.objects.create_superuser("root", password="pw")
     shown = client.get(f"/admin/auth/user/{root.pk}/change/").content.decode()
     assert 'name="username"' not in shown  # a superuser's account is read, not changed
