@@ -39,3 +39,5 @@ class CollectionScopeForm(forms.ModelForm):
         field = self.fields["collections"]
         assert isinstance(field, forms.MultipleChoiceField)
         field.choices = known_collections(*(current if isinstance(current, list) else []))
+        if not field.choices:
+            field.help_text = "No collection is known yet: add its profile (Profiles) first."

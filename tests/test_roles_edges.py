@@ -110,6 +110,12 @@ def test_existing_administrators_become_staff_when_migrated(django_user_model, b
     )
 
 
+def test_with_no_collection_known_the_scope_form_says_what_to_do_first(client, django_user_model):
+    client.force_login(django_user_model.objects.create_superuser("root", password="pw"))
+    form = client.get("/admin/steering/collectionscope/add/").content.decode()
+    assert "No collection is known yet" in form
+
+
 def test_a_collection_scope_is_ticked_from_the_known_collections(client, django_user_model):
     Collection.objects.create(mnemonic="demo")
     Collection.objects.create(mnemonic="other")
