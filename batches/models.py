@@ -9,6 +9,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, RegexValidator
 from django.db import models, transaction
+from django.urls import reverse
 
 from merritt_queue.core import stepowners
 from merritt_queue.core.states import BatchStatus
@@ -323,6 +324,7 @@ class Batch(models.Model):
 
     class Meta:
         ordering = ["-bid"]
+        verbose_name_plural = "batches"
         indexes = [
             models.Index(fields=["status", "-bid"]),
             models.Index(fields=["collection", "-bid"]),
@@ -330,6 +332,10 @@ class Batch(models.Model):
 
     def __str__(self) -> str:
         return self.bid
+
+    def get_absolute_url(self) -> str:
+        """The batch's page in the app (the Django admin's "View on site")."""
+        return reverse("batches:detail", args=[self.bid])
 
 
 class BatchEvent(models.Model):

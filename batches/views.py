@@ -28,6 +28,7 @@ from ui.fields import fields_of
 from ui.links import job_link
 from ui.listing import collection_names, filtered_table, record_links
 from ui.reading_scope import readable_rows, require_readable
+from ui.removals import removed_page
 
 log = logging.getLogger(__name__)
 
@@ -191,7 +192,9 @@ def report_lists(report) -> list[dict]:
 
 @login_required
 def batch_detail(request, bid: str):
-    batch = get_object_or_404(Batch, bid=bid)
+    batch = Batch.objects.filter(bid=bid).first()
+    if batch is None:
+        return removed_page(request, "batch", bid)
     require_readable(request.user, batch.collection)
     jobs = JobTable(job_rows().filter(batch_id=batch.bid))
     RequestConfig(request).configure(jobs)

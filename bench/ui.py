@@ -79,7 +79,7 @@ def _pick(rng: random.Random, weights: dict[str, int]) -> str:
 
 def fill(n_jobs: int) -> dict:
     """Fill the mirror with ``n_jobs`` jobs; returns ids the pages are measured with."""
-    from django.contrib.auth.models import User
+    from django.contrib.auth.models import Group, User
     from django.db import connection, transaction
     from django.utils import timezone
 
@@ -154,7 +154,8 @@ def fill(n_jobs: int) -> dict:
         MirrorState.objects.create(name="locks", at=now, detail=_locks(rng, now, running))
         MirrorState.objects.create(name="consistency", at=now, detail=_findings())
         User.objects.filter(username="bench").delete()
-        User.objects.create_user("bench", password="bench", is_staff=True)
+        bench = User.objects.create_user("bench", password="bench", is_staff=True)
+        bench.groups.add(Group.objects.get_or_create(name="viewer")[0])  # a role: reads all
     middle = Job.objects.filter(status="Completed").order_by("jid")[n_jobs // 3]
     return {"jid": middle.jid, "bid": middle.batch_id, "collection": names[0]}
 

@@ -14,6 +14,7 @@ from django.shortcuts import render
 from inventory.filters import ObjectFilter
 from inventory.models import InventoryFile, InventoryObject, InventoryVersion, LocalIdentifier
 from inventory.tables import ObjectTable, object_rows
+from jobs.models import Job
 from ui.links import job_link
 from ui.listing import collection_names, filtered_table
 from ui.reading_scope import in_readable, may_read
@@ -39,6 +40,7 @@ class VersionView:
     row: InventoryVersion
     files: list[InventoryFile]
     more: int  # files not listed
+    job_gone: bool = False  # its job was purged from the queue (its page says by what, when)
 
     @property
     def known(self) -> bool:
@@ -52,10 +54,14 @@ class VersionView:
 
 def version_views(obj: InventoryObject) -> list[VersionView]:
     """The object's versions, newest first, each with its first MAX_FILES files by name."""
+    rows = list(obj.versions.order_by("-number"))
+    jids = [r.job_id for r in rows if r.job_id]
+    present = set(Job.objects.filter(jid__in=jids).values_list("jid", flat=True))
     views = []
-    for row in obj.versions.order_by("-number"):
+    for row in rows:
         files = list(row.files.order_by("name")[:MAX_FILES])
-        views.append(VersionView(row, files, max(0, row.file_count - len(files))))
+        gone = bool(row.job_id) and row.job_id not in present
+        views.append(VersionView(row, files, max(0, row.file_count - len(files)), gone))
     return views
 
 

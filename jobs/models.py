@@ -1,6 +1,7 @@
 """The job mirror: read models filled by the reconciler from ZooKeeper, never by views."""
 
 from django.db import models
+from django.urls import reverse
 
 from merritt_queue.core.states import JobStatus
 
@@ -59,6 +60,10 @@ class Job(models.Model):
 
     def __str__(self) -> str:
         return self.jid
+
+    def get_absolute_url(self) -> str:
+        """The job's page in the app (the Django admin's "View on site")."""
+        return reverse("jobs:detail", args=[self.jid])
 
 
 class JobEvent(models.Model):

@@ -9,6 +9,7 @@ clocks (a worker's, the mirror's), and equal seconds are common.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -46,10 +47,9 @@ def who_of(actor: str) -> Who:
         name = actor[len(history.SUBMISSION_PREFIX) :]
         return Who(name, "submitter", f"submitted by {name}")
     if actor.startswith(history.WORKER_PREFIX):
-        return Who(actor[len(history.WORKER_PREFIX) :], "worker", "a worker (host:process id)")
+        return _process("worker", actor[len(history.WORKER_PREFIX) :])
     if actor.startswith(history.DISPATCHER_PREFIX):
-        process = actor[len(history.DISPATCHER_PREFIX) :]
-        return Who(process, "dispatcher", "the dispatcher (host:process id)")
+        return _process("dispatcher", actor[len(history.DISPATCHER_PREFIX) :])
     if actor in (history.CLEANUP, history.REPAIR):
         return Who(actor, "command", "a management command")
     if actor == history.MIRROR_WATCH:
@@ -67,6 +67,19 @@ def who_of(actor: str) -> Who:
     if actor == history.OTHER_WRITER:
         return Who(actor, "other-writer", "no process of this queue: another writer of the tree")
     return Who(actor or "—", "")
+
+
+def _process(kind: str, process: str) -> Who:
+    """``worker on host-a``: a librarian asks which machine; the process id is in the title
+    for whoever reads the host's logs."""
+    host, _, pid = process.rpartition(":")
+    if not host or not pid.isdigit():
+        return Who(f"{kind} {process}", kind, f"the {kind} process {process}")
+    return Who(f"{kind} on {host}", kind, f"the {kind} on {host}, process id {pid}")
+
+
+# A job's priority written again in the same state (store.jobmoves: "priority 5 -> 6").
+PRIORITY_CHANGE = re.compile(r"priority \d+ -> \d+")
 
 
 @dataclass(frozen=True)
@@ -98,12 +111,26 @@ class Row:
     duration_title: str = ""
     admin: list[AdminNote] = field(default_factory=list)
 
+    @property
+    def routine(self) -> bool:
+        """A priority change in the same state, by no admin action: hidden unless asked for."""
+        return (
+            self.from_status == self.to_status
+            and not self.change
+            and not self.admin
+            and bool(PRIORITY_CHANGE.fullmatch(self.message))
+        )
+
 
 @dataclass(frozen=True)
 class Timeline:
     rows: list[Row]
     retries: bool  # a job's timeline has a retry count column, a batch's none
     inexact_note: str = INEXACT_NOTE
+
+    @property
+    def routine_count(self) -> int:
+        return sum(r.routine for r in self.rows)
 
     @property
     def columns(self) -> int:

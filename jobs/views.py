@@ -28,6 +28,7 @@ from ui.cells import when
 from ui.fields import as_text, fields_of
 from ui.listing import collection_names, filtered_table, record_links
 from ui.reading_scope import readable_collections, readable_rows, require_readable
+from ui.removals import removed_page
 
 log = logging.getLogger(__name__)
 
@@ -169,7 +170,11 @@ def live_rows(job: Job, record) -> list[LiveRow]:
     rows.insert(
         4,
         LiveRow(
-            node + "status", "last_modified", when(mirror_time), record.last_modified, time_differs
+            node + "status",
+            "last_modified",
+            when(mirror_time),
+            when(record.last_modified),
+            time_differs,
         ),
     )
     return rows
@@ -210,7 +215,9 @@ def live_state(job: Job) -> dict:
 
 @login_required
 def job_detail(request, jid: str):
-    job = get_object_or_404(Job, jid=jid)
+    job = Job.objects.filter(jid=jid).first()
+    if job is None:
+        return removed_page(request, "job", jid)
     require_readable(request.user, job.collection)
     batch = (
         Batch.objects.filter(bid=job.batch_id).only("bid", "status", "title").first()

@@ -9,11 +9,15 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 from django.contrib import admin
+from django.contrib.auth.admin import UserAdmin
+from django.contrib.auth.models import User
+from django.core.exceptions import PermissionDenied
 from django.shortcuts import redirect
 from django.urls import reverse
 
 from steering.catalog import ACTIONS
 from steering.models import AdminAction, AdminActionItem, CollectionScope
+from steering.scopeform import CollectionScopeForm
 
 
 def confirm_action(name: str, key: str):
@@ -71,5 +75,33 @@ class AdminActionAdmin(ReadOnlyAdmin):
 class CollectionScopeAdmin(admin.ModelAdmin):
     """Which collections a person acts on and, for a depositor, submits to (docs/security.md)."""
 
+    form = CollectionScopeForm
     list_display = ("user", "collections")
     search_fields = ("user__username",)
+
+
+class RoleGivingUserAdmin(UserAdmin):
+    """Administrators give roles here (``steering.staff``); only a superuser makes or changes
+    a superuser, gives rights outside the groups or sets another person's password, so the
+    role can neither raise itself nor act as someone else."""
+
+    RESERVED = ("is_superuser", "is_staff", "user_permissions")
+
+    def get_readonly_fields(self, request, obj=None):
+        fields = super().get_readonly_fields(request, obj)
+        return fields if request.user.is_superuser else (*fields, *self.RESERVED)
+
+    def has_change_permission(self, request, obj=None):
+        if obj is not None and obj.is_superuser and not request.user.is_superuser:
+            return False
+        return super().has_change_permission(request, obj)
+
+    def user_change_password(self, request, id, form_url=""):
+        # Setting someone's password is acting as them, past the audit trail.
+        if not request.user.is_superuser and str(request.user.pk) != str(id):
+            raise PermissionDenied("only a superuser sets another person's password")
+        return super().user_change_password(request, id, form_url)
+
+
+admin.site.unregister(User)
+admin.site.register(User, RoleGivingUserAdmin)

@@ -12,3 +12,7 @@ class SteeringConfig(AppConfig):
         from steering.readonly import guard_admin_site
 
         guard_admin_site(admin.site)
+
+        from steering import staff
+
+        staff.connect()

@@ -30,7 +30,6 @@ from django.http import (
 )
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 from redis.exceptions import RedisError
@@ -42,6 +41,7 @@ from jobs.models import Job
 from merritt_queue.core.states import resume_note, resume_target
 from steering import confirmations, editing, tasks
 from steering.actions import execute, run_items, start
+from steering.backlinks import came_from, safe_next
 from steering.catalog import (
     ACTIONS,
     ALSO_OTHERS,
@@ -233,6 +233,15 @@ def _common_steps(offers: list[list[str]]) -> list[dict]:
     ]
 
 
+# Where Cancel goes when the person came from no page of this site.
+LISTS = {
+    Scope.JOB: "jobs:list",
+    Scope.BATCH: "batches:list",
+    Scope.COLLECTION: "dashboard:collections",
+    Scope.QUEUE: "dashboard:home",
+}
+
+
 def confirmation(
     request, action: Action, *, error="", reason="", status=200, used: AdminAction | None = None
 ):
@@ -293,6 +302,7 @@ def confirmation(
         "strong": action.name == "job.force_fail" or bool(action.warning),
         "along": sum(len(jobs) for jobs in along.values()),
         "next": back,
+        "cancel": came_from(request, reverse(LISTS[action.scope])),
         "used": used,
         "same_causes": same,
         "other_holds": others,
@@ -300,15 +310,6 @@ def confirmation(
         "caught": HELD_LISTS.get(action.name, False),
     }
     return render(request, "steering/confirm.html", context, status=status)
-
-
-def safe_next(request, url: str) -> str:
-    """Where the person came from (a list with its filter), if it is a page of this site."""
-    if url.startswith("/") and url_has_allowed_host_and_scheme(
-        url, allowed_hosts={request.get_host()}, require_https=request.is_secure()
-    ):
-        return url
-    return ""
 
 
 @never_cache

@@ -18,6 +18,9 @@ MAX_ONCE = timedelta(days=7)
 MAX_WEEKLY = timedelta(hours=24)
 MIN_LENGTH = timedelta(minutes=1)
 LOCAL = "%Y-%m-%dT%H:%M"
+# Each recurrence's own fields: the page shows one set, and the form refuses the other's.
+ONCE_FIELDS = ("start", "end")
+WEEKLY_FIELDS = ("weekday", "time_of_day", "duration_minutes")
 
 
 class WindowForm(forms.Form):
@@ -31,7 +34,7 @@ class WindowForm(forms.Form):
         required=False,
         input_formats=[LOCAL, "%Y-%m-%d %H:%M"],
         widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format=LOCAL),
-        help_text="once: in the time zone above",
+        help_text="in the time zone above",
     )
     end = forms.DateTimeField(
         required=False,
@@ -45,7 +48,9 @@ class WindowForm(forms.Form):
         choices=[("", "—")] + [(str(n), name) for n, name in MaintenanceWindow.WEEKDAYS],
     )
     time_of_day = forms.TimeField(
-        required=False, widget=forms.TimeInput(attrs={"type": "time"}, format="%H:%M")
+        required=False,
+        label="Time of day",
+        widget=forms.TimeInput(attrs={"type": "time"}, format="%H:%M"),
     )
     duration_minutes = forms.IntegerField(required=False, min_value=1, label="Duration (minutes)")
     reason = forms.CharField(widget=forms.Textarea(attrs={"rows": 3, "cols": 70}))
@@ -77,11 +82,27 @@ class WindowForm(forms.Form):
             self._check_collection(data["collection"])
         else:
             data["collection"] = ""
-        if data["recurrence"] == MaintenanceWindow.WEEKLY:
+        weekly = data["recurrence"] == MaintenanceWindow.WEEKLY
+        self._refuse_the_other_kinds_fields(data, weekly)
+        if weekly:
             self._check_weekly(data)
         else:
             self._check_once(data)
         return data
+
+    def _refuse_the_other_kinds_fields(self, data, weekly: bool) -> None:
+        """A field of the other recurrence, filled in, is a contradiction to settle, never a
+        value quietly dropped (the page hides and disables them when script runs)."""
+        if weekly:
+            given = [k for k in ONCE_FIELDS if data.get(k) is not None]
+            why = "a weekly window takes a weekday, a time and a duration, not a {}: "
+            why += "leave it empty, or choose once"
+        else:
+            given = [k for k in WEEKLY_FIELDS if data.get(k) is not None]
+            why = "a one-off window runs from its start to its end and takes no {}: "
+            why += "leave it empty, or choose weekly"
+        for key in given:
+            self.add_error(key, why.format((self.fields[key].label or key).lower()))
 
     def _check_collection(self, mnemonic: str) -> None:
         if not mnemonic:

@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from batches.models import Batch
 from jobs.models import Job, JobEvent
+from tests.roles import viewer
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -79,7 +80,7 @@ def logged_in(browser, base_url: str, username: str, width: int = 1366):
 
 @pytest.fixture
 def page(browser, live_server, transactional_db):
-    User.objects.create_user("librarian", password=PASSWORD)
+    viewer(User.objects.create_user("librarian", password=PASSWORD))
     page = logged_in(browser, live_server.url, "librarian")
     yield page
     page.context.close()

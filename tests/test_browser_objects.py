@@ -9,13 +9,14 @@ import pytest
 from django.contrib.auth.models import User
 
 from inventory.recorder import LocalInventory
+from tests.roles import viewer
 from tests.test_browser import PASSWORD, browser, logged_in  # noqa: F401 - the same fixture
 from tests.test_objects_pages import ARK, NOTES, record_brain
 
 
 @pytest.fixture(params=[390, 1400], ids=["phone", "desktop"])
 def page(request, browser, live_server, transactional_db):  # noqa: F811 - the imported fixture
-    User.objects.create_user("librarian", password=PASSWORD)
+    viewer(User.objects.create_user("librarian", password=PASSWORD))
     page = logged_in(browser, live_server.url, "librarian", width=request.param)
     yield page
     page.context.close()

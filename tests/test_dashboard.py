@@ -23,6 +23,7 @@ from jobs.models import Job, JobEvent, MirrorState
 from merritt_queue.core import tree as t
 from merritt_queue.core.states import BATCH, JOB, JOB_STEPS
 from merritt_queue.project import runtime
+from tests.roles import viewer
 from ui.signatures import cause_of
 
 XSS = '<script>alert("x")</script>'
@@ -100,7 +101,7 @@ def empty_cache():
 
 @pytest.fixture
 def client(client, db):
-    user = User.objects.create_user("librarian", password="pw")
+    user = viewer(User.objects.create_user("librarian", password="pw"))
     client.force_login(user)
     return client
 

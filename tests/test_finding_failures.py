@@ -10,6 +10,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from tests.roles import viewer
 from tests.test_dashboard import empty_cache  # noqa: F401 - the same autouse fixture
 from tests.test_pages_batches_jobs import bid, jid, listed, make_batch, make_job
 from ui.signatures import signature
@@ -21,7 +22,7 @@ DIGEST = "digest mismatch: md5 expected {} got {}"
 
 @pytest.fixture
 def user(django_user_model):
-    return django_user_model.objects.create_user("librarian")
+    return viewer(django_user_model.objects.create_user("librarian"))
 
 
 @pytest.fixture

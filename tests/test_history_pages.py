@@ -20,6 +20,7 @@ from batches.rights import grant_depositor
 from jobs.models import JobEvent
 from jobs.timeline_view import duration_text, who_of
 from steering.models import VIEWER, AdminAction, AdminActionItem
+from tests.roles import viewer
 from tests.test_pages_batches_jobs import bid, jid, make_batch, make_job
 
 pytestmark = pytest.mark.django_db
@@ -29,7 +30,7 @@ BASE = timezone.make_aware(datetime(2026, 3, 10, 12, 0))  # noon in the site's z
 
 @pytest.fixture
 def browser(client, django_user_model):
-    client.force_login(django_user_model.objects.create_user("librarian"))
+    client.force_login(viewer(django_user_model.objects.create_user("librarian")))
     return client
 
 
@@ -178,8 +179,8 @@ def test_inexact_rows_are_marked_with_a_tooltip(browser):
     [
         ("admin:ada", "ada", "admin"),
         ("submission:dee", "dee", "submitter"),
-        ("worker host-a:4242", "host-a:4242", "worker"),
-        ("dispatcher host-b:7", "host-b:7", "dispatcher"),
+        ("worker host-a:4242", "worker on host-a", "worker"),
+        ("dispatcher host-b:7", "dispatcher on host-b", "dispatcher"),
         ("cleanup", "cleanup", "command"),
         ("check_tree --repair", "check_tree --repair", "command"),
         ("Merritt ingest", "Merritt ingest", "other-writer"),
@@ -260,7 +261,7 @@ def test_the_batch_page_shows_the_batchs_own_timeline_without_retries(browser):
         (3, "Completed"),
     ]
     assert all(r.retry_count is None for r in rows)
-    assert rows[0].who.text == "Merritt ingest" and rows[1].who.text == "host-a:7"
+    assert rows[0].who.text == "Merritt ingest" and rows[1].who.text == "dispatcher on host-a"
     assert rows[1].admin[0].url == f"/actions/{held.pk}/"
     assert rows[3].duration_text == ""  # Completed: finished
     body = response.content.decode()
@@ -309,7 +310,7 @@ def test_a_jobs_record_as_csv_and_json(browser):
         ("job", jid(1), "1", "Estimating"),
     ]
     assert rows[1]["from_status"] == "Pending" and rows[1]["retry_count"] == "2"
-    assert rows[1]["actor"] == "worker host-a:101" and rows[1]["who"] == "host-a:101"
+    assert rows[1]["actor"] == "worker host-a:101" and rows[1]["who"] == "worker on host-a"
     assert rows[1]["exact"] == "yes" and rows[1]["batch"] == bid(1)
     data = read_json(browser.get(f"/jobs/{jid(1)}/history.json"))
     assert data["filters"] == {"jid": jid(1)}
@@ -473,3 +474,14 @@ def test_an_export_is_sent_in_pieces_of_many_rows():
 
     assert list(gathered(["ab"] * 7, size=5)) == ["ababab", "ababab", "ab"]
     assert list(gathered([], size=5)) == []
+
+
+def test_a_same_state_priority_change_is_hidden_until_asked_for(browser):
+    make_batch(1)
+    make_job(1, "Estimating")
+    event(1, 0, "", "Pending", 0)
+    event(1, 1, "Pending", "Estimating", 10)
+    event(1, 2, "Estimating", "Estimating", 20, message="priority 5 -> 6")
+    page = browser.get(f"/jobs/{jid(1)}/").content.decode()
+    assert [r.routine for r in timeline(browser.get(f"/jobs/{jid(1)}/"))] == [False, False, True]
+    assert 'class="event routine"' in page and "Show priority changes (1)" in page

@@ -32,6 +32,7 @@ from merritt_queue.core.errors import InvalidTransition, Locked, QueueError
 from merritt_queue.core.sides import CREATED_BY, CREATED_BY_KEY, reports_batch, runs_batch, runs_job
 from merritt_queue.project import checks
 from merritt_queue.project.tasks import TASKS
+from tests.roles import viewer
 
 pytest_plugins = ["tests.httpserver", "tests.pipeline"]
 
@@ -351,7 +352,7 @@ def test_items_left_to_merritt_are_shown_as_merritt_ingest(client, django_user_m
     from jobs.models import Job
 
     settings.MQ_WORKERS = "own"
-    client.force_login(django_user_model.objects.create_user("librarian"))
+    client.force_login(viewer(django_user_model.objects.create_user("librarian")))
     now = timezone.now()
     marked = dict(OUR_FORMAT, **{CREATED_BY_KEY: CREATED_BY})
     for bid, submission in (("bid0000000001", marked), ("bid0000000002", OUR_FORMAT)):

@@ -24,6 +24,7 @@ from merritt_queue.core.treecheck import consistency
 from merritt_queue.core.treecheck.consistency import Finding, check_tree
 from mirror import facade as mirror
 from tests.mirrorlive import wait_for
+from tests.roles import viewer
 from tests.test_check_tree import listing
 
 pytest_plugins = ["tests.mirrorlive"]  # the live follower
@@ -280,7 +281,7 @@ def test_mirror_keeps_every_local_id_and_search_finds_a_job_by_any_of_them(
     assert found("lid-b") == {jid, other}  # "lid-bb" holds it too
     assert found("lid-bb") == {other}
     assert found("lid") == {jid, other}
-    client.force_login(django_user_model.objects.create_user("librarian"))
+    client.force_login(viewer(django_user_model.objects.create_user("librarian")))
     page = client.get(reverse("jobs:detail", args=[jid])).content.decode()
     assert "<dt>Local ids</dt><dd>lid-a; lid-b; lid-c</dd>" in page
     page = client.get(reverse("jobs:detail", args=[other])).content.decode()

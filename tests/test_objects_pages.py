@@ -18,6 +18,7 @@ from inventory.tables import object_url
 from jobs.models import Job
 from merritt_queue.services.errors import InventoryError
 from notifications.models import WEBHOOK, Subscription
+from tests.roles import viewer
 
 ARK = "ark:/99999/fk4brain"
 OTHER = "ark:/99999/fk4husky"
@@ -74,7 +75,7 @@ def inventory(db):
 
 @pytest.fixture
 def browser(client, django_user_model):
-    client.force_login(django_user_model.objects.create_user("librarian"))
+    client.force_login(viewer(django_user_model.objects.create_user("librarian")))
     return client
 
 

@@ -18,6 +18,7 @@ from jobs.models import Job, JobEvent
 from merritt_queue.core.states import BatchStatus, JobStatus
 from merritt_queue.core.tree import parse_timestamp
 from merritt_queue.project import runtime
+from tests.roles import viewer
 from ui.cells import age_text
 from ui.signatures import cause_of
 
@@ -94,7 +95,7 @@ def listed(response) -> list[str]:
 
 @pytest.fixture
 def user(django_user_model):
-    return django_user_model.objects.create_user("librarian")  # no password: no slow hashing
+    return viewer(django_user_model.objects.create_user("librarian"))  # no password: fast
 
 
 @pytest.fixture
@@ -651,7 +652,7 @@ def test_the_message_filter_lists_the_jobs_with_that_error(client, django_user_m
 
     from jobs.models import Job
 
-    client.force_login(django_user_model.objects.create_user("m", password="pw"))
+    client.force_login(viewer(django_user_model.objects.create_user("m", password="pw")))
     now = timezone.now()
     for i, message in enumerate(
         ["404 Not Found at http://x/a", "md5 mismatch", "404 Not Found at http://x/a"]

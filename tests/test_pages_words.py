@@ -20,6 +20,7 @@ from django.views.defaults import page_not_found, permission_denied, server_erro
 from jobs.timeline_view import who_of
 from merritt_queue.project import checks
 from mirror import facade as mirror
+from tests import roles
 from ui.cells import when
 
 pytestmark = pytest.mark.django_db
@@ -142,7 +143,7 @@ def test_the_display_zone_is_the_pages_alone(client, django_user_model, settings
     from merritt_queue.core import tree
 
     settings.MQ_DISPLAY_TIME_ZONE = "America/Los_Angeles"
-    client.force_login(django_user_model.objects.create_user("zed"))
+    client.force_login(roles.viewer(django_user_model.objects.create_user("zed")))
     page = client.get("/").content.decode()
     assert "hours in PST" in page or "hours in PDT" in page
     assert tree.now().endswith("+0000") and time.strftime("%z") == "+0000"

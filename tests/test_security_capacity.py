@@ -44,6 +44,7 @@ from merritt_queue.core.store.jobs import MAX_JOB_DATA_BYTES
 from merritt_queue.deposit.manifest import ManifestError, parse_manifest
 from merritt_queue.project import checks, runtime
 from merritt_queue.project.tasks import TASKS
+from tests.roles import viewer
 
 pytest_plugins = ["tests.httpserver", "tests.pipeline", "tests.cluster"]
 
@@ -346,7 +347,7 @@ def test_healthz_reports_zookeeper_redis_and_the_trees_capacity(
 
 def test_the_dashboard_shows_capacity_and_warns_near_the_limit(client, queue, settings):
     settings.MQ_MAX_QUEUE_JOBS = 10
-    get_user_model().objects.create_user("viewer", password="pw")
+    viewer(get_user_model().objects.create_user("viewer", password="pw"))
     client.login(username="viewer", password="pw")
     fill(queue, 5)
     page = client.get("/").content.decode()

@@ -12,6 +12,7 @@ from batches.models import ApiToken, BatchEvent
 from batches.rights import grant_depositor
 from jobs.models import JobEvent
 from mirror.facade import recount
+from tests.roles import viewer
 from tests.test_pages_batches_jobs import bid, jid, make_batch, make_job
 
 pytestmark = pytest.mark.django_db
@@ -134,7 +135,7 @@ def test_a_batch_gives_its_status_jobs_history_and_report(client, depositor, dep
         "to_status": "Completed",
         "message": "2 jobs completed",
         "actor": "dispatcher host-a:7",
-        "who": "host-a:7",
+        "who": "dispatcher on host-a",
     }
     assert body["report"] == REPORT
 
@@ -165,7 +166,7 @@ def test_a_job_gives_its_status_ids_retries_and_history(client, depositor, depos
         ("Pending", "Completed", "2026-03-10T11:01:00Z"),
     ]
     assert history[0]["retry_count"] == 0
-    assert history[0]["who"] == "host-a:101"
+    assert history[0]["who"] == "worker on host-a"
     assert get(client, f"/api/v1/jobs/{jid(2)}", key_of(depositor)).json()["retries"] == 1
 
 
@@ -216,7 +217,7 @@ def test_a_revoked_token_is_refused(client, depositor, deposit):
 
 
 def test_a_reader_of_every_collection_reads_any_batch(client, django_user_model, deposit):
-    user = django_user_model.objects.create_user("viv")  # in no group: reads every collection
+    user = viewer(django_user_model.objects.create_user("viv"))
     assert get(client, f"/api/v1/batches/{bid(1)}", key_of(user)).status_code == 200
 
 

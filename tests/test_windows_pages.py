@@ -81,6 +81,17 @@ def test_an_administrator_schedules_a_window_once_whatever_the_double_submit(cli
         ({"scope": "collection", "collection": "no such"}, "is not a collection mnemonic"),
         ({"scope": "collection", "collection": "nowhere"}, "no collection nowhere is known"),
         ({"recurrence": "weekly", "weekday": "", "time_of_day": "02:00"}, "needs a weekday"),
+        # A field of the other recurrence is refused, never quietly dropped (issue 32).
+        ({"weekday": "2"}, "a one-off window runs from its start to its end and takes no weekday"),
+        (
+            {
+                "recurrence": "weekly",
+                "weekday": "6",
+                "time_of_day": "02:00",
+                "duration_minutes": "60",
+            },
+            "a weekly window takes a weekday, a time and a duration, not a start",
+        ),
         (
             {
                 "recurrence": "weekly",

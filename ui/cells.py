@@ -2,19 +2,35 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from django.utils import timezone
 from django.utils.html import format_html
 
+from merritt_queue.core.tree import parse_timestamp
+
 TRUNCATE = 80
 
 
-def when(value: datetime | None) -> str:
-    """A timestamp in the site's time zone, to the second."""
+# The one way a moment reads on every page (the ``when`` template filter, tables, cells),
+# in the display zone (merritt_queue.project.display_zone); the same as the site's date
+# formats (merritt_queue/project/formats), which Django's own pages and the admin use.
+WHEN_FORMAT = "%Y-%m-%d %H:%M:%S %Z"
+
+
+def when(value: datetime | str | None) -> str:
+    """A moment in the display zone, to the second; a ZooKeeper timestamp string
+    (``2026-11-24 10:01:02 +0000``) too, and any other text as it is."""
+    if isinstance(value, str):
+        parsed = parse_timestamp(value.strip())
+        if parsed is None:
+            return value or "—"
+        value = parsed
     if value is None:
         return "—"
-    return timezone.localtime(value).strftime("%Y-%m-%d %H:%M:%S %Z")
+    if timezone.is_naive(value):
+        value = timezone.make_aware(value, UTC)
+    return timezone.localtime(value).strftime(WHEN_FORMAT)
 
 
 def age_text(age: timedelta) -> str:

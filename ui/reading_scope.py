@@ -3,9 +3,10 @@ collection: jobs, batches, objects, admin actions, holds, maintenance windows, d
 their history. The one place these rules live; views narrow their rows here.
 
 A viewer, operator or administrator reads every collection (docs/security.md: Who may do what),
-as does an account in no group, as before. A depositor who holds none of those ranks
-reads only the collections of their scope: their messages and titles come from other
-depositors' content. Read at every request, like every other right.
+as does a superuser. A depositor who holds none of those ranks reads only the collections of
+their scope: their messages and titles come from other depositors' content. An account with
+no role reads nothing (``ui.no_role`` shows it a page saying so): taking a person out of a
+group never widens what they see. Read at every request, like every other right.
 
 What concerns the whole queue (its pause, a queue-wide window or admin action) is shown to
 everyone; of those, what names another collection's items (a maintenance operation's items
@@ -32,7 +33,13 @@ from steering.models import (
 )
 
 READERS = frozenset({VIEWER, OPERATOR, ADMINISTRATOR})
+ROLES = READERS | {DEPOSITOR}
 QUEUE = "queue"
+
+
+def has_role(user) -> bool:
+    """Whether ``user`` was given any role (a superuser has every one)."""
+    return user.is_superuser or bool(group_names(user) & ROLES)
 
 
 def readable_collections(user) -> set[str] | None:
@@ -40,8 +47,10 @@ def readable_collections(user) -> set[str] | None:
     if user.is_superuser:
         return None
     groups = group_names(user)
-    if DEPOSITOR not in groups or groups & READERS:
+    if groups & READERS:
         return None
+    if DEPOSITOR not in groups:
+        return set()
     scope = CollectionScope.objects.filter(user=user).first()
     return set(scope.collections) if scope and isinstance(scope.collections, list) else set()
 

@@ -13,6 +13,7 @@ from django.shortcuts import render
 from batches import rights
 from steering.models import group_names
 from steering.permissions import role_of
+from ui.reading_scope import has_role
 
 
 @login_required
@@ -23,5 +24,6 @@ def roles(request: HttpRequest) -> HttpResponse:
         "steers_as": role_of(user).group,
         "superuser": user.is_superuser,
         "may_submit": rights.submit_refusal(user, None) is None,
+        "no_role": not has_role(user),
     }
     return render(request, "help/roles.html", context)

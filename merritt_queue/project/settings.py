@@ -290,6 +290,9 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # An account with no role yet is told so on every page, and whom to ask; last, so its
+    # page gets every header the others add.
+    "ui.no_role.NoRoleMiddleware",
 ]
 
 ROOT_URLCONF = "merritt_queue.project.urls"
@@ -309,6 +312,8 @@ TEMPLATES = [
                 "batches.context_processors.may_submit",
                 "steering.context_processors.may_maintain",
             ],
+            # {{ moment|when }}: every page's one way of showing a time (ui/cells.py).
+            "builtins": ["ui.templatetags.mq_time"],
         },
     },
 ]
@@ -348,6 +353,8 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 
 LANGUAGE_CODE = "en-us"
+# Dates Django formats itself (the admin, a datetime printed as it is) read as our pages do.
+FORMAT_MODULE_PATH = ["merritt_queue.project.formats"]
 # Pages show every time in this zone, with its abbreviation (project.display_zone, per
 # request); the process itself, and so ZooKeeper's timestamps, the logs and the database,
 # keep UTC. A misspelt zone falls back to UTC, and the system checks (mq.E060) name it.

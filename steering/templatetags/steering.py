@@ -14,9 +14,14 @@ from steering.catalog import ACTIONS
 from steering.models import AdminActionItem
 from steering.permissions import role_of
 from steering.planning import batch_waits
+from steering.wording import action_words, is_dry_run, item_outcome, selection_words
 from ui.links import batch_link, job_link
 
 register = template.Library()
+register.filter("action_words", action_words)
+register.filter("is_dry_run", is_dry_run)
+register.filter("selection_words", selection_words)
+register.simple_tag(item_outcome, name="item_outcome")
 
 
 def may(user, action) -> bool:
