@@ -73,6 +73,8 @@ class Action:
     def check(self, t: Target, collections: set[str] | None) -> str | None:
         """Why the action may not be taken on ``t`` by a person limited to ``collections``
         (None: all), or None."""
+        if self.scope == Scope.WORKER and collections is not None:
+            return "a worker runs the jobs of every collection; your role covers only some"
         if self.scope == Scope.COLLECTION and (why := mnemonic_problem(t.id)):
             return why
         if self.applies_to and t.status in self.refusals:
@@ -82,8 +84,6 @@ class Action:
             return f"it is {t.status}; {self.label.lower()} applies to {allowed}"
         if t.locked and not self.locked_ok:
             return "a worker is running a step on it (locked)"
-        if self.scope == Scope.WORKER and collections is not None:
-            return "a worker runs the jobs of every collection; your role covers only some"
         collection = t.id if self.scope == Scope.COLLECTION else t.collection
         if collections is not None and collection not in collections:
             return f"collection {collection or '(none)'} is outside your collections"

@@ -21,8 +21,8 @@ The Workers page reads each worker's record (``workerfacts``): the worker writes
 heartbeat, when a step begins and ends (``doing``, called by the task), and every
 ``beat_seconds`` while a job runs, from a thread, since RQ's loop is silent then. A drained
 worker (``workerfacts.drain``) finishes what it runs, takes no more RQ jobs and idles, beating,
-until it is undrained or stopped; a job it dequeued as the flag was set goes back to the front
-of its queue. An idle worker waits for a job ``beat_seconds`` at a time, not RQ's 405 s, so
+until it is undrained or stopped; it notices the flag within ``drain_check_interval``, and a
+job it dequeued after the flag was seen goes back to the front of its queue. An idle worker waits for a job ``beat_seconds`` at a time, not RQ's 405 s, so
 that its heartbeat says it is alive.
 """
 
@@ -82,12 +82,15 @@ class QueueWorker(SimpleWorker):
     log_result_lifespan = False
     # How often a worker says it is alive, idle or busy; the page calls one silent for longer.
     beat_seconds = 10.0
+    # How late a worker may notice it was drained (or undrained): the flag is read before
+    # each RQ job and each next step of a chain, but not more often than this.
+    drain_check_interval = 1.0
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._forget_writes()
         self._next_suspension_check = 0.0
-        self._next_drain_check = 0.0
+        self._drain_known: tuple[bool, float] = (False, 0.0)  # (drained, monotonic time read)
         self.record = Record(self.name)
         self._busy = threading.Event()
         self._beating: threading.Thread | None = None
@@ -135,7 +138,13 @@ class QueueWorker(SimpleWorker):
         workerfacts.write(self.connection, self.record)
 
     def drained(self) -> bool:
-        return workerfacts.drained(self.connection, self.name)
+        """The drain flag, read at most every ``drain_check_interval`` seconds."""
+        known, at = self._drain_known
+        if time.monotonic() - at < self.drain_check_interval:
+            return known
+        known = workerfacts.drained(self.connection, self.name)
+        self._drain_known = (known, time.monotonic())
+        return known
 
     def dequeue_job_and_maintain_ttl(self, timeout, max_idle_time=None):
         """Take a job unless drained; one taken as the drain began goes back to its queue."""
@@ -146,12 +155,9 @@ class QueueWorker(SimpleWorker):
             if result is None or not self.drained():
                 return result
             self._give_back(*result)
-            self._next_drain_check = 0.0
 
     def _idle_while_drained(self, burst: bool) -> bool:
-        """Wait while drained (checked at most every few seconds); False: a drained burst ends."""
-        if time.monotonic() < self._next_drain_check:
-            return True
+        """Wait while drained; False: a drained worker in burst mode ends."""
         before = None
         while self.drained():
             if burst:
@@ -165,7 +171,6 @@ class QueueWorker(SimpleWorker):
         if before is not None:
             self.set_state(before)
             log.info("Worker %s: undrained, taking work again", self.name)
-        self._next_drain_check = time.monotonic() + self.suspension_check_interval
         return True
 
     def _give_back(self, job: Job, queue: Queue) -> None:

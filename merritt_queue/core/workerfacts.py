@@ -9,10 +9,10 @@ Guarantees:
   running, since when, bytes so far and when it last beat. It outlives the process by
   ``KEPT_SECONDS``, so a worker that died mid-step is still shown with the job it held; a
   worker that stops cleanly removes its own.
-- A drain flag (``drain_key``) is read by the worker before it takes each RQ job, again
-  after it took one (a job taken while the flag was being set goes back to the front of its
-  queue), and before each next step of a chain. It takes effect without the process
-  being signalled, and is lifted by deleting it.
+- A drain flag (``drain_key``) is read by the worker (at most a second old) before it takes
+  each RQ job, again after it took one (a job taken as the flag was set goes back to the
+  front of its queue), and before each next step of a chain. It takes effect without the
+  process being signalled, and is lifted by deleting it.
 - Writing never raises into a step: a fact that cannot be written is logged and lost.
 """
 
