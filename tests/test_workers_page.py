@@ -143,7 +143,8 @@ def reach(store, jid: str, status: str, cluster, timeout: float = 60) -> None:
         wait_for(f"job {jid} to reach {status}", there, cluster, timeout=timeout)
     except AssertionError as e:
         job = seen[0]
-        raise AssertionError(f"{jid} is {job.status}, locked {job.locked}: {job.message}\n{e}")
+        left = f"{jid} is {job.status}, locked {job.locked}: {job.message}"
+        raise AssertionError(f"{left}\n{e}") from e
 
 
 def card(page, url: str, name: str) -> str:
