@@ -20,6 +20,7 @@ from redis.exceptions import RedisError
 
 from jobs.models import Job, MirrorState
 from merritt_queue.core import workerfacts
+from merritt_queue.core.dispatcher import all_queue_names
 from merritt_queue.core.errors import QueueError
 from merritt_queue.core.worker import DRAINED
 from merritt_queue.project.runtime import get_store
@@ -68,6 +69,20 @@ class WorkerRow:
         return bool(self.drain)
 
     @property
+    def heartbeat_ago(self) -> str:
+        return ago(self.heartbeat)
+
+    @property
+    def since_ago(self) -> str:
+        return ago(self.since)
+
+    @property
+    def queues_text(self) -> str:
+        if set(self.queues) == set(all_queue_names()):
+            return "every queue"
+        return ", ".join(self.queues) or "—"
+
+    @property
     def fate(self) -> str:
         """What became of the job of a worker gone silent, in words."""
         job = self.job
@@ -96,6 +111,14 @@ class Health:
     followed: datetime | None  # the last change the follower applied
     sweep_seconds: float
     reconcile_seconds: float
+
+    @property
+    def reconciled_ago(self) -> str:
+        return ago(self.reconciled)
+
+    @property
+    def followed_ago(self) -> str:
+        return ago(self.followed)
 
 
 @dataclass
@@ -204,6 +227,18 @@ def _health(dispatcher: dict | None, now: datetime) -> Health:
         sweep_seconds=sweep,
         reconcile_seconds=reconcile,
     )
+
+
+def ago(moment: datetime | None) -> str:
+    """How long ago, in seconds while that is short: a heartbeat is a matter of seconds."""
+    if moment is None:
+        return ""
+    seconds = max(0, int((timezone.now() - moment).total_seconds()))
+    if seconds < 120:
+        return f"{seconds} s"
+    if seconds < 7200:
+        return f"{seconds // 60} min"
+    return f"{seconds // 3600} h {seconds % 3600 // 60} min"
 
 
 def _stamp(seconds: float | None) -> datetime | None:

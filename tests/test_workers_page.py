@@ -12,6 +12,7 @@ import re
 import signal
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import Group, User
@@ -132,6 +133,19 @@ def record_of(redis, pid: int) -> workerfacts.Record | None:
     return next((r for r in workerfacts.read(redis).records.values() if r.pid == pid), None)
 
 
+SHOTS = Path("/tmp/shots-workers")
+
+
+def shoot(page, url: str, name: str) -> None:
+    """The page at desktop and phone widths, for a person to look at."""
+    SHOTS.mkdir(exist_ok=True)
+    for width, height in ((1400, 900), (390, 844)):
+        page.set_viewport_size({"width": width, "height": height})
+        page.goto(f"{url}/workers/")
+        page.screenshot(path=str(SHOTS / f"{name}-{width}.png"), full_page=True)
+    page.set_viewport_size({"width": 1366, "height": 900})
+
+
 def reach(store, jid: str, status: str, cluster, timeout: float = 60) -> None:
     seen = []
 
@@ -143,7 +157,7 @@ def reach(store, jid: str, status: str, cluster, timeout: float = 60) -> None:
         wait_for(f"job {jid} to reach {status}", there, cluster, timeout=timeout)
     except AssertionError as e:
         job = seen[0]
-        left = f"{jid} is {job.status}, locked {job.locked}: {job.message}"
+        left = f"{jid} is {job.status}, locked {job.locked}: {job.message}; {job.history}"
         raise AssertionError(f"{left}\n{e}") from e
 
 
@@ -202,6 +216,8 @@ def test_the_workers_page_follows_real_workers_through_silence_and_a_drain(
         bid2 = cluster.submit(type="file", payload_url=second.url)
         job2 = wait_for("the second download", lambda: only_job(store, bid2), cluster)
         card_says(page, url, name_b, "busy", job2.jid, "Downloading")
+        seen = [(r.method, r.headers) for r in http_server.requests_for("/second.bin")]
+        assert store.get_job(job2.jid).status == "Downloading", (second.gets, seen)
         page.click(f'[data-worker="{name_b}"] a.action-workerdrain')
         page.wait_for_selector("[data-confirm-open]")
         page.fill("textarea#reason", "moving to a new host")
@@ -214,6 +230,7 @@ def test_the_workers_page_follows_real_workers_through_silence_and_a_drain(
         left = store.get_job(job2.jid)
         assert (left.status, left.locked) == ("Processing", False), cluster.logs()
         card_says(page, url, name_b, "drained", "nothing: drained")
+        shoot(page, url, "drained")
         record = AdminAction.objects.get(action="worker.drain")
         assert (record.reason, record.done) == ("moving to a new host", 1)
         assert list(record.items.values_list("item_id", flat=True)) == [name_b]

@@ -22,8 +22,9 @@ heartbeat, when a step begins and ends (``doing``, called by the task), and ever
 ``beat_seconds`` while a job runs, from a thread, since RQ's loop is silent then. A drained
 worker (``workerfacts.drain``) finishes what it runs, takes no more RQ jobs and idles, beating,
 until it is undrained or stopped; it notices the flag within ``drain_check_interval``, and a
-job it dequeued after the flag was seen goes back to the front of its queue. An idle worker waits for a job ``beat_seconds`` at a time, not RQ's 405 s, so
-that its heartbeat says it is alive.
+job it dequeued after the flag was seen goes back to the front of its queue. An idle worker
+waits for a job ``beat_seconds`` at a time, not RQ's 405 s, so that its heartbeat says it is
+alive.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import importlib
 import logging
 import threading
 import time
+from dataclasses import replace
 from uuid import uuid4
 
 from redis.client import Pipeline
@@ -92,6 +94,8 @@ class QueueWorker(SimpleWorker):
         self._next_suspension_check = 0.0
         self._drain_known: tuple[bool, float] = (False, 0.0)  # (drained, monotonic time read)
         self.record = Record(self.name)
+        # The record is written by the loop and by the busy thread (``_beat_while_busy``).
+        self._record_lock = threading.Lock()
         self._busy = threading.Event()
         self._beating: threading.Thread | None = None
 
@@ -117,15 +121,16 @@ class QueueWorker(SimpleWorker):
     def register_birth(self) -> None:
         super().register_birth()
         self._forget_writes()  # a new registration starts from an empty hash
-        self.record = Record(
-            self.name,
-            host=self.hostname or "",
-            pid=self.pid or 0,
-            queues=self.queue_names(),
-            beat=time.time(),
-        )
         workerfacts.prune(self.connection)
-        workerfacts.write(self.connection, self.record)
+        with self._record_lock:
+            self.record = Record(
+                self.name,
+                host=self.hostname or "",
+                pid=self.pid or 0,
+                queues=self.queue_names(),
+                beat=time.time(),
+            )
+            workerfacts.write(self.connection, self.record)
 
     def register_death(self) -> None:
         super().register_death()
@@ -133,9 +138,10 @@ class QueueWorker(SimpleWorker):
 
     def doing(self, jid: str, step: str) -> None:
         now = time.time()
-        self.record.jid, self.record.step, self.record.beat = jid, step, now
-        self.record.since, self.record.so_far = (now if jid else 0.0), None
-        workerfacts.write(self.connection, self.record)
+        with self._record_lock:
+            self.record.jid, self.record.step, self.record.beat = jid, step, now
+            self.record.since, self.record.so_far = (now if jid else 0.0), None
+            workerfacts.write(self.connection, self.record)
 
     def drained(self) -> bool:
         """The drain flag, read at most every ``drain_check_interval`` seconds."""
@@ -194,11 +200,17 @@ class QueueWorker(SimpleWorker):
         """RQ writes no heartbeat while a job runs in the worker's own process."""
         while True:
             time.sleep(self.beat_seconds)
-            if self._busy.is_set():
-                self.record.beat = time.time()
-                if self.record.jid:
-                    self.record.so_far = self.progress(self.record)
-                workerfacts.write(self.connection, self.record)
+            if not self._busy.is_set():
+                continue
+            with self._record_lock:
+                shown = replace(self.record)
+            so_far = self.progress(shown) if shown.jid else None
+            with self._record_lock:
+                # A step that began or ended meanwhile wrote the record itself: a write of
+                # the record as it was would undo it.
+                if (self.record.jid, self.record.step) == (shown.jid, shown.step):
+                    self.record.beat, self.record.so_far = time.time(), so_far
+                    workerfacts.write(self.connection, self.record)
 
     def heartbeat(self, timeout: int | None = None, pipeline: Pipeline | None = None) -> None:
         ttl = timeout or self.worker_ttl + 60
@@ -216,9 +228,10 @@ class QueueWorker(SimpleWorker):
         self._beat = (ttl, time.monotonic())
 
     def _write_record(self, pipeline: Pipeline) -> None:
-        if self.record.beat:  # registered
-            self.record.beat = time.time()
-            pipeline.hset(workerfacts.RECORDS, self.name, self.record.dumps())
+        with self._record_lock:
+            if self.record.beat:  # registered
+                self.record.beat = time.time()
+                pipeline.hset(workerfacts.RECORDS, self.name, self.record.dumps())
 
     def set_state(self, state: str, pipeline: Pipeline | None = None) -> None:
         if pipeline is None and self._recent(self._state_at, state):
