@@ -146,7 +146,7 @@ def shoot(page, url: str, name: str) -> None:
     page.set_viewport_size({"width": 1366, "height": 900})
 
 
-def reach(store, jid: str, status: str, cluster, timeout: float = 60) -> None:
+def reach(store, jid: str, status: str, cluster, timeout: float = 60, why=lambda: "") -> None:
     seen = []
 
     def there() -> bool:
@@ -157,7 +157,7 @@ def reach(store, jid: str, status: str, cluster, timeout: float = 60) -> None:
         wait_for(f"job {jid} to reach {status}", there, cluster, timeout=timeout)
     except AssertionError as e:
         job = seen[0]
-        left = f"{jid} is {job.status}, locked {job.locked}: {job.message}; {job.history}"
+        left = f"{jid} is {job.status}, locked {job.locked}: {job.message}; {why()}"
         raise AssertionError(f"{left}\n{e}") from e
 
 
@@ -225,7 +225,16 @@ def test_the_workers_page_follows_real_workers_through_silence_and_a_drain(
         page.wait_for_url(re.compile(r"/actions/\d+/(\?next=.*)?$"))
         card_says(page, url, name_b, "draining", job2.jid, "moving to a new host")
         second.released.set()
-        reach(store, job2.jid, "Processing", cluster)
+        reach(
+            store,
+            job2.jid,
+            "Processing",
+            cluster,
+            why=lambda: (
+                [(r.method, r.path, getattr(r, "at", "")) for r in http_server.requests]
+                + [second.gets]
+            ),
+        )
         time.sleep(3)  # several chances to take the Processing step, none taken
         left = store.get_job(job2.jid)
         assert (left.status, left.locked) == ("Processing", False), cluster.logs()
