@@ -20,6 +20,7 @@ from rq import Queue
 
 from merritt_queue.core import workerfacts
 from merritt_queue.core.dispatcher import ADMIN_QUEUE
+from merritt_queue.core.tree import job_node
 from merritt_queue.core.worker import QueueWorker
 from steering.models import DEPOSITOR, OPERATOR, AdminAction, CollectionScope
 from tests.cluster import only_job, wait_for
@@ -231,8 +232,10 @@ def test_the_workers_page_follows_real_workers_through_silence_and_a_drain(
             "Processing",
             cluster,
             why=lambda: (
-                [(r.method, r.path, getattr(r, "at", "")) for r in http_server.requests]
-                + [second.gets]
+                [(r.method, r.path) for r in http_server.requests],
+                second.gets,
+                cluster.pids(),
+                store.client.get(job_node(job2.jid, "history"))[0][-2500:],
             ),
         )
         time.sleep(3)  # several chances to take the Processing step, none taken

@@ -21,8 +21,9 @@ The Workers page reads each worker's record (``workerfacts``): the worker writes
 heartbeat, when a step begins and ends (``doing``, called by the task), and every
 ``beat_seconds`` while a job runs, from a thread, since RQ's loop is silent then. A drained
 worker (``workerfacts.drain``) finishes what it runs, takes no more RQ jobs and idles, beating,
-until it is undrained or stopped; it notices the flag within ``drain_check_interval``, and a
-job it dequeued after the flag was seen goes back to the front of its queue. An idle worker
+until it is undrained or stopped; it hears of the flag on its RQ command channel, or reads it
+within ``drain_check_interval``, and a job it dequeued after that goes back to the front of
+its queue. An idle worker
 waits for a job ``beat_seconds`` at a time, not RQ's 405 s, so that its heartbeat says it is
 alive.
 """
@@ -40,6 +41,7 @@ from redis.client import Pipeline
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+from rq.command import parse_payload
 from rq.exceptions import StopRequested
 from rq.job import Job
 from rq.queue import Queue
@@ -84,8 +86,9 @@ class QueueWorker(SimpleWorker):
     log_result_lifespan = False
     # How often a worker says it is alive, idle or busy; the page calls one silent for longer.
     beat_seconds = 10.0
-    # How late a worker may notice it was drained (or undrained): the flag is read before
-    # each RQ job and each next step of a chain, but not more often than this.
+    # How late a worker may notice it was drained (or undrained) if the announcement on its
+    # command channel is lost: the flag is read before each RQ job and each next step of a
+    # chain, but not more often than this.
     drain_check_interval = 1.0
 
     def __init__(self, *args, **kwargs) -> None:
@@ -166,6 +169,14 @@ class QueueWorker(SimpleWorker):
             if result is None or not self.drained():
                 return result
             self._give_back(*result)
+
+    def handle_payload(self, message) -> None:
+        """RQ's commands, and the drain announced (in RQ's listening thread)."""
+        command = parse_payload(message).get("command")
+        if command in (workerfacts.DRAIN_COMMAND, workerfacts.UNDRAIN_COMMAND):
+            self._drain_known = (command == workerfacts.DRAIN_COMMAND, time.monotonic())
+            return
+        super().handle_payload(message)
 
     def _idle_while_drained(self, burst: bool) -> bool:
         """Wait while drained; False: a drained worker in burst mode ends."""

@@ -9,10 +9,12 @@ Guarantees:
   running, since when, bytes so far and when it last beat. It outlives the process by
   ``KEPT_SECONDS``, so a worker that died mid-step is still shown with the job it held; a
   worker that stops cleanly removes its own.
-- A drain flag (``drain_key``) is read by the worker (at most a second old) before it takes
-  each RQ job, again after it took one (a job taken as the flag was set goes back to the
-  front of its queue), and before each next step of a chain. It takes effect without the
-  process being signalled, and is lifted by deleting it.
+- A drain flag (``drain_key``) is read by the worker before it takes each RQ job, again
+  after it took one (a job taken as the flag was set goes back to the front of its queue),
+  and before each next step of a chain: as the worker last heard it on its RQ command
+  channel, where setting or lifting the flag is announced, and read again at most a second
+  later in case the announcement was lost. It takes effect without the process being
+  signalled, and is lifted by deleting it.
 - Writing never raises into a step: a fact that cannot be written is logged and lost.
 """
 
@@ -34,6 +36,8 @@ DRAIN_PREFIX = "mq:workers:drain:"
 DAY_PREFIX = "mq:workers:day:"
 DISPATCHER = "mq:workers:dispatcher"
 RQ_WORKERS = "rq:workers"  # RQ's registry: the set of its workers' hash keys
+PUBSUB_PREFIX = "rq:pubsub:"  # each RQ worker's command channel
+DRAIN_COMMAND, UNDRAIN_COMMAND = "mq-drain", "mq-undrain"
 # How long a dead worker's record is kept (and shown), and a day's counts.
 KEPT_SECONDS = 86400
 DAY_SECONDS = 2 * 86400
@@ -135,12 +139,26 @@ def drained(redis: Redis, name: str) -> bool:
 def drain(redis: Redis, name: str, by: str, reason: str) -> bool:
     """Ask worker ``name`` to take no more work; False if it was asked already."""
     flag = json.dumps({"by": by, "reason": reason, "at": time.time()})
-    return bool(redis.set(drain_key(name), flag, nx=True, ex=DRAIN_SECONDS))
+    with redis.pipeline(transaction=False) as pipe:
+        pipe.set(drain_key(name), flag, nx=True, ex=DRAIN_SECONDS)
+        _tell(pipe, name, DRAIN_COMMAND)
+        done, _ = pipe.execute()
+    return bool(done)
 
 
 def undrain(redis: Redis, name: str) -> bool:
     """Let worker ``name`` take work again; False if it was not drained."""
-    return bool(redis.delete(drain_key(name)))
+    with redis.pipeline(transaction=False) as pipe:
+        pipe.delete(drain_key(name))
+        _tell(pipe, name, UNDRAIN_COMMAND)
+        done, _ = pipe.execute()
+    return bool(done)
+
+
+def _tell(pipe, name: str, command: str) -> None:
+    """Tell the worker at once, on the channel RQ's workers listen to for commands (the flag
+    is the truth; the worker reads it again within a second if the message is lost)."""
+    pipe.publish(PUBSUB_PREFIX + name, json.dumps({"command": command}))
 
 
 def standing(redis: Redis, name: str) -> tuple[bool, bool, bool]:
