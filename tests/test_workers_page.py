@@ -221,6 +221,8 @@ def test_the_workers_page_follows_real_workers_through_silence_and_a_drain(
         assert store.get_job(job2.jid).status == "Downloading", (second.gets, seen)
         page.click(f'[data-worker="{name_b}"] a.action-workerdrain')
         page.wait_for_selector("[data-confirm-open]")
+        SHOTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(SHOTS / "drain-confirm.png"), full_page=True)
         page.fill("textarea#reason", "moving to a new host")
         page.click("form.confirm-form button[type=submit]")
         page.wait_for_url(re.compile(r"/actions/\d+/(\?next=.*)?$"))
