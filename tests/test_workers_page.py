@@ -70,6 +70,37 @@ def test_an_operator_of_some_collections_drains_no_worker(client, db, redis):
     assert "confirm-form" not in confirm
 
 
+def test_the_page_costs_the_same_queries_for_three_workers_or_thirty(
+    client, db, redis, django_assert_max_num_queries
+):
+    client.force_login(person("otto", OPERATOR))
+    client.get("/workers/")  # the session and the person, read once
+    counts = []
+    for n in (3, 30):
+        for i in range(n):
+            workerfacts.write(redis, workerfacts.Record(f"w{i}", host="h", pid=i, beat=time.time()))
+        with django_assert_max_num_queries(8) as queries:
+            page = client.get("/workers/").content.decode()
+        assert page.count('class="card worker') == n
+        counts.append(len(queries))
+    assert counts[0] == counts[1]
+
+
+def test_a_worker_rq_no_longer_knows_is_gone_and_cannot_be_drained(client, db, redis):
+    client.force_login(person("otto", OPERATOR))
+    record = workerfacts.Record("w-old", host="h", pid=7, beat=time.time() - 3600)
+    workerfacts.write(redis, record)
+    redis.sadd(workerfacts.RQ_WORKERS, "rq:worker:w-live")
+    redis.hset("rq:worker:w-live", mapping={"hostname": "h2", "pid": 8, "state": "idle"})
+    workerfacts.write(redis, workerfacts.Record("w-live", host="h2", pid=8, beat=time.time()))
+    page = client.get("/workers/").content.decode()
+    gone = page.split('data-worker="w-old"')[1]
+    assert ">gone<" in gone and "action-workerdrain" not in gone
+    live = page.split('data-worker="w-live"')[1].split('data-worker="w-old"')[0]
+    assert ">idle<" in live and "action-workerdrain" in live
+    assert page.index('data-worker="w-live"') < page.index('data-worker="w-old"')
+
+
 # --- the worker class obeys the flag ----------------------------------------------------------
 
 
