@@ -101,6 +101,14 @@ def test_a_worker_rq_no_longer_knows_is_gone_and_cannot_be_drained(client, db, r
     assert page.index('data-worker="w-live"') < page.index('data-worker="w-old"')
 
 
+def test_a_silence_bound_within_two_beats_fails_its_check(settings):
+    from merritt_queue.project import checks
+
+    assert checks.check_worker_beat() == []
+    settings.MQ_WORKER_SILENT_SECONDS = settings.MQ_WORKER_BEAT_SECONDS * 1.5
+    assert [m.id for m in checks.check_worker_beat()] == ["mq.E090"]
+
+
 # --- the worker class obeys the flag ----------------------------------------------------------
 
 
