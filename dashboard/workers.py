@@ -111,6 +111,12 @@ class Health:
     followed: datetime | None  # the last change the follower applied
     sweep_seconds: float
     reconcile_seconds: float
+    # The queue whose first step has waited longest for a worker, and since when.
+    waiting: tuple[str, datetime] | None = None
+
+    @property
+    def waiting_ago(self) -> str:
+        return ago(self.waiting[1]) if self.waiting else ""
 
     @property
     def reconciled_ago(self) -> str:
@@ -130,15 +136,20 @@ class Board:
 
 def board(user) -> Board:
     now = timezone.now()
+    redis = django_rq.get_connection("default")
     try:
-        facts = workerfacts.read(django_rq.get_connection("default"))
+        facts = workerfacts.read(redis)
+        oldest = workerfacts.oldest_waiting(redis, all_queue_names())
     except RedisError as e:
         log.warning("workers page: Redis does not answer: %s", e)
         return Board([], _health(None, now), f"Redis does not answer ({e}): no worker is shown")
     rows = [_row(name, facts, now) for name in _names(facts)]
     _jobs(rows, user)
     rows.sort(key=lambda r: (r.state in (SILENT, GONE), r.host, r.name))
-    return Board(rows, _health(facts.dispatcher, now))
+    health = _health(facts.dispatcher, now)
+    if oldest:
+        health.waiting = (oldest[0], _stamp(oldest[1]) or now)
+    return Board(rows, health)
 
 
 def _names(facts: workerfacts.Facts) -> list[str]:

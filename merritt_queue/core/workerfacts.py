@@ -230,5 +230,30 @@ def read(redis: Redis) -> Facts:
     )
 
 
+def oldest_waiting(redis: Redis, queues: list[str]) -> tuple[str, float] | None:
+    """The queue whose first RQ job has waited longest, and since when (Unix seconds): how far
+    the workers are behind what the dispatcher handed them. Two round trips."""
+    with redis.pipeline(transaction=False) as pipe:
+        for name in queues:
+            pipe.lindex(f"rq:queue:{name}", 0)
+        firsts = pipe.execute()
+    waiting = [(q, _text(j)) for q, j in zip(queues, firsts, strict=True) if j]
+    if not waiting:
+        return None
+    with redis.pipeline(transaction=False) as pipe:
+        for _, job_id in waiting:
+            pipe.hget(f"rq:job:{job_id}", "enqueued_at")
+        times = pipe.execute()
+    seen = [
+        (datetime.fromisoformat(_text(at).replace("Z", "+00:00")).timestamp(), queue)
+        for (queue, _), at in zip(waiting, times, strict=True)
+        if at
+    ]
+    if not seen:
+        return None
+    at, queue = min(seen)
+    return queue, at
+
+
 def _text(value: str | bytes) -> str:
     return value.decode() if isinstance(value, bytes) else value
