@@ -1,8 +1,9 @@
 """The Workers page's rows: each worker process as it reports itself (``workerfacts``), the
 job each one holds as ZooKeeper has it now, and the dispatcher's and reconciler's health.
 
-Guarantees: a fixed number of reads whatever the queue holds (two Redis round trips, one
-pipelined ZooKeeper round for the jobs the workers hold, two small queries of the mirror);
+Guarantees: a fixed number of reads whatever the queue holds (four Redis round trips: the
+workers, then the oldest queued step; one pipelined ZooKeeper round for the jobs the workers
+hold; one query of the mirror, and one more for a reader of some collections only);
 a job outside the person's collections is shown as such, never by id; Redis or ZooKeeper
 away is said on the page, never an error.
 """
