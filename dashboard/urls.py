@@ -9,4 +9,5 @@ urlpatterns = [
     path("collections/", views.collections, name="collections"),
     path("locks/", views.locks, name="locks"),
     path("consistency/", views.consistency, name="consistency"),
+    path("workers/", views.workers, name="workers"),
 ]

@@ -12,18 +12,20 @@ items of every collection, only a reader of every collection sees.
 from collections import Counter
 
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.shortcuts import render
 from django.utils import timezone
 
 from batches.capacity import usage
 from batches.models import Collection
 from dashboard import queries as q
+from dashboard import workers as w
 from dashboard.causes import CAUSES_CACHE_SECONDS, failure_causes
 from dashboard.diagram import diagram
 from dashboard.throughput import THROUGHPUT_CACHE_SECONDS, throughput
 from merritt_queue.core.states import BATCH, JOB
 from steering.catalog import ACTIONS
-from steering.permissions import may
+from steering.permissions import Role, may, role_of
 from steering.windowlist import scheduled_next
 from ui.reading_scope import (
     in_readable,
@@ -132,3 +134,19 @@ def consistency(request):
         "hidden": not everything,
     }
     return render(request, "dashboard/consistency.html", context)
+
+
+@login_required
+def workers(request):
+    """Each worker process, what it runs, and the dispatcher's and reconciler's health: for
+    operators and administrators, who can drain a worker from here."""
+    if role_of(request.user) < Role.OPERATOR:
+        raise PermissionDenied(f"the Workers page is for the {Role.OPERATOR} role and above")
+    context = {
+        "board": w.board(request.user),
+        "drain": ACTIONS["worker.drain"],
+        "undrain": ACTIONS["worker.undrain"],
+        "may_drain": may(request.user, ACTIONS["worker.drain"]),
+        "silent_seconds": int(w.settings.MQ_WORKER_SILENT_SECONDS),
+    }
+    return render(request, "dashboard/workers.html", context)

@@ -8,9 +8,10 @@ from rq import Worker, get_current_job
 
 from jobs.handlers import handlers
 from jobs.services import get_services
-from merritt_queue.core import handover
+from merritt_queue.core import handover, workerfacts
+from merritt_queue.core import worker as this_worker
 from merritt_queue.core.dispatcher import LEAVE_SECONDS, defer, job_queue_name, rq_job_id
-from merritt_queue.core.runner import ChainPolicy, StepResult, run_job_steps
+from merritt_queue.core.runner import ChainPolicy, Decision, StepResult, run_job_steps
 from merritt_queue.core.sides import NONE, runs_job
 from merritt_queue.project.tasks import TASKS
 
@@ -31,8 +32,16 @@ def run_job_step(jid: str, status: str) -> str:
             _handlers[id(services)] = handlers(services)
         table = _handlers[id(services)]
         current = get_current_job()
-        with services.chain():
-            report = run_job_steps(services.store, jid, status, table, policy=_policy(current))
+        try:
+            with services.chain():
+                report = run_job_steps(services.store, jid, status, table, policy=_policy(current))
+        finally:
+            this_worker.doing("", "")
+        if current is not None and current.worker_name:
+            failed = report.outcome is not None and report.outcome.action == Decision.FAIL
+            workerfacts.count(
+                current.connection, current.worker_name, done=report.steps, failed=int(failed)
+            )
         if report.result == StepResult.LEFT and current is not None:
             defer(current.connection, rq_job_id("job", jid, status), LEAVE_SECONDS)
         if report.result == StepResult.DEFERRED and current is not None:
@@ -59,16 +68,19 @@ def _policy(current) -> ChainPolicy:
     mode = settings.MQ_WORKERS
     runs = lambda job: runs_job(mode, job.configuration, job.status)  # noqa: E731
     enters = lambda job, status: runs_job(mode, job.configuration, status)  # noqa: E731
+    on_step = lambda job: this_worker.doing(job.jid, job.status)  # noqa: E731
     if current is None or settings.MQ_CHAIN_STEPS <= 1:
-        return ChainPolicy(changes_delay=delay, runs=runs, enters=enters)
+        return ChainPolicy(changes_delay=delay, runs=runs, enters=enters, on_step=on_step)
     served = _queues_of(current)
     return ChainPolicy(
         max_steps=settings.MQ_CHAIN_STEPS,
         max_seconds=settings.MQ_CHAIN_SECONDS,
-        may_enter=lambda s: job_queue_name(s) in served,
+        # A drained worker finishes its step and goes no further.
+        may_enter=lambda s: job_queue_name(s) in served and not this_worker.drained(),
         changes_delay=delay,
         runs=runs,
         enters=enters,
+        on_step=on_step,
     )
 
 

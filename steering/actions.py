@@ -33,6 +33,7 @@ from merritt_queue.core.history import admin_actor
 from merritt_queue.core.store import QueueStore
 from merritt_queue.project.runtime import deadline_left, get_store, unreachable
 from merritt_queue.project.zkdeadline import UNREACHABLE
+from steering import workerdrain
 from steering.catalog import ACTIONS, Action, Applied, ItemResult, PartlyDone, Scope, Target
 from steering.models import AdminAction, AdminActionItem
 from steering.permissions import collections_of, refusal
@@ -249,12 +250,14 @@ def _load(store: QueueStore, action: Action, item_id: str):
         return store.get_job(item_id)
     if action.scope == Scope.BATCH:
         return store.get_batch(item_id)
+    if action.scope == Scope.WORKER:
+        return workerdrain.read_worker(item_id)
     return item_id
 
 
 def _collection_of(store: QueueStore, item) -> str:
     """A job's or batch's collection, also when Merritt wrote it (it names only a profile)."""
-    if isinstance(item, str):  # a collection or the queue
+    if isinstance(item, str | workerdrain.WorkerItem):  # a collection, the queue, a worker
         return ""
     data = getattr(item, "configuration", None) or getattr(item, "submission", None)
     return store.item_collection(data)

@@ -21,7 +21,7 @@ from merritt_queue.core.records import JobRecord
 from merritt_queue.core.states import JOB_STEPS, BatchStatus, JobStatus
 from merritt_queue.core.store import QueueStore
 from merritt_queue.deposit.uploads import remove_upload, uploads_root
-from steering import fixes
+from steering import fixes, workerdrain
 from steering.permissions import Role
 from steering.results import Applied, ItemResult, PartlyDone, note_of
 
@@ -36,6 +36,7 @@ class Scope(StrEnum):
     BATCH = "batch"
     COLLECTION = "collection"
     QUEUE = "queue"
+    WORKER = "worker"
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,8 @@ class Action:
     def check(self, t: Target, collections: set[str] | None) -> str | None:
         """Why the action may not be taken on ``t`` by a person limited to ``collections``
         (None: all), or None."""
+        if self.scope == Scope.WORKER and collections is not None:
+            return "a worker runs the jobs of every collection; your role covers only some"
         if self.scope == Scope.COLLECTION and (why := mnemonic_problem(t.id)):
             return why
         if self.applies_to and t.status in self.refusals:
@@ -463,6 +466,24 @@ ACTIONS: dict[str, Action] = {
             Scope.COLLECTION,
             "Release all held items",
             _release_collection_items,
+        ),
+        ItemAction(
+            name="worker.drain",
+            scope=Scope.WORKER,
+            label="Drain",
+            role=Role.OPERATOR,
+            applies_to=frozenset({workerdrain.WORKING}),
+            run=workerdrain.drain,
+            warning="The worker finishes the step it is running, then takes no more work "
+            "until it is undrained; other workers take the queue's jobs meanwhile.",
+        ),
+        ItemAction(
+            name="worker.undrain",
+            scope=Scope.WORKER,
+            label="Undrain",
+            role=Role.OPERATOR,
+            applies_to=frozenset({workerdrain.DRAINED}),
+            run=workerdrain.undrain,
         ),
         _administrator("queue.pause", Scope.QUEUE, "Pause the queue", _pause_queue),
         _administrator("queue.resume", Scope.QUEUE, "Resume the queue", _unpause_queue),

@@ -1,5 +1,6 @@
-"""``may_maintain``: whether the navigation offers the Maintenance page (administrators);
-the page and its actions check the role afresh."""
+"""``may_maintain``, ``may_operate``: whether the navigation offers the Maintenance page
+(administrators) and the Workers page (operators and administrators); the pages and their
+actions check the role afresh."""
 
 from __future__ import annotations
 
@@ -13,5 +14,8 @@ def may_maintain(request) -> dict:
     return {
         "may_maintain": SimpleLazyObject(
             lambda: user is not None and role_of(user) >= Role.ADMINISTRATOR
-        )
+        ),
+        "may_operate": SimpleLazyObject(
+            lambda: user is not None and role_of(user) >= Role.OPERATOR
+        ),
     }

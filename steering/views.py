@@ -38,8 +38,9 @@ from batches.filters import BatchFilter
 from batches.models import Batch
 from jobs.filters import JobFilter
 from jobs.models import Job
+from merritt_queue.core.errors import QueueError
 from merritt_queue.core.states import resume_note, resume_target
-from steering import confirmations, editing, tasks
+from steering import confirmations, editing, tasks, workerdrain
 from steering.actions import execute, run_items, start
 from steering.backlinks import came_from, safe_next
 from steering.catalog import (
@@ -131,6 +132,8 @@ def select(request, action: Action) -> Selection:
     if action.scope == Scope.COLLECTION:
         ids = _ids(request)
         return Selection([Target(m) for m in ids], [], len(ids), False, "")
+    if action.scope == Scope.WORKER:
+        return _workers(_ids(request))
     model, key, filter_class = MIRROR[action.scope]
     fields = (key, "status", "status_version", "collection", "locked", "profile")
     collections = profile_collections()
@@ -152,6 +155,19 @@ def select(request, action: Action) -> Selection:
     }
     missing = [i for i in ids if i not in found]
     return Selection([found[i] for i in ids if i in found], missing, len(ids), False, "")
+
+
+def _workers(names: list[str]) -> Selection:
+    """The workers named, as they stand now (a worker is no row of the mirror)."""
+    targets, missing = [], []
+    for name in names:
+        try:
+            item = workerdrain.read_worker(name)
+        except QueueError:
+            missing.append(name)
+            continue
+        targets.append(Target(name, item.status))
+    return Selection(targets, missing, len(names), False, "")
 
 
 def _target(row, collections: dict[str, str]) -> Target:

@@ -21,6 +21,8 @@ Guarantees:
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -39,6 +41,7 @@ from rq.job import Job
 from rq.job import JobStatus as RQStatus
 
 from . import tree as t
+from . import workerfacts
 from .errors import QueueError
 from .fairness import Turns
 from .history import DISPATCHER_PREFIX, process_actor
@@ -546,7 +549,13 @@ class Dispatcher:
                 next_tick = time.monotonic() + self.tick()
             try:
                 if time.monotonic() >= next_full:
-                    self.sweep()
+                    began = time.monotonic()
+                    enqueued = self.sweep()
+                    took = time.monotonic() - began
+                    # For the Workers page: when the safety net last ran, and how it went.
+                    workerfacts.dispatcher_swept(
+                        self.redis, socket.gethostname(), os.getpid(), enqueued, took
+                    )
                     next_full = time.monotonic() + self.config.sweep_interval
                 else:
                     self.sweep_dirty()

@@ -148,6 +148,8 @@ class ChainPolicy:
     # Whether this site's workers run the job's step of a status it moves on to
     # (``sides.runs_job`` with the status): a ``merritt-queue`` job's Storing is Merritt's.
     enters: Callable[[JobRecord, str], bool] = lambda _job, _status: True
+    # Told of each step as it begins (the worker's record, for the Workers page).
+    on_step: Callable[[JobRecord], None] = lambda _job: None
 
 
 ONE_STEP = ChainPolicy()
@@ -207,6 +209,7 @@ def _run_steps(store, jid, status, handlers, policy) -> StepReport:
     while True:
         try:
             began = time.monotonic()
+            policy.on_step(job)
             with running(store.begin_attempt(job)):
                 outcome = run_handler(handlers[job.status], job)
             took = time.monotonic() - began

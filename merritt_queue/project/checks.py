@@ -197,6 +197,21 @@ def check_chain(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     ]
 
 
+def check_worker_beat(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    beat, silent = settings.MQ_WORKER_BEAT_SECONDS, settings.MQ_WORKER_SILENT_SECONDS
+    if beat >= 1 and silent >= 2 * beat:
+        return []
+    return [
+        checks.Error(
+            f"MQ_WORKER_BEAT_SECONDS={beat!r} must be at least 1, and "
+            f"MQ_WORKER_SILENT_SECONDS={silent!r} at least twice it.",
+            hint="A worker writes its record every MQ_WORKER_BEAT_SECONDS (e.g. 10); one "
+            "missed beat must not show it silent on the Workers page (e.g. 60).",
+            id="mq.E090",
+        )
+    ]
+
+
 def check_container_paths(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     depth, length = settings.MQ_CONTAINER_MAX_DEPTH, settings.MQ_CONTAINER_MAX_PATH_BYTES
     if 1 <= depth and 255 <= length <= 3072:
@@ -471,6 +486,7 @@ ALL_CHECKS = [
     check_ezid,
     check_secret_key,
     check_chain,
+    check_worker_beat,
     check_window_check_seconds,
     check_container_paths,
     check_capacity,

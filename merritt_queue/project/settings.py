@@ -208,6 +208,10 @@ MQ_STARTED_GRACE_SECONDS = env_float("MQ_STARTED_GRACE_SECONDS", 60.0)
 # high-priority job start sooner.
 MQ_CHAIN_STEPS = env_int("MQ_CHAIN_STEPS", 8)
 MQ_CHAIN_SECONDS = env_float("MQ_CHAIN_SECONDS", 30.0)
+# How often a worker says it is alive (idle or busy), and how long without a word the Workers
+# page calls it silent.
+MQ_WORKER_BEAT_SECONDS = env_float("MQ_WORKER_BEAT_SECONDS", 10.0)
+MQ_WORKER_SILENT_SECONDS = env_float("MQ_WORKER_SILENT_SECONDS", 60.0)
 # Whoever makes work whose next step is known enqueues it at once (merritt_queue.core.handover)
 # instead of waiting for the dispatcher to hear of it; off, the dispatcher alone enqueues.
 MQ_HANDOVER = env_bool("MQ_HANDOVER", True)

@@ -61,6 +61,8 @@ def item_link(scope: str, item_id: str):
         return format_html(
             '<a href="/jobs/?{}">{}</a>', urlencode({"collection": item_id}), item_id
         )
+    if scope == "worker":
+        return format_html('<a href="/workers/#worker-{}">worker {}</a>', item_id, item_id)
     return item_id
 
 
