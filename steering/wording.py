@@ -56,7 +56,9 @@ def item_outcome(record: AdminAction, item: AdminActionItem) -> str:
     """In words what happened to an item with no status to show (a collection, the queue);
     "" for the others, whose before and after say it."""
     words = DONE_WORDS.get(record.action)
-    if words is None or item.result != "done":
+    # A batch or job a collection's release let go is its own row, with its own move.
+    own_move = item.part_of or item.before_status or item.after_status
+    if words is None or item.result != "done" or own_move:
         return ""
     first, _, rest = item.detail.partition("; ")
     said = words[1] if first == "already so" else words[0]

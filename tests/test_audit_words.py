@@ -70,3 +70,29 @@ def test_a_collection_holds_result_says_what_happened(reader):
         "The collection was already on hold."
         in reader.get(f"/actions/{again.pk}/").content.decode()
     )
+
+
+def test_a_batch_a_release_let_go_shows_its_own_move_not_the_collections(reader):
+    """A release's caught items are recorded beside the collection (part of it), each with its
+    move: before, the collection's words stood on the batch's row too ("The collection's hold
+    was lifted.")."""
+    release = action("collection.release", scope="collection", total=2, done=2)
+    AdminActionItem.objects.create(
+        admin_action=release, item_id="demo", result="done", detail="done; released 1 item(s)"
+    )
+    AdminActionItem.objects.create(
+        admin_action=release,
+        item_id="bid0000000009",
+        part_of="demo",
+        collection="demo",
+        before_status="Held",
+        after_status="Pending",
+        before_version=1,
+        after_version=2,
+        result="done",
+        detail="released from Held",
+    )
+    page = reader.get(f"/actions/{release.pk}/").content.decode()
+    row = page[page.index('data-item="bid0000000009"') :]
+    row = row[: row.index("</tr>")]
+    assert "hold was lifted" not in row and "st-pending" in row, row
