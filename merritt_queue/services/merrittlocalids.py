@@ -28,20 +28,13 @@ import requests
 
 from . import httputil, transport
 from .errors import InventoryError
-from .merrittinventory import said_by_inventory
+from .merrittinventory import MerrittInventoryClient, said_by_inventory
 
 _STATE = "invloc:localContainerState"
 
 
-class MerrittLocalIds:
+class MerrittLocalIds(MerrittInventoryClient):
     """The local-id service of Merritt's inventory at ``base_url`` (its context root)."""
-
-    def __init__(
-        self, base_url: str, timeout: float = 300, *, session_factory=requests.Session
-    ) -> None:
-        self.base_url = base_url.rstrip("/")
-        self.timeout = timeout
-        self.session_factory = session_factory
 
     def ark_for(self, owner_ark: str, local_id: str) -> str | None:
         """The ARK Merritt has bound ``local_id`` of ``owner_ark`` to, None when none."""
