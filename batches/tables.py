@@ -8,6 +8,7 @@ from django.utils.html import format_html
 
 from batches.models import Batch
 from batches.templatetags.merritt_sides import merritt_batch_label
+from merritt_queue.core.planning import TYPE_WORDS
 from merritt_queue.core.states import JobStatus
 from steering.templatetags.steering import may_select
 from ui.cells import age_text, message_cell, select_box, status_badge, truncated, when
@@ -69,6 +70,10 @@ class BatchTable(PageTable):
 
     def render_title(self, value):
         return truncated(value)
+
+    def render_type(self, value):
+        """The type in words, as the submission form says it; its code on hover."""
+        return format_html('<span title="{}">{}</span>', value, TYPE_WORDS.get(value, value))
 
     def render_message(self, value):
         return message_cell(value)

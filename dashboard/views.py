@@ -44,6 +44,32 @@ def _unknown(counts: dict[str, int], known: tuple[str, ...]) -> dict[str, int]:
     return {s: n for s, n in counts.items() if s not in known}
 
 
+# What people act on, counted at the top of the dashboard: on a phone the diagrams that also
+# count them are wider than the screen (issue 32).
+ACT_ON = ("Failed", "Held")
+
+
+def _act_on(job_counts: dict[str, int], batch_counts: dict[str, int]) -> list[dict]:
+    found = []
+    for status in ACT_ON:
+        for scope, counts, url, nouns in (
+            ("job", job_counts, q.jobs_url, ("job", "jobs")),
+            ("batch", batch_counts, q.batches_url, ("batch", "batches")),
+        ):
+            n = counts.get(status, 0)
+            words = f"{status.lower()} {nouns[n != 1]}"
+            found.append(
+                {
+                    "scope": scope,
+                    "status": status,
+                    "count": n,
+                    "href": url(status=status),
+                    "words": words,
+                }
+            )
+    return found
+
+
 @login_required
 def dashboard(request):
     job_counts = q.status_counts(q.Job)
@@ -51,6 +77,7 @@ def dashboard(request):
     context = {
         "job_diagram": diagram(JOB, job_counts, lambda s: q.jobs_url(status=s)),
         "batch_diagram": diagram(BATCH, batch_counts, lambda s: q.batches_url(status=s)),
+        "act_on": _act_on(job_counts, batch_counts),
         "job_total": sum(job_counts.values()),
         "batch_total": sum(batch_counts.values()),
         "job_unknown": _unknown(job_counts, JOB.statuses),

@@ -50,7 +50,7 @@ class ObjectTable(PageTable):
     last_stored = tables.Column("Last stored", order_by=("last_stored", "id"))
 
     class Meta(PageTable.Meta):
-        attrs = {"class": "mq-table objects"}
+        attrs = {"class": "mq-table cards objects"}
         order_by = "-last_stored"
         empty_text = "No objects match."
 

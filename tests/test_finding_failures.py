@@ -71,7 +71,7 @@ def test_a_long_message_opens_to_its_whole_text(browser):
     message = "storage refused: " + "x" * 100 + " <b>end</b>"
     make_job(1, "Failed", message=message)
     html = browser.get("/jobs/").content.decode()
-    cell = html.split('<td class="c-message">', 1)[1].split("</td>", 1)[0]
+    cell = html.split('<td class="c-message" data-label="Message">', 1)[1].split("</td>", 1)[0]
     assert cell.startswith('<details class="msg"><summary title="storage refused: ')
     assert "…</span></summary>" in cell
     assert '<span class="full">storage refused: ' in cell

@@ -210,9 +210,9 @@ def test_the_list_shows_each_object_newest_stored_first(browser, inventory):
     assert listed(response) == [OTHER, ARK]
     body = response.content.decode()
     assert f'<a href="/objects/{ARK}/">{ARK}</a>' in body
-    row = re.search(rf"<tr><td class=\"c-ark\"><a href=\"/objects/{ARK}/\">.*?</tr>", body)
+    row = re.search(rf"<tr><td class=\"c-ark\"[^>]*><a href=\"/objects/{ARK}/\">.*?</tr>", body)
     assert row, body
-    cells = re.findall(r'<td class="c-(\w+)">(.*?)</td>', row.group(0))
+    cells = re.findall(r'<td class="c-(\w+)"[^>]*>(.*?)</td>', row.group(0))
     assert dict(cells)["title"] == "Brain"
     assert dict(cells)["collection"] == "demo"
     assert dict(cells)["local_ids"] == "brain"

@@ -45,6 +45,9 @@ class PageTable(tables.Table):
             wants = signature(render)[0] if render else ()
             empty = column.column.empty_values
             plan.append((column.name, str(column.accessor), render, wants, column.default, empty))
+        # A phone shows each row as a card of labelled lines (static/mq.css), so each cell
+        # carries its column's header.
+        heads = [(p[0], str(column.header)) for p, column in zip(plan, self.columns, strict=True)]
         for row in self.paginated_rows:
             record = row.record
             cells = []
@@ -60,12 +63,20 @@ class PageTable(tables.Table):
             yield format_html(
                 "<tr>{}</tr>",
                 format_html_join(
-                    "", '<td class="c-{}">{}</td>', zip((p[0] for p in plan), cells, strict=True)
+                    "",
+                    '<td class="c-{}" data-label="{}">{}</td>',
+                    ((name, head, cell) for (name, head), cell in zip(heads, cells, strict=True)),
                 ),
             )
 
+    def get_column_class_names(self, classes_set, bound_column):
+        """The ``c-<column>`` class on each header too, as on each cell: CSS drops a column
+        by it at narrower widths."""
+        classes = super().get_column_class_names(classes_set, bound_column)
+        return {*classes, f"c-{bound_column.name}"}
+
     class Meta:
-        attrs = {"class": "mq-table"}
+        attrs = {"class": "mq-table cards"}
         template_name = "ui/table.html"
         per_page = DEFAULT_PER_PAGE
         order_by_field = "sort"
