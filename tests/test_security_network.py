@@ -241,6 +241,13 @@ def test_a_download_stops_as_soon_as_it_passes_its_declared_size(raw_server, ses
     assert files_under(out) == []
 
 
+def kept_download(job_dir: Path) -> list[Path]:
+    """What a failed download left: its files, published or staged (an attempt's folder)."""
+    return [
+        p for p in job_dir.rglob("*") if p.is_file() and {"producer", ".attempts"} & set(p.parts)
+    ]
+
+
 def test_a_download_of_unknown_size_stops_at_mq_max_download_bytes(pipeline, http_server, settings):
     settings.MQ_MAX_DOWNLOAD_BYTES = 1000
     url = http_server.behave("/unsized.bin", body=b"x" * 50_000, no_length=True)
@@ -252,7 +259,7 @@ def test_a_download_of_unknown_size_stops_at_mq_max_download_bytes(pipeline, htt
         f"1 of 1 downloads failed:\n- {url} sent more than the limit of 1000 bytes "
         "(MQ_MAX_DOWNLOAD_BYTES); stopped"
     )
-    assert not list((pipeline.root / "work" / "jobs" / job.jid / "producer").iterdir())
+    assert not kept_download(pipeline.root / "work" / "jobs" / job.jid)
 
 
 def test_a_download_bigger_than_its_head_said_fails_naming_the_head(pipeline, raw_server):
@@ -265,7 +272,7 @@ def test_a_download_bigger_than_its_head_said_fails_naming_the_head(pipeline, ra
         f"1 of 1 downloads failed:\n- {server.url} sent more than the size of 10 bytes its "
         "HEAD request gave; stopped"
     )
-    assert not list((pipeline.root / "work" / "jobs" / job.jid / "producer").iterdir())
+    assert not kept_download(pipeline.root / "work" / "jobs" / job.jid)
 
 
 # -- 3. downloads in flight per host -------------------------------------------------------
