@@ -41,7 +41,7 @@ help:
 	@echo "make demo    start ZooKeeper, Redis and the web app on http://127.0.0.1:$(WEB_PORT)/"
 	@echo "make stop    stop what demo started"
 	@echo "make manage ARGS=\"...\"   a manage.py command with the demo's settings (var/demo.env)"
-	@echo "make check   ruff, mypy on the core, missing migrations, the fast tests (no services)"
+	@echo "make check   ruff, mypy, missing migrations, the fast tests (no services)"
 	@echo "make test    run the tests against a throw-away ZooKeeper, Redis and PostgreSQL (fault tests included)"
 	@echo "make test-faults   run every fault test: workers killed, ZooKeeper and Redis stopped"
 	@echo "make bench [BENCH=zk]   run the benchmarks"

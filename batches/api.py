@@ -119,7 +119,11 @@ def submit_batch(request):
             {"errors": [f"the queue is unavailable, nothing was written: {e}"]}, status=503
         )
     note_use(token)
-    body = {"batch_id": result.bid, "batchID": result.batch_uuid, "duplicate": result.duplicate}
+    body: dict[str, object] = {
+        "batch_id": result.bid,
+        "batchID": result.batch_uuid,
+        "duplicate": result.duplicate,
+    }
     if result.duplicate:  # what became of it: a Completed or Failed one may be run again
         body |= {"status": result.status, "rerun_possible": result.rerunnable}
     if result.webhook:

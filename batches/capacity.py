@@ -50,7 +50,7 @@ def check_submission(clean: dict, upload) -> None:
     """
     store = get_store(connected_within=settings.ZK_TIMEOUT)
     kind = clean.get("type")
-    rows = 1
+    rows: int | None = 1
     if kind in MANIFEST_KIND and kind not in SINGLE_TYPES:
         rows = manifest_rows(upload) if upload else None
     check(store, clean.get("collection", ""), rows)

@@ -56,6 +56,7 @@ class SubmitForm(forms.Form):
         """``collections``: the only ones whose profiles are offered (None: all)."""
         super().__init__(*args, **kwargs)
         field = self.fields["profile"]
+        assert isinstance(field, forms.ModelChoiceField) and field.queryset is not None
         if collections is not None:
             field.queryset = field.queryset.filter(collection__in=collections)
         offered = list(field.queryset[:2])

@@ -107,6 +107,7 @@ def create_jobs(s: Services, batch: BatchRecord) -> str:
 
 def _manifest(s: Services, batch: BatchRecord):
     submission = batch.submission
+    assert submission is not None
     path = s.batch_dir(batch.bid) / "manifest.checkm"
     path.parent.mkdir(parents=True, exist_ok=True)
     s.fetch(submission["payload_url"], path, max_bytes=settings.MQ_MAX_MANIFEST_BYTES)
@@ -145,7 +146,7 @@ def _rerun_sources(s: Services, submission: dict) -> list:
     return jobs
 
 
-def _existing_rows(s: Services, bid: str) -> set[int]:
+def _existing_rows(s: Services, bid: str) -> set[int | None]:
     jids = [j for group in s.store.batch_jobs(bid).values() for j in group]
     configurations = s.store.job_node_values(jids, "configuration")
     return {(c or {}).get("batch_row") for c in configurations.values()}

@@ -42,9 +42,9 @@ def keep(session, upload: Upload) -> str:
     name = safe_upload_name(upload.name)
     target = kept_root() / token / name
     target.parent.mkdir(parents=True)
-    upload.file.seek(0)  # type: ignore[attr-defined]
+    upload.file.seek(0)
     with target.open("wb") as out:
-        shutil.copyfileobj(upload.file, out, 1 << 20)  # type: ignore[arg-type]
+        shutil.copyfileobj(upload.file, out, 1 << 20)
     session[SESSION_KEY] = {"token": token, "name": name}
     return name
 

@@ -62,9 +62,9 @@ def judge(clean: dict, upload: Upload | None) -> None:
 def _uploaded(upload: Upload) -> bytes:
     """The upload's first bytes, one past the limit so the checker says it is too long;
     the file is left at its start to be saved."""
-    upload.file.seek(0)  # type: ignore[attr-defined]
-    data = upload.file.read(settings.MQ_MAX_MANIFEST_BYTES + 1)  # type: ignore[attr-defined]
-    upload.file.seek(0)  # type: ignore[attr-defined]
+    upload.file.seek(0)
+    data = upload.file.read(settings.MQ_MAX_MANIFEST_BYTES + 1)
+    upload.file.seek(0)
     return data
 
 

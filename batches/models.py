@@ -24,7 +24,7 @@ mnemonic_validator = RegexValidator(
 
 def mnemonic_problem(mnemonic: str) -> str | None:
     """Why ``mnemonic`` cannot name a collection (it becomes a ZooKeeper path segment)."""
-    if mnemonic_validator.regex.match(mnemonic):
+    if mnemonic_validator.regex.match(mnemonic):  # type: ignore[union-attr]
         return None
     return f"{mnemonic[:100]!r} is not a collection mnemonic: {mnemonic_validator.message}"
 
@@ -46,7 +46,7 @@ def shoulder_lines(text: str) -> list[str]:
 
 def validate_shoulder_lines(text: str) -> None:
     """Every line is one shoulder, as ``minter_shoulder`` is; the error names the bad ones."""
-    bad = [s for s in shoulder_lines(text) if not shoulder_validator.regex.match(s)]
+    bad = [s for s in shoulder_lines(text) if not shoulder_validator.regex.match(s)]  # type: ignore[union-attr]
     if bad:
         raise ValidationError(
             f"{', '.join(repr(s[:100]) for s in bad)}: put one shoulder a line, each like "

@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import IO
 
 import django_rq
 from django.conf import settings
@@ -89,12 +90,12 @@ class Upload:
     """An uploaded payload: a name and an open binary file."""
 
     name: str
-    file: object
+    file: IO[bytes]
     size: int
 
 
 def submit(
-    data: Mapping, upload: Upload | None = None, *, by=None, via: str | None = None
+    data: object, upload: Upload | None = None, *, by=None, via: str | None = None
 ) -> SubmitResult:
     """Validate ``data`` (and ``upload``), then write the batch; raises SubmissionError.
 
@@ -124,7 +125,7 @@ def submit(
 
 
 def prepare(
-    data: Mapping,
+    data: object,
     upload: Upload | None = None,
     *,
     by=None,
@@ -179,7 +180,7 @@ RERUN_VALUES = {True: True, False: False, "true": True, "false": False, "1": Tru
 RERUN_VALUES |= {"on": True, "": False}
 
 
-def rerun_asked(data: Mapping) -> tuple[Mapping, bool]:
+def rerun_asked(data: object) -> tuple[object, bool]:
     """``data`` without ``rerun``, and whether it asks for one (true/false, 1/0, a checkbox's
     on); anything else is refused."""
     if not isinstance(data, Mapping) or "rerun" not in data:
@@ -291,7 +292,7 @@ def request_size_problem(content_length: int) -> str | None:
     return None
 
 
-def _as_user(data: Mapping, by) -> tuple[Mapping, list[str]]:
+def _as_user(data: object, by) -> tuple[object, list[str]]:
     """``data`` with the submitter set from the authenticated ``by``; problems if spoofed."""
     if not isinstance(data, Mapping):
         return data, []
@@ -319,7 +320,7 @@ def _as_user(data: Mapping, by) -> tuple[Mapping, list[str]]:
     return data | {"submitter": person}, []
 
 
-def validate(data: Mapping, upload: Upload | None) -> tuple[dict, list[str]]:
+def validate(data: object, upload: Upload | None) -> tuple[dict, list[str]]:
     if not isinstance(data, Mapping):
         return {}, ["the request body must be an object of fields"]
     problems = field_problems(data, TEXT_FIELDS)
@@ -402,6 +403,7 @@ def _payload_problems(clean: dict, upload: Upload | None) -> list[str]:
                 "(MQ_MAX_UPLOAD_BYTES)"
             ]
         return []
+    assert url is not None
     return url_problems(url)
 
 

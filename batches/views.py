@@ -41,7 +41,7 @@ def submit_form(request):
     if settings.READ_ONLY:  # refused before the body is read, and the page says why
         if request.method != "POST":  # no form to fill in
             return render(request, SUBMIT_PAGE, {"read_only": READ_ONLY_PROBLEM})
-        context = {"refused": READ_ONLY_PROBLEM, "read_only": READ_ONLY_PROBLEM}
+        context: dict[str, object] = {"refused": READ_ONLY_PROBLEM, "read_only": READ_ONLY_PROBLEM}
         return render(request, SUBMIT_PAGE, context, status=503)
     refused = request.method == "POST" and length_problem(request, api=False)
     if refused:  # refused before Django reads the upload to a temporary file
@@ -67,7 +67,7 @@ def _submitted(request, form: SubmitForm):
         return _answer(request, form, upload)
     finally:
         if upload is not None and not form.cleaned_data.get("file"):
-            upload.file.close()  # type: ignore[attr-defined]
+            upload.file.close()
 
 
 def _upload(request, form: SubmitForm) -> Upload | None:

@@ -140,7 +140,7 @@ def _bench(store, n: int, tmp: Path) -> None:
         under_target=p95 < TARGET_P95_MS,
     )
 
-    items = list(
+    items: list[tuple[str, int | None]] = list(
         Job.objects.filter(status="Failed").order_by("jid").values_list("jid", "status_version")
     )
     gc.collect()

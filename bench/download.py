@@ -206,7 +206,7 @@ class _FileHandler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         size = self._headers()
-        with open(self.server.path, "rb") as f:
+        with open(self.server.path, "rb") as f:  # type: ignore[attr-defined]
             offset = 0
             out = self.connection.fileno()
             try:
@@ -219,7 +219,7 @@ class _FileHandler(BaseHTTPRequestHandler):
                 pass
 
     def _headers(self) -> int:
-        size = self.server.path.stat().st_size
+        size = self.server.path.stat().st_size  # type: ignore[attr-defined]
         self.send_response(200)
         self.send_header("Content-Type", "application/octet-stream")
         self.send_header("Content-Length", str(size))
@@ -344,7 +344,7 @@ def _profile(tmp: Path, server: FileServer) -> None:
         dest.unlink(missing_ok=True)
     stats = pstats.Stats(str(stats_path))
     total = got["seconds"]
-    rows = sorted(stats.stats.items(), key=lambda item: item[1][2], reverse=True)
+    rows = sorted(stats.stats.items(), key=lambda item: item[1][2], reverse=True)  # type: ignore[attr-defined]
     emit(
         PART,
         event="profile",

@@ -102,6 +102,7 @@ def run(args) -> None:
             if len(busy_counted) < n:
                 emit(PART, event="busy_batch_finished_meanwhile", counted=len(busy_counted), of=n)
             _report(PART, "busy", busy_counted)
+            assert big is not None
             _wait_final(store, big)
     idle_ms = [r["job_ms"] for r in idle]
     busy_ms = [r["job_ms"] for r in busy_counted] or [float("nan")]

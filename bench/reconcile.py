@@ -216,7 +216,7 @@ def _path(status: str) -> list[str]:
     if status in (JobStatus.PENDING, JobStatus.HELD):
         return [JobStatus.PENDING] if status == JobStatus.PENDING else [JobStatus.PENDING, status]
     last = JobStatus.PROVISIONING if status == JobStatus.FAILED else status
-    path = [JobStatus.PENDING]
+    path: list[str] = [JobStatus.PENDING]
     while path[-1] != last:
         path.append(JOB.success_of(path[-1]))
     return path + [JobStatus.FAILED] if status == JobStatus.FAILED else path
@@ -250,7 +250,7 @@ def _batch_ops(bid: str, now: str) -> list[tuple[str, bytes]]:
     return ops + [(t.batch_job_dir(bid, d), b"") for d in dirs]
 
 
-def _job_ops(i: int, bid: str, now: str) -> list[tuple[str, bytes]]:
+def _job_ops(i: int, bid: str, now: str) -> list[tuple[str, bytes] | tuple[str, bytes, str]]:
     jid = f"{t.JOB_PREFIX}{i:010d}"
     status = MIX[i % len(MIX)]
     configuration = {
@@ -273,7 +273,7 @@ def _job_ops(i: int, bid: str, now: str) -> list[tuple[str, bytes]]:
         by = "dispatcher bench:1" if version == 0 else "worker bench:2"
         entries, data = h.append(entries, h.Entry(version, before, after, now, "", 0, by))
     encoded = t.encode_json(record)
-    ops = [
+    ops: list[tuple[str, bytes] | tuple[str, bytes, str]] = [
         (t.job_path(jid), b""),
         (t.job_node(jid, "bid"), t.encode_str(bid)),
         (t.job_node(jid, "priority"), t.encode_int(5)),

@@ -50,7 +50,7 @@ class RequestCounter:
                 self.kinds[kind] += 1
             return call(request, async_object)
 
-        client._call = counted  # type: ignore[method-assign]
+        client._call = counted
 
 
 class Replays:

@@ -270,7 +270,7 @@ def _locks(rng: random.Random, now, running: list[str]) -> dict:
 
 
 def _findings() -> dict:
-    findings = [
+    findings: list[dict] = [
         {
             "kind": "missing-index" if i % 3 else "stale-lock",
             "path": f"/jobs/states/pending/05-jid{i:010d}",

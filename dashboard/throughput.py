@@ -108,7 +108,7 @@ def _per_hour(start: datetime, end: datetime) -> dict[tuple[str, datetime], int]
     if connection.vendor == "sqlite":
         # Stored as UTC text: the hour is its first 13 characters. (TruncHour would call
         # Python once per row on SQLite, 2-3 times slower.)
-        hour = Substr("at", 1, 13)
+        hour: Substr | TruncHour = Substr("at", 1, 13)
     else:
         hour = TruncHour("at", tzinfo=UTC)
     rows = (

@@ -10,6 +10,7 @@ items of every collection, only a reader of every collection sees.
 """
 
 from collections import Counter
+from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -126,7 +127,8 @@ def locks(request):
     running, more = q.running_jobs(rows=readable_rows(request.user, q.Job.objects.all()))
     batches = q.running_batches(readable_rows(request.user, q.Batch.objects.all()))
     now = timezone.now()
-    for item in [*running, *batches]:  # when its own lock was taken, if the mirror read it
+    rows: list[Any] = [*running, *batches]  # each gains its ages, for the template
+    for item in rows:  # when its own lock was taken, if the mirror read it
         item.locked_age = q.age(
             state.item_locked_at.get(getattr(item, "jid", None) or item.bid), now
         )

@@ -19,6 +19,7 @@ from email import policy
 from email.parser import BytesParser
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import cast
 from urllib.parse import unquote, urlsplit
 
 
@@ -236,6 +237,8 @@ def multipart_form(content_type: str, body: bytes) -> dict[str, bytes]:
     if not message.is_multipart():
         return {}
     return {
-        part.get_param("name", header="content-disposition"): part.get_payload(decode=True)
+        cast(str, part.get_param("name", header="content-disposition")): cast(
+            bytes, part.get_payload(decode=True)
+        )
         for part in message.iter_parts()
     }

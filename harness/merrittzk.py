@@ -397,6 +397,7 @@ class MerrittZK:
     # reader sees the job in no state directory (an empty batch-processing, for one).
 
     def _set_job_state_path(self, job: Item) -> None:
+        assert job.status is not None
         js = f"{JOB_STATES}/{job.status.lower()}/{job.priority:02d}-{job.id}"
         if job.job_state_path is not None:
             self._delete(job.job_state_path)
@@ -406,6 +407,7 @@ class MerrittZK:
             self._create(js)
 
     def _set_batch_state_path(self, job: Item) -> None:
+        assert job.status is not None
         sub = {"Failed": "batch-failed", "Completed": "batch-completed", "Deleted": "batch-deleted"}
         bs = f"{BATCHES}/{job.bid}/states/{sub.get(job.status, 'batch-processing')}/{job.id}"
         if job.batch_state_path is not None:

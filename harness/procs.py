@@ -88,7 +88,7 @@ class Procs:
 
     def start(self, name: str, *argv: str, **env: str) -> subprocess.Popen:
         """Start ``python *argv`` in the background (``-m gunicorn ...``, ``manage.py ...``)."""
-        return self.spawn(name, [sys.executable, *argv], **env)
+        return self.spawn(name, [sys.executable, *argv], cwd=REPO, **env)
 
     def worker(self, name: str, *queues: str, **env: str) -> subprocess.Popen:
         """An RQ worker on ``queues`` (default: every queue, in serving order)."""

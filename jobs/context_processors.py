@@ -38,6 +38,7 @@ def freshness_text(states: dict[str, datetime], now: datetime) -> str:
     if not followed and not full:
         return "Mirror not filled yet: an administrator runs manage.py reconcile --full"
     if not followed:
+        assert full is not None
         return f"Mirror last fully reconciled {ago(full, now)}"
     at, name = max(followed)
     since = f"last full reconcile {ago(full, now)}" if full else "never fully reconciled"

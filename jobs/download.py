@@ -14,6 +14,7 @@ import os
 import shutil
 from contextlib import nullcontext
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -74,7 +75,7 @@ def _host_slots(s: Services, job: JobRecord, files: list[PayloadFile]):
     renewed only while this worker's ZooKeeper session still holds ``job``'s lock."""
     if s.host_slots is None:
         return nullcontext()
-    hosts = {urlsplit(f.url).hostname for f in files} - {None}
+    hosts = {urlsplit(f.url).hostname or "" for f in files} - {""}
     return s.host_slots.hold(hosts, alive=lambda: _in_lock_session(s, job))
 
 
@@ -219,7 +220,7 @@ def _keep_archive(
     os.replace(marker, kept_archive.parent / KEPT_ARCHIVE)
 
 
-def _unpack_limits() -> dict[str, int]:
+def _unpack_limits() -> dict[str, Any]:
     """The configured limits of a container, the same for its listing and its unpacking."""
     return {
         "max_total_bytes": settings.MQ_MAX_CONTAINER_BYTES,

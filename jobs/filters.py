@@ -39,7 +39,7 @@ def failed_at_values() -> dict[str, list[str]]:
     A failed job's failed step is the one it would resume at: the successor of its last
     successful status (none, or Held, means it failed while Pending).
     """
-    steps: dict[str, list[str]] = {JobStatus.PENDING.value: [], **{s.value: [] for s in JOB_STEPS}}
+    steps: dict[str, list[str]] = {JobStatus.PENDING.value: [], **{str(s): [] for s in JOB_STEPS}}
     for last in ("", *RESUMES_AFTER):  # any other value does not say where it failed
         steps[resume_target(last or None)].append(str(last))
     return steps

@@ -45,9 +45,9 @@ FORMATS = {"csv": "text/csv; charset=utf-8", "json": "application/json"}
 CHUNK = 2000  # rows a database round trip reads
 SEND = 64 * 1024  # characters the response sends at once, not one write per row
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
-JOB_FIELDS = ("jid", "bid", "status_version", "at", "from_status", "to_status")
+JOB_FIELDS: tuple[str, ...] = ("jid", "bid", "status_version", "at", "from_status", "to_status")
 JOB_FIELDS += ("retry_count", "actor", "exact", "message")
-BATCH_FIELDS = ("bid", "status_version", "at", "from_status", "to_status", "actor")
+BATCH_FIELDS: tuple[str, ...] = ("bid", "status_version", "at", "from_status", "to_status", "actor")
 BATCH_FIELDS += ("exact", "message")
 
 
@@ -89,6 +89,7 @@ def _instant(name: str, text: str, *, end: bool) -> datetime:
             "(YYYY-MM-DDTHH:MM:SS, optionally with a zone)"
         )
     if moment is None:
+        assert day is not None
         moment = datetime.combine(day + timedelta(days=1) if end else day, time())
     if timezone.is_naive(moment):
         moment = timezone.make_aware(moment)

@@ -54,7 +54,7 @@ def processing(s: Services, job: JobRecord) -> Outcome:
     if local_ids and (refusal := profile.local_ids_refusal()):
         return Outcome.fail(refusal)
     keys = localid_lock_keys(local_ids, profile) if local_ids else {}
-    taken = []
+    taken: list[str] = []
     for lid, key in keys.items():
         if not s.store.lock_localid(key):
             _release_local_ids(s, taken)

@@ -22,7 +22,10 @@ from merritt_queue.core.sides import merritt_service_of
 from merritt_queue.core.states import JobStatus
 
 # The step Merritt failed a job in, from the last step it passed.
-_FAILED_IN = {JobStatus.PROCESSING: JobStatus.STORING, JobStatus.STORING: JobStatus.RECORDING}
+_FAILED_IN: dict[str, str] = {
+    JobStatus.PROCESSING: JobStatus.STORING,
+    JobStatus.STORING: JobStatus.RECORDING,
+}
 
 
 @dataclass(frozen=True)

@@ -34,9 +34,9 @@ from merritt_queue.services.hostslots import HostSlots
 from merritt_queue.services.merrittinventory import MerrittInventoryClient, storage_manifest_url
 from merritt_queue.services.merrittlocalids import MerrittLocalIds
 from merritt_queue.services.merrittstorage import MerrittStorageClient
-from merritt_queue.services.minter import LocalMinter
+from merritt_queue.services.minter import LocalMinter, Minter
 from merritt_queue.services.notifier import CallbackNotifier
-from merritt_queue.services.storage import LocalStorage
+from merritt_queue.services.storage import LocalStorage, Storage
 from mirror.sql import select_in
 
 _PROFILE_FIELDS = tuple(f.attname for f in Profile._meta.concrete_fields)
@@ -46,8 +46,8 @@ _PROFILE_FIELDS = tuple(f.attname for f in Profile._meta.concrete_fields)
 class Services:
     store: QueueStore
     fetcher: Fetcher
-    minter: object
-    storage: object
+    minter: Minter
+    storage: Storage
     inventory: LocalInventory
     notifier: CallbackNotifier
     work_root: Path
@@ -96,7 +96,7 @@ class Services:
             read[name] = _read_profile(name)
         return read[name]
 
-    def storage_for(self, configuration: dict | None) -> object:
+    def storage_for(self, configuration: dict | None) -> Storage:
         """Where a job's versions are stored and read back: for a ``merritt-api`` job, Merritt
         storage on its profile's numeric node (else ``MERRITT_STORAGE_NODE``), whatever
         MQ_STORAGE says; the site's storage otherwise."""
@@ -238,7 +238,8 @@ def build_services() -> Services:
         store=get_store(),
         fetcher=build_fetcher(),
         minter=_minter(),
-        storage=merritt_storage if settings.MQ_STORAGE == "merritt" else _local_storage(),
+        # With MQ_STORAGE=merritt, _merritt_storage answers a client, never None.
+        storage=merritt_storage if settings.MQ_STORAGE == "merritt" else _local_storage(),  # type: ignore[arg-type]
         merritt_storage=merritt_storage,
         merritt_inventory=_merritt_inventory(),
         merritt_localids=_merritt_localids(),

@@ -48,6 +48,7 @@ def run_job_step(jid: str, status: str) -> str:
             # The sweep must leave alone the state the job waits in, which a chain may
             # have reached after the one this RQ job was enqueued for.
             waiting = report.job.status if report.job else status
+            assert report.outcome is not None
             defer(current.connection, rq_job_id("job", jid, waiting), report.outcome.delay)
         if settings.MQ_HANDOVER and report.job and report.job.bid and current is not None:
             handover.batch_report(

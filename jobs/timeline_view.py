@@ -152,8 +152,8 @@ def duration_text(d: timedelta) -> str:
     h, m = divmod(m, 60)
     if h < 24:
         return f"{h} h {m} min" if m else f"{h} h"
-    d, h = divmod(h, 24)
-    return f"{d} d {h} h" if h else f"{d} d"
+    days, h = divmod(h, 24)
+    return f"{days} d {h} h" if h else f"{days} d"
 
 
 def _change_and_gap(event, previous_version: int | None) -> tuple[str, str]:
@@ -268,6 +268,7 @@ def admin_notes(item_id: str, versions: list[int]) -> dict[int, list[AdminNote]]
         record = item.admin_action
         action = ACTIONS.get(record.action)
         label = f"{action.label} ({action.scope})" if action else record.action
+        assert item.after_version is not None
         notes.setdefault(item.after_version, []).append(
             AdminNote(
                 label=label,

@@ -185,7 +185,7 @@ def read_zookeeper(timeout: float) -> ZkFacts:
     client = store.client
     pending = {s: client.exists_async(t.job_state_dir(s)) for s in JobStatus}
     batches = client.exists(t.BATCHES)
-    by_status = {}
+    by_status: dict[str, int] = {}
     for status, result in pending.items():
         stat = result.get(timeout=timeout)
         by_status[status] = stat.numChildren if stat else 0

@@ -64,7 +64,7 @@ def last_known(kind: EventKind, ids: list[str]) -> dict[str, tuple[int, str]]:
     last: dict[str, tuple[int, str]] = {}
     if not ids:
         return last
-    found = kind.model.objects.filter(**{f"{kind.key}__in": ids}).values_list(
+    found = kind.model._default_manager.filter(**{f"{kind.key}__in": ids}).values_list(
         kind.key, "status_version", "to_status"
     )
     for item_id, version, status in found:

@@ -153,7 +153,7 @@ def _with_histories(client, records: list[JobRecord]) -> list[JobRecord]:
 
 def _remove_gone(kind: _Kind, present: set[str], began: datetime) -> list[str]:
     """Delete rows whose item is gone, unless written after the read began (created since)."""
-    rows = kind.model.objects.values_list(kind.key, "read_at")
+    rows = kind.model._default_manager.values_list(kind.key, "read_at")
     gone = sorted(key for key, read_at in rows if key not in present and read_at < began)
     if gone:
         (remove_jobs if kind is JOBS else remove_batches)(gone)

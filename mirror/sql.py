@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from django.db import connection, models
 from django.db.models.constants import OnConflict
@@ -96,7 +96,7 @@ def update(model: type[models.Model], rows: list[dict], fields: list[str]) -> No
     if not rows:
         return
     meta, quote = model._meta, connection.ops.quote_name
-    targets = [meta.get_field(f) for f in fields]
+    targets = [cast(models.Field, meta.get_field(f)) for f in fields]
     adapters = [(f.attname, adapter(f)) for f in targets]
     params = [
         (
@@ -116,7 +116,7 @@ def update(model: type[models.Model], rows: list[dict], fields: list[str]) -> No
 def _keep_exact_sql(model: type[models.Model], key: str) -> tuple[str, tuple]:
     meta, quote = model._meta, connection.ops.quote_name
     fields = tuple(f for f in meta.concrete_fields if not f.primary_key)
-    table, exact = quote(meta.db_table), quote(meta.get_field("exact").column)
+    table, exact = quote(meta.db_table), quote(cast(models.Field, meta.get_field("exact")).column)
     updates = ", ".join(
         f"{quote(f.column)} = EXCLUDED.{quote(f.column)}"
         for f in fields
@@ -161,7 +161,7 @@ def select_in(
         return []
     compiled = _compiled(model, key, fields, len(ids), connection.alias)
     if compiled is None:  # a statement this cannot reuse: the ORM, as it was
-        return list(model.objects.filter(**{f"{key}__in": ids}).values(*fields))
+        return list(model._default_manager.filter(**{f"{key}__in": ids}).values(*fields))
     sql, names, converters = compiled
     with connection.cursor() as cursor:
         cursor.execute(sql, ids)

@@ -112,6 +112,7 @@ def rows(record: JobRecord | BatchRecord, last: tuple[int, str] | None, actor: s
     read = history is not None and not history.damaged
     out: list[Row] = []
     if read:
+        assert history is not None
         for entry in history.entries:
             if entry.version > version:
                 break

@@ -88,7 +88,7 @@ def _write_events(kind: _Kind, outcome: _Outcome, actor: str, at: datetime) -> N
         if outcome.previous[key := getattr(record, kind.key)] is None and record.status_version
     ]
     last = _events.last_known(events, orphans)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for record in outcome.written:
         key = getattr(record, kind.key)
         row = outcome.previous[key]
@@ -289,11 +289,12 @@ def _chunks(items: list[str]) -> list[list[str]]:
 
 def remove_jobs(jids: Iterable[str]) -> int:
     """Delete job rows (their events stay as history); recount their batches."""
-    deleted, bids = 0, set()
+    deleted, bids = 0, set[str]()
     with transaction.atomic():
         for chunk in _chunks(list(jids)):
             rows = Job.objects.filter(jid__in=chunk)
-            bids.update(rows.values_list("batch_id", flat=True))
+            # The batch's bid (to_field); the stubs take batch_id for the primary key.
+            bids.update(rows.values_list("batch_id", flat=True))  # type: ignore[arg-type]
             deleted += rows.delete()[0]
         recount(b for b in bids if b)
     return deleted

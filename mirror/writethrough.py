@@ -13,13 +13,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
-from django.db import connection
+from django.db import connection, models
 from django.utils import timezone
 
 from jobs.models import Job
-from merritt_queue.core.store import Change, JobRecord, QueueStore
+from merritt_queue.core.store import BatchRecord, Change, JobRecord, QueueStore
 
 from .locks import apply_collection
 from .outage import OutageReport
@@ -60,6 +60,7 @@ def apply_change(store: QueueStore, change: Change) -> None:
     # a later write, and takes its timeline from what it read (mirror.timeline).
     before = (change.old_status or "") if change.record is not None else None
     if change.kind == "job":
+        assert not isinstance(record, BatchRecord)
         if record is not None and record.partial:
             befores = {(change.id, record.status_version): before or ""}
             apply_job_statuses(store, [record], actor=change.actor, befores=befores)
@@ -70,6 +71,7 @@ def apply_change(store: QueueStore, change: Change) -> None:
     elif record is None:
         remove_batch(change.id)
     else:
+        assert not isinstance(record, JobRecord)
         apply_batch(record, actor=change.actor, before=before)
 
 
@@ -100,7 +102,7 @@ def apply_changes(store: QueueStore, changes: list[Change]) -> None:
         seen.clear()
 
     for change in changes:
-        record = change.record
+        record = cast("JobRecord | None", change.record)
         if change.kind != "job" or record is None or change.removed:
             flush()
             apply_change(store, change)
@@ -118,7 +120,7 @@ def _without_carried_data(changes: list[Change]) -> list[Change]:
     later: dict[str, JobRecord] = {}  # the next whole record of each job, walking backwards
     kept: list[Change] = []
     for change in reversed(changes):
-        record = change.record
+        record = cast("JobRecord | None", change.record)
         if change.kind == "job" and record is not None and not record.partial:
             later[change.id] = record
         elif change.kind == "job" and change.removed:
@@ -142,7 +144,7 @@ _DATA_COLUMNS = {"space_needed", "inventory", "store"}
 @functools.cache
 def _data_sql(names: tuple[str, ...], vendor: str) -> str:
     meta, quote = Job._meta, connection.ops.quote_name
-    columns = [meta.get_field(n).column for n in (*names, "read_at")]
+    columns = [cast(models.Field, meta.get_field(n)).column for n in (*names, "read_at")]
     assignments = ", ".join(f"{quote(c)} = %s" for c in columns)
     return f"UPDATE {quote(meta.db_table)} SET {assignments} WHERE {quote('jid')} = %s"
 
@@ -159,7 +161,7 @@ def apply_job_data(jid: str, data: dict[str, Any]) -> bool:
     if not set(names) <= _DATA_COLUMNS:
         return False
     values = [*(data[n] for n in names), timezone.now()]
-    fields = [Job._meta.get_field(n) for n in (*names, "read_at")]
+    fields = [cast(models.Field, Job._meta.get_field(n)) for n in (*names, "read_at")]
     params = [
         prep(v) if (prep := adapter(f)) and v is not None else v
         for f, v in zip(fields, values, strict=True)
@@ -220,5 +222,5 @@ def make_listener(store: QueueStore) -> Callable[[Change], None]:
         else:
             report.worked()
 
-    listener.many = many
+    listener.many = many  # type: ignore[attr-defined]
     return listener

@@ -13,6 +13,7 @@ transaction commits; one that cannot be queued then (Redis away) is found by the
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -54,7 +55,7 @@ def wanted(subscription: Subscription, kind: str, to_status: str) -> bool:
     return events == ALL
 
 
-def payload(subscription: Subscription, kind: str, row: dict[str, Any]) -> dict[str, Any]:
+def payload(subscription: Subscription, kind: str, row: Mapping[str, Any]) -> dict[str, Any]:
     """What the receiver is told of one state entry (also kept for a resend)."""
     at = row.get("at")
     bid = row.get("bid", "")
@@ -80,7 +81,7 @@ _FIELDS = ("id", "bid", "batch_uuid", "profile", "channel", "target", "events", 
 def record(kind: str, rows: list[dict[str, Any]]) -> None:
     """Add the deliveries of ``rows`` (``mirror.events`` values of one kind); in the caller's
     transaction, never failing it: a delivery lost here is found again by ``tasks.sweep``."""
-    bids = sorted({row.get("bid") for row in rows} - {None, ""})
+    bids = sorted({row.get("bid") or "" for row in rows} - {""})
     found = select_in(Subscription, "bid", bids, _FIELDS) if bids else []
     if not found:
         return
@@ -95,7 +96,9 @@ def record(kind: str, rows: list[dict[str, Any]]) -> None:
         transaction.on_commit(lambda: _queue_after_commit(made))
 
 
-def _add(subscriptions: list[Subscription], events: list[tuple[str, dict]]) -> list[tuple]:
+def _add(
+    subscriptions: list[Subscription], events: list[tuple[str, Mapping[str, Any]]]
+) -> list[tuple]:
     """Insert the deliveries the subscriptions want; the (subscription, event id) keys."""
     by_bid: dict[str, list[Subscription]] = {}
     for s in subscriptions:
@@ -133,7 +136,7 @@ def _queue_after_commit(keys: list[tuple]) -> None:
 def backfill(subscription: Subscription) -> int:
     """Deliveries for the events the mirror already holds of the subscription's batch: those
     written before the subscription was (the batch's creation, a worker's first steps)."""
-    events: list[tuple[str, dict]] = [
+    events: list[tuple[str, Mapping[str, Any]]] = [
         ("batch", row)
         for row in BatchEvent.objects.filter(bid=subscription.bid).values(
             "bid", "from_status", "to_status", "status_version", "message", "at"

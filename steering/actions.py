@@ -196,7 +196,7 @@ def _read(store: QueueStore, action: Action, chunk) -> dict:
     met. Jobs of a batched action in one pipelined round; anything else one at a time."""
     if action.batched:
         return _read_jobs(store, chunk)
-    read = {}
+    read: dict = {}
     for item_id, _ in chunk:
         try:
             item = _load(store, action, item_id)
@@ -223,7 +223,8 @@ def _read_jobs(store: QueueStore, chunk) -> dict:
         "jid", "collection", "profile", "status_version", "batch_id", "priority"
     )
     by_profile = profile_collections()
-    collections, known = {}, {}
+    collections: dict[str, str] = {}
+    known: dict[str, tuple] = {}
     for jid, collection, profile, version, bid, priority in rows:
         collections[jid] = collection or by_profile.get(profile, "")
         if version == shown[jid]:  # the row the page showed: its batch and priority hold

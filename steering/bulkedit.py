@@ -61,6 +61,7 @@ class BulkForm(forms.Form):
 
     def clean(self):
         data = super().clean()
+        assert data is not None
         url_from, url_to = data.get("url_from"), data.get("url_to")
         if url_to and not url_from:
             self.add_error("url_from", "give the prefix the new one replaces")

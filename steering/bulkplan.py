@@ -28,7 +28,7 @@ class BulkEdit:
 
     def as_params(self) -> dict:
         """As the audit record keeps it beside each job's own change."""
-        asked = {}
+        asked: dict[str, object] = {}
         if self.url_from:
             asked["payload_url_prefix"] = [self.url_from, self.url_to]
         if self.algorithm:

@@ -87,7 +87,8 @@ class Cleanup:
         work = Path(settings.MQ_WORK_DIR) / "jobs"
         bids = store.list_batch_ids()
         self.total = len(bids) + len(store.list_job_ids()) + _entries(work) + _entries(uploads)
-        kept_uploads, purged_uploads = set(), set()
+        kept_uploads: set[Path | None] = set()
+        purged_uploads: set[Path | None] = set()
 
         for bid in bids:
             self._step()
@@ -118,7 +119,7 @@ class Cleanup:
                 continue
             if job.status != JobStatus.DELETED or not _older(job.last_modified, self.cutoff):
                 continue
-            if self._do(jid, job, lambda jid=jid: store.purge_job(jid) or verb, verb):
+            if self._do(jid, job, lambda jid=jid: store.purge_job(jid) or verb, verb):  # type: ignore[func-returns-value]
                 jids.discard(jid)
         if work.is_dir():
             entries = sorted(work.iterdir())

@@ -70,8 +70,8 @@ def door_problems(job: JobRecord, after: dict) -> Problems:
         if found := field_problems({name: after[name]}):
             problems[name] = found
     if "payload_url" in changed and "payload_url" not in problems:
-        if found := url_problem(after["payload_url"]):
-            problems["payload_url"] = [found]
+        if bad := url_problem(after["payload_url"]):
+            problems["payload_url"] = [bad]
     if {"digest_type", "digest_value"} & changed.keys():
         payload_type = (job.configuration or {}).get("payload_type")
         for name, problem in digest_problems(after, payload_type).items():

@@ -140,7 +140,8 @@ def also_deleted(bids: list[str]) -> dict[str, list[tuple[str, str]]]:
     found: dict[str, list[tuple[str, str]]] = {bid: [] for bid in bids}
     rows = Job.objects.filter(batch_id__in=bids, status__in=(J.FAILED, J.HELD))
     for bid, jid, status in rows.order_by("jid").values_list("batch_id", "jid", "status"):
-        found[bid].append((jid, status))
+        # The batch's bid (to_field); the stubs take batch_id for the primary key.
+        found[bid].append((jid, status))  # type: ignore[index]
     return found
 
 

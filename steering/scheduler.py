@@ -187,6 +187,7 @@ def _end(store: QueueStore, pk: int, now: datetime, active: dict) -> None:
 
 def _end_locked(store: QueueStore, w: MaintenanceWindow, now: datetime, keep_for: list) -> None:
     """End ``w``'s applied occurrence; the hold stays while a window of ``keep_for`` wants it."""
+    assert w.applied_start is not None
     occurrence = Occurrence(w.applied_start, w.applied_end or now)
     cut = " (cancelled)" if w.cancelled is not None and occurrence.end > now else ""
     by_hand = _held_by_hand(w)

@@ -139,7 +139,7 @@ def select(request, action: Action) -> Selection:
     collections = profile_collections()
     if request.GET.get("all") == "1":
         query = _filter_query(request)
-        filterset = filter_class(QueryDict(query), queryset=model.objects.all())
+        filterset = filter_class(QueryDict(query), queryset=model._default_manager.all())
         if not filterset.is_valid():
             return Selection([], [], 0, True, query, error="the list's filter is not valid")
         rows = filterset.qs.order_by(f"-{key}").values_list(*fields)
@@ -151,7 +151,7 @@ def select(request, action: Action) -> Selection:
     ids = _ids(request)
     found = {
         r[0]: _target(r, collections)
-        for r in model.objects.filter(**{f"{key}__in": ids}).values_list(*fields)
+        for r in model._default_manager.filter(**{f"{key}__in": ids}).values_list(*fields)
     }
     missing = [i for i in ids if i not in found]
     return Selection([found[i] for i in ids if i in found], missing, len(ids), False, "")

@@ -76,6 +76,7 @@ class WindowForm(forms.Form):
 
     def clean(self):
         data = super().clean()
+        assert data is not None
         if self.errors:
             return data
         if data["scope"] == MaintenanceWindow.COLLECTION:

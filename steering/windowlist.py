@@ -32,7 +32,7 @@ def timing(w: MaintenanceWindow) -> str:
     """A weekly window's rule in words; a one-off window's times are shown as times."""
     if w.recurrence != MaintenanceWindow.WEEKLY:
         return "once"
-    day = dict(MaintenanceWindow.WEEKDAYS).get(w.weekday, "?")
+    day = dict(MaintenanceWindow.WEEKDAYS).get(w.weekday, "?")  # type: ignore[arg-type]
     at = w.time_of_day.strftime("%H:%M") if w.time_of_day else "?"
     minutes = int(w.duration.total_seconds() // 60) if w.duration else 0
     length = f"{minutes // 60} h {minutes % 60:02d} min" if minutes >= 60 else f"{minutes} min"
@@ -73,9 +73,9 @@ def scheduled_next(now: datetime | None = None, rows: QuerySet | None = None) ->
     live = [shown(w, now) for w in _not_over(now, rows)]
     active = [s for s in live if s.state == "active" and s.occurrence]
     if active:
-        return min(active, key=lambda s: s.occurrence.end)
+        return min(active, key=lambda s: s.occurrence.end)  # type: ignore[union-attr]
     upcoming = [s for s in live if s.state == "upcoming" and s.occurrence]
-    return min(upcoming, key=lambda s: s.occurrence.start) if upcoming else None
+    return min(upcoming, key=lambda s: s.occurrence.start) if upcoming else None  # type: ignore[union-attr]
 
 
 def active_for(scope: str, collection: str = "", now: datetime | None = None) -> list[Shown]:

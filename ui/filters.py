@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import django_filters as df
 from django.db.models import Q
+from django_filters.widgets import DateRangeWidget
 
 from batches.models import Profile
 
@@ -23,7 +24,7 @@ def id_search(value: str, prefix: str) -> str | None:
     return None
 
 
-class DateRangeBoxes(df.widgets.DateRangeWidget):
+class DateRangeBoxes(DateRangeWidget):
     """Two date boxes under the range's name as a legend, each box named "from" or "to" for
     a screen reader: a label can point at one box only, and the second one had none."""
 

@@ -68,7 +68,7 @@ class MultiRead(namedtuple("MultiRead", "operations")):
 
     @classmethod
     def deserialize(cls, buf, offset):
-        out = []
+        out: list = []
         while True:
             kind, done, _ = multiheader_struct.unpack_from(buf, offset)
             offset += multiheader_struct.size

@@ -231,7 +231,7 @@ def check_container_paths(app_configs=None, **kwargs) -> list[checks.CheckMessag
 def check_capacity(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     batch, collection = settings.MQ_MAX_BATCH_JOBS, settings.MQ_MAX_COLLECTION_JOBS
     queue = settings.MQ_MAX_QUEUE_JOBS
-    out = [
+    out: list[checks.CheckMessage] = [
         checks.Error(
             f"{name}={value!r} must be at least 1.",
             hint=f"Set {name} to a number of jobs; see the README's configuration table.",
@@ -257,7 +257,7 @@ def check_capacity(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
 
 
 def check_download_limits(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
-    errors = []
+    errors: list[checks.CheckMessage] = []
     if settings.MQ_MAX_DOWNLOAD_BYTES < 0:
         errors.append(
             checks.Error(

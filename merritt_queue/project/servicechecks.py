@@ -14,7 +14,7 @@ from ..services.ezid import target_pattern_problem
 
 
 def check_services(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
-    problems = []
+    problems: list[tuple[str, object, str]] = []
     if settings.MQ_MINTER not in ("local", "ezid"):
         problems.append(("MQ_MINTER", settings.MQ_MINTER, "local or ezid"))
     if settings.MQ_STORAGE not in ("local", "merritt"):
@@ -52,7 +52,7 @@ def merritt_api_problems(why: str) -> list[tuple[str, object, str]]:
     MQ_STORAGE says, which keeps deciding for local jobs, on the profile's own numeric
     node), Merritt inventory's URL, and where storage fetches the files: the signed
     ``MQ_CONTENT_BASE_URL``, else the unsigned ``MERRITT_STORAGE_FILE_URL``."""
-    problems = [
+    problems: list[tuple[str, object, str]] = [
         (name, "", f"set when {why}")
         for name in MERRITT_API_SETTINGS
         if not getattr(settings, name)

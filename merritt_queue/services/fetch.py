@@ -45,7 +45,7 @@ import http.client
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -156,7 +156,7 @@ class Fetcher:
         self._sessions = threading.local()
 
     def with_declared_sizes(
-        self, sizes: dict[str, int | None], *, undeclared: int | None = None
+        self, sizes: Mapping[str, int | None], *, undeclared: int | None = None
     ) -> Fetcher:
         """A copy whose downloads of these URLs stop past these sizes (learned by HEAD), and
         those of undeclared size past ``undeclared``, what Estimating reserved for each."""

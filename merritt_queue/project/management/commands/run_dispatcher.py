@@ -36,9 +36,14 @@ class Command(BaseCommand):
             dispatcher.tick()
             self.stdout.write(f"enqueued {dispatcher.sweep()}")
             return
+
         # The handler only asks the loop to stop; the loop finishes its sweep first.
-        signal.signal(signal.SIGTERM, lambda *_: (dispatcher.stop.set(), dispatcher.wake.set()))
-        signal.signal(signal.SIGINT, lambda *_: (dispatcher.stop.set(), dispatcher.wake.set()))
+        def stop(*_) -> None:
+            dispatcher.stop.set()
+            dispatcher.wake.set()
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
         self.stdout.write(f"dispatching to {', '.join(all_queue_names())}")
         dispatcher.run()
         self.stdout.write(f"stopped after enqueueing {dispatcher.enqueued}")
