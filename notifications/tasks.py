@@ -20,8 +20,8 @@ from django.core.mail import send_mail
 from django.db import close_old_connections, connection
 from django.utils import timezone
 
+from merritt_queue.deposit.urltext import hide_credentials
 from merritt_queue.services import webhook
-from merritt_queue.services.netpolicy import hide_credentials
 
 from .models import DELIVERED, EMAIL, FAILED, Delivery, DeliveryAttempt, Subscription
 from .outbox import backfill
