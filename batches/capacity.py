@@ -24,7 +24,7 @@ import time
 
 from django.conf import settings
 
-from batches.submission import SubmissionError
+from batches.submitted import SubmissionError
 from jobs.models import Job
 from merritt_queue.core.planning import MANIFEST_KIND, SINGLE_TYPES
 from merritt_queue.core.store import QueueStore

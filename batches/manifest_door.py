@@ -18,7 +18,7 @@ from pathlib import Path
 from django.conf import settings
 
 from batches.capacity import batch_row_limit
-from batches.submission import SubmissionError, Upload
+from batches.submitted import SubmissionError, Upload
 from jobs.services import door_fetcher
 from merritt_queue.core.planning import MANIFEST_KIND, type_to_pick
 from merritt_queue.deposit.manifestcheck import check_manifest, safe_value

@@ -240,7 +240,7 @@ class Profile(models.Model):
         """A new key, returned to be shown once (its default receiver must be given it); the
         secrets of the profile's default subscriptions are derived from it in the same
         transaction, so no delivery is signed with a secret its receiver cannot derive."""
-        from notifications.keys import rederive
+        from notifications.rekey import rederive
 
         with transaction.atomic():
             self.notify_secret = new_notify_secret()

@@ -21,15 +21,15 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import IO
 
 import django_rq
 from django.conf import settings
 from django.contrib.auth import get_user_model
 
-from batches import rights
+from batches import capacity, manifest_door, rights
 from batches.models import Profile
 from batches.objects import ark_problem, change_refusal
+from batches.submitted import SubmissionError, Upload
 from merritt_queue.core import handover, stepowners, tree
 from merritt_queue.core.history import submission_actor
 from merritt_queue.core.planning import SINGLE_TYPES, SUBMISSION_TYPES
@@ -54,15 +54,6 @@ _BATCH_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$")
 _SAFE_NAME_RE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
-class SubmissionError(ValueError):
-    """Nothing was written; ``status`` is the HTTP status the API answers with."""
-
-    def __init__(self, problems: list[str], status: int = 400):
-        super().__init__("; ".join(problems))
-        self.problems = problems
-        self.status = status
-
-
 READ_ONLY_PROBLEM = (
     "the queue is read-only at the moment (set by the site's administrators): "
     "nothing can be submitted"
@@ -85,15 +76,6 @@ class SubmitResult:
     rerunnable: bool = False
 
 
-@dataclass(frozen=True)
-class Upload:
-    """An uploaded payload: a name and an open binary file."""
-
-    name: str
-    file: IO[bytes]
-    size: int
-
-
 def submit(
     data: object, upload: Upload | None = None, *, by=None, via: str | None = None
 ) -> SubmitResult:
@@ -105,9 +87,7 @@ def submit(
     """
     data, rerun = rerun_asked(data)
     clean = prepare(data, upload, by=by, via=via)
-    from batches.capacity import check_submission  # here: its error subclasses this module's
-
-    check_submission(clean, upload)
+    capacity.check_submission(clean, upload)
     if by is not None or via:
         judge_manifest(clean, upload)
     store = get_store()
@@ -166,9 +146,7 @@ def judge_manifest(clean: dict, upload: Upload | None) -> None:
     """A person's door (the form, the API, ``manage.py submit``) refuses a manifest the check
     page refuses (``batches.manifest_door``); a caller in the process itself (the demo, tests)
     leaves it to the batch handler, as Merritt's ingest does."""
-    from batches.manifest_door import judge  # here: its error subclasses this module's
-
-    judge(clean, upload)
+    manifest_door.judge(clean, upload)
 
 
 def workers_problem() -> str | None:

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from bench.common import Processes
+
+class Processes(Protocol):
+    """What the meter reads of a run's processes (``bench.common.Processes``, which imports
+    this module): each one's CPU seconds so far."""
+
+    def cpu(self) -> dict[str, float]: ...
 
 
 class CpuMeter:

@@ -30,6 +30,7 @@ Its parts: ``rows`` (records -> row values), ``timeline`` (records -> timeline
 rows), ``upsert`` (writing rows and counts), ``events`` (writing timeline rows),
 ``sql`` (the hand-written statements), ``writethrough`` (the store's listener),
 ``rebuild`` (the full reconcile), ``locks`` (collections, holds, the locks page);
-``facade`` holds the names callers use; the app (``apps``) loads none of
-them, so that Django can set up before the models it writes exist.
+``facade`` holds the names callers use to write the mirror; ``follow`` (the
+watches, ``reconcile --watch``) writes through it, and ``facade`` knows nothing of it.
+The app (``apps``) loads none of them, so that Django can set up before the models it writes exist.
 """

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-
-from merritt_queue.core.store import QueueStore
-
 from .locks import apply_collection, locks_detail, refresh_locks, sync_collections
 from .rebuild import Drift, full_reconcile, kept_report, report_lines
 from .rows import (
@@ -56,7 +52,6 @@ __all__ = [
     "apply_job_statuses",
     "apply_jobs",
     "batch_values",
-    "follow",
     "full_reconcile",
     "job_values",
     "kept_report",
@@ -73,10 +68,3 @@ __all__ = [
     "report_lines",
     "sync_collections",
 ]
-
-
-def follow(store: QueueStore, stop: threading.Event) -> None:
-    """Follow writes made by others until ``stop`` is set (see mirror.follow)."""
-    from .follow import Follower
-
-    Follower(store).run(stop)

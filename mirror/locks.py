@@ -12,7 +12,7 @@ from batches.models import Collection, Profile
 from jobs.models import MirrorState
 from merritt_queue.core import tree as t
 from merritt_queue.core.itemkeys import holds_by_collection
-from merritt_queue.project.runtime import ProfileTable
+from merritt_queue.project.profiletable import ProfileTable
 
 from .rows import _text
 from .sql import DB_BATCH

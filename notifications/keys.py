@@ -27,17 +27,3 @@ def derived(profile_key: str, subscription_id: int) -> str:
     """The secret of a profile-default subscription: what its receiver computes as well."""
     message = f"{DERIVATION}{subscription_id}".encode()
     return hmac.new(profile_key.encode(), message, hashlib.sha256).hexdigest()
-
-
-def rederive(profile) -> int:
-    """Give the profile's default webhook subscriptions the secrets derived from its current
-    key (after a rotation); how many."""
-    from .models import PROFILE, WEBHOOK, Subscription
-
-    subscriptions = list(
-        Subscription.objects.filter(profile=profile.name, source=PROFILE, channel=WEBHOOK)
-    )
-    for subscription in subscriptions:
-        subscription.secret = derived(profile.notify_secret, subscription.pk)
-    Subscription.objects.bulk_update(subscriptions, ["secret"], batch_size=1000)
-    return len(subscriptions)

@@ -27,6 +27,7 @@ from merritt_queue.core.states import BatchStatus, JobStatus
 from mirror.sql import select_in
 
 from .models import ALL, COMPLETION, EMAIL, FAILURES, Delivery, Subscription
+from .queueing import queue_deliveries
 
 log = logging.getLogger(__name__)
 
@@ -128,8 +129,6 @@ def _add(
 
 
 def _queue_after_commit(keys: list[tuple]) -> None:
-    from .tasks import queue_deliveries
-
     queue_deliveries(keys)
 
 

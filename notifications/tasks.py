@@ -13,28 +13,22 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable
 from datetime import timedelta
 
-import django_rq
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import close_old_connections, connection
-from django.db.models import Q
 from django.utils import timezone
-from redis.exceptions import RedisError
-from rq import Queue
-from rq.exceptions import DuplicateJobError
 
-from merritt_queue.core.dispatcher import NOTIFY_QUEUE
+from merritt_queue.deposit.urltext import hide_credentials
 from merritt_queue.services import webhook
-from merritt_queue.services.netpolicy import hide_credentials
 
-from .models import DELIVERED, EMAIL, FAILED, PENDING, Delivery, DeliveryAttempt, Subscription
+from .models import DELIVERED, EMAIL, FAILED, Delivery, DeliveryAttempt, Subscription
+from .outbox import backfill
+from .queueing import due, enqueue
 
 log = logging.getLogger(__name__)
 
-TASK = "notifications.tasks.run_delivery"
 # How long a worker's claim on a delivery lasts: beyond any attempt's deadline.
 CLAIM = timedelta(minutes=5)
 # Deliveries the sweep queues at most per run; the next run takes the rest.
@@ -44,65 +38,14 @@ YOUNG = timedelta(minutes=2)
 DETAIL_MAX = 500
 
 
-def _due(now) -> Q:
-    return (
-        Q(status=PENDING)
-        & (Q(next_attempt__isnull=True) | Q(next_attempt__lte=now))
-        & (Q(claimed_until__isnull=True) | Q(claimed_until__lt=now))
-    )
-
-
-def queue_deliveries(keys: Iterable[tuple[int, str]]) -> int:
-    """Queue the due deliveries of these (subscription id, event id) keys; how many."""
-    wanted = set(keys)
-    subs = {s for s, _ in wanted}
-    events = {e for _, e in wanted}
-    pks = [
-        pk
-        for pk, s, e in Delivery.objects.filter(
-            _due(timezone.now()), subscription_id__in=subs, event_id__in=events
-        ).values_list("pk", "subscription_id", "event_id")
-        if (s, e) in wanted
-    ]
-    return _enqueue(pks)
-
-
-def _enqueue(pks: list[int]) -> int:
-    if not pks:
-        return 0
-    try:
-        queue = Queue(NOTIFY_QUEUE, connection=django_rq.get_connection("default"))
-        count = 0
-        for pk in pks:
-            try:
-                queue.enqueue_call(
-                    TASK,
-                    args=(pk,),
-                    job_id=f"mq-notify-{pk}",
-                    result_ttl=0,
-                    unique=True,
-                    timeout=int(settings.MQ_NOTIFY_TIMEOUT * 3 + 60),
-                )
-                count += 1
-            except DuplicateJobError:
-                pass  # queued or running already
-        return count
-    except RedisError as exc:
-        # Never into the caller (a mirror write, a submission): the sweep queues them later.
-        log.warning("%d deliveries not queued now (%s); the sweep will", len(pks), exc)
-        return 0
-
-
 def sweep() -> int:
     """Queue every due delivery (after a Redis outage, a backoff's end, a gathered e-mail),
     and catch up young subscriptions with events their batch had before them."""
-    from .outbox import backfill
-
     now = timezone.now()
     for subscription in Subscription.objects.filter(created__gte=now - YOUNG):
         backfill(subscription)
-    pks = list(Delivery.objects.filter(_due(now)).values_list("pk", flat=True)[:SWEEP_MAX])
-    return _enqueue(pks)
+    pks = list(Delivery.objects.filter(due(now)).values_list("pk", flat=True)[:SWEEP_MAX])
+    return enqueue(pks)
 
 
 def run_delivery(pk: int) -> str:
@@ -114,7 +57,7 @@ def run_delivery(pk: int) -> str:
 
 def attempt(pk: int) -> str:
     now = timezone.now()
-    if not Delivery.objects.filter(_due(now), pk=pk).update(claimed_until=now + CLAIM):
+    if not Delivery.objects.filter(due(now), pk=pk).update(claimed_until=now + CLAIM):
         return "not due"
     delivery = Delivery.objects.select_related("subscription").get(pk=pk)
     if delivery.subscription.channel == EMAIL:
@@ -156,9 +99,9 @@ def _mail(first: Delivery) -> str:
     """One message for every due event of the subscription (claimed here with the first)."""
     sub = first.subscription
     now = timezone.now()
-    others = Delivery.objects.filter(_due(now), subscription=sub).exclude(pk=first.pk)
+    others = Delivery.objects.filter(due(now), subscription=sub).exclude(pk=first.pk)
     claimed = list(others.values_list("pk", flat=True)[:SWEEP_MAX])
-    Delivery.objects.filter(_due(now), pk__in=claimed).update(claimed_until=now + CLAIM)
+    Delivery.objects.filter(due(now), pk__in=claimed).update(claimed_until=now + CLAIM)
     deliveries = [first, *Delivery.objects.filter(pk__in=claimed, claimed_until=now + CLAIM)]
     lines = [_mail_line(d.payload) for d in deliveries]
     if len(deliveries) == 1:

@@ -25,7 +25,7 @@ from steering.permissions import Role, collections_of, role_of
 from ui.reading_scope import require_readable
 
 from .models import PENDING, Delivery
-from .tasks import queue_deliveries
+from .queueing import queue_deliveries
 
 ACTION = "delivery.resend"
 SALT = "notifications.resend"

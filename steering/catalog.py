@@ -22,8 +22,8 @@ from merritt_queue.core.states import JOB_STEPS, BatchStatus, JobStatus
 from merritt_queue.core.store import QueueStore
 from merritt_queue.deposit.uploads import remove_upload, uploads_root
 from steering import fixes, workerdrain
-from steering.permissions import Role
 from steering.results import Applied, ItemResult, PartlyDone, note_of
+from steering.roles import Role
 
 J, B = JobStatus, BatchStatus
 RUNNING = frozenset({J.PENDING, *JOB_STEPS})

@@ -3,38 +3,15 @@ act on. Enforced when an action runs (``steering.actions``), not only by hiding 
 
 from __future__ import annotations
 
-from enum import IntEnum
 from typing import TYPE_CHECKING
 
 from django.conf import settings
 
-from steering.models import ADMINISTRATOR, OPERATOR, group_names
+from steering.models import group_names
+from steering.roles import BY_GROUP, Role
 
 if TYPE_CHECKING:
     from steering.catalog import Action
-
-
-class Role(IntEnum):
-    """The steering ranks, ordered: each may do what the ranks below it may. Shown as the
-    Django group that grants it, as the messages name it."""
-
-    NONE = 0
-    OPERATOR = 1
-    ADMINISTRATOR = 2
-
-    @property
-    def group(self) -> str:
-        return GROUPS.get(self, "")
-
-    def __str__(self) -> str:
-        return self.group
-
-    def __format__(self, spec: str) -> str:
-        return format(self.group, spec)
-
-
-GROUPS = {Role.OPERATOR: OPERATOR, Role.ADMINISTRATOR: ADMINISTRATOR}
-BY_GROUP = {group: role for role, group in GROUPS.items()}
 
 
 def role_of(user) -> Role:

@@ -1,6 +1,7 @@
 """The layers of docs/architecture.md, as folders: the core, what a depositor sends and the
-services adapters import neither Django nor any app of the project; the apps import one
-another without a cycle."""
+services adapters import neither Django nor any app of the project, and import each other one
+way (services -> deposit -> core); the apps import one another without a cycle; and no module
+of the project imports itself back through others."""
 
 from __future__ import annotations
 
@@ -142,3 +143,163 @@ def test_the_allowed_crossings_still_exist():
     # An allowance nobody needs any more would hide the next crossing of the same kind.
     for where, name in ALLOWED:
         assert name in app_imports(REPO / where), (where, name)
+
+
+# --- no import cycle between the project's modules, nor between its framework-free packages -
+
+# Every folder of the project's own Python: the product, the benchmarks and their harness.
+PROJECT = ("merritt_queue", *APPS, "bench", "harness")
+# The one cycle left, between the store and ``core/batch_sides``: the store-parts branch
+# (the store as named parts) removes it; drop this allowance with it.
+KNOWN_CYCLE = frozenset(
+    {
+        "merritt_queue.core.batch_sides",
+        "merritt_queue.core.store",
+        *(
+            f"merritt_queue.core.store.{p.stem}"
+            for p in (REPO / "merritt_queue/core/store").glob("*.py")
+        ),
+    }
+)
+# Which framework-free package may import which: what a depositor sends is read on the
+# core's terms (its errors, ZooKeeper's node names, the manifest record the core plans
+# from), and the services carry a deposit (its digests, ARKs, file names) out.
+PACKAGE_ARROWS = {
+    ("merritt_queue.deposit", "merritt_queue.core"),
+    ("merritt_queue.services", "merritt_queue.core"),
+    ("merritt_queue.services", "merritt_queue.deposit"),
+}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def project_modules() -> dict[str, Path]:
+    return {module_name(p): p for folder in PROJECT for p in sorted((REPO / folder).rglob("*.py"))}
+
+
+def module_imports(path: Path, modules: dict[str, Path]) -> dict[str, int]:
+    """The project's modules ``path`` imports, anywhere in it (in a function, under
+    TYPE_CHECKING), each with its first line: ``from a import b`` names module ``a.b`` when
+    there is one, else ``a``."""
+    package = module_name(path).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
+    out: dict[str, int] = {}
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join(base + ([node.module] if node.module else []))
+            names = [f"{module}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for name in names:
+            parts = name.split(".")
+            while parts and ".".join(parts) not in modules:
+                parts.pop()
+            if parts:
+                out.setdefault(".".join(parts), node.lineno)
+    return out
+
+
+def import_graph() -> dict[str, dict[str, int]]:
+    modules = project_modules()
+    graph = {name: module_imports(path, modules) for name, path in modules.items()}
+    for name, targets in graph.items():
+        targets.pop(name, None)
+    return graph
+
+
+def cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, targets = work[-1]
+            for target in targets:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(sorted(graph.get(target, ())))))
+                    break
+                if target in on_stack:
+                    low[node] = min(low[node], index[target])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    group = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        group.append(member)
+                        if member == node:
+                            break
+                    if len(group) > 1:
+                        found.append(sorted(group))
+    return found
+
+
+def describe(group: list[str], graph: dict[str, dict[str, int]]) -> str:
+    arrows = [
+        f"  {a} -> {b} (line {graph[a][b]})" for a in group for b in sorted(graph[a]) if b in group
+    ]
+    return "\n".join([" <-> ".join(group), *arrows])
+
+
+def test_no_import_cycle_between_the_projects_modules():
+    graph = import_graph()
+    found = [g for g in cycles(graph) if not set(g) <= KNOWN_CYCLE]
+    assert not found, "import cycles:\n" + "\n".join(describe(g, graph) for g in found)
+
+
+def test_the_cycle_finder_finds_a_cycle_through_any_import():
+    graph = {"a": {"b": 1}, "b": {"c": 2}, "c": {"a": 3}, "d": {"a": 4}, "e": {}}
+    assert cycles(graph) == [["a", "b", "c"]]
+    assert cycles({"a": {"b": 1}, "b": {}}) == []
+
+
+def test_the_import_graph_reads_every_kind_of_import():
+    graph = import_graph()
+    treecheck = "merritt_queue.core.treecheck"
+    # ``from . import lockchecks`` names the module; a function-level import counts.
+    assert "merritt_queue.core.treecheck.lockchecks" in graph[f"{treecheck}.consistency"]
+    assert "mirror.facade" in graph["merritt_queue.project.runtime"]
+    # Under TYPE_CHECKING too: a reader and mypy follow those arrows.
+    assert "steering.catalog" in graph["steering.permissions"]
+    assert len(graph) > 300
+
+
+def test_the_framework_free_packages_import_each_other_one_way():
+    graph = import_graph()
+    packages = {"merritt_queue.core", "merritt_queue.deposit", "merritt_queue.services"}
+
+    def package(name: str) -> str:
+        return ".".join(name.split(".")[:2])
+
+    offences = sorted(
+        f"{a} imports {b}"
+        for a, targets in graph.items()
+        for b in targets
+        if package(a) in packages
+        and package(b) in packages
+        and package(a) != package(b)
+        and (package(a), package(b)) not in PACKAGE_ARROWS
+    )
+    assert offences == []

@@ -12,14 +12,11 @@ from urllib.parse import quote
 
 import pytest
 
+from merritt_queue.deposit.fsnames import unescape_ark
 from merritt_queue.services import storage as storage_module
 from merritt_queue.services.errors import ManifestMismatch, StorageError
 from merritt_queue.services.merrittstorage import MerrittStorageClient
-from merritt_queue.services.storage import (
-    LocalStorage,
-    escape_ark,
-    unescape_ark,
-)
+from merritt_queue.services.storage import LocalStorage, escape_ark
 
 pytest_plugins = ["tests.httpserver"]
 

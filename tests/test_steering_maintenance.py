@@ -100,7 +100,7 @@ def test_check_tree_reports_then_repairs_with_progress_to_100(
         meter(self, done, total)
 
     monkeypatch.setattr(maintenance.Meter, "__call__", spy)
-    monkeypatch.setattr("merritt_queue.core.treecheck.consistency.PROGRESS_EVERY", 1)
+    monkeypatch.setattr("merritt_queue.core.treecheck.checker.PROGRESS_EVERY", 1)
     client.force_login(people["administrator"])
 
     body = confirm(client, "check-tree", "repair=0&lock_max_age=3600").content.decode()

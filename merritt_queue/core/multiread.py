@@ -40,6 +40,8 @@ from kazoo.protocol.serialization import (
 )
 from kazoo.protocol.states import ZnodeStat
 
+from . import kazoocall
+
 GET = 4  # ZooDefs.OpCode.getData
 CHILDREN = 8  # ZooDefs.OpCode.getChildren
 # Reads per multiRead: enough to amortise the per-request cost, while a response of job
@@ -105,9 +107,7 @@ class Reads:
         pending, root = [], self.client.chroot
         for start in range(0, len(self.requests), CHUNK):
             ops = [(k, rooted(root, p)) for k, p in self.requests[start : start + CHUNK]]
-            result = self.client.handler.async_result()
-            self.client._call(MultiRead(ops), result)
-            pending.append(result)
+            pending.append(kazoocall.send(self.client, MultiRead(ops)))
         return pending
 
     def _send_single(self) -> list:
@@ -160,8 +160,7 @@ def read_many(client: KazooClient, requests: Sequence[Request]) -> list:
 def _supports_multiread(client: KazooClient) -> bool:
     known = _support.get(client)
     if known is None:
-        result = client.handler.async_result()
-        client._call(MultiRead([(CHILDREN, rooted(client.chroot, "/"))]), result)
+        result = kazoocall.send(client, MultiRead([(CHILDREN, rooted(client.chroot, "/"))]))
         try:
             result.get()
             known = True

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..deposit.manifest import Manifest, ManifestRow
 from .itemkeys import JOB_ID_KEY, with_both_profile_keys
+from .manifests import Manifest, ManifestRow
 
 SINGLE_TYPES = ("file", "container", "object-manifest")
 MANIFEST_KIND = {

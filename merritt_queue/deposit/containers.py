@@ -42,7 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..services.fsnames import NAME_MAX
+from .fsnames import NAME_MAX
 from .manifest import container_type
 
 CHUNK = 1024 * 1024

@@ -10,10 +10,10 @@ import unicodedata
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
-from ..services.netpolicy import userinfo_of
 from . import safepath
 from .digest import check_digest_format, normalise_algorithm
 from .idtext import character_problem
+from .urltext import userinfo_of
 
 TEXT_FIELDS = {
     "profile": 100,

@@ -32,9 +32,9 @@ this module reads the headers and makes rows of what they found.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
+from ..core.manifests import Manifest, ManifestRow
 from .checkmscan import ManifestError, Scan, decode, scan_lines, split_cells
 from .findings import Findings
 from .manifestvalues import (
@@ -114,31 +114,6 @@ STANDARD_FIELDS = {
 _CANONICAL = {name.lower(): name for name in FIELDS}
 BATCH_KINDS = ("files", "manifests", "containers")
 _PROFILE_LINE = re.compile(r"^[ \t]*#%profile[ \t]*\|[ \t]*(\S+)", re.IGNORECASE | re.MULTILINE)
-
-
-@dataclass(frozen=True)
-class ManifestRow:
-    line: int
-    url: str
-    hash_algorithm: str | None
-    hash_value: str | None
-    file_size: int | None
-    last_modified: str | None
-    file_name: str
-    mime_type: str | None
-    primary_id: str | None
-    local_id: str | None
-    creator: str | None
-    title: str | None
-    date: str | None
-
-
-@dataclass(frozen=True)
-class Manifest:
-    profile: str
-    kind: str
-    fields: tuple[str, ...]
-    rows: tuple[ManifestRow, ...]
 
 
 def container_type(name: str) -> str | None:

@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from ..services.netpolicy import hide_credentials, redact, userinfo_of
 from .findings import Finding, Findings, capped
 from .manifest import MAX_BYTES, Manifest, container_type, parse_findings
+from .urltext import hide_credentials, redact, userinfo_of
 
 VALUE_LIMIT = 200
 

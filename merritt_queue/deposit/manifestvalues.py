@@ -15,13 +15,11 @@ import unicodedata
 from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
-from ..services.fsnames import NAME_MAX
-from ..services.netpolicy import hide_credentials, redact, userinfo_of
-from ..services.partfile import PART_SUFFIX
-from ..services.storage import ark_name_problem
 from .digest import check_digest_format, normalise_algorithm
 from .findings import Findings
+from .fsnames import NAME_MAX, PART_SUFFIX, ark_name_problem
 from .idtext import character_problem
+from .urltext import hide_credentials, redact, userinfo_of
 
 _DRIVE = re.compile(r"[A-Za-z]:")
 

@@ -17,6 +17,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from ..core.errors import ZooKeeperUnreachable
 from ..core.store import QueueStore
 from ..core.zk import ClientHolder, ZkConfig, wait_connected
+from .profiletable import ProfileTable
 
 _holder: ClientHolder | None = None
 _initialised: dict[ZkConfig, object] = {}
@@ -134,21 +135,6 @@ def _new_store(client) -> QueueStore:
     if getattr(settings, "MQ_MIRROR_WRITE_THROUGH", True):
         store.listeners.append(_mirror_listener(store))
     return store
-
-
-class ProfileTable:
-    """The ``Profiles`` of the core (``itemkeys``), read from the profile table at each call:
-    a profile added or moved takes effect at once."""
-
-    def collection_of(self, profile: str) -> str | None:
-        from batches.models import Profile  # here: the core modules never import Django apps
-
-        return Profile.objects.filter(name=profile).values_list("collection", flat=True).first()
-
-    def profiles_of(self, collection: str) -> list[str]:
-        from batches.models import Profile
-
-        return sorted(Profile.objects.filter(collection=collection).values_list("name", flat=True))
 
 
 def _mirror_listener(store: QueueStore):

@@ -16,6 +16,9 @@ from .env import (
 )
 
 BASE_DIR = Path(__file__).resolve().parents[2]
+# The project's own templates and static files travel inside the package, so that an
+# installed wheel has them as a checkout does.
+PROJECT_DIR = Path(__file__).resolve().parent
 VAR_DIR = BASE_DIR / "var"
 
 SECRET_KEY = env_str("SECRET_KEY", DEV_SECRET_KEY)
@@ -305,7 +308,7 @@ WSGI_APPLICATION = "merritt_queue.project.wsgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        "DIRS": [PROJECT_DIR / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -368,10 +371,10 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "static"
 # collectstatic fills STATIC_ROOT for a deployment; until it has run, the finders still serve
-# the files from static/, so a forgotten step costs speed, not the page's looks.
+# the files from each app's static/ (the project's own: merritt_queue/project/static/), so a
+# forgotten step costs speed, not the page's looks.
 WHITENOISE_USE_FINDERS = True
 try:
     STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns at every start without it

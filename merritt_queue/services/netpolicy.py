@@ -20,10 +20,10 @@ Messages never repeat a password found in a URL.
 from __future__ import annotations
 
 import ipaddress
-import re
 import socket
 from urllib.parse import urlsplit
 
+from ..deposit.urltext import redact, userinfo_of
 from .errors import FetchError
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -125,31 +125,6 @@ def _embedded_ipv4(address: Address) -> ipaddress.IPv4Address | None:
     if address in _NAT64 or (address in _IPV4_COMPATIBLE and int(address) > 1):
         return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
     return None
-
-
-def userinfo_of(url: str) -> str:
-    """The ``user:password`` part of ``url`` ("" when none)."""
-    netloc = urlsplit(url).netloc
-    return netloc.rpartition("@")[0]
-
-
-def redact(url: str) -> str:
-    """``url`` with any user name and password replaced by ``***``, fit for a message."""
-    if not userinfo_of(url):
-        return url
-    parts = urlsplit(url)
-    host = parts.netloc.rpartition("@")[2]
-    return parts._replace(netloc=f"***@{host}").geturl()
-
-
-# ``scheme://user:password@`` anywhere in a text; the user part may be empty or odd.
-_USERINFO = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://)[^/?#@\s|]*@")
-
-
-def hide_credentials(text: str) -> str:
-    """``text`` with the user name and password of every URL in it replaced by ``***``: a
-    whole manifest line or a URL no parser accepts is shown without them too."""
-    return _USERINFO.sub(r"\g<head>***@", text)
 
 
 def _resolve(url: str, host: str, port: int) -> list[Address]:

@@ -16,11 +16,9 @@ import threading
 from pathlib import Path
 
 from ..deposit.digest import Hashers
+from ..deposit.fsnames import PART_SUFFIX
 from .errors import FetchError, PartFileGone
 
-# What a download's name gets while it is written: the door leaves room for it in a file
-# name (``manifestvalues.file_name_problem``).
-PART_SUFFIX = ".part"
 # While a download grows, its file is written back to the disk every this many bytes.
 FLUSH_EVERY = 32 << 20
 

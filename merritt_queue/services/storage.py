@@ -47,14 +47,12 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
-from urllib.parse import quote, unquote
 
 from ..deposit.arks import ARK_SHAPE, is_ark
 from ..deposit.digest import Hashers, normalise_algorithm
-from ..deposit.idtext import character_problem
+from ..deposit.fsnames import LOCK_SUFFIX, ark_name_problem, escape_ark
 from .durable import fsync_dir, make_dirs
 from .errors import ManifestMismatch, StorageError
-from .fsnames import NAME_MAX
 from .versions import (
     FileChange,
     StoredFile,
@@ -103,19 +101,6 @@ class Storage(Protocol):
 # -- shared checks ------------------------------------------------------------------------
 
 
-def escape_ark(ark: str) -> str:
-    """A directory name for ``ark``: percent-encoding, so ``unescape_ark`` reverses it."""
-    return quote(ark, safe="")
-
-
-def unescape_ark(name: str) -> str:
-    return unquote(name)
-
-
-# An object's lock file is its escaped ARK with this after it (``LocalStorage._lock``).
-LOCK_SUFFIX = ".lock"
-
-
 def ark_problem(ark: str, label: str = "primary_id") -> str | None:
     """Why ``ark`` cannot name an object in storage, or None: the shape of an ARK, then
     ``ark_name_problem``. The submission door judges by this, and ``check_request`` again
@@ -123,23 +108,6 @@ def ark_problem(ark: str, label: str = "primary_id") -> str | None:
     if not is_ark(ark):
         return f"{label} {ark[:100]!r} is not an ARK: give it as {ARK_SHAPE}"
     return ark_name_problem(ark, label)
-
-
-def ark_name_problem(ark: str, label: str = "primary_id") -> str | None:
-    """Why ``ark`` cannot name what storage makes of it, or None: printable characters (its
-    lock in ZooKeeper is named after it), and an escaped name (``escape_ark``) with
-    ``LOCK_SUFFIX`` within the file system's limit on one name."""
-    shown = ark[:100]
-    if problem := character_problem(f"{label} {shown!r}", ark, node=True):
-        return problem
-    size = len(os.fsencode(escape_ark(ark) + LOCK_SUFFIX))
-    if size > NAME_MAX:
-        return (
-            f"{label} {shown!r} is too long once escaped for storage: {size} bytes with its "
-            f"lock file's {LOCK_SUFFIX!r}, over the file system's limit of {NAME_MAX} "
-            "('%', '/' and non-ASCII characters take 3 bytes or more each)"
-        )
-    return None
 
 
 def check_request(ark: str, token: str, mode: str) -> None:

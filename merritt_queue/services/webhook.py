@@ -27,9 +27,9 @@ from dataclasses import dataclass
 
 import requests
 
+from ..deposit.urltext import hide_credentials, redact
 from . import httputil, transport
 from .errors import FetchError
-from .netpolicy import hide_credentials, redact
 
 VERSION = "v2"
 DELIVERY_HEADER = "X-Merritt-Queue-Delivery"

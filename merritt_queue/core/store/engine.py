@@ -41,8 +41,8 @@ from kazoo.protocol.serialization import (
 )
 from kazoo.security import OPEN_ACL_UNSAFE
 
+from .. import kazoocall, parking
 from .. import multiread as mr
-from .. import parking
 from ..errors import ChangedUnderYou, InvalidTransition, LockLost, NotFound, QueueError
 from ..records import Op, OpKind
 from ..states import BATCH_JOB_DIRS
@@ -275,9 +275,7 @@ class Engine:
         return self._op_overhead + len(op.path.encode()) + len(op.data)
 
     def _call(self, request: Any) -> Any:
-        result = self.client.handler.async_result()
-        self.client._call(request, result)
-        return result
+        return kazoocall.send(self.client, request)
 
     def commit(self, ops: Sequence[Op], what: str) -> list[Any]:
         """Run ``ops`` as one multi; mend tolerant index ops and retry, else raise."""

@@ -2,7 +2,7 @@
 (``/jobs/states/<state>/PP-JID``) and its reference under its batch
 (``/batches/BID/states/<dir>/JID``), and entries naming no job.
 
-Functions of the checker (``consistency._Checker``), as ``lockchecks`` are. Each repair
+Functions of the checker (``checker.Checker``), as ``lockchecks`` are. Each repair
 checks the job's status (and the node that decides the right entry) at the version the check
 read, so a job that moved since is left alone.
 """
@@ -18,10 +18,10 @@ from .treerepair import Op
 
 if TYPE_CHECKING:
     from ..treeread import _Job
-    from .consistency import Finding, _Checker
+    from .checker import Checker, Finding
 
 
-def check_index(checker: _Checker, job: _Job) -> None:
+def check_index(checker: Checker, job: _Job) -> None:
     # ``check_job`` comes here only for a job whose status and priority it could read.
     assert job.status is not None and job.priority is not None
     right = t.job_index(job.status, job.priority, job.id)
@@ -58,7 +58,7 @@ def check_index(checker: _Checker, job: _Job) -> None:
     checker.plans.append((group, lambda: ops))
 
 
-def check_refs(checker: _Checker, job: _Job) -> None:
+def check_refs(checker: Checker, job: _Job) -> None:
     refs = checker.refs_by_jid.get(job.id, [])
     for bid, p in refs:
         if bid != job.bid:
@@ -106,7 +106,7 @@ def check_refs(checker: _Checker, job: _Job) -> None:
 
 
 def _ref_ops(
-    checker: _Checker, job: _Job, right: str, has_right: bool, wrong: list[str]
+    checker: Checker, job: _Job, right: str, has_right: bool, wrong: list[str]
 ) -> list[Op]:
     assert job.bid is not None  # planned by ``check_refs`` for a job of a live batch
     ops = checker.job_guard(job, "bid") + [r.check(t.batch_node(job.bid, "status"), -1)]
@@ -121,7 +121,7 @@ def _ref_ops(
 # --- stray entries -----------------------------------------------------
 
 
-def check_stray_index(checker: _Checker) -> None:
+def check_stray_index(checker: Checker) -> None:
     for d, names in sorted(checker.tree.index.items()):
         for name in sorted(names):
             path = f"{t.JOB_STATES}/{d}/{name}"
@@ -137,7 +137,7 @@ def check_stray_index(checker: _Checker) -> None:
                 stray(checker, "stale-index", path, parsed[1], f"Index entry {path}")
 
 
-def check_stray_refs(checker: _Checker) -> None:
+def check_stray_refs(checker: Checker) -> None:
     for batch in sorted(checker.live_batches(), key=lambda b: b.id):
         for d, names in sorted(batch.refs.items()):
             for name in sorted(names):
@@ -160,12 +160,12 @@ def check_stray_refs(checker: _Checker) -> None:
                     )
 
 
-def _live(checker: _Checker, jid: str) -> bool:
+def _live(checker: Checker, jid: str) -> bool:
     job = checker.tree.jobs.get(jid)
     return job is not None and job.has_status
 
 
-def stray(checker: _Checker, kind: str, path: str, jid: str, what: str) -> None:
+def stray(checker: Checker, kind: str, path: str, jid: str, what: str) -> None:
     """An entry naming a job that does not exist (or is only half-created)."""
     shell = checker.tree.jobs.get(jid)
     if shell is not None and checker.age(shell.stat) < checker.grace:

@@ -1,6 +1,6 @@
 """The consistency check's findings about locks: old ones, and storage locks nobody uses.
 
-Functions of the checker (``consistency._Checker``), as ``merrittchecks`` are: they read
+Functions of the checker (``checker.Checker``), as ``merrittchecks`` are: they read
 what the check read and add findings to it. Only a persistent storage lock that no job is
 storing is ever repaired (deleted, checked on the related jobs' status versions); an
 ephemeral lock is only reported, with the session that holds it.
@@ -15,15 +15,15 @@ from .. import parking
 from .. import tree as t
 from ..states import JobStatus
 from ..treeread import Node, _json_field, read_pipelined
-from . import consistency as c
+from . import checker as c
 from . import treerepair as r
 
 if TYPE_CHECKING:
     from ..treeread import _Job
-    from .consistency import _Checker
+    from .checker import Checker
 
 
-def job_lock(checker: _Checker, job: _Job, node: Node) -> None:
+def job_lock(checker: Checker, job: _Job, node: Node) -> None:
     path = t.job_node(job.id, "lock")
     if parking.is_parked(node[0], node[1].ephemeralOwner) and job.status in parking.PARKING_STATES:
         return  # a job of ours waiting for its step, kept from Merritt's consumers
@@ -37,7 +37,7 @@ def job_lock(checker: _Checker, job: _Job, node: Node) -> None:
     item_lock(checker, path, node, f"Job {job.id}'s lock")
 
 
-def item_lock(checker: _Checker, path: str, node: Node, label: str) -> None:
+def item_lock(checker: Checker, path: str, node: Node, label: str) -> None:
     """A lock older than the limit; only a person can tell whether its holder is stuck."""
     age = checker.age(node[1])
     if age <= checker.lock_max_age:
@@ -60,7 +60,7 @@ def _owner(node: Node) -> str:
     return f" by ZooKeeper session {owner:#x}" if owner else " (persistent lock)"
 
 
-def check_lock_dirs(checker: _Checker) -> None:
+def check_lock_dirs(checker: Checker) -> None:
     for path, node in sorted(checker.tree.locks.items()):
         age = checker.age(node[1])
         if age <= checker.lock_max_age:
@@ -72,7 +72,7 @@ def check_lock_dirs(checker: _Checker) -> None:
             item_lock(checker, path, node, f"The {kind} lock {name}")
 
 
-def jobs_by_ark_lock(checker: _Checker) -> dict[str, list[_Job]]:
+def jobs_by_ark_lock(checker: Checker) -> dict[str, list[_Job]]:
     """Live jobs by the storage lock name of their ark, read once, when first needed."""
     if checker._by_ark is None:
         jobs = [
@@ -89,7 +89,7 @@ def jobs_by_ark_lock(checker: _Checker) -> dict[str, list[_Job]]:
     return checker._by_ark
 
 
-def storage_lock(checker: _Checker, path: str, node: Node, age: float) -> None:
+def storage_lock(checker: Checker, path: str, node: Node, age: float) -> None:
     name = path.rsplit("/", 1)[1]
     owner = node[0].decode(errors="replace")
     related = list(jobs_by_ark_lock(checker).get(name, []))

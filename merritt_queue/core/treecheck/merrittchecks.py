@@ -20,16 +20,16 @@ from .. import batch_sides, history
 from .. import tree as t
 from ..records import OpKind
 from ..states import PROCESSING_DIR, BatchStatus, batch_dir_for
-from . import consistency as c
+from . import checker as c
 from . import treerepair as r
 from .treerepair import RepairFailed
 
 if TYPE_CHECKING:
     from ..treeread import Node, _Batch
-    from .consistency import _Checker
+    from .checker import Checker
 
 
-def check_batch(checker: _Checker, batch: _Batch) -> None:
+def check_batch(checker: Checker, batch: _Batch) -> None:
     """The Merritt-facing findings of one batch whose status was read and understood."""
     if batch.status == BatchStatus.HELD and "states" not in batch.children:
         _held_without_states(checker, batch)
@@ -41,7 +41,7 @@ def check_batch(checker: _Checker, batch: _Batch) -> None:
         _deleted_blocking_reports(checker, batch)
 
 
-def locked_shell(checker: _Checker, batch: _Batch, lock: Node) -> None:
+def locked_shell(checker: Checker, batch: _Batch, lock: Node) -> None:
     """A batch node with a lock but no status: what MerrittZK's pickup leaves when it takes
     a batch whose creation is not finished (it takes any batch without ``states``, locks
     it, fails to load it, and its process keeps the lock until it ends)."""
@@ -63,7 +63,7 @@ def _status_guard(batch: _Batch) -> r.Op:
     return r.check(t.batch_node(batch.id, "status"), batch.version("status"))
 
 
-def _status_write(checker: _Checker, batch: _Batch, new: str, message: str) -> list:
+def _status_write(checker: Checker, batch: _Batch, new: str, message: str) -> list:
     """Set the batch's status at the version read, with its history entry (by the
     checker's actor) in the same multi."""
     record = t.batch_status_record(new, message)
@@ -81,7 +81,7 @@ def _status_write(checker: _Checker, batch: _Batch, new: str, message: str) -> l
     ]
 
 
-def _held_without_states(checker: _Checker, batch: _Batch) -> None:
+def _held_without_states(checker: Checker, batch: _Batch) -> None:
     states = t.batch_states(batch.id)
     checker.add(
         "held-batch-takeable",
@@ -95,13 +95,13 @@ def _held_without_states(checker: _Checker, batch: _Batch) -> None:
     )
 
 
-def _jobs_of(checker: _Checker, batch: _Batch) -> list[str]:
+def _jobs_of(checker: Checker, batch: _Batch) -> list[str]:
     named = set(checker.jobs_by_batch.get(batch.id, []))
     referenced = {name for names in batch.refs.values() for name in names}
     return sorted(named | referenced)
 
 
-def _processing_without_jobs(checker: _Checker, batch: _Batch) -> None:
+def _processing_without_jobs(checker: Checker, batch: _Batch) -> None:
     if PROCESSING_DIR in batch.refs or _jobs_of(checker, batch) or batch.node("lock"):
         return
     idle = checker.now - batch.nodes["status"][1].mtime / 1000
@@ -135,7 +135,7 @@ def _processing_without_jobs(checker: _Checker, batch: _Batch) -> None:
     )
 
 
-def _still_running(checker: _Checker, batch: _Batch) -> list[str]:
+def _still_running(checker: Checker, batch: _Batch) -> list[str]:
     """Jobs of the batch whose status still counts as processing for it (Held counts)."""
     out = []
     for jid in _jobs_of(checker, batch):
@@ -147,7 +147,7 @@ def _still_running(checker: _Checker, batch: _Batch) -> list[str]:
     return out
 
 
-def _finished_early(checker: _Checker, batch: _Batch) -> None:
+def _finished_early(checker: Checker, batch: _Batch) -> None:
     running = _still_running(checker, batch)
     if not running:
         return
@@ -186,7 +186,7 @@ def _finished_early(checker: _Checker, batch: _Batch) -> None:
     )
 
 
-def _deleted_blocking_reports(checker: _Checker, batch: _Batch) -> None:
+def _deleted_blocking_reports(checker: Checker, batch: _Batch) -> None:
     """A Deleted batch without its tombstone (``batch_sides.delete_ops``): one deleted before
     tombstones, or by Merritt's admin. An empty ``batch-processing`` and no lock: MerrittZK's
     reporting takes it and throws. No ``batch-processing``: MerrittZK's cleanup never removes

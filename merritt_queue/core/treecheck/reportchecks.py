@@ -20,7 +20,7 @@ from .merrittchecks import _status_write
 
 if TYPE_CHECKING:
     from ..treeread import _Batch
-    from .consistency import _Checker
+    from .checker import Checker
 
 KIND = "batch-report-out-of-date"
 MESSAGE = (
@@ -29,7 +29,7 @@ MESSAGE = (
 )
 
 
-def check_batch(checker: _Checker, batch: _Batch) -> None:
+def check_batch(checker: Checker, batch: _Batch) -> None:
     """Find (and plan the repair of) a Failed batch, none of whose jobs runs, whose report is
     out of date. A batch with no report (Merritt's) or jobs still running is left alone:
     the latter is reported when they end (or ``batch-finished-early`` says why not)."""

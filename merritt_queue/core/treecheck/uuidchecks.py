@@ -2,7 +2,7 @@
 of another batchID, and batches whose batchID has no entry (a resubmission would then not be
 recognised as a duplicate).
 
-Functions of the checker (``consistency._Checker``), as ``lockchecks`` are.
+Functions of the checker (``checker.Checker``), as ``lockchecks`` are.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from .treerepair import Op
 
 if TYPE_CHECKING:
     from ..treeread import Node, _Batch
-    from .consistency import _Checker
+    from .checker import Checker
 
 
-def check_uuids(checker: _Checker) -> None:
+def check_uuids(checker: Checker) -> None:
     for uuid, node in sorted(checker.tree.uuids.items()):
         check_uuid(checker, uuid, node)
     for batch in sorted(checker.live_batches(), key=lambda b: b.id):
@@ -27,7 +27,7 @@ def check_uuids(checker: _Checker) -> None:
             missing_uuid(checker, batch)
 
 
-def check_uuid(checker: _Checker, uuid: str, node: Node) -> None:
+def check_uuid(checker: Checker, uuid: str, node: Node) -> None:
     path = f"{t.BATCH_UUIDS}/{uuid}"
     bid = node[0].decode(errors="replace")
     batch = checker.tree.batches.get(bid)
@@ -58,7 +58,7 @@ def _submission_guard(batch: _Batch) -> Op:
     return r.check(t.batch_node(batch.id, name), batch.version(name))
 
 
-def missing_uuid(checker: _Checker, batch: _Batch) -> None:
+def missing_uuid(checker: Checker, batch: _Batch) -> None:
     uuid, bid = batch.uuid, batch.id
     assert uuid is not None  # ``check_uuids`` asks only for batches with a batchID
     try:

@@ -14,6 +14,7 @@ from django.core.management.base import BaseCommand
 
 from merritt_queue.project.runtime import get_store
 from mirror import facade as mirror
+from mirror.follow import Follower
 
 SHOWN = 5  # ids listed per kind of drift
 
@@ -41,5 +42,5 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
         signal.signal(signal.SIGINT, lambda *_: stop.set())
         self.stdout.write("following ZooKeeper into the mirror; stop with SIGTERM or Ctrl-C")
-        mirror.follow(store, stop)
+        Follower(store).run(stop)
         self.stdout.write("stopped")
