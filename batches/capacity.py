@@ -86,7 +86,7 @@ def check(store: QueueStore, collection: str, rows: int | None, *, new: int | No
     if adding == 0:
         return  # a rerun after a crash whose jobs were all written already
     problems = []
-    in_tree, queue_limit = store.job_count(), settings.MQ_MAX_QUEUE_JOBS
+    in_tree, queue_limit = store.jobs.job_count(), settings.MQ_MAX_QUEUE_JOBS
     if in_tree + adding > queue_limit:
         problems.append(
             f"the queue holds {in_tree} jobs and this batch would add {adding}; it may hold "

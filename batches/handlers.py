@@ -47,15 +47,15 @@ def run_pending(s: Services, bid: str) -> str:
     store = s.store
     if settings.MQ_WORKERS == NONE:
         return "refused"
-    if store.queue_paused():
+    if store.pause.queue_paused():
         return "paused"
-    batch = store.begin_batch(
+    batch = store.batch_locks.begin_batch(
         bid, runs=lambda submission: runs_batch(settings.MQ_WORKERS, submission)
     )
     if batch is None:
         return "skipped"
     if not runs_batch(settings.MQ_WORKERS, batch.submission):
-        store.unlock_batch(batch)  # Merritt's ingest takes it: left as it was
+        store.batch_locks.unlock_batch(batch)  # Merritt's ingest takes it: left as it was
         return MERRITT
     try:
         message = create_jobs(s, batch)
@@ -68,9 +68,9 @@ def run_pending(s: Services, bid: str) -> str:
         _fail_unplanned(s, batch, f"no jobs were created: {e}")
         return "failed"
     except BaseException:
-        store.unlock_batch(batch)  # retried by the next sweep instead of staying locked
+        store.batch_locks.unlock_batch(batch)  # retried by the next sweep instead of staying locked
         raise
-    store.start_processing(batch, message, jobs_written=True)
+    store.batch_moves.start_processing(batch, message, jobs_written=True)
     return "processing"
 
 
@@ -95,8 +95,8 @@ def create_jobs(s: Services, batch: BatchRecord) -> str:
     # adds only the rows it had not written.
     capacity.check(s.store, submission.get("collection", ""), len(specs), new=len(new))
     # The new rows reach the mirror a second's worth at a time, not a transaction each.
-    with s.store.deferred_changes(max_delay=settings.MQ_MIRROR_DELAY):
-        s.store.create_jobs(batch.bid, new)
+    with s.store.changes.deferred(max_delay=settings.MQ_MIRROR_DELAY):
+        s.store.new_jobs.create_jobs(batch.bid, new)
     message = f"{len(specs)} job(s) created at priority {priority}"
     if profile and profile.notify_on_queue:
         body = f"{len(specs)} object(s) were queued for ingest."
@@ -124,11 +124,11 @@ def _rerun_sources(s: Services, submission: dict) -> list:
     fails saying which, and creates no job."""
     old = str(submission.get("rerun_of") or "")
     listed = [str(j) for j in submission.get("rerun_jobs") or []]
-    jids = listed or s.store.batch_jobs(old)["batch-completed"]
+    jids = listed or s.store.batches.batch_jobs(old)["batch-completed"]
     if not jids:
         raise ManifestError([f"batch {old} has no Completed job to re-run (purged?)"])
     nodes = {
-        name: s.store.job_node_values(jids, name)
+        name: s.store.jobs.job_node_values(jids, name)
         for name in ("status", "configuration", "identifiers", "metadata")
     }
     problems, jobs = [], []
@@ -147,15 +147,15 @@ def _rerun_sources(s: Services, submission: dict) -> list:
 
 
 def _existing_rows(s: Services, bid: str) -> set[int | None]:
-    jids = [j for group in s.store.batch_jobs(bid).values() for j in group]
-    configurations = s.store.job_node_values(jids, "configuration")
+    jids = [j for group in s.store.batches.batch_jobs(bid).values() for j in group]
+    configurations = s.store.jobs.job_node_values(jids, "configuration")
     return {(c or {}).get("batch_row") for c in configurations.values()}
 
 
 def _fail_unplanned(s: Services, batch: BatchRecord, message: str) -> None:
     """Pending -> Processing -> Failed: the batch machine has no direct Pending -> Failed."""
-    moved = s.store.start_processing(batch, "checking the submission")
-    s.store.transition_batch(moved, BatchStatus.FAILED, message)
+    moved = s.store.batch_moves.start_processing(batch, "checking the submission")
+    s.store.batch_moves.transition_batch(moved, BatchStatus.FAILED, message)
     _mail(batch, f"Batch {batch.bid} failed", message)
 
 
@@ -171,26 +171,26 @@ def run_report(s: Services, bid: str, status: str) -> str:
     store = s.store
     if settings.MQ_WORKERS == NONE:
         return "refused"
-    batch = store.lock_batch(bid)
+    batch = store.batch_locks.lock_batch(bid)
     if batch is None:
         return "skipped"
     if not reports_batch(settings.MQ_WORKERS, batch.submission):
-        store.unlock_batch(batch)
+        store.batch_locks.unlock_batch(batch)
         return MERRITT
-    if batch.status != status or not store.batch_is_finished(bid):
-        store.unlock_batch(batch)
+    if batch.status != status or not store.batches.batch_is_finished(bid):
+        store.batch_locks.unlock_batch(batch)
         return "not ready"
     try:
         if batch.status == BatchStatus.PROCESSING:
-            batch = store.transition_batch(batch, BatchStatus.REPORTING, "reporting")
+            batch = store.batch_moves.transition_batch(batch, BatchStatus.REPORTING, "reporting")
         final, message = report(s, batch)
         # ``batch`` was read before the report was written, and the commit hands its record to
         # the mirror's write-through, which would otherwise keep the old (often empty) report.
-        batch = replace(batch, status_report=store.get_batch(bid).status_report)
+        batch = replace(batch, status_report=store.batches.get_batch(bid).status_report)
         # MerrittZK's reporter reads a batch's status before it takes the lock, and writes
         # its own report on what it read: one that read this batch just before this report
         # would report it again if it found the lock gone. The lock stays a little longer.
-        store.transition_batch(
+        store.batch_moves.transition_batch(
             batch,
             final,
             message,
@@ -201,7 +201,7 @@ def run_report(s: Services, bid: str, status: str) -> str:
         log.warning("batch %s report abandoned: %s", bid, e)
         return "abandoned"
     except BaseException:
-        store.unlock_batch(batch)  # retried by the next sweep instead of staying locked
+        store.batch_locks.unlock_batch(batch)  # retried by the next sweep instead of staying locked
         raise
     _release_upload(s, batch)
     return final.lower()
@@ -219,10 +219,10 @@ def _release_upload(s: Services, batch: BatchRecord) -> None:
 
 
 def report(s: Services, batch: BatchRecord) -> tuple[str, str]:
-    jobs = s.store.batch_jobs(batch.bid)
+    jobs = s.store.batches.batch_jobs(batch.bid)
     failed, done, deleted = jobs["batch-failed"], jobs["batch-completed"], jobs["batch-deleted"]
     previous = batch.status_report or {}
-    s.store.write_status_report(batch.bid, failed, done)
+    s.store.batch_moves.write_status_report(batch.bid, failed, done)
     message = f"{len(done)} completed, {len(failed)} failed, {len(deleted)} deleted"
     body = _summary(s, batch, failed, done, deleted, previous)
     mail_error = _mail(batch, f"Batch {batch.bid}: {message}", body)
@@ -235,9 +235,9 @@ def report(s: Services, batch: BatchRecord) -> tuple[str, str]:
 
 def _summary(s, batch, failed, done, deleted, previous) -> str:
     lines = [f"Batch {batch.bid} ({batch.uuid or 'no batchID'})", ""]
-    identifiers = s.store.job_node_values(done, "identifiers")
-    stores = s.store.job_node_values(done, "store")
-    statuses = s.store.job_node_values(failed, "status")
+    identifiers = s.store.jobs.job_node_values(done, "identifiers")
+    stores = s.store.jobs.job_node_values(done, "store")
+    statuses = s.store.jobs.job_node_values(failed, "status")
     for jid in done:
         ark = (identifiers[jid] or {}).get("primary_id", "")
         stored = stores[jid] or {}
@@ -255,7 +255,7 @@ def _summary(s, batch, failed, done, deleted, previous) -> str:
         shown = len(was_failed)
         total = previous.get("failed_count", shown)
         if isinstance(total, int) and total > shown:
-            # The report node keeps a bounded list (QueueStore.write_status_report).
+            # The report node keeps a bounded list (store.batch_moves.write_status_report).
             note = f"it listed {shown} of its {total} failed jobs"
             lines += ["", f"Since the last report ({note}):"]
         else:

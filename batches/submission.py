@@ -94,7 +94,7 @@ def submit(
     # The writer's name for this request only: one store serves every thread of the process.
     who = submission_actor(clean.get("submitted_by") or clean.get("submitter") or "")
     wishes = subscribe.take(clean)
-    with store.acting_as(who):
+    with store.changes.acting_as(who):
         result = _create(store, clean, by, upload, rerun=rerun)
     if not result.duplicate:
         made = subscribe.subscribe(result.bid, clean, wishes)
@@ -173,17 +173,17 @@ def rerun_asked(data: object) -> tuple[object, bool]:
 def _create(store, clean: dict, by, upload, *, rerun: bool = False) -> SubmitResult:
     """The batch made in ZooKeeper, or the one this batchID already names."""
     if clean.get("batchID"):
-        existing = store.find_batch_by_uuid(clean["batchID"])
+        existing = store.batches.find_batch_by_uuid(clean["batchID"])
         if existing:
             _check_owner(store, existing, clean, by)
             if rerun:
                 return _rerun(store, clean, upload, existing)
-            return _duplicate(store.get_batch(existing))
+            return _duplicate(store.batches.get_batch(existing))
     saved = _save_upload(upload, clean) if upload else None
     # Marked, and created with ``states``: MerrittZK never takes it, our ``own`` workers do.
     clean[CREATED_BY_KEY] = CREATED_BY
     try:
-        created = store.create_batch(clean, reserved=True)
+        created = store.new_batches.create_batch(clean, reserved=True)
     except Exception:
         _remove_upload(saved)
         raise
@@ -211,18 +211,18 @@ def _rerun(store, clean: dict, upload, first: str) -> SubmitResult:
     batch. A last run still at work is returned as the duplicate, as without ``rerun``: a
     request sent twice makes one new batch."""
     uuid = clean["batchID"]
-    _, latest = store.latest_rerun(uuid)
-    last = store.get_batch(latest or first)
+    _, latest = store.new_batches.latest_rerun(uuid)
+    last = store.batches.get_batch(latest or first)
     if last.status not in RERUNNABLE:
         return _duplicate(last)
     saved = _save_upload(upload, clean) if upload else None
     clean[CREATED_BY_KEY] = CREATED_BY
     try:
-        created = store.create_rerun_batch(uuid, clean | {"rerun_of": last.bid})
+        created = store.new_batches.create_rerun_batch(uuid, clean | {"rerun_of": last.bid})
     except Exception:
         _remove_upload(saved)
         raise
-    return SubmitResult(created.id, False, store.get_batch(created.id).uuid)
+    return SubmitResult(created.id, False, store.batches.get_batch(created.id).uuid)
 
 
 def _check_object(clean: dict) -> None:
@@ -242,7 +242,7 @@ def _check_owner(store, bid: str, clean: dict, by) -> None:
     namespace in ZooKeeper, ``/batch-uuids``, shared with Merritt's ingest)."""
     if by is None:
         return
-    first = store.get_batch(bid).submission
+    first = store.batches.get_batch(bid).submission
     if (first.get("submitter"), first.get("collection")) != (
         clean["submitter"],
         clean.get("collection"),

@@ -173,7 +173,7 @@ def report_lists(report) -> list[dict]:
             jids = [jids]
         jids = [str(j) for j in jids]
         links = [job_link(j) for j in jids[:MAX_REPORT_LINKS]]
-        # A big batch's report lists only some ids (QueueStore.write_status_report) and
+        # A big batch's report lists only some ids (store.batch_moves.write_status_report) and
         # counts them all.
         total = report.get(key.replace("_jobs", "_count"))
         if not isinstance(total, int) or isinstance(total, bool) or total < len(jids):

@@ -84,10 +84,12 @@ def _setup_django(tmp: Path, chroot: str) -> None:
 
 def _create_failed(store, n: int) -> str:
     store.init()
-    bid = store.create_batch({"batchID": f"bench-{uuid.uuid4().hex}", "collection": "bench"}).id
+    bid = store.new_batches.create_batch(
+        {"batchID": f"bench-{uuid.uuid4().hex}", "collection": "bench"}
+    ).id
     for _ in range(n):
-        jid = store.create_job(bid, CONFIGURATION)
-        store.transition_job(jid, "Failed", "bench: download failed: HTTP 404 Not Found")
+        jid = store.new_jobs.create_job(bid, CONFIGURATION)
+        store.moves.transition_job(jid, "Failed", "bench: download failed: HTTP 404 Not Found")
     return bid
 
 

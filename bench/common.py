@@ -495,7 +495,7 @@ def wait_batch(
     next_progress = start + progress_every
     first_move = None
     while True:
-        batch = store.get_batch(bid)
+        batch = store.batches.get_batch(bid)
         now = time.perf_counter()
         if batch.status in final:
             return batch, first_move
@@ -542,7 +542,7 @@ def state_counts(client) -> dict[str, int]:
 
 def verify_batch(part: str, store, batch, n: int, procs: Processes) -> None:
     """Exit with the failures shown unless all ``n`` jobs of the batch completed."""
-    jobs = store.batch_jobs(batch.bid)
+    jobs = store.batches.batch_jobs(batch.bid)
     completed = len(jobs["batch-completed"])
     if completed == n:
         return
@@ -557,7 +557,7 @@ def verify_batch(part: str, store, batch, n: int, procs: Processes) -> None:
         other={k: len(v) for k, v in jobs.items() if k not in ("batch-completed", "batch-failed")},
     )
     for jid in failed[:5]:
-        job = store.get_job(jid)
+        job = store.jobs.get_job(jid)
         print(f"bench {part}: {jid} failed after {job.last_successful_status}: {job.message}")
     procs.show_logs()
     raise SystemExit(f"bench {part}: {completed} of {n} jobs completed (batch {batch.status})")

@@ -224,7 +224,7 @@ class _Depositor:
             if status == "Failed":
                 raise SystemExit(f"bench {PART}: batch {bid} failed")
             if jid is None and status != "Pending":
-                jobs = [j for group in self.store.batch_jobs(bid).values() for j in group]
+                jobs = [j for group in self.store.batches.batch_jobs(bid).values() for j in group]
                 jid = jobs[0] if jobs else None
             if jid is not None:
                 job_status = _status(client, tree.job_node(jid, "status"))
@@ -252,14 +252,14 @@ def _status(client, path: str) -> str:
 
 
 def _final(store, bid: str) -> bool:
-    return store.get_batch(bid).status in ("Completed", "Failed")
+    return store.batches.get_batch(bid).status in ("Completed", "Failed")
 
 
 def _wait_until_working(store, bid: str) -> None:
     deadline = time.perf_counter() + BATCH_TIMEOUT
     while time.perf_counter() < deadline:
-        if store.get_batch(bid).status != "Pending":
-            jobs = store.batch_jobs(bid)
+        if store.batches.get_batch(bid).status != "Pending":
+            jobs = store.batches.batch_jobs(bid)
             if sum(len(v) for v in jobs.values()):
                 return
         time.sleep(0.05)

@@ -6,7 +6,7 @@ One process, one ZooKeeper (``ZK_HOSTS``), one client, one fresh chroot:
   the same number of raw nodes under ``/raw`` shaped like a job's status and index entry.
 - three rounds, each moving every job one step (Pending -> Estimating -> Provisioning
   -> Downloading: one status write and one index move, the batch reference stays in
-  ``batch-processing``) with ``store.transition_job``, and moving every raw node the same
+  ``batch-processing``) with ``store.moves.transition_job``, and moving every raw node the same
   way with a hand-written ``multi`` (set status at its version, delete the old index
   entry, create the new one). Within a round the two sides alternate in blocks of
   ``BLOCK`` moves, so both see the same load of a shared machine; each round reports
@@ -135,9 +135,11 @@ def _ms(seconds: float) -> float:
 
 def _set_up_jobs(store: QueueStore, n: int) -> list:
     store.init()
-    bid = store.create_batch({"batchID": f"bench-{uuid.uuid4().hex}", "collection": "bench"}).id
-    jids = [store.create_job(bid, CONFIGURATION, priority=PRIORITY) for _ in range(n)]
-    return [store.get_job(jid) for jid in jids]
+    bid = store.new_batches.create_batch(
+        {"batchID": f"bench-{uuid.uuid4().hex}", "collection": "bench"}
+    ).id
+    jids = [store.new_jobs.create_job(bid, CONFIGURATION, priority=PRIORITY) for _ in range(n)]
+    return [store.jobs.get_job(jid) for jid in jids]
 
 
 def _round(store: QueueStore, records: list, raw: RawNodes, k: int, old: str, new: str):
@@ -170,11 +172,12 @@ def _round(store: QueueStore, records: list, raw: RawNodes, k: int, old: str, ne
 def _move_jobs(
     store: QueueStore, records: list, lo: int, hi: int, new: str, latencies: list
 ) -> float:
-    """``store.transition_job`` on ``records[lo:hi]`` (replaced by the moved records); seconds."""
+    """``store.moves.transition_job`` on ``records[lo:hi]`` (replaced by the moved records);
+    seconds."""
     with timer() as tm:
         for i in range(lo, hi):
             start = perf_counter()
-            records[i] = store.transition_job(records[i], new)
+            records[i] = store.moves.transition_job(records[i], new)
             latencies.append(perf_counter() - start)
     return tm.elapsed
 
@@ -249,11 +252,11 @@ def _locked_steps(store: QueueStore, jids: list[str]) -> None:
     with timer() as tm:
         for jid in jids:
             before = store.stats["round_trips"]
-            job = store.lock_job(jid)
+            job = store.job_locks.lock_job(jid)
             if job is None:
                 raise RuntimeError(f"bench {PART}: could not lock {jid}")
             middle = store.stats["round_trips"]
-            store.succeed_job(job)
+            store.moves.succeed_job(job)
             lock_rt += middle - before
             commit_rt += store.stats["round_trips"] - middle
     n = len(jids)

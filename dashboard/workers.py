@@ -205,7 +205,7 @@ def _jobs(rows: list[WorkerRow], user) -> None:
         readable = set(rows_read.values_list("jid", flat=True))
     running = {r.jid: r.name for r in rows if r.jid and r.state in (BUSY, DRAINING)}
     try:
-        heads = get_store(init=False).job_heads(jids)
+        heads = get_store(init=False).jobs.job_heads(jids)
     except UNREACHABLE as e:
         heads = dict.fromkeys(jids, QueueError(f"ZooKeeper does not answer ({e})"))
     for row in rows:

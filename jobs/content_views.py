@@ -23,7 +23,7 @@ def merritt_content(request, jid: str, name: str):
     if not is_job_id(jid) or not contentlinks.verified(jid, name, request.GET.get("s", "")):
         raise Http404
     # Storage fetches every file of the job: one node read each, not the whole job.
-    status = runtime.get_store(init=False).job_node_values([jid], "status")[jid]
+    status = runtime.get_store(init=False).jobs.job_node_values([jid], "status")[jid]
     if not contentlinks.servable(status):
         raise Http404
     path = contentlinks.content_file(Path(settings.MQ_WORK_DIR) / "jobs" / jid, name)

@@ -85,7 +85,7 @@ def _in_lock_session(s: Services, job: JobRecord) -> bool:
     # Another session means the old one expired, and the lock with it: another worker may
     # run this step already.
     session = job.lock_session
-    return s.store.client.connected and (session is None or session == s.store.session_id)
+    return s.store.client.connected and (session is None or session == s.store.session.session_id)
 
 
 def _download(s: Services, job: JobRecord, files: list[PayloadFile]) -> Outcome:
@@ -245,7 +245,7 @@ def _unpack_refused(s: Services, job: JobRecord, archive: Path, f: PayloadFile) 
     if projected <= threshold:
         return None
     if job.space_needed != size + unpacked:  # the job page shows what it waits for
-        s.store.set_space_needed(job.jid, size + unpacked)
+        s.store.job_data.set_space_needed(job.jid, size + unpacked)
     share = percent_of_disk(s.work_root, size + unpacked)
     if share > threshold:
         return Outcome.fail(

@@ -73,7 +73,7 @@ def _bind(fn, services):
 
 
 def pending(s: Services, job: JobRecord) -> Outcome:
-    if why := s.store.item_hold(job.configuration):
+    if why := s.store.holds.item_hold(job.configuration):
         return Outcome.move(JobStatus.HELD, why)
     problem = _digest_problem(job_config(job))
     if problem:
@@ -115,7 +115,7 @@ def estimating(s: Services, job: JobRecord) -> Outcome:
                 f"{unknown} file(s) of undeclared size",
                 delay=settings.MQ_PROVISION_RETRY_SECONDS,
             )
-        job = s.store.set_priority(job, min(99, job.priority + 1))
+        job = s.store.job_data.set_priority(job, min(99, job.priority + 1))
         total += unknown * reserve
         note = (
             f"; {unknown} size(s) unknown, {reserve} bytes reserved for each, "
@@ -152,7 +152,7 @@ def storing(s: Services, job: JobRecord) -> Outcome:
     attempt = s.current_attempt(job)
     # A stale attempt must not take the lock back from a newer one of the same job.
     attempt.check(f"take the storage lock of {ark}")
-    taken = s.store.lock_storage(ark, owner=job.jid)
+    taken = s.store.locks.lock_storage(ark, owner=job.jid)
     if taken is None:
         return Outcome.later(f"{ark} is being stored by another job", delay=10)
     with _held(s, taken) as lock:
@@ -203,7 +203,7 @@ def _held(s: Services, lock: ItemLock) -> Iterator[ItemLock]:
     try:
         yield lock
     except BaseException:
-        s.store.release_lock(lock)
+        s.store.locks.release_lock(lock)
         raise
 
 
@@ -228,7 +228,7 @@ def recording(s: Services, job: JobRecord) -> Outcome:
         return Outcome.fail("no stored version is recorded for this job: resume it from Storing")
     if (job.store or {}).get("outcome") == UNCHANGED:
         return Outcome.success(f"{UNCHANGED}: nothing to record; {ark} stays at version {version}")
-    if not s.store.lock_inventory(ark):
+    if not s.store.locks.lock_inventory(ark):
         return Outcome.later(f"{ark} is being recorded by another job", delay=5)
     merritt_api = stepowners.of_job(job.configuration) == stepowners.MERRITT_API
     with _held(s, ItemLock("inventory", ark)) as lock:
@@ -240,7 +240,7 @@ def recording(s: Services, job: JobRecord) -> Outcome:
             ark=ark,
             version=version,
             job_id=job.jid,
-            collection=s.store.item_collection(job.configuration),
+            collection=s.store.holds.item_collection(job.configuration),
             files=stored.files,
             deleted=stored.deleted,
             mode=stored.mode,
@@ -261,7 +261,7 @@ def _add_to_merritt_inventory(
     except InventoryError as e:
         if not e.retryable:
             raise
-        s.store.release_lock(lock)
+        s.store.locks.release_lock(lock)
         return Outcome.later(
             f"{e}; adding again later", delay=settings.MERRITT_INVENTORY_RETRY_SECONDS
         )

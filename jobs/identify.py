@@ -37,7 +37,7 @@ def processing(s: Services, job: JobRecord) -> Outcome:
 
     A refusal fails the job before anything is minted, bound or written."""
     config = job_config(job)
-    collection = s.store.item_collection(config)
+    collection = s.store.holds.item_collection(config)
     profile = _profile(s, job)
     ids = job.identifiers or {}
     if refusal := _supplied_ark_refusal(config, collection, profile):
@@ -56,7 +56,7 @@ def processing(s: Services, job: JobRecord) -> Outcome:
     keys = localid_lock_keys(local_ids, profile) if local_ids else {}
     taken: list[str] = []
     for lid, key in keys.items():
-        if not s.store.lock_localid(key):
+        if not s.store.locks.lock_localid(key):
             _release_local_ids(s, taken)
             return Outcome.later(f"local id {lid} is being resolved by another job", delay=5)
         taken.append(key)
@@ -122,7 +122,7 @@ def as_merritt_joins(local_ids: list[str]) -> list[str]:
 
 def _release_local_ids(s: Services, keys: list[str]) -> None:
     for key in keys:
-        s.store.unlock_localid(key)
+        s.store.locks.unlock_localid(key)
 
 
 def _resolve_ark(
@@ -130,7 +130,7 @@ def _resolve_ark(
 ) -> str:
     """The job's ARK: supplied, bound to its local id, or newly minted (saved at once);
     ``ArkRefused`` when the job may not use the one it would get."""
-    collection = s.store.item_collection(job.configuration)
+    collection = s.store.holds.item_collection(job.configuration)
     merritt = s.merritt_localids_for(job.configuration)
     for lid in local_ids:
         bound = s.inventory.ark_for_local_id(collection, lid)
@@ -167,7 +167,9 @@ def _resolve_ark(
 
 def _save_identifiers(s: Services, job: JobRecord, primary: str, local_ids: list[str]) -> None:
     value = {"primary_id": primary, "local_id": local_ids}
-    s.store.save_job_data(job.jid, "identifiers", value, exists=job.identifiers is not None)
+    s.store.job_data.save_job_data(
+        job.jid, "identifiers", value, exists=job.identifiers is not None
+    )
 
 
 def _profile(s: Services, job: JobRecord) -> Profile:

@@ -56,7 +56,7 @@ def record(s: Services, job: JobRecord, ark: str) -> int | Outcome:
         ark=ark,
         version=version.version,
         job_id=job.jid,
-        collection=s.store.item_collection(job.configuration),
+        collection=s.store.holds.item_collection(job.configuration),
         files=version.files,
         deleted=version.deleted,
         mode=version.mode,

@@ -194,7 +194,7 @@ def get_services() -> Services:
         _cache[pid] = build_services()
     services = _cache[pid]
     services.store = get_store()
-    services.store.actor = process_actor(WORKER_PREFIX)
+    services.store.changes.default_actor = process_actor(WORKER_PREFIX)
     return services
 
 

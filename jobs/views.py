@@ -189,7 +189,7 @@ def _show(value) -> str:
 def live_state(job: Job) -> dict:
     """One read of the job in ZooKeeper; a failure becomes a message, never a 500."""
     try:
-        record = runtime.get_store(init=False).get_job(job.jid)
+        record = runtime.get_store(init=False).jobs.get_job(job.jid)
     except NotFound:
         return {
             "error": f"ZooKeeper has no job {job.jid}: it has been removed since the mirror "

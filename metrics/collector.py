@@ -190,7 +190,7 @@ def read_zookeeper(timeout: float) -> ZkFacts:
         stat = result.get(timeout=timeout)
         by_status[status] = stat.numChildren if stat else 0
     return ZkFacts(
-        store.job_count(),
+        store.jobs.job_count(),
         batches.numChildren if batches else 0,
         by_status,
         znode_count(settings.ZK_HOSTS, timeout=timeout),

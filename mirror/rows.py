@@ -60,7 +60,7 @@ BATCH_FIELDS = (
     "locked",
     "status_version",
 )
-# What a status write can change: all a ``partial`` record (``QueueStore.job_heads``) knows.
+# What a status write can change: all a ``partial`` record (``store.jobs.job_heads``) knows.
 JOB_STATUS_FIELDS = (
     "status",
     "last_successful_status",

@@ -256,7 +256,7 @@ def apply_job_statuses(
 
 def _reread(store: QueueStore, kind: str, item_id: str):
     try:
-        return store.get_job(item_id) if kind == "job" else store.get_batch(item_id)
+        return store.jobs.get_job(item_id) if kind == "job" else store.batches.get_batch(item_id)
     except NotFound:
         return None
 

@@ -51,7 +51,7 @@ def _django_ready() -> bool:
 def apply_change(store: QueueStore, change: Change) -> None:
     """Reflect one store write in the mirror (re-reading the item when the change has no record)."""
     if change.kind == "collection":
-        apply_collection(change.id, store.read_collection_hold(change.id))
+        apply_collection(change.id, store.holds.read_collection_hold(change.id))
         return
     if change.data and change.record is None and apply_job_data(change.id, change.data):
         return

@@ -110,7 +110,7 @@ def run_items(record: AdminAction) -> AdminAction:
     try:
         store = get_store()
         # The person's name for these writes only: one store serves every thread of the process.
-        with store.acting_as(admin_actor(record.username)):
+        with store.changes.acting_as(admin_actor(record.username)):
             for first in range(0, len(todo), size):
                 chunk = todo[first : first + size]
                 _run_chunk(store, action, record, chunk, scope, problem, note)
@@ -229,7 +229,7 @@ def _read_jobs(store: QueueStore, chunk) -> dict:
         collections[jid] = collection or by_profile.get(profile, "")
         if version == shown[jid]:  # the row the page showed: its batch and priority hold
             known[jid] = (version, bid, priority)
-    heads = store.job_heads(ids, known)
+    heads = store.jobs.job_heads(ids, known)
     read: dict = {}
     for item_id in ids:
         job = heads[item_id]
@@ -237,7 +237,9 @@ def _read_jobs(store: QueueStore, chunk) -> dict:
             if isinstance(job, QueueError):
                 raise job
             if item_id not in collections:  # not mirrored yet: read its configuration
-                collections[item_id] = store.item_collection(store.get_job(item_id).configuration)
+                collections[item_id] = store.holds.item_collection(
+                    store.jobs.get_job(item_id).configuration
+                )
         except QueueError as e:
             read[item_id] = e
             continue
@@ -248,9 +250,9 @@ def _read_jobs(store: QueueStore, chunk) -> dict:
 
 def _load(store: QueueStore, action: Action, item_id: str):
     if action.scope == Scope.JOB:
-        return store.get_job(item_id)
+        return store.jobs.get_job(item_id)
     if action.scope == Scope.BATCH:
-        return store.get_batch(item_id)
+        return store.batches.get_batch(item_id)
     if action.scope == Scope.WORKER:
         return workerdrain.read_worker(item_id)
     return item_id
@@ -261,7 +263,7 @@ def _collection_of(store: QueueStore, item) -> str:
     if isinstance(item, str | workerdrain.WorkerItem):  # a collection, the queue, a worker
         return ""
     data = getattr(item, "configuration", None) or getattr(item, "submission", None)
-    return store.item_collection(data)
+    return store.holds.item_collection(data)
 
 
 def _history(store: QueueStore, item, shown: int | None):
@@ -271,7 +273,7 @@ def _history(store: QueueStore, item, shown: int | None):
     if history is not None or shown is None or getattr(item, "status_version", shown) == shown:
         return history
     try:
-        return store.get_job(item.jid).history if hasattr(item, "jid") else None
+        return store.jobs.get_job(item.jid).history if hasattr(item, "jid") else None
     except QueueError:
         return None
 

@@ -111,7 +111,7 @@ def read_jobs(ids: list[str]) -> tuple[list[JobRecord], list[tuple[str, str]]]:
     jobs, unread = [], []
     for jid in ids:
         try:
-            jobs.append(store.get_job(jid))
+            jobs.append(store.jobs.get_job(jid))
         except ZooKeeperUnreachable:
             raise
         except (QueueError, KazooException) as e:
@@ -128,7 +128,7 @@ def folder_of(jobs: list[JobRecord]) -> str:
 
 
 def _refusal(job: JobRecord, scope: set[str] | None) -> str | None:
-    collection = get_store(init=False).item_collection(job.configuration)
+    collection = get_store(init=False).holds.item_collection(job.configuration)
     target = Target(job.jid, job.status, job.status_version, collection, job.locked)
     return ACTIONS[ACTION].check(target, scope)
 

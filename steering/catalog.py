@@ -141,8 +141,8 @@ class JobMove(Action):
                 continue
             moves.append((job, target, note_of(note, self.what), retry))
             where.append(i)
-        with store.deferred_changes():
-            written = store.move_jobs(moves)
+        with store.changes.deferred():
+            written = store.moves.move_jobs(moves)
         for i, result in zip(where, written, strict=True):
             if isinstance(result, QueueError):
                 results[i] = result
@@ -162,7 +162,7 @@ class JobMove(Action):
         bids = {job.bid for job in jobs if job.bid}
         if not bids:
             return set()
-        statuses = store.batch_statuses(bids)
+        statuses = store.batches.batch_statuses(bids)
         return {bid for bid, got in statuses.items() if got.get("status") == B.DELETED}
 
 
@@ -174,7 +174,7 @@ def _to(target: str):
 
 
 def _resume(store: QueueStore, job: JobRecord, params: dict) -> tuple[str, bool]:
-    return store.resume_step(job, params.get("step") or None), True
+    return store.edits.resume_step(job, params.get("step") or None), True
 
 
 def _remove_work_dir(job) -> None:
@@ -182,7 +182,7 @@ def _remove_work_dir(job) -> None:
 
 
 def _force_fail(store: QueueStore, job, params, note) -> Applied:
-    return Applied(store.force_fail(job, note_of(note, "force-failed")))
+    return Applied(store.moves.force_fail(job, note_of(note, "force-failed")))
 
 
 def _batch_delete(store: QueueStore, batch, params, note) -> Applied:
@@ -193,8 +193,8 @@ def _batch_delete(store: QueueStore, batch, params, note) -> Applied:
     whole action before anything is written. The jobs are read and moved in pipelined rounds
     (``job_heads``, ``move_jobs``), not one round trip each: a batch can hold thousands.
     """
-    jids = [jid for group in store.batch_jobs(batch.bid).values() for jid in group]
-    heads = store.job_heads(jids)
+    jids = [jid for group in store.batches.batch_jobs(batch.bid).values() for jid in group]
+    heads = store.jobs.job_heads(jids)
     message = note_of(note, f"deleted with batch {batch.bid}")
     moves, working, kept = [], [], []
     for jid in jids:
@@ -213,8 +213,8 @@ def _batch_delete(store: QueueStore, batch, params, note) -> Applied:
             f"yet ({', '.join(working[:10])}{' ...' if len(working) > 10 else ''}); let them "
             "finish, or fail them, then delete the batch"
         )
-    with store.deferred_changes():
-        written = store.move_jobs(moves)
+    with store.changes.deferred():
+        written = store.moves.move_jobs(moves)
     along, failed = [], []
     for (before, *_), result in zip(moves, written, strict=True):
         if isinstance(result, QueueError):
@@ -229,7 +229,7 @@ def _batch_delete(store: QueueStore, batch, params, note) -> Applied:
             "action again",
             along,
         )
-    deleted = store.transition_batch(batch, B.DELETED, note_of(note, "deleted"))
+    deleted = store.batch_moves.transition_batch(batch, B.DELETED, note_of(note, "deleted"))
     _remove_upload(batch)
     why = "not deleted, only Failed or Held jobs can be: " + ", ".join(kept) if kept else ""
     return Applied(deleted, why, tuple(along))
@@ -240,7 +240,7 @@ def _remove_upload(batch) -> None:
 
 
 def _batch_purge(store: QueueStore, batch, params, note) -> Applied:
-    removed = store.purge_batch(batch.bid)
+    removed = store.removal.purge_batch(batch.bid)
     _remove_upload(batch)
     return Applied(None, f"removed with {len(removed)} job(s)")
 
@@ -249,7 +249,7 @@ def _batch_move(name: str, label: str, applies_to, target: str, what: str) -> It
     """An operator's action that moves a batch from ``applies_to`` to ``target``."""
 
     def run(store: QueueStore, batch, params, note) -> Applied:
-        return Applied(store.transition_batch(batch, target, note_of(note, what)))
+        return Applied(store.batch_moves.transition_batch(batch, target, note_of(note, what)))
 
     return ItemAction(
         name=name,
@@ -267,7 +267,7 @@ def _changed(changed: bool) -> Applied:
 
 def _hold_collection(store: QueueStore, mnemonic: str, params, note) -> Applied:
     by, _, reason = note.partition(": ")
-    return _changed(store.hold_collection(mnemonic, by=by, reason=reason))
+    return _changed(store.holds.hold_collection(mnemonic, by=by, reason=reason))
 
 
 def _release_collection(store: QueueStore, mnemonic: str, params, note) -> Applied:
@@ -279,13 +279,13 @@ def _release_collection(store: QueueStore, mnemonic: str, params, note) -> Appli
     another tool would only hold them again, so they wait for that hold, as the dispatcher
     would have them wait (``follow_collection_holds``)."""
     also = bool(params.get(ALSO_OTHERS))
-    changed = store.release_collection(mnemonic, also_others=also)
-    kept = [name for name, ours in store.collection_holds(mnemonic).items() if not ours]
+    changed = store.holds.release_collection(mnemonic, also_others=also)
+    kept = [name for name, ours in store.holds.collection_holds(mnemonic).items() if not ours]
     words = ["done" if changed else "already so"]
     if kept:
         words.append(kept_words(kept))
     if params.get(CAUGHT) == KEEP_CAUGHT:
-        result = store.keep_caught_items(
+        result = store.held.keep_caught_items(
             mnemonic, note_of(note, "kept on hold when the hold was lifted")
         )
         words.append(f"kept {len(result.released)} item(s) its hold caught on hold")
@@ -293,7 +293,7 @@ def _release_collection(store: QueueStore, mnemonic: str, params, note) -> Appli
         words.append("the items its hold caught stay Held until those holds are lifted too")
         return Applied(None, "; ".join(words))
     else:
-        result = store.release_collection_items(
+        result = store.held.release_collection_items(
             mnemonic, note_of(note, "released with the collection's hold"), by_hold_only=True
         )
         words.append(f"released {len(result.released)} item(s) its hold caught")
@@ -324,7 +324,7 @@ def kept_words(names: list[str]) -> str:
 
 
 def _release_collection_items(store: QueueStore, mnemonic: str, params, note) -> Applied:
-    result = store.release_collection_items(mnemonic, note_of(note, "released"))
+    result = store.held.release_collection_items(mnemonic, note_of(note, "released"))
     skipped = "; ".join(f"{k}: {v}" for k, v in result.skipped.items())
     return Applied(
         None,
@@ -335,11 +335,11 @@ def _release_collection_items(store: QueueStore, mnemonic: str, params, note) ->
 
 
 def _pause_queue(store: QueueStore, _item, params, note) -> Applied:
-    return _changed(store.pause_queue())
+    return _changed(store.pause.pause_queue())
 
 
 def _unpause_queue(store: QueueStore, _item, params, note) -> Applied:
-    return _changed(store.unpause_queue())
+    return _changed(store.pause.unpause_queue())
 
 
 def _administrator(name: str, scope: Scope, label: str, run, **extra) -> ItemAction:

@@ -2,8 +2,8 @@
 ``manage.py cleanup`` and the Maintenance page both run.
 
 Ages are read from ZooKeeper (each item's ``last_modified``), never from the mirror.
-Removed: Completed and Deleted batches with their jobs (``store.purge_batch``), Deleted
-jobs (``store.purge_job``), ``MQ_WORK_DIR/jobs/<jid>`` directories whose job no
+Removed: Completed and Deleted batches with their jobs (``store.removal.purge_batch``), Deleted
+jobs (``store.removal.purge_job``), ``MQ_WORK_DIR/jobs/<jid>`` directories whose job no
 longer exists, the upload folders (``MQ_WORK_DIR/uploads/<uuid>``) of the batches it purged,
 and upload folders older than the cutoff that no batch in the tree refers to (upload ages
 are the folders' own). A dry run only says what would go, and writes nothing.
@@ -75,7 +75,7 @@ class Cleanup:
     def run(self) -> list[AdminActionItem]:
         # Its writes are the cleanup's (or the person's) for this run only: a worker's
         # store serves its other jobs too.
-        with self.store.acting_as(self.actor):
+        with self.store.changes.acting_as(self.actor):
             self._run()
         if self.progress is not None:
             self.progress(self.total, self.total)
@@ -85,15 +85,15 @@ class Cleanup:
         store, verb, dry_run = self.store, self.verb, self.dry_run
         uploads = uploads_root(settings.MQ_WORK_DIR)
         work = Path(settings.MQ_WORK_DIR) / "jobs"
-        bids = store.list_batch_ids()
-        self.total = len(bids) + len(store.list_job_ids()) + _entries(work) + _entries(uploads)
+        bids = store.batches.list_batch_ids()
+        self.total = len(bids) + len(store.jobs.list_job_ids()) + _entries(work) + _entries(uploads)
         kept_uploads: set[Path | None] = set()
         purged_uploads: set[Path | None] = set()
 
         for bid in bids:
             self._step()
             try:
-                batch = store.get_batch(bid)
+                batch = store.batches.get_batch(bid)
             except NotFound:
                 continue
             upload = upload_folder(uploads, (batch.submission or {}).get("payload_url"))
@@ -103,30 +103,30 @@ class Cleanup:
                 and self._do(
                     bid,
                     batch,
-                    lambda bid=bid: f"{verb} with {len(store.purge_batch(bid))} job(s)",
+                    lambda bid=bid: f"{verb} with {len(store.removal.purge_batch(bid))} job(s)",
                     f"{verb} with its jobs",
                 )
             )
             (purged_uploads if purged else kept_uploads).add(upload)
 
-        jids = set(store.list_job_ids())
+        jids = set(store.jobs.list_job_ids())
         for jid in sorted(jids):
             self._step()
             try:
-                job = store.get_job(jid)
+                job = store.jobs.get_job(jid)
             except NotFound:  # went with its batch
                 jids.discard(jid)
                 continue
             if job.status != JobStatus.DELETED or not _older(job.last_modified, self.cutoff):
                 continue
-            if self._do(jid, job, lambda jid=jid: store.purge_job(jid) or verb, verb):  # type: ignore[func-returns-value]
+            if self._do(jid, job, lambda jid=jid: store.removal.purge_job(jid) or verb, verb):  # type: ignore[func-returns-value]
                 jids.discard(jid)
         if work.is_dir():
             entries = sorted(work.iterdir())
             if not dry_run:
                 # Listed after the directories: a job's node is written before its working
                 # directory, so the job of every directory seen is in this list, however new.
-                jids = set(store.list_job_ids())
+                jids = set(store.jobs.list_job_ids())
             for entry in entries:
                 self._step()
                 if not is_job_id(entry.name) or entry.name in jids or entry.is_symlink():

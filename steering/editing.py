@@ -6,7 +6,7 @@ form leads to a confirmation page listing each field before -> after, the step t
 restarts at (no later than the step that uses what changed) and a reason; it is signed like
 every confirmation (``steering.views``) and executed by the same ``run``, so the token, the
 permissions, the version check and the audit are the ones of every action. The edit and the
-resume are one multi (``QueueStore.edit_job_parameters``).
+resume are one multi (``store.edits.edit_job_parameters``).
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ class EditForm(forms.Form):
 
 
 def _target(store: QueueStore, job: JobRecord) -> Target:
-    collection = store.item_collection(job.configuration)
+    collection = store.holds.item_collection(job.configuration)
     return Target(job.jid, job.status, job.status_version, collection, job.locked)
 
 
@@ -84,7 +84,7 @@ def edit_job(request, jid: str, *, error: str = ""):
         return confirmations.refused(request, action, problem)
     store = get_store(init=False)
     try:
-        job = store.get_job(jid)
+        job = store.jobs.get_job(jid)
     except NotFound:
         raise Http404(f"no job {jid}") from None
     except ZooKeeperUnreachable as e:
@@ -178,7 +178,7 @@ def confirm_again(request, data: dict, error: str, reason: str):
     if "bulk" in edit:
         return bulkedit.confirm_again(request, data, error, reason)
     try:
-        job = get_store(init=False).get_job(edit.get("jid", ""))
+        job = get_store(init=False).jobs.get_job(edit.get("jid", ""))
     except (QueueError, KazooException) as e:
         return _page(request, None, None, f"the job could not be read again ({e})", 503)
     changes = {n: tuple(pair) for n, pair in (data.get("params") or {})["changes"].items()}

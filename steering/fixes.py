@@ -32,13 +32,16 @@ def edit_resume(store: QueueStore, job: JobRecord, params: dict, note: str) -> A
             for name in moved
         )
         raise ChangedUnderYou(f"changed since the page was shown: {what}; edit it again")
-    if job.bid and store.batch_statuses([job.bid]).get(job.bid, {}).get("status") == B.DELETED:
+    if (
+        job.bid
+        and store.batches.batch_statuses([job.bid]).get(job.bid, {}).get("status") == B.DELETED
+    ):
         raise QueueError(
             f"job {job.jid} was not resumed: its batch {job.bid} is Deleted. "
             "Submit the object again in a new batch instead."
         )
     names = ", ".join(changes)
-    after = store.edit_job_parameters(
+    after = store.edits.edit_job_parameters(
         job,
         {name: new for name, (_, new) in changes.items()},
         to=params.get("step") or None,
@@ -52,7 +55,7 @@ def job_rerun(store: QueueStore, job: JobRecord, params: dict, note: str) -> App
     (``core.rerun``); the job itself stays as it is."""
     if why := rerun.rerun_refusal(job.configuration):
         raise QueueError(f"job {job.jid} was not re-run: {why}")
-    old = (store.get_batch(job.bid).submission or {}) if job.bid else {}
+    old = (store.batches.get_batch(job.bid).submission or {}) if job.bid else {}
     return _rerun(store, job.bid or "", old or (job.configuration or {}), [job.jid], note)
 
 
@@ -69,8 +72,8 @@ def _rerun(store: QueueStore, bid: str, old: dict, jids: list[str], note: str) -
     by = note.partition(": ")[0]
     submission = rerun.rerun_submission(old, bid, jids, by, tree.now())
     submission[CREATED_BY_KEY] = CREATED_BY  # ours: MerrittZK never takes it
-    created = store.create_rerun_batch(old.get("batchID") or bid, submission)
-    uuid = store.get_batch(created.id).uuid
+    created = store.new_batches.create_rerun_batch(old.get("batchID") or bid, submission)
+    uuid = store.batches.get_batch(created.id).uuid
     return Applied(
         None,
         f"re-run as batch {created.id} (batchID {uuid}); each object gets its next version, "

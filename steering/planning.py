@@ -14,7 +14,7 @@ from batches.models import Batch, Profile
 from jobs.models import Job
 from merritt_queue.core.errors import QueueError
 from merritt_queue.core.states import JOB_STEPS, BatchStatus, JobStatus, resume_target
-from merritt_queue.core.store import QueueStore
+from merritt_queue.core.store.jobedits import JobEdits
 from merritt_queue.project.runtime import get_store
 from steering.catalog import Action, Target
 from steering.permissions import collections_of
@@ -45,7 +45,7 @@ class Waits:
     def of(cls, action: Action, targets: list[Target]) -> Waits:
         if action.name in RELEASES:
             # A hold Merritt wrote under one of a collection's profiles holds it too.
-            names = get_store(init=False).held_collections()
+            names = get_store(init=False).holds.held_collections()
             of_profile = profile_collections()
             held = {*names, *(of_profile[n] for n in names if n in of_profile)}
             return cls(held_collections=frozenset(held))
@@ -105,7 +105,7 @@ def _window_note(action: Action, t: Target) -> str:
 
 
 def _collection_held(collection: str) -> bool:
-    return bool(collection) and get_store(init=False).is_collection_held(collection)
+    return bool(collection) and get_store(init=False).holds.is_collection_held(collection)
 
 
 def held_jobs(bid: str) -> int:
@@ -151,7 +151,7 @@ def other_holds(collections: list[str]) -> dict[str, list[str]]:
     store = get_store(init=False)
     out = {}
     for collection in collections:
-        names = [n for n, ours in store.collection_holds(collection).items() if not ours]
+        names = [n for n, ours in store.holds.collection_holds(collection).items() if not ours]
         if names:
             out[collection] = names
     return out
@@ -219,12 +219,12 @@ def profile_collections() -> dict[str, str]:
 
 def resume_offer(job) -> list[str]:
     """The steps a resume of ``job`` (anything with jid, status, last_successful_status)
-    may restart at: the run's own check (``QueueStore.resume_step``) asked of each step, so
+    may restart at: the run's own check (``store.edits.resume_step``) asked of each step, so
     a confirmation page built from it offers exactly what the run will accept."""
     offered = []
     for step in (J.PENDING, *JOB_STEPS):
         try:
-            QueueStore.resume_step(job, step)
+            JobEdits.resume_step(job, step)
         except QueueError:
             continue
         offered.append(step)

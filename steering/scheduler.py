@@ -60,7 +60,7 @@ def apply_windows(store: QueueStore, now: datetime | None = None) -> float | Non
     now = now or timezone.now()
     windows = list(_live())
     active = {w.pk: w.rule().active(now) for w in windows if w.cancelled is None}
-    with store.acting_as(admin_actor(SCHEDULER)):
+    with store.changes.acting_as(admin_actor(SCHEDULER)):
         # Starts before ends: a window that begins as another on the same hold ends takes
         # the hold over, never lets it go for an instant.
         for w in windows:
@@ -82,7 +82,7 @@ def end_now(store: QueueStore, window: MaintenanceWindow) -> None:
     """End a cancelled window's occurrence at once (the cancel page), as a check would."""
     now = timezone.now()
     active = {w.pk: w.rule().active(now) for w in _live() if w.cancelled is None}
-    with store.acting_as(admin_actor(SCHEDULER)):
+    with store.changes.acting_as(admin_actor(SCHEDULER)):
         _end(store, window.pk, now, active)
 
 
@@ -103,23 +103,23 @@ def target_id(w: MaintenanceWindow) -> str:
 
 def _is_on(store: QueueStore, w: MaintenanceWindow) -> bool:
     if w.scope == MaintenanceWindow.QUEUE:
-        return store.queue_paused()
-    return store.is_collection_held(w.collection)
+        return store.pause.queue_paused()
+    return store.holds.is_collection_held(w.collection)
 
 
 def _put_on(store: QueueStore, w: MaintenanceWindow) -> None:
     if w.scope == MaintenanceWindow.QUEUE:
-        store.pause_queue()
+        store.pause.pause_queue()
     else:
-        store.hold_collection(w.collection, by=SCHEDULER, reason=f"window {w.pk}: {w.reason}")
+        store.holds.hold_collection(w.collection, by=SCHEDULER, reason=f"window {w.pk}: {w.reason}")
 
 
 def _take_off(store: QueueStore, w: MaintenanceWindow) -> str:
     if w.scope == MaintenanceWindow.QUEUE:
-        store.unpause_queue()
+        store.pause.unpause_queue()
         return "resumed the queue"
-    store.release_collection(w.collection)
-    freed = store.release_collection_items(
+    store.holds.release_collection(w.collection)
+    freed = store.held.release_collection_items(
         w.collection, f"released at the end of maintenance window {w.pk}", by_hold_only=True
     )
     return f"released collection {w.collection} and {len(freed.released)} item(s) its hold held"

@@ -189,7 +189,7 @@ def _action(action_name: str) -> Action:
 
 @dataclass(frozen=True)
 class _Failed:
-    """A Failed job as the mirror shows it, in the shape ``QueueStore.resume_step`` reads."""
+    """A Failed job as the mirror shows it, in the shape ``store.edits.resume_step`` reads."""
 
     jid: str
     status: str

@@ -149,12 +149,12 @@ def kill(proc: subprocess.Popen) -> None:
 
 
 def batch_jobs(store: QueueStore, bid: str) -> list[str]:
-    return sorted(j for group in store.batch_jobs(bid).values() for j in group)
+    return sorted(j for group in store.batches.batch_jobs(bid).values() for j in group)
 
 
 def only_job(store: QueueStore, bid: str):
     jids = batch_jobs(store, bid)
-    return store.get_job(jids[0]) if len(jids) == 1 else None
+    return store.jobs.get_job(jids[0]) if len(jids) == 1 else None
 
 
 def first_arks(tmp_path: Path, n: int = 1) -> list[str]:
@@ -170,7 +170,7 @@ def first_ark(tmp_path: Path) -> str:
 def wait_final(cluster: Cluster, store: QueueStore, bid: str, timeout: float = 60):
     return wait_for(
         f"batch {bid} to finish",
-        lambda: (b := store.get_batch(bid)).status in FINAL_BATCH and b,
+        lambda: (b := store.batches.get_batch(bid)).status in FINAL_BATCH and b,
         cluster,
         timeout=timeout,
     )
@@ -182,7 +182,7 @@ def assert_batch_done_exactly_once(
     """The batch completed; each job has its own ARK, one stored version and one inventory
     row, and no lock is left. Returns {jid: ark}."""
     batch = wait_final(cluster, store, bid, timeout)
-    jobs = [store.get_job(j) for j in batch_jobs(store, bid)]
+    jobs = [store.jobs.get_job(j) for j in batch_jobs(store, bid)]
     messages = {j.jid: (j.status, j.message) for j in jobs}
     assert batch.status == "Completed", (batch.message, messages, cluster.logs())
     assert sorted(batch.status_report["successful_jobs"]) == [j.jid for j in jobs]
@@ -197,7 +197,7 @@ def assert_batch_done_exactly_once(
         assert storage.get_version(ark, 1).token == job.jid
         assert cluster.inventory_versions(ark) == [(1, job.jid)]
     assert len(set(arks.values())) == len(jobs)
-    assert [path for path, _ in store.locks()] == []
+    assert [path for path, _ in store.locks.nodes()] == []
     # Each ARK is saved with its job, so the minter keeps no token of a finished job.
     assert list((cluster.root / "minter").glob("*.tokens/*")) == []
     return arks
@@ -400,7 +400,7 @@ def serve_batch(http_server, n: int, size: int = 256 << 10, delay: float = 0.0):
 
 
 def completed_jobs(store: QueueStore, bid: str) -> int:
-    return len(store.batch_jobs(bid).get("batch-completed", []))
+    return len(store.batches.batch_jobs(bid).get("batch-completed", []))
 
 
 def wait_mid_batch(cluster: Cluster, store: QueueStore, bid: str, n: int) -> None:

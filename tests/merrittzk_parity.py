@@ -9,4 +9,4 @@ from merritt_queue.core.store import QueueStore
 
 def removable_batches(store: QueueStore) -> list[str]:
     """MerrittZK's ``Batch.delete_completed_batches`` selection: every removable batch."""
-    return [b for b, st in store.batch_statuses().items() if st.get("status") in REMOVABLE]
+    return [b for b, st in store.batches.batch_statuses().items() if st.get("status") in REMOVABLE]

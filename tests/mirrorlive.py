@@ -57,12 +57,12 @@ def wait_for(check, timeout: float = 10.0):
 def seen_as(store, jid: str) -> str:
     """Who a watcher's row names: the writer its history entry names, or "watch" when the
     store keeps no history node."""
-    return "watch" if store.get_job(jid).history is None else store.actor
+    return "watch" if store.jobs.get_job(jid).history is None else store.changes.actor
 
 
 def make_jobs(store, n: int, bid: str | None = None) -> tuple[str, list[str]]:
-    bid = bid or store.create_batch(dict(SUBMISSION, batchID=None)).id
-    return bid, [store.create_job(bid, dict(CONFIG, local_id=f"l{i}")) for i in range(n)]
+    bid = bid or store.new_batches.create_batch(dict(SUBMISSION, batchID=None)).id
+    return bid, [store.new_jobs.create_job(bid, dict(CONFIG, local_id=f"l{i}")) for i in range(n)]
 
 
 @pytest.fixture

@@ -65,16 +65,16 @@ class Pipeline:
         """Run until the batch is final (or ``until(batch)``); the batch record."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            batch = self.store.get_batch(bid)
+            batch = self.store.batches.get_batch(bid)
             if (until or (lambda b: b.status in FINAL))(batch):
                 return batch
             if not self.step():
                 time.sleep(0.05)
-        raise AssertionError(f"batch {bid} did not finish: {self.store.get_batch(bid)}")
+        raise AssertionError(f"batch {bid} did not finish: {self.store.batches.get_batch(bid)}")
 
     def jobs(self, bid: str):
-        groups = self.store.batch_jobs(bid)
-        return [self.store.get_job(j) for g in groups.values() for j in g]
+        groups = self.store.batches.batch_jobs(bid)
+        return [self.store.jobs.get_job(j) for g in groups.values() for j in g]
 
 
 @pytest.fixture

@@ -271,12 +271,12 @@ def run_manifest_batch(queue, http_server, settings, name: str, kind: str) -> st
         }
     ).bid
     assert batch_handlers.run_pending(services.get_services(), bid) == "failed"
-    batch = queue.get_batch(bid)
+    batch = queue.batches.get_batch(bid)
     assert batch.status == "Failed"
     assert not batch.locked
     # The refusal is recorded on the batch alone: no job, no other znode.
     assert all(p.startswith(f"/batches/{bid}") for p in znodes(queue.client) - before)
-    assert queue.list_job_ids() == []
+    assert queue.jobs.list_job_ids() == []
     assert Job.objects.count() == 0
     assert Batch.objects.get(bid=bid).status == "Failed"
     assert files_under(Path(settings.MQ_WORK_DIR)) == []
@@ -316,12 +316,12 @@ def test_a_manifest_url_on_loopback_is_refused_when_loopback_is_not_allowed(
         {"profile": "demo", "submitter": "t", "type": "object-manifest", "payload_url": url}
     ).bid
     assert batch_handlers.run_pending(services.get_services(), bid) == "failed"
-    assert queue.get_batch(bid).message == (
+    assert queue.batches.get_batch(bid).message == (
         f"no jobs were created: refused {url}: host 127.0.0.1 resolves to a loopback "
         "address 127.0.0.1"
     )
     assert http_server.requests == []
-    assert queue.list_job_ids() == [] and files_under(Path(settings.MQ_WORK_DIR)) == []
+    assert queue.jobs.list_job_ids() == [] and files_under(Path(settings.MQ_WORK_DIR)) == []
 
 
 # --- containers ------------------------------------------------------------------------

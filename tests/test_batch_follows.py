@@ -46,48 +46,48 @@ def test_no_report_is_stale_only_when_nothing_failed():
 
 def reported_failed_batch(store: QueueStore, jobs: int) -> tuple[str, list[str]]:
     """A batch reported Failed with ``jobs`` failed jobs, each resumed and now in Notify."""
-    bid = store.create_batch({"batchID": "follows", "collection": "demo"}).id
-    store.unlock_batch(store.acquire_pending_batch())
+    bid = store.new_batches.create_batch({"batchID": "follows", "collection": "demo"}).id
+    store.batch_locks.unlock_batch(store.batch_locks.acquire_pending_batch())
     jids = [job_in(store, bid, "Failed") for _ in range(jobs)]
-    batch = store.transition_batch(bid, "Reporting")
-    store.write_status_report(bid, jids, [])
-    store.transition_batch(batch, "Failed", f"0 completed, {jobs} failed, 0 deleted")
+    batch = store.batch_moves.transition_batch(bid, "Reporting")
+    store.batch_moves.write_status_report(bid, jids, [])
+    store.batch_moves.transition_batch(batch, "Failed", f"0 completed, {jobs} failed, 0 deleted")
     for jid in jids:
-        store.transition_job(store.get_job(jid), "Notify", retry=True)
+        store.moves.transition_job(store.jobs.get_job(jid), "Notify", retry=True)
     return bid, jids
 
 
 def test_the_last_failed_job_completing_moves_the_batch_to_update_reporting(store):
     bid, (first, last) = reported_failed_batch(store, 2)
-    store.transition_job(first, "Completed")
-    assert store.follow_jobs(bid, first) is None  # the other one still runs
-    store.transition_job(last, "Completed")
-    moved = store.follow_jobs(bid, last)
+    store.moves.transition_job(first, "Completed")
+    assert store.followups.follow_jobs(bid, first) is None  # the other one still runs
+    store.moves.transition_job(last, "Completed")
+    moved = store.followups.follow_jobs(bid, last)
     assert moved is not None and moved.status == "UpdateReporting"
     assert f"job {last} completed after a resume" in moved.message
     assert "the last report listed 2 failed; none failed now" in moved.message
-    assert store.follow_jobs(bid, last) is None  # asked again: nothing more
-    assert store.get_batch(bid).status == "UpdateReporting"
+    assert store.followups.follow_jobs(bid, last) is None  # asked again: nothing more
+    assert store.batches.get_batch(bid).status == "UpdateReporting"
 
 
 def test_a_resumed_job_that_fails_again_leaves_the_batch_as_reported(store):
     bid, (jid,) = reported_failed_batch(store, 1)
-    store.transition_job(jid, "Failed", "still broken")
-    assert store.follow_jobs(bid, jid) is None
-    assert store.get_batch(bid).status == "Failed"
+    store.moves.transition_job(jid, "Failed", "still broken")
+    assert store.followups.follow_jobs(bid, jid) is None
+    assert store.batches.get_batch(bid).status == "Failed"
 
 
 def test_two_workers_finishing_the_last_two_jobs_at_once_move_the_batch_once(store, make_store):
     bid, jids = reported_failed_batch(store, 2)
     workers = [make_store(), make_store()]
     for jid in jids:
-        store.transition_job(jid, "Completed")
+        store.moves.transition_job(jid, "Completed")
     start = threading.Barrier(2)
     moved: list = [None, None]
 
     def finish(i: int) -> None:
         start.wait()
-        moved[i] = workers[i].follow_jobs(bid, jids[i])
+        moved[i] = workers[i].followups.follow_jobs(bid, jids[i])
 
     threads = [threading.Thread(target=finish, args=(i,)) for i in range(2)]
     for thread in threads:
@@ -95,25 +95,27 @@ def test_two_workers_finishing_the_last_two_jobs_at_once_move_the_batch_once(sto
     for thread in threads:
         thread.join()
     assert sum(m is not None for m in moved) == 1
-    entries = [e for e in store.get_batch(bid).history.entries if e.to_status == "UpdateReporting"]
+    entries = [
+        e for e in store.batches.get_batch(bid).history.entries if e.to_status == "UpdateReporting"
+    ]
     assert len(entries) == 1
 
 
 def test_a_batch_left_failed_by_a_lost_follow_is_found_and_repaired_by_the_check(store):
     bid, (jid,) = reported_failed_batch(store, 1)
-    store.transition_job(jid, "Completed")  # and the worker died before following its batch
+    store.moves.transition_job(jid, "Completed")  # and the worker died before following its batch
     found = only(check_tree(store), KIND)
     assert found.path == f"/batches/{bid}" and "lists 1 failed job(s) where 0" in found.reason
-    assert store.get_batch(bid).status == "Failed"  # a check alone writes nothing
+    assert store.batches.get_batch(bid).status == "Failed"  # a check alone writes nothing
     assert only(check_tree(store, repair=True), KIND).repaired
-    batch = store.get_batch(bid)
+    batch = store.batches.get_batch(bid)
     assert batch.status == "UpdateReporting" and "queue's check" in batch.message
     assert check_tree(store) == []
 
 
 def test_a_failed_batch_whose_report_is_true_is_no_finding(store):
     bid, (jid,) = reported_failed_batch(store, 1)
-    store.transition_job(jid, "Failed", "still broken")
+    store.moves.transition_job(jid, "Failed", "still broken")
     assert [f for f in check_tree(store) if f.kind == KIND] == []
 
 
@@ -142,7 +144,7 @@ def test_a_fixed_batch_is_reported_again_by_itself(pipeline, content):
         (content.root / name).write_text(f"{name} at last\n")
     mail.outbox.clear()
     for job in pipeline.jobs(bid):
-        pipeline.store.resume_job(job.jid, message="the files are there now")
+        pipeline.store.edits.resume_job(job.jid, message="the files are there now")
     batch = pipeline.run(bid, until=lambda b: b.status == "Completed")
 
     assert batch.message.startswith("3 completed, 0 failed"), batch.message

@@ -35,9 +35,9 @@ def demo(pipeline, http_server, live_server):
     done = pipeline.submit(type="file", payload_url=f"{http_server.url}/object.txt")
     assert pipeline.run(done).status == "Completed"
     store = pipeline.store
-    failed = store.create_batch({"batchID": "fix-me", "collection": "demo"}).id
-    jid = store.create_job(failed, {"collection": "demo", "title": "A failed object"})
-    store.transition_job(jid, "Failed", "404 Not Found: http://127.0.0.1/gone.txt")
+    failed = store.new_batches.create_batch({"batchID": "fix-me", "collection": "demo"}).id
+    jid = store.new_jobs.create_job(failed, {"collection": "demo", "title": "A failed object"})
+    store.moves.transition_job(jid, "Failed", "404 Not Found: http://127.0.0.1/gone.txt")
     mirror.full_reconcile(store)
     record_brain(LocalInventory())
     Collection.objects.get_or_create(mnemonic="demo")

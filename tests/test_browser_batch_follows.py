@@ -51,7 +51,7 @@ def test_a_fixed_batch_says_completed_on_every_page(
     confirm(page, "the files are there now")
     for name in NAMES:
         (http_server.root / name).write_text(f"{name} at last\n")
-    run_until(pipeline, lambda: pipeline.store.get_batch(bid).status == "Completed")
+    run_until(pipeline, lambda: pipeline.store.batches.get_batch(bid).status == "Completed")
 
     page.goto(f"{url}/batches/{bid}/")
     assert page.inner_text("h1 .st") == "Completed"

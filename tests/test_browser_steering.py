@@ -72,12 +72,12 @@ def test_hold_a_collection_then_release_it_and_its_batch(
     Collection.objects.get_or_create(mnemonic="demo")  # the collections page lists it
 
     collection_action(page, url, "collectionhold", "storage migration")
-    assert pipeline.store.is_collection_held("demo")
+    assert pipeline.store.holds.is_collection_held("demo")
     page.goto(f"{url}/collections/")
     assert "by steerer" in page.locator('tr[data-collection="demo"]').inner_text()
 
     bid = pipeline.submit(type="file", payload_url=f"{http_server.url}/object.txt")
-    run_until(pipeline, lambda: pipeline.store.get_batch(bid).status == "Held")
+    run_until(pipeline, lambda: pipeline.store.batches.get_batch(bid).status == "Held")
     assert "Held" in batch_row(page, url, bid)
 
     # The collections page counts the held batch; the release lists it and releases it in
@@ -104,8 +104,8 @@ def test_hold_a_collection_then_release_it_and_its_batch(
     assert page.is_checked("input[name=caught][value=release]")
     shoot(page, "collection-release-confirm")
     confirm(page, "migration over")
-    assert not pipeline.store.is_collection_held("demo")
-    assert pipeline.store.get_batch(bid).status == "Pending"
+    assert not pipeline.store.holds.is_collection_held("demo")
+    assert pipeline.store.batches.get_batch(bid).status == "Pending"
     assert "Pending" in batch_row(page, url, bid)
     mirror.full_reconcile(pipeline_store())
     page.goto(f"{url}/collections/")
@@ -128,10 +128,10 @@ def test_a_failed_job_resumed_from_its_page_completes(
     assert "Failed" in page.inner_text("body")
     page.click("a.action-jobresume")
     confirm(page, "the file is there now")
-    assert pipeline.store.get_job(job.jid).status != "Failed"
+    assert pipeline.store.jobs.get_job(job.jid).status != "Failed"
 
     (http_server.root / "late.txt").write_text("served at last\n")
-    run_until(pipeline, lambda: pipeline.store.get_job(job.jid).status == "Completed")
+    run_until(pipeline, lambda: pipeline.store.jobs.get_job(job.jid).status == "Completed")
     page.goto(f"{url}/jobs/{job.jid}/")
     assert "Completed" in page.inner_text("body")
 
@@ -178,7 +178,7 @@ def test_select_all_resume_at_a_common_step_back_to_the_list_and_no_stale_confir
     used = page.get_attribute("input[name=payload]", "value")
     confirm(page, "the file will be there")
     shoot(page, "bulk-resume-result")
-    assert all(pipeline.store.get_job(j.jid).status != "Failed" for j in jobs)
+    assert all(pipeline.store.jobs.get_job(j.jid).status != "Failed" for j in jobs)
     page.click("a.back")
     page.wait_for_url(listing)
 
@@ -193,12 +193,12 @@ def test_batch_delete_lists_its_jobs_and_a_held_collection_is_named_on_the_batch
     admin_page, live_server, pipeline
 ):
     page, url, store = admin_page, live_server.url, pipeline.store
-    bid = store.create_batch({"batchID": "to-delete", "collection": "demo"}).id
-    jids = [store.create_job(bid, {"collection": "demo"}) for _ in range(2)]
+    bid = store.new_batches.create_batch({"batchID": "to-delete", "collection": "demo"}).id
+    jids = [store.new_jobs.create_job(bid, {"collection": "demo"}) for _ in range(2)]
     for jid in jids:
-        store.transition_job(jid, "Failed", "the file was gone")
-    store.hold_batch(bid)
-    store.hold_collection("demo")
+        store.moves.transition_job(jid, "Failed", "the file was gone")
+    store.batch_moves.hold_batch(bid)
+    store.holds.hold_collection("demo")
     mirror.full_reconcile(store)
     page.goto(f"{url}/batches/{bid}/")
     assert "Collection demo is on hold" in page.inner_text(".waits")

@@ -59,7 +59,7 @@ def test_a_moved_folder_is_fixed_for_all_its_jobs_from_the_resume_that_warns(
 
     run_until(
         pipeline,
-        lambda: all(pipeline.store.get_job(j.jid).status == "Completed" for j in jobs),
+        lambda: all(pipeline.store.jobs.get_job(j.jid).status == "Completed" for j in jobs),
         timeout=120,
     )
 

@@ -61,7 +61,7 @@ def test_a_bad_manifest_is_refused_at_the_door_with_the_check_pages_table(
     assert "m.checkm is kept for your next try" in page.inner_text("#kept-upload")
     assert page.input_value("#id_type") == "object-manifest"  # kept
     page.screenshot(path=str(tmp_path / "refused.png"), full_page=True)
-    assert queue.list_batch_ids() == []
+    assert queue.batches.list_batch_ids() == []
 
 
 def test_a_failed_batchs_id_again_says_so_links_it_and_runs_it_again(
@@ -77,8 +77,8 @@ def test_a_failed_batchs_id_again_says_so_links_it_and_runs_it_again(
         },
         by=User.objects.get(username="depositor"),
     ).bid
-    queue.transition_batch(first, "Processing", "checking the submission")
-    queue.transition_batch(first, "Failed", "no jobs were created: line 4: bad digest")
+    queue.batch_moves.transition_batch(first, "Processing", "checking the submission")
+    queue.batch_moves.transition_batch(first, "Failed", "no jobs were created: line 4: bad digest")
     mirror.full_reconcile(queue)
 
     page.select_option("#id_type", label="One file")
@@ -97,9 +97,9 @@ def test_a_failed_batchs_id_again_says_so_links_it_and_runs_it_again(
     page.check("#id_rerun")
     page.click("main form[enctype] button[type=submit]")
     page.wait_for_selector("text=Batch submitted as")
-    (again,) = [b for b in queue.list_batch_ids() if b != first]
-    assert queue.get_batch(again).uuid == "b-1~rerun-1"
-    assert queue.get_batch(again).submission["payload_url"].endswith("a-corrected.jpg")
+    (again,) = [b for b in queue.batches.list_batch_ids() if b != first]
+    assert queue.batches.get_batch(again).uuid == "b-1~rerun-1"
+    assert queue.batches.get_batch(again).submission["payload_url"].endswith("a-corrected.jpg")
 
 
 def test_the_check_page_keeps_the_upload_and_says_which_type(depositor_page, live_server):

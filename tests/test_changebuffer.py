@@ -84,15 +84,15 @@ def test_a_store_block_tells_a_long_step_s_writes_before_it_ends(make_store):
 
     store = make_store()
     store.init()
-    bid = store.create_batch({"profile": "p", "collection": "c", "type": "file"}).id
-    jid = store.create_job(bid, {"profile": "p", "collection": "c"})
-    store.listeners.append(Listener())
-    with store.deferred_changes(max_delay=0.1):
-        job = store.lock_job(jid)
-        job = store.succeed_job(job, keep_lock=True)
+    bid = store.new_batches.create_batch({"profile": "p", "collection": "c", "type": "file"}).id
+    jid = store.new_jobs.create_job(bid, {"profile": "p", "collection": "c"})
+    store.changes.listeners.append(Listener())
+    with store.changes.deferred(max_delay=0.1):
+        job = store.job_locks.lock_job(jid)
+        job = store.moves.succeed_job(job, keep_lock=True)
         wait_for(lambda: heard)  # the next step has not ended, its first write is told
         assert heard == [(jid, "Estimating")]
-        store.set_space_needed(jid, 7)
-        store.succeed_job(job)
+        store.job_data.set_space_needed(jid, 7)
+        store.moves.succeed_job(job)
         assert len(heard) == 1
     assert heard == [(jid, "Estimating"), (jid, None), (jid, "Provisioning")]

@@ -48,16 +48,16 @@ def new_batch(store: QueueStore, uuid: str = "uuid-1") -> str:
     Its empty ``batch-processing`` stands for the jobs the batch handler creates before
     Processing: without any, the check takes it for a batch no one will ever report.
     """
-    bid = store.create_batch({"batchID": uuid, "collection": "demo"}).id
-    store.unlock_batch(store.acquire_pending_batch())
+    bid = store.new_batches.create_batch({"batchID": uuid, "collection": "demo"}).id
+    store.batch_locks.unlock_batch(store.batch_locks.acquire_pending_batch())
     store.client.ensure_path(t.batch_job_dir(bid, "batch-processing"))
     return bid
 
 
 def job_in(store: QueueStore, bid: str, status: str = "Pending", **kw) -> str:
-    jid = store.create_job(bid, {"collection": "demo"}, **kw)
+    jid = store.new_jobs.create_job(bid, {"collection": "demo"}, **kw)
     for step in path_to(status):
-        store.transition_job(jid, step, "failed on purpose" if step == "Failed" else "")
+        store.moves.transition_job(jid, step, "failed on purpose" if step == "Failed" else "")
     return jid
 
 
@@ -110,36 +110,38 @@ def test_check_finds_nothing_in_a_tree_built_through_the_store(store, make_store
     bid = new_batch(store)
     jobs = {s: job_in(store, bid, s) for s in ("Pending", "Held", "Storing", "Completed", "Failed")}
     resumed = job_in(store, bid, "Downloading")
-    store.fail_job(resumed, "network down")
-    store.resume_job(resumed)
+    store.moves.fail_job(resumed, "network down")
+    store.edits.resume_job(resumed)
     deleted = job_in(store, bid, "Deleted")
     purged = job_in(store, bid, "Deleted")
-    store.purge_job(purged)
-    store.set_priority(jobs["Pending"], 2)
-    store.save_job_data(jobs["Storing"], "identifiers", {"primary_id": ARK, "local_id": []})
-    store.lock_storage(ARK, owner=jobs["Storing"])
+    store.removal.purge_job(purged)
+    store.job_data.set_priority(jobs["Pending"], 2)
+    store.job_data.save_job_data(
+        jobs["Storing"], "identifiers", {"primary_id": ARK, "local_id": []}
+    )
+    store.locks.lock_storage(ARK, owner=jobs["Storing"])
     done = new_batch(store, "uuid-done")
     job_in(store, done, "Completed")
-    store.transition_batch(done, "Reporting")
-    store.transition_batch(done, "Completed")
+    store.batch_moves.transition_batch(done, "Reporting")
+    store.batch_moves.transition_batch(done, "Completed")
     removed = new_batch(store, "uuid-removed")
     job_in(store, removed, "Completed")
-    store.transition_batch(removed, "Reporting")
-    store.transition_batch(removed, "Completed")
-    store.purge_batch(removed)
-    pending = store.create_batch({"batchID": "uuid-pending"}).id
+    store.batch_moves.transition_batch(removed, "Reporting")
+    store.batch_moves.transition_batch(removed, "Completed")
+    store.removal.purge_batch(removed)
+    pending = store.new_batches.create_batch({"batchID": "uuid-pending"}).id
     job_in(store, pending)  # jobs may be created before the batch is acquired
-    store.hold_batch(store.create_batch({"batchID": "uuid-held"}).id)
-    gone = store.create_batch({"batchID": "uuid-gone"}).id
-    store.hold_batch(gone)
-    store.delete_batch(gone)
+    store.batch_moves.hold_batch(store.new_batches.create_batch({"batchID": "uuid-held"}).id)
+    gone = store.new_batches.create_batch({"batchID": "uuid-gone"}).id
+    store.batch_moves.hold_batch(gone)
+    store.batch_moves.delete_batch(gone)
     worker = make_store()
-    assert worker.lock_job(jobs["Pending"]) is not None
-    assert worker.lock_inventory(ARK)
+    assert worker.job_locks.lock_job(jobs["Pending"]) is not None
+    assert worker.locks.lock_inventory(ARK)
 
     assert check(store) == []
     assert check(store, grace=0) == []
-    assert deleted in store.list_job_ids()
+    assert deleted in store.jobs.list_job_ids()
 
 
 def test_check_of_a_tree_without_containers_finds_nothing(zk):
@@ -155,7 +157,7 @@ def test_check_finds_and_repairs_a_missing_index_entry(store, bid):
 
     found_then_repaired(store, "missing-index", t.job_index("Pending", 5, jid), jid)
 
-    assert store.acquire_job("Pending").jid == jid
+    assert store.job_locks.acquire_job("Pending").jid == jid
 
 
 def test_check_finds_and_repairs_an_index_entry_of_a_job_that_does_not_exist(store, bid):
@@ -164,7 +166,7 @@ def test_check_finds_and_repairs_an_index_entry_of_a_job_that_does_not_exist(sto
 
     found_then_repaired(store, "stale-index", ghost, "jid0000009999")
 
-    assert store.acquire_job("Pending") is None
+    assert store.job_locks.acquire_job("Pending") is None
 
 
 def test_check_moves_an_index_entry_left_in_the_old_status(store, bid):
@@ -179,8 +181,8 @@ def test_check_moves_an_index_entry_left_in_the_old_status(store, bid):
     }
     found_then_repaired(store, "stale-index", t.job_index("Pending", 5, jid), "Estimating")
 
-    assert store.acquire_job("Pending") is None
-    assert store.acquire_job("Estimating").jid == jid
+    assert store.job_locks.acquire_job("Pending") is None
+    assert store.job_locks.acquire_job("Estimating").jid == jid
 
 
 def test_check_repairs_an_index_entry_under_the_wrong_priority(store, bid):
@@ -190,7 +192,7 @@ def test_check_repairs_an_index_entry_under_the_wrong_priority(store, bid):
 
     found_then_repaired(store, "stale-index", t.job_index("Pending", 3, jid), jid)
 
-    assert store.jobs_in_state("Pending") == [(7, jid)]
+    assert store.jobs.jobs_in_state("Pending") == [(7, jid)]
 
 
 def test_check_finds_and_repairs_a_job_indexed_twice(store, bid):
@@ -200,8 +202,8 @@ def test_check_finds_and_repairs_a_job_indexed_twice(store, bid):
 
     found_then_repaired(store, "duplicate-index", extra, jid)
 
-    assert store.acquire_job("Downloading") is None
-    assert store.acquire_job("Pending").jid == jid
+    assert store.job_locks.acquire_job("Downloading") is None
+    assert store.job_locks.acquire_job("Pending").jid == jid
 
 
 def test_check_reports_a_foreign_name_in_a_state_directory_and_leaves_it(store, bid):
@@ -221,8 +223,8 @@ def test_check_finds_and_repairs_a_missing_batch_reference(store, bid):
 
     found_then_repaired(store, "missing-batch-ref", ref, jid)
 
-    assert store.batch_jobs(bid)["batch-processing"] == [jid]
-    assert not store.batch_is_finished(bid)
+    assert store.batches.batch_jobs(bid)["batch-processing"] == [jid]
+    assert not store.batches.batch_is_finished(bid)
 
 
 def test_check_moves_a_completed_job_out_of_batch_processing(store, bid):
@@ -236,8 +238,8 @@ def test_check_moves_a_completed_job_out_of_batch_processing(store, bid):
     finding = found_then_repaired(store, "wrong-batch-dir", wrong, jid)
 
     assert "batch-completed" in finding.reason
-    assert store.batch_jobs(bid)["batch-completed"] == [jid]
-    assert store.batch_is_finished(bid)
+    assert store.batches.batch_jobs(bid)["batch-completed"] == [jid]
+    assert store.batches.batch_is_finished(bid)
 
 
 def test_check_drops_the_extra_reference_of_a_job_referenced_twice(store, bid):
@@ -247,8 +249,8 @@ def test_check_drops_the_extra_reference_of_a_job_referenced_twice(store, bid):
 
     found_then_repaired(store, "wrong-batch-dir", wrong, jid)
 
-    assert store.batch_jobs(bid)["batch-failed"] == [jid]
-    assert store.batch_jobs(bid)["batch-deleted"] == []
+    assert store.batches.batch_jobs(bid)["batch-failed"] == [jid]
+    assert store.batches.batch_jobs(bid)["batch-deleted"] == []
 
 
 def test_check_recreates_a_lost_states_subtree_of_a_processing_batch(store, bid):
@@ -262,8 +264,8 @@ def test_check_recreates_a_lost_states_subtree_of_a_processing_batch(store, bid)
     }
     found_then_repaired(store, "batch-not-acquired", t.batch_path(bid), bid)
 
-    assert store.get_batch(bid).acquired
-    assert store.batch_jobs(bid)["batch-processing"] == [jid]
+    assert store.batches.get_batch(bid).acquired
+    assert store.batches.batch_jobs(bid)["batch-processing"] == [jid]
 
 
 def test_check_finds_and_repairs_a_reference_to_a_job_that_does_not_exist(store, bid):
@@ -272,7 +274,7 @@ def test_check_finds_and_repairs_a_reference_to_a_job_that_does_not_exist(store,
 
     found_then_repaired(store, "stale-batch-ref", ghost, "jid0000009999")
 
-    assert store.batch_is_finished(bid)
+    assert store.batches.batch_is_finished(bid)
 
 
 def test_check_drops_a_reference_held_by_a_batch_the_job_does_not_belong_to(store, bid):
@@ -284,8 +286,8 @@ def test_check_drops_a_reference_held_by_a_batch_the_job_does_not_belong_to(stor
     finding = found_then_repaired(store, "stale-batch-ref", stray, jid)
 
     assert bid in finding.reason
-    assert store.batch_jobs(other)["batch-processing"] == []
-    assert store.batch_jobs(bid)["batch-processing"] == [jid]
+    assert store.batches.batch_jobs(other)["batch-processing"] == []
+    assert store.batches.batch_jobs(bid)["batch-processing"] == [jid]
 
 
 # --- orphans -------------------------------------------------------------------
@@ -303,7 +305,7 @@ def test_check_reports_a_working_job_whose_batch_is_gone_and_leaves_it(store, bi
     finding = reported_only(store, "orphan-job", t.job_path(jid), jid)
 
     assert bid in finding.reason
-    assert store.get_job(jid).status == "Processing"
+    assert store.jobs.get_job(jid).status == "Processing"
 
 
 def test_check_removes_a_completed_job_whose_batch_is_gone(store, bid):
@@ -313,8 +315,8 @@ def test_check_removes_a_completed_job_whose_batch_is_gone(store, bid):
 
     found_then_repaired(store, "orphan-job", t.job_path(jid), jid)
 
-    assert store.list_job_ids() == [keep]
-    assert store.jobs_in_state("Completed") == [(5, keep)]
+    assert store.jobs.list_job_ids() == [keep]
+    assert store.jobs.jobs_in_state("Completed") == [(5, keep)]
 
 
 # --- batch uuids -------------------------------------------------------------------
@@ -325,8 +327,8 @@ def test_check_finds_and_repairs_a_uuid_entry_naming_a_missing_batch(store, bid)
 
     found_then_repaired(store, "dangling-uuid", f"{t.BATCH_UUIDS}/ghost", "bid0000009999")
 
-    assert store.find_batch_by_uuid("ghost") is None
-    assert not store.create_batch({"batchID": "ghost"}).duplicate
+    assert store.batches.find_batch_by_uuid("ghost") is None
+    assert not store.new_batches.create_batch({"batchID": "ghost"}).duplicate
 
 
 def test_check_finds_and_repairs_a_uuid_entry_naming_the_wrong_batch(store, bid):
@@ -334,7 +336,7 @@ def test_check_finds_and_repairs_a_uuid_entry_naming_the_wrong_batch(store, bid)
 
     found_then_repaired(store, "dangling-uuid", f"{t.BATCH_UUIDS}/uuid-other", bid)
 
-    assert store.find_batch_by_uuid("uuid-1") == bid
+    assert store.batches.find_batch_by_uuid("uuid-1") == bid
 
 
 def test_check_drops_the_uuid_entry_of_a_batch_whose_submission_is_gone(store, bid):
@@ -342,7 +344,7 @@ def test_check_drops_the_uuid_entry_of_a_batch_whose_submission_is_gone(store, b
 
     found_then_repaired(store, "dangling-uuid", t.batch_uuid_path("uuid-1"), bid)
 
-    assert store.get_batch(bid).uuid is None
+    assert store.batches.get_batch(bid).uuid is None
 
 
 def test_check_finds_and_repairs_a_missing_uuid_entry(store, bid):
@@ -350,7 +352,7 @@ def test_check_finds_and_repairs_a_missing_uuid_entry(store, bid):
 
     found_then_repaired(store, "missing-uuid", t.batch_path(bid), "uuid-1")
 
-    again = store.create_batch({"batchID": "uuid-1"})
+    again = store.new_batches.create_batch({"batchID": "uuid-1"})
     assert again.duplicate and again.id == bid
 
 
@@ -361,7 +363,7 @@ def test_check_points_a_uuid_entry_back_at_the_batch_that_owns_it(store, bid):
     assert {f.kind for f in findings} == {"dangling-uuid", "missing-uuid"}
     found_then_repaired(store, "missing-uuid", t.batch_path(bid), "uuid-1")
 
-    assert store.find_batch_by_uuid("uuid-1") == bid
+    assert store.batches.find_batch_by_uuid("uuid-1") == bid
 
 
 # --- bad data ------------------------------------------------------------------------
@@ -393,46 +395,46 @@ def test_check_reports_a_priority_that_is_not_a_number(store, bid):
 def test_check_reports_an_old_lock_of_a_live_worker_with_its_session(store, bid, make_store):
     jid = job_in(store, bid)
     worker = make_store()
-    assert worker.lock_job(jid) is not None
+    assert worker.job_locks.lock_job(jid) is not None
 
     finding = reported_only(
         store, "stale-lock", t.job_node(jid, "lock"), jid, lock_max_age=0, now=FUTURE
     )
 
-    assert f"{worker.session_id:#x}" in finding.reason
+    assert f"{worker.session.session_id:#x}" in finding.reason
     assert check(store) == []  # younger than the default limit
 
 
 def test_check_reports_an_old_inventory_lock_and_leaves_it(store, make_store):
     worker = make_store()
-    assert worker.lock_inventory(ARK)
+    assert worker.locks.lock_inventory(ARK)
 
     finding = reported_only(
         store, "stale-lock", t.inventory_lock(ARK), "ark_13030_m5abc", lock_max_age=0, now=FUTURE
     )
 
-    assert f"{worker.session_id:#x}" in finding.reason
+    assert f"{worker.session.session_id:#x}" in finding.reason
 
 
 def test_check_removes_an_old_storage_lock_no_job_is_storing(store, bid):
     jid = job_in(store, bid, "Failed", identifiers={"primary_id": ARK})
-    assert store.lock_storage(ARK, owner=jid)
+    assert store.locks.lock_storage(ARK, owner=jid)
 
     found_then_repaired(store, "stale-lock", t.storage_lock(ARK), jid, lock_max_age=0, now=FUTURE)
 
-    assert store.lock_storage(ARK, owner="jid0000000999")
+    assert store.locks.lock_storage(ARK, owner="jid0000000999")
 
 
 def test_check_keeps_an_old_storage_lock_of_a_job_still_storing(store, bid):
     jid = job_in(store, bid, "Storing", identifiers={"primary_id": ARK})
-    assert store.lock_storage(ARK, owner=jid)
+    assert store.locks.lock_storage(ARK, owner=jid)
 
     reported_only(store, "stale-lock", t.storage_lock(ARK), jid, lock_max_age=0, now=FUTURE)
 
 
 def test_check_reports_a_lock_held_on_a_completed_job(store, bid, make_store):
     jid = job_in(store, bid, "Completed")
-    assert make_store().lock_job(jid) is not None
+    assert make_store().job_locks.lock_job(jid) is not None
 
     finding = reported_only(store, "lock-on-finished", t.job_node(jid, "lock"), jid)
 
@@ -449,8 +451,8 @@ def test_check_removes_an_empty_half_created_job_after_the_grace_period(store, b
     assert young.repair is None and "grace" in young.reason
     found_then_repaired(store, "half-created-job", t.job_path(jid), jid, grace=0)
 
-    assert jid not in store.list_job_ids()
-    assert store.create_job(bid, {}) != jid
+    assert jid not in store.jobs.list_job_ids()
+    assert store.new_jobs.create_job(bid, {}) != jid
 
 
 def test_check_removes_a_half_created_job_left_by_a_non_atomic_create(store, bid):
@@ -463,7 +465,7 @@ def test_check_removes_a_half_created_job_left_by_a_non_atomic_create(store, bid
     assert {f.kind for f in findings} == {"half-created-job", "stale-index"}
     found_then_repaired(store, "half-created-job", t.job_path(jid), jid, grace=0)
 
-    assert store.acquire_job("Pending") is None
+    assert store.job_locks.acquire_job("Pending") is None
 
 
 def test_check_keeps_a_half_created_job_that_holds_a_configuration(store, bid):
@@ -480,7 +482,7 @@ def test_check_removes_an_empty_half_created_batch_after_the_grace_period(store)
     assert young.repair is None
     found_then_repaired(store, "half-created-batch", t.batch_path(bid), bid, grace=0)
 
-    assert store.list_batch_ids() == []
+    assert store.batches.list_batch_ids() == []
 
 
 def test_check_keeps_a_half_created_batch_that_holds_a_submission(store):
@@ -500,8 +502,8 @@ def test_check_without_repair_writes_nothing_to_a_badly_damaged_tree(store, bid,
     store.client.delete(t.batch_job_ref(bid, "Failed", jobs[2]))
     store.client.create(f"{t.BATCH_UUIDS}/ghost", b"bid0000009999")
     store.client.create(f"{t.JOBS}/{t.JOB_PREFIX}", sequence=True)
-    store.lock_storage(ARK, owner=jobs[3])
-    make_store().lock_job(jobs[1])
+    store.locks.lock_storage(ARK, owner=jobs[3])
+    make_store().job_locks.lock_job(jobs[1])
 
     findings = check(store, lock_max_age=0, grace=0, now=FUTURE)
 
@@ -517,7 +519,7 @@ def test_a_repair_that_races_a_worker_fails_safely_and_the_others_go_on(store, b
 
     def run_then_move(self):
         run(self)
-        store.transition_job(jid, "Estimating")  # a worker moves the job after the read
+        store.moves.transition_job(jid, "Estimating")  # a worker moves the job after the read
 
     monkeypatch.setattr(consistency._Checker, "run", run_then_move)
     findings = check_tree(store, repair=True)

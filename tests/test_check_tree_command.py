@@ -30,8 +30,8 @@ def run(*args) -> tuple[int, str]:
 
 
 def test_check_tree_command_reports_repairs_and_exits_by_what_is_left(store, settings_on_chroot):
-    bid = store.create_batch({"batchID": "uuid-1"}).id
-    jid = store.create_job(bid, {})
+    bid = store.new_batches.create_batch({"batchID": "uuid-1"}).id
+    jid = store.new_jobs.create_job(bid, {})
     store.client.delete(t.job_index("Pending", 5, jid))
     store.client.create(f"{t.JOB_STATES}/pending/junk")
     missing = t.job_index("Pending", 5, jid)
@@ -52,7 +52,7 @@ def test_check_tree_command_reports_repairs_and_exits_by_what_is_left(store, set
     assert code == 1  # the foreign name is left for a person
     assert f"-> repaired: create {missing}" in out
     assert out.splitlines()[-1] == "2 finding(s), 1 repaired"
-    assert store.acquire_job("Pending").jid == jid
+    assert store.job_locks.acquire_job("Pending").jid == jid
 
     store.client.delete(f"{t.JOB_STATES}/pending/junk")
     assert run() == (0, "0 finding(s), 0 repaired\n")
@@ -61,9 +61,9 @@ def test_check_tree_command_reports_repairs_and_exits_by_what_is_left(store, set
 def test_check_tree_command_reads_the_lock_age_from_settings_or_the_option(
     store, make_store, settings_on_chroot
 ):
-    bid = store.create_batch({}).id
-    jid = store.create_job(bid, {})
-    assert make_store().lock_job(jid) is not None
+    bid = store.new_batches.create_batch({}).id
+    jid = store.new_jobs.create_job(bid, {})
+    assert make_store().job_locks.lock_job(jid) is not None
 
     assert run()[0] == 0
     with override_settings(MQ_LOCK_STALE_SECONDS=-1):

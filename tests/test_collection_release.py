@@ -24,13 +24,13 @@ def held(queue):
     """Collection demo on hold, with a batch and a job its hold caught and a batch a person
     held one by one; ``(caught batch, caught job, person's batch)``."""
     Profile.objects.create(name="demo", collection="demo", minter_shoulder="ark:/99999/fk4")
-    queue.hold_collection("demo", by="ada", reason="storage migration")
+    queue.holds.hold_collection("demo", by="ada", reason="storage migration")
     caught_batch = base.new_batch(queue)
-    queue.hold_batch(caught_batch, HOLD)
-    caught_job = queue.create_job(base.new_batch(queue), {"collection": "demo"})
-    queue.hold_job(caught_job, HOLD)
+    queue.batch_moves.hold_batch(caught_batch, HOLD)
+    caught_job = queue.new_jobs.create_job(base.new_batch(queue), {"collection": "demo"})
+    queue.moves.hold_job(caught_job, HOLD)
     own = base.new_batch(queue)
-    queue.hold_batch(own, "held by ada: checking its manifest")
+    queue.batch_moves.hold_batch(own, "held by ada: checking its manifest")
     mirror.full_reconcile(queue)
     return caught_batch, caught_job, own
 
@@ -51,12 +51,12 @@ def test_the_release_lists_what_the_hold_caught_and_releases_it_in_the_same_step
     assert 'name="caught" value="release" checked' in body and 'value="keep"' in body
     assert done.status_code == 302
 
-    assert not queue.is_collection_held("demo")
-    assert queue.get_batch(caught_batch).status == "Pending"
-    job = queue.get_job(caught_job)
+    assert not queue.holds.is_collection_held("demo")
+    assert queue.batches.get_batch(caught_batch).status == "Pending"
+    job = queue.jobs.get_job(caught_job)
     assert job.status == "Pending"
     assert job.message == "released with the collection's hold by ada: migration over"
-    assert queue.get_batch(own).status == "Held"
+    assert queue.batches.get_batch(own).status == "Held"
     record = AdminAction.objects.get(action="collection.release")
     assert record.reason == "migration over"
     (row,) = record.items.filter(part_of="")
@@ -75,16 +75,19 @@ def test_only_lifting_the_hold_keeps_what_it_caught_held_for_good(client, queue,
     confirm_and_execute(
         client, "collection.release", "ids=demo", reason="check them first", caught="keep"
     )
-    assert not queue.is_collection_held("demo")
+    assert not queue.holds.is_collection_held("demo")
     kept = f"kept on hold when the hold was lifted by ada: check them first ({KEEP_CAUGHT_REASON})"
-    assert (queue.get_batch(caught_batch).status, queue.get_batch(caught_batch).message) == (
+    assert (
+        queue.batches.get_batch(caught_batch).status,
+        queue.batches.get_batch(caught_batch).message,
+    ) == (
         "Held",
         kept,
     )
-    assert queue.get_job(caught_job).message == kept
+    assert queue.jobs.get_job(caught_job).message == kept
     # The dispatcher no longer takes them for items a hold held.
-    assert queue.follow_collection_holds() == ([], [])
-    assert queue.get_job(caught_job).status == "Held"
+    assert queue.held.follow_collection_holds() == ([], [])
+    assert queue.jobs.get_job(caught_job).status == "Held"
     record = AdminAction.objects.get(action="collection.release")
     assert record.reason == f"check them first ({KEEP_CAUGHT_REASON})"
     assert AdminActionItem.objects.filter(part_of="demo").count() == 2
@@ -103,8 +106,8 @@ def test_release_all_lists_every_held_item_before_it_releases_them(client, queue
         f"/{kind}/{i}/" in body
         for kind, i in (("batches", caught_batch), ("batches", own), ("jobs", caught_job))
     )
-    assert {queue.get_batch(b).status for b in (caught_batch, own)} == {"Pending"}
-    assert queue.get_job(caught_job).status == "Pending"
+    assert {queue.batches.get_batch(b).status for b in (caught_batch, own)} == {"Pending"}
+    assert queue.jobs.get_job(caught_job).status == "Pending"
     assert AdminActionItem.objects.filter(part_of="demo").count() == 3
 
 
@@ -123,8 +126,8 @@ def test_a_hold_merritts_admin_still_has_keeps_the_caught_items_held(client, que
     queue.client.create("/locks/collections/demo_content")  # Merritt's admin: no data
     client.force_login(people["administrator"])
     confirm_and_execute(client, "collection.release", "ids=demo", reason="ours is done")
-    assert queue.collection_holds("demo") == {"demo_content": False}
-    assert queue.get_batch(caught_batch).status == "Held"
-    assert queue.get_job(caught_job).message == HOLD
+    assert queue.holds.collection_holds("demo") == {"demo_content": False}
+    assert queue.batches.get_batch(caught_batch).status == "Held"
+    assert queue.jobs.get_job(caught_job).message == HOLD
     row = AdminAction.objects.get(action="collection.release").items.get(part_of="")
     assert "stay Held until those holds are lifted too" in row.detail

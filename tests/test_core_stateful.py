@@ -228,7 +228,7 @@ class QueueMachine(RuleBasedStateMachine):
     @staticmethod
     def commit_refusal(rec, store, m):
         """The error a worker's commit of ``rec`` under its lock must get, or None."""
-        if rec.lock_session != store.session_id:
+        if rec.lock_session != store.session.session_id:
             return LockLost
         if m is None:
             return NotFound
@@ -272,7 +272,7 @@ class QueueMachine(RuleBasedStateMachine):
         if uuid:
             submission["batchID"] = uuid
         existing = next((b for b in self.mbatches.values() if uuid and b.uuid == uuid), None)
-        created = self.admin.create_batch(submission)
+        created = self.admin.new_batches.create_batch(submission)
         if existing:
             assert created.duplicate and created.id == existing.bid
             return created.id
@@ -290,7 +290,7 @@ class QueueMachine(RuleBasedStateMachine):
                 continue
             expect = b
             break
-        got = self.workers[w].acquire_pending_batch()
+        got = self.workers[w].batch_locks.acquire_pending_batch()
         # Every unlocked Pending batch before the one taken, of a held collection, went to Held.
         for b in sorted(self.mbatches.values(), key=lambda b: b.bid):
             if expect is not None and b.bid >= expect.bid:
@@ -322,7 +322,7 @@ class QueueMachine(RuleBasedStateMachine):
             ),
             None,
         )
-        got = self.workers[w].acquire_batch_for_reporting()
+        got = self.workers[w].batch_locks.acquire_batch_for_reporting()
         if expect is None:
             assert got is None
             return
@@ -340,7 +340,7 @@ class QueueMachine(RuleBasedStateMachine):
             ),
             None,
         )
-        got = self.workers[w].acquire_batch("UpdateReporting")
+        got = self.workers[w].batch_locks.acquire_batch("UpdateReporting")
         if expect is None:
             assert got is None
             return
@@ -357,7 +357,8 @@ class QueueMachine(RuleBasedStateMachine):
         rec = self.held_batches[w][bid]
         target_status = self.pick(data, BATCH_MOVES.get(rec.status), BATCH_STATUSES)
         store, m = self.workers[w], self.mbatches.get(bid)
-        call = lambda: store.transition_batch(rec, target_status, "done", release_lock=True)  # noqa: E731
+        moves = store.batch_moves
+        call = lambda: moves.transition_batch(rec, target_status, "done", release_lock=True)  # noqa: E731
         if target_status not in BATCH_MOVES.get(rec.status, ()):
             self.refused(InvalidTransition, call)
             return
@@ -366,8 +367,8 @@ class QueueMachine(RuleBasedStateMachine):
         if error is not None:
             self.refused(error, call)
             if error is ChangedUnderYou:
-                if rec.lock_session == store.session_id:  # as the batch handlers do
-                    store.unlock_batch(rec)
+                if rec.lock_session == store.session.session_id:  # as the batch handlers do
+                    store.batch_locks.unlock_batch(rec)
                 if m.lock == w:
                     m.lock = None
         elif (side := self.batch_side_refusal(m, target_status, holder=w)) is not None:
@@ -385,8 +386,10 @@ class QueueMachine(RuleBasedStateMachine):
         bid = data.draw(st.sampled_from(sorted(self.held_batches[w])))
         rec = self.held_batches[w].pop(bid)
         store = self.workers[w]
-        if rec.lock_session == store.session_id:  # as the batch handlers do: only our own lock
-            store.unlock_batch(rec)
+        if (
+            rec.lock_session == store.session.session_id
+        ):  # as the batch handlers do: only our own lock
+            store.batch_locks.unlock_batch(rec)
         m = self.mbatches.get(bid)
         if m is not None and m.lock == w:
             m.lock = None
@@ -395,7 +398,7 @@ class QueueMachine(RuleBasedStateMachine):
     def admin_moves_batch(self, bid, data):
         m = self.mbatches.get(bid)
         target_status = self.pick(data, m and BATCH_MOVES[m.status], BATCH_STATUSES)
-        call = lambda: self.admin.transition_batch(bid, target_status, "admin")  # noqa: E731
+        call = lambda: self.admin.batch_moves.transition_batch(bid, target_status, "admin")  # noqa: E731
         if m is None:
             self.refused(NotFound, call)
         elif target_status not in BATCH_MOVES[m.status]:
@@ -429,7 +432,7 @@ class QueueMachine(RuleBasedStateMachine):
     @rule(bid=batches)
     def purge_batch(self, bid):
         m = self.mbatches.get(bid)
-        call = lambda: self.admin.purge_batch(bid)  # noqa: E731
+        call = lambda: self.admin.removal.purge_batch(bid)  # noqa: E731
         if m is None:
             self.refused(NotFound, call)
             return
@@ -471,10 +474,10 @@ class QueueMachine(RuleBasedStateMachine):
     def create_jobs(self, bid, count, priority, collection, together):
         """One at a time (``create_job``) or all in one call (``create_jobs``): the same."""
         config = {"collection": collection} if collection else {}
-        call = lambda: self.admin.create_job(bid, config, priority=priority)  # noqa: E731
+        call = lambda: self.admin.new_jobs.create_job(bid, config, priority=priority)  # noqa: E731
         if together:
             new = [NewJob(config, priority)] * count
-            call = lambda: self.admin.create_jobs(bid, new)  # noqa: E731
+            call = lambda: self.admin.new_jobs.create_jobs(bid, new)  # noqa: E731
         if not valid_priority(priority):
             self.refused(InvalidData, call)
             return multiple()
@@ -501,7 +504,7 @@ class QueueMachine(RuleBasedStateMachine):
             (j for j in self.mjobs.values() if j.status == status and j.lock is None),
             key=lambda j: (j.priority, j.jid),
         )
-        got = self.workers[w].acquire_job(status)
+        got = self.workers[w].job_locks.acquire_job(status)
         if not candidates:
             assert got is None
             return
@@ -518,8 +521,8 @@ class QueueMachine(RuleBasedStateMachine):
     def _abandon(self, w: int, rec: JobRecord) -> None:
         """What the runner does when a commit is refused: drop the lock if its session took it."""
         store = self.workers[w]
-        if rec.lock_session == store.session_id:
-            store.unlock_job(rec)
+        if rec.lock_session == store.session.session_id:
+            store.job_locks.unlock_job(rec)
         m = self.mjobs.get(rec.jid)
         if m is not None and m.lock == w:
             m.lock = None
@@ -532,9 +535,9 @@ class QueueMachine(RuleBasedStateMachine):
         target_status = self.pick(data, {*JOB_MOVES.get(rec.status, ()), "note"}, JOB_STATUSES)
         store, m = self.workers[w], self.mjobs.get(jid)
         if target_status == "note":
-            call = lambda: store.note_job(rec, "waiting", release_lock=True)  # noqa: E731
+            call = lambda: store.moves.note_job(rec, "waiting", release_lock=True)  # noqa: E731
         else:
-            call = lambda: store.transition_job(rec, target_status, "step", release_lock=True)  # noqa: E731
+            call = lambda: store.moves.transition_job(rec, target_status, "step", release_lock=True)  # noqa: E731
             if target_status not in JOB_MOVES.get(rec.status, ()):
                 self.refused(InvalidTransition, call)
                 return
@@ -568,7 +571,7 @@ class QueueMachine(RuleBasedStateMachine):
         """A handler lowers the priority of the job it holds and keeps the record it got back."""
         w, jid, rec = self._pick_held_job(data)
         store, m = self.workers[w], self.mjobs.get(jid)
-        call = lambda: store.set_priority(rec, priority)  # noqa: E731
+        call = lambda: store.job_data.set_priority(rec, priority)  # noqa: E731
         if not valid_priority(priority):
             self.refused(InvalidData, call)
         elif priority == rec.priority:
@@ -588,7 +591,7 @@ class QueueMachine(RuleBasedStateMachine):
         """Hold, release, delete, fail or any other move, on a fresh read, lock or no lock."""
         m = self.mjobs.get(jid)
         target_status = self.pick(data, m and JOB_MOVES[m.status], JOB_STATUSES)
-        call = lambda: self.admin.transition_job(jid, target_status, "admin")  # noqa: E731
+        call = lambda: self.admin.moves.transition_job(jid, target_status, "admin")  # noqa: E731
         if m is None:
             self.refused(NotFound, call)
         elif target_status not in JOB_MOVES[m.status]:
@@ -625,7 +628,7 @@ class QueueMachine(RuleBasedStateMachine):
     @rule(jid=jobs, to=st.one_of(st.none(), st.sampled_from(["Pending", *STEP_ORDER, "Held"])))
     def resume(self, jid, to):
         m = self.mjobs.get(jid)
-        call = lambda: self.admin.resume_job(jid, to, "again")  # noqa: E731
+        call = lambda: self.admin.edits.resume_job(jid, to, "again")  # noqa: E731
         if m is None:
             self.refused(NotFound, call)
             return
@@ -645,7 +648,7 @@ class QueueMachine(RuleBasedStateMachine):
     @rule(jid=jobs)
     def force_fail(self, jid):
         m = self.mjobs.get(jid)
-        call = lambda: self.admin.force_fail(jid, "stuck")  # noqa: E731
+        call = lambda: self.admin.moves.force_fail(jid, "stuck")  # noqa: E731
         if m is None:
             self.refused(NotFound, call)
         elif "Failed" not in JOB_MOVES[m.status]:
@@ -658,7 +661,7 @@ class QueueMachine(RuleBasedStateMachine):
     @rule(jid=jobs, priority=PRIORITIES)
     def admin_changes_priority(self, jid, priority):
         m = self.mjobs.get(jid)
-        call = lambda: self.admin.set_priority(jid, priority)  # noqa: E731
+        call = lambda: self.admin.job_data.set_priority(jid, priority)  # noqa: E731
         if m is None:
             self.refused(NotFound, call)
         elif not valid_priority(priority):
@@ -671,7 +674,7 @@ class QueueMachine(RuleBasedStateMachine):
     @rule(jid=jobs)
     def purge_job(self, jid):
         m = self.mjobs.get(jid)
-        call = lambda: self.admin.purge_job(jid)  # noqa: E731
+        call = lambda: self.admin.removal.purge_job(jid)  # noqa: E731
         if m is None:
             self.refused(NotFound, call)
         elif m.status != "Deleted":
@@ -686,7 +689,7 @@ class QueueMachine(RuleBasedStateMachine):
     def snapshot(self, jid):
         """Someone reads a job; the record may be written back much later."""
         if jid in self.mjobs:
-            self._snap(self.admin.get_job(jid))
+            self._snap(self.admin.jobs.get_job(jid))
 
     @precondition(lambda self: self.snapshots)
     @rule(data=st.data(), w=st.integers(0, WORKERS - 1))
@@ -698,7 +701,7 @@ class QueueMachine(RuleBasedStateMachine):
             return
         target_status = data.draw(st.sampled_from(legal))
         m = self.mjobs.get(rec.jid)
-        call = lambda: self.workers[w].transition_job(rec, target_status, "late")  # noqa: E731
+        call = lambda: self.workers[w].moves.transition_job(rec, target_status, "late")  # noqa: E731
         if m is None:
             self.refused(NotFound, call)
         elif m.version != rec.status_version:
@@ -711,19 +714,19 @@ class QueueMachine(RuleBasedStateMachine):
 
     @rule(c=st.sampled_from(COLLECTIONS[:2]))
     def hold_collection(self, c):
-        assert self.admin.hold_collection(c, by="tester", reason="audit") == (
+        assert self.admin.holds.hold_collection(c, by="tester", reason="audit") == (
             c not in self.held_colls
         )
         self.held_colls.add(c)
 
     @rule(c=st.sampled_from(COLLECTIONS[:2]))
     def release_collection(self, c):
-        assert self.admin.release_collection(c) == (c in self.held_colls)
+        assert self.admin.holds.release_collection(c) == (c in self.held_colls)
         self.held_colls.discard(c)
 
     @rule(c=st.sampled_from(COLLECTIONS[:2]))
     def release_collection_items(self, c):
-        result = self.admin.release_collection_items(c)
+        result = self.admin.held.release_collection_items(c)
         jobs = [j for j in self.mjobs.values() if j.status == "Held" and j.collection == c]
         batches = [b for b in self.mbatches.values() if b.status == "Held" and b.collection == c]
         assert result.skipped == {}
@@ -760,9 +763,11 @@ class QueueMachine(RuleBasedStateMachine):
         twin.stop()
         twin.close()
         deadline = time.monotonic() + 30
-        while store.session_id in (session_id, None) and time.monotonic() < deadline:
+        while store.session.session_id in (session_id, None) and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert store.session_id not in (session_id, None), "the worker never got a new session"
+        assert store.session.session_id not in (session_id, None), (
+            "the worker never got a new session"
+        )
         for item in [*self.mjobs.values(), *self.mbatches.values()]:
             if item.lock == w:
                 item.lock = None
@@ -778,12 +783,12 @@ class QueueMachine(RuleBasedStateMachine):
         a = self.admin
         any_bid = min(self.mbatches, default="bid0000000000")
         calls = {
-            "job-id": lambda: a.transition_job("jid42", "Held"),
-            "batch-id": lambda: a.create_job("../bid1", {}),
-            "submission": lambda: a.create_batch(["not", "an", "object"]),
-            "configuration": lambda: a.create_job(any_bid, "not an object"),
-            "priority-bool": lambda: a.create_job(any_bid, {}, priority=True),
-            "space": lambda: a.create_job(any_bid, {}, space_needed=-1),
+            "job-id": lambda: a.moves.transition_job("jid42", "Held"),
+            "batch-id": lambda: a.new_jobs.create_job("../bid1", {}),
+            "submission": lambda: a.new_batches.create_batch(["not", "an", "object"]),
+            "configuration": lambda: a.new_jobs.create_job(any_bid, "not an object"),
+            "priority-bool": lambda: a.new_jobs.create_job(any_bid, {}, priority=True),
+            "space": lambda: a.new_jobs.create_job(any_bid, {}, space_needed=-1),
         }
         self.refused(InvalidData, calls[which])
 
@@ -796,7 +801,7 @@ class QueueMachine(RuleBasedStateMachine):
         bids = sorted(b for b in c.get_children(t.BATCHES) if t.is_batch_id(b))
         assert jids == sorted(self.mjobs), "jobs in the tree differ from the model"
         assert bids == sorted(self.mbatches), "batches in the tree differ from the model"
-        sessions = {i: s.session_id for i, s in enumerate(self.workers)}
+        sessions = {i: s.session.session_id for i, s in enumerate(self.workers)}
 
         def get(path):
             return c.get_async(path)

@@ -541,8 +541,8 @@ def settings_on_chroot(zk_config):
 
 @pytest.mark.django_db
 def test_check_tree_saves_its_findings_for_the_page(store, settings_on_chroot, client):
-    bid = store.create_batch({}).id
-    jid = store.create_job(bid, {})
+    bid = store.new_batches.create_batch({}).id
+    jid = store.new_jobs.create_job(bid, {})
     store.client.delete(t.job_index("Pending", 5, jid))
     with pytest.raises(SystemExit):
         call_command("check_tree", stdout=StringIO())
@@ -590,13 +590,13 @@ def test_locks_page_reads_what_the_reconciler_stores(store, make_store, client):
     """End to end: the tree's pause, hold, storage lock and job lock -> full_reconcile -> pages."""
     from mirror.facade import full_reconcile
 
-    bid = store.create_batch({"profile": "p"}).id
-    jid = store.create_job(bid, {"collection": "ucb"})
-    store.pause_queue()
-    store.hold_collection("ucb", by="admin:ann", reason="storage migration")
-    store.lock_storage("ark:/13030/m5abc", owner=jid)
-    store.lock_inventory("ark:/13030/m5xyz")
-    assert make_store().lock_job(jid) is not None  # a worker's session holds the job
+    bid = store.new_batches.create_batch({"profile": "p"}).id
+    jid = store.new_jobs.create_job(bid, {"collection": "ucb"})
+    store.pause.pause_queue()
+    store.holds.hold_collection("ucb", by="admin:ann", reason="storage migration")
+    store.locks.lock_storage("ark:/13030/m5abc", owner=jid)
+    store.locks.lock_inventory("ark:/13030/m5xyz")
+    assert make_store().job_locks.lock_job(jid) is not None  # a worker's session holds the job
     full_reconcile(store)
 
     html = get(client, "/locks/")

@@ -113,10 +113,10 @@ def test_the_mirror_is_rebuilt_after_its_database_is_deleted(cluster, store, htt
     storage = LocalStorage(cluster.storage_root)
     arks = set()
     for jid in batch_jobs(store, flight):
-        job = store.get_job(jid)
+        job = store.jobs.get_job(jid)
         assert job.status == "Completed" and job.retry_count == 0
         arks.add(job.identifiers["primary_id"])
         assert storage.versions(job.identifiers["primary_id"]) == [1]
     assert len(arks) == 8 and cluster.minted() == 11
-    assert [path for path, _ in store.locks()] == []
+    assert [path for path, _ in store.locks.nodes()] == []
     assert "changed: 0" in cluster.manage("reconcile", "--full")

@@ -247,7 +247,9 @@ class Partitioned:
         """The job once it and its batch (reported after it) are final."""
         job = wait_for(
             f"job {self.jid} to end",
-            lambda: (j := self.store.get_job(self.jid)).status in ("Completed", "Failed") and j,
+            lambda: (
+                (j := self.store.jobs.get_job(self.jid)).status in ("Completed", "Failed") and j
+            ),
             self.cluster,
             timeout=timeout,
         )
@@ -282,11 +284,11 @@ class Partitioned:
                 if child != "lock":
                     data, stat = client.get(f"{path}/{child}")
                     nodes[f"{path}/{child}"] = (data, stat.mzxid)
-        job = self.store.get_job(self.jid)
+        job = self.store.jobs.get_job(self.jid)
         ark = (job.identifiers or {}).get("primary_id", "")
         return {
             "nodes": nodes,
-            "locks": sorted(p for p, _ in self.store.locks()),
+            "locks": sorted(p for p, _ in self.store.locks.nodes()),
             "versions": LocalStorage(self.cluster.storage_root).versions(ark) if ark else [],
             "inventory": self.cluster.inventory_versions(ark),
             "minted": self.minted(),
@@ -302,8 +304,8 @@ class Partitioned:
 def assert_done_once(run: Partitioned, *, ark: str, gets: int, full: int) -> None:
     """The job is Completed and everything it did was done once (see the module)."""
     cluster, store, depositor = run.cluster, run.store, run.depositor
-    job = store.get_job(run.jid)
-    batch = store.get_batch(run.bid)
+    job = store.jobs.get_job(run.jid)
+    batch = store.batches.get_batch(run.bid)
     assert job.status == "Completed", (
         f"job {job.status}: {job.message}\n{run.timings()}\n{cluster.logs()}"
     )
@@ -319,7 +321,7 @@ def assert_done_once(run: Partitioned, *, ark: str, gets: int, full: int) -> Non
     assert cluster.inventory_versions(ark) == [(1, job.jid)]
     assert [h["idempotency-key"] for h in depositor.callbacks] == [f"{job.jid}:notify"]
     assert (depositor.gets, depositor.full) == (gets, full)
-    assert [p for p, _ in store.locks()] == []
+    assert [p for p, _ in store.locks.nodes()] == []
     assert_history_follows_the_machine(job)
 
 
@@ -475,7 +477,7 @@ def test_the_dispatcher_cut_off_for_25_seconds_restarts_a_dead_workers_job_once_
         timeout=30,
     )
     time.sleep(max(0.0, run.times["cut"] + DISPATCHER_CUT - time.monotonic()))
-    job = store.get_job(run.jid)
+    job = store.jobs.get_job(run.jid)
     assert (job.status, job.locked, depositor.gets) == ("Downloading", False, 1), job
     run.partition.heal()
     run.times["healed"] = time.monotonic()

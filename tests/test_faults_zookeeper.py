@@ -102,7 +102,7 @@ def test_a_worker_whose_session_expires_inside_a_step_commits_nothing(
         cluster.worker("worker2")
         wait_for(
             "another worker to complete the job",
-            lambda: store.get_job(job.jid).status == "Completed",
+            lambda: store.jobs.get_job(job.jid).status == "Completed",
             cluster,
             timeout=60,
         )
@@ -114,7 +114,7 @@ def test_a_worker_whose_session_expires_inside_a_step_commits_nothing(
         lambda: "abandoned" in cluster.log("worker1"),
         cluster,
     )
-    done = store.get_job(job.jid)
+    done = store.jobs.get_job(job.jid)
     assert done.status == "Completed" and done.identifiers["primary_id"] == ark
     assert frozen.poll() is None, cluster.logs()  # it lives on with a new session
     assert owner != 0

@@ -75,10 +75,10 @@ def services_for(store: QueueStore, work: Path) -> Services:
 
 
 def downloading_job(store: QueueStore) -> str:
-    bid = store.create_batch({}).id
-    jid = store.create_job(bid, {"collection": "demo", "payload_type": "manifest"})
+    bid = store.new_batches.create_batch({}).id
+    jid = store.new_jobs.create_job(bid, {"collection": "demo", "payload_type": "manifest"})
     for status in ("Estimating", "Provisioning", "Downloading"):
-        store.transition_job(jid, status)
+        store.moves.transition_job(jid, status)
     return jid
 
 
@@ -163,7 +163,7 @@ def test_a_stale_download_neither_publishes_over_nor_deletes_the_newer_attempts_
     step_b.join(30)
     assert report_a[0].result == StepResult.ABANDONED
     assert report_b[0].result == StepResult.COMMITTED
-    job = worker_b.get_job(jid)
+    job = worker_b.jobs.get_job(jid)
     assert job.status == "Processing", job.message
     producer = work / "jobs" / jid / "producer"
     assert files_under(producer) == ["big.bin"]
@@ -176,24 +176,24 @@ def test_a_stale_attempt_cannot_delete_a_newer_attempts_storage_lock(make_store,
     stale_store, newer_store = make_store(), make_store()
     stale_store.init()
     jid = "jid0000000042"
-    stale = stale_store.lock_storage(ARK, owner=jid)
+    stale = stale_store.locks.lock_storage(ARK, owner=jid)
     # The older attempt's worker was cut off; the job's next attempt takes its lock back.
-    newer = newer_store.lock_storage(ARK, owner=jid)
+    newer = newer_store.locks.lock_storage(ARK, owner=jid)
     assert stale and newer
-    stale_store.release_lock(stale)
+    stale_store.locks.release_lock(stale)
     assert zk.exists(t.storage_lock(ARK)), "the stale attempt deleted the newer one's lock"
     assert zk.get(t.storage_lock(ARK))[0] == jid.encode()  # still just the job id (zk-tree.md)
-    newer_store.release_lock(newer)
+    newer_store.locks.release_lock(newer)
     assert not zk.exists(t.storage_lock(ARK))
 
 
 def test_another_jobs_attempt_neither_takes_nor_deletes_a_storage_lock(make_store, zk):
     holder, other = make_store(), make_store()
     holder.init()
-    held = holder.lock_storage(ARK, owner="jid0000000001")
-    assert held and other.lock_storage(ARK, owner="jid0000000002") is None
-    assert other.lock_storage(ARK) is None
-    holder.release_lock(held)
+    held = holder.locks.lock_storage(ARK, owner="jid0000000001")
+    assert held and other.locks.lock_storage(ARK, owner="jid0000000002") is None
+    assert other.locks.lock_storage(ARK) is None
+    holder.locks.release_lock(held)
     assert not zk.exists(t.storage_lock(ARK))
 
 
@@ -204,7 +204,7 @@ def test_a_cut_off_download_stops_between_chunks_and_gives_up_past_the_bound(
     url = http_server.behave("/big.bin", generate=(CHUNK * CHUNKS, body.chunks))
     worker = make_store()
     worker.init()
-    worker.step_cut_off = 1.0
+    worker.locks.step_cut_off = 1.0
     jid = downloading_job(worker)
     work = tmp_path / "work"
     step, report = in_thread(
@@ -215,7 +215,7 @@ def test_a_cut_off_download_stops_between_chunks_and_gives_up_past_the_bound(
     assert body.arrived[0].wait(10)
     part = first_chunk_written(work / "jobs" / jid)
     # kazoo tells its listeners the connection is suspended (what a dropped link gives).
-    watch = worker._watch
+    watch = worker.locks._watch
     assert watch is not None
     watch._on_state(KazooState.SUSPENDED)
     cut_at = time.monotonic()
@@ -227,7 +227,7 @@ def test_a_cut_off_download_stops_between_chunks_and_gives_up_past_the_bound(
     assert report[0].result == StepResult.ABANDONED
     assert files_under(work / "jobs" / jid) == []  # its own staging files removed
     watch._on_state(KazooState.CONNECTED)
-    job = worker.get_job(jid)
+    job = worker.jobs.get_job(jid)
     assert job.status == "Downloading" and not job.locked
 
 
@@ -238,7 +238,7 @@ def test_a_download_suspended_briefly_goes_on_once_the_session_is_back(
     url = http_server.behave("/big.bin", generate=(CHUNK * CHUNKS, body.chunks))
     worker = make_store()
     worker.init()
-    worker.step_cut_off = 30.0
+    worker.locks.step_cut_off = 30.0
     jid = downloading_job(worker)
     work = tmp_path / "work"
     step, report = in_thread(
@@ -247,7 +247,7 @@ def test_a_download_suspended_briefly_goes_on_once_the_session_is_back(
         )
     )
     assert body.arrived[0].wait(10)
-    watch = worker._watch
+    watch = worker.locks._watch
     assert watch is not None
     watch._on_state(KazooState.SUSPENDED)
     body.go_on[0].set()
@@ -256,7 +256,7 @@ def test_a_download_suspended_briefly_goes_on_once_the_session_is_back(
     watch._on_state(KazooState.CONNECTED)
     step.join(30)
     assert report[0].result == StepResult.COMMITTED
-    assert worker.get_job(jid).status == "Processing"
+    assert worker.jobs.get_job(jid).status == "Processing"
 
 
 @pytest.mark.parametrize("what", ["vanished", "replaced"])
@@ -282,7 +282,7 @@ def test_a_vanished_or_replaced_part_file_is_retried_later_never_failed(
     body.go_on[0].set()
     step.join(30)
     assert report[0].result == StepResult.DEFERRED
-    job = worker.get_job(jid)
+    job = worker.jobs.get_job(jid)
     assert job.status == "Downloading", job.message
     assert "big.bin" in job.message and "again later" in job.message
 
@@ -299,8 +299,8 @@ def test_a_stale_attempt_raises_a_lock_lost_the_runner_abandons_on(make_store):
     worker = make_store()
     worker.init()
     jid = downloading_job(worker)
-    job = worker.lock_job(jid)
-    attempt = worker.begin_attempt(job)
+    job = worker.job_locks.lock_job(jid)
+    attempt = worker.locks.begin_attempt(job)
     attempt.check("write")
     expire_session(worker.client)
     with pytest.raises(AttemptStale, match="session that took the job's lock has ended"):
@@ -314,12 +314,12 @@ def test_a_stale_storing_attempt_leaves_the_newer_attempts_storage_lock_alone(
     stale_store.init()
     jid = downloading_job(stale_store)
     for status in ("Processing", "Storing"):
-        stale_store.transition_job(jid, status)
-    stale_store.save_job_data(jid, "identifiers", {"primary_id": ARK, "local_id": []})
-    stale_job = stale_store.lock_job(jid)
-    stale = stale_store.begin_attempt(stale_job)
+        stale_store.moves.transition_job(jid, status)
+    stale_store.job_data.save_job_data(jid, "identifiers", {"primary_id": ARK, "local_id": []})
+    stale_job = stale_store.job_locks.lock_job(jid)
+    stale = stale_store.locks.begin_attempt(stale_job)
     expire_session(stale_store.client)
-    newer = newer_store.lock_storage(ARK, owner=jid)
+    newer = newer_store.locks.lock_storage(ARK, owner=jid)
     assert newer
     before = zk.exists(t.storage_lock(ARK))
     services = services_for(stale_store, tmp_path / "work").for_attempt(stale)

@@ -3,7 +3,7 @@
 ``make demo`` once showed 7 of 12 jobs with steps that never happened: the watch read a
 job at version 3, then 5, and wrote "v5: Estimating -> Downloading"; the worker's delayed
 write-through then kept that row, as the first one written. Here the live follower runs
-beside a write-through held back (``deferred_changes``, as ``MQ_MIRROR_DELAY`` does), a
+beside a write-through held back (``store.changes.deferred``, as ``MQ_MIRROR_DELAY`` does), a
 full reconcile, a worker that dies mid-chain and Merritt's ingest writing between our
 writes; after each, a job's rows (by status version) equal its history node's entries
 plus Merritt's writes, field by field.
@@ -269,17 +269,17 @@ def test_the_watch_reading_between_held_back_writes_leaves_no_false_step(live, f
     the worker's flush kept it. The steps really were Estimating -> Provisioning ->
     Downloading."""
     runner = follower()
-    live.actor = WORKER
+    live.changes.default_actor = WORKER
     _, (jid,) = make_jobs(live, 1)
-    with live.deferred_changes():
-        record = live.lock_job(jid)
-        record = live.succeed_job(record, keep_lock=True)  # v1 Estimating
+    with live.changes.deferred():
+        record = live.job_locks.lock_job(jid)
+        record = live.moves.succeed_job(record, keep_lock=True)  # v1 Estimating
         wait_for(lambda: Job.objects.get(jid=jid).status == "Estimating")
         with paused(runner):
-            record = live.succeed_job(record, keep_lock=True)  # v2 Provisioning
-            record = live.succeed_job(record, keep_lock=True)  # v3 Downloading
+            record = live.moves.succeed_job(record, keep_lock=True)  # v2 Provisioning
+            record = live.moves.succeed_job(record, keep_lock=True)  # v3 Downloading
         wait_for(lambda: Job.objects.get(jid=jid).status_version == 3)
-        record = live.succeed_job(record, "downloaded")  # v4 Processing, lock let go
+        record = live.moves.succeed_job(record, "downloaded")  # v4 Processing, lock let go
         wait_for(lambda: Job.objects.get(jid=jid).status_version == 4)
     steps = [
         (e.status_version, e.from_status, e.to_status, e.actor)
@@ -293,20 +293,20 @@ def test_the_watch_reading_between_held_back_writes_leaves_no_false_step(live, f
         (4, "Downloading", "Processing", WORKER),
     ]
     assert all(JobEvent.objects.filter(jid=jid).values_list("exact", flat=True))
-    assert rows_of(JobEvent, jid=jid) == in_zookeeper(live.get_job(jid))
+    assert rows_of(JobEvent, jid=jid) == in_zookeeper(live.jobs.get_job(jid))
 
 
 def test_a_full_reconcile_between_the_writes_and_the_flush_leaves_no_false_step(live, follower):
     runner = follower()
-    live.actor = WORKER
+    live.changes.default_actor = WORKER
     _, (jid,) = make_jobs(live, 1)
-    with live.deferred_changes():
-        record = live.lock_job(jid)
+    with live.changes.deferred():
+        record = live.job_locks.lock_job(jid)
         with paused(runner):
             for _ in range(3):  # Estimating, Provisioning, Downloading: the watch sees none
-                record = live.succeed_job(record, keep_lock=True)
+                record = live.moves.succeed_job(record, keep_lock=True)
             mirror.full_reconcile(live)  # then the full reconcile reads v3
-        record = live.succeed_job(record, "downloaded")
+        record = live.moves.succeed_job(record, "downloaded")
         wait_for(lambda: Job.objects.get(jid=jid).status_version == 4)
     assert [e.to_status for e in JobEvent.objects.filter(jid=jid)] == [
         "Pending",
@@ -315,7 +315,7 @@ def test_a_full_reconcile_between_the_writes_and_the_flush_leaves_no_false_step(
         "Downloading",
         "Processing",
     ]
-    assert rows_of(JobEvent, jid=jid) == in_zookeeper(live.get_job(jid))
+    assert rows_of(JobEvent, jid=jid) == in_zookeeper(live.jobs.get_job(jid))
 
 
 def test_a_worker_dead_mid_chain_leaves_the_steps_it_committed(live, follower, make_store):
@@ -323,23 +323,23 @@ def test_a_worker_dead_mid_chain_leaves_the_steps_it_committed(live, follower, m
     runner = follower()
     _, (jid,) = make_jobs(live, 1)
     worker = make_store()
-    worker.actor = WORKER
-    worker.listeners = list(live.listeners)
-    with paused(runner), worker.deferred_changes():
-        record = worker.lock_job(jid)
+    worker.changes.default_actor = WORKER
+    worker.changes.listeners = list(live.changes.listeners)
+    with paused(runner), worker.changes.deferred():
+        record = worker.job_locks.lock_job(jid)
         for _ in range(3):
-            record = worker.succeed_job(record, keep_lock=True)
+            record = worker.moves.succeed_job(record, keep_lock=True)
         worker.changes._deferred.get()._changes.clear()  # SIGKILL: nothing is told
         worker.client.stop()  # and its session, with the job's lock, goes
     wait_for(
         lambda: not Job.objects.get(jid=jid).locked and Job.objects.get(jid=jid).status_version == 3
     )
-    assert rows_of(JobEvent, jid=jid) == in_zookeeper(live.get_job(jid))
+    assert rows_of(JobEvent, jid=jid) == in_zookeeper(live.jobs.get_job(jid))
 
 
 def test_merritt_s_writes_between_ours_are_its_own_rows(live, follower, make_client):
     runner = follower()
-    live.actor = WORKER
+    live.changes.default_actor = WORKER
     _, (jid,) = make_jobs(live, 1)
     merritt_client = make_client()
     merritt = MerrittZK(merritt_client)
@@ -347,8 +347,8 @@ def test_merritt_s_writes_between_ours_are_its_own_rows(live, follower, make_cli
     assert ingest.initialize().id == jid  # Merritt's ingest moves it: Pending -> Estimating
     wait_for(lambda: Job.objects.get(jid=jid).status_version == 1)
     theirs = {1: merritt_row(merritt_client, jid, "Pending")}
-    live.transition_job(jid, "Failed", "stopped here")  # ours again
-    record = live.get_job(jid)
+    live.moves.transition_job(jid, "Failed", "stopped here")  # ours again
+    record = live.jobs.get_job(jid)
     assert record.status_version == 2
     wait_for(lambda: JobEvent.objects.filter(jid=jid, status_version=2).exists())
     assert rows_of(JobEvent, jid=jid) == in_zookeeper(record, theirs)
@@ -362,7 +362,7 @@ def test_a_jump_by_merritt_is_one_row_saying_so(live, follower, make_client):
     merritt = MerrittZK(merritt_client)
     ingest = MerrittIngest(merritt)
     ingest.submit("demo")
-    (jid,) = live.list_job_ids()
+    (jid,) = live.jobs.list_job_ids()
     wait_for(lambda: Job.objects.filter(jid=jid).exists())
     theirs = {0: merritt_row(merritt_client, jid, "")}
     ingest.initialize()
@@ -376,7 +376,7 @@ def test_a_jump_by_merritt_is_one_row_saying_so(live, follower, make_client):
         for state in ("Downloading", "Processing", "Storing"):
             ingest.run_step(state)
     wait_for(lambda: Job.objects.get(jid=jid).status_version == 6)
-    record = live.get_job(jid)
+    record = live.jobs.get_job(jid)
     jump = merritt_row(merritt_client, jid, "")
     assert jump[:3] == (6, "", "Recording")
     theirs[6] = (*jump[:4], "3 changes not observed; now Recording", OTHER_WRITER, False, 0)
@@ -387,14 +387,14 @@ def test_a_jump_by_merritt_is_one_row_saying_so(live, follower, make_client):
 
 def test_a_batch_s_timeline_is_one_row_per_version_whoever_wrote_it(live, follower, store):
     follower()
-    live.actor = "admin:ann"
-    bid = live.create_batch(SUBMISSION).id
-    live.hold_batch(bid, "checking")
-    store.actor = "another host"  # another process: seen by the follower only
-    store.release_batch(bid)
+    live.changes.default_actor = "admin:ann"
+    bid = live.new_batches.create_batch(SUBMISSION).id
+    live.batch_moves.hold_batch(bid, "checking")
+    store.changes.default_actor = "another host"  # another process: seen by the follower only
+    store.batch_moves.release_batch(bid)
     # Until the follower has caught up: a write-through refused by SQLite's shared-cache
     # lock (the follower writing at that moment) is made good by the follower's next read.
-    want = in_zookeeper(live.get_batch(bid))
+    want = in_zookeeper(live.batches.get_batch(bid))
     wait_for(lambda: rows_of(BatchEvent, bid=bid) == want)
     rows = [
         (e.status_version, e.from_status, e.to_status) for e in BatchEvent.objects.filter(bid=bid)

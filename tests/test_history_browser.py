@@ -38,7 +38,7 @@ def resumed(browser, live_server, pipeline, http_server, settings):  # noqa: F81
     page.click("a.action-jobresume")
     confirm(page, REASON)
     (http_server.root / "late.txt").write_text("served at last\n")
-    run_until(pipeline, lambda: pipeline.store.get_job(job.jid).status == "Completed")
+    run_until(pipeline, lambda: pipeline.store.jobs.get_job(job.jid).status == "Completed")
     pipeline.run(bid)
     page.context.close()
     return job.jid, bid
@@ -82,7 +82,7 @@ def test_a_resumed_jobs_timeline(
         page.goto(f"{live_server.url}/jobs/{jid}/")
         shown = versions(page)
         # Every version ZooKeeper made, once each, in order.
-        assert shown == list(range(pipeline.store.get_job(jid).status_version + 1))
+        assert shown == list(range(pipeline.store.jobs.get_job(jid).status_version + 1))
         changes = [
             re.sub(r"\s+", " ", page.locator(f"{ROW}[data-version='{v}'] td.c-change").inner_text())
             for v in shown
@@ -128,7 +128,7 @@ def test_the_batch_of_a_resumed_job_has_its_own_timeline(
         page.click(f"a[href='/batches/{bid}/']")
         page.wait_for_url(f"**/batches/{bid}/")
         shown = versions(page)
-        assert shown == list(range(pipeline.store.get_batch(bid).status_version + 1))
+        assert shown == list(range(pipeline.store.batches.get_batch(bid).status_version + 1))
         timeline = re.sub(r"\s+", " ", page.locator("section#timeline").inner_text())
         assert "Processing → Reporting" in timeline and "Reporting → Completed" in timeline
         assert page.locator(f"a[href='/jobs/{jid}/']").count() >= 1

@@ -41,27 +41,27 @@ def lose_the_mirror() -> None:
 
 
 def test_a_failed_and_resumed_job_and_a_held_batch_come_back_field_by_field(live, db):
-    live.actor = WORKER
+    live.changes.default_actor = WORKER
     bid, (done, resumed) = make_jobs(live, 2)
-    assert live.get_job(done).history is not None
-    live.actor = history.admin_actor("ann")
-    live.hold_batch(bid, "rights check")
-    live.release_batch(bid, "cleared")
-    live.actor = WORKER
+    assert live.jobs.get_job(done).history is not None
+    live.changes.default_actor = history.admin_actor("ann")
+    live.batch_moves.hold_batch(bid, "rights check")
+    live.batch_moves.release_batch(bid, "cleared")
+    live.changes.default_actor = WORKER
     for jid in (done, resumed):
-        record = live.lock_job(jid)
-        record = live.succeed_job(record, keep_lock=True)  # Estimating
-        record = live.succeed_job(record, "provisioned", keep_lock=True)
+        record = live.job_locks.lock_job(jid)
+        record = live.moves.succeed_job(record, keep_lock=True)  # Estimating
+        record = live.moves.succeed_job(record, "provisioned", keep_lock=True)
         if jid == resumed:
-            live.fail_job(record, "download refused", release_lock=True)
+            live.moves.fail_job(record, "download refused", release_lock=True)
         else:
-            live.succeed_job(record, "downloaded")
-    live.actor = history.admin_actor("ann")
-    live.resume_job(resumed, message="try again")
+            live.moves.succeed_job(record, "downloaded")
+    live.changes.default_actor = history.admin_actor("ann")
+    live.edits.resume_job(resumed, message="try again")
     before = everything()
     for jid in (done, resumed):
-        assert rows_of(JobEvent, jid=jid) == in_zookeeper(live.get_job(jid))
-    assert rows_of(BatchEvent, bid=bid) == in_zookeeper(live.get_batch(bid))
+        assert rows_of(JobEvent, jid=jid) == in_zookeeper(live.jobs.get_job(jid))
+    assert rows_of(BatchEvent, bid=bid) == in_zookeeper(live.batches.get_batch(bid))
     retried = JobEvent.objects.get(jid=resumed, to_status="Provisioning", from_status="Failed")
     assert (retried.retry_count, retried.actor, retried.message) == (1, "admin:ann", "try again")
 
@@ -72,11 +72,11 @@ def test_a_failed_and_resumed_job_and_a_held_batch_come_back_field_by_field(live
 
 def test_what_the_bounds_let_go_of_is_not_invented(live, db):
     _, (jid,) = make_jobs(live, 1)
-    assert live.get_job(jid).history is not None
+    assert live.jobs.get_job(jid).history is not None
     for i in range(history.MAX_ENTRIES // 2 + 5):
-        live.hold_job(jid, f"hold {i}")
-        live.release_job(jid, f"release {i}")
-    record = live.get_job(jid)
+        live.moves.hold_job(jid, f"hold {i}")
+        live.moves.release_job(jid, f"release {i}")
+    record = live.jobs.get_job(jid)
     assert record.history.dropped > 0
     lose_the_mirror()
     mirror.full_reconcile(live)
@@ -88,9 +88,9 @@ def test_what_the_bounds_let_go_of_is_not_invented(live, db):
 
 
 def test_a_batch_created_here_rebuilds_its_own_rows(live, db):
-    bid = live.create_batch(dict(SUBMISSION, batchID="b-rebuild")).id
-    assert live.get_batch(bid).history is not None
-    live.hold_batch(bid)
+    bid = live.new_batches.create_batch(dict(SUBMISSION, batchID="b-rebuild")).id
+    assert live.batches.get_batch(bid).history is not None
+    live.batch_moves.hold_batch(bid)
     before = rows_of(BatchEvent, bid=bid)
     assert [r[2] for r in before] == ["Pending", "Held"]
     lose_the_mirror()
@@ -103,8 +103,8 @@ def test_a_periodic_reconcile_reads_only_the_changed_jobs_histories(
 ):
     _, jids = make_jobs(live, 3)  # mirrored as they were written
     quiet = make_store()  # a writer whose moves the mirror has not seen
-    quiet.actor = WORKER
-    quiet.hold_job(jids[1], "rights check")
+    quiet.changes.default_actor = WORKER
+    quiet.moves.hold_job(jids[1], "rights check")
     read: list[str] = []
     add = snapshot.add_job_histories
 
@@ -115,5 +115,5 @@ def test_a_periodic_reconcile_reads_only_the_changed_jobs_histories(
     monkeypatch.setattr(snapshot, "add_job_histories", recording)
     mirror.full_reconcile(live)
     assert read == [jids[1]]
-    assert rows_of(JobEvent, jid=jids[1]) == in_zookeeper(live.get_job(jids[1]))
+    assert rows_of(JobEvent, jid=jids[1]) == in_zookeeper(live.jobs.get_job(jids[1]))
     assert [r[5] for r in rows_of(JobEvent, jid=jids[1])][-1] == WORKER

@@ -29,8 +29,8 @@ def store(zk) -> QueueStore:
 
 @pytest.fixture
 def batch(store: QueueStore) -> str:
-    bid = store.create_batch({"batchID": "uuid-h", "collection": "demo"}).id
-    store.unlock_batch(store.acquire_pending_batch())
+    bid = store.new_batches.create_batch({"batchID": "uuid-h", "collection": "demo"}).id
+    store.batch_locks.unlock_batch(store.batch_locks.acquire_pending_batch())
     return bid
 
 
@@ -60,31 +60,31 @@ def fields(entry: h.Entry) -> tuple:
 
 
 def test_creating_a_job_writes_its_first_entry_in_the_same_multi(store, zk, batch):
-    store.create_job(batch, {})  # the first makes the batch's batch-processing
+    store.new_jobs.create_job(batch, {})  # the first makes the batch's batch-processing
     writes = store.stats["writes"]
-    jid = store.create_job(batch, {})
+    jid = store.new_jobs.create_job(batch, {})
     assert store.stats["writes"] - writes == 2  # the id, then one multi: no write of its own
     entries = job_history(zk, jid).entries
     assert [fields(e) for e in entries] == [(0, "", "Pending", "", 0)]
     status = t.decode_json(zk.get(t.job_node(jid, "status"))[0])
     assert entries[0].by == ACTOR and entries[0].at == status["last_modified"]
-    assert store.get_job(jid).history == job_history(zk, jid)
+    assert store.jobs.get_job(jid).history == job_history(zk, jid)
 
 
 def test_create_jobs_writes_each_jobs_first_entry(store, zk, batch):
-    jids = store.create_jobs(batch, [NewJob({}), NewJob({}, priority=2)])
+    jids = store.new_jobs.create_jobs(batch, [NewJob({}), NewJob({}, priority=2)])
     for jid in jids:
         assert [fields(e) for e in job_history(zk, jid).entries] == [(0, "", "Pending", "", 0)]
 
 
 def test_every_kind_of_job_write_appends_exactly_one_entry(store, zk, batch):
-    jid = store.create_job(batch, {}, identifiers={"primary_id": "ark:/1/h"})
-    job = store.transition_job(jid, "Estimating", "estimating")
-    job = store.note_job(job, "waiting for disk space")
-    job = store.set_priority(job, 3)
-    job = store.fail_job(job, "disk full")
-    job = store.resume_job(job, message="try again")
-    job = store.force_fail(job.jid, "stuck for 3 days")
+    jid = store.new_jobs.create_job(batch, {}, identifiers={"primary_id": "ark:/1/h"})
+    job = store.moves.transition_job(jid, "Estimating", "estimating")
+    job = store.moves.note_job(job, "waiting for disk space")
+    job = store.job_data.set_priority(job, 3)
+    job = store.moves.fail_job(job, "disk full")
+    job = store.edits.resume_job(job, message="try again")
+    job = store.moves.force_fail(job.jid, "stuck for 3 days")
     want = [
         (0, "", "Pending", "", 0),
         (1, "Pending", "Estimating", "estimating", 0),
@@ -101,16 +101,16 @@ def test_every_kind_of_job_write_appends_exactly_one_entry(store, zk, batch):
     status = t.decode_json(zk.get(t.job_node(jid, "status"))[0])
     assert stored.entries[-1].at == status["last_modified"]
     # The record a write returns carries the history as written.
-    assert job.history == stored and store.get_job(jid).history == stored
+    assert job.history == stored and store.jobs.get_job(jid).history == stored
 
 
 def test_each_writer_is_recorded_as_its_actor(store, zk, batch, make_store):
-    jid = store.create_job(batch, {})
+    jid = store.new_jobs.create_job(batch, {})
     worker = make_store()
-    worker.actor = h.process_actor(h.WORKER_PREFIX)
-    worker.transition_job(jid, "Estimating")
-    store.actor = h.admin_actor("bob")
-    store.fail_job(jid, "no")
+    worker.changes.default_actor = h.process_actor(h.WORKER_PREFIX)
+    worker.moves.transition_job(jid, "Estimating")
+    store.changes.default_actor = h.admin_actor("bob")
+    store.moves.fail_job(jid, "no")
     assert [e.by for e in job_history(zk, jid).entries] == [
         ACTOR,
         h.process_actor(h.WORKER_PREFIX),
@@ -120,27 +120,27 @@ def test_each_writer_is_recorded_as_its_actor(store, zk, batch, make_store):
 
 
 def test_a_chained_worker_reads_the_history_once_and_appends_one_entry_per_step(store, zk, batch):
-    jid = store.create_job(batch, {})
-    job = store.acquire_job("Pending")
-    job = store.transition_job(job, "Estimating", keep_lock=True)
+    jid = store.new_jobs.create_job(batch, {})
+    job = store.job_locks.acquire_job("Pending")
+    job = store.moves.transition_job(job, "Estimating", keep_lock=True)
     for _ in range(3):
         rounds = store.stats["round_trips"]
-        job = store.succeed_job(job, "step done", keep_lock=True)
+        job = store.moves.succeed_job(job, "step done", keep_lock=True)
         assert store.stats["round_trips"] - rounds == 1  # the multi alone: no history read
-    store.succeed_job(job, release_lock=True)
+    store.moves.succeed_job(job, release_lock=True)
     steps = ["Pending", "Estimating", "Provisioning", "Downloading", "Processing", "Storing"]
     got = [(e.version, e.from_status, e.to_status) for e in job_history(zk, jid).entries]
     assert got == [(i, steps[i - 1] if i else "", steps[i]) for i in range(len(steps))]
 
 
 def test_a_bulk_move_of_partial_records_reads_their_histories_in_one_round(store, zk, batch):
-    store.fail_job(store.create_job(batch, {}), "")  # makes the batch's batch-failed
-    jids = [store.create_job(batch, {}) for _ in range(5)]
-    store.transition_job(jids[0], "Estimating", "one at work first")
-    heads = store.job_heads(jids)
+    store.moves.fail_job(store.new_jobs.create_job(batch, {}), "")  # makes the batch's batch-failed
+    jids = [store.new_jobs.create_job(batch, {}) for _ in range(5)]
+    store.moves.transition_job(jids[0], "Estimating", "one at work first")
+    heads = store.jobs.job_heads(jids)
     assert all(r.partial and r.history is None for r in heads.values())
     rounds = store.stats["round_trips"]
-    moved = store.move_jobs([(heads[j], "Failed", "bulk fail", False) for j in jids])
+    moved = store.moves.move_jobs([(heads[j], "Failed", "bulk fail", False) for j in jids])
     assert store.stats["round_trips"] - rounds == 2  # the histories, then the multis
     assert all(not isinstance(r, Exception) for r in moved)
     for jid, record in zip(jids, moved, strict=True):
@@ -153,10 +153,10 @@ def test_a_bulk_move_of_partial_records_reads_their_histories_in_one_round(store
 
 
 def test_a_bulk_move_of_whole_records_reads_no_history(store, zk, batch):
-    jids = [store.create_job(batch, {}) for _ in range(3)]
-    jobs = [store.get_job(j) for j in jids]
+    jids = [store.new_jobs.create_job(batch, {}) for _ in range(3)]
+    jobs = [store.jobs.get_job(j) for j in jids]
     rounds = store.stats["round_trips"]
-    store.move_jobs([(job, "Held", "", False) for job in jobs])
+    store.moves.move_jobs([(job, "Held", "", False) for job in jobs])
     assert store.stats["round_trips"] - rounds == 1
     assert all(len(job_history(zk, j).entries) == 2 for j in jids)
 
@@ -164,15 +164,15 @@ def test_a_bulk_move_of_whole_records_reads_no_history(store, zk, batch):
 def test_a_stale_records_write_is_refused_and_leaves_the_history_as_it_was(
     store, zk, batch, make_store
 ):
-    jid = store.create_job(batch, {})
-    stale = store.get_job(jid)
-    make_store().transition_job(jid, "Held", "held elsewhere")
+    jid = store.new_jobs.create_job(batch, {})
+    stale = store.jobs.get_job(jid)
+    make_store().moves.transition_job(jid, "Held", "held elsewhere")
     before = zk.get(t.job_node(jid, h.NODE))[0]
     with pytest.raises(ChangedUnderYou):
-        store.transition_job(stale, "Estimating")
-    assert isinstance(store.move_jobs([(stale, "Failed", "", False)])[0], ChangedUnderYou)
+        store.moves.transition_job(stale, "Estimating")
+    assert isinstance(store.moves.move_jobs([(stale, "Failed", "", False)])[0], ChangedUnderYou)
     with pytest.raises(ChangedUnderYou):
-        store.set_priority(stale, 9)
+        store.job_data.set_priority(stale, 9)
     assert zk.get(t.job_node(jid, h.NODE))[0] == before
     assert [e.to_status for e in job_history(zk, jid).entries] == ["Pending", "Held"]
 
@@ -181,10 +181,10 @@ def test_a_stale_records_write_is_refused_and_leaves_the_history_as_it_was(
 
 
 def test_the_history_keeps_the_newest_entries_and_counts_the_dropped(store, zk, batch):
-    jid = store.create_job(batch, {})
-    job = store.get_job(jid)
+    jid = store.new_jobs.create_job(batch, {})
+    job = store.jobs.get_job(jid)
     for i in range(h.MAX_ENTRIES + 4):
-        job = store.note_job(job, f"note {i}")
+        job = store.moves.note_job(job, f"note {i}")
     stored = job_history(zk, jid)
     assert len(stored.entries) == h.MAX_ENTRIES and stored.dropped == 5
     assert [e.version for e in stored.entries] == list(range(5, h.MAX_ENTRIES + 5))
@@ -192,10 +192,10 @@ def test_the_history_keeps_the_newest_entries_and_counts_the_dropped(store, zk, 
 
 
 def test_the_history_node_stays_under_its_byte_bound(store, zk, batch):
-    jid = store.create_job(batch, {})
-    job = store.get_job(jid)
+    jid = store.new_jobs.create_job(batch, {})
+    job = store.jobs.get_job(jid)
     for i in range(80):
-        job = store.note_job(job, f"{i:03d} " + "x" * 2000)  # cut to MAX_MESSAGE in the node
+        job = store.moves.note_job(job, f"{i:03d} " + "x" * 2000)  # cut to MAX_MESSAGE in the node
     data, _ = zk.get(t.job_node(jid, h.NODE))
     stored = h.decode(data)
     assert len(data) <= h.MAX_BYTES
@@ -210,16 +210,16 @@ def test_the_history_node_stays_under_its_byte_bound(store, zk, batch):
 
 
 def test_a_batchs_lifecycle_is_its_history(store, zk):
-    bid = store.create_batch({"collection": "demo"}).id
-    store.hold_batch(bid, "librarian asked")
-    store.release_batch(bid, "go on")
-    acquired = store.acquire_pending_batch()
-    jid = store.create_job(bid, {})
-    store.unlock_batch(acquired)
+    bid = store.new_batches.create_batch({"collection": "demo"}).id
+    store.batch_moves.hold_batch(bid, "librarian asked")
+    store.batch_moves.release_batch(bid, "go on")
+    acquired = store.batch_locks.acquire_pending_batch()
+    jid = store.new_jobs.create_job(bid, {})
+    store.batch_locks.unlock_batch(acquired)
     for step in [*JOB_STEPS, "Completed"]:
-        store.transition_job(jid, step)
-    reporting = store.acquire_batch_for_reporting()
-    done = store.transition_batch(reporting, "Completed", "all done", release_lock=True)
+        store.moves.transition_job(jid, step)
+    reporting = store.batch_locks.acquire_batch_for_reporting()
+    done = store.batch_moves.transition_batch(reporting, "Completed", "all done", release_lock=True)
     stored = batch_history(zk, bid)
     assert [fields(e) for e in stored.entries] == [
         (0, "", "Pending", "", 0),
@@ -230,23 +230,23 @@ def test_a_batchs_lifecycle_is_its_history(store, zk):
         (5, "Reporting", "Completed", "all done", 0),
     ]
     assert {e.by for e in stored.entries} == {ACTOR}
-    assert done.history == stored and store.get_batch(bid).history == stored
+    assert done.history == stored and store.batches.get_batch(bid).history == stored
     assert stored.entries[-1].version == status_version(zk, t.batch_node(bid, "status"))
 
 
 def test_a_batch_begun_and_started_by_a_worker(store, zk):
-    bid = store.create_batch({}).id
-    begun = store.begin_batch(bid)
-    started = store.start_processing(begun, "3 jobs")
+    bid = store.new_batches.create_batch({}).id
+    begun = store.batch_locks.begin_batch(bid)
+    started = store.batch_moves.start_processing(begun, "3 jobs")
     assert [(e.to_status, e.message) for e in started.history.entries] == [
         ("Pending", ""),
         ("Processing", "3 jobs"),
     ]
     assert started.history == batch_history(zk, bid)
-    store.transition_batch(bid, BatchStatus.FAILED, "no")
-    store.transition_batch(bid, BatchStatus.UPDATE_REPORTING)
-    store.transition_batch(bid, BatchStatus.FAILED, "again")
-    store.delete_batch(bid, "gone")
+    store.batch_moves.transition_batch(bid, BatchStatus.FAILED, "no")
+    store.batch_moves.transition_batch(bid, BatchStatus.UPDATE_REPORTING)
+    store.batch_moves.transition_batch(bid, BatchStatus.FAILED, "again")
+    store.batch_moves.delete_batch(bid, "gone")
     got = [(e.from_status, e.to_status) for e in batch_history(zk, bid).entries]
     assert got[2:] == [
         ("Processing", "Failed"),
@@ -257,9 +257,10 @@ def test_a_batch_begun_and_started_by_a_worker(store, zk):
 
 
 def test_check_tree_repairs_a_batch_status_with_its_entry_by_the_repair(store, zk):
-    bid = store.create_batch({}).id
-    store.unlock_batch(store.acquire_pending_batch())  # Processing, and no job ever made
-    store.actor = ""
+    bid = store.new_batches.create_batch({}).id
+    # Processing, and no job ever made
+    store.batch_locks.unlock_batch(store.batch_locks.acquire_pending_batch())
+    store.changes.default_actor = ""
     findings = check_tree(store, repair=True, grace=0)
     assert [f.kind for f in findings if f.repaired] == ["processing-batch-without-jobs"]
     last = batch_history(zk, bid).entries[-1]
@@ -278,19 +279,19 @@ def test_check_tree_repairs_a_batch_status_with_its_entry_by_the_repair(store, z
 def test_a_damaged_history_reads_as_empty_is_reported_and_the_next_write_restores_it(
     store, zk, batch
 ):
-    jid = store.create_job(batch, {})
+    jid = store.new_jobs.create_job(batch, {})
     zk.set(t.job_node(jid, h.NODE), b"{not json")
     zk.set(t.batch_node(batch, h.NODE), b"\xff\xfe")
-    job = store.get_job(jid)
+    job = store.jobs.get_job(jid)
     assert job.history.damaged and job.history.entries == () and job.history.exists
-    assert store.get_batch(batch).history.damaged
+    assert store.batches.get_batch(batch).history.damaged
     findings = check_tree(store)
     # A job's history is not read by the check (its repairs never write a job's status).
     assert sorted((f.kind, f.path) for f in findings) == [
         ("damaged-history", t.batch_node(batch, h.NODE)),
     ]
     assert all(f.repair is None and "next status change" in f.reason for f in findings)
-    store.transition_job(job, "Held", "mended")
+    store.moves.transition_job(job, "Held", "mended")
     stored = job_history(zk, jid)
     assert not stored.damaged and [fields(e) for e in stored.entries] == [
         (1, "Pending", "Held", "mended", 0)
@@ -299,34 +300,34 @@ def test_a_damaged_history_reads_as_empty_is_reported_and_the_next_write_restore
 
 
 def test_an_item_without_a_history_gets_one_at_its_next_write(store, zk, batch):
-    jid = store.create_job(batch, {})
+    jid = store.new_jobs.create_job(batch, {})
     zk.delete(t.job_node(jid, h.NODE))  # as an item from before histories, or Merritt's
-    job = store.get_job(jid)
+    job = store.jobs.get_job(jid)
     assert job.history == h.ABSENT
-    store.transition_job(job, "Held")
+    store.moves.transition_job(job, "Held")
     assert [fields(e) for e in job_history(zk, jid).entries] == [(1, "Pending", "Held", "", 0)]
     assert check_tree(store) == []
 
 
 def test_purge_removes_the_history_of_jobs_and_batches(store, zk, batch):
-    done = store.create_job(batch, {})
+    done = store.new_jobs.create_job(batch, {})
     for step in [*JOB_STEPS, "Completed"]:
-        store.transition_job(done, step)
-    gone = store.create_job(batch, {})
-    store.transition_job(gone, "Held")
-    store.delete_job(gone)
-    store.purge_job(gone)
+        store.moves.transition_job(done, step)
+    gone = store.new_jobs.create_job(batch, {})
+    store.moves.transition_job(gone, "Held")
+    store.moves.delete_job(gone)
+    store.removal.purge_job(gone)
     assert not zk.exists(t.job_path(gone))
-    reporting = store.acquire_batch_for_reporting()
-    store.transition_batch(reporting, "Completed", release_lock=True)
-    assert store.purge_batch(batch) == [done]
+    reporting = store.batch_locks.acquire_batch_for_reporting()
+    store.batch_moves.transition_batch(reporting, "Completed", release_lock=True)
+    assert store.removal.purge_batch(batch) == [done]
     assert not zk.exists(t.batch_path(batch)) and not zk.exists(t.job_path(done))
 
 
 def test_a_job_or_batch_left_as_a_history_alone_is_an_empty_shell_to_check_tree(store, zk):
     """MerrittZK's recursive delete, interrupted, may leave the history alone."""
-    bid = store.create_batch({}).id
-    jid = store.create_job(bid, {})
+    bid = store.new_batches.create_batch({}).id
+    jid = store.new_jobs.create_job(bid, {})
     for child in zk.get_children(t.job_path(jid)):
         if child != h.NODE:
             zk.delete(t.job_node(jid, child))
@@ -350,15 +351,15 @@ def merritt(make_client) -> MerrittZK:
 def test_a_move_merritt_makes_between_ours_leaves_a_gap_and_keeps_our_entries(
     store, zk, batch, merritt
 ):
-    jid = store.create_job(batch, {"profile": "demo"})
-    store.transition_job(jid, "Estimating", "ours")
+    jid = store.new_jobs.create_job(batch, {"profile": "demo"})
+    store.moves.transition_job(jid, "Estimating", "ours")
     taken = merritt.acquire_job("Estimating")
     assert taken is not None and taken.id == jid
     merritt.set_status(taken, "Provisioning")  # rewrites the status node alone
     merritt.unlock(taken)
-    job = store.get_job(jid)
+    job = store.jobs.get_job(jid)
     assert job.status_version == 2 and [e.version for e in job.history.entries] == [0, 1]
-    store.transition_job(job, "Downloading", "ours again")
+    store.moves.transition_job(job, "Downloading", "ours again")
     stored = job_history(zk, jid)
     assert [fields(e) for e in stored.entries] == [
         (0, "", "Pending", "", 0),
@@ -373,28 +374,28 @@ def test_a_move_merritt_makes_between_ours_leaves_a_gap_and_keeps_our_entries(
 def test_an_item_merritt_created_gets_its_history_at_our_first_write(store, zk, merritt):
     created = merritt.create_batch({"profile": "demo", "update": False})
     assert not zk.exists(t.batch_node(created.id, h.NODE))
-    store.hold_batch(created.id, "held here")
+    store.batch_moves.hold_batch(created.id, "held here")
     assert [fields(e) for e in batch_history(zk, created.id).entries] == [
         (1, "Pending", "Held", "held here", 0)
     ]
 
 
 def test_merritts_delete_of_our_batch_and_job_removes_their_history(store, zk, merritt):
-    bid = store.create_batch({"profile": "demo"}).id
-    store.unlock_batch(store.acquire_pending_batch())
-    done = store.create_job(bid, {"profile": "demo"})
+    bid = store.new_batches.create_batch({"profile": "demo"}).id
+    store.batch_locks.unlock_batch(store.batch_locks.acquire_pending_batch())
+    done = store.new_jobs.create_job(bid, {"profile": "demo"})
     for step in [*JOB_STEPS, "Completed"]:
-        store.transition_job(done, step)
-    reporting = store.acquire_batch_for_reporting()
-    store.transition_batch(reporting, "Completed", release_lock=True)
+        store.moves.transition_job(done, step)
+    reporting = store.batch_locks.acquire_batch_for_reporting()
+    store.batch_moves.transition_batch(reporting, "Completed", release_lock=True)
     assert zk.exists(t.batch_node(bid, h.NODE)) and zk.exists(t.job_node(done, h.NODE))
     assert merritt.delete_completed_batches() == [bid]
     assert not zk.exists(t.batch_path(bid)) and not zk.exists(t.job_path(done))
 
-    other = store.create_batch({"profile": "demo"}).id
-    jid = store.create_job(other, {"profile": "demo"})
-    store.transition_job(jid, "Held")
-    store.delete_job(jid, "not wanted")
+    other = store.new_batches.create_batch({"profile": "demo"}).id
+    jid = store.new_jobs.create_job(other, {"profile": "demo"})
+    store.moves.transition_job(jid, "Held")
+    store.moves.delete_job(jid, "not wanted")
     merritt.delete_job(merritt.load(Item("job", jid)))
     assert not zk.exists(t.job_path(jid))
 
@@ -405,12 +406,12 @@ def test_merritts_delete_of_our_batch_and_job_removes_their_history(store, zk, m
 def test_the_snapshot_reads_the_history_as_the_store_does(store, zk, batch):
     from merritt_queue.core import snapshot
 
-    jid = store.create_job(batch, {})
-    store.transition_job(jid, "Held", "wait")
+    jid = store.new_jobs.create_job(batch, {})
+    store.moves.transition_job(jid, "Held", "wait")
     job = snapshot.read_jobs(zk, [jid]).records[jid]
-    assert job.history == store.get_job(jid).history and len(job.history.entries) == 2
+    assert job.history == store.jobs.get_job(jid).history and len(job.history.entries) == 2
     got = snapshot.read_batches(zk, [batch]).records[batch]
-    assert got.history == store.get_batch(batch).history and got.history.exists
+    assert got.history == store.batches.get_batch(batch).history and got.history.exists
 
 
 def test_the_dispatchers_store_is_spelled_as_the_dispatcher_unless_it_has_an_actor(
@@ -421,8 +422,8 @@ def test_the_dispatchers_store_is_spelled_as_the_dispatcher_unless_it_has_an_act
 
     own = make_store()
     Dispatcher(own, redis, TASKS)
-    assert own.actor == h.process_actor(h.DISPATCHER_PREFIX)
+    assert own.changes.actor == h.process_actor(h.DISPATCHER_PREFIX)
     shared = make_store()
-    shared.actor = "admin:ann"
+    shared.changes.default_actor = "admin:ann"
     Dispatcher(shared, redis, TASKS)
-    assert shared.actor == "admin:ann"
+    assert shared.changes.actor == "admin:ann"

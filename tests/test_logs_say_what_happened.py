@@ -51,10 +51,10 @@ def test_an_orphaned_lock_is_said_released_only_when_it_was(store, make_store, c
     ours, theirs, gone = (t.localid_lock(n) for n in ("ours", "theirs", "gone"))
     worker.client.create(ours, ephemeral=True)
     store.client.create(theirs, ephemeral=True)
-    worker._orphaned |= {ours, theirs, gone}
+    worker.session.orphaned |= {ours, theirs, gone}
     with caplog.at_level(logging.DEBUG, logger="merritt_queue.core.store"):
-        assert worker.release_orphaned_locks() == 3
-    assert worker._orphaned == set()
+        assert worker.session.release_orphaned_locks() == 3
+    assert worker.session.orphaned == set()
     assert worker.client.exists(ours) is None and store.client.exists(theirs) is not None
     lines = _lines(caplog, "merritt_queue.core.store")
     assert [line for line in lines if line.startswith("released")] == [
@@ -118,8 +118,8 @@ def test_a_batch_left_to_the_dispatcher_says_why(store, redis, caplog, monkeypat
 def test_an_abandoned_step_says_what_happened_and_that_it_runs_again(store, caplog):
     from merritt_queue.core.runner import StepResult, run_job_step
 
-    bid = store.create_batch({"batchID": str(uuid.uuid4())}).id
-    jid = store.create_job(bid, {})
+    bid = store.new_batches.create_batch({"batchID": str(uuid.uuid4())}).id
+    jid = store.new_jobs.create_job(bid, {})
 
     def cut_off(_job):
         raise ConnectionLoss()
@@ -133,7 +133,7 @@ def test_an_abandoned_step_says_what_happened_and_that_it_runs_again(store, capl
         "whose status of the job says which; the step runs again on whichever worker takes "
         "the job next, if it is still to do"
     ]
-    assert store.get_job(jid).status == "Pending" and not store.client.exists(
+    assert store.jobs.get_job(jid).status == "Pending" and not store.client.exists(
         t.job_node(jid, "lock")
     )
 
@@ -173,9 +173,9 @@ def test_a_lost_zookeeper_connection_is_one_warning_naming_the_reconciler(
     monkeypatch.setattr(writethrough, "apply_change", away)
     with caplog.at_level(logging.INFO, logger=WRITE_THROUGH):
         for _ in range(3):
-            live.create_batch(dict(SUBMISSION, batchID=None))
+            live.new_batches.create_batch(dict(SUBMISSION, batchID=None))
         monkeypatch.setattr(writethrough, "apply_change", real)
-        live.create_batch(dict(SUBMISSION, batchID=None))
+        live.new_batches.create_batch(dict(SUBMISSION, batchID=None))
     assert not _records(caplog, WRITE_THROUGH, logging.ERROR)
     (warning,) = _records(caplog, WRITE_THROUGH, logging.WARNING)
     assert warning.exc_info is None
@@ -202,8 +202,8 @@ def test_a_lost_database_connection_is_one_warning_and_a_bug_still_an_error(
 
     monkeypatch.setattr(writethrough, "apply_change", closed)
     with caplog.at_level(logging.INFO, logger=WRITE_THROUGH):
-        live.create_batch(dict(SUBMISSION, batchID=None))
-        live.create_batch(dict(SUBMISSION, batchID=None))
+        live.new_batches.create_batch(dict(SUBMISSION, batchID=None))
+        live.new_batches.create_batch(dict(SUBMISSION, batchID=None))
     assert not _records(caplog, WRITE_THROUGH, logging.ERROR)
     (warning,) = _records(caplog, WRITE_THROUGH, logging.WARNING)
     assert warning.getMessage().startswith(
@@ -217,7 +217,7 @@ def test_a_lost_database_connection_is_one_warning_and_a_bug_still_an_error(
     caplog.clear()
     monkeypatch.setattr(writethrough, "apply_change", bug)
     with caplog.at_level(logging.INFO, logger=WRITE_THROUGH):
-        live.create_batch(dict(SUBMISSION, batchID=None))
+        live.new_batches.create_batch(dict(SUBMISSION, batchID=None))
     (error,) = _records(caplog, WRITE_THROUGH, logging.ERROR)
     assert error.exc_info is not None and "mirror write-through of batch" in error.getMessage()
 
@@ -279,10 +279,10 @@ def test_a_cut_off_worker_s_download_slot_goes_to_another_worker(
     from jobs.payload import PayloadFile
     from merritt_queue.services.hostslots import HostFull, HostSlots
 
-    bid = store.create_batch({"batchID": str(uuid.uuid4())}).id
-    store.create_job(bid, {})
+    bid = store.new_batches.create_batch({"batchID": str(uuid.uuid4())}).id
+    store.new_jobs.create_job(bid, {})
     worker = make_store()
-    job = worker.acquire_job("Pending")
+    job = worker.job_locks.acquire_job("Pending")
     cut_off = SimpleNamespace(store=worker, host_slots=HostSlots(redis, limit=1, ttl=1.5))
     other = HostSlots(redis, limit=1, ttl=1.5)
     files = [PayloadFile("http://example.org/a.txt", "a.txt")]
@@ -290,7 +290,7 @@ def test_a_cut_off_worker_s_download_slot_goes_to_another_worker(
         time.sleep(2.5)  # renewed past its time to live while its session lasts
         with pytest.raises(HostFull):
             other.hold(["example.org"])
-        session = worker.session_id
+        session = worker.session.session_id
         _expire(worker.client, zk_config.hosts)
         deadline = time.monotonic() + 1.5 + 5.0
         taken = None
@@ -301,7 +301,7 @@ def test_a_cut_off_worker_s_download_slot_goes_to_another_worker(
                 time.sleep(0.1)
         # The download goes on (nothing stopped it yet), but its slot is another's.
         assert taken is not None and taken.hosts == ["example.org"]
-        assert worker.session_id != session
+        assert worker.session.session_id != session
         taken.release()
     assert other.in_flight("example.org") == 0
 
@@ -313,10 +313,10 @@ def test_an_abandoned_download_gives_its_slot_back_at_once(store, make_store, re
     from jobs.payload import PayloadFile
     from merritt_queue.services.hostslots import HostSlots
 
-    bid = store.create_batch({"batchID": str(uuid.uuid4())}).id
-    store.create_job(bid, {})
+    bid = store.new_batches.create_batch({"batchID": str(uuid.uuid4())}).id
+    store.new_jobs.create_job(bid, {})
     worker = make_store()
-    job = worker.acquire_job("Pending")
+    job = worker.job_locks.acquire_job("Pending")
     slots = HostSlots(redis, limit=1, ttl=30.0)
     files = [PayloadFile("http://example.org/a.txt", "a.txt")]
     with pytest.raises(LockLost):

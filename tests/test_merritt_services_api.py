@@ -76,7 +76,7 @@ def test_inventory_down_keeps_the_job_in_recording_with_a_clear_message_then_it_
     assert job.message.startswith(f"Merritt inventory at {settings.MERRITT_INVENTORY_URL}")
     assert "connection refused" in job.message and "MERRITT_INVENTORY_URL" in job.message
     assert "Traceback" not in job.message
-    assert [p for p, _ in pipeline.store.locks()] == [], "the inventory lock was left behind"
+    assert [p for p, _ in pipeline.store.locks.nodes()] == [], "the inventory lock was left behind"
 
     settings.MERRITT_INVENTORY_URL = merritt_api.url
     services.reset()
@@ -100,7 +100,7 @@ def test_a_refused_add_fails_the_job_naming_merritt_inventory_and_what_it_said(
     assert "Traceback" not in job.message
     assert merritt_api.adds == []
     assert not InventoryVersion.objects.filter(obj__ark=job.identifiers["primary_id"]).exists()
-    assert [p for p, _ in pipeline.store.locks()] == [], "the inventory lock was left behind"
+    assert [p for p, _ in pipeline.store.locks.nodes()] == [], "the inventory lock was left behind"
 
 
 # -- the client alone --------------------------------------------------------------------

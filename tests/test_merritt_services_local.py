@@ -36,14 +36,14 @@ def step_until(pipeline, jid, done, consumers, timeout=30.0):
     """Our workers step; Merritt's consumers poll between every step."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        job = pipeline.store.get_job(jid)
+        job = pipeline.store.jobs.get_job(jid)
         if done(job):
             return job
         pipeline.step()
         for consumer in consumers:
             consumer.poll()
         time.sleep(0.05)
-    raise AssertionError(f"job {jid} never got there: {pipeline.store.get_job(jid)}")
+    raise AssertionError(f"job {jid} never got there: {pipeline.store.jobs.get_job(jid)}")
 
 
 def submitted_while_another_stores(pipeline, content, make_client):
@@ -71,7 +71,7 @@ def test_a_local_job_waiting_for_its_storage_or_inventory_lock_is_never_merritts
         assert storage.poll() is None
     assert lock_held_by_someone(pipeline, jid)
     # Kept from Merritt's consumers, yet not held by a worker: it can still be steered.
-    assert not pipeline.store.get_job(jid).locked
+    assert not pipeline.store.jobs.get_job(jid).locked
     other.create(f"{LOCK_INVENTORY}/{lock_name(ARK)}", ephemeral=True, makepath=True)
     other.delete(f"{LOCK_STORAGE}/{lock_name(ARK)}")
     step_until(pipeline, jid, waits_in(JobStatus.RECORDING, "being recorded"), consumers)
@@ -80,7 +80,10 @@ def test_a_local_job_waiting_for_its_storage_or_inventory_lock_is_never_merritts
     other.delete(f"{LOCK_INVENTORY}/{lock_name(ARK)}")
     step_until(pipeline, jid, lambda j: j.status == JobStatus.COMPLETED, consumers)
     assert storage.taken == [] and inventory.taken == []
-    assert pipeline.store.get_batch(bid).status in (BatchStatus.PROCESSING, BatchStatus.COMPLETED)
+    assert pipeline.store.batches.get_batch(bid).status in (
+        BatchStatus.PROCESSING,
+        BatchStatus.COMPLETED,
+    )
     assert not pipeline.store.client.exists(t.job_node(jid, "lock"))
 
 
@@ -94,12 +97,12 @@ def test_a_local_job_resumed_into_storing_is_parked_before_anyone_can_take_it(
     storage, inventory = consumers
     other, bid, jid = submitted_while_another_stores(pipeline, content, make_client)
     step_until(pipeline, jid, lambda j: j.status == JobStatus.STORING, consumers)
-    pipeline.store.force_fail(jid, "an operator stopped it")
+    pipeline.store.moves.force_fail(jid, "an operator stopped it")
     assert not lock_held_by_someone(pipeline, jid)
     assert not other.exists(f"{LOCK_STORAGE}/{lock_name(ARK)}")  # force_fail took it too
-    resumed = pipeline.store.resume_job(jid)
+    resumed = pipeline.store.edits.resume_job(jid)
     assert resumed.status == JobStatus.STORING
-    assert lock_held_by_someone(pipeline, jid) and not pipeline.store.get_job(jid).locked
+    assert lock_held_by_someone(pipeline, jid) and not pipeline.store.jobs.get_job(jid).locked
     assert storage.poll() is None
     step_until(pipeline, jid, lambda j: j.status == JobStatus.COMPLETED, consumers)
     assert storage.taken == [] and inventory.taken == []

@@ -21,7 +21,7 @@ def test_a_submission_records_the_site_mode_and_its_job_inherits_it(
     body = GOOD | {"type": "file", "payload_url": "https://example.org/a.txt"}
     response = post(client, token, body)
     assert response.status_code == 201
-    submission = queue.get_batch(response.json()["batch_id"]).submission
+    submission = queue.batches.get_batch(response.json()["batch_id"]).submission
     assert submission[stepowners.KEY] == stepowners.MERRITT_QUEUE
     (job,) = plan_jobs(submission)
     assert stepowners.of_job(job.configuration) == stepowners.MERRITT_QUEUE
@@ -41,7 +41,7 @@ def test_a_profiles_own_mode_wins_over_the_site_and_a_job_keeps_what_it_was_give
     body = GOOD | {"type": "file", "payload_url": "https://example.org/a.txt"}
     response = post(client, token, body)
     assert response.status_code == 201
-    submission = queue.get_batch(response.json()["batch_id"]).submission
+    submission = queue.batches.get_batch(response.json()["batch_id"]).submission
     assert submission[stepowners.KEY] == stepowners.MERRITT_API
     # A job submitted before the setting existed, or naming nonsense, was submitted locally.
     assert stepowners.of_job({}) == stepowners.of_job({"store_record": "x"}) == stepowners.LOCAL

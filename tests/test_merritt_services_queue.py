@@ -49,7 +49,7 @@ def run(pipeline, merritt, bid: str, timeout: float = 90):
     storage, inventory = merritt
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        batch = pipeline.store.get_batch(bid)
+        batch = pipeline.store.batches.get_batch(bid)
         if batch.status in FINAL:
             return batch
         busy = pipeline.step()
@@ -59,7 +59,7 @@ def run(pipeline, merritt, bid: str, timeout: float = 90):
             busy += 1
         if not busy:
             time.sleep(0.05)
-    raise AssertionError(f"batch {bid} did not finish: {pipeline.store.get_batch(bid)}")
+    raise AssertionError(f"batch {bid} did not finish: {pipeline.store.batches.get_batch(bid)}")
 
 
 def completed(pipeline, merritt, bid: str, count: int) -> list:

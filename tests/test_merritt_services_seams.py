@@ -45,13 +45,13 @@ def queue(process_store):
 
 def test_the_submit_command_refuses_in_none_mode_as_the_web_door_does(queue, settings):
     settings.MQ_WORKERS = "none"
-    before = queue.list_batch_ids()
+    before = queue.batches.list_batch_ids()
     with pytest.raises(CommandError) as e:
         call_command(
             "submit", profile="demo", submitter="me", type="file", payload_url="https://e.org/a"
         )
     assert NO_WORKERS_PROBLEM in str(e.value)
-    assert queue.list_batch_ids() == before
+    assert queue.batches.list_batch_ids() == before
 
 
 def test_a_dry_run_still_checks_the_submission_in_none_mode(queue, settings):
@@ -107,9 +107,9 @@ def test_a_batch_node_never_exists_without_its_status_and_states(store, merritt,
         return commit(ops, what)
 
     monkeypatch.setattr(store.engine, "commit", merritt_polls_first)
-    bid = store.create_batch({"profile": "demo", "type": "file"}, reserved=True).id
+    bid = store.new_batches.create_batch({"profile": "demo", "type": "file"}, reserved=True).id
     assert seen == [None]
-    assert store.engine.children(t.batch_path(bid)) and not store.get_batch(bid).locked
+    assert store.engine.children(t.batch_path(bid)) and not store.batches.get_batch(bid).locked
     assert sorted(store.engine.children(t.batch_path(bid))) == [
         "history",
         "states",
@@ -119,10 +119,10 @@ def test_a_batch_node_never_exists_without_its_status_and_states(store, merritt,
 
 
 def test_batch_ids_stay_unique_and_increasing_beside_merritts_sequential_creates(store, merritt):
-    ours = store.create_batch({"profile": "demo"}, reserved=True).id
+    ours = store.new_batches.create_batch({"profile": "demo"}, reserved=True).id
     theirs = merritt.create_batch({"profile": "demo"}).id
     store.engine.client.delete(f"{t.batch_path(theirs)}/status")
-    again = store.create_batch({"profile": "demo"}, reserved=True).id
+    again = store.new_batches.create_batch({"profile": "demo"}, reserved=True).id
     last = merritt.create_batch({"profile": "demo"}).id
     assert ours < theirs < again < last
 
@@ -154,7 +154,7 @@ def test_the_local_id_lock_is_named_by_the_owners_ark_not_its_name(process_store
         minter_shoulder="ark:/99999/fk4",
     )
     assert merritt.lock_object_localid(f"lid-1_{OWNER_ARK}")  # ProcessManager.getLocalIDLock
-    assert not process_store.lock_localid(localid_lock_key("lid-1", profile))
+    assert not process_store.locks.lock_localid(localid_lock_key("lid-1", profile))
     assert process_store.client.exists("/locks/localid/lid-1_ark_13030_j2cc0900")
 
 
@@ -172,7 +172,7 @@ def test_several_local_ids_take_the_lock_merritt_takes_for_them(process_store, m
     keys = localid_lock_keys(["lid-1; lid-2 ; lid-1"], profile)
     assert list(keys.values())[0] == f"lid-1;lid-2_{OWNER_ARK}"
     assert merritt.lock_object_localid(f"lid-1;lid-2_{OWNER_ARK}")
-    assert not process_store.lock_localid(keys["lid-1;lid-2"])
+    assert not process_store.locks.lock_localid(keys["lid-1;lid-2"])
     # Each id alone as well: two of our jobs sharing one of them exclude each other.
     assert keys["lid-1"] == f"lid-1_{OWNER_ARK}" and keys["lid-2"] == f"lid-2_{OWNER_ARK}"
     assert localid_lock_keys(["lid-1"], profile) == {"lid-1": localid_lock_key("lid-1", profile)}
@@ -206,7 +206,7 @@ def test_without_an_owners_ark_local_ids_are_refused_with_a_clear_message(queue)
     bid = submit(
         {"profile": "demo", "submitter": "me", "type": "file", "payload_url": "https://e.org/a"}
     ).bid
-    assert queue.get_batch(bid).status == "Pending"
+    assert queue.batches.get_batch(bid).status == "Pending"
 
 
 def test_a_job_with_local_ids_fails_in_processing_once_its_profile_has_no_owners_ark(
@@ -271,14 +271,14 @@ def test_a_release_keeps_the_hold_merritts_admin_set_on_a_profile(
     """Before: releasing demo here deleted /locks/collections/demo_content, which Merritt's
     admin had set for its own reasons."""
     assert merritt.lock_collection("demo_content")  # the admin tool's lock_collection
-    assert process_store.hold_collection("demo", by="ada", reason="audit")
-    assert process_store.release_collection("demo")
+    assert process_store.holds.hold_collection("demo", by="ada", reason="audit")
+    assert process_store.holds.release_collection("demo")
     assert merritt.check_lock_collection("demo_content")
     assert not merritt.check_lock_collection("demo")
-    assert process_store.collection_holds("demo") == {"demo_content": False}
-    process_store.hold_collection("demo", by="ada")
-    assert process_store.collection_holds("demo") == {"demo": True, "demo_content": False}
-    assert process_store.release_collection("demo", also_others=True)
+    assert process_store.holds.collection_holds("demo") == {"demo_content": False}
+    process_store.holds.hold_collection("demo", by="ada")
+    assert process_store.holds.collection_holds("demo") == {"demo": True, "demo_content": False}
+    assert process_store.holds.release_collection("demo", also_others=True)
     assert not merritt.check_lock_collection("demo_content")
 
 
@@ -286,7 +286,7 @@ def test_the_confirmation_page_offers_to_lift_merritts_holds_and_records_it(
     client, process_store, demo_content, merritt, people
 ):
     merritt.lock_collection("demo_content")
-    process_store.hold_collection("demo", by="ada", reason="audit")
+    process_store.holds.hold_collection("demo", by="ada", reason="audit")
     client.force_login(people["administrator"])
     page, _, _ = confirm_and_execute(client, "collection.release", "ids=demo", reason="done")
     assert "under demo_content" in page.content.decode()
@@ -294,12 +294,12 @@ def test_the_confirmation_page_offers_to_lift_merritts_holds_and_records_it(
     assert merritt.check_lock_collection("demo_content")
     record = AdminAction.objects.get(action="collection.release")
     assert "demo_content stay" in record.items.get().detail
-    process_store.hold_collection("demo", by="ada")
+    process_store.holds.hold_collection("demo", by="ada")
     confirm_and_execute(
         client, "collection.release", "ids=demo", reason="Merritt's done too", also_others="1"
     )
     assert not merritt.check_lock_collection("demo_content")
-    assert not process_store.is_collection_held("demo")
+    assert not process_store.holds.is_collection_held("demo")
     record = AdminAction.objects.filter(action="collection.release").latest("pk")
     assert record.reason == f"Merritt's done too ({ALSO_OTHERS_REASON})"
 
@@ -309,12 +309,12 @@ def test_the_confirmation_page_offers_to_lift_merritts_holds_and_records_it(
 
 def failed_batch(store) -> tuple[str, str]:
     """A batch of ours taken up, with one job, that job Failed."""
-    bid = store.create_batch({"profile": "demo"}).id
-    batch = store.acquire_pending_batch()
+    bid = store.new_batches.create_batch({"profile": "demo"}).id
+    batch = store.batch_locks.acquire_pending_batch()
     assert batch is not None and batch.bid == bid
-    jid = store.create_job(bid, {"profile": "demo"})
-    store.unlock_batch(bid)
-    store.fail_job(jid, "broken")
+    jid = store.new_jobs.create_job(bid, {"profile": "demo"})
+    store.batch_locks.unlock_batch(bid)
+    store.moves.fail_job(jid, "broken")
     return bid, jid
 
 
@@ -322,33 +322,37 @@ def test_merritts_cleanup_removes_a_batch_deleted_here(store, merritt):
     """Before: a deletion here removed the empty batch-processing (so MerrittZK's reporting
     would not throw on it), and MerrittZK's deleteCompletedBatches, which looks only at
     batches with that node empty, never removed the batch."""
-    held = store.create_batch({"profile": "demo", "batchID": "u-held"}, reserved=True).id
-    store.hold_batch(held)
-    store.delete_batch(held)
+    held = store.new_batches.create_batch(
+        {"profile": "demo", "batchID": "u-held"}, reserved=True
+    ).id
+    store.batch_moves.hold_batch(held)
+    store.batch_moves.delete_batch(held)
     failed, failed_job = failed_batch(store)
-    store.transition_batch(failed, "Failed")
-    store.delete_batch(failed)
-    assert not store.get_batch(failed).locked  # the tombstone is nobody's lock
+    store.batch_moves.transition_batch(failed, "Failed")
+    store.batch_moves.delete_batch(failed)
+    assert not store.batches.get_batch(failed).locked  # the tombstone is nobody's lock
     assert merritt.acquire_batch_for_reporting() is None  # passes them by, throws on neither
     assert merritt.delete_completed_batches() == [held, failed]
-    assert store.list_batch_ids() == [] and store.find_batch_by_uuid("u-held") is None
+    assert (
+        store.batches.list_batch_ids() == [] and store.batches.find_batch_by_uuid("u-held") is None
+    )
     assert not store.client.exists(t.job_path(failed_job))
 
 
 def test_our_cleanup_still_removes_a_deleted_batch_and_no_job_of_it_goes_back_to_work(store):
     bid, jid = failed_batch(store)
-    store.transition_batch(bid, "Failed")
-    store.delete_batch(bid)
+    store.batch_moves.transition_batch(bid, "Failed")
+    store.batch_moves.delete_batch(bid)
     with pytest.raises(InvalidTransition, match="was deleted"):
-        store.transition_job(jid, "Pending")
-    assert store.purge_batch(bid) == [jid]
-    assert store.list_batch_ids() == []
+        store.moves.transition_job(jid, "Pending")
+    assert store.removal.purge_batch(bid) == [jid]
+    assert store.batches.list_batch_ids() == []
 
 
 def test_check_tree_gives_an_old_deleted_batch_its_tombstone(store, merritt):
-    bid = store.create_batch({"profile": "demo"}, reserved=True).id
-    store.hold_batch(bid)
-    store.delete_batch(bid)
+    bid = store.new_batches.create_batch({"profile": "demo"}, reserved=True).id
+    store.batch_moves.hold_batch(bid)
+    store.batch_moves.delete_batch(bid)
     for node in ("lock", "states/batch-processing"):  # as a deletion before tombstones left it
         store.client.delete(f"{t.batch_path(bid)}/{node}")
     (finding,) = check_tree(store, repair=True)
@@ -362,7 +366,7 @@ def test_check_tree_gives_an_old_deleted_batch_its_tombstone(store, merritt):
 
 def our_batch(store, **extra) -> str:
     submission = {"collection": "demo", "profile": "demo_content", CREATED_BY_KEY: CREATED_BY}
-    return store.create_batch(submission | extra, reserved=True).id
+    return store.new_batches.create_batch(submission | extra, reserved=True).id
 
 
 def sweep(store, redis) -> None:
@@ -379,11 +383,11 @@ def test_our_batch_is_held_and_released_with_merritts_collection_lock(
     bid = our_batch(store)
     assert merritt.lock_collection("demo_content")  # the admin tool, on the profile's name
     sweep(store, redis)
-    batch = store.get_batch(bid)
+    batch = store.batches.get_batch(bid)
     assert batch.status == "Held" and batch.message == "collection demo is on hold"
     merritt.unlock_collection("demo_content")
     sweep(store, redis)
-    batch = store.get_batch(bid)
+    batch = store.batches.get_batch(bid)
     assert batch.status == "Pending" and "hold that held it was lifted" in batch.message
     assert merritt.acquire_pending_batch() is None  # still ours: reserved
 
@@ -393,12 +397,12 @@ def test_a_batch_a_person_held_here_stays_held_when_merritt_lifts_its_lock(
 ):
     store = process_store
     bid = our_batch(store)
-    store.hold_batch(bid, "ada: the depositor asked us to wait")
+    store.batch_moves.hold_batch(bid, "ada: the depositor asked us to wait")
     merritt.lock_collection("demo_content")
     sweep(store, redis)
     merritt.unlock_collection("demo_content")
     sweep(store, redis)
-    batch = store.get_batch(bid)
+    batch = store.batches.get_batch(bid)
     assert batch.status == "Held" and batch.message.startswith("ada:")
 
 
@@ -407,14 +411,14 @@ def test_a_job_a_hold_held_is_released_when_merritt_lifts_it_and_merritts_batche
 ):
     store = process_store
     bid = our_batch(store)
-    jid = store.create_job(bid, {"collection": "demo", "profile": "demo_content"})
+    jid = store.new_jobs.create_job(bid, {"collection": "demo", "profile": "demo_content"})
     merritt.lock_collection("demo_content")
     theirs = merritt.create_batch({"profile": "demo_content", "type": "file"})
-    store.transition_job(
+    store.moves.transition_job(
         jid, "Held", "profile demo_content is on hold (a collection hold set in Merritt)"
     )
-    assert store.follow_collection_holds() == ([bid], [])
-    assert store.get_batch(theirs.id).status == "Pending"  # Merritt's ingest decides
+    assert store.held.follow_collection_holds() == ([bid], [])
+    assert store.batches.get_batch(theirs.id).status == "Pending"  # Merritt's ingest decides
     merritt.unlock_collection("demo_content")
-    assert store.follow_collection_holds() == ([], [bid, jid])
-    assert store.get_job(jid).status == "Pending"
+    assert store.held.follow_collection_holds() == ([], [bid, jid])
+    assert store.jobs.get_job(jid).status == "Pending"

@@ -61,7 +61,7 @@ def our_log(store, log: list) -> None:
         if change.old_status and new and new != change.old_status:
             log.append(("ours", change.kind, change.id, change.old_status, new))
 
-    store.listeners.insert(0, listener)
+    store.changes.listeners.insert(0, listener)
 
 
 def test_both_ingests_work_one_ensemble_and_nothing_is_done_twice(
@@ -97,7 +97,7 @@ def test_both_ingests_work_one_ensemble_and_nothing_is_done_twice(
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
-            statuses = pipeline.store.batch_statuses()
+            statuses = pipeline.store.batches.batch_statuses()
             if statuses and all(s.get("status") in FINAL for s in statuses.values()):
                 break
             if not pipeline.step():
@@ -105,7 +105,7 @@ def test_both_ingests_work_one_ensemble_and_nothing_is_done_twice(
     finally:
         stop.set()
         thread.join(10)
-    statuses = {b: s["status"] for b, s in pipeline.store.batch_statuses().items()}
+    statuses = {b: s["status"] for b, s in pipeline.store.batches.batch_statuses().items()}
     assert all(s in FINAL for s in statuses.values()), statuses
     assert errors == [], errors[:5]
     twice = [t for t, n in Counter(x[1:] for x in log).items() if n > 1]
@@ -121,7 +121,7 @@ def test_both_ingests_work_one_ensemble_and_nothing_is_done_twice(
     reported = [x for x in log if x[1] == "batch" and x[4] in ("Completed", "Failed")]
     assert Counter(x[2] for x in reported) == Counter(statuses.keys()), reported
     for bid in statuses:
-        for jid in (j for g in pipeline.store.batch_jobs(bid).values() for j in g):
-            message = pipeline.store.get_job(jid).message
+        for jid in (j for g in pipeline.store.batches.batch_jobs(bid).values() for j in g):
+            message = pipeline.store.jobs.get_job(jid).message
             assert "Traceback" not in message and "KeyError" not in message, message
     del ours, theirs

@@ -85,22 +85,22 @@ def test_a_batch_merritt_set_reporting_is_reported_once_its_jobs_are_done(
 ):
     ingest = MerrittIngest(merritt)
     batch = ingest.submit("demo", objects=2, payload_url="http://example.org/hello.txt")
-    assert pipeline.store.get_batch(batch.id).status == "Reporting"
+    assert pipeline.store.batches.get_batch(batch.id).status == "Reporting"
 
     for _ in range(3):
         step(pipeline)
-    early = pipeline.store.get_batch(batch.id)
+    early = pipeline.store.batches.get_batch(batch.id)
     assert early.status == "Reporting", early.message
     assert early.status_report is None
 
     ingest.initialize()  # one job on its way, one still Pending
     step(pipeline)
-    assert pipeline.store.get_batch(batch.id).status == "Reporting"
+    assert pipeline.store.batches.get_batch(batch.id).status == "Reporting"
 
     ingest.finish_jobs()  # the first to the end
     ingest.initialize()
     step(pipeline)
-    assert pipeline.store.get_batch(batch.id).status == "Reporting"
+    assert pipeline.store.batches.get_batch(batch.id).status == "Reporting"
     for state in JOB_SUCCESS:
         ingest.run_step(state)
 
@@ -144,13 +144,13 @@ def test_merrittzk_that_read_a_batch_just_before_we_reported_it_cannot_report_it
 
 
 def test_a_batch_held_here_is_never_acquired_by_merrittzk_and_released_looks_fresh(store, merritt):
-    bid = store.create_batch(dict(OUR_FORMAT)).id
-    store.hold_batch(bid, "held by an operator")
+    bid = store.new_batches.create_batch(dict(OUR_FORMAT)).id
+    store.batch_moves.hold_batch(bid, "held by an operator")
     assert merritt.acquire_pending_batch() is None
-    assert store.get_batch(bid).status == "Held"
-    assert not store.get_batch(bid).locked
+    assert store.batches.get_batch(bid).status == "Held"
+    assert not store.batches.get_batch(bid).locked
 
-    store.release_batch(bid, "released by an operator")
+    store.batch_moves.release_batch(bid, "released by an operator")
     fresh = merritt.create_batch(dict(OUR_FORMAT))
     assert subtree(store.client, t.batch_path(bid)) == subtree(store.client, fresh.path)
     acquired = merritt.acquire_pending_batch()
@@ -158,35 +158,37 @@ def test_a_batch_held_here_is_never_acquired_by_merrittzk_and_released_looks_fre
 
 
 def test_a_batch_held_by_its_collection_is_never_acquired_by_merrittzk(store, merritt):
-    bid = store.create_batch(dict(OUR_FORMAT, collection="held")).id
-    store.hold_collection("held")
-    assert store.begin_batch(bid) is None
-    assert store.get_batch(bid).status == "Held"
+    bid = store.new_batches.create_batch(dict(OUR_FORMAT, collection="held")).id
+    store.holds.hold_collection("held")
+    assert store.batch_locks.begin_batch(bid) is None
+    assert store.batches.get_batch(bid).status == "Held"
     assert merritt.acquire_pending_batch() is None
 
-    store.release_collection("held")
-    assert store.release_collection_items("held").released == [bid]
+    store.holds.release_collection("held")
+    assert store.held.release_collection_items("held").released == [bid]
     acquired = merritt.acquire_pending_batch()
     assert acquired is not None and acquired.id == bid
 
 
 def test_a_hold_is_refused_while_merrittzk_holds_the_batch_lock(store, merritt):
-    bid = store.create_batch(dict(OUR_FORMAT)).id
+    bid = store.new_batches.create_batch(dict(OUR_FORMAT)).id
     assert merritt.lock(Item("batch", bid))
     with pytest.raises(Locked, match="not held"):
-        store.hold_batch(bid)
-    assert store.get_batch(bid).status == "Pending"
+        store.batch_moves.hold_batch(bid)
+    assert store.batches.get_batch(bid).status == "Pending"
     assert not store.client.exists(t.batch_states(bid))
 
 
 def test_a_reserved_batch_stays_reserved_through_hold_and_release(store, merritt):
-    bid = store.create_batch(dict(OUR_FORMAT, **{CREATED_BY_KEY: CREATED_BY}), reserved=True).id
+    bid = store.new_batches.create_batch(
+        dict(OUR_FORMAT, **{CREATED_BY_KEY: CREATED_BY}), reserved=True
+    ).id
     assert merritt.acquire_pending_batch() is None
-    store.hold_batch(bid)
-    store.release_batch(bid)
-    assert store.get_batch(bid).status == "Pending"
+    store.batch_moves.hold_batch(bid)
+    store.batch_moves.release_batch(bid)
+    assert store.batches.get_batch(bid).status == "Pending"
     assert merritt.acquire_pending_batch() is None
-    assert store.begin_batch(bid) is not None  # ours still takes it
+    assert store.batch_locks.begin_batch(bid) is not None  # ours still takes it
 
 
 # --- 4. deleted batches -------------------------------------------------------------
@@ -206,15 +208,15 @@ def failed_merritt_batch(ingest: MerrittIngest) -> Item:
 def test_a_batch_deleted_here_does_not_block_merritts_reporting(store, merritt):
     ingest = MerrittIngest(merritt)
     deleted = failed_merritt_batch(ingest)
-    assert store.get_batch(deleted.id).status == "Failed"
-    store.delete_batch(deleted.id, "deleted by an administrator")
+    assert store.batches.get_batch(deleted.id).status == "Failed"
+    store.batch_moves.delete_batch(deleted.id, "deleted by an administrator")
 
     later = ingest.submit("other", objects=1)
     ingest.finish_jobs()
     reported = ingest.report()  # threw MerrittStateError on the Deleted batch
     assert reported is not None and reported.id == later.id
-    assert store.get_batch(later.id).status == "Completed"
-    assert store.get_batch(deleted.id).status == "Deleted"
+    assert store.batches.get_batch(later.id).status == "Completed"
+    assert store.batches.get_batch(deleted.id).status == "Deleted"
     assert ingest.report() is None
 
 
@@ -224,10 +226,10 @@ def test_no_job_of_a_batch_deleted_here_goes_back_to_work_by_any_caller(store, m
     ingest = MerrittIngest(merritt)
     deleted = failed_merritt_batch(ingest)
     (jid,) = merritt.batch_jobs(deleted, "batch-failed")
-    store.delete_batch(deleted.id, "deleted by an administrator")
+    store.batch_moves.delete_batch(deleted.id, "deleted by an administrator")
     with pytest.raises(InvalidTransition, match=f"batch {deleted.id} was deleted"):
-        store.resume_job(jid)
-    assert store.get_job(jid).status == "Failed"
+        store.edits.resume_job(jid)
+    assert store.jobs.get_job(jid).status == "Failed"
     assert store.client.get_children(t.batch_job_dir(deleted.id, "batch-processing")) == []
     assert ingest.report() is None  # its tombstone lock: nothing for MerrittZK to throw on
 
@@ -238,8 +240,8 @@ def test_a_delete_is_refused_while_a_job_of_the_batch_is_processing(store, merri
     job = merritt.load(Item("job", merritt.batch_jobs(batch, "batch-failed")[0]))
     ingest.requeue(job, "Pending")
     with pytest.raises(QueueError, match="not finished"):
-        store.delete_batch(batch.id)
-    assert store.get_batch(batch.id).status == "Failed"
+        store.batch_moves.delete_batch(batch.id)
+    assert store.batches.get_batch(batch.id).status == "Failed"
     assert store.client.get_children(t.batch_job_dir(batch.id, "batch-processing"))
 
 
@@ -260,11 +262,11 @@ def test_own_mode_runs_our_batches_and_leaves_merritts_alone(
     merritt.unlock(theirs)
 
     for _ in range(30):
-        if pipeline.store.get_batch(ours).status == "Completed":
+        if pipeline.store.batches.get_batch(ours).status == "Completed":
             break
         step(pipeline, "own")
-    assert pipeline.store.get_batch(ours).status == "Completed"
-    left = pipeline.store.get_batch(formatted.id)
+    assert pipeline.store.batches.get_batch(ours).status == "Completed"
+    left = pipeline.store.batches.get_batch(formatted.id)
     assert (left.status, left.acquired, left.locked) == ("Pending", False, False)
     job = pipeline.jobs(ours)[0]
     assert job.configuration[CREATED_BY_KEY] == CREATED_BY
@@ -274,7 +276,7 @@ def test_all_mode_leaves_a_batch_in_merritts_format_alone(pipeline, merritt):
     theirs = merritt.create_batch({"type": "file", "profile": "demo", "filename": "a.txt"})
     for _ in range(3):
         step(pipeline, "all")
-    left = pipeline.store.get_batch(theirs.id)
+    left = pipeline.store.batches.get_batch(theirs.id)
     assert (left.status, left.acquired, left.locked) == ("Pending", False, False)
     assert merritt.acquire_pending_batch().id == theirs.id
 
@@ -287,11 +289,11 @@ def test_a_batch_left_to_merritt_is_not_held_here_when_its_collection_is(
     when its collection is held: holding it is Merritt's ingest's business."""
     settings.MQ_WORKERS = "own"
     theirs = merritt.create_batch(dict(OUR_FORMAT))
-    pipeline.store.hold_collection("demo")
+    pipeline.store.holds.hold_collection("demo")
     from jobs.services import get_services
 
     assert handlers.run_pending(get_services(), theirs.id) == handlers.MERRITT
-    left = pipeline.store.get_batch(theirs.id)
+    left = pipeline.store.batches.get_batch(theirs.id)
     assert (left.status, left.acquired, left.locked) == ("Pending", False, False)
 
 
@@ -303,7 +305,7 @@ def test_none_mode_enqueues_nothing_runs_nothing_and_refuses_submissions(
     bid = pipeline.submit(type="file", payload_url="http://example.org/a.txt")
     settings.MQ_WORKERS = "none"
     assert step(pipeline, "none") == 0
-    assert pipeline.store.get_batch(bid).status == "Pending"
+    assert pipeline.store.batches.get_batch(bid).status == "Pending"
     from jobs.services import get_services
 
     assert handlers.run_pending(get_services(), bid) == "refused"
@@ -335,8 +337,8 @@ def test_an_unknown_worker_mode_is_refused_at_start(settings):
 
 def test_a_merritt_error_is_not_thrown_on_a_held_batch(store, merritt):
     """The symptom of point 3 on the old code: Held -> Processing thrown, lock leaked."""
-    bid = store.create_batch(dict(OUR_FORMAT)).id
-    store.hold_batch(bid)
+    bid = store.new_batches.create_batch(dict(OUR_FORMAT)).id
+    store.batch_moves.hold_batch(bid)
     try:
         merritt.acquire_pending_batch()
     except MerrittStateError as e:  # pragma: no cover - the old behaviour

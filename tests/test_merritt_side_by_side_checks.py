@@ -86,10 +86,10 @@ def test_held_batch_without_states_is_given_one_so_merritt_passes_it_by(store, m
     repair(store, "held-batch-takeable")
     assert check(store) == []
     assert merritt.acquire_pending_batch() is None
-    batch = store.get_batch(bid)
+    batch = store.batches.get_batch(bid)
     assert batch.status == "Held" and not batch.locked
-    store.release_batch(bid)  # a release still works on the repaired batch
-    assert store.get_batch(bid).status == "Pending"
+    store.batch_moves.release_batch(bid)  # a release still works on the repaired batch
+    assert store.batches.get_batch(bid).status == "Pending"
 
 
 # --- b: a Processing batch no one will report ----------------------------------------
@@ -108,15 +108,15 @@ def test_processing_batch_left_empty_by_merritt_is_failed_after_the_grace_period
 
     # Within the grace period it may be a pickup still creating the jobs: no finding.
     assert not [f for f in check(store) if f.kind == "processing-batch-without-jobs"]
-    assert store.get_batch(bid).status == "Processing"
+    assert store.batches.get_batch(bid).status == "Processing"
 
     found = only(check(store, grace=0), "processing-batch-without-jobs")
     assert "will ever report it" in found.reason and found.repair == "set the batch Failed"
     repair(store, "processing-batch-without-jobs", grace=0)
-    batch = store.get_batch(bid)
+    batch = store.batches.get_batch(bid)
     assert batch.status == "Failed" and "submit the deposit again" in batch.message
     assert check(store, grace=0) == []
-    store.delete_batch(bid)  # what a person then does: allowed from Failed
+    store.batch_moves.delete_batch(bid)  # what a person then does: allowed from Failed
 
 
 def test_processing_batch_repair_leaves_a_batch_locked_since_the_check(store, merritt):
@@ -128,7 +128,7 @@ def test_processing_batch_repair_leaves_a_batch_locked_since_the_check(store, me
     checker.repair()
     left = only(checker.findings, "processing-batch-without-jobs")
     assert not left.repaired and "locked now" in left.reason
-    assert store.get_batch(bid).status == "Processing"
+    assert store.batches.get_batch(bid).status == "Processing"
 
 
 # --- c: a batch reported while jobs still run ----------------------------------------
@@ -163,7 +163,7 @@ def test_failed_batch_with_a_running_job_is_update_reported_when_it_finishes(sto
     merritt.unlock(batch)
 
     repair(store, "batch-finished-early")
-    assert store.get_batch(bid).status == "UpdateReporting"
+    assert store.batches.get_batch(bid).status == "UpdateReporting"
     assert check(store) == []
     assert merritt.acquire_update_batch_for_reporting() is None  # its job still runs
     MerrittIngest(merritt).finish_jobs()
@@ -189,12 +189,12 @@ def test_completed_batch_with_running_jobs_is_reported_only(store, merritt):
 def deleted_batch_with_empty_processing_dir(store: QueueStore) -> str:
     """A batch whose only job was held and deleted, then itself held and deleted, its empty
     ``batch-processing`` left behind and no lock (as a delete by MerrittZK leaves it)."""
-    bid = store.create_batch({"batchID": "uuid-deleted", "collection": "demo"}).id
-    jid = store.create_job(bid, {"collection": "demo"})
-    store.hold_job(jid)
-    store.delete_job(jid)
-    store.hold_batch(bid)
-    store.delete_batch(bid)
+    bid = store.new_batches.create_batch({"batchID": "uuid-deleted", "collection": "demo"}).id
+    jid = store.new_jobs.create_job(bid, {"collection": "demo"})
+    store.moves.hold_job(jid)
+    store.moves.delete_job(jid)
+    store.batch_moves.hold_batch(bid)
+    store.batch_moves.delete_batch(bid)
     store.client.delete(t.batch_node(bid, "lock"))  # no tombstone, as MerrittZK's delete
     return bid
 
@@ -216,7 +216,7 @@ def test_deleted_batch_that_blocks_merritt_reporting_loses_its_empty_node(
     assert found.path == node and "later batches" in found.reason
     repair(store, "deleted-batch-blocks-reporting")
     assert store.client.get_children(node) == []
-    assert store.get_batch(deleted).status == "Deleted"
+    assert store.batches.get_batch(deleted).status == "Deleted"
     assert check(store) == []
     assert merritt.acquire_batch_for_reporting().id == later.id  # the tombstone passed by
     assert merritt.delete_completed_batches() == [deleted]

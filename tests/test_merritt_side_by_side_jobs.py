@@ -24,6 +24,7 @@ from merritt_queue.core import tree as t
 from merritt_queue.core.errors import QueueError
 from merritt_queue.core.states import JOB_STEPS, JobStatus, resume_target
 from merritt_queue.core.store import QueueStore
+from merritt_queue.core.store.jobedits import JobEdits
 from mirror import facade as mirror
 from steering.models import AdminAction, CollectionScope
 from tests.pipeline import FIXTURES
@@ -62,9 +63,9 @@ def set_last_successful(store: QueueStore, jid: str, value: str | None) -> None:
 
 
 def failed_job(store: QueueStore) -> str:
-    bid = store.create_batch({"batchID": uuid.uuid4().hex, "collection": "demo"}).id
-    jid = store.create_job(bid, {"collection": "demo", "profile": "demo_content"})
-    store.transition_job(jid, JobStatus.FAILED, "broke")
+    bid = store.new_batches.create_batch({"batchID": uuid.uuid4().hex, "collection": "demo"}).id
+    jid = store.new_jobs.create_job(bid, {"collection": "demo", "profile": "demo_content"})
+    store.moves.transition_job(jid, JobStatus.FAILED, "broke")
     return jid
 
 
@@ -82,7 +83,7 @@ def test_the_resume_page_offers_exactly_what_the_run_accepts(
     store = process_store
     jid = failed_job(store)
     set_last_successful(store, jid, last)
-    job = store.get_job(jid)
+    job = store.jobs.get_job(jid)
     mirror.apply_job(job)
     client.force_login(admin(django_user_model))
 
@@ -93,7 +94,7 @@ def test_the_resume_page_offers_exactly_what_the_run_accepts(
     accepted = []
     for step in EVERY_STEP:
         try:
-            QueueStore.resume_step(job, step)
+            JobEdits.resume_step(job, step)
             accepted.append(step)
         except QueueError:
             pass
@@ -109,7 +110,7 @@ def test_the_resume_page_offers_exactly_what_the_run_accepts(
     assert done.status_code == 302
     record = AdminAction.objects.get()
     assert (record.done, record.failed, record.skipped) == (1, 0, 0), record.items.all()
-    resumed = store.get_job(jid)
+    resumed = store.jobs.get_job(jid)
     assert resumed.status == resume_target(last) == offered[-1] and resumed.retry_count == 1
 
 
@@ -144,9 +145,9 @@ def test_a_job_merritt_requeued_and_that_failed_again_resumes_here_and_completes
 
     zk, ingest = merritt(make_client)
     ingest.requeue(zk.load(Item("job", job.jid)), failed_in)  # MerrittZK: Failed -> step
-    assert store.get_job(job.jid).last_successful_status == "Failed"
-    pipeline.run(bid, until=lambda b: store.get_job(job.jid).status == JobStatus.FAILED)
-    again = store.get_job(job.jid)
+    assert store.jobs.get_job(job.jid).last_successful_status == "Failed"
+    pipeline.run(bid, until=lambda b: store.jobs.get_job(job.jid).status == JobStatus.FAILED)
+    again = store.jobs.get_job(job.jid)
     assert again.last_successful_status == "Failed"  # it failed again: how far is unknown
 
     restore()
@@ -157,9 +158,9 @@ def test_a_job_merritt_requeued_and_that_failed_again_resumes_here_and_completes
     client.post(
         "/actions/job.resume/execute", {"payload": payload_of(page), "reason": "file is back"}
     )
-    assert store.get_job(job.jid).status == JobStatus.PENDING
-    pipeline.run(bid, until=lambda b: store.get_job(job.jid).status in ("Completed", "Failed"))
-    done = store.get_job(job.jid)
+    assert store.jobs.get_job(job.jid).status == JobStatus.PENDING
+    pipeline.run(bid, until=lambda b: store.jobs.get_job(job.jid).status in ("Completed", "Failed"))
+    done = store.jobs.get_job(job.jid)
     assert done.status == JobStatus.COMPLETED, done.message
 
 
@@ -177,14 +178,18 @@ def test_a_collection_hold_here_holds_merritts_job_of_its_profile(
     process_store, demo_profile, make_client
 ):
     zk, ingest = merritt(make_client)
-    assert process_store.hold_collection("demo", by="ada", reason="audit")
+    assert process_store.holds.hold_collection("demo", by="ada", reason="audit")
     assert zk.check_lock_collection("demo_content")  # the name Merritt's ingest checks
     batch = ingest.submit("demo_content")
     job = ingest.initialize()
     assert job is not None and job.status == JobStatus.HELD
-    assert process_store.read_collection_hold("demo") == {"by": "ada", "reason": "audit", "at": ANY}
-    (jid,) = process_store.batch_jobs(batch.id)["batch-processing"]
-    assert process_store.get_job(jid).status == JobStatus.HELD
+    assert process_store.holds.read_collection_hold("demo") == {
+        "by": "ada",
+        "reason": "audit",
+        "at": ANY,
+    }
+    (jid,) = process_store.batches.batch_jobs(batch.id)["batch-processing"]
+    assert process_store.jobs.get_job(jid).status == JobStatus.HELD
 
 
 class _Any:
@@ -205,7 +210,7 @@ def test_our_workers_hold_a_merritt_written_job_of_a_held_collection(
     Profile.objects.create(name="demo_content", collection="demo", minter_shoulder="ark:/99999/fk4")
     zk, ingest = merritt(make_client)
     if held_by == "here":
-        pipeline.store.hold_collection("demo", by="ada")
+        pipeline.store.holds.hold_collection("demo", by="ada")
     else:
         assert zk.lock_collection("demo_content")
     zk.create_batch({"profile": "demo_content", "payload_url": "https://example.org/a.txt"})
@@ -223,10 +228,10 @@ def test_our_workers_hold_a_merritt_written_job_of_a_held_collection(
     zk.unlock(batch)
     for _ in range(3):
         pipeline.step()
-    job = pipeline.store.get_job(ours_to_run.id)
+    job = pipeline.store.jobs.get_job(ours_to_run.id)
     assert job.status == JobStatus.HELD, job.message
     assert "on hold" in job.message
-    assert pipeline.store.get_job(theirs.id).status == JobStatus.PENDING
+    assert pipeline.store.jobs.get_job(theirs.id).status == JobStatus.PENDING
 
 
 def test_asking_whether_an_item_is_held_costs_one_round_trip_and_no_query_when_none_is(
@@ -238,18 +243,18 @@ def test_asking_whether_an_item_is_held_costs_one_round_trip_and_no_query_when_n
     ours = {"collection": "demo", "profile": "demo_content"}
     rounds = store.stats["round_trips"]
     with django_assert_num_queries(0):
-        assert store.item_hold(theirs) is None and store.item_hold(ours) is None
+        assert store.holds.item_hold(theirs) is None and store.holds.item_hold(ours) is None
     assert store.stats["round_trips"] - rounds == 2
-    store.hold_collection("other")
+    store.holds.hold_collection("other")
     rounds = store.stats["round_trips"]
-    assert store.item_hold(ours) is None
+    assert store.holds.item_hold(ours) is None
     assert store.stats["round_trips"] - rounds == 1
-    store.hold_collection("demo")
-    assert store.item_hold(theirs) == "collection demo is on hold"
-    store.release_collection("demo")
+    store.holds.hold_collection("demo")
+    assert store.holds.item_hold(theirs) == "collection demo is on hold"
+    store.holds.release_collection("demo")
     store.client.create(t.collection_lock("demo_content"), makepath=True)  # as Merritt does
     moved = {"collection": "elsewhere", "profile_name": "demo_content"}
-    assert store.item_hold(moved) == (
+    assert store.holds.item_hold(moved) == (
         "profile demo_content is on hold (a collection hold set in Merritt)"
     )
 
@@ -259,20 +264,22 @@ def test_release_all_releases_the_held_items_of_both_sides(
 ):
     store = process_store
     zk, ingest = merritt(make_client)
-    store.hold_collection("demo", by="ada")
-    ours = store.create_batch({"batchID": "ours", "collection": "demo", "profile": "demo_content"})
-    our_job = store.create_job(ours.id, {"collection": "demo", "profile": "demo_content"})
-    store.transition_job(our_job, JobStatus.HELD, "collection demo is on hold")
+    store.holds.hold_collection("demo", by="ada")
+    ours = store.new_batches.create_batch(
+        {"batchID": "ours", "collection": "demo", "profile": "demo_content"}
+    )
+    our_job = store.new_jobs.create_job(ours.id, {"collection": "demo", "profile": "demo_content"})
+    store.moves.transition_job(our_job, JobStatus.HELD, "collection demo is on hold")
     theirs = ingest.submit("demo_content")
     assert ingest.initialize().status == JobStatus.HELD
-    (their_job,) = store.batch_jobs(theirs.id)["batch-processing"]
-    other = store.create_job(ours.id, {"collection": "other"})
-    store.transition_job(other, JobStatus.HELD)
+    (their_job,) = store.batches.batch_jobs(theirs.id)["batch-processing"]
+    other = store.new_jobs.create_job(ours.id, {"collection": "other"})
+    store.moves.transition_job(other, JobStatus.HELD)
 
-    result = store.release_collection_items("demo", "released by ada")
+    result = store.held.release_collection_items("demo", "released by ada")
     assert sorted(result.released) == sorted([our_job, their_job]) and not result.skipped
-    assert store.get_job(other).status == JobStatus.HELD
-    assert store.release_collection("demo")
+    assert store.jobs.get_job(other).status == JobStatus.HELD
+    assert store.holds.release_collection("demo")
     assert not zk.check_lock_collection("demo") and not zk.check_lock_collection("demo_content")
 
 
@@ -281,8 +288,10 @@ def test_a_hold_merritt_set_by_profile_is_a_hold_of_the_profiles_collection(
 ):
     zk, _ = merritt(make_client)
     assert zk.lock_collection("demo_content")
-    assert process_store.is_collection_held("demo")
-    mirror.sync_collections({name: {} for name in process_store.held_collections()}, timezone.now())
+    assert process_store.holds.is_collection_held("demo")
+    mirror.sync_collections(
+        {name: {} for name in process_store.holds.held_collections()}, timezone.now()
+    )
     from batches.models import Collection
 
     assert list(Collection.objects.filter(held=True).values_list("mnemonic", flat=True)) == ["demo"]
@@ -293,8 +302,8 @@ def test_a_scoped_operator_may_act_on_merritts_job_of_their_collection(
 ):
     _, ingest = merritt(make_client)
     batch = ingest.submit("demo_content")
-    (jid,) = process_store.batch_jobs(batch.id)["batch-processing"]
-    mirror.apply_job(process_store.get_job(jid))
+    (jid,) = process_store.batches.batch_jobs(batch.id)["batch-processing"]
+    mirror.apply_job(process_store.jobs.get_job(jid))
     assert Job.objects.get(jid=jid).collection == ""  # Merritt wrote no collection
     client.force_login(admin(django_user_model, "otto", "operator", collections=["demo"]))
 
@@ -304,7 +313,7 @@ def test_a_scoped_operator_may_act_on_merritts_job_of_their_collection(
     body = page.content.decode()
     assert "outside your collections" not in body and 'name="payload"' in body, body
     client.post("/actions/job.hold/execute", {"payload": payload_of(page), "reason": "check"})
-    assert process_store.get_job(jid).status == JobStatus.HELD
+    assert process_store.jobs.get_job(jid).status == JobStatus.HELD
 
 
 # --- 7. Local-id locks: Merritt's name ----------------------------------------------------
@@ -316,11 +325,11 @@ def test_our_local_id_lock_is_the_one_merritt_takes(process_store, make_client, 
     zk, _ = merritt(make_client)
     profile = Profile(name="demo_content", collection="demo", owner="Demo Library", owner_ark=OWNER)
     key = localid_lock_key("lid-1", profile)
-    assert process_store.lock_localid(key)
+    assert process_store.locks.lock_localid(key)
     assert not zk.lock_object_localid("lid-1_" + OWNER)  # ProcessManager.getLocalIDLock
-    process_store.unlock_localid(key)
+    process_store.locks.unlock_localid(key)
     assert zk.lock_object_localid("lid-1_" + OWNER)
-    assert not process_store.lock_localid(key)
+    assert not process_store.locks.lock_localid(key)
     assert process_store.client.exists("/locks/localid/lid-1_ark_13030_j2cc0900")
 
 
@@ -375,7 +384,7 @@ def test_a_job_in_merritts_configuration_keys_shows_its_profile(
         "response_type": "json",
     }
     job = zk.create_job(bid, configuration)
-    mirror.apply_job(process_store.get_job(job.id))
+    mirror.apply_job(process_store.jobs.get_job(job.id))
     assert Job.objects.get(jid=job.id).profile == "merritt_content"
     client.force_login(admin(django_user_model))
     page = client.get(f"/jobs/{job.id}/").content.decode()
@@ -393,12 +402,12 @@ def test_a_stray_step_of_a_job_left_to_merritt_leaves_it_untouched(
     settings.MQ_WORKERS = mode
     Profile.objects.create(name="demo_content", collection="demo", minter_shoulder="ark:/99999/fk4")
     zk, ingest = merritt(make_client)
-    pipeline.store.hold_collection("demo", by="ada")  # a hold would otherwise move it
+    pipeline.store.holds.hold_collection("demo", by="ada")  # a hold would otherwise move it
     batch = ingest.submit("demo_content")
-    (jid,) = pipeline.store.batch_jobs(batch.id)["batch-processing"]
-    before = pipeline.store.get_job(jid)
+    (jid,) = pipeline.store.batches.batch_jobs(batch.id)["batch-processing"]
+    before = pipeline.store.jobs.get_job(jid)
     assert run_job_step(jid, "Pending") == "merritt"
-    after = pipeline.store.get_job(jid)
+    after = pipeline.store.jobs.get_job(jid)
     assert (after.status, after.status_version, after.locked) == (
         "Pending",
         before.status_version,
@@ -408,4 +417,4 @@ def test_a_stray_step_of_a_job_left_to_merritt_leaves_it_untouched(
     zk.set_status(taken, "Estimating")
     zk.unlock(taken)
     assert run_job_step(jid, "Estimating") == "merritt"  # no KeyError: 'payload_url'
-    assert pipeline.store.get_job(jid).status == "Estimating"
+    assert pipeline.store.jobs.get_job(jid).status == "Estimating"

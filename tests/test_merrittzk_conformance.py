@@ -628,7 +628,7 @@ def expected(
 
 def new_batch(store: QueueStore, foo: str = "bar", uuid: str = "bid-uuid") -> str:
     """``Batch.create_batch(zk, make_batch_json(foo, uuid))``."""
-    created = store.create_batch({"foo": foo, "batchID": uuid})
+    created = store.new_batches.create_batch({"foo": foo, "batchID": uuid})
     assert not created.duplicate
     return created.id
 
@@ -636,25 +636,25 @@ def new_batch(store: QueueStore, foo: str = "bar", uuid: str = "bid-uuid") -> st
 def acquire_new_batch(store: QueueStore) -> str:
     """``create_batch`` then ``acquire_pending_batch``, which must return that batch."""
     bid = new_batch(store)
-    bb = store.acquire_pending_batch()
+    bb = store.batch_locks.acquire_pending_batch()
     assert bb is not None and bb.bid == bid
     return bid
 
 
 def start(store: QueueStore, jid: str) -> JobRecord:
     """``acquire_job(Pending)`` is ``jid``; ``state_change(:Estimating)``; ``unlock``."""
-    jj = store.acquire_job("Pending")
+    jj = store.job_locks.acquire_job("Pending")
     assert jj is not None and jj.jid == jid
-    jj = store.transition_job(jj, "Estimating", release_lock=True)
+    jj = store.moves.transition_job(jj, "Estimating", release_lock=True)
     assert jj.status == "Estimating"
     return jj
 
 
 def step(store: QueueStore, status: str, jid: str, then: str) -> JobRecord:
     """``acquire_job(status)`` is ``jid``; ``set_status(success)`` + ``unlock`` in one multi."""
-    jj = store.acquire_job(status)
+    jj = store.job_locks.acquire_job(status)
     assert jj is not None and jj.jid == jid
-    jj = store.succeed_job(jj)
+    jj = store.moves.succeed_job(jj)
     assert jj.status == then and not jj.locked
     return jj
 
@@ -677,28 +677,28 @@ def run_to_notify(store: QueueStore, jid: str) -> None:
 def one_job_batch_at_notify(store: QueueStore) -> tuple[str, str]:
     """The common start of the batch_* cases: one priority-2 job run up to Notify."""
     bid = acquire_new_batch(store)
-    jid1 = store.create_job(bid, {"job": "quack2"})
-    store.set_priority(jid1, 2)
-    store.unlock_batch(bid)
+    jid1 = store.new_jobs.create_job(bid, {"job": "quack2"})
+    store.job_data.set_priority(jid1, 2)
+    store.batch_locks.unlock_batch(bid)
     start(store, jid1)
     run_to_notify(store, jid1)
     # A job still in Notify keeps the batch from reporting.
-    assert store.acquire_batch_for_reporting() is None
+    assert store.batch_locks.acquire_batch_for_reporting() is None
     return bid, jid1
 
 
 def has_failure(store: QueueStore, bid: str) -> bool:
-    return bool(store.batch_jobs(bid)["batch-failed"])
+    return bool(store.batches.batch_jobs(bid)["batch-failed"])
 
 
 def three_jobs(store: QueueStore) -> tuple[str, str, str, str]:
     """jid0 (quack1), jid1 (quack2, priority 2), jid2 (quack3) in an acquired batch, unlocked."""
     bid = acquire_new_batch(store)
-    jid0 = store.create_job(bid, {"job": "quack1"})
-    jid1 = store.create_job(bid, {"job": "quack2"})
-    store.set_priority(jid1, 2)
-    jid2 = store.create_job(bid, {"job": "quack3"})
-    store.unlock_batch(bid)
+    jid0 = store.new_jobs.create_job(bid, {"job": "quack1"})
+    jid1 = store.new_jobs.create_job(bid, {"job": "quack2"})
+    store.job_data.set_priority(jid1, 2)
+    jid2 = store.new_jobs.create_job(bid, {"job": "quack3"})
+    store.batch_locks.unlock_batch(bid)
     return bid, jid0, jid1, jid2
 
 
@@ -752,27 +752,27 @@ def test_create_batch(store):
 
 def test_create_and_load_batch(store):
     bid = new_batch(store)
-    assert store.get_batch(bid).status == "Pending"
+    assert store.batches.get_batch(bid).status == "Pending"
     assert tree_of(store, bid0=bid) == expected("create_and_load_batch")
 
 
 def test_load_non_existent_batch(store):
     with pytest.raises(NotFound):
-        store.get_batch("bid0000000111")
+        store.batches.get_batch("bid0000000111")
     assert tree_of(store) == expected("load_non_existent_batch")
 
 
 def test_batch_with_lock_unlock(store):
     bid = new_batch(store)
-    assert store.lock_batch(bid) is not None
-    store.unlock_batch(bid)
+    assert store.batch_locks.lock_batch(bid) is not None
+    store.batch_locks.unlock_batch(bid)
     assert tree_of(store, bid0=bid) == expected("batch_with_lock_unlock")
 
 
 def test_batch_with_ephemeral_released_lock(store, make_store):
     bid = new_batch(store)
     s2 = make_store()
-    assert s2.lock_batch(bid) is not None
+    assert s2.batch_locks.lock_batch(bid) is not None
     s2.client.stop()
     s2.client.close()
     assert tree_of(store, bid0=bid) == expected("batch_with_ephemeral_released_lock")
@@ -780,19 +780,19 @@ def test_batch_with_ephemeral_released_lock(store, make_store):
 
 def test_batch_with_unreleased_lock(store):
     bid = new_batch(store)
-    assert store.lock_batch(bid) is not None
+    assert store.batch_locks.lock_batch(bid) is not None
     assert tree_of(store, bid0=bid) == expected("batch_with_unreleased_lock")
 
 
 def test_batch_acquire(store):
     bid0 = new_batch(store)
     bid1 = new_batch(store, "bar2", "bid-uuid2")
-    bb = store.acquire_pending_batch()
+    bb = store.batch_locks.acquire_pending_batch()
     assert bb is not None and bb.status == "Processing"
     assert bb.bid == bid0  # oldest first (not asserted by zk_spec.rb; our FIFO promise)
-    bb = store.acquire_pending_batch()
+    bb = store.batch_locks.acquire_pending_batch()
     assert bb is not None and bb.bid == bid1
-    assert store.acquire_pending_batch() is None
+    assert store.batch_locks.acquire_pending_batch() is None
     assert tree_of(store, bid0=bid0, bid1=bid1) == expected(
         "batch_acquire", acquired=("bid0", "bid1")
     )
@@ -800,7 +800,7 @@ def test_batch_acquire(store):
 
 def test_modify_batch_state(store):
     bid = new_batch(store)
-    store.transition_batch(bid, "Processing")
+    store.batch_moves.transition_batch(bid, "Processing")
     assert tree_of(store, bid0=bid) == expected("modify_batch_state")
 
 
@@ -809,23 +809,23 @@ def test_modify_batch_state(store):
 
 def test_create_job(store):
     bid = acquire_new_batch(store)
-    jid = store.create_job(bid, {"job": "quack"})
-    assert store.get_job(jid).bid == bid
+    jid = store.new_jobs.create_job(bid, {"job": "quack"})
+    assert store.jobs.get_job(jid).bid == bid
     assert tree_of(store, bid0=bid, jid0=jid) == expected("create_job", acquired=("bid0",))
 
 
 def test_create_jobs_writes_the_tree_create_job_writes(store):
     """The batch path: ids taken in one multi, the nodes of many jobs in another."""
     bid = acquire_new_batch(store)
-    (jid,) = store.create_jobs(bid, [NewJob({"job": "quack"})])
+    (jid,) = store.new_jobs.create_jobs(bid, [NewJob({"job": "quack"})])
     assert tree_of(store, bid0=bid, jid0=jid) == expected("create_job", acquired=("bid0",))
 
 
 def test_create_job_state_change(store):
     bid = acquire_new_batch(store)
-    jid = store.create_job(bid, {"job": "quack"})
-    assert store.get_job(jid).bid == bid
-    store.transition_job(jid, "Estimating")
+    jid = store.new_jobs.create_job(bid, {"job": "quack"})
+    assert store.jobs.get_job(jid).bid == bid
+    store.moves.transition_job(jid, "Estimating")
     assert tree_of(store, bid0=bid, jid0=jid) == expected(
         "create_job_state_change", acquired=("bid0",), last_successful={"jid0": "Pending"}
     )
@@ -833,10 +833,10 @@ def test_create_job_state_change(store):
 
 def test_load_job_state_change(store):
     bid = acquire_new_batch(store)
-    jid = store.create_job(bid, {"job": "quack"})
-    assert store.get_job(jid).bid == bid
-    jj = store.get_job(jid)
-    store.transition_job(jj, "Estimating")
+    jid = store.new_jobs.create_job(bid, {"job": "quack"})
+    assert store.jobs.get_job(jid).bid == bid
+    jj = store.jobs.get_job(jid)
+    store.moves.transition_job(jj, "Estimating")
     assert tree_of(store, bid0=bid, jid0=jid) == expected(
         "load_job_state_change", acquired=("bid0",), last_successful={"jid0": "Pending"}
     )
@@ -844,13 +844,13 @@ def test_load_job_state_change(store):
 
 def test_acquire_pending_job(store):
     bid = acquire_new_batch(store)
-    jid = store.create_job(bid, {"job": "quack"})
-    assert store.get_job(jid).bid == bid
-    store.unlock_batch(bid)
-    jj = store.acquire_job("Pending")
+    jid = store.new_jobs.create_job(bid, {"job": "quack"})
+    assert store.jobs.get_job(jid).bid == bid
+    store.batch_locks.unlock_batch(bid)
+    jj = store.job_locks.acquire_job("Pending")
     assert jj is not None and jj.jid == jid
-    store.transition_job(jj, "Estimating")  # MerrittZK does not unlock here: the lock stays
-    assert store.acquire_job("Pending") is None
+    store.moves.transition_job(jj, "Estimating")  # MerrittZK does not unlock here: the lock stays
+    assert store.job_locks.acquire_job("Pending") is None
     assert tree_of(store, bid0=bid, jid0=jid) == expected(
         "acquire_pending_job", acquired=("bid0",), last_successful={"jid0": "Pending"}
     )
@@ -858,9 +858,9 @@ def test_acquire_pending_job(store):
 
 def test_acquire_lowest_priority_job(store):
     bid, jid0, jid1, jid2 = three_jobs(store)
-    jj = store.acquire_job("Pending")
+    jj = store.job_locks.acquire_job("Pending")
     assert jj is not None and jj.jid == jid1
-    store.transition_job(jj, "Estimating")  # still locked, as in zk_spec.rb
+    store.moves.transition_job(jj, "Estimating")  # still locked, as in zk_spec.rb
     assert tree_of(store, bid0=bid, jid0=jid0, jid1=jid1, jid2=jid2) == expected(
         "acquire_lowest_priority_job", acquired=("bid0",), last_successful={"jid1": "Pending"}
     )
@@ -875,28 +875,28 @@ def test_job_happy_path(store):
     # Later zk_spec.rb versions write `inventory` with the Processing step and `store` with
     # the Storing step, before unlocking; here the data is written while the lock is held,
     # then status and lock move in one multi.
-    jj = store.acquire_job("Processing")
+    jj = store.job_locks.acquire_job("Processing")
     assert jj is not None and jj.jid == jid1
     inventory = {"manifest_url": "http://storage.manifest.url", "mode": "tbd"}
-    store.save_job_data(jid1, "inventory", inventory)
-    assert store.succeed_job(jj).status == "Storing"
-    jj = store.acquire_job("Storing")
+    store.job_data.save_job_data(jid1, "inventory", inventory)
+    assert store.moves.succeed_job(jj).status == "Storing"
+    jj = store.job_locks.acquire_job("Storing")
     assert jj is not None and jj.jid == jid1
     store_data = {"manifest_url": "http://ingest.manifest.url", "mode": "add", "delete": ""}
-    store.save_job_data(jid1, "store", store_data)
-    assert store.succeed_job(jj).status == "Recording"
-    jj = store.acquire_job("Recording")
+    store.job_data.save_job_data(jid1, "store", store_data)
+    assert store.moves.succeed_job(jj).status == "Recording"
+    jj = store.job_locks.acquire_job("Recording")
     assert jj is not None and jj.jid == jid1
     assert jj.inventory == inventory
-    assert store.succeed_job(jj).status == "Notify"
+    assert store.moves.succeed_job(jj).status == "Notify"
     done = step(store, "Notify", jid1, "Completed")
     assert done.status in REMOVABLE
 
-    jobs = store.batch_jobs(bid)
+    jobs = store.batches.batch_jobs(bid)
     assert len(jobs["batch-processing"]) == 2
     assert jobs["batch-completed"] == [jid1]
     assert jobs["batch-failed"] == []
-    assert len(store.list_job_ids()) == 3
+    assert len(store.jobs.list_job_ids()) == 3
     assert tree_of(store, bid0=bid, jid0=jid0, jid1=jid1, jid2=jid2) == expected(
         "job_happy_path",
         acquired=("bid0",),
@@ -912,20 +912,21 @@ def test_job_happy_path(store):
 
 def report_success(store: QueueStore, bid: str) -> None:
     """Complete the last job, then Reporting -> Completed as zk_spec.rb does."""
-    step(store, "Notify", store.batch_jobs(bid)["batch-processing"][0], "Completed")
-    bbb = store.acquire_batch_for_reporting()
+    step(store, "Notify", store.batches.batch_jobs(bid)["batch-processing"][0], "Completed")
+    bbb = store.batch_locks.acquire_batch_for_reporting()
     assert bbb is not None and bbb.bid == bid and bbb.status == "Reporting"
     assert not has_failure(store, bid)
-    bbb = store.transition_batch(bbb, "Completed", release_lock=True)  # success + unlock
+    # success + unlock
+    bbb = store.batch_moves.transition_batch(bbb, "Completed", release_lock=True)
     assert bbb.status == "Completed" and bbb.status in REMOVABLE
-    bbbb = store.get_batch(bid)
+    bbbb = store.batches.get_batch(bid)
     assert bbbb.status == "Completed" and not has_failure(store, bid)
 
 
 def test_batch_happy_path(store):
     bid, jid1 = one_job_batch_at_notify(store)
     report_success(store, bid)
-    assert store.acquire_batch_for_reporting() is None
+    assert store.batch_locks.acquire_batch_for_reporting() is None
     assert tree_of(store, bid0=bid, jid1=jid1) == expected(
         "batch_happy_path", last_successful={"jid1": "Notify"}
     )
@@ -933,26 +934,26 @@ def test_batch_happy_path(store):
 
 def test_batch_failure(store):
     bid, jid1 = one_job_batch_at_notify(store)
-    jj = store.acquire_job("Notify")
+    jj = store.job_locks.acquire_job("Notify")
     assert jj is not None and jj.jid == jid1
-    assert store.fail_job(jj, "Sample Failure Message", release_lock=True).status == "Failed"
+    assert store.moves.fail_job(jj, "Sample Failure Message", release_lock=True).status == "Failed"
 
-    bbb = store.acquire_batch_for_reporting()
+    bbb = store.batch_locks.acquire_batch_for_reporting()
     assert bbb is not None and bbb.bid == bid and bbb.status == "Reporting"
     assert has_failure(store, bid)
-    assert store.transition_batch(bbb, "Failed", release_lock=True).status == "Failed"
-    assert store.get_batch(bid).status == "Failed" and has_failure(store, bid)
-    jobs = store.batch_jobs(bid)
+    assert store.batch_moves.transition_batch(bbb, "Failed", release_lock=True).status == "Failed"
+    assert store.batches.get_batch(bid).status == "Failed" and has_failure(store, bid)
+    jobs = store.batches.batch_jobs(bid)
     assert (jobs["batch-processing"], jobs["batch-completed"], jobs["batch-failed"]) == (
         [],
         [],
         [jid1],
     )
-    assert len(store.list_batch_ids()) == 1
+    assert len(store.batches.list_batch_ids()) == 1
 
     # cc4beb40 leaves the job Failed (later zk_spec.rb versions also delete the job; the yaml
     # here has it Failed) and moves the batch Failed -> Deleted, which our machine allows.
-    assert store.delete_batch(bid).status == "Deleted"
+    assert store.batch_moves.delete_batch(bid).status == "Deleted"
     assert "Deleted" in REMOVABLE
     want = expected(
         # Failing keeps the last successful step, Recording (zk-tree.md example: a job that
@@ -969,23 +970,23 @@ def test_batch_failure(store):
 
 def test_batch_recovery(store):
     bid, jid1 = one_job_batch_at_notify(store)
-    jj = store.acquire_job("Notify")
+    jj = store.job_locks.acquire_job("Notify")
     assert jj is not None and jj.jid == jid1
-    assert store.fail_job(jj, "", release_lock=True).status == "Failed"
+    assert store.moves.fail_job(jj, "", release_lock=True).status == "Failed"
 
-    bbb = store.acquire_batch_for_reporting()
+    bbb = store.batch_locks.acquire_batch_for_reporting()
     assert bbb is not None and bbb.status == "Reporting" and has_failure(store, bid)
-    assert store.transition_batch(bbb, "Failed", release_lock=True).status == "Failed"
+    assert store.batch_moves.transition_batch(bbb, "Failed", release_lock=True).status == "Failed"
 
     # set_status(Notify, job_retry: true): resume at the step after the last successful one.
-    jjj = store.resume_job(jid1)
+    jjj = store.edits.resume_job(jid1)
     assert (jjj.status, jjj.retry_count) == ("Notify", 1)
     step(store, "Notify", jid1, "Completed")
 
-    bbbb = store.get_batch(bid)
+    bbbb = store.batches.get_batch(bid)
     assert bbbb.status == "Failed" and not has_failure(store, bid)
-    assert store.update_reporting(bid).status not in REMOVABLE
-    bbbb = store.transition_batch(bid, "Completed")
+    assert store.batch_moves.update_reporting(bid).status not in REMOVABLE
+    bbbb = store.batch_moves.transition_batch(bid, "Completed")
     assert bbbb.status == "Completed" and bbbb.status in REMOVABLE
     assert tree_of(store, bid0=bid, jid1=jid1) == expected(
         "batch_recovery", last_successful={"jid1": "Notify"}
@@ -998,19 +999,19 @@ def test_job_happy_path_with_delete(store):
     run_to_notify(store, jid1)
     # MerrittZK refuses to delete a job in Notify; so do we, both the status and the removal.
     with pytest.raises(NotRemovable):
-        store.purge_job(jid1)
+        store.removal.purge_job(jid1)
     with pytest.raises(InvalidTransition):
-        store.delete_job(jid1)
+        store.moves.delete_job(jid1)
     step(store, "Notify", jid1, "Completed")
     # MerrittZK then deletes the Completed job outright. Our machine has no Completed ->
     # Deleted (Completed is terminal) and a job is removed on its own only when Deleted
     # (zk-tree.md, State rules). The nearest allowed path is the cleanup our store uses for
     # finished jobs, purge_job(with_batch=True); the plain forms are refused first.
     with pytest.raises(InvalidTransition):
-        store.delete_job(jid1)
+        store.moves.delete_job(jid1)
     with pytest.raises(NotRemovable):
-        store.purge_job(jid1)
-    store.purge_job(jid1, with_batch=True)
+        store.removal.purge_job(jid1)
+    store.removal.purge_job(jid1, with_batch=True)
     assert tree_of(store, bid0=bid, jid0=jid0, jid2=jid2) == expected(
         "job_happy_path_with_delete", acquired=("bid0",)
     )
@@ -1019,7 +1020,7 @@ def test_job_happy_path_with_delete(store):
 def test_batch_happy_path_with_delete(store):
     bid, _ = one_job_batch_at_notify(store)
     report_success(store, bid)
-    store.purge_batch(bid)
+    store.removal.purge_batch(bid)
     assert tree_of(store) == expected("batch_happy_path_with_delete")
 
 
@@ -1029,7 +1030,7 @@ def test_batch_happy_path_with_delete_completed(store):
     # Batch.delete_completed_batches: remove every removable batch, report the ids.
     ids = removable_batches(store)
     for removable in ids:
-        store.purge_batch(removable)
+        store.removal.purge_batch(removable)
     assert bid in ids
     assert tree_of(store) == expected("batch_happy_path_with_delete_completed")
 
@@ -1049,17 +1050,17 @@ METADATA = {"erc_who": "i", "erc_what": "j", "erc_when": "k", "erc_where": "l"}
 
 def test_job_create_config(store):
     bid = acquire_new_batch(store)
-    jid = store.create_job(bid, CONFIG)
-    assert store.get_job(jid).bid == bid
-    store.unlock_batch(bid)
+    jid = store.new_jobs.create_job(bid, CONFIG)
+    assert store.jobs.get_job(jid).bid == bid
+    store.batch_locks.unlock_batch(bid)
     assert tree_of(store, bid0=bid, jid0=jid) == expected("job_create_config", acquired=("bid0",))
 
 
 def test_job_create_config_ident(store):
     bid = acquire_new_batch(store)
-    jid = store.create_job(bid, CONFIG, identifiers=IDENTIFIERS)
-    assert store.get_job(jid).bid == bid
-    store.unlock_batch(bid)
+    jid = store.new_jobs.create_job(bid, CONFIG, identifiers=IDENTIFIERS)
+    assert store.jobs.get_job(jid).bid == bid
+    store.batch_locks.unlock_batch(bid)
     assert tree_of(store, bid0=bid, jid0=jid) == expected(
         "job_create_config_ident", acquired=("bid0",)
     )
@@ -1067,9 +1068,9 @@ def test_job_create_config_ident(store):
 
 def test_job_create_config_ident_metadata(store):
     bid = acquire_new_batch(store)
-    jid = store.create_job(bid, CONFIG, identifiers=IDENTIFIERS, metadata=METADATA)
-    assert store.get_job(jid).bid == bid
-    store.unlock_batch(bid)
+    jid = store.new_jobs.create_job(bid, CONFIG, identifiers=IDENTIFIERS, metadata=METADATA)
+    assert store.jobs.get_job(jid).bid == bid
+    store.batch_locks.unlock_batch(bid)
     assert tree_of(store, bid0=bid, jid0=jid) == expected(
         "job_create_config_ident_metadata", acquired=("bid0",)
     )
@@ -1079,28 +1080,28 @@ def test_job_create_config_ident_metadata(store):
 
 
 def test_lock_ingest(store):
-    store.unpause_queue()
-    assert store.queue_paused() is False
-    assert store.pause_queue() is True
-    assert store.queue_paused() is True
-    assert store.pause_queue() is False
-    store.unpause_queue()
-    assert store.pause_queue() is True
+    store.pause.unpause_queue()
+    assert store.pause.queue_paused() is False
+    assert store.pause.pause_queue() is True
+    assert store.pause.queue_paused() is True
+    assert store.pause.pause_queue() is False
+    store.pause.unpause_queue()
+    assert store.pause.pause_queue() is True
     assert tree_of(store) == expected("lock_ingest")
 
 
 def test_lock_collection(store):
-    assert store.is_collection_held("foo") is False
-    assert store.hold_collection("foo") is True
-    assert store.is_collection_held("foo") is True
-    assert store.hold_collection("foo") is False
-    store.release_collection("foo")
-    assert store.hold_collection("foo") is True
+    assert store.holds.is_collection_held("foo") is False
+    assert store.holds.hold_collection("foo") is True
+    assert store.holds.is_collection_held("foo") is True
+    assert store.holds.hold_collection("foo") is False
+    store.holds.release_collection("foo")
+    assert store.holds.hold_collection("foo") is True
 
-    assert store.hold_collection("bar") is True
-    assert store.hold_collection("bar") is False
-    store.release_collection("bar")
-    assert store.hold_collection("bar") is True
+    assert store.holds.hold_collection("bar") is True
+    assert store.holds.hold_collection("bar") is False
+    store.holds.release_collection("bar")
+    assert store.holds.hold_collection("bar") is True
     got = tree_of(store)
     for path in [p for p in got if p.startswith(t.LOCK_COLLECTIONS + "/")]:
         # 7. Our collection holds carry who, why, when and "created_by": "merritt-queue"
@@ -1116,14 +1117,14 @@ def exists(store: QueueStore, path: str) -> bool:
 
 
 def _lock_cycle(store: QueueStore, kind: str, ark: str) -> None:
-    lock = getattr(store, f"lock_{kind}")
+    lock = getattr(store.locks, f"lock_{kind}")
     path = getattr(t, f"{kind}_lock")(ark)
     assert not exists(store, path)
     taken = lock(ark)  # True, or the storage lock's take (its creation and version)
     assert taken
     assert exists(store, path)
     assert not lock(ark)
-    store.release_lock(taken if isinstance(taken, ItemLock) else ItemLock(kind, ark))
+    store.locks.release_lock(taken if isinstance(taken, ItemLock) else ItemLock(kind, ark))
     assert not exists(store, path)
     assert lock(ark)
     assert exists(store, path)
@@ -1140,7 +1141,7 @@ def test_lock_store(store):
 def test_lock_inventory(store):
     for ark in ("ark:/aaa/111", "ark:/bbb/222"):
         _lock_cycle(store, "inventory", ark)
-        assert store.client.exists(t.inventory_lock(ark)).ephemeralOwner == store.session_id
+        assert store.client.exists(t.inventory_lock(ark)).ephemeralOwner == store.session.session_id
     assert tree_of(store) == expected("lock_inventory")
 
 
@@ -1149,8 +1150,8 @@ def test_lock_inventory(store):
 
 def test_find_batch_by_uuid(store):
     bid = new_batch(store)
-    assert store.find_batch_by_uuid("bid-uuid") == bid
-    assert store.find_batch_by_uuid("bid-uuidx") is None
+    assert store.batches.find_batch_by_uuid("bid-uuid") == bid
+    assert store.batches.find_batch_by_uuid("bid-uuidx") is None
     assert tree_of(store, bid0=bid) == expected("find_batch_by_uuid")
 
 

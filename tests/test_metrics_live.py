@@ -38,8 +38,10 @@ def test_a_scrape_shows_the_tree_the_mirror_and_the_steps(client, process_store,
     settings.MQ_METRICS_TIMEOUT = 5.0
     before = scrape(client)
     store = process_store
-    bid = store.create_batch({"profile": "p"}).id
-    moved, failed, _waiting = (store.create_job(bid, {"collection": "c"}) for _ in range(3))
+    bid = store.new_batches.create_batch({"profile": "p"}).id
+    moved, failed, _waiting = (
+        store.new_jobs.create_job(bid, {"collection": "c"}) for _ in range(3)
+    )
     assert run_job_step(store, moved, "Pending", lambda job: Outcome.success("ok")).result == (
         StepResult.COMMITTED
     )
@@ -85,8 +87,8 @@ def test_a_scrape_shows_the_tree_the_mirror_and_the_steps(client, process_store,
 @pytest.mark.django_db
 def test_the_mirror_behind_the_tree_shows_as_lag(client, process_store, redis, settings):
     store = process_store
-    bid = store.create_batch({"profile": "p"}).id
-    jid = store.create_job(bid, {"collection": "c"})
+    bid = store.new_batches.create_batch({"profile": "p"}).id
+    jid = store.new_jobs.create_job(bid, {"collection": "c"})
     Job.objects.filter(jid=jid).update(status=JobStatus.COMPLETED)  # a mirror left behind
     samples = scrape(client)
     assert get(samples, "mq_mirror_drift_jobs", status="Pending") == -1

@@ -46,8 +46,8 @@ EVENT_FIELDS = ("jid", *BATCH_EVENT_FIELDS, "retry_count")
 
 
 def test_a_write_through_the_core_is_in_the_mirror_at_once_with_its_actor(live, db):
-    live.actor = "admin:ann"
-    bid = live.create_batch(SUBMISSION).id
+    live.changes.default_actor = "admin:ann"
+    bid = live.new_batches.create_batch(SUBMISSION).id
     batch = Batch.objects.get(bid=bid)
     assert (batch.status, batch.uuid, batch.collection, batch.submitter) == (
         "Pending",
@@ -56,7 +56,7 @@ def test_a_write_through_the_core_is_in_the_mirror_at_once_with_its_actor(live, 
         "sam",
     )
     assert batch.title == "A batch" and batch.submitted is not None
-    jid = live.create_job(
+    jid = live.new_jobs.create_job(
         bid,
         CONFIG,
         identifiers={"primary_id": "ark:/99999/fk4x", "local_id": ["a", "b"]},
@@ -76,7 +76,7 @@ def test_a_write_through_the_core_is_in_the_mirror_at_once_with_its_actor(live, 
         "sam",
         0,
     )
-    live.hold_job(jid, "asked by the depositor")
+    live.moves.hold_job(jid, "asked by the depositor")
     job.refresh_from_db()
     assert job.status == "Held" and job.message == "asked by the depositor"
     events = list(JobEvent.objects.filter(jid=jid).values_list("from_status", "to_status", "actor"))
@@ -88,16 +88,16 @@ def test_a_write_through_the_core_is_in_the_mirror_at_once_with_its_actor(live, 
 
 def test_data_writes_priority_and_removal_are_written_through(live, db):
     bid, (jid,) = make_jobs(live, 1)
-    live.save_job_data(jid, "identifiers", {"primary_id": "ark:/1/z", "local_id": []})
-    live.set_priority(jid, 2)
+    live.job_data.save_job_data(jid, "identifiers", {"primary_id": "ark:/1/z", "local_id": []})
+    live.job_data.set_priority(jid, 2)
     job = Job.objects.get(jid=jid)
     assert (job.ark, job.local_id, job.priority) == ("ark:/1/z", "l0", 2)
     # The data write is not a status write; the priority change is (it moves the status
     # version on so that a worker holding an older record cannot commit it).
     assert JobEvent.objects.filter(jid=jid).count() == 2
-    live.hold_job(jid)
-    live.delete_job(jid)
-    live.purge_job(jid)
+    live.moves.hold_job(jid)
+    live.moves.delete_job(jid)
+    live.removal.purge_job(jid)
     assert not Job.objects.filter(jid=jid).exists()
     assert JobEvent.objects.filter(jid=jid).count() == 4  # history outlives the row
     assert Batch.objects.get(bid=bid).job_total == 0
@@ -106,10 +106,10 @@ def test_data_writes_priority_and_removal_are_written_through(live, db):
 def test_data_written_mid_step_reaches_the_row_without_reading_the_job(live, db, monkeypatch):
     _, (jid,) = make_jobs(live, 1)
     before = Job.objects.get(jid=jid).read_at
-    monkeypatch.setattr(live, "get_job", pytest.fail)  # no read back from ZooKeeper
-    live.set_space_needed(jid, 4096)
-    live.save_job_data(jid, "store", {"manifest_url": "file:///m", "version": 2})
-    live.save_job_data(jid, "inventory", None)
+    monkeypatch.setattr(live.jobs, "get_job", pytest.fail)  # no read back from ZooKeeper
+    live.job_data.set_space_needed(jid, 4096)
+    live.job_data.save_job_data(jid, "store", {"manifest_url": "file:///m", "version": 2})
+    live.job_data.save_job_data(jid, "inventory", None)
     job = Job.objects.get(jid=jid)
     assert job.space_needed == 4096 and job.inventory is None
     assert job.store == {"manifest_url": "file:///m", "version": 2}
@@ -118,9 +118,9 @@ def test_data_written_mid_step_reaches_the_row_without_reading_the_job(live, db,
 
 def test_a_step_commit_carries_the_data_its_handler_wrote(live, db):
     _, (jid,) = make_jobs(live, 1)
-    job = live.lock_job(jid)  # read before the handler writes its ARK
-    live.save_job_data(jid, "identifiers", {"primary_id": "ark:/1/m", "local_id": []})
-    live.fail_job(job, "then storage failed", release_lock=True)
+    job = live.job_locks.lock_job(jid)  # read before the handler writes its ARK
+    live.job_data.save_job_data(jid, "identifiers", {"primary_id": "ark:/1/m", "local_id": []})
+    live.moves.fail_job(job, "then storage failed", release_lock=True)
     row = Job.objects.get(jid=jid)
     assert (row.status, row.ark, row.locked) == ("Failed", "ark:/1/m", False)
 
@@ -129,14 +129,14 @@ def test_a_chain_s_writes_held_back_reach_the_mirror_together_with_every_event(
     live, db, monkeypatch
 ):
     bid, (jid,) = make_jobs(live, 1)
-    with live.deferred_changes():
-        job = live.lock_job(jid)
-        live.set_space_needed(jid, 10)
-        job = live.succeed_job(job, keep_lock=True)
+    with live.changes.deferred():
+        job = live.job_locks.lock_job(jid)
+        live.job_data.set_space_needed(jid, 10)
+        job = live.moves.succeed_job(job, keep_lock=True)
         # A data write a later commit carries is not read back from ZooKeeper.
-        monkeypatch.setattr(live, "get_job", pytest.fail)
-        live.save_job_data(jid, "identifiers", {"primary_id": "ark:/1/c", "local_id": []})
-        job = live.succeed_job(job, "provisioned")
+        monkeypatch.setattr(live.jobs, "get_job", pytest.fail)
+        live.job_data.save_job_data(jid, "identifiers", {"primary_id": "ark:/1/c", "local_id": []})
+        job = live.moves.succeed_job(job, "provisioned")
         assert Job.objects.get(jid=jid).status == "Pending"  # nothing told yet
     row = Job.objects.get(jid=jid)
     assert (row.status, row.space_needed, row.ark, row.message, row.locked) == (
@@ -156,15 +156,15 @@ def test_a_chain_s_writes_held_back_reach_the_mirror_together_with_every_event(
 
 
 def test_writes_held_back_replace_the_watcher_s_view_of_a_later_one(live, db):
-    live.actor = "worker"
+    live.changes.default_actor = "worker"
     _, (jid,) = make_jobs(live, 1)
-    with live.deferred_changes():
-        job = live.lock_job(jid)
+    with live.changes.deferred():
+        job = live.job_locks.lock_job(jid)
         for _ in range(3):  # Estimating, Provisioning, Downloading
-            job = live.succeed_job(job, keep_lock=True)
+            job = live.moves.succeed_job(job, keep_lock=True)
         # reconcile --watch reads the job now, and mirrors it before the worker's flush.
-        mirror.apply_jobs([live.get_job(jid)], actor="watch")
-        live.succeed_job(job, "downloaded")
+        mirror.apply_jobs([live.jobs.get_job(jid)], actor="watch")
+        live.moves.succeed_job(job, "downloaded")
     events = JobEvent.objects.filter(jid=jid).order_by("status_version")
     assert [(e.status_version, e.from_status, e.to_status, e.actor) for e in events] == [
         (0, "", "Pending", "worker"),
@@ -180,17 +180,17 @@ def test_writes_held_back_replace_the_watcher_s_view_of_a_later_one(live, db):
 
 def test_a_held_back_data_write_no_later_record_carries_is_still_written(live, db):
     _, (jid,) = make_jobs(live, 1)
-    with live.deferred_changes():
-        live.hold_job(jid)
-        live.set_space_needed(jid, 99)
+    with live.changes.deferred():
+        live.moves.hold_job(jid)
+        live.job_data.set_space_needed(jid, 99)
     row = Job.objects.get(jid=jid)
     assert (row.status, row.space_needed) == ("Held", 99)
 
 
 def test_an_older_record_never_overwrites_a_newer_row(live, db):
     _, (jid,) = make_jobs(live, 1)
-    old = live.get_job(jid)
-    live.hold_job(jid)
+    old = live.jobs.get_job(jid)
+    live.moves.hold_job(jid)
     mirror.apply_job(old, actor="late")
     assert Job.objects.get(jid=jid).status == "Held"
     assert not JobEvent.objects.filter(actor="late").exists()
@@ -201,14 +201,14 @@ def test_a_failing_mirror_never_fails_the_write(live, db, monkeypatch, caplog):
         raise RuntimeError("database on fire")
 
     monkeypatch.setattr(writethrough, "apply_change", broken)
-    bid = live.create_batch(SUBMISSION).id
-    assert live.get_batch(bid).status == "Pending"
+    bid = live.new_batches.create_batch(SUBMISSION).id
+    assert live.batches.get_batch(bid).status == "Pending"
     assert "mirror write-through of batch" in caplog.text
 
 
 def test_without_django_set_up_the_listener_does_nothing(live, db, monkeypatch):
     monkeypatch.setattr(writethrough, "_django_ready", lambda: False)
-    live.create_batch(SUBMISSION)
+    live.new_batches.create_batch(SUBMISSION)
     assert not Batch.objects.exists()
 
 
@@ -217,7 +217,7 @@ def test_write_through_can_be_switched_off(zk_config, settings, db):
     settings.MQ_MIRROR_WRITE_THROUGH = False
     runtime.close()
     try:
-        assert runtime.get_store().listeners == []
+        assert runtime.get_store().changes.listeners == []
     finally:
         runtime.close()
 
@@ -230,7 +230,7 @@ def test_a_full_rebuild_restores_every_batch_and_job_after_the_mirror_is_emptied
     for _ in range(3):
         bid, jids = make_jobs(store, 4)
         bids.append(bid)
-        store.transition_job(jids[0], "Estimating")
+        store.moves.transition_job(jids[0], "Estimating")
     first = mirror.full_reconcile(store)
     assert (first.jobs, first.batches, len(first.added)) == (12, 3, 15)
     timeline = list(JobEvent.objects.values_list(*EVENT_FIELDS))
@@ -242,7 +242,7 @@ def test_a_full_rebuild_restores_every_batch_and_job_after_the_mirror_is_emptied
     BatchEvent.objects.all().delete()
 
     drift = mirror.full_reconcile(store)
-    assert sorted(drift.added) == sorted(bids + store.list_job_ids())
+    assert sorted(drift.added) == sorted(bids + store.jobs.list_job_ids())
     assert not drift.changed and not drift.removed
     assert Job.objects.count() == 12 and Batch.objects.count() == 3
     for bid in bids:
@@ -260,10 +260,10 @@ def test_the_drift_report_counts_added_changed_and_removed_rows(store, live, db)
     _, (kept, edited, purged) = make_jobs(store, 3)
     mirror.full_reconcile(store)
     Job.objects.filter(jid=edited).update(status="Failed", title="edited by hand")
-    store.hold_job(purged)
-    store.delete_job(purged)
-    store.purge_job(purged)
-    _, (added,) = make_jobs(store, 1, bid=store.get_job(kept).bid)
+    store.moves.hold_job(purged)
+    store.moves.delete_job(purged)
+    store.removal.purge_job(purged)
+    _, (added,) = make_jobs(store, 1, bid=store.jobs.get_job(kept).bid)
 
     drift = mirror.full_reconcile(store)
     assert (drift.added, drift.changed, drift.removed) == ([added], [edited], [purged])
@@ -291,7 +291,7 @@ def test_a_row_written_while_the_rebuild_reads_is_not_removed(store, db, monkeyp
     def listing_then_a_new_job(client):
         listing = read_listing(client)
         _, (jid,) = make_jobs(store, 1)
-        mirror.apply_job(store.get_job(jid), actor="worker")  # a write-through meanwhile
+        mirror.apply_job(store.jobs.get_job(jid), actor="worker")  # a write-through meanwhile
         return listing
 
     monkeypatch.setattr(snapshot, "read_listing", listing_then_a_new_job)
@@ -302,13 +302,13 @@ def test_a_row_written_while_the_rebuild_reads_is_not_removed(store, db, monkeyp
 def test_collections_holds_and_locks_are_mirrored(store, make_store, db):
     Profile.objects.create(name="demo", collection="demo", minter_shoulder="ark:/99999/fk4")
     Collection.objects.create(mnemonic="kept", held_by="bob", held_reason="set by an admin")
-    store.hold_collection("kept")
-    store.hold_collection("audit", by="ann", reason="checking rights")
-    store.pause_queue()
+    store.holds.hold_collection("kept")
+    store.holds.hold_collection("audit", by="ann", reason="checking rights")
+    store.pause.pause_queue()
     _, (jid,) = make_jobs(store, 1)
-    store.lock_storage("ark:/1/a", owner=jid)
+    store.locks.lock_storage("ark:/1/a", owner=jid)
     worker = make_store()
-    worker.lock_job(jid)
+    worker.job_locks.lock_job(jid)
 
     mirror.full_reconcile(store)
     rows = {c.mnemonic: c for c in Collection.objects.all()}
@@ -325,10 +325,10 @@ def test_collections_holds_and_locks_are_mirrored(store, make_store, db):
     assert locks["/locks/storage/ark_1_a"]["data"] == jid
     assert locks["/locks/collections/audit"]["kind"] == "collection"
     job_lock = locks[t.job_node(jid, "lock")]
-    assert job_lock["kind"] == "job" and job_lock["owner"] == hex(worker.session_id)
+    assert job_lock["kind"] == "job" and job_lock["owner"] == hex(worker.session.session_id)
 
-    store.release_collection("audit")
-    store.unpause_queue()
+    store.holds.release_collection("audit")
+    store.pause.unpause_queue()
     mirror.full_reconcile(store)
     assert not Collection.objects.get(mnemonic="audit").held
     assert not MirrorState.objects.get(name="locks").detail["paused"]
@@ -339,7 +339,7 @@ def test_reads_without_multiread_give_the_same_records(store, monkeypatch):
     fast = snapshot.read_jobs(store.client, jids + ["jid9999999999"])
     monkeypatch.setitem(multiread._support, store.client, False)
     slow = snapshot.read_jobs(store.client, jids + ["jid9999999999"])
-    assert fast.records == slow.records == {j: store.get_job(j) for j in jids}
+    assert fast.records == slow.records == {j: store.jobs.get_job(j) for j in jids}
     assert fast.missing == slow.missing == ["jid9999999999"]
 
 
@@ -359,13 +359,13 @@ def test_many_reads_go_a_window_at_a_time_with_the_same_results(store, monkeypat
 
 
 def test_writes_by_another_client_appear_in_the_mirror_within_seconds(store, zk, follower):
-    assert store.listeners == []  # a plain store: nothing is written through
-    store.actor = "another host"
+    assert store.changes.listeners == []  # a plain store: nothing is written through
+    store.changes.default_actor = "another host"
     bid, (moved, raw, removed) = make_jobs(store, 3)
     follower()
     assert Job.objects.filter(batch_id=bid).count() == 3
 
-    store.transition_job(moved, "Estimating", "estimating elsewhere")
+    store.moves.transition_job(moved, "Estimating", "estimating elsewhere")
     wait_for(lambda: Job.objects.get(jid=moved).status == "Estimating")
     event = JobEvent.objects.get(jid=moved, to_status="Estimating")
     assert (event.from_status, event.actor, event.message) == (
@@ -381,9 +381,9 @@ def test_writes_by_another_client_appear_in_the_mirror_within_seconds(store, zk,
     zk.create(t.job_index("Held", 5, raw))
     wait_for(lambda: Job.objects.get(jid=raw).message == "held by MerrittZK")
 
-    store.hold_job(removed)
-    store.delete_job(removed)
-    store.purge_job(removed)
+    store.moves.hold_job(removed)
+    store.moves.delete_job(removed)
+    store.removal.purge_job(removed)
     wait_for(lambda: not Job.objects.filter(jid=removed).exists())
     wait_for(lambda: Batch.objects.get(bid=bid).job_counts == {"Estimating": 1, "Held": 1})
 
@@ -393,13 +393,13 @@ def test_a_step_the_database_refused_is_applied_by_the_next_step_not_lost(
 ):
     """SQLite's "database table is locked" once failed a step whose changes it had already
     taken: they waited for the next full reconcile, which recorded them as its own."""
-    store.actor = "another host"
+    store.changes.default_actor = "another host"
     bid, (moved, _, _) = make_jobs(store, 3)
     runner = Follower(make_store(), reconcile_seconds=3600)
     runner.install_watches()
     runner.reconcile()
     runner.step()  # every state directory listed once: from now on only changes count
-    store.transition_job(moved, "Estimating", "estimating elsewhere")
+    store.moves.transition_job(moved, "Estimating", "estimating elsewhere")
     wait_for(lambda: {"Pending", "Estimating"} <= runner._dirty_dirs)
 
     real = mirror.apply_jobs
@@ -418,19 +418,19 @@ def test_a_step_the_database_refused_is_applied_by_the_next_step_not_lost(
 
 
 def test_batch_status_holds_and_pauses_by_another_client_are_followed(store, zk, follower):
-    old = store.create_batch(SUBMISSION).id
+    old = store.new_batches.create_batch(SUBMISSION).id
     follower()
     zk.set(t.batch_node(old, "status"), t.encode_json(t.batch_status_record("Held", "raw")))
     wait_for(lambda: Batch.objects.get(bid=old).status == "Held")
 
-    new = store.create_batch(dict(SUBMISSION, batchID="b-2")).id
+    new = store.new_batches.create_batch(dict(SUBMISSION, batchID="b-2")).id
     wait_for(lambda: Batch.objects.filter(bid=new, status="Pending").exists())
-    store.hold_batch(new, "on hold")
+    store.batch_moves.hold_batch(new, "on hold")
     wait_for(lambda: Batch.objects.get(bid=new).status == "Held")
 
-    store.hold_collection("demo", by="ann", reason="rights")
+    store.holds.hold_collection("demo", by="ann", reason="rights")
     wait_for(lambda: Collection.objects.filter(mnemonic="demo", held=True).exists())
-    store.pause_queue()
+    store.pause.pause_queue()
     wait_for(lambda: MirrorState.objects.get(name="locks").detail["paused"])
     assert MirrorState.objects.filter(name="watch").exists()
 
@@ -445,9 +445,9 @@ def test_following_goes_on_after_the_zookeeper_session_is_lost(store, zk_config,
     twin.stop()  # closing the session under the follower's client: it must start a new one
     twin.close()
     wait_for(lambda: client.connected and client.client_id[0] != lost_session)
-    store.transition_job(jid, "Estimating")
+    store.moves.transition_job(jid, "Estimating")
     wait_for(lambda: Job.objects.get(jid=jid).status == "Estimating")
-    store.hold_batch(bid)
+    store.batch_moves.hold_batch(bid)
     wait_for(lambda: Batch.objects.get(bid=bid).status == "Held")
 
 
@@ -457,11 +457,11 @@ def test_a_job_read_in_a_state_its_listing_missed_is_read_again(store, db):
     runner = Follower(store, reconcile_seconds=3600)
     # The listings: the job left Pending, and Held was listed after it had left it again.
     runner._list_due = lambda: {"Pending": [], "Held": [], "Deleted": []}
-    store.hold_job(jid)
+    store.moves.hold_job(jid)
     runner.step()
     assert Job.objects.get(jid=jid).status == "Held" and jid in runner._recheck
-    store.delete_job(jid)
-    store.purge_job(jid)
+    store.moves.delete_job(jid)
+    store.removal.purge_job(jid)
     runner.step()
     assert not Job.objects.filter(jid=jid).exists() and not runner._recheck
 
@@ -521,10 +521,10 @@ def test_a_collection_hold_is_written_through_with_who_and_why(db, zk_config, se
     runtime.close()
     try:
         store = runtime.get_store()
-        store.hold_collection("demo", by="ada", reason="audit")
+        store.holds.hold_collection("demo", by="ada", reason="audit")
         row = Collection.objects.get(mnemonic="demo")
         assert (row.held, row.held_by, row.held_reason) == (True, "ada", "audit")
-        store.release_collection("demo")
+        store.holds.release_collection("demo")
         assert not Collection.objects.get(mnemonic="demo").held
     finally:
         runtime.close()

@@ -274,7 +274,7 @@ def test_web_dispatcher_and_workers_as_processes_on_postgresql(queue, content, s
     held = sorted(pending)[0]
     admin = log_in(q)
     steer(admin, q, "job.hold", held, "multi-process test: hold")
-    assert store.get_job(held).status == "Held"
+    assert store.jobs.get_job(held).status == "Held"
     wait_for(
         "the hold in the mirror",
         lambda: job_statuses(q, manifests)[held] == "Held",
@@ -303,8 +303,8 @@ def test_web_dispatcher_and_workers_as_processes_on_postgresql(queue, content, s
     )
     # Whether or not the dispatcher had queued its Pending step before the hold, no worker
     # ran it: a worker re-reads the status under the job's lock.
-    assert store.get_job(held).status == "Held"
-    assert store.get_batch(manifests).status == "Processing"
+    assert store.jobs.get_job(held).status == "Held"
+    assert store.batches.get_batch(manifests).status == "Processing"
 
     steer(admin, q, "job.release", held, "multi-process test: release")
     wait_for(
@@ -342,7 +342,7 @@ def test_web_dispatcher_and_workers_as_processes_on_postgresql(queue, content, s
     }
     # ZooKeeper agrees, and the minter handed out exactly six ARKs.
     for jid, ark in arks.items():
-        assert store.get_job(jid).identifiers["primary_id"] == ark
+        assert store.jobs.get_job(jid).identifiers["primary_id"] == ark
     assert (q.root / "minter" / "99999-fk4.counter").read_text().strip() == "6"
     # Both actions were recorded by the web app, as the admin, each on one job.
     assert q.pg(

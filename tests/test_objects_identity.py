@@ -138,7 +138,7 @@ def held_elsewhere(make_client) -> QueueStore:
     """Another ZooKeeper session holding the local-id lock of demo:same, as a job on
     another worker would while it resolves the id."""
     other = QueueStore(make_client())
-    assert other.lock_localid(SAME_LOCK)
+    assert other.locks.lock_localid(SAME_LOCK)
     return other
 
 
@@ -149,7 +149,7 @@ def test_processing_waits_while_another_session_holds_the_local_id(pipeline, con
     job = only_job(pipeline, bid)
     assert job.status == "Processing" and not job.locked
     assert minted(pipeline) == 0 and not LocalIdentifier.objects.exists()
-    other.unlock_localid(SAME_LOCK)
+    other.locks.unlock_localid(SAME_LOCK)
     job = completed(pipeline, bid)
     assert minted(pipeline) == 1 and versions(pipeline, ark_of(job)) == [1]
 
@@ -178,7 +178,7 @@ def test_two_jobs_with_one_new_local_id_in_flight_end_with_one_ark(pipeline, con
 
     pipeline.run(first, until=both_waiting)
     assert minted(pipeline) == 0
-    other.unlock_localid(SAME_LOCK)
+    other.locks.unlock_localid(SAME_LOCK)
     one, two = completed(pipeline, first), completed(pipeline, second)
     assert ark_of(one) == ark_of(two)
     assert minted(pipeline) == 1

@@ -92,7 +92,7 @@ def test_the_api_refuses_another_collections_ark_with_403_and_writes_nothing(
     response = post(client, outsider, GOOD | {"primary_id": THEIRS, "submission_mode": "update"})
     assert response.status_code == 403
     assert f"{THEIRS} belongs to another collection" in problems(response)
-    assert queue.list_batch_ids() == []
+    assert queue.batches.list_batch_ids() == []
 
 
 def test_the_api_refuses_a_never_minted_ark_with_400_naming_it(client, queue, outsider):
@@ -100,14 +100,14 @@ def test_the_api_refuses_a_never_minted_ark_with_400_naming_it(client, queue, ou
     assert response.status_code == 400
     text = problems(response)
     assert NEVER in text and "does not accept identifiers minted elsewhere" in text, text
-    assert queue.list_batch_ids() == []
+    assert queue.batches.list_batch_ids() == []
 
 
 def test_the_api_refuses_a_primary_id_that_is_not_an_ark(client, queue, outsider):
     response = post(client, outsider, GOOD | {"primary_id": "my-object-7"})
     assert response.status_code == 400
     assert "'my-object-7' is not an ARK" in problems(response)
-    assert queue.list_batch_ids() == []
+    assert queue.batches.list_batch_ids() == []
 
 
 def test_the_api_refuses_a_primary_id_on_a_batch_manifest(client, queue, outsider):
@@ -115,14 +115,14 @@ def test_the_api_refuses_a_primary_id_on_a_batch_manifest(client, queue, outside
     response = post(client, outsider, body)
     assert response.status_code == 400
     assert "a batch manifest gives each row's own" in problems(response)
-    assert queue.list_batch_ids() == []
+    assert queue.batches.list_batch_ids() == []
 
 
 def test_the_api_accepts_the_collections_own_ark(client, queue, outsider):
     InventoryObject.objects.create(ark="ark:/99999/fk4ours", collection="other")
     response = post(client, outsider, GOOD | {"primary_id": "ark:/99999/fk4ours"})
     assert response.status_code in (200, 201, 202), response.content
-    assert len(queue.list_batch_ids()) == 1
+    assert len(queue.batches.list_batch_ids()) == 1
 
 
 def test_the_form_refuses_another_collections_ark_and_writes_nothing(client, queue, outsider):
@@ -130,7 +130,7 @@ def test_the_form_refuses_another_collections_ark_and_writes_nothing(client, que
     body = GOOD | {"primary_id": THEIRS, "submission_mode": "update"}
     page = client.post("/submit/", body).content.decode()
     assert f"{THEIRS} belongs to another collection" in page
-    assert queue.list_batch_ids() == []
+    assert queue.batches.list_batch_ids() == []
 
 
 @pytest.mark.parametrize(
@@ -150,7 +150,7 @@ def test_the_submit_command_refuses(queue, ark, mode, refusal):
             f"--submission-mode={mode}",
         )
     assert refusal in str(refused.value)
-    assert queue.list_batch_ids() == []
+    assert queue.batches.list_batch_ids() == []
 
 
 # --- identifiers minted elsewhere -------------------------------------------------------
@@ -177,7 +177,7 @@ def test_a_profile_that_allows_external_ids_accepts_them_under_its_shoulders(
     # Another collection's object stays refused whatever the profile allows.
     allow_external("other", "ark:/99999/fk4")
     assert post(client, outsider, GOOD | {"primary_id": THEIRS}).status_code == 403
-    assert len(queue.list_batch_ids()) == 1
+    assert len(queue.batches.list_batch_ids()) == 1
 
 
 def test_external_shoulders_are_checked_like_the_minter_shoulder(queue):

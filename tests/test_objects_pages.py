@@ -356,7 +356,7 @@ def demo(process_store, tmp_path, monkeypatch, settings):
 
 
 def submission_of(store, batch_id: str) -> dict:
-    return store.get_batch(store.find_batch_by_uuid(batch_id)).submission
+    return store.batches.get_batch(store.batches.find_batch_by_uuid(batch_id)).submission
 
 
 def test_the_demo_submits_brain_v1_with_its_local_id(demo, process_store, tmp_path):
@@ -366,7 +366,7 @@ def test_the_demo_submits_brain_v1_with_its_local_id(demo, process_store, tmp_pa
     assert (v1["type"], v1["local_id"], v1["submission_mode"]) == ("container", "brain", "add")
     assert v1["payload_url"] == "http://127.0.0.1:8001/brain_v1.zip"
     assert (tmp_path / "content" / "brain_v2.zip").is_file()
-    assert process_store.find_batch_by_uuid("demo-brain-v2") is None
+    assert process_store.batches.find_batch_by_uuid("demo-brain-v2") is None
     # The demo's receiver is given the id and secret of its own subscription.
     hooked = Subscription.objects.get(batch_uuid="demo-object-manifest", channel=WEBHOOK)
     assert load_demo.SECRET_FILE.read_text().split() == [str(hooked.pk), hooked.secret]
@@ -406,9 +406,9 @@ def test_the_demo_update_does_not_wait_for_a_first_version_whose_batch_is_over(
     demo, process_store, tmp_path
 ):
     demo("--content-dir", str(tmp_path / "content"))
-    bid = process_store.find_batch_by_uuid("demo-brain-v1")
-    process_store.hold_batch(bid)
-    process_store.delete_batch(bid)
+    bid = process_store.batches.find_batch_by_uuid("demo-brain-v1")
+    process_store.batch_moves.hold_batch(bid)
+    process_store.batch_moves.delete_batch(bid)
     out = demo("--updates", "--wait", "600")
     assert "batch demo-brain-v1 is Deleted without storing local id 'brain'" in out
     assert "demo-brain-v2: submitted as bid" in out

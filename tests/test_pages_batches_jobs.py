@@ -563,10 +563,10 @@ def live_zk(store, zk_config, settings):
 
 
 def test_live_shows_zookeepers_values_beside_the_mirror_and_marks_differences(browser, live_zk):
-    real_bid = live_zk.create_batch({"batchID": "live-1", "collection": "demo"}).id
-    real_jid = live_zk.create_job(real_bid, {"collection": "demo"}, priority=3)
-    live_zk.transition_job(real_jid, "Estimating", "sizing it")
-    record = live_zk.get_job(real_jid)
+    real_bid = live_zk.new_batches.create_batch({"batchID": "live-1", "collection": "demo"}).id
+    real_jid = live_zk.new_jobs.create_job(real_bid, {"collection": "demo"}, priority=3)
+    live_zk.moves.transition_job(real_jid, "Estimating", "sizing it")
+    record = live_zk.jobs.get_job(real_jid)
     # The mirror is one step behind: it still has the job Pending.
     Job.objects.create(
         jid=real_jid,
@@ -594,11 +594,11 @@ def test_live_shows_zookeepers_values_beside_the_mirror_and_marks_differences(br
 
 
 def test_live_finds_no_difference_when_the_mirror_is_up_to_date(browser, live_zk):
-    real_bid = live_zk.create_batch({"batchID": "live-2", "collection": "demo"}).id
-    real_jid = live_zk.create_job(
+    real_bid = live_zk.new_batches.create_batch({"batchID": "live-2", "collection": "demo"}).id
+    real_jid = live_zk.new_jobs.create_job(
         real_bid, {"collection": "demo"}, space_needed=10, metadata={"erc_what": "t"}
     )
-    record = live_zk.get_job(real_jid)
+    record = live_zk.jobs.get_job(real_jid)
     Job.objects.create(
         jid=real_jid,
         batch_id=real_bid,

@@ -80,7 +80,7 @@ def assert_stored(pipeline, job, names: list[str] | dict[str, str]) -> None:
 
 def assert_batch_completed(pipeline, bid: str, count: int) -> list:
     """The batch is Completed with ``count`` Completed jobs, reported and mailed; the jobs."""
-    batch = pipeline.store.get_batch(bid)
+    batch = pipeline.store.batches.get_batch(bid)
     assert batch.status == "Completed", batch.message
     assert batch.message == f"{count} completed, 0 failed, 0 deleted"
     jobs = pipeline.jobs(bid)
@@ -234,15 +234,15 @@ def test_the_same_batch_id_twice_returns_the_first_batch_and_creates_nothing(pip
     again = submit(data | {"erc_what": "a different title"})
     assert not first.duplicate
     assert again.duplicate and again.bid == first.bid and again.batch_uuid == "twice-1"
-    assert pipeline.store.list_batch_ids() == [first.bid]
+    assert pipeline.store.batches.list_batch_ids() == [first.bid]
     pipeline.run(first.bid)
     (job,) = assert_batch_completed(pipeline, first.bid, 1)
     assert "erc_what" not in (job.metadata or {})
     # After the batch ran, the same batchID is still the same batch: nothing is ingested twice.
     third = submit(data)
     assert third.duplicate and third.bid == first.bid
-    assert pipeline.store.list_batch_ids() == [first.bid]
-    assert pipeline.store.list_job_ids() == [job.jid]
+    assert pipeline.store.batches.list_batch_ids() == [first.bid]
+    assert pipeline.store.jobs.list_job_ids() == [job.jid]
 
 
 def test_an_uploaded_file_is_ingested_from_the_queue_upload_area(pipeline):
@@ -258,7 +258,7 @@ def test_an_uploaded_file_is_ingested_from_the_queue_upload_area(pipeline):
         },
         Upload("tumble bug.jpg", io.BytesIO(payload), len(payload)),
     )
-    batch = pipeline.store.get_batch(result.bid)
+    batch = pipeline.store.batches.get_batch(result.bid)
     assert batch.submission["payload_url"].startswith("file:")
     assert batch.submission["filename"] == "tumble_bug.jpg"
     pipeline.run(result.bid)

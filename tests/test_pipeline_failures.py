@@ -3,7 +3,7 @@
 Each test runs the real pipeline (ZooKeeper, Redis, RQ workers in-process, a local HTTP
 server), breaks one thing, checks the state and ``job.message`` / ``batch.message`` a
 librarian sees, and, where the cause can be fixed, fixes it and resumes the job with
-``store.resume_job``; the queue then reports the batch again by itself (Failed ->
+``store.edits.resume_job``; the queue then reports the batch again by itself (Failed ->
 UpdateReporting -> Completed).
 """
 
@@ -53,12 +53,12 @@ def only_job(pipeline, bid):
 
 
 def job_reaches(pipeline, jid, *statuses):
-    return lambda batch: pipeline.store.get_job(jid).status in statuses
+    return lambda batch: pipeline.store.jobs.get_job(jid).status in statuses
 
 
 def assert_failed_batch(pipeline, bid, job) -> None:
     """The batch reported the failed job: Failed, status report, e-mail with the reason."""
-    batch = pipeline.store.get_batch(bid)
+    batch = pipeline.store.batches.get_batch(bid)
     assert batch.status == "Failed"
     assert batch.message.startswith("0 completed, 1 failed, 0 deleted")
     assert batch.status_report["failed_jobs"] == [job.jid]
@@ -69,9 +69,9 @@ def assert_failed_batch(pipeline, bid, job) -> None:
 
 def resume_and_report(pipeline, bid, jid):
     """Resume the failed job and run it to its end: the batch is reported again by itself
-    (Failed -> UpdateReporting -> Completed, ``QueueStore.follow_jobs``); the batch."""
+    (Failed -> UpdateReporting -> Completed, ``store.followups.follow_jobs``); the batch."""
     mail.outbox.clear()
-    resumed = pipeline.store.resume_job(jid)
+    resumed = pipeline.store.edits.resume_job(jid)
     assert resumed.retry_count == 1
     again = job_reaches(pipeline, jid, "Failed", "Deleted")
     batch = pipeline.run(bid, until=lambda b: b.status == "Completed" or again(b))
@@ -97,7 +97,7 @@ def test_a_missing_file_fails_in_downloading_naming_url_and_404_then_resumes(pip
 
     (content.root / "late.jpg").write_bytes((content.root / "call911.jpg").read_bytes())
     resume_and_report(pipeline, bid, job.jid)
-    assert_stored(pipeline, pipeline.store.get_job(job.jid), {"late.jpg": md5("call911.jpg")})
+    assert_stored(pipeline, pipeline.store.jobs.get_job(job.jid), {"late.jpg": md5("call911.jpg")})
 
 
 def test_a_digest_mismatch_fails_the_job_with_expected_and_actual(pipeline, content):
@@ -130,7 +130,7 @@ def test_a_file_changed_after_processing_fails_storing_then_resumes_from_process
     payload = pipeline.root / "work" / "jobs" / job.jid / "producer" / "call911.jpg"
     payload.write_bytes(b"changed by hand after Processing")
     pipeline.run(bid)
-    job = pipeline.store.get_job(job.jid)
+    job = pipeline.store.jobs.get_job(job.jid)
     assert job.status == "Failed" and job.last_successful_status == "Processing"
     assert job.message.startswith("the files do not match the manifest; nothing was stored:")
     assert "producer/call911.jpg: size mismatch" in job.message
@@ -140,9 +140,9 @@ def test_a_file_changed_after_processing_fails_storing_then_resumes_from_process
     assert_failed_batch(pipeline, bid, job)
 
     mail.outbox.clear()
-    pipeline.store.resume_job(job.jid, to="Processing")
+    pipeline.store.edits.resume_job(job.jid, to="Processing")
     pipeline.run(bid, until=job_reaches(pipeline, job.jid, *TERMINAL))
-    job = pipeline.store.get_job(job.jid)
+    job = pipeline.store.jobs.get_job(job.jid)
     assert job.status == "Completed", job.message
     changed = hashlib.md5(b"changed by hand after Processing").hexdigest()
     assert_stored(pipeline, job, {"call911.jpg": changed})
@@ -176,8 +176,8 @@ def test_a_bad_batch_manifest_fails_the_batch_listing_every_problem_and_creates_
         "line 6: nfo:fileSize 'many' is not a whole number of bytes (0 or more)\n"
         "line 6: file name '../c.jpg' contains a '..' segment"
     )
-    assert pipeline.store.list_job_ids() == []
-    assert all(not jids for jids in pipeline.store.batch_jobs(bid).values())
+    assert pipeline.store.jobs.list_job_ids() == []
+    assert all(not jids for jids in pipeline.store.batches.batch_jobs(bid).values())
     (message,) = [m for m in mail.outbox if bid in m.subject]
     assert message.subject == f"Batch {bid} failed" and message.body == batch.message
 
@@ -202,7 +202,7 @@ def test_duplicate_file_names_in_an_object_manifest_refuse_the_submission(pipeli
     batch = pipeline.run(bid)
     assert batch.status == "Failed"
     assert batch.message == f"no jobs were created: {DUPLICATE}"
-    assert pipeline.store.list_job_ids() == []
+    assert pipeline.store.jobs.list_job_ids() == []
 
 
 def test_duplicate_file_names_in_a_batch_object_manifest_fail_its_job_then_resume(
@@ -230,7 +230,7 @@ def test_duplicate_file_names_in_a_batch_object_manifest_fail_its_job_then_resum
     (content.root / "twice.checkm").write_text(object_manifest(content, fixed))
     resume_and_report(pipeline, bid, job.jid)
     expected = {"images/same.jpg": md5("call911.jpg"), "images/other.jpg": md5("4blocks.jpg")}
-    assert_stored(pipeline, pipeline.store.get_job(job.jid), expected)
+    assert_stored(pipeline, pipeline.store.jobs.get_job(job.jid), expected)
 
 
 # --- containers ------------------------------------------------------------------------
@@ -264,7 +264,7 @@ def wait_in_provisioning(pipeline, bid, rounds: int = 5) -> str:
     runs = 0
     for _ in range(rounds):
         runs += pipeline.step()
-        job = pipeline.store.get_job(jid)
+        job = pipeline.store.jobs.get_job(jid)
         assert job.status == "Provisioning" and not job.locked
         # MQ_PROVISION_RETRY_SECONDS (0.2 s here) lets the dispatcher enqueue it again.
         time.sleep(0.25)
@@ -276,7 +276,7 @@ def test_a_job_short_of_disk_space_waits_in_provisioning_then_proceeds(pipeline,
     settings.MQ_DISK_THRESHOLD = 1
     bid = pipeline.submit(type="file", payload_url=f"{content.url}/call911.jpg")
     wait_in_provisioning(pipeline, bid)
-    assert pipeline.store.get_batch(bid).status == "Processing"
+    assert pipeline.store.batches.get_batch(bid).status == "Processing"
     settings.MQ_DISK_THRESHOLD = 99
     batch = pipeline.run(bid)
     assert batch.status == "Completed", batch.message
@@ -288,7 +288,7 @@ def test_a_job_waiting_for_disk_space_tells_the_librarian_why(pipeline, content,
     settings.MQ_DISK_THRESHOLD = 1
     bid = pipeline.submit(type="file", payload_url=f"{content.url}/call911.jpg")
     jid = wait_in_provisioning(pipeline, bid, rounds=2)
-    message = pipeline.store.get_job(jid).message
+    message = pipeline.store.jobs.get_job(jid).message
     assert message.startswith("waiting for disk space: the working disk would be "), message
     assert message.endswith("(threshold 1%)"), message
 
@@ -318,7 +318,7 @@ def test_ezid_down_fails_processing_naming_ezid_then_resumes_minting_one_ark(
     settings.MQ_MINTER = "local"
     services.reset()
     resume_and_report(pipeline, bid, job.jid)
-    job = pipeline.store.get_job(job.jid)
+    job = pipeline.store.jobs.get_job(job.jid)
     assert job.identifiers == {"primary_id": first_local_ark(tmp_path), "local_id": []}
     assert (pipeline.root / "minter" / "99999-fk4.counter").read_text().strip() == "1"
     assert_stored(pipeline, job, ["call911.jpg"])
@@ -350,7 +350,7 @@ def test_a_minted_ark_is_kept_when_processing_fails_after_minting(
     monkeypatch.setattr(job_identify, "_write_object_files", real)
     resume_and_report(pipeline, bid, job.jid)
     assert len(ezid_server.minted) == 1, "the resumed step minted a second ARK"
-    job = pipeline.store.get_job(job.jid)
+    job = pipeline.store.jobs.get_job(job.jid)
     assert job.identifiers["primary_id"] == ark
     assert_stored(pipeline, job, ["call911.jpg"])
 
@@ -376,13 +376,13 @@ def test_storage_down_fails_storing_then_resumes_into_exactly_one_version(
         f"storage at {settings.MERRITT_STORAGE_URL} could not be reached for {ark}: "
         "connection refused"
     )
-    assert [p for p, _ in pipeline.store.locks()] == [], "the storage lock was left behind"
+    assert [p for p, _ in pipeline.store.locks.nodes()] == [], "the storage lock was left behind"
     assert_failed_batch(pipeline, bid, job)
 
     settings.MERRITT_STORAGE_URL = merritt_storage_server.url
     services.reset()
     resume_and_report(pipeline, bid, job.jid)
-    job = pipeline.store.get_job(job.jid)
+    job = pipeline.store.jobs.get_job(job.jid)
     assert job.identifiers["primary_id"] == ark and job.store["version"] == 1
     client = MerrittStorageClient(merritt_storage_server.url, merritt_storage_server.node)
     assert client.versions(ark) == [1]
@@ -393,7 +393,7 @@ def test_storage_down_fails_storing_then_resumes_into_exactly_one_version(
     version = client.get_version(ark, 1)
     assert version.token == job.jid
     assert InventoryVersion.objects.filter(obj__ark=ark).count() == 1
-    assert [p for p, _ in pipeline.store.locks()] == []
+    assert [p for p, _ in pipeline.store.locks.nodes()] == []
 
 
 # --- callback --------------------------------------------------------------------------
@@ -411,14 +411,14 @@ def test_a_failing_callback_fails_notify_with_its_status_then_resumes_and_calls_
     assert job.status == "Failed" and job.last_successful_status == "Recording"
     failure = f"callback {url} failed after 2 attempts: 500 Internal Server Error"
     assert job.message == failure
-    batch = pipeline.store.get_batch(bid)
+    batch = pipeline.store.batches.get_batch(bid)
     assert batch.message == f"0 completed, 1 failed, 0 deleted; {failure}"
     assert_failed_batch(pipeline, bid, job)
 
     content.behave("/callback", body=b"thanks\n")
     before = len(content.requests_for("/callback", "POST"))
     resume_and_report(pipeline, bid, job.jid)
-    job = pipeline.store.get_job(job.jid)
+    job = pipeline.store.jobs.get_job(job.jid)
     received = content.requests_for("/callback", "POST")[before:]
     job_calls = [json.loads(r.body) for r in received if b'"job_id"' in r.body]
     batch_calls = [json.loads(r.body) for r in received if b'"completed_jobs"' in r.body]
@@ -475,7 +475,7 @@ def test_a_report_email_that_cannot_be_sent_fails_the_batch_saying_so_then_repor
     assert only_job(pipeline, bid).status == "Completed"
 
     settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
-    pipeline.store.update_reporting(bid)
+    pipeline.store.batch_moves.update_reporting(bid)
     assert pipeline.run(bid).status == "Completed"
     assert_batch_completed(pipeline, bid, 1)
 
@@ -494,7 +494,7 @@ def test_an_unexpected_error_while_reporting_leaves_the_batch_unlocked_and_is_re
     monkeypatch.setattr(batch_handlers, "report", flaky)
     bid = pipeline.submit(type="file", payload_url=f"{content.url}/call911.jpg")
     pipeline.run(bid, until=lambda b: len(calls) == 1)
-    batch = pipeline.store.get_batch(bid)
+    batch = pipeline.store.batches.get_batch(bid)
     assert batch.status == "Reporting" and not batch.locked
     assert pipeline.run(bid, timeout=20).status == "Completed"
     assert calls == [bid, bid]
@@ -506,17 +506,17 @@ def test_an_unexpected_error_while_reporting_leaves_the_batch_unlocked_and_is_re
 
 def test_a_batch_of_a_held_collection_waits_held_and_completes_once_released(pipeline, content):
     store = pipeline.store
-    assert store.hold_collection("demo")
+    assert store.holds.hold_collection("demo")
     bid = pipeline.submit(type="file", payload_url=f"{content.url}/call911.jpg")
     batch = pipeline.run(bid, until=lambda b: b.status == "Held")
     assert batch.message == "collection demo is on hold"
     for _ in range(3):
         pipeline.step()
-    assert store.get_batch(bid).status == "Held"
-    assert store.list_job_ids() == []
+    assert store.batches.get_batch(bid).status == "Held"
+    assert store.jobs.list_job_ids() == []
 
-    assert store.release_collection("demo")
-    assert store.release_collection_items("demo").released == [bid]
+    assert store.holds.release_collection("demo")
+    assert store.held.release_collection_items("demo").released == [bid]
     pipeline.run(bid)
     (job,) = assert_batch_completed(pipeline, bid, 1)
     assert_stored(pipeline, job, ["call911.jpg"])
@@ -535,16 +535,18 @@ def test_holding_a_collection_mid_batch_holds_its_pending_jobs_until_released(
     pipeline.run(bid, until=lambda b: b.status == "Processing")
     jobs = pipeline.jobs(bid)
     assert [j.status for j in jobs] == ["Pending"] * 3
-    assert store.hold_collection("demo")
+    assert store.holds.hold_collection("demo")
     for _ in range(3):
         pipeline.step()
     for job in pipeline.jobs(bid):
         assert job.status == "Held" and job.message == "collection demo is on hold"
         assert job.last_successful_status == "Pending"
-    assert store.get_batch(bid).status == "Processing"
+    assert store.batches.get_batch(bid).status == "Processing"
 
-    assert store.release_collection("demo")
-    assert sorted(store.release_collection_items("demo").released) == sorted(j.jid for j in jobs)
+    assert store.holds.release_collection("demo")
+    assert sorted(store.held.release_collection_items("demo").released) == sorted(
+        j.jid for j in jobs
+    )
     pipeline.run(bid)
     for job in assert_batch_completed(pipeline, bid, 3):
         assert_stored(pipeline, job, [job.configuration["filename"]])
@@ -568,7 +570,7 @@ def test_jobs_of_a_higher_priority_profile_leave_pending_first(pipeline, content
         assert batch_handlers.run_pending(services.get_services(), bid) == "processing"
     low_jids = sorted(j.jid for j in pipeline.jobs(low))
     (high_jid,) = [j.jid for j in pipeline.jobs(high)]
-    assert store.jobs_in_state("Pending") == [(1, high_jid), *((5, j) for j in low_jids)]
+    assert store.jobs.jobs_in_state("Pending") == [(1, high_jid), *((5, j) for j in low_jids)]
 
     # One job per state per round (ahead=1), so the order of leaving Pending is observable.
     queues = [Queue(n, connection=redis) for n in all_queue_names()]
@@ -576,7 +578,7 @@ def test_jobs_of_a_higher_priority_profile_leave_pending_first(pipeline, content
     for _ in range(10):
         Dispatcher(store, redis, TASKS, DispatcherConfig(ahead=1)).sweep()
         SimpleWorker(queues, connection=redis).work(burst=True, logging_level="WARNING")
-        now = [jid for _, jid in store.jobs_in_state("Pending")]
+        now = [jid for _, jid in store.jobs.jobs_in_state("Pending")]
         gone = [j for j in [high_jid, *low_jids] if j not in now and j not in left]
         assert len(gone) <= 1
         left += gone
@@ -592,7 +594,7 @@ def test_creating_a_batch_s_jobs_again_after_a_crash_adds_only_the_missing_rows(
     bid = pipeline.submit(
         type="single-file-batch-manifest", payload_url=f"{content.url}/sampleBatchOfFiles.checkm"
     )
-    batch = pipeline.store.begin_batch(bid)
+    batch = pipeline.store.batch_locks.begin_batch(bid)
     s = services.get_services()
     batch_handlers.create_jobs(s, batch)
     first = sorted(job.jid for job in pipeline.jobs(bid))

@@ -217,7 +217,7 @@ def kill_in_provisioning(cluster: Cluster, store, bid: str) -> object:
             time.sleep(0.001)
         kill(proc)
         if store.client.exists(lock):
-            return store.get_job(job.jid)
+            return store.jobs.get_job(job.jid)
         cluster.worker("worker1", **full_disk)
     raise AssertionError(f"never caught the worker inside Provisioning\n{cluster.logs()}")
 
@@ -253,10 +253,10 @@ def test_a_worker_killed_inside_a_step_is_replaced_and_the_job_is_done_once(
         seams.release()
     # Nothing committed by the dead worker; its ephemeral lock outlives it by the session
     # timeout, so the replacement waits for ZooKeeper to notice the death.
-    left = store.get_job(job.jid)
+    left = store.jobs.get_job(job.jid)
     assert left.status == step and left.locked, (left, cluster.logs())
     if step == "Storing":
-        assert [p for p, _ in store.locks()] == [storage_lock(seams.ark)]
+        assert [p for p, _ in store.locks.nodes()] == [storage_lock(seams.ark)]
         assert LocalStorage(cluster.storage_root).versions(seams.ark) == []
     if step == "Recording":
         assert cluster.inventory_versions(seams.ark) == []
@@ -270,7 +270,7 @@ def test_a_worker_killed_inside_a_step_is_replaced_and_the_job_is_done_once(
 def assert_done_exactly_once(cluster: Cluster, store, bid: str, seams: Seams) -> None:
     batch = wait_for(
         "the batch to complete",
-        lambda: (b := store.get_batch(bid)).status in ("Completed", "Failed") and b,
+        lambda: (b := store.batches.get_batch(bid)).status in ("Completed", "Failed") and b,
         cluster,
         timeout=60,
     )
@@ -297,7 +297,7 @@ def assert_done_exactly_once(cluster: Cluster, store, bid: str, seams: Seams) ->
     assert len(seams.callbacks) == (2 if seams.step == "Notify" else 1)
     assert seams.batch_callbacks == 1
     # No lock left behind: job, storage, inventory and local-id locks are all gone.
-    assert [path for path, _ in store.locks()] == []
+    assert [path for path, _ in store.locks.nodes()] == []
     assert_timeline_is_zookeepers(cluster, job)
 
 

@@ -172,7 +172,7 @@ def test_the_dispatcher_and_workers_run_a_batch_through_the_sentinel(
     q.worker("worker")
     batch = wait_for(
         "the batch to finish",
-        lambda: (b := store.get_batch(bid)).status in ("Completed", "Failed") and b,
+        lambda: (b := store.batches.get_batch(bid)).status in ("Completed", "Failed") and b,
         q,
         timeout=90,
     )

@@ -67,8 +67,8 @@ def test_a_completed_job_re_run_is_unchanged_then_version_2_when_its_bytes_chang
     (item,) = record.items.all()
     again = new_batch_of(item)
     assert "batchID rerun-me~rerun-1" in item.detail and item.before_status == "Completed"
-    assert pipeline.store.get_job(job.jid).status == "Completed"  # the old job stays
-    assert pipeline.store.find_batch_by_uuid("rerun-me") == bid  # and its batchID's entry
+    assert pipeline.store.jobs.get_job(job.jid).status == "Completed"  # the old job stays
+    assert pipeline.store.batches.find_batch_by_uuid("rerun-me") == bid  # and its batchID's entry
     batch, rerun_job = completed(pipeline, again)
     assert batch.submission["rerun_of"] == bid and batch.submission["submitted_by"] == "ada"
     assert rerun_job.identifiers["primary_id"] == ark
@@ -100,7 +100,7 @@ def test_a_completed_batch_re_run_runs_each_of_its_completed_jobs(pipeline, cont
     assert rerun_job.identifiers["primary_id"] == job.identifiers["primary_id"]
     # Only Completed items: a re-run batch of a batch still processing is refused.
     pending = pipeline.submit(type="file", payload_url=f"{content.url}/4blocks.jpg")
-    status = pipeline.store.get_batch(pending)
+    status = pipeline.store.batches.get_batch(pending)
     record = act(people["administrator"], "batch.rerun", pending, status.status_version)
     assert record.items.get().result == "skipped"
 
@@ -132,8 +132,8 @@ def test_a_completed_batch_id_is_run_again_only_when_rerun_is_asked(pipeline, co
 
     asked = submit(data | {"profile": "demo", "submitter": "tester", "rerun": "true"})
     assert not asked.duplicate and asked.bid != first and asked.batch_uuid == "b-7~rerun-1"
-    assert pipeline.store.find_batch_by_uuid("b-7") == first  # MerrittZK's entry unchanged
-    assert pipeline.store.get_batch(asked.bid).submission["rerun_of"] == first
+    assert pipeline.store.batches.find_batch_by_uuid("b-7") == first  # MerrittZK's entry unchanged
+    assert pipeline.store.batches.get_batch(asked.bid).submission["rerun_of"] == first
 
     # Sent twice before the new batch completes: the same new batch, not a third.
     twice = submit(data | {"profile": "demo", "submitter": "tester", "rerun": True})
@@ -174,7 +174,7 @@ def test_the_api_runs_a_completed_batch_id_again_when_asked(client, process_stor
         "rerun_possible": False,
     }  # not Completed yet: today's answer
     for status in ("Processing", "Reporting", "Completed"):
-        process_store.transition_batch(first, status)
+        process_store.batch_moves.transition_batch(first, status)
     again = post({"batchID": "api-1", "rerun": True})
     assert again.status_code == 201 and again.json()["batchID"] == "api-1~rerun-1"
     assert post({"batchID": "api-1"}).json()["batch_id"] == first  # without rerun: as today

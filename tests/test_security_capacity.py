@@ -40,7 +40,7 @@ from merritt_queue.core.fairness import Turns
 from merritt_queue.core.planning import batch_priority
 from merritt_queue.core.states import BatchStatus
 from merritt_queue.core.store import NewJob
-from merritt_queue.core.store.jobs import MAX_JOB_DATA_BYTES
+from merritt_queue.core.store.newjobs import MAX_JOB_DATA_BYTES
 from merritt_queue.deposit.manifest import ManifestError, parse_manifest
 from merritt_queue.project import checks, runtime
 from merritt_queue.project.tasks import TASKS
@@ -107,9 +107,11 @@ def fill(store, n: int, profile: str = "demo") -> str:
             "payload_url": "https://example.org/a",
         }
     ).bid
-    batch = store.begin_batch(bid)
-    store.create_jobs(bid, [NewJob({"collection": profile, "batch_row": i}) for i in range(n)])
-    store.start_processing(batch, "filled")
+    batch = store.batch_locks.begin_batch(bid)
+    store.new_jobs.create_jobs(
+        bid, [NewJob({"collection": profile, "batch_row": i}) for i in range(n)]
+    )
+    store.batch_moves.start_processing(batch, "filled")
     return bid
 
 
@@ -144,7 +146,7 @@ def test_an_uploaded_manifest_over_the_row_limit_is_refused_with_413(
         "the batch has 6 rows (jobs); a batch may have at most 5 (MQ_MAX_BATCH_JOBS): "
         "split it into smaller batches"
     ]
-    assert queue.list_batch_ids() == [] and Batch.objects.count() == 0
+    assert queue.batches.list_batch_ids() == [] and Batch.objects.count() == 0
     ok = post_upload(client, token, fields, "m.checkm", files_manifest("https://example.org", 5))
     assert ok.status_code == 201
 
@@ -159,11 +161,11 @@ def test_a_full_tree_refuses_submissions_with_429_until_cleanup(client, queue, t
         "the queue holds 3 jobs and this batch would add 1; it may hold at most 3 "
         "(MQ_MAX_QUEUE_JOBS) until finished jobs are cleaned up: submit again later"
     ]
-    assert queue.list_batch_ids() == [filled]
-    for jid in queue.list_job_ids():  # what `cleanup` does to finished jobs
-        queue.force_fail(jid, "given up")
-        queue.delete_job(jid)
-        queue.purge_job(jid)
+    assert queue.batches.list_batch_ids() == [filled]
+    for jid in queue.jobs.list_job_ids():  # what `cleanup` does to finished jobs
+        queue.moves.force_fail(jid, "given up")
+        queue.moves.delete_job(jid)
+        queue.removal.purge_job(jid)
     assert post_json(client, token, body).status_code == 201
 
 
@@ -210,7 +212,7 @@ def test_the_form_and_the_cli_name_the_limit_too(client, queue, settings, tmp_pa
         },
     )
     assert "a batch may have at most 2 (MQ_MAX_BATCH_JOBS)" in page.content.decode()
-    assert queue.list_batch_ids() == []
+    assert queue.batches.list_batch_ids() == []
 
 
 # --- limits in the batch handler (manifest by URL) ----------------------------------------
@@ -223,13 +225,13 @@ def test_a_url_manifest_over_the_row_limit_fails_its_batch_before_any_job(
     (http_server.root / "m.checkm").write_bytes(files_manifest(http_server.url, 5))
     bid = submit_manifest(http_server)
     assert run_pending(bid) == "failed"
-    batch = queue.get_batch(bid)
+    batch = queue.batches.get_batch(bid)
     assert batch.status == BatchStatus.FAILED
     assert batch.message == (
         "no jobs were created: the batch has 5 rows (jobs); a batch may have at most 4 "
         "(MQ_MAX_BATCH_JOBS): split it into smaller batches"
     )
-    assert queue.list_job_ids() == []
+    assert queue.jobs.list_job_ids() == []
     assert mail.outbox[-1].body == batch.message
 
 
@@ -239,11 +241,11 @@ def test_the_handler_rechecks_the_tree_with_the_exact_row_count(queue, http_serv
     bid = submit_manifest(http_server)  # accepted: the row count is not known at the door
     fill(queue, 3, profile="other")
     assert run_pending(bid) == "failed"
-    assert queue.get_batch(bid).message == (
+    assert queue.batches.get_batch(bid).message == (
         "no jobs were created: the queue holds 3 jobs and this batch would add 4; it may hold "
         "at most 6 (MQ_MAX_QUEUE_JOBS) until finished jobs are cleaned up: submit again later"
     )
-    assert len(queue.list_job_ids()) == 3
+    assert len(queue.jobs.list_job_ids()) == 3
 
 
 # --- poison-pill fields ------------------------------------------------------------------
@@ -274,14 +276,14 @@ def test_a_batch_with_a_600_kb_field_fails_once_and_writes_no_job(queue, http_se
     (http_server.root / "m.checkm").write_bytes(data)
     bid = submit_manifest(http_server)
     assert run_pending(bid) == "failed"
-    batch = queue.get_batch(bid)
+    batch = queue.batches.get_batch(bid)
     assert batch.status == BatchStatus.FAILED and not batch.locked
     assert batch.message == (
         "no jobs were created: line 4: mrt:title is longer than 10000 characters\n"
         "line 5: mrt:title is longer than 10000 characters"
     )
-    assert queue.list_job_ids() == []
-    assert queue.pending_batches() == []  # never tried again
+    assert queue.jobs.list_job_ids() == []
+    assert queue.batches.pending_batches() == []  # never tried again
 
 
 def test_the_store_refuses_a_job_over_the_data_limit_before_writing(queue):
@@ -289,13 +291,13 @@ def test_the_store_refuses_a_job_over_the_data_limit_before_writing(queue):
     big = NewJob({"collection": "demo", "manifest_line": 7, "title": "x" * MAX_JOB_DATA_BYTES})
     small = NewJob({"collection": "demo"})
     with pytest.raises(InvalidData) as caught:
-        queue.create_jobs(bid, [small, big])
+        queue.new_jobs.create_jobs(bid, [small, big])
     message = str(caught.value)
     assert message.startswith("the job of manifest line 7 would hold ")
     assert message.endswith(
         f"over the limit of {MAX_JOB_DATA_BYTES} bytes per job; shorten its fields"
     )
-    assert queue.list_job_ids() == []
+    assert queue.jobs.list_job_ids() == []
     assert queue.client.connected
 
 
@@ -303,25 +305,27 @@ def test_many_jobs_at_the_data_limit_never_make_one_request_too_large(queue):
     """More than a round of jobs, each near the limit: megabytes in all, in many multis."""
     bid = fill(queue, 0)
     near = "x" * (MAX_JOB_DATA_BYTES - 1024)
-    jids = queue.create_jobs(bid, [NewJob({"title": near, "batch_row": i}) for i in range(210)])
+    jids = queue.new_jobs.create_jobs(
+        bid, [NewJob({"title": near, "batch_row": i}) for i in range(210)]
+    )
     assert len(jids) == 210 and queue.client.connected
-    assert queue.get_job(jids[-1]).configuration["title"] == near
+    assert queue.jobs.get_job(jids[-1]).configuration["title"] == near
 
 
 def test_a_batch_whose_jobs_cannot_be_written_fails_once_with_the_reason(
     queue, http_server, settings, monkeypatch
 ):
     """Defence in depth: a job that passes the manifest's field caps but not the store's."""
-    monkeypatch.setattr("merritt_queue.core.store.jobs.MAX_JOB_DATA_BYTES", 1000)
+    monkeypatch.setattr("merritt_queue.core.store.newjobs.MAX_JOB_DATA_BYTES", 1000)
     (http_server.root / "m.checkm").write_bytes(
         files_manifest(http_server.url, 2, title="y" * 2000)
     )
     bid = submit_manifest(http_server)
     assert run_pending(bid) == "failed"
-    message = queue.get_batch(bid).message
+    message = queue.batches.get_batch(bid).message
     assert message.startswith("no jobs were created: the job of manifest line 4 would hold ")
     assert message.endswith("over the limit of 1000 bytes per job; shorten its fields")
-    assert queue.list_job_ids() == [] and queue.pending_batches() == []
+    assert queue.jobs.list_job_ids() == [] and queue.batches.pending_batches() == []
 
 
 # --- /healthz and the dashboard ----------------------------------------------------------
@@ -425,7 +429,7 @@ def _race(pipeline, http_server, n: int, b_rows: int | None):
     a = pipeline.submit(
         type="single-file-batch-manifest", payload_url=http_server.url_for("/a.checkm")
     )
-    while pipeline.store.get_batch(a).status == BatchStatus.PENDING:
+    while pipeline.store.batches.get_batch(a).status == BatchStatus.PENDING:
         busy_round()
     busy_round()
     if b_rows is None:
@@ -439,11 +443,14 @@ def _race(pipeline, http_server, n: int, b_rows: int | None):
             payload_url=http_server.url_for("/b.checkm"),
         )
     for _ in range(300):
-        if pipeline.store.get_batch(b).status in (BatchStatus.COMPLETED, BatchStatus.FAILED):
+        if pipeline.store.batches.get_batch(b).status in (
+            BatchStatus.COMPLETED,
+            BatchStatus.FAILED,
+        ):
             break
         busy_round()
-    assert pipeline.store.get_batch(b).status == BatchStatus.COMPLETED
-    return len(pipeline.store.batch_jobs(a)["batch-completed"])
+    assert pipeline.store.batches.get_batch(b).status == BatchStatus.COMPLETED
+    return len(pipeline.store.batches.batch_jobs(a)["batch-completed"])
 
 
 def test_a_big_batch_does_not_starve_another_collections_small_one(pipeline, http_server):

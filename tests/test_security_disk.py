@@ -44,11 +44,11 @@ def tree_batch(pipeline, configuration: dict) -> str:
     """A batch and its one job written straight into ZooKeeper, as another system might."""
     store = pipeline.store
     submission = {"profile": "demo", "submitter": "other-system", "type": "file"}
-    bid = store.create_batch(submission | {"type": configuration["payload_type"]}).id
-    batch = store.begin_batch(bid)
+    bid = store.new_batches.create_batch(submission | {"type": configuration["payload_type"]}).id
+    batch = store.batch_locks.begin_batch(bid)
     config = {"profile": "demo", "batch_row": 0} | configuration
-    store.create_jobs(bid, [NewJob(config, 5)])
-    store.start_processing(batch, "1 job(s) written by another system")
+    store.new_jobs.create_jobs(bid, [NewJob(config, 5)])
+    store.batch_moves.start_processing(batch, "1 job(s) written by another system")
     return bid
 
 
@@ -317,7 +317,7 @@ def test_a_container_waits_in_downloading_until_its_unpacked_size_fits_then_comp
     job = only_job(pipeline, bid)
     for _ in range(3):  # it waits, round after round, and keeps the downloaded archive
         pipeline.step()
-        job = pipeline.store.get_job(job.jid)
+        job = pipeline.store.jobs.get_job(job.jid)
         assert job.status == "Downloading", job.message
     unpacked = 20 * MB + len(b"small\n")
     size = archive.stat().st_size
@@ -384,7 +384,7 @@ def upload_batch(pipeline, name: str, data: bytes, type_: str) -> tuple[str, Pat
 
     upload = Upload(name, io.BytesIO(data), len(data))
     bid = submit({"profile": "demo", "submitter": "tester", "type": type_}, upload).bid
-    url = pipeline.store.get_batch(bid).submission["payload_url"]
+    url = pipeline.store.batches.get_batch(bid).submission["payload_url"]
     folder = Path(url2pathname(urlsplit(url).path)).parent
     assert folder.parent == Path(settings_work_dir()) / "uploads" and folder.is_dir()
     return bid, folder
@@ -416,7 +416,7 @@ def test_an_upload_stays_while_a_job_may_be_resumed_and_goes_with_the_deleted_ba
     assert folder.is_dir()  # the failed job may be resumed from Downloading: it needs it
 
     admin = django_user_model.objects.create_superuser("root-admin", password="pw")
-    version = pipeline.store.get_batch(bid).status_version
+    version = pipeline.store.batches.get_batch(bid).status_version
     record = execute(admin, ACTIONS["batch.delete"], [(bid, version)], "gone", token="u1")
     assert record.items.get(part_of="").result == "done"
     assert only_job(pipeline, bid).status == "Deleted"
@@ -442,10 +442,14 @@ def test_cleanup_removes_uploads_of_purged_batches_and_old_orphans_only(pipeline
     store = pipeline.store
     purged, referenced = folder("a" * 32), folder("b" * 32)
     orphan_old, orphan_new = folder("c" * 32), folder("d" * 32)
-    gone = store.create_batch({"type": "file", "payload_url": (purged / "payload.bin").as_uri()})
-    store.transition_batch(gone.id, "Held")
-    store.transition_batch(gone.id, "Deleted")
-    store.create_batch({"type": "file", "payload_url": (referenced / "payload.bin").as_uri()})
+    gone = store.new_batches.create_batch(
+        {"type": "file", "payload_url": (purged / "payload.bin").as_uri()}
+    )
+    store.batch_moves.transition_batch(gone.id, "Held")
+    store.batch_moves.transition_batch(gone.id, "Deleted")
+    store.new_batches.create_batch(
+        {"type": "file", "payload_url": (referenced / "payload.bin").as_uri()}
+    )
     later = timezone.now() + timedelta(days=8)
     future = (later + timedelta(days=1)).timestamp()
     os.utime(orphan_new, (future, future))  # newer than the cutoff: maybe being submitted

@@ -74,7 +74,7 @@ def post(client, key, body):
 
 
 def nothing_written(queue) -> bool:
-    return queue.list_batch_ids() == []
+    return queue.batches.list_batch_ids() == []
 
 
 # --- 1: filename is one safe name -----------------------------------------------------
@@ -263,7 +263,7 @@ def test_a_token_is_only_as_good_as_its_users_rights_now(client, queue, deposito
     depositor.groups.add(Group.objects.get(name="depositor"))
     CollectionScope.objects.filter(user=depositor).update(collections=["other"])
     assert post(client, key, GOOD).status_code == 403
-    assert len(queue.list_batch_ids()) == 1
+    assert len(queue.batches.list_batch_ids()) == 1
 
 
 def test_the_form_refuses_a_user_who_may_not_submit(client, queue, person):
@@ -338,7 +338,7 @@ def test_a_depositor_cannot_submit_as_someone_else(client, queue, depositor, per
 
 def test_the_submitter_is_the_token_user(client, queue, depositor):
     response = post(client, key_of(depositor), GOOD)
-    submission = queue.get_batch(response.json()["batch_id"]).submission
+    submission = queue.batches.get_batch(response.json()["batch_id"]).submission
     assert (submission["submitter"], submission["submitted_by"]) == ("dep", "dep")
 
 
@@ -349,7 +349,7 @@ def test_an_administrator_submits_on_behalf_explicitly_and_both_are_recorded(
     response = post(client, key_of(admin), GOOD | {"on_behalf_of": "dep"})
     assert response.status_code == 201, response.content
     bid = response.json()["batch_id"]
-    submission = queue.get_batch(bid).submission
+    submission = queue.batches.get_batch(bid).submission
     assert (submission["submitter"], submission["submitted_by"]) == ("dep", "boss")
     assert "submitted_by" in planning.INHERITED  # each job's configuration carries both
     mirrored = Batch.objects.get(bid=bid)
@@ -364,8 +364,8 @@ def test_an_administrator_submits_on_behalf_explicitly_and_both_are_recorded(
 def test_the_form_records_the_signed_in_user(client, queue, depositor):
     client.force_login(depositor)
     client.post("/submit/", GOOD | {"submission_mode": "add"})
-    (bid,) = queue.list_batch_ids()
-    submission = queue.get_batch(bid).submission
+    (bid,) = queue.batches.list_batch_ids()
+    submission = queue.batches.get_batch(bid).submission
     assert (submission["submitter"], submission["submitted_by"]) == ("dep", "dep")
 
 
@@ -374,7 +374,7 @@ def test_the_submit_command_names_the_submitter_and_records_itself(queue, person
         "submit", "--profile=demo", "--submitter=me", "--type=file", "--payload-url=https://e.org/a"
     )
     bid = capsys.readouterr().out.strip()
-    submission = queue.get_batch(bid).submission
+    submission = queue.batches.get_batch(bid).submission
     assert (submission["submitter"], submission["submitted_by"]) == ("me", "manage.py submit")
     person("reader", "viewer")
     with pytest.raises(CommandError, match="submitting needs the depositor role"):
@@ -385,7 +385,7 @@ def test_the_submit_command_names_the_submitter_and_records_itself(queue, person
             "--type=file",
             "--payload-url=https://e.org/a",
         )
-    assert queue.list_batch_ids() == [bid]
+    assert queue.batches.list_batch_ids() == [bid]
 
 
 # --- 9: DEBUG off by default, credentials masked, the development key an error -------------
@@ -546,7 +546,7 @@ def test_a_bad_collection_mnemonic_is_refused_and_nothing_is_left_running(
     record = execute(admin, ACTIONS["collection.hold"], [(mnemonic, None)], "why", token="t1")
     assert record.finished is not None and (record.done, record.skipped) == (0, 1)
     assert "is not a collection mnemonic" in record.items.get().detail
-    assert queue.held_collections() == []
+    assert queue.holds.held_collections() == []
 
 
 def test_the_audit_csv_neutralises_every_cell(client, person):

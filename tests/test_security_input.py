@@ -95,7 +95,7 @@ def test_the_api_refuses_what_a_worker_could_not_use_naming_field_and_rule(
     assert response.status_code == 400, response.content
     (problem,) = response.json()["errors"]
     assert rule in problem and next(iter(fields)) in problem
-    assert queue.list_batch_ids() == []
+    assert queue.batches.list_batch_ids() == []
 
 
 def test_a_file_name_of_250_bytes_and_an_ark_that_just_fits_are_accepted(client, queue, key):

@@ -360,10 +360,10 @@ def test_a_job_waits_in_downloading_while_its_host_is_full(pipeline, content, se
         bid,
         until=lambda b: (
             b.status in ("Completed", "Failed")
-            or waiting in pipeline.store.get_job(job.jid).message
+            or waiting in pipeline.store.jobs.get_job(job.jid).message
         ),
     )
-    job = pipeline.store.get_job(job.jid)
+    job = pipeline.store.jobs.get_job(job.jid)
     assert batch.status not in ("Completed", "Failed"), job.message
     assert job.status == "Downloading"
     assert job.message == (

@@ -190,15 +190,15 @@ WAIT = 2.0  # MQ_WEB_ZK_WAIT in these tests
 
 
 def failed_job(store) -> str:
-    bid = store.create_batch({"batchID": uuid.uuid4().hex, "collection": "demo"}).id
+    bid = store.new_batches.create_batch({"batchID": uuid.uuid4().hex, "collection": "demo"}).id
     configuration = {
         "collection": "demo",
         "payload_type": "file",
         "payload_url": "https://example.org/a.jpg",
     }
-    jid = store.create_job(bid, configuration, metadata={"erc_what": "A title"})
+    jid = store.new_jobs.create_job(bid, configuration, metadata={"erc_what": "A title"})
     for status in ("Estimating", "Provisioning", "Failed"):
-        store.transition_job(jid, status, "broke" if status == "Failed" else None)
+        store.moves.transition_job(jid, status, "broke" if status == "Failed" else None)
     return jid
 
 
@@ -246,7 +246,7 @@ def fresh_store(hosts: str) -> QueueStore:
 def test_the_edit_page_and_its_confirmation_answer_at_once_and_edit_nothing_later(away):
     zookeeper, store, web, answered = away
     jid = failed_job(store)
-    job = store.get_job(jid)
+    job = store.jobs.get_job(jid)
     url = f"/actions/job.edit_resume/{jid}/"
     form = jobparams.current(job.configuration, job.identifiers, job.metadata)
     shown = web.post(url, form | {"version": job.status_version, "erc_what": "New title"})
@@ -266,7 +266,7 @@ def test_the_edit_page_and_its_confirmation_answer_at_once_and_edit_nothing_late
     assert "ZooKeeper is not reachable" in text and "nothing was changed" in text
     zookeeper.start()
     time.sleep(5)  # a request left queued in the web's client would be sent by now
-    later = fresh_store(zookeeper.hosts).get_job(jid)
+    later = fresh_store(zookeeper.hosts).jobs.get_job(jid)
     assert later.status == "Failed" and later.metadata["erc_what"] == "A title"
     record = AdminAction.objects.get(action="job.edit_resume")
     assert record.finished is not None and record.done == 0
@@ -287,7 +287,7 @@ def test_a_pause_confirmed_while_zookeeper_is_away_fails_at_once_and_never_happe
     assert "ZooKeeper is not reachable" in text and "nothing was changed" in text
     zookeeper.start()
     time.sleep(5)
-    assert not fresh_store(zookeeper.hosts).queue_paused()
+    assert not fresh_store(zookeeper.hosts).pause.queue_paused()
     assert runtime.get_store().client.connected  # the next page finds ZooKeeper again
 
 
@@ -298,17 +298,17 @@ def test_a_request_made_while_connected_is_cut_when_the_connection_drops(away, m
     zookeeper, store, web, answered = away
     page = web.get("/actions/queue.pause/confirm")
     payload = PAYLOAD.search(page.content.decode()).group(1)
-    real = type(store).pause_queue
+    real = type(store.pause).pause_queue
 
     def pause_after_the_drop(self):
         stopped(zookeeper)
         return real(self)
 
-    monkeypatch.setattr(type(store), "pause_queue", pause_after_the_drop)
+    monkeypatch.setattr(type(store.pause), "pause_queue", pause_after_the_drop)
     done = answered(
         lambda: web.post("/actions/queue.pause/execute", {"payload": payload, "reason": "why"})
     )
     assert done.status_code == 503 and "ZooKeeper is not reachable" in done.content.decode()
     zookeeper.start()
     time.sleep(5)
-    assert not fresh_store(zookeeper.hosts).queue_paused()
+    assert not fresh_store(zookeeper.hosts).pause.queue_paused()

@@ -361,7 +361,7 @@ def test_the_api_refuses_on_behalf_of_someone_who_may_not_submit_there(
     )
     assert response.status_code == 403, response.content
     assert refused_for_olga(response.json()["errors"]), response.json()
-    assert process_store.list_batch_ids() == []
+    assert process_store.batches.list_batch_ids() == []
 
 
 def test_the_form_has_no_on_behalf_of_and_submits_as_the_signed_in_user(
@@ -370,8 +370,8 @@ def test_the_form_has_no_on_behalf_of_and_submits_as_the_signed_in_user(
     client = Client()
     client.force_login(scoped_admin)
     client.post("/submit/", GOOD | {"on_behalf_of": "olga", "submission_mode": "add"})
-    (batch,) = process_store.list_batch_ids()
-    assert process_store.get_batch(batch).submission["submitter"] == "boss"
+    (batch,) = process_store.batches.list_batch_ids()
+    assert process_store.batches.get_batch(batch).submission["submitter"] == "boss"
 
 
 def test_the_command_refuses_on_behalf_of_someone_who_may_not_submit_there(
@@ -388,7 +388,7 @@ def test_the_command_refuses_on_behalf_of_someone_who_may_not_submit_there(
             "--type=file",
             "--payload-url=https://example.org/a.txt",
         )
-    assert process_store.list_batch_ids() == []
+    assert process_store.batches.list_batch_ids() == []
 
 
 def test_on_behalf_of_a_depositor_of_the_collection_still_works(

@@ -57,13 +57,13 @@ def people(django_user_model, db):
 
 
 def new_batch(store) -> str:
-    bid = store.create_batch({"batchID": uuid.uuid4().hex, "collection": "demo"}).id
+    bid = store.new_batches.create_batch({"batchID": uuid.uuid4().hex, "collection": "demo"}).id
     return bid
 
 
 def job_in(store, status: str, collection: str = "demo") -> str:
     bid = new_batch(store)
-    jid = store.create_job(bid, {"collection": collection})
+    jid = store.new_jobs.create_job(bid, {"collection": collection})
     route, s = [], "Pending"
     if status in ("Held", "Failed"):
         route = [status]
@@ -74,12 +74,12 @@ def job_in(store, status: str, collection: str = "demo") -> str:
             s = JOB.success_of(s)
             route.append(s)
     for step in route:
-        store.transition_job(jid, step, "broke" if step == "Failed" else "")
+        store.moves.transition_job(jid, step, "broke" if step == "Failed" else "")
     return jid
 
 
 def run(user, name, store, jid, reason="because", **params):
-    job = store.get_job(jid)
+    job = store.jobs.get_job(jid)
     return execute(
         user,
         ACTIONS[name],
@@ -106,7 +106,7 @@ def test_each_job_action_from_a_state_it_applies_to(queue, people, name, before,
     record = run(people["administrator"], name, queue, jid, "librarian asked")
     item = record.items.get()
     assert (item.result, item.before_status, item.after_status) == ("done", before, after)
-    job = queue.get_job(jid)
+    job = queue.jobs.get_job(jid)
     assert job.status == after and "ada: librarian asked" in job.message
 
 
@@ -124,11 +124,11 @@ def test_each_job_action_is_refused_from_other_states_and_writes_nothing(
     queue, people, name, status
 ):
     jid = job_in(queue, status)
-    before = queue.get_job(jid)
+    before = queue.jobs.get_job(jid)
     record = run(people["administrator"], name, queue, jid)
     item = record.items.get()
     assert item.result == "skipped" and f"it is {status}" in item.detail
-    assert queue.get_job(jid).status_version == before.status_version
+    assert queue.jobs.get_job(jid).status_version == before.status_version
 
 
 def test_deleting_a_completed_job_says_how_to_remove_it(queue, people):
@@ -136,24 +136,24 @@ def test_deleting_a_completed_job_says_how_to_remove_it(queue, people):
     item = run(people["administrator"], "job.delete", queue, jid).items.get()
     assert item.result == "skipped"
     assert "Completed is final in the queue" in item.detail and "Purge now" in item.detail
-    assert queue.get_job(jid).status == "Completed"
+    assert queue.jobs.get_job(jid).status == "Completed"
 
 
 def test_an_item_changed_since_the_page_was_shown_is_skipped(queue, people):
     jid = job_in(queue, "Pending")
-    shown = queue.get_job(jid).status_version
-    queue.transition_job(jid, "Estimating")
+    shown = queue.jobs.get_job(jid).status_version
+    queue.moves.transition_job(jid, "Estimating")
     record = execute(people["operator"], ACTIONS["job.hold"], [(jid, shown)], "hold", token="t1")
     item = record.items.get()
     assert item.result == "skipped" and "changed since the page was shown" in item.detail
     # What changed, from the job's history (a batched action reads it for such a job only).
     assert "Pending → Estimating by" in item.detail and "it is now Estimating" in item.detail
-    assert queue.get_job(jid).status == "Estimating"
+    assert queue.jobs.get_job(jid).status == "Estimating"
 
 
 def test_a_double_submit_acts_once(queue, people):
     jid = job_in(queue, "Failed")
-    version = queue.get_job(jid).status_version
+    version = queue.jobs.get_job(jid).status_version
     first = execute(
         people["operator"], ACTIONS["job.resume"], [(jid, version)], "retry", token="same"
     )
@@ -161,7 +161,7 @@ def test_a_double_submit_acts_once(queue, people):
         people["operator"], ACTIONS["job.resume"], [(jid, version)], "retry", token="same"
     )
     assert first.pk == again.pk and AdminAction.objects.count() == 1
-    assert queue.get_job(jid).retry_count == 1
+    assert queue.jobs.get_job(jid).retry_count == 1
 
 
 @pytest.mark.parametrize(
@@ -181,7 +181,9 @@ def test_each_group_can_take_exactly_its_actions(queue, people, who, name, allow
     action = ACTIONS[name]
     jid = job_in(queue, next(iter(action.applies_to)) if action.applies_to else "Pending")
     items = (
-        [(jid, queue.get_job(jid).status_version)] if action.scope == "job" else [("ingest", None)]
+        [(jid, queue.jobs.get_job(jid).status_version)]
+        if action.scope == "job"
+        else [("ingest", None)]
     )
     if allowed:
         assert execute(people[who], action, items, "ok", token=uuid.uuid4().hex).done == 1
@@ -196,7 +198,7 @@ def test_read_only_turns_every_action_off(queue, people, settings):
     jid = job_in(queue, "Pending")
     with pytest.raises(PermissionDenied, match="read-only"):
         run(people["administrator"], "job.hold", queue, jid)
-    assert queue.get_job(jid).status == "Pending"
+    assert queue.jobs.get_job(jid).status == "Pending"
 
 
 def test_a_person_limited_to_collections_acts_only_on_those(queue, people):
@@ -205,7 +207,7 @@ def test_a_person_limited_to_collections_acts_only_on_those(queue, people):
     record = execute(
         people["operator"],
         ACTIONS["job.hold"],
-        [(j, queue.get_job(j).status_version) for j in (mine, theirs)],
+        [(j, queue.jobs.get_job(j).status_version) for j in (mine, theirs)],
         "hold",
         token="scoped",
     )
@@ -233,7 +235,7 @@ def test_the_plan_says_which_items_apply_and_why_not(queue, people):
 
 
 def test_release_warns_when_the_collection_is_still_held(queue, people):
-    queue.hold_collection("demo")
+    queue.holds.hold_collection("demo")
     (item,) = plan(people["operator"], ACTIONS["job.release"], [Target("jid1", "Held", 0, "demo")])
     assert item.applies and "collection demo is on hold" in item.why
 
@@ -251,60 +253,66 @@ def test_resume_says_which_steps_run_again(queue):
 
 def test_resume_from_an_earlier_step_the_admin_picks(queue, people):
     jid = job_in(queue, "Storing")
-    queue.fail_job(jid, "storage down")
+    queue.moves.fail_job(jid, "storage down")
     run(people["operator"], "job.resume", queue, jid, step="Downloading")
-    assert queue.get_job(jid).status == "Downloading"
+    assert queue.jobs.get_job(jid).status == "Downloading"
 
 
 def test_force_fail_racing_a_worker_one_wins_and_the_other_is_reported(queue, people, make_store):
     jid = job_in(queue, "Downloading")
     worker = make_store()
-    held = worker.lock_job(jid)
+    held = worker.job_locks.lock_job(jid)
     record = run(people["administrator"], "job.force_fail", queue, jid, "stuck")
     assert record.done == 1
     from merritt_queue.core.errors import ChangedUnderYou
 
     with pytest.raises(ChangedUnderYou):
-        worker.succeed_job(held)
-    assert queue.get_job(jid).status == "Failed"
+        worker.moves.succeed_job(held)
+    assert queue.jobs.get_job(jid).status == "Failed"
 
 
 def test_batch_delete_takes_the_jobs_that_can_go_and_names_the_others(queue, people):
     bid = new_batch(queue)
-    failed = queue.create_job(bid, {"collection": "demo"})
-    done = queue.create_job(bid, {"collection": "demo"})
-    queue.transition_job(failed, "Failed", "x")
+    failed = queue.new_jobs.create_job(bid, {"collection": "demo"})
+    done = queue.new_jobs.create_job(bid, {"collection": "demo"})
+    queue.moves.transition_job(failed, "Failed", "x")
     for status in ("Estimating", "Provisioning", "Downloading", "Processing", "Storing"):
-        queue.transition_job(done, status)
+        queue.moves.transition_job(done, status)
     for status in ("Recording", "Notify", "Completed"):
-        queue.transition_job(done, status)
-    queue.hold_batch(bid)
-    version = queue.get_batch(bid).status_version
+        queue.moves.transition_job(done, status)
+    queue.batch_moves.hold_batch(bid)
+    version = queue.batches.get_batch(bid).status_version
     record = execute(
         people["administrator"], ACTIONS["batch.delete"], [(bid, version)], "gone", token="bd"
     )
     item = record.items.get(part_of="")
     assert item.result == "done" and f"{done} (Completed)" in item.detail
-    assert queue.get_job(failed).status == "Deleted" and queue.get_job(done).status == "Completed"
+    assert (
+        queue.jobs.get_job(failed).status == "Deleted"
+        and queue.jobs.get_job(done).status == "Completed"
+    )
 
 
 def test_batch_delete_takes_its_held_jobs_too(queue, people):
     """A Held job stays in batch-processing, where the queue refuses a batch delete: the
     action deletes the jobs first, then the batch (issue 16: the page lists them as deleted)."""
     bid = new_batch(queue)
-    held = queue.create_job(bid, {"collection": "demo"})
-    failed = queue.create_job(bid, {"collection": "demo"})
-    queue.hold_job(held)
-    queue.transition_job(failed, "Failed", "x")
-    queue.hold_batch(bid)
-    version = queue.get_batch(bid).status_version
+    held = queue.new_jobs.create_job(bid, {"collection": "demo"})
+    failed = queue.new_jobs.create_job(bid, {"collection": "demo"})
+    queue.moves.hold_job(held)
+    queue.moves.transition_job(failed, "Failed", "x")
+    queue.batch_moves.hold_batch(bid)
+    version = queue.batches.get_batch(bid).status_version
     record = execute(
         people["administrator"], ACTIONS["batch.delete"], [(bid, version)], "gone", token="bh"
     )
     item = record.items.get(part_of="")
     assert item.result == "done", item.detail
-    assert queue.get_batch(bid).status == "Deleted"
-    assert queue.get_job(held).status == "Deleted" and queue.get_job(failed).status == "Deleted"
+    assert queue.batches.get_batch(bid).status == "Deleted"
+    assert (
+        queue.jobs.get_job(held).status == "Deleted"
+        and queue.jobs.get_job(failed).status == "Deleted"
+    )
     assert set(record.items.exclude(part_of="").values_list("item_id", flat=True)) == {held, failed}
 
 
@@ -317,27 +325,27 @@ def test_a_batch_delete_that_fails_on_one_job_records_the_jobs_it_deleted(
     from steering import actions
 
     bid = new_batch(queue)
-    first = queue.create_job(bid, {"collection": "demo"})
-    second = queue.create_job(bid, {"collection": "demo"})
+    first = queue.new_jobs.create_job(bid, {"collection": "demo"})
+    second = queue.new_jobs.create_job(bid, {"collection": "demo"})
     for jid in (first, second):
-        queue.transition_job(jid, "Failed", "x")
-    queue.hold_batch(bid)
+        queue.moves.transition_job(jid, "Failed", "x")
+    queue.batch_moves.hold_batch(bid)
     store = actions.get_store()
-    real = store.move_jobs
+    real = store.moves.move_jobs
 
     def second_refused(moves):
         done = real(moves[:1])
         return [*done, *(QueueError("refused here") for _ in moves[1:])]
 
-    monkeypatch.setattr(store, "move_jobs", second_refused)
-    version = queue.get_batch(bid).status_version
+    monkeypatch.setattr(store.moves, "move_jobs", second_refused)
+    version = queue.batches.get_batch(bid).status_version
     record = execute(
         people["administrator"], ACTIONS["batch.delete"], [(bid, version)], "gone", token="bp"
     )
     item = record.items.get(part_of="")
     assert item.result == "failed" and "could not be deleted" in item.detail
-    assert queue.get_batch(bid).status == "Held"
-    deleted = [jid for jid in (first, second) if queue.get_job(jid).status == "Deleted"]
+    assert queue.batches.get_batch(bid).status == "Held"
+    deleted = [jid for jid in (first, second) if queue.jobs.get_job(jid).status == "Deleted"]
     assert len(deleted) == 1
     along = record.items.exclude(part_of="")
     assert list(along.values_list("item_id", flat=True)) == deleted
@@ -347,33 +355,33 @@ def test_batch_delete_is_refused_while_a_job_is_still_processing(queue, people):
     """Deleted with a job running, the batch would be left to MerrittZK's reporting, which
     throws on a Deleted batch once that job leaves batch-processing (issue 13)."""
     bid = new_batch(queue)
-    running = queue.create_job(bid, {"collection": "demo"})
-    queue.transition_job(running, "Estimating")
-    queue.hold_batch(bid)
-    version = queue.get_batch(bid).status_version
+    running = queue.new_jobs.create_job(bid, {"collection": "demo"})
+    queue.moves.transition_job(running, "Estimating")
+    queue.batch_moves.hold_batch(bid)
+    version = queue.batches.get_batch(bid).status_version
     record = execute(
         people["administrator"], ACTIONS["batch.delete"], [(bid, version)], "gone", token="be"
     )
     item = record.items.get()
     assert item.result == "failed" and running in item.detail and "not finished" in item.detail
-    assert queue.get_batch(bid).status == "Held"
+    assert queue.batches.get_batch(bid).status == "Held"
 
 
 def test_a_job_of_a_deleted_batch_is_not_resumed(queue, people):
     """Back in a working state it would come into the Deleted batch's empty batch-processing,
     which MerrittZK's cleanup and our own expect empty (issues 13 and 30)."""
     bid = new_batch(queue)
-    failed = queue.create_job(bid, {"collection": "demo"})
-    queue.transition_job(failed, "Failed", "x")
-    queue.hold_batch(bid)
-    queue.delete_batch(bid)  # the store's own delete leaves the Failed job as it is
-    version = queue.get_job(failed).status_version
+    failed = queue.new_jobs.create_job(bid, {"collection": "demo"})
+    queue.moves.transition_job(failed, "Failed", "x")
+    queue.batch_moves.hold_batch(bid)
+    queue.batch_moves.delete_batch(bid)  # the store's own delete leaves the Failed job as it is
+    version = queue.jobs.get_job(failed).status_version
     record = execute(
         people["operator"], ACTIONS["job.resume"], [(failed, version)], "again", token="rd"
     )
     item = record.items.get()
     assert item.result == "failed" and "is Deleted" in item.detail, item.detail
-    assert queue.get_job(failed).status == "Failed"
+    assert queue.jobs.get_job(failed).status == "Failed"
     assert queue.client.get_children(f"/batches/{bid}/states/batch-processing") == []
 
 
@@ -386,10 +394,10 @@ def test_a_bulk_resume_reads_the_batches_in_one_round_not_one_per_job(queue, peo
 
     def round_trips(n: int) -> int:
         bid = new_batch(queue)
-        jids = [queue.create_job(bid, {"collection": "demo"}) for _ in range(n)]
+        jids = [queue.new_jobs.create_job(bid, {"collection": "demo"}) for _ in range(n)]
         for jid in jids:
-            queue.transition_job(jid, "Failed", "x")
-        items = [(jid, queue.get_job(jid).status_version) for jid in jids]
+            queue.moves.transition_job(jid, "Failed", "x")
+        items = [(jid, queue.jobs.get_job(jid).status_version) for jid in jids]
         before = queue.stats["round_trips"]
         record = execute(
             people["operator"], ACTIONS["job.resume"], items, "again", token=uuid.uuid4().hex
@@ -404,8 +412,8 @@ def test_a_bulk_resume_reads_the_batches_in_one_round_not_one_per_job(queue, peo
 def test_collection_and_queue_actions(queue, people):
     admin = people["administrator"]
     execute(admin, ACTIONS["collection.hold"], [("demo", None)], "audit", token="c1")
-    assert queue.is_collection_held("demo")
-    assert queue.read_collection_hold("demo") | {"at": "x"} == {
+    assert queue.holds.is_collection_held("demo")
+    assert queue.holds.read_collection_hold("demo") | {"at": "x"} == {
         "by": "ada",
         "reason": "audit",
         "at": "x",
@@ -414,10 +422,10 @@ def test_collection_and_queue_actions(queue, people):
     execute(admin, ACTIONS["collection.release"], [("demo", None)], "done", token="c2")
     record = execute(admin, ACTIONS["collection.release_all"], [("demo", None)], "go", token="c3")
     assert "released 1 item(s)" in record.items.get(part_of="").detail
-    assert queue.get_job(jid).status == "Pending"
+    assert queue.jobs.get_job(jid).status == "Pending"
     # Each released item has its own audit row, under the collection.
     assert record.items.get(part_of="demo").item_id == jid
     execute(admin, ACTIONS["queue.pause"], [("ingest", None)], "maintenance", token="q1")
-    assert queue.queue_paused()
+    assert queue.pause.queue_paused()
     execute(admin, ACTIONS["queue.resume"], [("ingest", None)], "done", token="q2")
-    assert not queue.queue_paused()
+    assert not queue.pause.queue_paused()

@@ -40,7 +40,7 @@ def test_a_bulk_resume_runs_on_the_admin_queue(client, queue, people, bulk):
     # Nothing done yet: the request only recorded and queued it.
     assert record.finished is None and record.progress == 0 and record.total == 5
     assert AdminActionItem.objects.count() == 0
-    assert all(queue.get_job(j).status == "Failed" for j in jids)
+    assert all(queue.jobs.get_job(j).status == "Failed" for j in jids)
     assert bulk.count == 1
     page = client.get(done.url).content.decode()
     assert "0/5" in page and "<progress" in page and 'http-equiv="refresh"' in page
@@ -54,12 +54,12 @@ def test_a_bulk_resume_runs_on_the_admin_queue(client, queue, people, bulk):
 
     record.refresh_from_db()
     assert record.finished is not None and (record.done, record.skipped, record.failed) == (5, 0, 0)
-    assert all(queue.get_job(j).status == "Pending" for j in jids)
-    assert all(queue.get_job(j).retry_count == 1 for j in jids)
+    assert all(queue.jobs.get_job(j).status == "Pending" for j in jids)
+    assert all(queue.jobs.get_job(j).retry_count == 1 for j in jids)
     page = client.get(done.url).content.decode()
     assert "5 done" in page and "result-items" in page and "<progress" not in page
     assert 'http-equiv="refresh"' not in page
-    versions = {j: queue.get_job(j).status_version for j in jids}
+    versions = {j: queue.jobs.get_job(j).status_version for j in jids}
 
     # The task run again, queued or called, changes nothing.
     tasks.enqueue(record, bulk.connection)
@@ -68,7 +68,7 @@ def test_a_bulk_resume_runs_on_the_admin_queue(client, queue, people, bulk):
     record.refresh_from_db()
     assert (record.done, record.skipped, record.failed) == (5, 0, 0)
     assert AdminActionItem.objects.count() == 5
-    assert {j: queue.get_job(j).status_version for j in jids} == versions
+    assert {j: queue.jobs.get_job(j).status_version for j in jids} == versions
 
 
 def test_a_task_interrupted_midway_does_not_act_twice(client, queue, people, bulk):
@@ -79,13 +79,13 @@ def test_a_task_interrupted_midway_does_not_act_twice(client, queue, people, bul
     record = AdminAction.objects.get()
     # As if a worker had acted on the first item and died before finishing.
     first = record.pending_items[0][0]
-    queue.resume_job(first, message="by the first run")
+    queue.edits.resume_job(first, message="by the first run")
     AdminActionItem.objects.create(admin_action=record, item_id=first, result="done")
     assert tasks.run_admin_action(record.pk) == "3 done"  # one before, two now
     record.refresh_from_db()
     assert (record.done, record.skipped, record.total) == (3, 0, 3) and record.finished
-    assert queue.get_job(first).retry_count == 1
-    assert all(queue.get_job(j).status == "Pending" for j in jids)
+    assert queue.jobs.get_job(first).retry_count == 1
+    assert all(queue.jobs.get_job(j).status == "Pending" for j in jids)
 
 
 def test_at_the_limit_it_runs_in_the_request(client, queue, people, bulk):
@@ -107,9 +107,9 @@ def test_a_pipelined_bulk_move_judges_each_item_on_a_fresh_read(queue, people, m
     ok = [job_in(queue, "Failed", "demo") for _ in range(5)]
     changed, running, locked = (job_in(queue, s) for s in ("Failed", "Estimating", "Failed"))
     mirrored(queue, *ok, changed, running, locked)
-    shown = {jid: queue.get_job(jid).status_version for jid in [*ok, changed, running, locked]}
-    queue.resume_job(changed, message="someone else resumed it")
-    assert queue.lock_job(locked) is not None  # a worker is running a step on it
+    shown = {jid: queue.jobs.get_job(jid).status_version for jid in [*ok, changed, running, locked]}
+    queue.edits.resume_job(changed, message="someone else resumed it")
+    assert queue.job_locks.lock_job(locked) is not None  # a worker is running a step on it
     items = [(jid, shown[jid]) for jid in [ok[0], changed, ok[1], running, locked, *ok[2:]]]
     items.append(("jid0000000000", None))
     record = actions.execute(
@@ -124,7 +124,7 @@ def test_a_pipelined_bulk_move_judges_each_item_on_a_fresh_read(queue, people, m
     assert "changed since the page was shown" in detail[changed]
     assert "locked" in detail[locked] and "Estimating" in detail[running]
     for jid in ok:
-        job = queue.get_job(jid)
+        job = queue.jobs.get_job(jid)
         assert job.retry_count == 1 and job.status != "Failed"
         row = Job.objects.get(jid=jid)
         assert (row.status, row.status_version, row.retry_count) == (
@@ -136,8 +136,8 @@ def test_a_pipelined_bulk_move_judges_each_item_on_a_fresh_read(queue, people, m
         event = JobEvent.objects.filter(jid=jid).order_by("-status_version").first()
         assert (event.from_status, event.to_status) == ("Failed", job.status)
         assert event.actor == "admin:otto" and "resumed by otto: storage back" in event.message
-    assert queue.get_job(locked).status == "Failed"
+    assert queue.jobs.get_job(locked).status == "Failed"
     # The batch counts moved with the jobs.
 
-    job = queue.get_job(ok[0])
+    job = queue.jobs.get_job(ok[0])
     assert Batch.objects.get(bid=job.bid).job_counts == {job.status: 1}

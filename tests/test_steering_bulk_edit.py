@@ -77,10 +77,10 @@ def test_a_moved_folder_is_fixed_for_every_job_in_one_edit(process_store, client
         item = record.items.get(item_id=jid)
         assert (item.before_status, item.after_status) == ("Failed", "Estimating")
         assert f"'{OLD}{name}.jpg' -> '{NEW}{name}.jpg'" in item.detail
-        job = process_store.get_job(jid)
+        job = process_store.jobs.get_job(jid)
         assert job.configuration["payload_url"] == f"{NEW}{name}.jpg" and job.retry_count == 1
         assert "the folder moved" in job.history.entries[-1].message
-    assert process_store.get_job(jids[3]).status == "Failed"
+    assert process_store.jobs.get_job(jids[3]).status == "Failed"
     result = client.get(done.url).content.decode()
     assert "3 done" in result and "'each'" not in result and "payload_url_prefix" in result
 
@@ -91,14 +91,14 @@ def test_a_job_changed_meanwhile_is_skipped_and_said_so_the_others_are_edited(
     jids = three_404s(process_store)[:3]
     client.force_login(operator)
     page = preview(client, jids, url_from=OLD, url_to=NEW)
-    process_store.resume_job(jids[1])  # someone else resumed it meanwhile
-    process_store.transition_job(jids[1], "Failed", "again")
+    process_store.edits.resume_job(jids[1])  # someone else resumed it meanwhile
+    process_store.moves.transition_job(jids[1], "Failed", "again")
     client.post(f"/actions/{EDIT}/execute", {"payload": payload_of(page), "reason": "moved"})
     record = AdminAction.objects.get(action=EDIT)
     assert (record.done, record.skipped) == (2, 1)
     skipped = record.items.get(item_id=jids[1])
     assert skipped.result == "skipped" and "changed since the page was shown" in skipped.detail
-    assert process_store.get_job(jids[1]).configuration["payload_url"] == f"{OLD}b.jpg"
+    assert process_store.jobs.get_job(jids[1]).configuration["payload_url"] == f"{OLD}b.jpg"
 
 
 def test_a_bad_prefix_is_refused_beside_its_field_and_the_url_meets_the_door(
@@ -136,8 +136,10 @@ def test_a_digest_algorithm_set_on_a_selection_keeps_each_value_checked_in_its_f
     assert "32 hexadecimal" in re.search(rf'data-item="{longer}">.*?</tr>', body, re.S).group(0)
     assert "no digest value" in re.search(rf'data-item="{none}">.*?</tr>', body, re.S).group(0)
     client.post(f"/actions/{EDIT}/execute", {"payload": payload_of(page), "reason": "md5s"})
-    assert [process_store.get_job(j).configuration["digest_type"] for j in md5ish] == ["md5"] * 2
-    assert process_store.get_job(longer).configuration["digest_type"] == "sha1"
+    assert [process_store.jobs.get_job(j).configuration["digest_type"] for j in md5ish] == [
+        "md5"
+    ] * 2
+    assert process_store.jobs.get_job(longer).configuration["digest_type"] == "sha1"
 
 
 def test_the_admin_and_the_list_lead_a_selection_to_the_bulk_edit(
@@ -145,7 +147,7 @@ def test_the_admin_and_the_list_lead_a_selection_to_the_bulk_edit(
 ):
     jids = three_404s(process_store)[:2]
     for jid in jids:
-        mirror.apply_job(process_store.get_job(jid))
+        mirror.apply_job(process_store.jobs.get_job(jid))
     client.force_login(operator)
     page = client.get(f"/actions/{EDIT}/confirm?ids={','.join(jids)}")
     assert page.status_code == 302 and page.url.startswith(f"/actions/{EDIT}/selection/?")
@@ -172,12 +174,12 @@ def test_resuming_jobs_that_failed_the_same_way_warns_and_offers_the_edit(
 ):
     jids = three_404s(process_store)[:3]
     for jid in jids:
-        job = process_store.get_job(jid)
-        process_store.resume_job(jid)
-        process_store.transition_job(
+        job = process_store.jobs.get_job(jid)
+        process_store.edits.resume_job(jid)
+        process_store.moves.transition_job(
             jid, "Failed", f"HTTP 404 at {job.configuration['payload_url']}"
         )
-        mirror.apply_job(process_store.get_job(jid))
+        mirror.apply_job(process_store.jobs.get_job(jid))
     client.force_login(operator)
     body = client.get(f"/actions/job.resume/confirm?ids={','.join(jids)}").content.decode()
     assert "3 of these jobs failed the same way" in body and "HTTP 404 at" in body

@@ -17,17 +17,17 @@ queue, people, job_in, new_batch = base.queue, base.people, base.job_in, base.ne
 
 
 def batch_mirrored(store, bid):
-    mirror.apply_batch(store.get_batch(bid))
+    mirror.apply_batch(store.batches.get_batch(bid))
 
 
 def held_batch_with_jobs(store) -> tuple[str, str, str]:
     """A Held batch with two Failed jobs (a Held job keeps the queue from deleting it)."""
     bid = new_batch(store)
-    one = store.create_job(bid, {"collection": "demo"})
-    two = store.create_job(bid, {"collection": "demo"})
-    store.transition_job(one, "Failed", "x")
-    store.transition_job(two, "Failed", "y")
-    store.hold_batch(bid)
+    one = store.new_jobs.create_job(bid, {"collection": "demo"})
+    two = store.new_jobs.create_job(bid, {"collection": "demo"})
+    store.moves.transition_job(one, "Failed", "x")
+    store.moves.transition_job(two, "Failed", "y")
+    store.batch_moves.hold_batch(bid)
     mirrored(store, one, two)
     batch_mirrored(store, bid)
     return bid, one, two
@@ -70,7 +70,7 @@ def test_a_used_confirmation_that_no_longer_applies_acts_once_and_keeps_the_reas
     body = again.content.decode()
     assert again.status_code == 409 and "already used" in body and f'href="{first.url}"' in body
     assert "not recorded: “a second try”" in body
-    assert AdminAction.objects.count() == 1 and queue.get_job(jid).retry_count == 1
+    assert AdminAction.objects.count() == 1 and queue.jobs.get_job(jid).retry_count == 1
 
 
 def test_two_tabs_each_get_their_own_result(client, queue, people):
@@ -100,7 +100,10 @@ def test_batch_delete_lists_warns_audits_and_removes_each_job(client, queue, peo
     assert "cannot be undone" in body and "depositor is not notified" in body
     along = re.search(r'data-along="[^"]+">(.*?)</tr>', body, re.S).group(1)
     assert failed in along and held in along and "2 jobs" in along
-    assert queue.get_job(failed).status == "Deleted" and queue.get_job(held).status == "Deleted"
+    assert (
+        queue.jobs.get_job(failed).status == "Deleted"
+        and queue.jobs.get_job(held).status == "Deleted"
+    )
     record = AdminAction.objects.get()
     assert (record.total, record.done) == (1, 1)
     rows = {i.item_id: i for i in AdminActionItem.objects.filter(part_of=bid)}
@@ -117,9 +120,9 @@ def test_batch_delete_lists_warns_audits_and_removes_each_job(client, queue, peo
 
 def test_releasing_a_batch_in_a_held_collection_says_it_will_be_held_again(client, queue, people):
     bid = new_batch(queue)
-    queue.hold_batch(bid)
+    queue.batch_moves.hold_batch(bid)
     batch_mirrored(queue, bid)
-    queue.hold_collection("demo")
+    queue.holds.hold_collection("demo")
     client.force_login(people["operator"])
     body = client.get(f"/actions/batch.release/confirm?ids={bid}").content.decode()
     assert "collection demo is on hold, so the batch will be held again" in body
@@ -129,16 +132,16 @@ def test_releasing_a_batch_in_a_held_collection_says_it_will_be_held_again(clien
 
 def test_report_again_says_it_waits_for_the_held_job(client, queue, people):
     bid = new_batch(queue)
-    held = queue.create_job(bid, {"collection": "demo"})
-    queue.transition_job(held, "Held")
-    queue.transition_batch(bid, "Processing")
-    queue.transition_batch(bid, "Failed", "x")
+    held = queue.new_jobs.create_job(bid, {"collection": "demo"})
+    queue.moves.transition_job(held, "Held")
+    queue.batch_moves.transition_batch(bid, "Processing")
+    queue.batch_moves.transition_batch(bid, "Failed", "x")
     mirrored(queue, held)
     batch_mirrored(queue, bid)
     client.force_login(people["operator"])
     body = client.get(f"/actions/batch.update_reporting/confirm?ids={bid}").content.decode()
     assert "the report waits while 1 of its jobs is Held" in body
-    queue.transition_batch(bid, "UpdateReporting")
+    queue.batch_moves.transition_batch(bid, "UpdateReporting")
     batch_mirrored(queue, bid)
     detail = client.get(f"/batches/{bid}/").content.decode()
     assert "The report waits while 1 of its jobs is Held" in detail and "(Release)" in detail
@@ -149,8 +152,8 @@ def test_report_again_says_it_waits_for_the_held_job(client, queue, people):
 
 def test_bulk_resume_offers_the_steps_common_to_the_selection(client, queue, people):
     storing, downloading = job_in(queue, "Storing"), job_in(queue, "Downloading")
-    queue.fail_job(storing, "storage down")
-    queue.fail_job(downloading, "network down")
+    queue.moves.fail_job(storing, "storage down")
+    queue.moves.fail_job(downloading, "network down")
     mirrored(queue, storing, downloading)
     client.force_login(people["operator"])
     ids = f"ids={storing},{downloading}"
@@ -158,19 +161,19 @@ def test_bulk_resume_offers_the_steps_common_to_the_selection(client, queue, peo
     body = page.content.decode()
     assert "each job where it failed" in body and 'value="Estimating"' in body
     assert 'value="Storing"' not in body  # the Downloading job may not restart there
-    assert queue.get_job(storing).status == "Estimating"
-    assert queue.get_job(downloading).status == "Estimating"
+    assert queue.jobs.get_job(storing).status == "Estimating"
+    assert queue.jobs.get_job(downloading).status == "Estimating"
 
 
 def test_bulk_resume_where_each_failed_by_default(client, queue, people):
     storing, downloading = job_in(queue, "Storing"), job_in(queue, "Downloading")
-    queue.fail_job(storing, "storage down")
-    queue.fail_job(downloading, "network down")
+    queue.moves.fail_job(storing, "storage down")
+    queue.moves.fail_job(downloading, "network down")
     mirrored(queue, storing, downloading)
     client.force_login(people["operator"])
     confirm_and_execute(client, "job.resume", f"ids={storing},{downloading}", step="")
-    assert queue.get_job(storing).status == "Storing"
-    assert queue.get_job(downloading).status == "Downloading"
+    assert queue.jobs.get_job(storing).status == "Storing"
+    assert queue.jobs.get_job(downloading).status == "Downloading"
 
 
 def test_lists_offer_select_all_and_viewers_see_no_checkboxes(client, queue, people):

@@ -55,7 +55,7 @@ def edit(client, job, **changes):
 
 def failed_job(store, *, after: str = "Provisioning", payload_type="file", **config) -> str:
     """A job that failed in step ``after``."""
-    bid = store.create_batch({"batchID": uuid.uuid4().hex, "collection": "demo"}).id
+    bid = store.new_batches.create_batch({"batchID": uuid.uuid4().hex, "collection": "demo"}).id
     configuration = {
         "collection": "demo",
         "payload_type": payload_type,
@@ -63,7 +63,7 @@ def failed_job(store, *, after: str = "Provisioning", payload_type="file", **con
         **config,
     }
     metadata = {"erc_what": "A title", "erc_who": "Someone"}
-    jid = store.create_job(bid, configuration, metadata=metadata)
+    jid = store.new_jobs.create_job(bid, configuration, metadata=metadata)
     status = "Pending"
     while status != after:
         status = {"Pending": "Estimating", "Estimating": "Provisioning"}.get(status) or {
@@ -71,13 +71,13 @@ def failed_job(store, *, after: str = "Provisioning", payload_type="file", **con
             "Downloading": "Processing",
             "Processing": "Storing",
         }[status]
-        store.transition_job(jid, status)
-    store.transition_job(jid, "Failed", "broke")
+        store.moves.transition_job(jid, status)
+    store.moves.transition_job(jid, "Failed", "broke")
     return jid
 
 
 def run_edit(user, store, jid, changes, reason="depositor asked", step=None):
-    job = store.get_job(jid)
+    job = store.jobs.get_job(jid)
     before = jobparams.current(job.configuration, job.identifiers, job.metadata)
     params = {"changes": {n: [before[n], v] for n, v in changes.items()}}
     if step:
@@ -112,7 +112,7 @@ def test_a_job_failed_on_a_404_edited_to_a_good_url_resumes_and_completes(
     refused = edit(client, job, payload_url=good, digest_type="md5", digest_value="abc")
     assert refused.status_code == 400
     assert "md5" in refused.content.decode() and "32" in refused.content.decode()
-    assert pipeline.store.get_job(job.jid).status_version == job.status_version
+    assert pipeline.store.jobs.get_job(job.jid).status_version == job.status_version
 
     # So is a URL a submission would refuse: a file: URL, credentials in it.
     for url in ("file:///etc/passwd", "http://user:pw@example.org/x"):
@@ -140,7 +140,7 @@ def test_a_job_failed_on_a_404_edited_to_a_good_url_resumes_and_completes(
     assert record.params["changes"]["payload_url"] == [bad, good]
     assert record.reason == "the depositor moved the file"
 
-    edited = pipeline.store.get_job(job.jid)
+    edited = pipeline.store.jobs.get_job(job.jid)
     assert edited.configuration["payload_url"] == good and edited.retry_count == 1
     assert edited.configuration["digest_value"] == md5("call911.jpg")
     entry = edited.history.entries[-1]
@@ -165,18 +165,18 @@ def test_a_job_failed_on_a_404_edited_to_a_good_url_resumes_and_completes(
 
 def test_an_unchanged_form_says_nothing_changed_and_records_nothing(process_store, client, people):
     jid = failed_job(process_store)
-    job = process_store.get_job(jid)
+    job = process_store.jobs.get_job(jid)
     client.force_login(people["operator"])
     page = edit(client, job)
     assert page.status_code == 200 and "nothing changed" in page.content.decode().lower()
     assert not AdminAction.objects.exists()
-    assert process_store.get_job(jid).status_version == job.status_version
+    assert process_store.jobs.get_job(jid).status_version == job.status_version
 
 
 def test_each_problem_is_shown_beside_its_field_and_the_algorithm_is_a_choice(
     process_store, client, people
 ):
-    job = process_store.get_job(failed_job(process_store))
+    job = process_store.jobs.get_job(failed_job(process_store))
     client.force_login(people["operator"])
     body = client.get(f"/actions/{EDIT}/{job.jid}/").content.decode()
     select = re.search(r'<select name="digest_type"[^>]*>(.*?)</select>', body, re.S)
@@ -195,13 +195,13 @@ def test_each_problem_is_shown_beside_its_field_and_the_algorithm_is_a_choice(
     # A value without its algorithm: the algorithm is asked for, beside its own field.
     refused = edit(client, job, digest_value="0" * 32)
     assert list(refused.context["form"].errors) == ["digest_type"]
-    assert process_store.get_job(job.jid).status_version == job.status_version
+    assert process_store.jobs.get_job(job.jid).status_version == job.status_version
 
 
 def test_an_algorithm_spelled_otherwise_is_shown_chosen_and_left_unchanged(
     process_store, client, people
 ):
-    job = process_store.get_job(
+    job = process_store.jobs.get_job(
         failed_job(process_store, digest_type="SHA-256", digest_value="0" * 64)
     )
     client.force_login(people["operator"])
@@ -215,7 +215,7 @@ def test_a_private_or_loopback_url_is_refused_unless_the_site_allows_it(
     process_store, client, people, settings
 ):
     settings.MQ_ALLOW_LOOPBACK = settings.MQ_ALLOW_PRIVATE = False
-    job = process_store.get_job(failed_job(process_store))
+    job = process_store.jobs.get_job(failed_job(process_store))
     client.force_login(people["operator"])
     for url in ("http://127.0.0.1/x", "http://10.1.2.3/x", "http://169.254.169.254/latest"):
         page = edit(client, job, payload_url=url)
@@ -223,7 +223,7 @@ def test_a_private_or_loopback_url_is_refused_unless_the_site_allows_it(
 
 
 def test_a_digest_is_refused_for_an_object_manifest_job(process_store, client, people):
-    job = process_store.get_job(failed_job(process_store, payload_type="object-manifest"))
+    job = process_store.jobs.get_job(failed_job(process_store, payload_type="object-manifest"))
     client.force_login(people["operator"])
     page = edit(client, job, digest_type="md5", digest_value="0" * 32)
     # The fields are disabled: what was typed is ignored, and nothing changed.
@@ -236,8 +236,8 @@ def test_a_viewer_may_not_edit_and_a_job_not_failed_cannot_be_edited(process_sto
     assert client.get(f"/actions/{EDIT}/{jid}/").status_code == 403
     with pytest.raises(Exception, match="operator"):
         run_edit(people["viewer"], process_store, jid, {"erc_what": "New"})
-    bid = process_store.create_batch({"collection": "demo"}).id
-    pending = process_store.create_job(bid, {"collection": "demo", "payload_url": "x"})
+    bid = process_store.new_batches.create_batch({"collection": "demo"}).id
+    pending = process_store.new_jobs.create_job(bid, {"collection": "demo", "payload_url": "x"})
     client.force_login(people["operator"])
     page = client.get(f"/actions/{EDIT}/{pending}/")
     assert page.status_code == 409 and "Pending" in page.content.decode()
@@ -247,7 +247,7 @@ def test_the_job_page_offers_the_form_and_the_confirmation_sends_to_it(
     process_store, client, people
 ):
     jid = failed_job(process_store)
-    mirror.apply_job(process_store.get_job(jid))
+    mirror.apply_job(process_store.jobs.get_job(jid))
     client.force_login(people["operator"])
     detail = client.get(f"/jobs/{jid}/").content.decode()
     assert f"/actions/{EDIT}/{jid}/?next=" in detail
@@ -264,7 +264,7 @@ def test_a_metadata_edit_may_resume_up_to_processing_and_keeps_before_and_after(
     process_store, people
 ):
     jid = failed_job(process_store, after="Processing")
-    job = process_store.get_job(jid)
+    job = process_store.jobs.get_job(jid)
     assert jobparams.resume_steps(job.last_successful_status, ["erc_what"])[-1] == "Processing"
     assert jobparams.default_step(job.last_successful_status, ["erc_what"]) == "Processing"
     record = run_edit(
@@ -274,7 +274,7 @@ def test_a_metadata_edit_may_resume_up_to_processing_and_keeps_before_and_after(
     assert item.result == "done" and item.after_status == "Processing"
     assert "title (erc_what): 'A title' -> 'Better title'" in item.detail
     assert "local id: (none) -> 'L-1'" in item.detail
-    job = process_store.get_job(jid)
+    job = process_store.jobs.get_job(jid)
     assert job.metadata == {"erc_what": "Better title", "erc_who": "Someone"}
     assert job.configuration["title"] == "Better title"
     assert job.configuration["local_id"] == "L-1"
@@ -283,18 +283,20 @@ def test_a_metadata_edit_may_resume_up_to_processing_and_keeps_before_and_after(
 
 def test_a_step_later_than_what_changed_is_refused_by_the_core(process_store):
     jid = failed_job(process_store, after="Processing")
-    job = process_store.get_job(jid)
+    job = process_store.jobs.get_job(jid)
     with pytest.raises(InvalidTransition, match="Estimating"):
-        process_store.edit_job_parameters(job, {"payload_url": "https://x.org/b"}, to="Downloading")
-    assert process_store.get_job(jid).status_version == job.status_version
+        process_store.edits.edit_job_parameters(
+            job, {"payload_url": "https://x.org/b"}, to="Downloading"
+        )
+    assert process_store.jobs.get_job(jid).status_version == job.status_version
 
 
 def test_a_job_changed_under_you_is_skipped_and_not_edited(process_store, people):
     jid = failed_job(process_store)
-    stale = process_store.get_job(jid)
+    stale = process_store.jobs.get_job(jid)
     shown = stale.status_version
-    process_store.resume_job(jid)  # someone resumed it meanwhile
-    process_store.transition_job(jid, "Failed", "again")
+    process_store.edits.resume_job(jid)  # someone resumed it meanwhile
+    process_store.moves.transition_job(jid, "Failed", "again")
     record = execute(
         people["operator"],
         ACTIONS[EDIT],
@@ -305,10 +307,10 @@ def test_a_job_changed_under_you_is_skipped_and_not_edited(process_store, people
     )
     (item,) = record.items.all()
     assert item.result == "skipped" and "changed since the page was shown" in item.detail
-    assert process_store.get_job(jid).metadata["erc_what"] == "A title"
+    assert process_store.jobs.get_job(jid).metadata["erc_what"] == "A title"
     # Its status version alone did not move, but the field shown did: skipped too.
-    job = process_store.get_job(jid)
-    process_store.save_job_data(jid, "metadata", {"erc_what": "Other"})
+    job = process_store.jobs.get_job(jid)
+    process_store.job_data.save_job_data(jid, "metadata", {"erc_what": "Other"})
     record = execute(
         people["operator"],
         ACTIONS[EDIT],
@@ -321,33 +323,33 @@ def test_a_job_changed_under_you_is_skipped_and_not_edited(process_store, people
     assert item.result == "skipped" and "erc_what" in item.detail
     # And the core refuses a record older than the status on its own.
     with pytest.raises(ChangedUnderYou):
-        process_store.edit_job_parameters(stale, {"erc_what": "x"})
+        process_store.edits.edit_job_parameters(stale, {"erc_what": "x"})
 
 
 def test_a_stale_edit_says_what_changed_and_by_whom_and_links_to_edit_again(
     process_store, client, people
 ):
     jid = failed_job(process_store)
-    job = process_store.get_job(jid)
+    job = process_store.jobs.get_job(jid)
     client.force_login(people["operator"])
     page = edit(client, job, erc_what="New title")
-    with process_store.acting_as(admin_actor("ada")):
-        process_store.resume_job(jid, message="resumed by ada: try once more")
-    with process_store.acting_as("worker host-1:42"):
-        process_store.transition_job(jid, "Failed", "HTTP 404 again")
+    with process_store.changes.acting_as(admin_actor("ada")):
+        process_store.edits.resume_job(jid, message="resumed by ada: try once more")
+    with process_store.changes.acting_as("worker host-1:42"):
+        process_store.moves.transition_job(jid, "Failed", "HTTP 404 again")
     done = client.post(f"/actions/{EDIT}/execute", {"payload": payload_of(page), "reason": "x"})
     (item,) = AdminAction.objects.get(action=EDIT).items.all()
     assert item.result == "skipped"
-    step = process_store.get_job(jid).history.entries[-2].to_status
+    step = process_store.jobs.get_job(jid).history.entries[-2].to_status
     assert f"Failed → {step} by ada" in item.detail and "try once more" in item.detail
     assert f"{step} → Failed by a worker (host-1:42)" in item.detail
     assert "HTTP 404 again" in item.detail
     result = client.get(done.url).content.decode()
     assert re.search(rf'<a class="edit-again" href="/actions/{EDIT}/{jid}/\?next=', result)
     # A field changed with no status write: its value now and the one shown are named.
-    job = process_store.get_job(jid)
+    job = process_store.jobs.get_job(jid)
     page = edit(client, job, erc_what="Newer title")
-    process_store.save_job_data(jid, "metadata", {"erc_what": "Other"})
+    process_store.job_data.save_job_data(jid, "metadata", {"erc_what": "Other"})
     client.post(f"/actions/{EDIT}/execute", {"payload": payload_of(page), "reason": "x"})
     item = AdminAction.objects.filter(action=EDIT).first().items.get()
     assert "erc_what is now 'Other' (the page showed 'A title')" in item.detail
@@ -357,13 +359,13 @@ def test_a_confirmation_shown_again_for_a_changed_job_says_what_changed_and_offe
     process_store, client, people
 ):
     jid = failed_job(process_store)
-    job = process_store.get_job(jid)
+    job = process_store.jobs.get_job(jid)
     client.force_login(people["operator"])
     page = edit(client, job, erc_what="New title")
-    with process_store.acting_as(admin_actor("ada")):
-        process_store.resume_job(jid, message="resumed by ada: once more")
-    with process_store.acting_as("worker host-1:42"):
-        process_store.transition_job(jid, "Failed", "HTTP 404 again")
+    with process_store.changes.acting_as(admin_actor("ada")):
+        process_store.edits.resume_job(jid, message="resumed by ada: once more")
+    with process_store.changes.acting_as("worker host-1:42"):
+        process_store.moves.transition_job(jid, "Failed", "HTTP 404 again")
     # No reason given: the page is shown again, and the job is no longer as it showed it.
     again = client.post(f"/actions/{EDIT}/execute", {"payload": payload_of(page), "reason": ""})
     body = again.content.decode()
@@ -392,6 +394,6 @@ def test_an_object_manifest_job_edited_to_another_manifest_fetches_the_new_one(
         {"payload_url": f"{content.url}/4blocks.checkm"},
     )
     assert record.items.get().after_status == "Estimating"
-    pipeline.run(bid, until=lambda b: pipeline.store.get_job(job.jid).status == "Completed")
+    pipeline.run(bid, until=lambda b: pipeline.store.jobs.get_job(job.jid).status == "Completed")
     # The manifest fetched for the first run was not used again: the new one's files are stored.
-    assert_stored(pipeline, pipeline.store.get_job(job.jid), ["4blocks.jpg", "4blocks.txt"])
+    assert_stored(pipeline, pipeline.store.jobs.get_job(job.jid), ["4blocks.jpg", "4blocks.txt"])

@@ -186,7 +186,7 @@ def test_cleanup_dry_run_removes_nothing_and_the_real_one_shows_what_it_found(
     record.refresh_from_db()
     assert record.finished and record.params == {"older_than": "0s", "dry_run": True}
     assert record.report["counts"]["jobs"] == 1 and record.report["dry_run"] is True
-    assert queue.get_job(deleted).status == "Deleted"  # nothing removed
+    assert queue.jobs.get_job(deleted).status == "Deleted"  # nothing removed
     assert record.items.get(item_id=deleted).detail == "would remove"
     page = client.get(f"/actions/{record.pk}/").content.decode()
     assert "Dry run: would remove" in page and "mode=real" in page
@@ -202,7 +202,7 @@ def test_cleanup_dry_run_removes_nothing_and_the_real_one_shows_what_it_found(
     work(admin_queue)
     real.refresh_from_db()
     assert real.finished and real.percent == 100 and real.report["counts"]["jobs"] == 1
-    assert deleted not in queue.list_job_ids() and kept in queue.list_job_ids()
+    assert deleted not in queue.jobs.list_job_ids() and kept in queue.jobs.list_job_ids()
     assert real.items.get(item_id=deleted).detail == "removed"
     assert (
         "Removed <strong>0</strong> batches" in client.get(f"/actions/{real.pk}/").content.decode()
@@ -289,7 +289,7 @@ def test_without_zookeeper_the_action_fails_saying_so_and_removes_nothing(
     assert record.finished and "ZooKeeper" in record.report["error"], record.report
     assert record.items.count() == 0 and record.failed == 1
     assert "It failed" in client.get(f"/actions/{record.pk}/").content.decode()
-    assert runtime.get_store().get_job(deleted).status == "Deleted"
+    assert runtime.get_store().jobs.get_job(deleted).status == "Deleted"
 
 
 def test_a_run_is_judged_again_when_it_runs(client, queue, people, admin_queue):

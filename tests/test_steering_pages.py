@@ -18,7 +18,7 @@ PAYLOAD = re.compile(r'name="payload" value="([^"]+)"')
 
 def mirrored(store, *jids):
     for jid in jids:
-        mirror.apply_job(store.get_job(jid))
+        mirror.apply_job(store.jobs.get_job(jid))
 
 
 def payload_of(response) -> str:
@@ -44,7 +44,7 @@ def test_hold_a_job_from_its_page(client, queue, people):
     assert "data-confirm-open" in body and jid in body and 'name="reason"' in body
     record = AdminAction.objects.get()
     assert done.status_code == 302 and done.url == f"/actions/{record.pk}/"
-    assert queue.get_job(jid).status == "Held"
+    assert queue.jobs.get_job(jid).status == "Held"
     result = client.get(done.url).content.decode()
     assert "1 done" in result and "Pending" in result and "Held" in result
     assert Job.objects.get(jid=jid).status == "Held"  # the mirror followed
@@ -57,12 +57,12 @@ def test_a_job_in_a_wrong_state_is_listed_as_not_applicable_and_nothing_is_writt
 ):
     jid = job_in(queue, "Failed")
     mirrored(queue, jid)
-    version = queue.get_job(jid).status_version
+    version = queue.jobs.get_job(jid).status_version
     client.force_login(people["operator"])
     body = client.get(f"/actions/job.hold/confirm?ids={jid}").content.decode()
     assert "it is Failed; hold applies to Pending" in body
     assert 'name="payload"' not in body and "applies to none" in body
-    assert AdminAction.objects.count() == 0 and queue.get_job(jid).status_version == version
+    assert AdminAction.objects.count() == 0 and queue.jobs.get_job(jid).status_version == version
 
 
 def test_bulk_resume_of_all_matching_skips_the_one_that_changed(client, queue, people):
@@ -74,8 +74,8 @@ def test_bulk_resume_of_all_matching_skips_the_one_that_changed(client, queue, p
     body = page.content.decode()
     assert "All <strong>3</strong> items" in body and other not in body
     assert "applies to <strong>3</strong>" in body
-    queue.resume_job(jids[1], message="someone else")  # changes between page and submit
-    queue.fail_job(jids[1], "again")
+    queue.edits.resume_job(jids[1], message="someone else")  # changes between page and submit
+    queue.moves.fail_job(jids[1], "again")
     done = client.post(
         "/actions/job.resume/execute", {"payload": payload_of(page), "reason": "storage back"}
     )
@@ -86,14 +86,17 @@ def test_bulk_resume_of_all_matching_skips_the_one_that_changed(client, queue, p
         1,
         "collection=bulk&status=Failed",
     )
-    assert queue.get_job(jids[1]).status == "Failed" and queue.get_job(jids[0]).status == "Pending"
+    assert (
+        queue.jobs.get_job(jids[1]).status == "Failed"
+        and queue.jobs.get_job(jids[0]).status == "Pending"
+    )
     result = client.get(done.url).content.decode()
     assert "changed since the page was shown" in result
 
 
 def test_resume_one_job_offers_the_steps(client, queue, people):
     jid = job_in(queue, "Storing")
-    queue.fail_job(jid, "storage down")
+    queue.moves.fail_job(jid, "storage down")
     mirrored(queue, jid)
     client.force_login(people["operator"])
     page, done, _ = confirm_and_execute(client, "job.resume", f"ids={jid}", step="Downloading")
@@ -102,7 +105,7 @@ def test_resume_one_job_offers_the_steps(client, queue, people):
         'value="Downloading"' in body
         and "Storing (where it failed) — runs again: Storing, Recording, Notify" in body
     )
-    assert queue.get_job(jid).status == "Downloading"
+    assert queue.jobs.get_job(jid).status == "Downloading"
     assert AdminAction.objects.get().params == {"step": "Downloading"}
 
 
@@ -113,7 +116,7 @@ def test_a_double_post_acts_once(client, queue, people):
     _, first, data = confirm_and_execute(client, "job.resume", f"ids={jid}")
     again = client.post("/actions/job.resume/execute", data)
     assert again.status_code == 409 and first.url in again.content.decode()
-    assert AdminAction.objects.count() == 1 and queue.get_job(jid).retry_count == 1
+    assert AdminAction.objects.count() == 1 and queue.jobs.get_job(jid).retry_count == 1
 
 
 def test_missing_reason_shows_the_confirmation_again(client, queue, people):
@@ -122,7 +125,7 @@ def test_missing_reason_shows_the_confirmation_again(client, queue, people):
     client.force_login(people["operator"])
     page, again, _ = confirm_and_execute(client, "job.hold", f"ids={jid}", reason="  ")
     assert again.status_code == 400 and "A reason is required" in again.content.decode()
-    assert AdminAction.objects.count() == 0 and queue.get_job(jid).status == "Pending"
+    assert AdminAction.objects.count() == 0 and queue.jobs.get_job(jid).status == "Pending"
 
 
 def test_a_viewer_is_refused_on_confirm_and_on_a_direct_post(client, queue, people):
@@ -143,7 +146,7 @@ def test_a_viewer_is_refused_on_confirm_and_on_a_direct_post(client, queue, peop
     # Someone else's confirmation is not theirs to submit either.
     stolen = client.post("/actions/job.hold/execute", {"payload": payload, "reason": "x"})
     assert stolen.status_code == 400
-    assert AdminAction.objects.count() == 0 and queue.get_job(jid).status == "Pending"
+    assert AdminAction.objects.count() == 0 and queue.jobs.get_job(jid).status == "Pending"
     assert "/actions/job.hold/confirm" not in client.get(f"/jobs/{jid}/").content.decode()
 
 
@@ -154,7 +157,7 @@ def test_a_tampered_payload_is_refused(client, queue, people):
     payload = payload_of(client.get(f"/actions/job.hold/confirm?ids={jid}"))
     value, stamp, signature = payload.rsplit(":", 2)
     changed = signing.loads(payload, salt="steering.confirm")
-    changed["items"] = [[other, queue.get_job(other).status_version]]
+    changed["items"] = [[other, queue.jobs.get_job(other).status_version]]
     swapped = signing.dumps(changed, salt="steering.confirm", compress=True).rsplit(":", 2)[0]
     resigned = signing.dumps(changed, key="not the secret", salt="steering.confirm")
     for bad in (payload[:-2] + "xx", "garbage", f"{swapped}:{stamp}:{signature}", resigned):
@@ -164,7 +167,7 @@ def test_a_tampered_payload_is_refused(client, queue, people):
     response = client.post("/actions/job.delete/execute", {"payload": payload, "reason": "x"})
     assert response.status_code == 400
     assert AdminAction.objects.count() == 0
-    assert queue.get_job(jid).status == queue.get_job(other).status == "Pending"
+    assert queue.jobs.get_job(jid).status == queue.jobs.get_job(other).status == "Pending"
 
 
 def test_read_only_refuses(client, queue, people, settings):
@@ -177,7 +180,7 @@ def test_read_only_refuses(client, queue, people, settings):
     assert page.status_code == 403 and "read-only" in page.content.decode()
     posted = client.post("/actions/job.hold/execute", {"payload": payload, "reason": "x"})
     assert posted.status_code == 403
-    assert AdminAction.objects.count() == 0 and queue.get_job(jid).status == "Pending"
+    assert AdminAction.objects.count() == 0 and queue.jobs.get_job(jid).status == "Pending"
 
 
 def test_anonymous_goes_to_the_login_page(client, db):
@@ -199,9 +202,9 @@ def test_queue_and_collection_actions_from_their_pages(client, queue, people):
     locks = client.get("/locks/").content.decode()
     assert "/actions/queue.pause/confirm" in locks
     confirm_and_execute(client, "queue.pause", "", reason="maintenance")
-    assert queue.queue_paused()
+    assert queue.pause.queue_paused()
     confirm_and_execute(client, "collection.hold", "ids=demo", reason="audit")
-    assert queue.is_collection_held("demo")
+    assert queue.holds.is_collection_held("demo")
     assert AdminAction.objects.filter(action="collection.hold").get().items.get().item_id == "demo"
 
 
@@ -227,8 +230,8 @@ def test_lists_have_selection_boxes_and_an_action_bar(client, queue, people):
 
 
 def test_batch_page_offers_its_actions(client, queue, people):
-    bid = queue.create_batch({"batchID": "b-x", "collection": "demo"}).id
-    mirror.apply_batch(queue.get_batch(bid))
+    bid = queue.new_batches.create_batch({"batchID": "b-x", "collection": "demo"}).id
+    mirror.apply_batch(queue.batches.get_batch(bid))
     client.force_login(people["administrator"])
     body = client.get(f"/batches/{bid}/").content.decode()
     assert f"/actions/batch.hold/confirm?ids={bid}" in body
@@ -290,7 +293,7 @@ def test_django_admin_is_read_only_and_its_actions_go_to_the_confirmation(client
         "/admin/jobs/job/", {"action": "confirm_job_hold", "_selected_action": [pk]}
     )
     assert response.status_code == 302 and response.url == f"/actions/job.hold/confirm?ids={jid}"
-    assert queue.get_job(jid).status == "Pending"
+    assert queue.jobs.get_job(jid).status == "Pending"
     assert client.get("/admin/steering/adminaction/").status_code == 200
 
 
@@ -310,11 +313,11 @@ def test_cleanup_purges_old_finished_items_and_stale_directories(
 
     from steering.management.commands import cleanup
 
-    done_bid = queue.create_batch({"batchID": "old", "collection": "demo"}).id
-    done_jid = queue.create_job(done_bid, {"collection": "demo"})
-    queue.transition_job(done_jid, "Failed", "x")
-    queue.transition_batch(done_bid, "Held")
-    queue.transition_batch(done_bid, "Deleted")
+    done_bid = queue.new_batches.create_batch({"batchID": "old", "collection": "demo"}).id
+    done_jid = queue.new_jobs.create_job(done_bid, {"collection": "demo"})
+    queue.moves.transition_job(done_jid, "Failed", "x")
+    queue.batch_moves.transition_batch(done_bid, "Held")
+    queue.batch_moves.transition_batch(done_bid, "Deleted")
     deleted = job_in(queue, "Deleted")
     kept = job_in(queue, "Failed")
     work = settings.MQ_WORK_DIR + "/jobs/"
@@ -326,14 +329,14 @@ def test_cleanup_purges_old_finished_items_and_stale_directories(
     out = io.StringIO()
     call_command("cleanup", "--older-than", "7d", "--dry-run", stdout=out)
     assert "Dry run: 3 item(s) would remove" in out.getvalue()
-    assert queue.get_job(deleted).status == "Deleted" and os.path.isdir(work + "jid0000009999")
+    assert queue.jobs.get_job(deleted).status == "Deleted" and os.path.isdir(work + "jid0000009999")
     assert AdminAction.objects.count() == 0
 
     monkeypatch.setattr(cleanup, "timezone", SimpleNamespace(now=timezone.now))
     out = io.StringIO()
     call_command("cleanup", "--older-than", "7d", stdout=out)
     # Nothing is old enough yet; an orphaned working directory goes whatever its age.
-    assert "1 item(s) removed" in out.getvalue() and queue.get_job(deleted).status == "Deleted"
+    assert "1 item(s) removed" in out.getvalue() and queue.jobs.get_job(deleted).status == "Deleted"
     assert not os.path.exists(work + "jid0000009999") and os.path.isdir(work + kept)
 
     monkeypatch.setattr(cleanup, "timezone", SimpleNamespace(now=lambda: later))
@@ -342,7 +345,7 @@ def test_cleanup_purges_old_finished_items_and_stale_directories(
     text = out.getvalue()
     assert f"{done_bid} (Deleted): removed with 1 job(s)" in text
     assert f"{deleted} (Deleted): removed" in text
-    assert set(queue.list_job_ids()) == {kept} and queue.list_batch_ids() != []
+    assert set(queue.jobs.list_job_ids()) == {kept} and queue.batches.list_batch_ids() != []
     assert os.path.isdir(work + kept)
     record = AdminAction.objects.get(username="cleanup", done=2)
     assert record.user is None and record.items.count() == 2
@@ -361,18 +364,19 @@ def test_cleanup_keeps_the_working_directory_of_a_job_created_while_it_runs(queu
     work = settings.MQ_WORK_DIR + "/jobs/"
     os.makedirs(work, exist_ok=True)
     bid = base.new_batch(queue)
-    listing = queue.list_job_ids
+    listing = queue.jobs.list_job_ids
 
     def listed_then_a_job_starts():
         jids = listing()
-        jid = queue.create_job(bid, {"collection": "demo"})  # and a worker makes its directory
+        # and a worker makes its directory
+        jid = queue.new_jobs.create_job(bid, {"collection": "demo"})
         os.makedirs(work + jid)
         return jids
 
-    queue.list_job_ids = listed_then_a_job_starts
+    queue.jobs.list_job_ids = listed_then_a_job_starts
     try:
         Cleanup(queue, timezone.now() - timedelta(days=7), dry_run=False).run()
     finally:
-        del queue.list_job_ids
-    for jid in queue.list_job_ids():
+        del queue.jobs.list_job_ids
+    for jid in queue.jobs.list_job_ids():
         assert os.path.isdir(work + jid), f"the working directory of live job {jid} was removed"

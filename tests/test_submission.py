@@ -52,7 +52,7 @@ def test_a_json_submission_writes_one_pending_batch_and_answers_at_once(client, 
     response = post(client, token, GOOD)
     assert response.status_code == 201
     body = response.json()
-    batch = queue.get_batch(body["batch_id"])
+    batch = queue.batches.get_batch(body["batch_id"])
     assert body == {"batch_id": batch.bid, "batchID": "b-1", "duplicate": False}
     assert batch.status == "Pending"
     assert batch.submission["submitter"] == "depositor"
@@ -69,7 +69,7 @@ def test_the_same_batch_id_twice_returns_the_first_batch_as_duplicate(client, qu
     again = post(client, token, GOOD | {"erc_what": "changed"})
     assert again.status_code == 200
     assert again.json() == first | {"duplicate": True, "status": "Pending", "rerun_possible": False}
-    assert queue.list_batch_ids() == [first["batch_id"]]
+    assert queue.batches.list_batch_ids() == [first["batch_id"]]
 
 
 def test_a_bad_request_lists_every_problem_and_writes_nothing(client, queue, token):
@@ -95,7 +95,7 @@ def test_a_bad_request_lists_every_problem_and_writes_nothing(client, queue, tok
         "batchID may hold letters",
     ):
         assert any(expected in p for p in problems), (expected, problems)
-    assert queue.list_batch_ids() == []
+    assert queue.batches.list_batch_ids() == []
 
 
 @pytest.mark.parametrize(
@@ -136,7 +136,7 @@ def test_the_api_needs_a_valid_token(client, queue, token):
     assert client.post(URL, GOOD).status_code == 401
     ApiToken.objects.update(revoked=True)
     assert post(client, token, GOOD).status_code == 401
-    assert queue.list_batch_ids() == []
+    assert queue.batches.list_batch_ids() == []
 
 
 def test_only_post_is_accepted(client, queue, token):
@@ -152,7 +152,7 @@ def test_a_multipart_upload_is_kept_under_the_work_dir(client, queue, token, set
         HTTP_AUTHORIZATION=f"Bearer {token}",
     )
     assert response.status_code == 201, response.json()
-    batch = queue.get_batch(response.json()["batch_id"])
+    batch = queue.batches.get_batch(response.json()["batch_id"])
     url = batch.submission["payload_url"]
     assert url.startswith(f"file://{settings.MQ_WORK_DIR}/uploads/")
     assert url.endswith("/notes.txt") and batch.submission["filename"] == "notes.txt"
@@ -178,7 +178,7 @@ def test_the_submit_command_prints_the_batch_id(queue, capsys):
         "submit", profile="demo", submitter="me", type="file", payload_url="https://e.org/a.jpg"
     )
     bid = capsys.readouterr().out.strip()
-    assert queue.get_batch(bid).submission["type"] == "file"
+    assert queue.batches.get_batch(bid).submission["type"] == "file"
 
 
 def test_the_submit_command_lists_every_problem(queue):
@@ -193,7 +193,7 @@ def test_the_submit_command_records_the_hosts_login_name_by_default(queue):
     out = io.StringIO()
     call_command("submit", profile="demo", type="file", payload_url="https://e.org/a", stdout=out)
     bid = out.getvalue().split()[0]
-    assert queue.get_batch(bid).submission["submitter"] == getpass.getuser()
+    assert queue.batches.get_batch(bid).submission["submitter"] == getpass.getuser()
 
 
 def test_the_form_submits_for_a_logged_in_user(client, queue, django_user_model):
@@ -208,8 +208,8 @@ def test_the_form_submits_for_a_logged_in_user(client, queue, django_user_model)
     }
     response = client.post("/submit/", data, follow=True)
     assert b"submitted as bid" in response.content
-    (bid,) = queue.list_batch_ids()
-    assert queue.get_batch(bid).submission["submitter"] == "librarian"
+    (bid,) = queue.batches.list_batch_ids()
+    assert queue.batches.get_batch(bid).submission["submitter"] == "librarian"
 
 
 def test_the_form_needs_a_login(client, queue):

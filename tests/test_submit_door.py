@@ -63,7 +63,7 @@ def test_the_form_refuses_an_uploaded_manifest_with_the_check_pages_table(client
     assert "Nothing was submitted" in text and 'class="findings"' in text
     assert "md5 value &#x27;xyz&#x27; is not hexadecimal" in text
     assert "<td>4</td><td>nfo:hashValue</td>" in text
-    assert queue.list_batch_ids() == []
+    assert queue.batches.list_batch_ids() == []
 
 
 def test_the_form_refuses_a_linked_manifest_and_one_it_cannot_read(
@@ -77,10 +77,10 @@ def test_the_form_refuses_a_linked_manifest_and_one_it_cannot_read(
     page = client.post("/submit/", FORM | {"payload_url": gone})
     text = page.content.decode()
     assert page.status_code == 400 and "cannot be read now" in text and "404" in text
-    assert queue.list_batch_ids() == []
+    assert queue.batches.list_batch_ids() == []
     (http_server.root / "good.checkm").write_text(GOOD)
     page = client.post("/submit/", FORM | {"payload_url": http_server.url_for("/good.checkm")})
-    assert page.status_code == 302 and len(queue.list_batch_ids()) == 1
+    assert page.status_code == 302 and len(queue.batches.list_batch_ids()) == 1
 
 
 def test_the_form_says_which_type_to_pick_for_a_manifest_of_another_kind(client, queue, depositor):
@@ -88,7 +88,7 @@ def test_the_form_says_which_type_to_pick_for_a_manifest_of_another_kind(client,
     page = client.post("/submit/", FORM | {"file": upload(FILES)})
     text = page.content.decode()
     assert page.status_code == 400 and "pick the type “A batch of files”" in text
-    assert queue.list_batch_ids() == []
+    assert queue.batches.list_batch_ids() == []
 
 
 def test_the_api_refuses_a_bad_manifest_with_the_check_apis_list(client, queue, depositor):
@@ -109,16 +109,16 @@ def test_the_api_refuses_a_bad_manifest_with_the_check_apis_list(client, queue, 
         }
     ]
     assert body["errors"] == ["line 4, nfo:hashValue: md5 value 'xyz' is not hexadecimal"]
-    assert queue.list_batch_ids() == []
+    assert queue.batches.list_batch_ids() == []
 
 
 def test_no_page_shows_an_uploads_server_path(client, queue, depositor, settings):
     client.force_login(depositor)
     page = client.post("/submit/", FORM | {"type": "file", "file": upload(b"bytes", "notes.txt")})
     assert page.status_code == 302
-    (bid,) = queue.list_batch_ids()
+    (bid,) = queue.batches.list_batch_ids()
     assert batch_handlers.run_pending(services.get_services(), bid) == "processing"
-    (jid,) = queue.list_job_ids()
+    (jid,) = queue.jobs.list_job_ids()
     mirror.full_reconcile(queue)
     for url in (f"/batches/{bid}/", f"/jobs/{jid}/", f"/api/v1/batches/{bid}"):
         text = client.get(url).content.decode()
@@ -144,9 +144,9 @@ def failed_batch(queue, client, batch_id: str) -> str:
         FORM | {"type": "file", "batchID": batch_id, "payload_url": "https://example.org/a.jpg"},
     )
     assert page.status_code == 302
-    bid = queue.find_batch_by_uuid(batch_id)
-    queue.transition_batch(bid, "Processing", "checking the submission")
-    queue.transition_batch(bid, "Failed", "no jobs were created: line 4: bad")
+    bid = queue.batches.find_batch_by_uuid(batch_id)
+    queue.batch_moves.transition_batch(bid, "Processing", "checking the submission")
+    queue.batch_moves.transition_batch(bid, "Failed", "no jobs were created: line 4: bad")
     mirror.full_reconcile(queue)
     return bid
 
@@ -173,9 +173,9 @@ def test_a_taken_batch_id_says_what_became_of_its_batch_and_keeps_the_form(
     # Run again: a new batch of the failed batch's batchID, with the corrected upload.
     page = client.post("/submit/", data | {"rerun": "on", "file": upload(b"corrected", "b.jpg")})
     assert page.status_code == 302
-    again = [b for b in queue.list_batch_ids() if b != bid]
-    assert len(again) == 1 and queue.get_batch(again[0]).uuid == "b-9~rerun-1"
-    assert queue.get_batch(again[0]).submission["rerun_of"] == bid
+    again = [b for b in queue.batches.list_batch_ids() if b != bid]
+    assert len(again) == 1 and queue.batches.get_batch(again[0]).uuid == "b-9~rerun-1"
+    assert queue.batches.get_batch(again[0]).submission["rerun_of"] == bid
 
 
 def test_the_api_runs_a_failed_batch_id_again_when_asked(client, queue, depositor):
@@ -190,7 +190,7 @@ def test_the_api_runs_a_failed_batch_id_again_when_asked(client, queue, deposito
         HTTP_AUTHORIZATION=f"Bearer {token}",
     )
     assert response.status_code == 201 and response.json()["batchID"] == "b-10~rerun-1"
-    assert queue.get_batch(response.json()["batch_id"]).submission["rerun_of"] == bid
+    assert queue.batches.get_batch(response.json()["batch_id"]).submission["rerun_of"] == bid
 
 
 def test_the_submit_page_has_a_title_its_only_profile_chosen_and_types_in_words(
@@ -225,7 +225,7 @@ def test_a_refused_upload_is_kept_for_the_next_try(client, queue, depositor):
     text = page.content.decode()
     assert page.status_code == 400 and "md5 digests are 32 hexadecimal characters" in text
     assert "The file notes.txt is kept for your next try" in text and 'value="abc"' in text
-    assert queue.list_batch_ids() == []
+    assert queue.batches.list_batch_ids() == []
 
 
 def test_an_upload_is_kept_for_the_retry_of_a_form_shown_again(client, queue, depositor):
@@ -239,8 +239,8 @@ def test_an_upload_is_kept_for_the_retry_of_a_form_shown_again(client, queue, de
     # Run again without choosing the file again: the kept one is submitted.
     page = client.post("/submit/", data | {"rerun": "on", "use_kept": "on"})
     assert page.status_code == 302
-    (again,) = [b for b in queue.list_batch_ids() if b != bid]
-    submission = queue.get_batch(again).submission
+    (again,) = [b for b in queue.batches.list_batch_ids() if b != bid]
+    submission = queue.batches.get_batch(again).submission
     assert submission["filename"] == "a.jpg"
     saved = Path(url2pathname(urlsplit(submission["payload_url"]).path))
     assert saved.read_bytes() == b"corrected bytes"
@@ -260,4 +260,4 @@ def test_a_kept_upload_is_another_sessions_to_use_never(client, queue, depositor
     client.logout()
     client.force_login(depositor)  # a new session: nothing kept for it
     page = client.post("/submit/", data | {"batchID": "b-14", "use_kept": "on"})
-    assert page.status_code == 400 and len(queue.list_batch_ids()) == 1
+    assert page.status_code == 400 and len(queue.batches.list_batch_ids()) == 1

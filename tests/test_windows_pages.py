@@ -178,7 +178,7 @@ def test_cancelling_an_active_window_ends_it_now_and_is_audited(client, people, 
         created_by_name="ada",
     )
     apply_windows(queue)
-    assert queue.queue_paused()
+    assert queue.pause.queue_paused()
     client.force_login(people["administrator"])
     home = client.get("/").content.decode()
     assert "on now" in home and "upgrade" in home
@@ -191,7 +191,7 @@ def test_cancelling_an_active_window_ends_it_now_and_is_audited(client, people, 
     assert refused.status_code == 400 and MaintenanceWindow.objects.get().cancelled is None
     done = client.post(f"/windows/{w.pk}/cancel", {"payload": payload, "reason": "done early"})
     assert done.status_code == 302 and done.url.endswith("cancelled=1")
-    assert not queue.queue_paused()
+    assert not queue.pause.queue_paused()
     w.refresh_from_db()
     assert w.cancelled is not None and w.cancel_reason == "done early"
     assert [a.action for a in AdminAction.objects.order_by("pk")] == [

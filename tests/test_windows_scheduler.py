@@ -71,16 +71,16 @@ def test_a_window_that_starts_and_ends_while_a_batch_runs(pipeline, content, set
     assert len(jobs) == 3 and {j.status for j in jobs} == {"Pending"}
     w = window(start=1, end=30)
     apply_windows(pipeline.store)  # before its start: nothing
-    assert not pipeline.store.queue_paused()
+    assert not pipeline.store.pause.queue_paused()
 
     apply_windows(pipeline.store, w.start + timedelta(seconds=1))
-    assert pipeline.store.queue_paused()
+    assert pipeline.store.pause.queue_paused()
     for _ in range(3):  # sweeps and bursts of the workers: no job is started
         pipeline.step()
     assert {j.status for j in pipeline.jobs(bid)} == {"Pending"}
 
     apply_windows(pipeline.store, after(w))
-    assert not pipeline.store.queue_paused()
+    assert not pipeline.store.pause.queue_paused()
     assert pipeline.run(bid).status == "Completed"
     assert {j.status for j in pipeline.jobs(bid)} == {"Completed"}
     assert events(w) == ["window.start", "window.end"]
@@ -93,17 +93,17 @@ def test_a_new_dispatcher_picks_up_an_active_window_without_auditing_it_again(pr
     w = window()
     first = Dispatcher(process_store, redis, TASKS, on_tick=lambda: apply_windows(process_store))
     wait = first.tick()
-    assert process_store.queue_paused() and events(w) == ["window.start"]
+    assert process_store.pause.queue_paused() and events(w) == ["window.start"]
     assert 0 < wait <= 30  # its end is far, the tick interval is not
     again = Dispatcher(process_store, redis, TASKS, on_tick=lambda: apply_windows(process_store))
     again.tick()
-    assert process_store.queue_paused() and events(w) == ["window.start"]
+    assert process_store.pause.queue_paused() and events(w) == ["window.start"]
 
 
 def test_a_window_starts_late_when_the_dispatcher_was_down_at_its_start(process_store):
     w = window(start=-10)
     apply_windows(process_store)
-    assert process_store.queue_paused()
+    assert process_store.pause.queue_paused()
     (item,) = AdminAction.objects.get(params__window=w.pk).items.all()
     assert "late: it began at" in item.detail
 
@@ -111,7 +111,7 @@ def test_a_window_starts_late_when_the_dispatcher_was_down_at_its_start(process_
 def test_a_window_that_ended_while_nothing_ran_is_recorded_as_missed_not_applied(process_store):
     w = window(start=-5, end=20)
     apply_windows(process_store, w.end + timedelta(minutes=5))
-    assert not process_store.queue_paused()
+    assert not process_store.pause.queue_paused()
     assert events(w) == ["window.missed"]
     apply_windows(process_store, w.end + timedelta(minutes=6))
     assert events(w) == ["window.missed"]
@@ -120,22 +120,22 @@ def test_a_window_that_ended_while_nothing_ran_is_recorded_as_missed_not_applied
 def test_a_release_by_hand_during_the_window_is_put_back_at_the_next_check(process_store, ada):
     w = window(scope="collection", collection="demo")
     apply_windows(process_store)
-    assert process_store.is_collection_held("demo")
+    assert process_store.holds.is_collection_held("demo")
     release = act(ada, "collection.release", "demo")
-    assert release.done == 1 and not process_store.is_collection_held("demo")
+    assert release.done == 1 and not process_store.holds.is_collection_held("demo")
     apply_windows(process_store)
-    assert process_store.is_collection_held("demo")
+    assert process_store.holds.is_collection_held("demo")
     assert events(w) == ["window.start", "window.reapply"]
     apply_windows(process_store, after(w))
-    assert not process_store.is_collection_held("demo")
+    assert not process_store.holds.is_collection_held("demo")
 
 
 def test_a_hold_set_by_hand_before_the_window_stays_after_it(process_store):
-    process_store.hold_collection("demo", by="ada", reason="bad metadata")
+    process_store.holds.hold_collection("demo", by="ada", reason="bad metadata")
     w = window(scope="collection", collection="demo")
     apply_windows(process_store)
     apply_windows(process_store, after(w))
-    assert process_store.read_collection_hold("demo")["by"] == "ada"
+    assert process_store.holds.read_collection_hold("demo")["by"] == "ada"
     detail = AdminAction.objects.get(params__window=w.pk, action="window.end").items.get().detail
     assert "a person set it before the window" in detail
 
@@ -145,7 +145,7 @@ def test_a_hold_set_by_hand_during_the_window_stays_after_it(process_store, ada)
     apply_windows(process_store)
     act(ada, "queue.pause", "ingest")
     apply_windows(process_store, after(w))
-    assert process_store.queue_paused()
+    assert process_store.pause.queue_paused()
     detail = AdminAction.objects.get(params__window=w.pk, action="window.end").items.get().detail
     assert "ada held it by hand during the window" in detail
 
@@ -155,11 +155,11 @@ def test_overlapping_windows_release_only_when_the_last_one_ends(process_store):
     second = window(scope="collection", collection="demo", start=-1, end=20)
     apply_windows(process_store)
     apply_windows(process_store, after(first))
-    assert process_store.is_collection_held("demo")
+    assert process_store.holds.is_collection_held("demo")
     detail = AdminAction.objects.get(params__window=first.pk, action="window.end").items.get()
     assert f"window {second.pk} wants it" in detail.detail
     apply_windows(process_store, after(second))
-    assert not process_store.is_collection_held("demo")
+    assert not process_store.holds.is_collection_held("demo")
 
 
 def test_the_end_of_a_collection_window_releases_what_its_hold_held_and_nothing_else(
@@ -168,13 +168,15 @@ def test_the_end_of_a_collection_window_releases_what_its_hold_held_and_nothing_
     held_by_hand = job_in(process_store, "Held")
     w = window(scope="collection", collection="demo")
     apply_windows(process_store)
-    bid = process_store.create_batch({"batchID": "b", "collection": "demo"}).id
-    jid = process_store.create_job(bid, {"collection": "demo"})
-    job = process_store.get_job(jid)
-    process_store.transition_job(jid, "Held", process_store.item_hold(job.configuration))
+    bid = process_store.new_batches.create_batch({"batchID": "b", "collection": "demo"}).id
+    jid = process_store.new_jobs.create_job(bid, {"collection": "demo"})
+    job = process_store.jobs.get_job(jid)
+    process_store.moves.transition_job(
+        jid, "Held", process_store.holds.item_hold(job.configuration)
+    )
     apply_windows(process_store, after(w))
-    assert process_store.get_job(jid).status == "Pending"
-    assert process_store.get_job(held_by_hand).status == "Held"
+    assert process_store.jobs.get_job(jid).status == "Pending"
+    assert process_store.jobs.get_job(held_by_hand).status == "Held"
     detail = AdminAction.objects.get(params__window=w.pk, action="window.end").items.get().detail
     assert "and 1 item(s) its hold held" in detail
 
@@ -185,10 +187,10 @@ def test_cancelling_an_active_window_ends_it_now(process_store):
     w.cancelled, w.cancelled_by = timezone.now(), "ada"
     w.save(update_fields=["cancelled", "cancelled_by"])
     end_now(process_store, w)
-    assert not process_store.queue_paused()
+    assert not process_store.pause.queue_paused()
     assert events(w) == ["window.start", "window.end"]
     apply_windows(process_store)
-    assert events(w) == ["window.start", "window.end"] and not process_store.queue_paused()
+    assert events(w) == ["window.start", "window.end"] and not process_store.pause.queue_paused()
 
 
 @pytest.mark.parametrize("scope", ["queue", "collection"])
@@ -218,7 +220,7 @@ def test_the_dispatcher_command_applies_the_windows_before_it_sweeps(process_sto
     w = window()
     out = io.StringIO()
     call_command("run_dispatcher", "--once", stdout=out)
-    assert process_store.queue_paused() and events(w) == ["window.start"]
+    assert process_store.pause.queue_paused() and events(w) == ["window.start"]
     assert out.getvalue().strip() == "enqueued 0"
 
 

@@ -190,7 +190,7 @@ def reach(store, jid: str, status: str, cluster, timeout: float = 60, why=lambda
     seen = []
 
     def there() -> bool:
-        seen[:] = [store.get_job(jid)]
+        seen[:] = [store.jobs.get_job(jid)]
         return seen[0].status == status
 
     try:
@@ -257,7 +257,7 @@ def test_the_workers_page_follows_real_workers_through_silence_and_a_drain(
         job2 = wait_for("the second download", lambda: only_job(store, bid2), cluster)
         card_says(page, url, name_b, "busy", job2.jid, "Downloading")
         seen = [(r.method, r.headers) for r in http_server.requests_for("/second.bin")]
-        assert store.get_job(job2.jid).status == "Downloading", (second.gets, seen)
+        assert store.jobs.get_job(job2.jid).status == "Downloading", (second.gets, seen)
         page.click(f'[data-worker="{name_b}"] a.action-workerdrain')
         page.wait_for_selector("[data-confirm-open]")
         SHOTS.mkdir(exist_ok=True)
@@ -280,7 +280,7 @@ def test_the_workers_page_follows_real_workers_through_silence_and_a_drain(
             ),
         )
         time.sleep(3)  # several chances to take the Processing step, none taken
-        left = store.get_job(job2.jid)
+        left = store.jobs.get_job(job2.jid)
         assert (left.status, left.locked) == ("Processing", False), cluster.logs()
         card_says(page, url, name_b, "drained", "nothing: drained")
         assert "(in mq-job-processing)" in page.locator(".queue-wait").inner_text()

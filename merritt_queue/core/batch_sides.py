@@ -6,7 +6,7 @@ MerrittZK takes a batch with no ``states`` child as Pending and reports any batc
 - Pending -> Held creates ``states`` (a held batch must not look acquirable), and is
   refused while anyone holds the batch lock: MerrittZK may be mid-acquisition.
 - Held -> Pending deletes an empty ``states`` again, unless the batch was submitted here
-  (created reserved, see ``QueueStore.create_batch``): it then looks exactly like the
+  (created reserved, see ``NewBatches.create_batch``): it then looks exactly like the
   fresh Pending batch MerrittZK wrote.
 - -> Deleted leaves the batch as MerrittZK's cleanup (``deleteCompletedBatches``) wants it,
   with an empty ``batch-processing``, and with a persistent ``lock`` node (the batch's
@@ -22,7 +22,7 @@ Every op joins the move's own multi: either all of it is written or none.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from . import tree as t
 from .errors import Locked, QueueError
@@ -30,18 +30,25 @@ from .records import BatchRecord, Op, OpKind
 from .sides import is_ours
 from .states import PROCESSING_DIR, BatchStatus
 
-if TYPE_CHECKING:
-    from .store import QueueStore
+
+class Reads(Protocol):
+    """The reads the sides need (the store's ``Engine``), named here so that this module
+    knows nothing of the store that calls it."""
+
+    def exists(self, path: str) -> Any: ...
+
+    def children_stat(self, path: str) -> tuple[list[str], Any] | None: ...
 
 
-def move_ops(store: QueueStore, batch: BatchRecord, new: str) -> list[Op]:
-    """The ops that go with moving ``batch`` to ``new``, besides its status."""
+def move_ops(reads: Reads, session_id: int | None, batch: BatchRecord, new: str) -> list[Op]:
+    """The ops that go with moving ``batch`` to ``new``, besides its status, for the mover
+    of session ``session_id``."""
     if new == BatchStatus.HELD and batch.status == BatchStatus.PENDING:
-        return hold_ops(batch.bid, unlocked=batch.lock_session != store.session_id)
+        return hold_ops(batch.bid, unlocked=batch.lock_session != session_id)
     if new == BatchStatus.PENDING and batch.status == BatchStatus.HELD:
-        return release_ops(store, batch)
+        return release_ops(reads, batch)
     if new == BatchStatus.DELETED:
-        return delete_ops(store, batch)
+        return delete_ops(reads, session_id, batch)
     return []
 
 
@@ -55,19 +62,19 @@ def hold_ops(bid: str, *, unlocked: bool) -> list[Op]:
     return ops
 
 
-def release_ops(store: QueueStore, batch: BatchRecord) -> list[Op]:
+def release_ops(reads: Reads, batch: BatchRecord) -> list[Op]:
     if is_ours(batch.submission):
         return []
-    stat = store.engine.exists(t.batch_states(batch.bid))
+    stat = reads.exists(t.batch_states(batch.bid))
     if stat is None or stat.numChildren:
         return []  # jobs were created before the hold: it was acquired, and stays so
     return [Op(OpKind.DELETE, t.batch_states(batch.bid), version=stat.version)]
 
 
-def delete_ops(store: QueueStore, batch: BatchRecord) -> list[Op]:
+def delete_ops(reads: Reads, session_id: int | None, batch: BatchRecord) -> list[Op]:
     path = t.batch_job_dir(batch.bid, PROCESSING_DIR)
     lock = t.batch_node(batch.bid, "lock")
-    got = store.engine.children_stat(path)
+    got = reads.children_stat(path)
     ops = [Op(OpKind.CREATE, t.batch_states(batch.bid), tolerant=True)]
     if got is not None:
         jids, stat = sorted(got[0]), got[1]
@@ -79,7 +86,7 @@ def delete_ops(store: QueueStore, batch: BatchRecord) -> list[Op]:
             )
         ops.append(Op(OpKind.DELETE, path, version=stat.version))  # refused if a job came in
     ops += [Op(OpKind.CREATE, path), Op(OpKind.SET, path, b"", version=0)]
-    if batch.lock_session == store.session_id:
+    if batch.lock_session == session_id:
         ops.append(Op(OpKind.DELETE, lock))
     return [*ops, Op(OpKind.CREATE, lock)]
 
@@ -102,9 +109,9 @@ def is_tombstone(status: str, lock: tuple[bytes, Any] | None) -> bool:
     return status == BatchStatus.DELETED and lock is not None and not lock[1].ephemeralOwner
 
 
-def explain_hold(store: QueueStore, bid: str, error: QueueError) -> QueueError:
+def explain_hold(reads: Reads, bid: str, error: QueueError) -> QueueError:
     """A refused hold said in plain words when the reason is someone else's lock."""
-    if store.engine.exists(t.batch_node(bid, "lock")) is None:
+    if reads.exists(t.batch_node(bid, "lock")) is None:
         return error
     return Locked(
         f"batch {bid} was not held: another process (a worker here or Merritt's own ingest) "

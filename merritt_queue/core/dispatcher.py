@@ -176,8 +176,8 @@ class Dispatcher:
         # start-up and at least every ``tick_interval``; it answers how soon it wants to be
         # called again.
         self.on_tick = on_tick
-        if not store.actor:  # a store shared with other writers keeps theirs
-            store.actor = process_actor(DISPATCHER_PREFIX)
+        if not store.changes.actor:  # a store shared with other writers keeps theirs
+            store.changes.default_actor = process_actor(DISPATCHER_PREFIX)
         self.redis = redis
         self.tasks = tasks
         self.config = config or DispatcherConfig()
@@ -286,7 +286,7 @@ class Dispatcher:
         """Held and released items follow the collection holds (``follow_collection_holds``):
         at every full sweep, and when a hold is placed or lifted by either side."""
         try:
-            held, released = self.store.follow_collection_holds()
+            held, released = self.store.held.follow_collection_holds()
         except QueueError as e:
             log.warning("collection holds not followed this time: %s", describe(e))
             return
@@ -310,7 +310,7 @@ class Dispatcher:
         if budget <= 0:
             self._mark(f"job:{status}")
             return 0
-        listed = self.store.jobs_in_state(status, watch=self._state_watchers[status])
+        listed = self.store.jobs.jobs_in_state(status, watch=self._state_watchers[status])
         id_of = {jid: rq_job_id("job", jid, status) for _, jid in listed}
         priority_of = {jid: p for p, jid in listed}
         # The least urgent job already waiting in RQ: one more urgent goes ahead of it.
@@ -326,7 +326,7 @@ class Dispatcher:
         # Locked jobs (running, or chained through by a worker) sit at the head of the
         # order: look a little past the budget, not through the whole backlog.
         for chunk in _chunks(entries, budget + 8):
-            locks = self.store.jobs_locked([t.job_node(jid, "lock") for jid, _ in chunk])
+            locks = self.store.engine.held_many([t.job_node(jid, "lock") for jid, _ in chunk])
             free = [e for e, locked in zip(chunk, locks, strict=True) if not locked]
             free = self._runnable("job", free, status)
             for (jid, job_id), waiting in zip(
@@ -370,7 +370,7 @@ class Dispatcher:
         known = self._batch_of
         missing = [jid for jid in jids if jid not in known]
         if missing:
-            known.update(self.store.job_node_values(missing, "bid", decode=t.decode_str))
+            known.update(self.store.jobs.job_node_values(missing, "bid", decode=t.decode_str))
         self._batch_of = {jid: known[jid] for jid in jids}
         return self._turns.order(listed, self._batch_of, handed)
 
@@ -387,10 +387,10 @@ class Dispatcher:
             mode = self.config.workers
             rule: Callable[[str, Mapping[str, Any] | None], bool]
             if status:
-                data = self.store.job_node_values(missing, "configuration")
+                data = self.store.jobs.job_node_values(missing, "configuration")
                 rule = lambda mode, d: runs_job(mode, d, status)  # noqa: E731
             else:
-                data = self.store.batch_submissions(missing)
+                data = self.store.batches.batch_submissions(missing)
                 rule = runs_batch if kind == "batch" else reports_batch
             self._runs.update({(kind, i): rule(mode, d) for i, d in data.items()})
         return [e for e, i in zip(entries, ids, strict=True) if self._runs.get((kind, i), False)]
@@ -424,7 +424,7 @@ class Dispatcher:
         last job leaving it makes the batch ready to report). Either marks that batch alone.
         Reporting is no exception: Merritt's ingest sets it while the jobs still run.
         """
-        statuses = self.store.batch_statuses(bids)
+        statuses = self.store.batches.batch_statuses(bids)
         wanted: dict[str, Any] = {b: st.get("status") for b, st in statuses.items()}
         pending = self._runnable(
             "batch", [b for b, s in wanted.items() if s == BatchStatus.PENDING]
@@ -434,9 +434,11 @@ class Dispatcher:
         if bids is None:  # forget the watchers of batches no longer in flight
             live = set(pending + waiting)
             self._batch_watchers = {b: w for b, w in self._batch_watchers.items() if b in live}
-        self.store.watch_nodes({t.batch_node(b, "status"): self._batch_watcher(b) for b in pending})
+        self.store.engine.watch_nodes(
+            {t.batch_node(b, "status"): self._batch_watcher(b) for b in pending}
+        )
         dirs = {b: t.batch_job_dir(b, "batch-processing") for b in waiting}
-        jobs_left = self.store.children_many(
+        jobs_left = self.store.engine.children_many(
             dirs.values(), watches={path: self._batch_watcher(b) for b, path in dirs.items()}
         )
         candidates = pending + [b for b in waiting if jobs_left[dirs[b]] == []]
@@ -459,7 +461,7 @@ class Dispatcher:
         return count
 
     def _locked(self, paths: Iterable[str]) -> list[bool]:
-        return self.store.exists_many(list(paths))
+        return self.store.engine.exists_many(list(paths))
 
     def _enqueue(
         self, queue: Queue, func: str, args: tuple, job_id: str, *, at_front: bool = False

@@ -62,7 +62,7 @@ def new_jobs(store: QueueStore, redis: Redis, tasks: Tasks, bid: str) -> int:
     try:
         if pause_flag(store.client).paused():
             return 0
-        jids = store.batch_jobs(bid).get("batch-processing", [])
+        jids = store.batches.batch_jobs(bid).get("batch-processing", [])
         if not 0 < len(jids) <= SMALL_BATCH_JOBS:
             return 0
         queue = Queue(job_queue_name(JobStatus.PENDING), connection=redis)
@@ -83,7 +83,7 @@ def batch_report(store: QueueStore, redis: Redis, tasks: Tasks, bid: str, job_st
     try:
         if pause_flag(store.client).paused():
             return False
-        status = store.finished_batch_status(bid)
+        status = store.batches.finished_batch_status(bid)
         if status not in REPORT_STATES:
             return False
         queue = Queue(BATCH_REPORT_QUEUE, connection=redis)

@@ -29,7 +29,7 @@ def evolve(record, **changes):
 
 @dataclass(frozen=True)
 class NewJob:
-    """A job to create (``QueueStore.create_jobs``)."""
+    """A job to create (``store.new_jobs.create_jobs``)."""
 
     configuration: dict
     priority: int = DEFAULT_PRIORITY

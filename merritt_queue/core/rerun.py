@@ -13,7 +13,7 @@ per batchID, as MerrittZK reads it. Two kinds:
   for: their new submission (a failed run's corrected manifest, say), under the batchID
   ``<batchID>~rerun-<n>``.
 
-Pure: the store creates the batch (``QueueStore.create_rerun_batch``).
+Pure: the store creates the batch (``store.new_batches.create_rerun_batch``).
 """
 
 from __future__ import annotations

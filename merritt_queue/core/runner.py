@@ -14,7 +14,7 @@ Guarantees:
   cut off from ZooKeeper starts nothing more, and abandons once its session is gone.
 - A handler's exception fails the job with a message, never loses it.
 - A resumed job that completes in a Failed batch has the batch reported again when that
-  makes its report out of date (``QueueStore.follow_jobs``), once, however many workers ask.
+  makes its report out of date (``store.followups.follow_jobs``), once, however many workers ask.
 - A worker may carry a job on through its next steps without unlocking it
   (``ChainPolicy``): each step still commits in its own multi, checked on the
   status version and the lock, and the job is re-checked between steps.
@@ -187,30 +187,30 @@ def run_job_steps(
     """
     if respect_pause and pause_flag(store.client).paused():
         return StepReport(StepResult.PAUSED)
-    with store.deferred_changes(max_delay=policy.changes_delay):
+    with store.changes.deferred(max_delay=policy.changes_delay):
         return _run_steps(store, jid, status, handlers, policy)
 
 
 def _run_steps(store, jid, status, handlers, policy) -> StepReport:
     try:
-        job = store.lock_job(jid)
+        job = store.job_locks.lock_job(jid)
     except InvalidData as e:  # damaged data: nothing to run until check_tree or an admin fixes it
         log.error("job %s step %s not run: %s", jid, status, e)
         return StepReport(StepResult.ABANDONED)
     if job is None:
         return StepReport(StepResult.BUSY)
     if job.status != status:
-        store.unlock_job(job)
+        store.job_locks.unlock_job(job)
         return StepReport(StepResult.STALE, job=job)
     if not policy.runs(job):
-        store.unlock_job(job)
+        store.job_locks.unlock_job(job)
         return StepReport(StepResult.LEFT, job=job)
     started, steps = time.monotonic(), 0
     while True:
         try:
             began = time.monotonic()
             policy.on_step(job)
-            with running(store.begin_attempt(job)):
+            with running(store.locks.begin_attempt(job)):
                 outcome = run_handler(handlers[job.status], job)
             took = time.monotonic() - began
             steps += 1
@@ -218,7 +218,7 @@ def _run_steps(store, jid, status, handlers, policy) -> StepReport:
             result, outcome, done = commit(store, job, outcome, keep_lock=go_on)
             metrics.step_committed(job.status, outcome.action, done.status, took)
             # Changed between steps (held, deleted, lock gone): the next step is not ours.
-            changed = go_on and not store.still_ours(done)
+            changed = go_on and not store.job_locks.still_ours(done)
         except (LockLost, ChangedUnderYou, NotFound, *CONNECTION_ERRORS) as e:
             # ZooKeeper away: the commit may or may not have happened; either way the
             # job's status says where it is, and the lock must not outlive the step.
@@ -234,7 +234,8 @@ def _run_steps(store, jid, status, handlers, policy) -> StepReport:
                 else "Nothing of it was committed",
             )
             metrics.step_abandoned(job.status)
-            store.unlock_job(job)  # only if still this session's (or once ZooKeeper answers)
+            # only if still this session's (or once ZooKeeper answers)
+            store.job_locks.unlock_job(job)
             return StepReport(StepResult.ABANDONED, job=job, steps=steps)
         if not go_on:
             _follow_batch(store, done)
@@ -247,7 +248,7 @@ def _run_steps(store, jid, status, handlers, policy) -> StepReport:
 
 def _follow_batch(store: QueueStore, job: JobRecord) -> None:
     """A resumed job completed in a Failed batch may leave the batch's report out of date: the
-    batch is then reported again (``QueueStore.follow_jobs``). The job's commit stands either
+    batch is then reported again (``store.followups.follow_jobs``). The job's commit stands either
     way; a batch left Failed here is still reported again by a person's "Report again".
 
     Only a resumed job asks (``retry_count``): a batch is reported once none of its jobs runs,
@@ -256,7 +257,7 @@ def _follow_batch(store: QueueStore, job: JobRecord) -> None:
     if job.status != JobStatus.COMPLETED or not job.bid or not job.retry_count:
         return
     try:
-        store.follow_jobs(job.bid, job.jid)
+        store.followups.follow_jobs(job.bid, job.jid)
     except (QueueError, *CONNECTION_ERRORS) as e:
         log.warning("batch %s not reported again after job %s: %r", job.bid, job.jid, e)
 
@@ -293,7 +294,7 @@ def commit(store: QueueStore, job: JobRecord, outcome: Outcome, *, keep_lock=Fal
 def _release(store: QueueStore, locks: tuple[ItemLock, ...]) -> None:
     for lock in locks:
         try:
-            store.release_lock(lock)
+            store.locks.release_lock(lock)
         except CONNECTION_ERRORS as e:
             # A storage lock left behind names this job: its next run takes it back.
             log.warning("could not release %s: %s", lock.path, describe(e))
@@ -302,19 +303,19 @@ def _release(store: QueueStore, locks: tuple[ItemLock, ...]) -> None:
 def _commit(store: QueueStore, job: JobRecord, outcome: Outcome, keep_lock: bool) -> tuple:
     if outcome.action == Decision.LATER:
         # The librarian sees why the job waits; the lock goes in the same write.
-        waiting = store.note_job(outcome.job or job, outcome.message, release_lock=True)
+        waiting = store.moves.note_job(outcome.job or job, outcome.message, release_lock=True)
         return StepResult.DEFERRED, outcome, waiting
     # Handlers may have written data nodes, never the status: the version still holds.
     job = outcome.job or job
     if outcome.action == Decision.SUCCESS:
-        done = store.succeed_job(
+        done = store.moves.succeed_job(
             job, outcome.message, keep_lock=keep_lock, data=outcome.data, unlock=outcome.unlock
         )
     elif outcome.action == Decision.FAIL:
-        done = store.fail_job(job, outcome.message, release_lock=True)
+        done = store.moves.fail_job(job, outcome.message, release_lock=True)
     elif outcome.action == Decision.MOVE:
         assert outcome.target is not None  # Outcome.move always names one
-        done = store.transition_job(
+        done = store.moves.transition_job(
             job, outcome.target, outcome.message, release_lock=not keep_lock, keep_lock=keep_lock
         )
     else:

@@ -10,7 +10,7 @@ Guarantees:
 
 - Reading never writes, and leaves no watch.
 - Records are built by the store's own parsers, so a job read here equals
-  ``store.get_job`` of the same moment.
+  ``store.jobs.get_job`` of the same moment.
 - An item without a status node is reported as missing (removed, or its
   creation not committed yet); one whose data does not parse is reported as
   unreadable, with why, and never guessed at.
@@ -29,8 +29,10 @@ from . import multiread as mr
 from . import tree as t
 from .history import NODE
 from .records import evolve
-from .store import BatchRecord, JobRecord, QueueStore
+from .store import BatchRecord, JobRecord
+from .store.batches import batch_record
 from .store.historywrites import decode_node
+from .store.jobs import job_record
 
 # ``history`` after ``status``: see ``history`` for why the order matters.
 JOB_NODES = ("bid", "priority", "space_needed", *t.JOB_JSON_NODES, NODE, "lock")
@@ -99,13 +101,13 @@ def _job(jid: str, nodes: dict) -> JobRecord:
         node = nodes[name]
         return node[0] if node else None
 
-    return QueueStore._job_record(
+    return job_record(
         jid, nodes["status"], value, nodes["lock"] is not None, history_read=NODE in nodes
     )
 
 
 def _batch(bid: str, nodes: dict) -> BatchRecord:
-    return QueueStore._batch_record(
+    return batch_record(
         bid,
         nodes["submission"],
         nodes["status"],

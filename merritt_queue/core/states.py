@@ -192,7 +192,7 @@ def resume_target(last_successful: str | None) -> str:
 def resume_choices(last_successful: str | None) -> tuple[str, ...]:
     """States a failed job may be resumed to: its default target or any earlier step.
 
-    The run (``QueueStore.resume_step``) and the confirmation page both ask this, so the
+    The run (``store.edits.resume_step``) and the confirmation page both ask this, so the
     page offers exactly what the run accepts.
     """
     target = resume_target(last_successful)

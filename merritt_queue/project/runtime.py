@@ -130,10 +130,10 @@ def redis_within(seconds: float):
 
 def _new_store(client) -> QueueStore:
     store = QueueStore(client)
-    store.profiles = ProfileTable()
-    store.step_cut_off = settings.MQ_STEP_CUT_OFF_SECONDS
+    store.shared.profiles = ProfileTable()
+    store.locks.step_cut_off = settings.MQ_STEP_CUT_OFF_SECONDS
     if getattr(settings, "MQ_MIRROR_WRITE_THROUGH", True):
-        store.listeners.append(_mirror_listener(store))
+        store.changes.listeners.append(_mirror_listener(store))
     return store
 
 

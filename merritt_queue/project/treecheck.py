@@ -35,7 +35,7 @@ def run_check(
     the findings."""
     # No store.init(): a check must not write, not even the empty containers.
     store = get_store(init=False)
-    with store.acting_as(actor):  # a worker's store serves its other jobs too
+    with store.changes.acting_as(actor):  # a worker's store serves its other jobs too
         return check_tree(store, repair=repair, lock_max_age=max_age, progress=progress)
 
 

@@ -24,7 +24,7 @@ def healthz(request: HttpRequest) -> JsonResponse:
     body: dict = {}
     try:
         store = get_store(init=False, connected_within=settings.ZK_TIMEOUT)
-        body["capacity"] = usage(store.job_count())
+        body["capacity"] = usage(store.jobs.job_count())
         body["zookeeper"] = {"ok": True}
     except (QueueError, KazooException) as e:
         body["zookeeper"] = {"ok": False, "error": f"ZooKeeper is down: {e}"}

@@ -135,7 +135,7 @@ class Command(BaseCommand):
             self.stdout.write(f"{batch_id}: {note} as {result.bid}")
 
     def _already_there(self, batch_id: str) -> bool:
-        bid = get_store().find_batch_by_uuid(batch_id)
+        bid = get_store().batches.find_batch_by_uuid(batch_id)
         if bid:
             self.stdout.write(f"{batch_id}: already there as {bid}")
         return bool(bid)
@@ -178,11 +178,11 @@ class Command(BaseCommand):
     @staticmethod
     def _batch_status(batch_id: str) -> str | None:
         store = get_store()
-        bid = store.find_batch_by_uuid(batch_id)
+        bid = store.batches.find_batch_by_uuid(batch_id)
         if not bid:
             return None
         try:
-            return store.get_batch(bid).status
+            return store.batches.get_batch(bid).status
         except NotFound:  # removed by cleanup meanwhile
             return None
 

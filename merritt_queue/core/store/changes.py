@@ -2,6 +2,9 @@
 
 One store serves every thread of a process, so who is writing and whether changes are
 held back are per thread or task (context variables), over a process default.
+
+Guarantee: every write is told once, after it is in ZooKeeper, with the actor of the thread
+that wrote it; a failing listener never fails or undoes the write.
 """
 
 from __future__ import annotations
@@ -83,8 +86,13 @@ class Changes:
 
     @contextmanager
     def deferred(self, max_delay: float | None = None) -> Iterator[None]:
-        """Hold the listeners' calls until the block ends, then give them all at once
-        (see ``QueueStore.deferred_changes``)."""
+        """Hold the listeners' calls until the block ends, then give them all at once.
+
+        For bulk writes and chained steps: a listener with a ``many`` attribute (the
+        mirror) then writes them in one database transaction instead of one per item.
+        With ``max_delay``, no change waits longer than that many seconds (see
+        ``changebuffer``); ``max_delay=0`` holds nothing back.
+        """
         if max_delay == 0 or self._deferred.get() is not None:
             yield  # nested: the outer block tells
             return

@@ -380,6 +380,19 @@ class Engine:
             except (NoNodeError, NotEmptyError):
                 pass
 
+    def flag(self, path: str, on: bool, data: bytes = b"") -> bool:
+        """Create or delete a persistent flag node; True when this call changed it."""
+        self.stats["round_trips"] += 1
+        self.stats["writes"] += 1
+        try:
+            if on:
+                self.client.create(path, data)
+            else:
+                self.client.delete(path)
+            return True
+        except (NodeExistsError, NoNodeError):  # already in the wanted state
+            return False
+
     def put(self, path: str, data: bytes, what: str, *, exists: bool = True) -> None:
         """Set a node's data, creating the node when missing (never its parents).
 

@@ -21,7 +21,9 @@ from .. import tree as t
 from ..errors import ChangedUnderYou, NotFound
 from ..records import BatchRecord
 from ..states import PROCESSING_DIR, BatchStatus
-from .batches import BatchStore
+from .batches import Batches
+from .batchmoves import BatchMoves
+from .shared import Shared
 
 FAILED_DIR = "batch-failed"
 
@@ -50,8 +52,13 @@ def again_message(jid: str, report: dict | None, failed_now: list[str]) -> str:
     )
 
 
-class BatchFollow(BatchStore):
-    """Following a batch's jobs, for ``QueueStore``."""
+class BatchFollow:
+    """Following a batch's jobs."""
+
+    def __init__(self, shared: Shared, batches: Batches, batch_moves: BatchMoves):
+        self.engine = shared.engine
+        self.batches = batches
+        self.batch_moves = batch_moves
 
     def follow_jobs(self, bid: str, jid: str) -> BatchRecord | None:
         """After job ``jid`` of batch ``bid`` completed: move the batch Failed ->
@@ -74,16 +81,16 @@ class BatchFollow(BatchStore):
         if (t.decode_json(node[0]) or {}).get("status") != BatchStatus.FAILED:
             return None
         try:
-            batch = self.get_batch(bid)
+            batch = self.batches.get_batch(bid)
         except NotFound:  # purged meanwhile
             return None
-        failed_now = self.batch_jobs(bid)[FAILED_DIR]
+        failed_now = self.batches.batch_jobs(bid)[FAILED_DIR]
         if batch.status != BatchStatus.FAILED:
             return None
         if not report_is_stale(batch.status_report, failed_now):
             return None
         message = again_message(jid, batch.status_report, failed_now)
         try:
-            return self.transition_batch(batch, BatchStatus.UPDATE_REPORTING, message)
+            return self.batch_moves.transition_batch(batch, BatchStatus.UPDATE_REPORTING, message)
         except ChangedUnderYou:  # another worker (or a person) moved it first
             return None

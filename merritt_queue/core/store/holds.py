@@ -1,64 +1,46 @@
-"""Holds in the store: the queue pause and collection holds (under our names and
-Merritt's), and the held items that follow them (``follow_collection_holds``); releasing a
-collection's held items on a person's word is ``helditems``."""
+"""Collection holds, under our names and Merritt's, and the items they cover.
+
+Guarantee: a hold is a persistent node under the collection's name and under each of its
+profiles' names, the lock Merritt's ingest checks; a release deletes only the holds this
+side placed (unless asked otherwise), each at the version read, so a hold placed again
+meanwhile stays.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
-
-from kazoo.exceptions import (
-    BadVersionError,
-    NodeExistsError,
-    NoNodeError,
-)
+from kazoo.exceptions import BadVersionError, NoNodeError
 
 from .. import tree as t
-from ..errors import (
-    QueueError,
-)
 from ..itemkeys import collection_of, profile_of
-from ..pauseflag import pause_flag
-from ..sides import CREATED_BY, CREATED_BY_KEY, is_ours
-from ..states import (
-    BatchStatus,
-    JobStatus,
-)
-from .locks import Locks
-
-if TYPE_CHECKING:
-    from . import QueueStore
+from ..sides import CREATED_BY, CREATED_BY_KEY
+from .shared import Shared
 
 
-class Holds(Locks):
-    """Holds of ``QueueStore``."""
+def _placed_here(data: bytes) -> bool:
+    """Whether a collection hold's data is this side's (see ``hold_collection``)."""
+    try:
+        record = t.decode_json(data)
+    except ValueError:
+        return False
+    if not isinstance(record, dict):
+        return False
+    return record.get(CREATED_BY_KEY) == CREATED_BY or "by" in record
 
-    def _persistent_flag(self, path: str, on: bool, data: bytes = b"") -> bool:
-        """Create or delete a persistent flag node; True when this call changed it."""
-        self.stats["round_trips"] += 1
-        self.stats["writes"] += 1
-        try:
-            if on:
-                self.client.create(path, data)
-            else:
-                self.client.delete(path)
-            return True
-        except (NodeExistsError, NoNodeError):  # already in the wanted state
-            return False
 
-    def pause_queue(self) -> bool:
-        return self._set_paused(True)
+def held_by_a_hold(message: str) -> bool:
+    """Whether an item's message is the one ``item_hold`` gave it when a hold moved it."""
+    return message.startswith(("collection ", "profile ")) and " is on hold" in message
 
-    def unpause_queue(self) -> bool:
-        return self._set_paused(False)
 
-    def _set_paused(self, on: bool) -> bool:
-        try:
-            return self._persistent_flag(t.LOCK_QUEUE_INGEST, on)
-        finally:
-            pause_flag(self.client).forget()
+class Holds:
+    """Placing, reading and releasing collection holds."""
 
-    def queue_paused(self) -> bool:
-        return bool(self.engine.exists(t.LOCK_QUEUE_INGEST))
+    def __init__(self, shared: Shared):
+        self.shared = shared  # its profiles are set after the store is built (``runtime``)
+        self.client = shared.client
+        self.engine = shared.engine
+        self.stats = shared.stats
+        self.changes = shared.changes
 
     def hold_collection(self, mnemonic: str, *, by: str = "", reason: str = "") -> bool:
         """Hold a collection under its own name and under each of its profiles' names, the
@@ -69,7 +51,7 @@ class Holds(Locks):
         )
         changed = False
         for name in self._hold_names(mnemonic):
-            changed = self._persistent_flag(t.collection_lock(name), True, data) or changed
+            changed = self.engine.flag(t.collection_lock(name), True, data) or changed
         self.changes.changed("collection", mnemonic, None)
         return changed
 
@@ -134,7 +116,7 @@ class Holds(Locks):
 
     def _hold_names(self, mnemonic: str) -> list[str]:
         """The lock names a hold of ``mnemonic`` is written under: ours, then Merritt's."""
-        return [mnemonic, *(p for p in self.profiles.profiles_of(mnemonic) if p != mnemonic)]
+        return [mnemonic, *(p for p in self.shared.profiles.profiles_of(mnemonic) if p != mnemonic)]
 
     def item_hold(self, data: dict | None) -> str | None:
         """Why a job or batch (its configuration or submission) is held by a collection
@@ -146,7 +128,7 @@ class Holds(Locks):
         held = set(self.held_collections())
         if not held:
             return None
-        collection = collection_of(data, self.profiles)
+        collection = collection_of(data, self.shared.profiles)
         if collection and (collection in held or not held.isdisjoint(self._hold_names(collection))):
             return f"collection {collection} is on hold"
         profile = profile_of(data)
@@ -156,81 +138,7 @@ class Holds(Locks):
 
     def item_collection(self, data: dict | None) -> str:
         """The collection of a job or batch written by either side ("" when unknown)."""
-        return collection_of(data, self.profiles)
+        return collection_of(data, self.shared.profiles)
 
     def held_collections(self) -> list[str]:
         return sorted(self.engine.children(t.LOCK_COLLECTIONS))
-
-    def follow_collection_holds(self) -> tuple[list[str], list[str]]:
-        """Move batches and jobs with the collection holds, whoever placed or lifted them;
-        the ids held and the ids released.
-
-        - A Held batch or job that a collection hold moved to Held (its message is
-          ``item_hold``'s) goes back to Pending once no hold covers it: Merritt's admin
-          lifting its lock releases what its lock held here. One a person held stays.
-        - A Pending batch submitted here that a hold covers is moved to Held at once, with
-          the hold's message, as our pickup would. Merritt's own batches are left to its
-          ingest, which checks holds on their jobs.
-
-        Each move is its own version-checked multi; one refused (the item moved, or someone
-        holds its lock) is left for the next call.
-        """
-        store = cast("QueueStore", self)  # the batch moves live in another part of it
-        held_now: list[str] = []
-        released: list[str] = []
-        statuses = self.batch_statuses()
-        by_hold = [
-            b
-            for b, st in statuses.items()
-            if st.get("status") == BatchStatus.HELD and held_by_a_hold(st.get("message") or "")
-        ]
-        covered = bool(self.held_collections())
-        pending = [b for b, st in statuses.items() if st.get("status") == BatchStatus.PENDING]
-        submissions = store.batch_submissions(by_hold + (pending if covered else []))
-        for bid in by_hold:
-            if self.item_hold(submissions[bid]) is None:
-                self._follow(released, bid, lambda b: self.release_batch(b, HOLD_LIFTED))
-        for bid in pending if covered else []:
-            submission = submissions[bid]
-            if is_ours(submission) and (why := self.item_hold(submission)):
-                self._follow(
-                    held_now,
-                    bid,
-                    lambda b, why=why: store.hold_batch(b, why),
-                )
-        for _, jid in self.jobs_in_state(JobStatus.HELD):
-            try:
-                job = self.get_job(jid)
-            except QueueError:
-                continue
-            if held_by_a_hold(job.message or "") and self.item_hold(job.configuration) is None:
-                self._follow(released, jid, lambda j: self.release_job(j, HOLD_LIFTED))
-        return held_now, released
-
-    @staticmethod
-    def _follow(done: list[str], item_id: str, move) -> None:
-        try:
-            move(item_id)
-        except QueueError:  # moved or locked meanwhile: the next call looks again
-            return
-        done.append(item_id)
-
-
-# The message of an item released because the collection hold that held it was lifted.
-HOLD_LIFTED = "released: the collection hold that held it was lifted"
-
-
-def _placed_here(data: bytes) -> bool:
-    """Whether a collection hold's data is this side's (see ``hold_collection``)."""
-    try:
-        record = t.decode_json(data)
-    except ValueError:
-        return False
-    if not isinstance(record, dict):
-        return False
-    return record.get(CREATED_BY_KEY) == CREATED_BY or "by" in record
-
-
-def held_by_a_hold(message: str) -> bool:
-    """Whether an item's message is the one ``item_hold`` gave it when a hold moved it."""
-    return message.startswith(("collection ", "profile ")) and " is on hold" in message

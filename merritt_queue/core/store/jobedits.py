@@ -1,4 +1,9 @@
-"""A failed job's per-job parameters edited and the job resumed, in one multi."""
+"""A failed job's way back: resumed at a step, or its parameters edited and resumed.
+
+Guarantee: an edit and its resume are one multi checked on the status version read: a
+job changed since (resumed, deleted, edited by someone else) raises ``ChangedUnderYou``
+and nothing is written.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +12,49 @@ from .. import jobparams
 from .. import tree as t
 from ..errors import InvalidData, InvalidTransition
 from ..records import JobRecord, Op, OpKind, evolve
-from ..states import JobStatus
-from .jobmoves import JobMoves
-from .jobs import MAX_JOB_DATA_BYTES
+from ..states import JobStatus, resume_choices, resume_note, resume_target
+from .historywrites import History
+from .jobmoves import JobMoves, plan_move
+from .jobs import Jobs
+from .newjobs import MAX_JOB_DATA_BYTES
+from .shared import Shared
 
 
-class JobEdits(JobMoves):
-    """Edits of ``QueueStore``."""
+class JobEdits:
+    """Resumes and edits of failed jobs."""
+
+    def __init__(self, shared: Shared, jobs: Jobs, moves: JobMoves, history: History):
+        self.engine = shared.engine
+        self.jobs = jobs
+        self.moves = moves
+        self.history = history
+
+    def resume_job(
+        self, job: JobRecord | str, to: str | None = None, message: str = ""
+    ) -> JobRecord:
+        """Restart a failed job at the step after its last successful one, or earlier."""
+        if isinstance(job, str):
+            job = self.jobs.get_job(job)
+        return self.moves.transition_job(job, self.resume_step(job, to), message, retry=True)
+
+    @staticmethod
+    def resume_step(job: JobRecord, to: str | None = None) -> str:
+        """Where a failed job restarts: ``to`` if allowed, else after its last successful step."""
+        if job.status != JobStatus.FAILED:
+            raise InvalidTransition(
+                f"job {job.jid}: only a Failed job can be resumed, it is {job.status}"
+            )
+        target = to or resume_target(job.last_successful_status)
+        allowed = resume_choices(job.last_successful_status)
+        if target not in allowed:
+            why = resume_note(job.last_successful_status) or (
+                f"its last successful step was {job.last_successful_status or 'none'}"
+            )
+            raise InvalidTransition(
+                f"job {job.jid}: cannot resume at {target}; {why}, so it may resume at "
+                f"{', '.join(allowed)}"
+            )
+        return target
 
     def edit_job_parameters(
         self, job: JobRecord, changes: dict[str, str], *, to: str | None = None, message: str = ""
@@ -51,9 +92,9 @@ class JobEdits(JobMoves):
                 f"job {job.jid} would hold {size} bytes of data, over the limit of "
                 f"{MAX_JOB_DATA_BYTES} bytes per job; shorten its fields"
             )
-        record, moves = self._plan_move(job, target, message, retry=True)
-        old = self._history_of(t.job_node(job.jid, h.NODE), job.history)
-        history_op, history = self._job_history_op(
+        record, moves = plan_move(job, target, message, retry=True)
+        old = self.history.of(t.job_node(job.jid, h.NODE), job.history)
+        history_op, history = self.history.job_op(
             job.jid, old, job.status_version + 1, job.status, record
         )
         ops = [
@@ -78,6 +119,6 @@ class JobEdits(JobMoves):
             identifiers=new.identifiers,
             metadata=new.metadata,
         )
-        return self._written(
+        return self.moves.written(
             edited, record, results[0].version, release_lock=False, history=history
         )

@@ -1,29 +1,33 @@
-"""Removal from the store: purging finished jobs and batches from the tree."""
+"""Removal from the store: purging finished jobs and batches from the tree.
+
+Guarantee: only a Deleted job, or the finished jobs of a removable batch, are removed, and
+never one a worker holds; each job goes in its own multi and the batch last, in one multi
+checked on its status version, so a crash leaves a consistent tree.
+"""
 
 from __future__ import annotations
 
 from .. import tree as t
-from ..errors import (
-    Locked,
-    NotFound,
-    NotRemovable,
-)
-from ..records import (
-    Op,
-    OpKind,
-)
-from ..states import (
-    REMOVABLE,
-)
-from .base import StoreBase
+from ..errors import Locked, NotFound, NotRemovable
+from ..records import Op, OpKind
+from ..states import REMOVABLE
+from .batches import Batches
+from .jobs import Jobs
+from .shared import Shared
 
 
-class Removal(StoreBase):
-    """Purges of ``QueueStore``."""
+class Removal:
+    """Purges of jobs and batches."""
+
+    def __init__(self, shared: Shared, jobs: Jobs, batches: Batches):
+        self.engine = shared.engine
+        self.changes = shared.changes
+        self.jobs = jobs
+        self.batches = batches
 
     def purge_job(self, jid: str, *, with_batch: bool = False) -> None:
         """Remove a Deleted job (or, when its batch is removed, any finished job)."""
-        job = self.get_job(jid)
+        job = self.jobs.get_job(jid)
         allowed = {"Deleted"} if not with_batch else {"Deleted", "Completed", "Failed"}
         if job.status not in allowed:
             raise NotRemovable(f"job {jid} is {job.status}; only a Deleted job can be removed")
@@ -53,14 +57,14 @@ class Removal(StoreBase):
         3. Remove the batch subtree and uuid entry in one multi checked on the
            status version.
         """
-        batch = self.get_batch(bid)
+        batch = self.batches.get_batch(bid)
         if batch.status not in REMOVABLE:
             raise NotRemovable(
                 f"batch {bid} is {batch.status}; only Completed or Deleted batches are removed"
             )
         if batch.locked:
             raise Locked(f"batch {bid} is locked by a worker; not removed")
-        jobs = self.batch_jobs(bid)
+        jobs = self.batches.batch_jobs(bid)
         if jobs["batch-processing"]:
             count = len(jobs["batch-processing"])
             raise NotRemovable(f"batch {bid} still has {count} job(s) processing; not removed")
@@ -78,7 +82,7 @@ class Removal(StoreBase):
             if p != t.batch_node(bid, "status")
         ]
         ops.insert(-1, Op(OpKind.DELETE, t.batch_node(bid, "status"), version=batch.status_version))
-        if batch.uuid and self.find_batch_by_uuid(batch.uuid) == bid:
+        if batch.uuid and self.batches.find_batch_by_uuid(batch.uuid) == bid:
             ops.append(Op(OpKind.DELETE, t.batch_uuid_path(batch.uuid)))
         self.engine.commit(ops, f"remove batch {bid}")
         self.changes.changed("batch", bid, batch.status, removed=True)

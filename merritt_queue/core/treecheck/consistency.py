@@ -259,7 +259,7 @@ def check_tree(
         lock_max_age=lock_max_age,
         grace=grace,
         now=time.time() if now is None else now,
-        actor=store.actor or history.REPAIR,
+        actor=store.changes.actor or history.REPAIR,
         engine=store.engine,
     )
     checker.progress.report = progress
