@@ -255,6 +255,7 @@ LISTS = {
     Scope.BATCH: "batches:list",
     Scope.COLLECTION: "dashboard:collections",
     Scope.QUEUE: "dashboard:home",
+    Scope.WORKER: "dashboard:workers",
 }
 
 
