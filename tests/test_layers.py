@@ -149,18 +149,6 @@ def test_the_allowed_crossings_still_exist():
 
 # Every folder of the project's own Python: the product, the benchmarks and their harness.
 PROJECT = ("merritt_queue", *APPS, "bench", "harness")
-# The one cycle left, between the store and ``core/batch_sides``: the store-parts branch
-# (the store as named parts) removes it; drop this allowance with it.
-KNOWN_CYCLE = frozenset(
-    {
-        "merritt_queue.core.batch_sides",
-        "merritt_queue.core.store",
-        *(
-            f"merritt_queue.core.store.{p.stem}"
-            for p in (REPO / "merritt_queue/core/store").glob("*.py")
-        ),
-    }
-)
 # Which framework-free package may import which: what a depositor sends is read on the
 # core's terms (its errors, ZooKeeper's node names, the manifest record the core plans
 # from), and the services carry a deposit (its digests, ARKs, file names) out.
@@ -265,7 +253,7 @@ def describe(group: list[str], graph: dict[str, dict[str, int]]) -> str:
 
 def test_no_import_cycle_between_the_projects_modules():
     graph = import_graph()
-    found = [g for g in cycles(graph) if not set(g) <= KNOWN_CYCLE]
+    found = cycles(graph)
     assert not found, "import cycles:\n" + "\n".join(describe(g, graph) for g in found)
 
 
