@@ -23,7 +23,7 @@ from pathlib import Path
 from django.conf import settings
 
 from batches.submission import safe_upload_name
-from batches.submitted import Upload
+from pipeline.submitted import Upload
 
 SESSION_KEY = "mq_kept_upload"
 KEEP_SECONDS = 24 * 3600

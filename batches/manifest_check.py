@@ -7,11 +7,11 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
 
 from batches import rights
-from batches.capacity import batch_row_limit
 from batches.forms import TYPE_CHOICES
 from batches.manifest_check_api import manifest_bytes, too_often
 from merritt_queue.core.planning import KIND_TYPE, TYPE_WORDS, type_to_pick
 from merritt_queue.deposit.manifestcheck import check_manifest
+from pipeline.capacity import batch_row_limit
 
 TEMPLATE = "batches/manifest_check.html"
 

@@ -13,10 +13,10 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from batches import rights
-from batches.capacity import batch_row_limit
 from batches.ratelimit import refusal as rate_refusal
 from batches.tokens import with_token_user
 from merritt_queue.deposit.manifestcheck import check_manifest
+from pipeline.capacity import batch_row_limit
 
 RATE_SETTING = "MQ_MANIFEST_CHECKS_PER_MINUTE"
 

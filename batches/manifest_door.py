@@ -17,12 +17,12 @@ from pathlib import Path
 
 from django.conf import settings
 
-from batches.capacity import batch_row_limit
-from batches.submitted import SubmissionError, Upload
-from jobs.services import door_fetcher
 from merritt_queue.core.planning import MANIFEST_KIND, type_to_pick
 from merritt_queue.deposit.manifestcheck import check_manifest, safe_value
 from merritt_queue.services.errors import ServiceError
+from pipeline.capacity import batch_row_limit
+from pipeline.services import door_fetcher
+from pipeline.submitted import SubmissionError, Upload
 
 DOOR_SECONDS = 20.0
 

@@ -26,10 +26,8 @@ import django_rq
 from django.conf import settings
 from django.contrib.auth import get_user_model
 
-from batches import capacity, manifest_door, rights
+from batches import manifest_door, rights
 from batches.models import Profile
-from batches.objects import ark_problem, change_refusal
-from batches.submitted import SubmissionError, Upload
 from merritt_queue.core import handover, stepowners, tree
 from merritt_queue.core.history import submission_actor
 from merritt_queue.core.planning import SINGLE_TYPES, SUBMISSION_TYPES
@@ -45,6 +43,9 @@ from merritt_queue.deposit.uploads import uploads_root
 from merritt_queue.project.runtime import get_store
 from merritt_queue.project.tasks import TASKS
 from notifications import subscribe
+from pipeline import capacity
+from pipeline.objects import ark_problem, change_refusal
+from pipeline.submitted import SubmissionError, Upload
 
 # What a submission may hold: the deposit's own fields and a subscription's.
 TEXT_FIELDS = {**fields.TEXT_FIELDS, **subscribe.FIELDS}
@@ -227,7 +228,7 @@ def _rerun(store, clean: dict, upload, first: str) -> SubmitResult:
 
 def _check_object(clean: dict) -> None:
     """A single-object submission naming an ARK may change only its own collection's object
-    (batches.objects); a batch manifest's rows are checked at Processing, where they are read."""
+    (pipeline.objects); a batch manifest's rows are checked at Processing, where they are read."""
     ark = clean.get("primary_id")
     if not ark or clean.get("type") not in SINGLE_TYPES:
         return

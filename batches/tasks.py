@@ -6,11 +6,11 @@ from django.conf import settings
 from django.db import close_old_connections
 from rq import get_current_job
 
-from batches import handlers
-from jobs.services import get_services
 from merritt_queue.core import handover
 from merritt_queue.core.dispatcher import LEAVE_SECONDS, defer, rq_job_id
 from merritt_queue.project.tasks import TASKS
+from pipeline import batchhandlers as handlers
+from pipeline.services import get_services
 
 
 def run_batch_pending(bid: str, status: str = "Pending") -> str:

@@ -20,8 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 def _handlers(services) -> dict:
     """The real table's states, each with a handler that succeeds at once."""
-    from jobs.handlers import handlers
     from merritt_queue.core.runner import Outcome
+    from pipeline.jobhandlers import handlers
 
     def succeed(_job):
         return Outcome.success("bench: machinery only")

@@ -17,7 +17,6 @@ from django.core.exceptions import PermissionDenied
 from django.shortcuts import render
 from django.utils import timezone
 
-from batches.capacity import usage
 from batches.models import Collection
 from dashboard import queries as q
 from dashboard import workers as w
@@ -25,6 +24,7 @@ from dashboard.causes import CAUSES_CACHE_SECONDS, failure_causes
 from dashboard.diagram import diagram
 from dashboard.throughput import THROUGHPUT_CACHE_SECONDS, throughput
 from merritt_queue.core.states import BATCH, JOB
+from pipeline.capacity import usage
 from steering.catalog import ACTIONS
 from steering.permissions import Role, may, role_of
 from steering.windowlist import scheduled_next

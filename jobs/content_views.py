@@ -13,9 +13,9 @@ from django.conf import settings
 from django.http import FileResponse, Http404
 from django.views.decorators.http import require_safe
 
-from jobs import contentlinks
 from merritt_queue.core.tree import is_job_id
 from merritt_queue.project import runtime
+from pipeline import contentlinks
 
 
 @require_safe

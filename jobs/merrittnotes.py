@@ -16,10 +16,10 @@ from typing import Any
 
 from django.conf import settings
 
-from jobs import contentlinks
 from merritt_queue.core import stepowners
 from merritt_queue.core.sides import merritt_service_of
 from merritt_queue.core.states import JobStatus
+from pipeline import contentlinks
 
 # The step Merritt failed a job in, from the last step it passed.
 _FAILED_IN: dict[str, str] = {

@@ -6,14 +6,14 @@ from django.conf import settings
 from django.db import close_old_connections
 from rq import Worker, get_current_job
 
-from jobs.handlers import handlers
-from jobs.services import get_services
 from merritt_queue.core import handover, workerfacts
 from merritt_queue.core import worker as this_worker
 from merritt_queue.core.dispatcher import LEAVE_SECONDS, defer, job_queue_name, rq_job_id
 from merritt_queue.core.runner import ChainPolicy, Decision, StepResult, run_job_steps
 from merritt_queue.core.sides import NONE, runs_job
 from merritt_queue.project.tasks import TASKS
+from pipeline.jobhandlers import handlers
+from pipeline.services import get_services
 
 _handlers: dict[int, dict] = {}
 # The queues each worker (by name) serves: a worker's queues are fixed when it starts.

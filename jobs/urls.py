@@ -1,6 +1,7 @@
 from django.urls import path
 
-from jobs import content_views, contentlinks, views
+from jobs import content_views, views
+from pipeline import contentlinks
 
 app_name = "jobs"
 

@@ -17,10 +17,7 @@ from types import SimpleNamespace
 from django.conf import settings
 from django.core.mail import send_mail
 
-from batches import capacity
 from batches.models import Profile
-from jobs.services import Services
-from jobs.versionfiles import UNCHANGED
 from merritt_queue.core.errors import ChangedUnderYou, InvalidData, LockLost
 from merritt_queue.core.planning import (
     MANIFEST_KIND,
@@ -35,6 +32,9 @@ from merritt_queue.core.store import BatchRecord, NewJob
 from merritt_queue.deposit.manifest import ManifestError, parse_manifest
 from merritt_queue.deposit.uploads import remove_upload
 from merritt_queue.services.errors import ServiceError
+from pipeline import capacity
+from pipeline.services import Services
+from pipeline.versionfiles import UNCHANGED
 
 log = logging.getLogger(__name__)
 

@@ -24,12 +24,12 @@ import time
 
 from django.conf import settings
 
-from batches.submitted import SubmissionError
 from jobs.models import Job
 from merritt_queue.core.planning import MANIFEST_KIND, SINGLE_TYPES
 from merritt_queue.core.store import QueueStore
 from merritt_queue.core.zkstats import znode_count
 from merritt_queue.project.runtime import get_store
+from pipeline.submitted import SubmissionError
 
 # Share of MQ_MAX_QUEUE_JOBS from which /healthz and the dashboard warn.
 WARN_FRACTION = 0.8

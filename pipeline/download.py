@@ -19,8 +19,6 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
-from jobs.payload import PayloadFile, head_sizes, job_config, known_sizes, payload_files
-from jobs.services import Services
 from merritt_queue.core.attempt import Attempt, sweep_abandoned
 from merritt_queue.core.runner import Decision, Outcome
 from merritt_queue.core.store import JobRecord
@@ -32,6 +30,8 @@ from merritt_queue.deposit.safepath import inside, inside_each
 from merritt_queue.services.errors import PartFileGone, ServiceError
 from merritt_queue.services.fetch import DownloadItem
 from merritt_queue.services.hostslots import HostFull
+from pipeline.payload import PayloadFile, head_sizes, job_config, known_sizes, payload_files
+from pipeline.services import Services
 
 # Beside a downloaded container kept while its unpacking waits for disk space: what it is
 # a copy of, so only a run that would download the same thing again reuses it.

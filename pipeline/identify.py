@@ -14,10 +14,6 @@ from pathlib import Path
 from django.conf import settings
 
 from batches.models import Profile
-from batches.objects import change_refusal, other_collection_refusal
-from jobs import merritthandover
-from jobs.payload import job_config
-from jobs.services import Services
 from merritt_queue.core import stepowners
 from merritt_queue.core.itemkeys import profile_of
 from merritt_queue.core.runner import Outcome
@@ -26,6 +22,10 @@ from merritt_queue.deposit import deletelist, objectfiles
 from merritt_queue.deposit.manifest import ManifestError
 from merritt_queue.services.errors import InventoryError, MinterError, ServiceError
 from merritt_queue.services.minter import Citation
+from pipeline import merritthandover
+from pipeline.objects import change_refusal, other_collection_refusal
+from pipeline.payload import job_config
+from pipeline.services import Services
 
 
 class ArkRefused(Exception):
@@ -80,7 +80,7 @@ def processing(s: Services, job: JobRecord) -> Outcome:
 
 
 def _supplied_ark_refusal(config: dict, collection: str, profile: Profile) -> str | None:
-    """Why the depositor's own ARK may not be used (batches.objects).
+    """Why the depositor's own ARK may not be used (pipeline.objects).
 
     Only a job planned with ``primary_id`` in its configuration tells the depositor's ARK
     from one minted here on an earlier run; for the others (Merritt's, an older version's)

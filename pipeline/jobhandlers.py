@@ -21,12 +21,6 @@ from contextlib import contextmanager
 
 from django.conf import settings
 
-from jobs import merrittheard, versionfiles
-from jobs.download import downloading, undeclared_bytes
-from jobs.identify import processing
-from jobs.payload import job_config, known_sizes, payload_files, save_head_sizes
-from jobs.services import Services
-from jobs.versionfiles import UNCHANGED
 from merritt_queue.core import stepowners
 from merritt_queue.core.attempt import Attempt
 from merritt_queue.core.attempt import current as current_attempt
@@ -41,6 +35,12 @@ from merritt_queue.deposit.diskspace import percent_used_after
 from merritt_queue.deposit.manifest import ManifestError
 from merritt_queue.deposit.safepath import inside_each
 from merritt_queue.services.errors import InventoryError, ManifestMismatch, ServiceError
+from pipeline import merrittheard, versionfiles
+from pipeline.download import downloading, undeclared_bytes
+from pipeline.identify import processing
+from pipeline.payload import job_config, known_sizes, payload_files, save_head_sizes
+from pipeline.services import Services
+from pipeline.versionfiles import UNCHANGED
 
 
 def handlers(services: Services) -> dict:

@@ -18,8 +18,8 @@ from urllib.parse import quote
 
 from django.conf import settings
 
-from jobs import contentlinks
 from merritt_queue.deposit.addmanifest import add_manifest
+from pipeline import contentlinks
 
 
 def storage_object_manifest_url(node: str, ark: str) -> str:

@@ -23,14 +23,14 @@ from dataclasses import replace
 
 from django.conf import settings
 
-from jobs import versionfiles
-from jobs.services import Services
 from merritt_queue.core.records import JobRecord
 from merritt_queue.core.runner import Outcome
 from merritt_queue.deposit import deletelist, objectfiles
 from merritt_queue.services.errors import StorageError
 from merritt_queue.services.merrittstorage import MerrittStorageClient
 from merritt_queue.services.versions import StoredFile, StoredVersion, diff
+from pipeline import versionfiles
+from pipeline.services import Services
 
 
 def record(s: Services, job: JobRecord, ark: str) -> int | Outcome:

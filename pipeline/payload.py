@@ -14,10 +14,10 @@ from urllib.request import url2pathname
 
 from django.conf import settings
 
-from jobs.services import Services
 from merritt_queue.core.store import JobRecord
 from merritt_queue.deposit.manifest import ManifestError, parse_manifest
 from merritt_queue.deposit.safepath import safe_name
+from pipeline.services import Services
 
 OBJECT_MANIFEST = "object-manifest.checkm"
 OBJECT_MANIFEST_URL = "object-manifest.url"

@@ -19,7 +19,6 @@ from django.db import connection
 
 from batches.models import Profile
 from inventory.recorder import LocalInventory
-from jobs import contentlinks
 from merritt_queue.core import stepowners
 from merritt_queue.core.attempt import Attempt
 from merritt_queue.core.history import WORKER_PREFIX, process_actor
@@ -38,6 +37,7 @@ from merritt_queue.services.minter import LocalMinter, Minter
 from merritt_queue.services.notifier import CallbackNotifier
 from merritt_queue.services.storage import LocalStorage, Storage
 from mirror.sql import select_in
+from pipeline import contentlinks
 
 _PROFILE_FIELDS = tuple(f.attname for f in Profile._meta.concrete_fields)
 

@@ -37,8 +37,8 @@ from xml.sax.saxutils import escape
 
 import pytest
 
-from jobs import services
 from merritt_queue.core import stepowners
+from pipeline import services
 from tests.httpserver import HttpServer, Recorded, Reply, multipart_form
 
 CONTEXT = "/inventory"

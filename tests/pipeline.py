@@ -15,11 +15,11 @@ from rq import Queue, SimpleWorker
 
 from batches.models import Profile
 from batches.submission import submit
-from jobs import services
 from merritt_queue.core.dispatcher import Dispatcher, DispatcherConfig, all_queue_names
 from merritt_queue.core.states import BatchStatus
 from merritt_queue.project import runtime
 from merritt_queue.project.tasks import TASKS
+from pipeline import services
 
 SAMPLE_PREFIX = "https://raw.githubusercontent.com/CDLUC3/mrt-doc/main/sampleFiles/"
 FIXTURES = Path(__file__).parent / "fixtures" / "merritt-sample-files"

@@ -28,11 +28,9 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core import mail
 
-from batches import handlers as batch_handlers
 from batches.models import ApiToken, Batch, Profile
 from batches.rights import grant_depositor
 from batches.submission import submit
-from jobs import services
 from jobs.models import Job
 from merritt_queue.deposit.containers import ContainerError, unpack
 from merritt_queue.deposit.manifest import ManifestError, parse_manifest
@@ -40,6 +38,8 @@ from merritt_queue.project import runtime
 from merritt_queue.services.errors import FetchError
 from merritt_queue.services.fetch import Fetcher
 from merritt_queue.services.netpolicy import check_url
+from pipeline import batchhandlers as batch_handlers
+from pipeline import services
 
 pytest_plugins = ["tests.httpserver"]
 

@@ -19,11 +19,11 @@ from kazoo.handlers.threading import SequentialThreadingHandler
 
 from batches.models import Batch, Profile
 from jobs.models import Job
-from jobs.services import _read_profile
 from merritt_queue.core import history
 from merritt_queue.core.zk import PollingHandler
 from mirror.rows import BATCH_FIELDS, JOB_FIELDS
 from mirror.sql import insert_one, select_in
+from pipeline.services import _read_profile
 
 AT = datetime(2026, 11, 24, 10, 0, 0, 123456, tzinfo=UTC)
 

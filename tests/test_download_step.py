@@ -9,11 +9,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from jobs.download import _download
-from jobs.payload import PayloadFile
-from jobs.services import Services
 from merritt_queue.core.attempt import STAGING
 from merritt_queue.services.fetch import Fetcher
+from pipeline.download import _download
+from pipeline.payload import PayloadFile
+from pipeline.services import Services
 from tests.httpserver import direct_session
 
 pytest_plugins = ["tests.httpserver"]

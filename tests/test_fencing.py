@@ -17,15 +17,15 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient, KazooState
 
-from jobs.download import _download
-from jobs.handlers import _bind, storing
-from jobs.payload import PayloadFile
-from jobs.services import Services
 from merritt_queue.core import tree as t
 from merritt_queue.core.attempt import STAGING, Attempt, AttemptStale, ConnectionWatch
 from merritt_queue.core.runner import StepResult, run_job_step
 from merritt_queue.core.store import QueueStore
 from merritt_queue.services.fetch import CHUNK_SIZE, Fetcher
+from pipeline.download import _download
+from pipeline.jobhandlers import _bind, storing
+from pipeline.payload import PayloadFile
+from pipeline.services import Services
 from tests.httpserver import direct_session
 
 pytest_plugins = ["tests.httpserver"]

@@ -275,9 +275,9 @@ def test_a_cut_off_worker_s_download_slot_goes_to_another_worker(
 ):
     from types import SimpleNamespace
 
-    from jobs import download
-    from jobs.payload import PayloadFile
     from merritt_queue.services.hostslots import HostFull, HostSlots
+    from pipeline import download
+    from pipeline.payload import PayloadFile
 
     bid = store.new_batches.create_batch({"batchID": str(uuid.uuid4())}).id
     store.new_jobs.create_job(bid, {})
@@ -309,9 +309,9 @@ def test_a_cut_off_worker_s_download_slot_goes_to_another_worker(
 def test_an_abandoned_download_gives_its_slot_back_at_once(store, make_store, redis):
     from types import SimpleNamespace
 
-    from jobs import download
-    from jobs.payload import PayloadFile
     from merritt_queue.services.hostslots import HostSlots
+    from pipeline import download
+    from pipeline.payload import PayloadFile
 
     bid = store.new_batches.create_batch({"batchID": str(uuid.uuid4())}).id
     store.new_jobs.create_job(bid, {})

@@ -12,9 +12,9 @@ from __future__ import annotations
 import pytest
 
 from inventory.models import InventoryVersion
-from jobs import services
 from merritt_queue.services.errors import InventoryError
 from merritt_queue.services.merrittinventory import MerrittInventoryClient, storage_manifest_url
+from pipeline import services
 from tests.test_pipeline_failures import closed_port_url, only_job
 
 pytest_plugins = ["tests.httpserver", "tests.pipeline", "tests.merrittinventory"]

@@ -224,7 +224,7 @@ def test_the_target_pattern_is_checked(settings):
 
 @pytest.fixture
 def ezid_pipeline(pipeline, settings, ezid_server):
-    from jobs import services
+    from pipeline import services
 
     settings.MQ_MINTER, settings.EZID_URL = "ezid", ezid_server.url
     settings.EZID_USER, settings.EZID_PASSWORD = ezid_server.username, ezid_server.password

@@ -8,9 +8,9 @@ import json
 
 from batches.models import Profile
 from inventory.models import InventoryFile, InventoryVersion
-from jobs import services
-from jobs.handlers import handlers
 from merritt_queue.core.states import JobStatus
+from pipeline import services
+from pipeline.jobhandlers import handlers
 from tests.test_merritt_services_queue import completed, merritt, zip_bytes
 
 pytest_plugins = ["tests.httpserver", "tests.pipeline"]

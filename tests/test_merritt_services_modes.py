@@ -120,8 +120,8 @@ def test_a_profile_in_a_merritt_mode_needs_a_numeric_storage_node(settings):
 def test_merritt_api_storage_fetches_the_jobs_files_at_their_signed_urls(settings, tmp_path):
     from urllib.parse import unquote, urlsplit
 
-    from jobs import contentlinks
-    from jobs.services import _work_file_url
+    from pipeline import contentlinks
+    from pipeline.services import _work_file_url
 
     settings.MQ_CONTENT_BASE_URL = "https://queue.example.org/"
     url = _work_file_url(tmp_path, "")(tmp_path / "jobs" / "jid0000000007" / "producer/a b.txt")

@@ -17,9 +17,9 @@ from batches.models import Profile
 from harness.merrittservices import InventoryReplay, StorageReplay
 from harness.merrittstore import MerrittStore
 from harness.merrittzk import MerrittZK
-from jobs import services
 from merritt_queue.core import stepowners
 from merritt_queue.core.states import BatchStatus, JobStatus
+from pipeline import services
 
 pytest_plugins = ["tests.httpserver", "tests.pipeline"]
 

@@ -16,7 +16,6 @@ from django.core.management import CommandError, call_command
 from batches.models import Profile
 from batches.submission import NO_WORKERS_PROBLEM, SubmissionError, submit
 from harness.merrittzk import MerrittZK, MerrittZKNodeInvalid
-from jobs.identify import localid_lock_key, localid_lock_keys
 from merritt_queue.core import tree as t
 from merritt_queue.core.dispatcher import Dispatcher, DispatcherConfig
 from merritt_queue.core.errors import InvalidTransition
@@ -24,6 +23,7 @@ from merritt_queue.core.sides import CREATED_BY, CREATED_BY_KEY
 from merritt_queue.core.treecheck.consistency import check_tree
 from merritt_queue.project import servicechecks
 from merritt_queue.project.tasks import TASKS
+from pipeline.identify import localid_lock_key, localid_lock_keys
 from steering.catalog import ALSO_OTHERS_REASON
 from steering.models import AdminAction
 from tests import test_steering_actions

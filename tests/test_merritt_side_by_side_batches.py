@@ -21,7 +21,6 @@ import time
 import pytest
 from rq import Queue, SimpleWorker
 
-from batches import handlers
 from batches.models import Batch
 from batches.submission import SubmissionError, submit
 from harness.merrittzk import JOB_SUCCESS, Item, MerrittIngest, MerrittStateError, MerrittZK
@@ -32,6 +31,7 @@ from merritt_queue.core.errors import InvalidTransition, Locked, QueueError
 from merritt_queue.core.sides import CREATED_BY, CREATED_BY_KEY, reports_batch, runs_batch, runs_job
 from merritt_queue.project import checks
 from merritt_queue.project.tasks import TASKS
+from pipeline import batchhandlers as handlers
 from tests.roles import viewer
 
 pytest_plugins = ["tests.httpserver", "tests.pipeline"]
@@ -290,7 +290,7 @@ def test_a_batch_left_to_merritt_is_not_held_here_when_its_collection_is(
     settings.MQ_WORKERS = "own"
     theirs = merritt.create_batch(dict(OUR_FORMAT))
     pipeline.store.holds.hold_collection("demo")
-    from jobs.services import get_services
+    from pipeline.services import get_services
 
     assert handlers.run_pending(get_services(), theirs.id) == handlers.MERRITT
     left = pipeline.store.batches.get_batch(theirs.id)
@@ -306,7 +306,7 @@ def test_none_mode_enqueues_nothing_runs_nothing_and_refuses_submissions(
     settings.MQ_WORKERS = "none"
     assert step(pipeline, "none") == 0
     assert pipeline.store.batches.get_batch(bid).status == "Pending"
-    from jobs.services import get_services
+    from pipeline.services import get_services
 
     assert handlers.run_pending(get_services(), bid) == "refused"
     with pytest.raises(SubmissionError, match="MQ_WORKERS=none"):

@@ -18,7 +18,6 @@ from django.utils import timezone
 
 from batches.models import Profile
 from harness.merrittzk import Item, MerrittIngest, MerrittZK
-from jobs.identify import localid_lock_key
 from jobs.models import Job
 from merritt_queue.core import tree as t
 from merritt_queue.core.errors import QueueError
@@ -26,6 +25,7 @@ from merritt_queue.core.states import JOB_STEPS, JobStatus, resume_target
 from merritt_queue.core.store import QueueStore
 from merritt_queue.core.store.jobedits import JobEdits
 from mirror import facade as mirror
+from pipeline.identify import localid_lock_key
 from steering.models import AdminAction, CollectionScope
 from tests.pipeline import FIXTURES
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 
 from inventory.models import InventoryObject, LocalIdentifier
-from jobs.identify import _take_delete_file
 from merritt_queue.core.store import QueueStore
 from merritt_queue.deposit.manifest import ManifestError
+from pipeline.identify import _take_delete_file
 from tests.objectfixtures import (
     FIXTURES,
     files_manifest,

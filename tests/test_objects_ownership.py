@@ -14,9 +14,9 @@ from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 
 from batches.models import ApiToken, Profile
-from batches.objects import change_refusal
 from inventory.models import InventoryObject, InventoryVersion, LocalIdentifier
 from merritt_queue.core import tree as t
+from pipeline.objects import change_refusal
 from steering.models import CollectionScope
 from tests.objectfixtures import files_manifest, minted, other_profile, versions
 

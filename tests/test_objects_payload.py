@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.payload import PayloadFile
 from merritt_queue.deposit.manifest import ManifestError
+from pipeline.payload import PayloadFile
 
 URL = "https://example.org/a.txt"
 

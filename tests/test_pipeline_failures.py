@@ -19,11 +19,8 @@ import zipfile
 from django.core import mail
 from rq import Queue, SimpleWorker
 
-from batches import handlers as batch_handlers
 from batches.models import Profile
 from inventory.models import InventoryVersion
-from jobs import identify as job_identify
-from jobs import services
 from merritt_queue.core.dispatcher import (
     Dispatcher,
     DispatcherConfig,
@@ -32,6 +29,9 @@ from merritt_queue.core.dispatcher import (
 from merritt_queue.project.tasks import TASKS
 from merritt_queue.services.merrittstorage import MerrittStorageClient
 from merritt_queue.services.minter import LocalMinter
+from pipeline import batchhandlers as batch_handlers
+from pipeline import identify as job_identify
+from pipeline import services
 from tests.test_pipeline_e2e import assert_batch_completed, assert_stored, md5
 
 pytest_plugins = ["tests.httpserver", "tests.pipeline"]

@@ -11,11 +11,11 @@ import re
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-import jobs.handlers
 import jobs.tasks
 import mirror.writethrough
 from batches.models import Profile
-from jobs.services import get_services
+from pipeline import jobhandlers
+from pipeline.services import get_services
 from tests.test_pipeline_e2e import assert_batch_completed, assert_stored, submit_call911
 
 pytest_plugins = ["tests.httpserver", "tests.pipeline"]
@@ -72,13 +72,13 @@ def test_a_one_file_job_makes_these_statements_and_no_more(pipeline, content, mo
 
 
 def test_a_profile_deleted_mid_chain_fails_processing_as_before(pipeline, content, monkeypatch):
-    estimating = jobs.handlers.estimating
+    estimating = jobhandlers.estimating
 
     def deleting(s, job):
         Profile.objects.filter(name="demo").delete()
         return estimating(s, job)
 
-    monkeypatch.setattr(jobs.handlers, "estimating", deleting)
+    monkeypatch.setattr(jobhandlers, "estimating", deleting)
     bid = pipeline.submit(type="file", payload_url=f"{content.url}/call911.jpg")
     pipeline.run(bid, until=lambda b: any(j.status == "Failed" for j in pipeline.jobs(bid)))
     (job,) = pipeline.jobs(bid)

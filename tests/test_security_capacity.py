@@ -25,14 +25,12 @@ from django.core.management import CommandError, call_command
 from kazoo.exceptions import ConnectionLoss
 from rq import Queue, SimpleWorker
 
-from batches import handlers as batch_handlers
 from batches.models import ApiToken, Batch, Profile
 from batches.rights import grant_depositor
 from batches.submission import submit
 from bench.common import CAPACITY_DEFAULTS
 from harness.procs import wait_for
 from harness.services import free_port
-from jobs import services
 from jobs.models import Job
 from merritt_queue.core.dispatcher import Dispatcher, DispatcherConfig, all_queue_names
 from merritt_queue.core.errors import InvalidData
@@ -44,6 +42,8 @@ from merritt_queue.core.store.newjobs import MAX_JOB_DATA_BYTES
 from merritt_queue.deposit.manifest import ManifestError, parse_manifest
 from merritt_queue.project import checks, runtime
 from merritt_queue.project.tasks import TASKS
+from pipeline import batchhandlers as batch_handlers
+from pipeline import services
 from tests.roles import viewer
 
 pytest_plugins = ["tests.httpserver", "tests.pipeline", "tests.cluster"]
@@ -335,7 +335,7 @@ def test_healthz_reports_zookeeper_redis_and_the_trees_capacity(
     client, queue, redis, settings, monkeypatch
 ):
     settings.MQ_MAX_QUEUE_JOBS = 10
-    monkeypatch.setattr("batches.capacity._znodes_seen", ("", 0.0, None))
+    monkeypatch.setattr("pipeline.capacity._znodes_seen", ("", 0.0, None))
     fill(queue, 7)
     response = client.get("/healthz")
     assert response.status_code == 200

@@ -19,10 +19,10 @@ from urllib.request import url2pathname
 
 import pytest
 
-from jobs.payload import HEAD_SIZES
 from merritt_queue.core.store import NewJob
 from merritt_queue.deposit.containers import ContainerError, unpack, unpacked_size
 from merritt_queue.deposit.safepath import UnsafePath, inside, inside_each
+from pipeline.payload import HEAD_SIZES
 from tests.test_pipeline_e2e import assert_batch_completed
 
 pytest_plugins = ["tests.httpserver", "tests.pipeline"]
@@ -284,7 +284,7 @@ def container_of(path: Path, size: int) -> Path:
 def on_small_disk(pipeline, settings, small_disk, threshold: int) -> Path:
     settings.MQ_WORK_DIR = str(small_disk / "work")
     settings.MQ_DISK_THRESHOLD = threshold
-    from jobs import services
+    from pipeline import services
 
     services.reset()
     return small_disk / "work"

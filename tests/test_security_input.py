@@ -240,7 +240,7 @@ def test_a_download_of_undeclared_size_stops_at_what_was_reserved(
 ):
     """Estimating reserves and Downloading stops at one figure, whatever the cap."""
     settings.MQ_MAX_DOWNLOAD_BYTES = 1 << 60
-    monkeypatch.setattr("jobs.download.undeclared_reserve", lambda *_: 1000)
+    monkeypatch.setattr("pipeline.download.undeclared_reserve", lambda *_: 1000)
     url = http_server.behave("/unsized.bin", body=b"x" * 50_000, no_length=True)
     bid = pipeline.submit(type="file", payload_url=url)
     pipeline.run(bid)
@@ -309,8 +309,8 @@ def test_the_same_depositor_in_another_collection_is_not_handed_the_first_batch(
 
 
 def test_another_collections_ark_is_refused_without_naming_its_collection(queue):
-    from batches.objects import change_refusal
     from inventory.models import InventoryObject
+    from pipeline.objects import change_refusal
 
     InventoryObject.objects.create(ark="ark:/99999/fk4theirs", collection="secretcoll")
     refusal = change_refusal("demo", "ark:/99999/fk4theirs", Profile.objects.get(name="demo"))
@@ -327,8 +327,8 @@ def rows_manifest(rows: int) -> bytes:
 
 
 def test_check_a_manifest_refuses_what_a_batch_would_refuse(settings, db):
-    from batches.capacity import batch_row_limit
     from merritt_queue.deposit.manifestcheck import check_manifest
+    from pipeline.capacity import batch_row_limit
 
     settings.MQ_MAX_BATCH_JOBS = 20
     assert batch_row_limit() == 20

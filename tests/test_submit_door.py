@@ -13,12 +13,12 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.urls import reverse
 
-from batches import handlers as batch_handlers
 from batches.models import ApiToken, Batch, Profile
 from batches.rights import grant_depositor
-from jobs import services
 from jobs.models import Job
 from mirror import facade as mirror
+from pipeline import batchhandlers as batch_handlers
+from pipeline import services
 from tests.test_manifest_check import checkm
 
 pytest_plugins = ["tests.httpserver"]

@@ -160,7 +160,7 @@ def parse_findings(
     be a manifest at all), its errors and the warnings about what Merritt accepts anyway.
 
     ``max_batch_rows``: the most rows a batch manifest may have (a batch's jobs,
-    ``batches.capacity.batch_row_limit``), judged while scanning, so the rows past it are
+    ``pipeline.capacity.batch_row_limit``), judged while scanning, so the rows past it are
     never checked."""
     problems = Findings()
     try:

@@ -113,7 +113,7 @@ def check_size(n: int, value: str | None, problems: Findings) -> int | None:
 
 def check_identifiers(n: int, values: dict, problems: Findings) -> None:
     """A row's local id and ARK, judged by the rules of the lock and the storage they name
-    (an ARK's shape and owner are Processing's, ``batches.objects``)."""
+    (an ARK's shape and owner are Processing's, ``pipeline.objects``)."""
     local = values.get("local_id")
     if local and (problem := character_problem("mrt:localIdentifier", local, node=True)):
         problems.add(problem, n, "mrt:localIdentifier", local)

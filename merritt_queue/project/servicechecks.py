@@ -135,7 +135,7 @@ def check_content_base_url(app_configs=None, databases=None, **kwargs) -> list:
 
 def check_local_id_service(app_configs=None, databases=None, **kwargs) -> list:
     """A Merritt mode without Merritt's local-id service (inventory's, MERRITT_INVENTORY_URL):
-    our local ids stay in our tables, unseen by Merritt's own ingest (``jobs/identify.py``)."""
+    our local ids stay in our tables, unseen by Merritt's own ingest (``pipeline/identify.py``)."""
     used = _merritt_modes_in_use(databases)
     if not used or settings.MERRITT_INVENTORY_URL:
         return []

@@ -186,7 +186,7 @@ MERRITT_INVENTORY_RETRY_SECONDS = env_float("MERRITT_INVENTORY_RETRY_SECONDS", 6
 # stored of a job, when storage could not be reached.
 MERRITT_STORAGE_RETRY_SECONDS = env_float("MERRITT_STORAGE_RETRY_SECONDS", 60.0)
 # Where Merritt storage reaches this project's web tier for a merritt-queue job's signed
-# add-manifest and files (jobs/contentlinks.py): http(s) only, e.g. https://queue.example.org.
+# add-manifest and files (pipeline/contentlinks.py): http(s) only, e.g. https://queue.example.org.
 MQ_CONTENT_BASE_URL = env_str("MQ_CONTENT_BASE_URL", "")
 # How long such a signed URL opens its file (seconds); a recorded job's are refused anyway.
 MQ_CONTENT_URL_MAX_AGE = env_int("MQ_CONTENT_URL_MAX_AGE", 14 * 24 * 3600)

@@ -19,7 +19,7 @@ def healthz(request: HttpRequest) -> JsonResponse:
     ``capacity.warning`` turns true from 80 % of MQ_MAX_QUEUE_JOBS: the queue still works,
     but will soon refuse submissions until ``cleanup`` purges finished jobs.
     """
-    from batches.capacity import usage  # a Django app's module; this one loads with the URLs
+    from pipeline.capacity import usage  # a Django app's module; this one loads with the URLs
 
     body: dict = {}
     try:

@@ -10,11 +10,11 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from batches.capacity import batch_row_limit
-from jobs.services import build_fetcher
 from merritt_queue.deposit.manifestcheck import check_manifest, safe_value
 from merritt_queue.deposit.urltext import redact
 from merritt_queue.services.errors import ServiceError
+from pipeline.capacity import batch_row_limit
+from pipeline.services import build_fetcher
 
 
 class Command(BaseCommand):
