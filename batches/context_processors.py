@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from django.utils.functional import SimpleLazyObject
 
-from batches import rights
+from door import rights
 from steering.models import group_names
 
 

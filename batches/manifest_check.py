@@ -6,9 +6,9 @@ from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
 
-from batches import rights
 from batches.forms import TYPE_CHOICES
-from batches.manifest_check_api import manifest_bytes, too_often
+from door import rights
+from door.manifest_check_api import manifest_bytes, too_often
 from merritt_queue.core.planning import KIND_TYPE, TYPE_WORDS, type_to_pick
 from merritt_queue.deposit.manifestcheck import check_manifest
 from pipeline.capacity import batch_row_limit
@@ -38,7 +38,7 @@ def check_manifest_page(request):
     shown = report.as_json()  # the API's items: values capped, credentials hidden
     chosen = request.POST.get("type", "")
     pick = type_to_pick(chosen, report.kind) if chosen and report.kind else None
-    if pick:  # refused by a submission of that type too (batches.manifest_door)
+    if pick:  # refused by a submission of that type too (door.manifest_door)
         shown["errors"].append({"line": None, "field": "type", "value": chosen, "message": pick})
     context = {
         "report": report,

@@ -1,6 +1,7 @@
 from django.urls import path
 
-from batches import api, manifest_check, manifest_check_api, status_api, views
+from batches import manifest_check, views
+from door import api, manifest_check_api, status_api
 
 app_name = "batches"
 

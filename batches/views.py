@@ -6,19 +6,19 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import get_object_or_404, redirect, render
 from django_tables2 import RequestConfig
 
-from batches import kept_uploads, rights
 from batches.filters import BatchFilter
 from batches.forms import SubmitForm
-from batches.manifest_door import ManifestRefused
-from batches.middleware import length_problem
 from batches.models import Batch
-from batches.submission import (
+from batches.tables import SelectBatchTable, batch_rows, job_counts_text
+from door import kept_uploads, rights
+from door.manifest_door import ManifestRefused
+from door.middleware import length_problem
+from door.submission import (
     READ_ONLY_PROBLEM,
     SubmissionError,
     Upload,
     submit,
 )
-from batches.tables import SelectBatchTable, batch_rows, job_counts_text
 from jobs import history_export
 from jobs.tables import JobTable, job_rows
 from jobs.timeline_view import batch_timeline

@@ -65,7 +65,7 @@ TARGETS = {"p50_ms": 500, "p95_ms": 1000, "busy_p95_ms": 5000}
 DEPOSITOR_CODE = (
     "from django.contrib.auth import get_user_model\n"
     "from batches.models import ApiToken\n"
-    "from batches.rights import grant_depositor\n"
+    "from door.rights import grant_depositor\n"
     "depositor = get_user_model().objects.create_user('latency')\n"
     "grant_depositor(depositor, ['bench'])\n"
     "print(ApiToken.issue(depositor, 'latency')[1])\n"

@@ -12,15 +12,15 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 from kazoo.exceptions import KazooException
 
-from batches.manifest_door import ManifestRefused
-from batches.middleware import length_problem
-from batches.submission import (
+from door.manifest_door import ManifestRefused
+from door.middleware import length_problem
+from door.submission import (
     READ_ONLY_PROBLEM,
     SubmissionError,
     Upload,
     submit,
 )
-from batches.tokens import NO_TOKEN, note_use, token_of
+from door.tokens import NO_TOKEN, note_use, token_of
 from merritt_queue.core.errors import QueueError
 
 JSON = "application/json"

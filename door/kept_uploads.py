@@ -22,7 +22,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from batches.submission import safe_upload_name
+from door.submission import safe_upload_name
 from pipeline.submitted import Upload
 
 SESSION_KEY = "mq_kept_upload"

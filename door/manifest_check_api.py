@@ -2,7 +2,7 @@
 
 Authenticated as the submission API (a bearer token of a user who may submit); nothing is
 written. Its length is judged before anything reads it, as a submission's is
-(``batches.middleware``). The body is the manifest itself, or a multipart form with its ``file``.
+(``door.middleware``). The body is the manifest itself, or a multipart form with its ``file``.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from batches import rights
-from batches.ratelimit import refusal as rate_refusal
-from batches.tokens import with_token_user
+from door import rights
+from door.ratelimit import refusal as rate_refusal
+from door.tokens import with_token_user
 from merritt_queue.deposit.manifestcheck import check_manifest
 from pipeline.capacity import batch_row_limit
 
@@ -31,7 +31,7 @@ def manifest_bytes(request, limit: int) -> tuple[bytes | None, tuple[int, str] |
     """The manifest sent, or the status and reason why it cannot be read.
 
     The body's length was judged by its headers before anything read it
-    (``batches.middleware``); a bare body is read from the stream, not ``request.body``,
+    (``door.middleware``); a bare body is read from the stream, not ``request.body``,
     whose own cap (DATA_UPLOAD_MAX_MEMORY_SIZE) is meant for forms, not manifests.
     """
     if request.content_type == "multipart/form-data":

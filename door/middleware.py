@@ -17,9 +17,9 @@ from django.http import JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
 
-from batches import rights
-from batches.submission import READ_ONLY_PROBLEM, request_size_problem
-from batches.tokens import NO_TOKEN, token_of
+from door import rights
+from door.submission import READ_ONLY_PROBLEM, request_size_problem
+from door.tokens import NO_TOKEN, token_of
 
 # Room for a form's boundaries and other fields around a manifest sent to be checked.
 FORM_ROOM = 64 * 1024

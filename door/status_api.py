@@ -16,7 +16,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_safe
 
 from batches.models import Batch, BatchEvent
-from batches.tokens import with_token_user
+from door.tokens import with_token_user
 from jobs.models import Job, JobEvent
 from jobs.timeline_view import who_of
 from merritt_queue.core.tree import is_batch_id, is_job_id

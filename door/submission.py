@@ -9,7 +9,7 @@ that names no submitter and no collection.
 Identity: the API and the web form pass the authenticated user as ``by``; the submitter is
 then that user, unless an administrator names another person in ``on_behalf_of`` (both are
 recorded: ``submitter`` and ``submitted_by``), and the user's rights are checked
-(batches.rights). Without ``by`` the caller is trusted (``manage.py submit``, tests) and
+(door.rights). Without ``by`` the caller is trusted (``manage.py submit``, tests) and
 names the submitter itself.
 """
 
@@ -26,8 +26,8 @@ import django_rq
 from django.conf import settings
 from django.contrib.auth import get_user_model
 
-from batches import manifest_door, rights
 from batches.models import Profile
+from door import manifest_door, rights
 from merritt_queue.core import handover, stepowners, tree
 from merritt_queue.core.history import submission_actor
 from merritt_queue.core.planning import SINGLE_TYPES, SUBMISSION_TYPES
@@ -145,7 +145,7 @@ def prepare(
 
 def judge_manifest(clean: dict, upload: Upload | None) -> None:
     """A person's door (the form, the API, ``manage.py submit``) refuses a manifest the check
-    page refuses (``batches.manifest_door``); a caller in the process itself (the demo, tests)
+    page refuses (``door.manifest_door``); a caller in the process itself (the demo, tests)
     leaves it to the batch handler, as Merritt's ingest does."""
     manifest_door.judge(clean, upload)
 

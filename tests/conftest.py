@@ -56,7 +56,7 @@ def _no_report_lock_grace(settings):
 
 @pytest.fixture(autouse=True)
 def _no_rate_counts_from_other_tests():
-    """Rate limits count in Django's cache, which outlives a test (``batches.ratelimit``)."""
+    """Rate limits count in Django's cache, which outlives a test (``door.ratelimit``)."""
     from django.core.cache import cache
 
     cache.clear()

@@ -14,7 +14,7 @@ import pytest
 from rq import Queue, SimpleWorker
 
 from batches.models import Profile
-from batches.submission import submit
+from door.submission import submit
 from merritt_queue.core.dispatcher import Dispatcher, DispatcherConfig, all_queue_names
 from merritt_queue.core.states import BatchStatus
 from merritt_queue.project import runtime

@@ -29,8 +29,8 @@ from django.contrib.auth import get_user_model
 from django.core import mail
 
 from batches.models import ApiToken, Batch, Profile
-from batches.rights import grant_depositor
-from batches.submission import submit
+from door.rights import grant_depositor
+from door.submission import submit
 from jobs.models import Job
 from merritt_queue.deposit.containers import ContainerError, unpack
 from merritt_queue.deposit.manifest import ManifestError, parse_manifest

@@ -10,8 +10,8 @@ import pytest
 from django.contrib.auth.models import User
 
 from batches.models import Profile
-from batches.rights import grant_depositor
-from batches.submission import submit
+from door.rights import grant_depositor
+from door.submission import submit
 from merritt_queue.project import runtime
 from mirror import facade as mirror
 from tests.test_browser import PASSWORD, browser, logged_in  # noqa: F401 - the same fixture

@@ -25,8 +25,8 @@ from django.core.management import (
     load_command_class,
 )
 
-from batches import manifest_door
 from batches.models import Profile
+from door import manifest_door
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTS = ("README.md", "docs/usage.md")
@@ -132,7 +132,7 @@ def test_the_sample_answer_ids_are_those_of_a_fresh_demo():
 
 class DemoContent:
     """The demo's content server, at the door's fetch seam: a submit example's manifest link
-    is read at the door (batches.manifest_door), and the demo serves the sample files."""
+    is read at the door (door.manifest_door), and the demo serves the sample files."""
 
     def download(self, url: str, dest: Path, **_) -> None:
         assert url.startswith("http://127.0.0.1:8001/"), url

@@ -242,7 +242,7 @@ def test_a_cause_is_found_exactly_as_the_dashboard_counted_it(admin, db):
 def test_a_depositor_lists_and_searches_only_their_collections(client, django_user_model):
     """The lists were not narrowed: a depositor searched every collection's messages, and
     the dashboard showed other collections' error texts."""
-    from batches.rights import grant_depositor
+    from door.rights import grant_depositor
 
     make_batch(1, collection="demo")
     make_batch(2, collection="other", message="their failure")

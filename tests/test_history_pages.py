@@ -16,7 +16,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from batches.models import BatchEvent
-from batches.rights import grant_depositor
+from door.rights import grant_depositor
 from jobs.models import JobEvent
 from jobs.timeline_view import duration_text, who_of
 from steering.models import VIEWER, AdminAction, AdminActionItem

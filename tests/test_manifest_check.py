@@ -10,7 +10,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from batches.models import ApiToken
-from batches.rights import grant_depositor
+from door.rights import grant_depositor
 from merritt_queue.deposit.manifest import ManifestError, parse_manifest
 from merritt_queue.deposit.manifestcheck import VALUE_LIMIT, check_manifest
 
@@ -263,7 +263,7 @@ def test_the_command_fetches_a_served_manifest_only_where_the_network_policy_all
 
 
 def test_an_oversized_check_is_refused_by_its_headers_before_anything_reads_it(client, person):
-    """The check's page and API pass the submission's door (batches.middleware): a body over
+    """The check's page and API pass the submission's door (door.middleware): a body over
     the manifest limit is refused unread, and a chunked one too; before, the CSRF check read
     a page's whole upload to disk before the view judged its size."""
     from django.conf import settings

@@ -14,7 +14,7 @@ from django.core.exceptions import ValidationError
 from django.core.management import CommandError, call_command
 
 from batches.models import Profile
-from batches.submission import NO_WORKERS_PROBLEM, SubmissionError, submit
+from door.submission import NO_WORKERS_PROBLEM, SubmissionError, submit
 from harness.merrittzk import MerrittZK, MerrittZKNodeInvalid
 from merritt_queue.core import tree as t
 from merritt_queue.core.dispatcher import Dispatcher, DispatcherConfig

@@ -22,7 +22,7 @@ import pytest
 from rq import Queue, SimpleWorker
 
 from batches.models import Batch
-from batches.submission import SubmissionError, submit
+from door.submission import SubmissionError, submit
 from harness.merrittzk import JOB_SUCCESS, Item, MerrittIngest, MerrittStateError, MerrittZK
 from merritt_queue.core import history
 from merritt_queue.core import tree as t

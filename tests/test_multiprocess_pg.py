@@ -137,7 +137,7 @@ def queue(pg_url, zk_config, store, redis, tmp_path):
         "User = get_user_model()\n"
         f"User.objects.create_superuser('admin', 'admin@example.org', '{ADMIN_PASSWORD}')\n"
         f"Profile.objects.create(name='mp', collection='mp', minter_shoulder='{SHOULDER}')\n"
-        "from batches.rights import grant_depositor\n"
+        "from door.rights import grant_depositor\n"
         "depositor = User.objects.create_user('depositor')\n"
         "grant_depositor(depositor, ['mp'])\n"
         "print(ApiToken.issue(depositor, 'multiprocess')[1])\n",

@@ -16,8 +16,8 @@ from django.db import connection
 from rq import Queue, SimpleWorker
 
 from batches.models import ApiToken, Profile
-from batches.rights import grant_depositor
-from batches.submission import SubmissionError, prepare
+from door.rights import grant_depositor
+from door.submission import SubmissionError, prepare
 from jobs.models import JobEvent
 from merritt_queue.core.dispatcher import NOTIFY_QUEUE
 from merritt_queue.services import webhook

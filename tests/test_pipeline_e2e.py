@@ -14,7 +14,7 @@ import zipfile
 
 from django.core import mail
 
-from batches.submission import Upload, submit
+from door.submission import Upload, submit
 from inventory.models import InventoryFile, InventoryObject, InventoryVersion
 from merritt_queue.services.storage import LocalStorage, escape_ark
 from tests.pipeline import FIXTURES

@@ -10,7 +10,7 @@ import pytest
 from django.utils import timezone
 
 from batches.models import BatchEvent
-from batches.rights import grant_depositor
+from door.rights import grant_depositor
 from inventory.models import InventoryObject, InventoryVersion
 from jobs.models import JobEvent
 from steering.models import AdminAction, AdminActionItem

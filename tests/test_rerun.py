@@ -12,8 +12,8 @@ from django.contrib.auth.models import Group
 from django.core.exceptions import PermissionDenied
 
 from batches.models import ApiToken, Profile
-from batches.rights import grant_depositor
-from batches.submission import SubmissionError, submit
+from door.rights import grant_depositor
+from door.submission import SubmissionError, submit
 from merritt_queue.core.treecheck.consistency import check_tree
 from merritt_queue.services.storage import LocalStorage
 from steering.actions import execute
@@ -106,7 +106,7 @@ def test_a_completed_batch_re_run_runs_each_of_its_completed_jobs(pipeline, cont
 
 
 def test_an_uploaded_payload_is_not_re_run(pipeline, people, tmp_path):
-    from batches.submission import Upload
+    from door.submission import Upload
 
     data = b"uploaded bytes"
     path = tmp_path / "up.txt"

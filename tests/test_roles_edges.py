@@ -10,7 +10,7 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
 from batches.models import Collection
-from batches.rights import grant_depositor
+from door.rights import grant_depositor
 from steering.models import CollectionScope
 from ui.reading_scope import readable_collections
 

@@ -26,9 +26,9 @@ from kazoo.exceptions import ConnectionLoss
 from rq import Queue, SimpleWorker
 
 from batches.models import ApiToken, Batch, Profile
-from batches.rights import grant_depositor
-from batches.submission import submit
 from bench.common import CAPACITY_DEFAULTS
+from door.rights import grant_depositor
+from door.submission import submit
 from harness.procs import wait_for
 from harness.services import free_port
 from jobs.models import Job

@@ -380,7 +380,7 @@ def test_the_threshold_counts_blocks_reserved_for_root_as_used(pipeline, content
 
 def upload_batch(pipeline, name: str, data: bytes, type_: str) -> tuple[str, Path]:
     """A batch submitted with an uploaded payload; its id and its upload folder."""
-    from batches.submission import Upload, submit
+    from door.submission import Upload, submit
 
     upload = Upload(name, io.BytesIO(data), len(data))
     bid = submit({"profile": "demo", "submitter": "tester", "type": type_}, upload).bid

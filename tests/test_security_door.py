@@ -1,6 +1,6 @@
 """Issue 11, the submission door: names, identity, roles, READ_ONLY, error reports, uploads.
 
-Users are made here with plain Groups and CollectionScope rows (not through batches.rights),
+Users are made here with plain Groups and CollectionScope rows (not through door.rights),
 so each test states the rights it relies on.
 """
 

@@ -379,7 +379,7 @@ def test_the_check_api_is_rate_limited_per_user(client, queue, key, settings):
     ["x@[127.0.0.1]", "x@[IPv6:::1]", "x@localhost", "x@10.0.0.1", "x@intranet"],
 )
 def test_notify_emails_takes_mailboxes_only(queue, address):
-    from batches.submission import SubmissionError, prepare
+    from door.submission import SubmissionError, prepare
 
     with pytest.raises(SubmissionError) as caught:
         prepare(GOOD | {"submitter": "t", "notify_emails": f"ok@example.org, {address}"})

@@ -17,7 +17,7 @@ from django.test import Client
 from django.utils import timezone
 
 from batches.models import ApiToken, Collection, Profile
-from batches.rights import grant_depositor
+from door.rights import grant_depositor
 from inventory.recorder import LocalInventory
 from jobs.models import MirrorState
 from notifications.models import Delivery, Subscription

@@ -28,8 +28,8 @@ from django.apps import apps as django_apps
 from django.contrib.auth import get_user_model
 
 from batches.models import ApiToken, Profile
-from batches.rights import grant_depositor
-from batches.submission import submit
+from door.rights import grant_depositor
+from door.submission import submit
 from merritt_queue.services import webhook
 from notifications import keys, outbox, tasks
 from notifications.models import DELIVERED, PENDING, PROFILE, WEBHOOK, Delivery, Subscription

@@ -9,7 +9,7 @@ from urllib.parse import urlparse
 import pytest
 
 from batches.models import ApiToken, BatchEvent
-from batches.rights import grant_depositor
+from door.rights import grant_depositor
 from jobs.models import JobEvent
 from mirror.facade import recount
 from tests.roles import viewer

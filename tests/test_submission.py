@@ -10,7 +10,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 
 from batches.models import ApiToken, Profile
-from batches.rights import grant_depositor
+from door.rights import grant_depositor
 
 URL = "/api/v1/batches"
 

@@ -14,7 +14,7 @@ from django.contrib.auth import get_user_model
 from django.urls import reverse
 
 from batches.models import ApiToken, Batch, Profile
-from batches.rights import grant_depositor
+from door.rights import grant_depositor
 from jobs.models import Job
 from mirror import facade as mirror
 from pipeline import batchhandlers as batch_handlers

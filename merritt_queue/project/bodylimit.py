@@ -13,7 +13,7 @@ Guarantees:
   its headers alone: no byte of the body is read, whatever the method or path, whether the
   path exists or not, and whoever sends it.
 - A submission's or a manifest check's POST (the upload doors) is judged instead by
-  ``batches.middleware.UploadGuardMiddleware``, which knows who sends it: a body within
+  ``door.middleware.UploadGuardMiddleware``, which knows who sends it: a body within
   their own limit (``MQ_MAX_UPLOAD_BYTES``, the manifest's) is read only for a person who may
   submit, anything else refused unread as here.
 - This middleware comes first in ``MIDDLEWARE``: nothing before it reads a body.
@@ -24,7 +24,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.http import HttpResponse, JsonResponse
 
-from batches.middleware import UploadGuardMiddleware
+from door.middleware import UploadGuardMiddleware
 
 
 def body_problem(meta, limit: int) -> tuple[int, str] | None:

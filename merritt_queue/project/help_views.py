@@ -1,6 +1,6 @@
 """``/help/roles``: who may do what, on a page, so a person can see why a button is missing.
 
-The table says in words what ``steering.permissions`` and ``batches.rights`` decide; the
+The table says in words what ``steering.permissions`` and ``door.rights`` decide; the
 page adds the reader's own groups, read afresh, as every right is.
 """
 
@@ -10,7 +10,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from batches import rights
+from door import rights
 from steering.models import group_names
 from steering.permissions import role_of
 from ui.reading_scope import has_role

@@ -293,7 +293,7 @@ MIDDLEWARE = [
     # The user is known from the session cookie alone, so a submission's body can be refused
     # (UploadGuardMiddleware) before the CSRF check reads it.
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "batches.middleware.UploadGuardMiddleware",
+    "door.middleware.UploadGuardMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",

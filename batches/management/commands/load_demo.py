@@ -16,7 +16,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
 from batches.models import ApiToken, Profile
-from batches.submission import SubmissionError, submit
+from door.submission import SubmissionError, submit
 from inventory.models import InventoryVersion, LocalIdentifier
 from merritt_queue.core.errors import NotFound
 from merritt_queue.core.states import BatchStatus

@@ -5,7 +5,7 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from batches.submission import (
+from door.submission import (
     TEXT_FIELDS,
     SubmissionError,
     Upload,
