@@ -1,5 +1,5 @@
 """Submissions that name objects: local ids and ARKs, in single submissions and manifests
-written into the test's content server (``tests.pipeline`` fixtures ``pipeline``, ``content``).
+written into the test's content server (``tests.pipelinerun`` fixtures ``pipeline``, ``content``).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 from batches.models import Profile
 from merritt_queue.services.storage import LocalStorage
 
-# tests.pipeline's, not imported from it: a plugin module imported first is not rewritten.
+# tests.pipelinerun's, not imported from it: a plugin module imported first is not rewritten.
 FIXTURES = Path(__file__).parent / "fixtures" / "merritt-sample-files"
 
 FILES_HEADER = (

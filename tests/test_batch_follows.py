@@ -17,7 +17,7 @@ from notifications.models import COMPLETION, EMAIL, Delivery, Subscription
 from tests.test_core_store import job_in
 from tests.test_merritt_side_by_side_checks import only
 
-pytest_plugins = ["tests.httpserver", "tests.pipeline"]
+pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
 
 
 # --- when a report is out of date ------------------------------------------------------------

@@ -23,7 +23,7 @@ from tests.test_browser import PASSWORD, TIMEOUT_MS, browser, logged_in  # noqa:
 from tests.test_browser_steering import collection_action
 from tests.test_objects_pages import ARK, record_brain
 
-pytest_plugins = ["tests.httpserver", "tests.pipeline"]
+pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
 
 WIDTHS = (1400, 390)
 

@@ -11,7 +11,7 @@ import re
 from tests.test_browser import browser  # noqa: F401 - the same fixture
 from tests.test_browser_steering import admin_page, batch_row, confirm, run_until, shoot  # noqa: F401
 
-pytest_plugins = ["tests.httpserver", "tests.pipeline"]
+pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
 
 NAMES = ("late1.txt", "late2.txt", "late3.txt")
 

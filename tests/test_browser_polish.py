@@ -12,7 +12,7 @@ from tests.test_browser_steering import admin_page  # noqa: F401 - the same fixt
 from tests.test_history_pages import event
 from tests.test_pages_batches_jobs import jid, make_batch, make_job
 
-pytest_plugins = ["tests.httpserver", "tests.pipeline"]
+pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
 
 CONFIRM = "/actions/collection.hold/confirm?ids=demo"
 

@@ -18,7 +18,7 @@ from mirror import facade as mirror
 from steering.models import ADMINISTRATOR
 from tests.test_browser import PASSWORD, browser, logged_in  # noqa: F401 - the same fixture
 
-pytest_plugins = ["tests.httpserver", "tests.pipeline"]
+pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from __future__ import annotations
 from tests.test_browser import browser  # noqa: F401 - the same fixture
 from tests.test_browser_steering import admin_page, confirm, run_until, shoot  # noqa: F401
 
-pytest_plugins = ["tests.httpserver", "tests.pipeline"]
+pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
 
 
 def failed_jobs(pipeline, urls: list[str]) -> list:

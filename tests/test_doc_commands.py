@@ -18,7 +18,7 @@ import pytest
 
 from tests.test_doc_examples import DOCUMENTS, MANAGE, ROOT, commands
 
-pytest_plugins = ["tests.httpserver", "tests.pipeline"]
+pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
 
 DEMO_CONTENT = "http://127.0.0.1:8001/"
 # The test's own settings, which a newcomer's shell does not have.

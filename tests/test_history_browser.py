@@ -17,7 +17,7 @@ from tests.test_browser import PASSWORD, browser, logged_in  # noqa: F401 - the 
 from tests.test_browser_objects import fits
 from tests.test_browser_steering import confirm, run_until
 
-pytest_plugins = ["tests.httpserver", "tests.pipeline"]
+pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
 
 REASON = "the file is there now"
 

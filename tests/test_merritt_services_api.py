@@ -1,7 +1,7 @@
 """``merritt-api`` mode: our workers store through Merritt storage's API and record through
 Merritt inventory's, beside our own inventory tables.
 
-The pipeline runs for real (tests/pipeline.py) against the Merritt storage stand-in
+The pipeline runs for real (tests/pipelinerun.py) against the Merritt storage stand-in
 (harness/merrittstore.py) and an inventory stand-in answering in mrt-inventory's
 shapes (tests/merrittinventory.py); the site's own MQ_STORAGE stays ``local`` throughout, so a
 job that stores anywhere but Merritt storage shows.
@@ -17,7 +17,7 @@ from merritt_queue.services.merrittinventory import MerrittInventoryClient, stor
 from pipeline import services
 from tests.test_pipeline_failures import closed_port_url, only_job
 
-pytest_plugins = ["tests.httpserver", "tests.pipeline", "tests.merrittinventory"]
+pytest_plugins = ["tests.httpserver", "tests.pipelinerun", "tests.merrittinventory"]
 
 pytestmark = pytest.mark.usefixtures("loopback_only")
 

@@ -21,7 +21,7 @@ from batches.models import Profile
 from merritt_queue.services.errors import MinterError
 from tests.objectfixtures import only_job
 
-pytest_plugins = ["tests.httpserver", "tests.pipeline"]
+pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
 
 SHOULDER = "ark:/99999/fk4"
 LANDING = "https://merritt.cdlib.org/m/{}"

@@ -13,7 +13,7 @@ from pipeline import services
 from pipeline.jobhandlers import handlers
 from tests.test_merritt_services_queue import completed, merritt, zip_bytes
 
-pytest_plugins = ["tests.httpserver", "tests.pipeline"]
+pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
 
 __all__ = ["merritt"]
 

@@ -16,7 +16,7 @@ from merritt_queue.core import stepowners
 from merritt_queue.core import tree as t
 from merritt_queue.core.states import BatchStatus, JobStatus
 
-pytest_plugins = ["tests.httpserver", "tests.pipeline"]
+pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
 
 ARK = "ark:/99999/fk4localwait"
 

@@ -15,7 +15,7 @@ import pytest
 from merritt_queue.core import stepowners
 from tests.test_pipeline_failures import only_job
 
-pytest_plugins = ["tests.httpserver", "tests.pipeline", "tests.merrittinventory"]
+pytest_plugins = ["tests.httpserver", "tests.pipelinerun", "tests.merrittinventory"]
 
 pytestmark = pytest.mark.usefixtures("loopback_only")
 

@@ -21,7 +21,7 @@ from merritt_queue.core import stepowners
 from merritt_queue.core.states import BatchStatus, JobStatus
 from pipeline import services
 
-pytest_plugins = ["tests.httpserver", "tests.pipeline"]
+pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
 
 NODE = 9501
 FINAL = {BatchStatus.COMPLETED, BatchStatus.FAILED, BatchStatus.DELETED}

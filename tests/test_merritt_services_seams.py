@@ -30,7 +30,7 @@ from tests import test_steering_actions
 from tests.objectfixtures import minted
 from tests.test_steering_pages import confirm_and_execute
 
-pytest_plugins = ["tests.httpserver", "tests.pipeline"]
+pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
 people = test_steering_actions.people  # the same fixture
 
 

@@ -21,7 +21,7 @@ from collections import Counter
 
 from harness.merrittzk import JOB_SUCCESS, MerrittIngest, MerrittZK
 
-pytest_plugins = ["tests.httpserver", "tests.pipeline"]
+pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
 
 FINAL = {"Completed", "Failed", "Deleted"}
 

@@ -34,7 +34,7 @@ from merritt_queue.project.tasks import TASKS
 from pipeline import batchhandlers as handlers
 from tests.roles import viewer
 
-pytest_plugins = ["tests.httpserver", "tests.pipeline"]
+pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
 
 OUR_FORMAT = {"type": "file", "payload_url": "http://example.org/a.txt", "profile": "demo"}
 

@@ -2,7 +2,7 @@
 locks, configuration keys), with ``harness.merrittzk`` as the other writer on its own session.
 
 The project runs for real: the store, the steering pages and actions, the mirror, and (where
-a job must run) the dispatcher and RQ workers of ``tests.pipeline``.
+a job must run) the dispatcher and RQ workers of ``tests.pipelinerun``.
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from merritt_queue.core.store.jobedits import JobEdits
 from mirror import facade as mirror
 from pipeline.identify import localid_lock_key
 from steering.models import AdminAction, CollectionScope
-from tests.pipeline import FIXTURES
+from tests.pipelinerun import FIXTURES
 
-pytest_plugins = ["tests.httpserver", "tests.pipeline"]
+pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
 
 PAYLOAD = re.compile(r'name="payload" value="([^"]+)"')
 STEP = re.compile(r'name="step" value="([^"]+)"')

@@ -27,7 +27,7 @@ from mirror import writethrough
 from mirror.follow import Follower
 from tests.mirrorlive import CONFIG, SUBMISSION, make_jobs, seen_as, wait_for
 
-pytest_plugins = ["tests.httpserver", "tests.pipeline", "tests.mirrorlive"]
+pytest_plugins = ["tests.httpserver", "tests.pipelinerun", "tests.mirrorlive"]
 
 BATCH_EVENT_FIELDS = (
     "bid",

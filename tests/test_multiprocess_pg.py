@@ -42,7 +42,7 @@ from merritt_queue.core.dispatcher import BATCH_PENDING_QUEUE
 from tests.procs import queue_env
 
 pytestmark = pytest.mark.multiprocess
-pytest_plugins = ["tests.httpserver", "tests.pipeline"]
+pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
 
 SERVICES = REPO / "scripts" / "services.sh"
 SHOULDER = "ark:/99999/fk4"

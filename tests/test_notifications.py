@@ -39,7 +39,7 @@ from notifications.models import (
 from steering.models import AdminAction, AdminActionItem
 from tests.httpserver import Reply
 
-pytest_plugins = ["tests.httpserver", "tests.pipeline"]
+pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
 
 AT = datetime(2026, 5, 4, 9, 0, tzinfo=UTC)
 

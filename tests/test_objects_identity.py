@@ -22,7 +22,7 @@ from tests.objectfixtures import (
     versions,
 )
 
-pytest_plugins = ["tests.httpserver", "tests.pipeline"]
+pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
 
 
 def submit_file(pipeline, content, name: str, **fields) -> str:

@@ -20,7 +20,7 @@ from pipeline.objects import change_refusal
 from steering.models import CollectionScope
 from tests.objectfixtures import files_manifest, minted, other_profile, versions
 
-pytest_plugins = ["tests.httpserver", "tests.pipeline"]
+pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
 
 THEIRS = "ark:/99999/fk4theirs"
 NEVER = "ark:/99999/fk4nevermintedhere"

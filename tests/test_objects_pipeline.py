@@ -15,9 +15,9 @@ from django.core import mail
 
 from inventory.models import InventoryVersion
 from merritt_queue.services.storage import LocalStorage
-from tests.pipeline import FIXTURES
+from tests.pipelinerun import FIXTURES
 
-pytest_plugins = ["tests.httpserver", "tests.pipeline"]
+pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
 
 
 def storage(pipeline) -> LocalStorage:

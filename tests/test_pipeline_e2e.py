@@ -17,9 +17,9 @@ from django.core import mail
 from door.submission import Upload, submit
 from inventory.models import InventoryFile, InventoryObject, InventoryVersion
 from merritt_queue.services.storage import LocalStorage, escape_ark
-from tests.pipeline import FIXTURES
+from tests.pipelinerun import FIXTURES
 
-pytest_plugins = ["tests.httpserver", "tests.pipeline"]
+pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
 
 
 def md5(name: str) -> str:

@@ -34,7 +34,7 @@ from pipeline import identify as job_identify
 from pipeline import services
 from tests.test_pipeline_e2e import assert_batch_completed, assert_stored, md5
 
-pytest_plugins = ["tests.httpserver", "tests.pipeline"]
+pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
 
 TERMINAL = ("Completed", "Failed", "Deleted")
 

@@ -18,7 +18,7 @@ from pipeline import jobhandlers
 from pipeline.services import get_services
 from tests.test_pipeline_e2e import assert_batch_completed, assert_stored, submit_call911
 
-pytest_plugins = ["tests.httpserver", "tests.pipeline"]
+pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
 
 # Pending to Notify in one RQ job: the Processing step's profile read; the Recording step's
 # new object, version and files in one transaction; the mirror's write-through of the chain

@@ -20,7 +20,7 @@ from steering.actions import execute
 from steering.catalog import ACTIONS
 from tests.test_pipeline_e2e import md5
 
-pytest_plugins = ["tests.httpserver", "tests.pipeline"]
+pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
 
 
 @pytest.fixture

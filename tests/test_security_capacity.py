@@ -46,7 +46,7 @@ from pipeline import batchhandlers as batch_handlers
 from pipeline import services
 from tests.roles import viewer
 
-pytest_plugins = ["tests.httpserver", "tests.pipeline", "tests.cluster"]
+pytest_plugins = ["tests.httpserver", "tests.pipelinerun", "tests.cluster"]
 
 API = "/api/v1/batches"
 HEAD = (

@@ -25,7 +25,7 @@ from merritt_queue.deposit.safepath import UnsafePath, inside, inside_each
 from pipeline.payload import HEAD_SIZES
 from tests.test_pipeline_e2e import assert_batch_completed
 
-pytest_plugins = ["tests.httpserver", "tests.pipeline"]
+pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
 
 MB = 1024 * 1024
 TERMINAL = ("Completed", "Failed", "Deleted")

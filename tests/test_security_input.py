@@ -25,7 +25,7 @@ from merritt_queue.services.storage import LocalStorage, escape_ark
 from steering.models import CollectionScope
 from tests.test_security_disk import only_job, tree_batch
 
-pytest_plugins = ["tests.httpserver", "tests.pipeline"]
+pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
 
 URL = "/api/v1/batches"
 GOOD = {"profile": "demo", "type": "file", "payload_url": "https://example.org/a.txt"}

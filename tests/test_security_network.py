@@ -25,7 +25,7 @@ from merritt_queue.services.netpolicy import check_url
 from merritt_queue.services.notifier import CallbackNotifier
 from tests.rawserver import RawServer, read_head
 
-pytest_plugins = ["tests.httpserver", "tests.pipeline"]
+pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
 
 # How long a raw server trickles before it gives up: a test on code without the deadline
 # fails on its time bound instead of hanging.

@@ -34,7 +34,7 @@ from merritt_queue.services import webhook
 from notifications import keys, outbox, tasks
 from notifications.models import DELIVERED, PENDING, PROFILE, WEBHOOK, Delivery, Subscription
 
-pytest_plugins = ["tests.httpserver", "tests.pipeline"]
+pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
 
 AT = datetime(2026, 5, 4, 9, 0, tzinfo=UTC)
 ROOT = Path(__file__).resolve().parent.parent

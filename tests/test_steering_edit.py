@@ -19,7 +19,7 @@ from steering.catalog import ACTIONS
 from steering.models import AdminAction
 from tests.test_pipeline_e2e import assert_batch_completed, assert_stored, md5
 
-pytest_plugins = ["tests.httpserver", "tests.pipeline"]
+pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
 
 PAYLOAD = re.compile(r'name="payload" value="([^"]+)"')
 EDIT = "job.edit_resume"

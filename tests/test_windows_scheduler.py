@@ -20,7 +20,7 @@ from steering.models import AdminAction, MaintenanceWindow
 from steering.scheduler import apply_windows, end_now
 from tests.test_steering_actions import job_in
 
-pytest_plugins = ["tests.httpserver", "tests.pipeline"]
+pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
 
 
 @pytest.fixture
