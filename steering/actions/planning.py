@@ -16,9 +16,9 @@ from merritt_queue.core.errors import QueueError
 from merritt_queue.core.states import JOB_STEPS, BatchStatus, JobStatus, resume_target
 from merritt_queue.core.store.jobedits import JobEdits
 from merritt_queue.project.runtime import get_store
-from steering.catalog import Action, Target
+from steering.actions.catalog import Action, Target
 from steering.permissions import collections_of
-from steering.windowlist import active_for
+from steering.windows.listing import active_for
 
 J, B = JobStatus, BatchStatus
 
@@ -70,7 +70,8 @@ def judge(action: Action, t: Target, scope: set[str] | None, waits: Waits) -> Pl
     return PlanItem(t, True, _extra_note(action, t, waits))
 
 
-# The releases a maintenance window on now undoes at its next check (``steering.scheduler``).
+# The releases a maintenance window on now undoes at its next check
+# (``steering.windows.scheduler``).
 WINDOW_RELEASES = {"queue.resume": "queue", "collection.release": "collection"}
 
 

@@ -3,7 +3,7 @@
 Every action goes through one confirmation page listing each item and whether the
 action applies to it. The page signs the items that apply, at the versions shown, with
 a fresh token; executing verifies that signature and hands exactly those items to
-``steering.actions.execute``, which re-checks permissions and versions and records
+``steering.actions.execution.execute``, which re-checks permissions and versions and records
 everything. The token executes once: a confirmation submitted again (a double click, Back,
 a second tab) acts on nothing and shows a fresh confirmation saying it was used, with the new
 reason kept. Neither page is kept by the browser (``no-store``), so Back asks again.
@@ -40,10 +40,9 @@ from jobs.filters import JobFilter
 from jobs.models import Job
 from merritt_queue.core.errors import QueueError
 from merritt_queue.core.states import resume_note, resume_target
-from steering import confirmations, editing, tasks, workerdrain
-from steering.actions import execute, run_items, start
-from steering.backlinks import came_from, safe_next
-from steering.catalog import (
+from steering import confirmations, tasks
+from steering.actions import editing, workerdrain
+from steering.actions.catalog import (
     ACTIONS,
     ALSO_OTHERS,
     ALSO_OTHERS_REASON,
@@ -54,10 +53,8 @@ from steering.catalog import (
     Scope,
     Target,
 )
-from steering.maintenance import OPERATIONS
-from steering.models import MAINTENANCE, AdminAction, AdminActionItem
-from steering.permissions import refusal
-from steering.planning import (
+from steering.actions.execution import execute, run_items, start
+from steering.actions.planning import (
     HELD_LISTS,
     PlanItem,
     also_deleted,
@@ -68,8 +65,12 @@ from steering.planning import (
     resume_offer,
     steps_again,
 )
-from steering.samecause import same_causes
-from steering.scheduler import WINDOW_ACTIONS
+from steering.actions.samecause import same_causes
+from steering.backlinks import came_from, safe_next
+from steering.maintenance.operations import OPERATIONS
+from steering.models import MAINTENANCE, AdminAction, AdminActionItem
+from steering.permissions import refusal
+from steering.windows.scheduler import WINDOW_ACTIONS
 from ui.reading_scope import readable_actions, readable_items, reads_whole_action
 
 log = logging.getLogger(__name__)
