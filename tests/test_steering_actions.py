@@ -12,7 +12,8 @@ from rq import Queue, SimpleWorker
 from merritt_queue.core.states import JOB
 from steering.actions.catalog import ACTIONS
 from steering.actions.execution import execute
-from steering.actions.planning import Target, plan, steps_again
+from steering.actions.planning import Target, plan
+from steering.actions.plans import steps_again
 from steering.models import AdminAction, CollectionScope
 
 

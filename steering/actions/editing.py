@@ -32,7 +32,7 @@ from steering import confirmations
 from steering.actions import bulkedit
 from steering.actions.catalog import ACTIONS, Target
 from steering.actions.editdoor import AlgorithmField, Problems, algorithm_choices, door_problems
-from steering.actions.planning import steps_again
+from steering.actions.plans import steps_again
 from steering.actions.staleness import changed_since
 from steering.permissions import collections_of, refusal
 

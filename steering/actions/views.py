@@ -39,9 +39,8 @@ from batches.models import Batch
 from jobs.filters import JobFilter
 from jobs.models import Job
 from merritt_queue.core.errors import QueueError
-from merritt_queue.core.states import resume_note, resume_target
 from steering import confirmations, tasks
-from steering.actions import editing, workerdrain
+from steering.actions import editing, plans, workerdrain
 from steering.actions.catalog import (
     ACTIONS,
     ALSO_OTHERS,
@@ -54,17 +53,7 @@ from steering.actions.catalog import (
     Target,
 )
 from steering.actions.execution import execute, run_items, start
-from steering.actions.planning import (
-    HELD_LISTS,
-    PlanItem,
-    also_deleted,
-    held_lists,
-    other_holds,
-    plan,
-    profile_collections,
-    resume_offer,
-    steps_again,
-)
+from steering.actions.planning import HELD_LISTS, profile_collections
 from steering.actions.samecause import same_causes
 from steering.backlinks import came_from, safe_next
 from steering.maintenance.operations import OPERATIONS
@@ -188,68 +177,6 @@ def _action(action_name: str) -> Action:
     return action
 
 
-@dataclass(frozen=True)
-class _Failed:
-    """A Failed job as the mirror shows it, in the shape ``store.edits.resume_step`` reads."""
-
-    jid: str
-    status: str
-    last_successful_status: str | None
-
-
-def _resume_plan(action: Action, items: list[PlanItem]) -> tuple[list[PlanItem], dict, list]:
-    """For a resume: each item judged by the run's own check, what each job runs again, and
-    (for one job) the steps it may restart at; other actions pass through unchanged."""
-    if action.name != "job.resume":
-        return items, {}, []
-    ids = [p.target.id for p in items if p.applies]
-    rows = Job.objects.filter(jid__in=ids).values_list("jid", "status", "last_successful_status")
-    jobs = {jid: _Failed(jid, status, last or None) for jid, status, last in rows}
-    judged, again, offers = [], {}, {}
-    for p in items:
-        job = jobs.get(p.target.id)
-        if not p.applies or job is None:
-            judged.append(p)
-            continue
-        offers[job.jid] = resume_offer(job)
-        if not offers[job.jid]:
-            judged.append(PlanItem(p.target, False, "the queue would refuse to resume it"))
-            continue
-        note = resume_note(job.last_successful_status)
-        judged.append(PlanItem(p.target, True, note or p.why))
-        again[job.jid] = steps_again(job.last_successful_status)
-    applying = [p.target.id for p in judged if p.applies]
-    if len(applying) == 1:
-        job = jobs[applying[0]]
-        default = resume_target(job.last_successful_status)
-        options = [
-            {
-                "step": s,
-                "again": steps_again(job.last_successful_status, s),
-                "default": s == default,
-                "where_failed": s == default and not resume_note(job.last_successful_status),
-            }
-            for s in offers[job.jid]
-        ]
-        return judged, again, options
-    return judged, again, _common_steps([offers[jid] for jid in applying])
-
-
-def _common_steps(offers: list[list[str]]) -> list[dict]:
-    """For several jobs: each restarts where it failed (the first choice), or all at a step
-    every one of them may restart at."""
-    if not offers:
-        return []
-    common = [s for s in offers[0] if all(s in o for o in offers[1:])]
-    if not common:
-        return []
-    each = {"step": "", "again": [], "default": True, "where_failed": True, "each": True}
-    return [each] + [
-        {"step": s, "again": steps_again(None, s), "default": False, "where_failed": False}
-        for s in common
-    ]
-
-
 # Where Cancel goes when the person came from no page of this site.
 LISTS = {
     Scope.JOB: "jobs:list",
@@ -267,21 +194,8 @@ def confirmation(
     if problem:
         return confirmations.refused(request, action, problem)
     selection = select(request, action)
-    items = plan(request.user, action, selection.targets)
-    items += [
-        PlanItem(Target(i), False, "not in the mirror (unknown id)") for i in selection.missing
-    ]
-    items, again, options = _resume_plan(action, items)
-    applying = [p for p in items if p.applies]
-    along = also_deleted([p.target.id for p in applying]) if action.name == "batch.delete" else {}
-    others = (
-        other_holds([p.target.id for p in applying]) if action.name == "collection.release" else {}
-    )
-    held = (
-        held_lists([p.target.id for p in applying], by_hold_only=HELD_LISTS[action.name])
-        if action.name in HELD_LISTS
-        else {}
-    )
+    the_plan = plans.build(request.user, action, selection.targets, selection.missing)
+    applying = the_plan.applying
     back = safe_next(request, request.GET.get("next", ""))
     same = (
         same_causes(
@@ -299,32 +213,36 @@ def confirmation(
         action=action.name,
         items=[[p.target.id, p.target.version] for p in applying],
         selection=selection.query if selection.everything else "",
-        steps=[o["step"] for o in options if o["step"]],
+        steps=the_plan.steps,
         back=request.GET.urlencode(),
     )
     rows = [
-        {"plan": p, "again": again.get(p.target.id), "along": along.get(p.target.id, [])}
-        for p in items[:SHOWN]
+        {
+            "plan": p,
+            "again": the_plan.again.get(p.target.id),
+            "along": the_plan.along.get(p.target.id, []),
+        }
+        for p in the_plan.items[:SHOWN]
     ]
     context = {
         "action": action,
         "selection": selection,
         "rows": rows,
         "listed": len(rows),
-        "count": len(items),
+        "count": len(the_plan.items),
         "applying": len(applying),
-        "options": options,
+        "options": the_plan.options,
         "payload": payload,
         "error": error,
         "reason": reason,
         "strong": action.name == "job.force_fail" or bool(action.warning),
-        "along": sum(len(jobs) for jobs in along.values()),
+        "along": sum(len(jobs) for jobs in the_plan.along.values()),
         "next": back,
         "cancel": came_from(request, reverse(LISTS[action.scope])),
         "used": used,
         "same_causes": same,
-        "other_holds": others,
-        "held": held,
+        "other_holds": the_plan.other_holds,
+        "held": the_plan.held,
         "caught": HELD_LISTS.get(action.name, False),
     }
     return render(request, "steering/confirm.html", context, status=status)
