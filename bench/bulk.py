@@ -7,7 +7,7 @@ One process, one ZooKeeper (``ZK_HOSTS``), one fresh chroot, a throw-away SQLite
 2. With a logged-in administrator (Django's test ``Client``), request
    ``/actions/job.resume/confirm?all=1&status=Failed`` ``RUNS`` times: median and p95 ms
    (target p95 < 2000 ms).
-3. Resume all N through ``steering.actions.execute`` (ids and versions from the mirror),
+3. Resume all N through ``steering.actions.execution.execute`` (ids and versions from the mirror),
    timed; ZooKeeper writes per job from the zxid delta (``srvr``). If the settings have
    ``MQ_BULK_INLINE_MAX``, it is raised above N so the execution runs inline.
 4. The raw kazoo ``multi`` baseline (``bench.zk.raw_moves_per_s``) over N nodes, in the
@@ -108,8 +108,8 @@ def _bench(store, n: int, tmp: Path) -> None:
 
     from jobs.models import Job
     from mirror import facade as mirror
-    from steering.actions import execute
-    from steering.catalog import ACTIONS
+    from steering.actions.catalog import ACTIONS
+    from steering.actions.execution import execute
 
     if hasattr(settings, "MQ_BULK_INLINE_MAX"):
         settings.MQ_BULK_INLINE_MAX = n + 1

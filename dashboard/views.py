@@ -25,9 +25,9 @@ from dashboard.diagram import diagram
 from dashboard.throughput import THROUGHPUT_CACHE_SECONDS, throughput
 from merritt_queue.core.states import BATCH, JOB
 from pipeline.capacity import usage
-from steering.catalog import ACTIONS
+from steering.actions.catalog import ACTIONS
 from steering.permissions import Role, may, role_of
-from steering.windowlist import scheduled_next
+from steering.windows.listing import scheduled_next
 from ui.reading_scope import (
     in_readable,
     readable_collections,

@@ -21,7 +21,7 @@ from jobs.models import JobEvent
 from merritt_queue.core import history
 from merritt_queue.core.states import BATCH, JOB
 from mirror.timeline import own_message
-from steering.catalog import ACTIONS
+from steering.actions.catalog import ACTIONS
 from steering.models import AdminActionItem
 from ui.links import detail_url
 

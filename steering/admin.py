@@ -15,7 +15,7 @@ from django.core.exceptions import PermissionDenied
 from django.shortcuts import redirect
 from django.urls import reverse
 
-from steering.catalog import ACTIONS
+from steering.actions.catalog import ACTIONS
 from steering.models import AdminAction, AdminActionItem, CollectionScope
 from steering.scopeform import CollectionScopeForm
 

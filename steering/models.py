@@ -4,7 +4,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from steering.windowmath import Rule
+from steering.windows.timing import Rule
 
 VIEWER, OPERATOR, ADMINISTRATOR = "viewer", "operator", "administrator"
 
@@ -21,7 +21,7 @@ def group_names(user) -> frozenset[str]:
 # Submitting is a right of its own, beside the steering ranks (batches.rights).
 DEPOSITOR = "depositor"
 
-# The maintenance operations (``steering.maintenance``): one of each may run at a time.
+# The maintenance operations (``steering.maintenance.operations``): one of each may run at a time.
 MAINTENANCE = ("check-tree", "reconcile-full", "cleanup")
 
 
@@ -132,10 +132,10 @@ class CollectionScope(models.Model):
 
 
 class MaintenanceWindow(models.Model):
-    """A scheduled queue pause or collection hold, one-off or weekly (``steering.windowmath``).
+    """A scheduled queue pause or collection hold, one-off or weekly (``steering.windows.timing``).
 
     Never deleted: a cancelled window keeps its row, as the history of what was planned.
-    The ``applied_*`` fields are what the scheduler did (``steering.scheduler``), kept here
+    The ``applied_*`` fields are what the scheduler did (``steering.windows.scheduler``), kept here
     so that a dispatcher started again neither misses an occurrence nor applies one twice.
     """
 

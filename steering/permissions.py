@@ -1,5 +1,6 @@
 """Who may take an admin action: the person's role, ordered, and the collections they may
-act on. Enforced when an action runs (``steering.actions``), not only by hiding buttons."""
+act on. Enforced when an action runs (``steering.actions.execution``), not only by hiding
+buttons."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from steering.models import group_names
 from steering.roles import BY_GROUP, Role
 
 if TYPE_CHECKING:
-    from steering.catalog import Action
+    from steering.actions.catalog import Action
 
 
 def role_of(user) -> Role:

@@ -1,5 +1,5 @@
 """RQ tasks of admin actions: the view records the action, a worker on ``mq-admin`` acts.
-Bulk actions run here; maintenance operations (``steering.maintenance``) are queued and
+Bulk actions run here; maintenance operations (``steering.maintenance.operations``) are queued and
 guarded the same way."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from redis import Redis
 from rq import Queue
 
 from merritt_queue.core.dispatcher import ADMIN_QUEUE
-from steering.actions import run_items
+from steering.actions.execution import run_items
 from steering.models import AdminAction
 
 TASK = "steering.tasks.run_admin_action"

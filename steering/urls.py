@@ -1,6 +1,7 @@
 from django.urls import path
 
-from steering import bulkedit, editing, maintenance_views, views
+from steering.actions import bulkedit, editing, views
+from steering.maintenance import views as maintenance_views
 
 app_name = "steering"
 

@@ -16,8 +16,8 @@ from door.rights import grant_depositor
 from door.submission import SubmissionError, submit
 from merritt_queue.core.treecheck.consistency import check_tree
 from merritt_queue.services.storage import LocalStorage
-from steering.actions import execute
-from steering.catalog import ACTIONS
+from steering.actions.catalog import ACTIONS
+from steering.actions.execution import execute
 from tests.test_pipeline_e2e import md5
 
 pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]

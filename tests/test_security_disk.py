@@ -407,8 +407,8 @@ def test_an_upload_is_removed_when_its_batch_completes(pipeline, content):
 def test_an_upload_stays_while_a_job_may_be_resumed_and_goes_with_the_deleted_batch(
     pipeline, django_user_model
 ):
-    from steering.actions import execute
-    from steering.catalog import ACTIONS
+    from steering.actions.catalog import ACTIONS
+    from steering.actions.execution import execute
 
     bid, folder = upload_batch(pipeline, "broken.zip", b"not a zip archive at all", "container")
     batch = pipeline.run(bid)

@@ -26,8 +26,8 @@ from django.views.debug import technical_500_response
 from batches.models import ApiToken, Batch, Collection, Profile
 from harness.procs import REPO
 from merritt_queue.core import planning
-from steering.actions import execute
-from steering.catalog import ACTIONS
+from steering.actions.catalog import ACTIONS
+from steering.actions.execution import execute
 from steering.models import AdminAction, AdminActionItem, CollectionScope
 
 URL = "/api/v1/batches"

@@ -10,10 +10,11 @@ from django.core.exceptions import PermissionDenied
 from rq import Queue, SimpleWorker
 
 from merritt_queue.core.states import JOB
-from steering.actions import execute
-from steering.catalog import ACTIONS
+from steering.actions.catalog import ACTIONS
+from steering.actions.execution import execute
+from steering.actions.planning import Target, plan
+from steering.actions.plans import steps_again
 from steering.models import AdminAction, CollectionScope
-from steering.planning import Target, plan, steps_again
 
 
 @pytest.fixture
@@ -322,7 +323,7 @@ def test_a_batch_delete_that_fails_on_one_job_records_the_jobs_it_deleted(
     """The first job refused aborted the batch's result: the jobs already Deleted in
     ZooKeeper had no audit row, and those after it kept their folders."""
     from merritt_queue.core.errors import QueueError
-    from steering import actions
+    from steering.actions import execution as actions
 
     bid = new_batch(queue)
     first = queue.new_jobs.create_job(bid, {"collection": "demo"})
@@ -388,7 +389,7 @@ def test_a_job_of_a_deleted_batch_is_not_resumed(queue, people):
 def test_a_bulk_resume_reads_the_batches_in_one_round_not_one_per_job(queue, people, monkeypatch):
     """The refusal for jobs of a Deleted batch reads the batches of a chunk together: a
     bulk resume of a batch's jobs waits as many round trips for many jobs as for one."""
-    from steering import actions
+    from steering.actions import execution as actions
 
     monkeypatch.setattr(actions, "get_store", lambda **_: queue)  # to count its round trips
 

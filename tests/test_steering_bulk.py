@@ -6,7 +6,7 @@ import pytest
 
 from merritt_queue.core.dispatcher import all_queue_names
 from steering import tasks
-from steering.catalog import ACTIONS
+from steering.actions.catalog import ACTIONS
 from steering.models import AdminAction, AdminActionItem
 from tests import test_steering_actions as base
 from tests.test_steering_pages import confirm_and_execute, mirrored
@@ -101,7 +101,7 @@ def test_a_pipelined_bulk_move_judges_each_item_on_a_fresh_read(queue, people, m
     """One chunk mixing every outcome; the audit, the ZooKeeper tree and the mirror agree."""
     from batches.models import Batch
     from jobs.models import Job, JobEvent
-    from steering import actions
+    from steering.actions import execution as actions
 
     monkeypatch.setattr(actions, "MOVE_CHUNK", 4)  # several chunks, one item changing in each
     ok = [job_in(queue, "Failed", "demo") for _ in range(5)]

@@ -14,8 +14,8 @@ from merritt_queue.core import jobparams
 from merritt_queue.core.errors import ChangedUnderYou, InvalidTransition
 from merritt_queue.core.history import admin_actor
 from mirror import facade as mirror
-from steering.actions import execute
-from steering.catalog import ACTIONS
+from steering.actions.catalog import ACTIONS
+from steering.actions.execution import execute
 from steering.models import AdminAction
 from tests.test_pipeline_e2e import assert_batch_completed, assert_stored, md5
 

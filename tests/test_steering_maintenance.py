@@ -13,8 +13,8 @@ from django.utils import timezone
 from jobs.models import Job, MirrorState
 from merritt_queue.core import tree as t
 from merritt_queue.project import runtime
-from steering import maintenance
-from steering.maintenance_views import SALT
+from steering.maintenance import operations as maintenance
+from steering.maintenance.views import SALT
 from steering.models import AdminAction
 from tests import test_steering_actions as base
 from tests.test_steering_pages import mirrored

@@ -359,7 +359,7 @@ def test_cleanup_keeps_the_working_directory_of_a_job_created_while_it_runs(queu
 
     from django.utils import timezone
 
-    from steering.cleanup import Cleanup
+    from steering.maintenance.cleanup import Cleanup
 
     work = settings.MQ_WORK_DIR + "/jobs/"
     os.makedirs(work, exist_ok=True)

@@ -1,10 +1,10 @@
-"""The arithmetic of maintenance windows (``steering.windowmath``): no services needed."""
+"""The arithmetic of maintenance windows (``steering.windows.timing``): no services needed."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, time, timedelta
 
-from steering.windowmath import Occurrence, Rule
+from steering.windows.timing import Occurrence, Rule
 
 
 def utc(*args) -> datetime:

@@ -1,4 +1,4 @@
-"""Maintenance windows applied by the dispatcher's tick (``steering.scheduler``), on a real
+"""Maintenance windows applied by the dispatcher's tick (``steering.windows.scheduler``), on a real
 ZooKeeper: starts, ends, late starts, misses, overlaps, holds set by hand, restarts."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from django.utils import timezone
 
 from merritt_queue.core.dispatcher import Dispatcher
 from merritt_queue.project.tasks import TASKS
-from steering.actions import execute
-from steering.catalog import ACTIONS
+from steering.actions.catalog import ACTIONS
+from steering.actions.execution import execute
 from steering.models import AdminAction, MaintenanceWindow
-from steering.scheduler import apply_windows, end_now
+from steering.windows.scheduler import apply_windows, end_now
 from tests.test_steering_actions import job_in
 
 pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]

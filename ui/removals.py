@@ -22,7 +22,7 @@ from jobs.models import JobEvent
 from steering.models import AdminAction, AdminActionItem
 from ui.reading_scope import may_read, reads_everything
 
-# The purges, as the audit list words them (steering.wording).
+# The purges, as the audit list words them (steering.actions.wording).
 PURGES = {"cleanup": "Clean up", "batch.purge": "Purge now (batch)"}
 
 

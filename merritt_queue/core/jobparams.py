@@ -2,7 +2,7 @@
 it, where each lives in the job's nodes, and how far back the job must restart to use it.
 
 Pure: the store writes what ``edited`` returns (``store.jobedits``); the door checks the
-values (``steering.editing``). The nodes keep the shape the planner writes
+values (``steering.actions.editing``). The nodes keep the shape the planner writes
 (``core.planning``) and MerrittZK reads (docs/zk-tree.md): ``configuration`` holds the
 payload URL, digest, local id and ``title``; ``identifiers`` the local ids beside the ARK;
 ``metadata`` the ERC fields.

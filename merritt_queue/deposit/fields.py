@@ -1,5 +1,5 @@
 """The fields a depositor gives, checked as every door checks them: a submission
-(``door.submission``) and an administrator's edit of a failed job (``steering.editing``).
+(``door.submission``) and an administrator's edit of a failed job (``steering.actions.editing``).
 
 Pure: no Django, no network (the workers' fetch checks a URL's addresses, ``netpolicy``).
 """

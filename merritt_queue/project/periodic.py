@@ -19,7 +19,7 @@ from ..core.store import QueueStore
 log = logging.getLogger(__name__)
 
 # Maintenance windows applied at their start and end (seconds until the next boundary).
-WINDOWS = "steering.scheduler.apply_windows"
+WINDOWS = "steering.windows.scheduler.apply_windows"
 # Depositors' notifications whose retry is due, or queued while Redis was away.
 NOTIFICATIONS = "notifications.tasks.sweep"
 

@@ -89,7 +89,7 @@ RQ_QUEUES = {
 }
 # No COMMIT_MODE: it governs only django-rq's own queues, and nothing here enqueues through
 # them. The dispatcher's plain rq.Queue enqueues follow ZooKeeper, not a database row, and a
-# bulk admin action's row is committed (steering.actions._start) before its job is queued.
+# bulk admin action's row is committed (steering.actions.execution._start) before its job is queued.
 RQ = {
     # No fork per job (a worker process keeps one ZooKeeper session instead of one per job),
     # and a Redis outage does not end the worker.

@@ -1,5 +1,5 @@
 """The consistency check as the queue runs it, from ``manage.py check_tree`` and from the
-Maintenance page (``steering.maintenance``) alike: check (and repair) the tree as the
+Maintenance page (``steering.maintenance.operations``) alike: check (and repair) the tree as the
 repair actor, and keep the findings for the /consistency/ page."""
 
 from __future__ import annotations

@@ -14,6 +14,6 @@ urlpatterns = [
     path("", include("dashboard.urls")),
     path("", include("steering.urls")),
     path("", include("notifications.urls")),
-    path("", include("steering.windowurls")),
+    path("", include("steering.windows.urls")),
     path("", include("metrics.urls")),
 ]

@@ -10,11 +10,11 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from batches.models import Batch
-from steering.catalog import ACTIONS
+from steering.actions.catalog import ACTIONS
+from steering.actions.planning import batch_waits
+from steering.actions.wording import action_words, is_dry_run, item_outcome, selection_words
 from steering.models import AdminActionItem
 from steering.permissions import role_of
-from steering.planning import batch_waits
-from steering.wording import action_words, is_dry_run, item_outcome, selection_words
 from ui.links import batch_link, job_link
 
 register = template.Library()

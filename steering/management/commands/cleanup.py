@@ -2,7 +2,7 @@
 
 ``python manage.py cleanup --older-than 7d [--dry-run]``
 
-What goes, and how ages are read, is ``steering.cleanup`` (the Maintenance page runs the
+What goes, and how ages are read, is ``steering.maintenance.cleanup`` (the Maintenance page runs the
 same). The run is recorded as an admin action by "cleanup"; ``--dry-run`` only says what
 would go, and writes nothing.
 """
@@ -15,7 +15,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from merritt_queue.project.runtime import get_store
-from steering import cleanup
+from steering.maintenance import cleanup
 from steering.models import AdminAction, AdminActionItem
 
 

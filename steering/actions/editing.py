@@ -4,7 +4,7 @@ a form, checked at the door exactly as a submission's fields are, then confirmed
 The form shows the job as ZooKeeper holds it now, at its status version. A valid, changed
 form leads to a confirmation page listing each field before -> after, the step the job
 restarts at (no later than the step that uses what changed) and a reason; it is signed like
-every confirmation (``steering.views``) and executed by the same ``run``, so the token, the
+every confirmation (``steering.actions.views``) and executed by the same ``run``, so the token, the
 permissions, the version check and the audit are the ones of every action. The edit and the
 resume are one multi (``store.edits.edit_job_parameters``).
 """
@@ -28,12 +28,13 @@ from merritt_queue.core.store import JobRecord, QueueStore
 from merritt_queue.deposit.digest import normalise_algorithm
 from merritt_queue.deposit.fields import TEXT_FIELDS
 from merritt_queue.project.runtime import get_store
-from steering import bulkedit, confirmations
-from steering.catalog import ACTIONS, Target
-from steering.editdoor import AlgorithmField, Problems, algorithm_choices, door_problems
+from steering import confirmations
+from steering.actions import bulkedit
+from steering.actions.catalog import ACTIONS, Target
+from steering.actions.editdoor import AlgorithmField, Problems, algorithm_choices, door_problems
+from steering.actions.plans import steps_again
+from steering.actions.staleness import changed_since
 from steering.permissions import collections_of, refusal
-from steering.planning import steps_again
-from steering.staleness import changed_since
 
 ACTION = "job.edit_resume"
 SALT = "steering.confirm"  # the same signature as every confirmation: ``run`` checks it

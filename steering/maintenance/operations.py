@@ -2,9 +2,9 @@
 audited admin action run on the ``mq-admin`` queue with a progress bar.
 
 They run the very functions their commands run (``merritt_queue.project.treecheck``,
-``mirror.facade.full_reconcile``, ``steering.cleanup``); here the progress and the report go
-to the ``AdminAction`` row instead of a terminal. One operation of a kind runs at a time: the
-database refuses a second unfinished row of the same action (``AdminAction.Meta``). An
+``mirror.facade.full_reconcile``, ``steering.maintenance.cleanup``); here the progress and the
+report go to the ``AdminAction`` row instead of a terminal. One operation of a kind runs at a
+time: the database refuses a second unfinished row of the same action (``AdminAction.Meta``). An
 operation that cannot run (ZooKeeper, Redis or the database gone) is finished with the reason
 on its row; what it did before that is kept (a cleanup's removed items).
 """
@@ -34,7 +34,8 @@ from merritt_queue.core.history import admin_actor
 from merritt_queue.project import treecheck
 from merritt_queue.project.runtime import get_store
 from mirror import facade as mirror
-from steering import cleanup, tasks
+from steering import tasks
+from steering.maintenance import cleanup
 from steering.models import MAINTENANCE, AdminAction, AdminActionItem
 from steering.permissions import Role, role_of
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from urllib.parse import parse_qsl
 
-from steering.catalog import ACTIONS, Scope
-from steering.maintenance import OPERATIONS
+from steering.actions.catalog import ACTIONS, Scope
+from steering.maintenance.operations import OPERATIONS
 from steering.models import AdminAction, AdminActionItem
 
 WINDOW_WORDS = {

@@ -2,7 +2,7 @@
 confirmation page (what will happen, a required reason, a token that starts it once), then a
 progress page (``views.result``) while it runs on ``mq-admin``, and its report at the end.
 
-For administrators only; ``steering.maintenance`` enforces it again when starting.
+For administrators only; ``steering.maintenance.operations`` enforces it again when starting.
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from merritt_queue.project import treecheck
-from steering import cleanup, confirmations
-from steering import maintenance as m
+from steering import confirmations
+from steering.maintenance import cleanup
+from steering.maintenance import operations as m
 from steering.models import AdminAction
 
 SALT = "steering.maintenance"

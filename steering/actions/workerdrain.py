@@ -14,7 +14,7 @@ from redis import Redis
 
 from merritt_queue.core import workerfacts
 from merritt_queue.core.errors import ChangedUnderYou, QueueError
-from steering.results import Applied
+from steering.actions.results import Applied
 
 # A worker's status as the actions judge it.
 WORKING, DRAINED, GONE = "Working", "Drained", "Gone"

@@ -1,8 +1,8 @@
-"""Addresses of the maintenance windows' pages (``steering.windowviews``)."""
+"""Addresses of the maintenance windows' pages (``steering.windows.views``)."""
 
 from django.urls import path
 
-from steering import windowviews
+from steering.windows import views as windowviews
 
 app_name = "windows"
 

@@ -1,8 +1,9 @@
 """The admin actions on jobs, batches, collections and the queue: one typed action per verb,
 what it does through the queue core and which statuses it applies to. Who may take them is
-``steering.permissions``; what a confirmation page lists is ``steering.planning``; taking
-them is ``steering.actions``. The actions that change what a job runs (edit and resume,
-re-run) do it in ``steering.fixes``; what an action did to an item is ``steering.results``."""
+``steering.permissions``; what a confirmation page lists is ``steering.actions.planning``;
+taking them is ``steering.actions.execution``. The actions that change what a job runs (edit
+and resume, re-run) do it in ``steering.actions.fixes``; what an action did to an item is
+``steering.actions.results``."""
 
 from __future__ import annotations
 
@@ -21,8 +22,8 @@ from merritt_queue.core.records import JobRecord
 from merritt_queue.core.states import JOB_STEPS, BatchStatus, JobStatus
 from merritt_queue.core.store import QueueStore
 from merritt_queue.deposit.uploads import remove_upload, uploads_root
-from steering import fixes, workerdrain
-from steering.results import Applied, ItemResult, PartlyDone, note_of
+from steering.actions import fixes, workerdrain
+from steering.actions.results import Applied, ItemResult, PartlyDone, note_of
 from steering.roles import Role
 
 J, B = JobStatus, BatchStatus

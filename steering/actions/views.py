@@ -3,7 +3,7 @@
 Every action goes through one confirmation page listing each item and whether the
 action applies to it. The page signs the items that apply, at the versions shown, with
 a fresh token; executing verifies that signature and hands exactly those items to
-``steering.actions.execute``, which re-checks permissions and versions and records
+``steering.actions.execution.execute``, which re-checks permissions and versions and records
 everything. The token executes once: a confirmation submitted again (a double click, Back,
 a second tab) acts on nothing and shows a fresh confirmation saying it was used, with the new
 reason kept. Neither page is kept by the browser (``no-store``), so Back asks again.
@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import csv
 import logging
-from dataclasses import dataclass
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import urlencode
 
 import django_rq
 from django.conf import settings
@@ -34,16 +33,9 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 from redis.exceptions import RedisError
 
-from batches.filters import BatchFilter
-from batches.models import Batch
-from jobs.filters import JobFilter
-from jobs.models import Job
-from merritt_queue.core.errors import QueueError
-from merritt_queue.core.states import resume_note, resume_target
-from steering import confirmations, editing, tasks, workerdrain
-from steering.actions import execute, run_items, start
-from steering.backlinks import came_from, safe_next
-from steering.catalog import (
+from steering import confirmations, tasks
+from steering.actions import editing, plans
+from steering.actions.catalog import (
     ACTIONS,
     ALSO_OTHERS,
     ALSO_OTHERS_REASON,
@@ -52,131 +44,24 @@ from steering.catalog import (
     KEEP_CAUGHT_REASON,
     Action,
     Scope,
-    Target,
 )
-from steering.maintenance import OPERATIONS
+from steering.actions.execution import execute, run_items, start
+from steering.actions.planning import HELD_LISTS
+from steering.actions.samecause import same_causes
+from steering.actions.selection import NOT_FILTER, _ids, select
+from steering.backlinks import came_from, safe_next
+from steering.maintenance.operations import OPERATIONS
 from steering.models import MAINTENANCE, AdminAction, AdminActionItem
 from steering.permissions import refusal
-from steering.planning import (
-    HELD_LISTS,
-    PlanItem,
-    also_deleted,
-    held_lists,
-    other_holds,
-    plan,
-    profile_collections,
-    resume_offer,
-    steps_again,
-)
-from steering.samecause import same_causes
-from steering.scheduler import WINDOW_ACTIONS
+from steering.windows.scheduler import WINDOW_ACTIONS
 from ui.reading_scope import readable_actions, readable_items, reads_whole_action
 
 log = logging.getLogger(__name__)
 
 SALT = "steering.confirm"
 SHOWN = 200  # items listed on the confirmation page
-MAX_ITEMS = 10_000  # "all matching" beyond this must be narrowed first
 PER_PAGE = 50
 # Query-string keys that are not the list's filter.
-NOT_FILTER = {"all", "ids", "page", "sort", "per_page", "action", "mode", "next"}
-
-
-# --- the selection ---------------------------------------------------------------------
-
-
-@dataclass
-class Selection:
-    targets: list[Target]
-    missing: list[str]  # ids asked for but not in the mirror
-    total: int
-    everything: bool  # "all N matching this filter"
-    query: str  # the filter, as a query string, when everything
-    too_many: bool = False
-    error: str = ""
-
-    @property
-    def readable(self) -> str:
-        """The filter as a librarian reads it: ``status=Failed · signature=digest mismatch…``,
-        not percent-encoded."""
-        return " · ".join(f"{key}={value}" for key, value in parse_qsl(self.query))
-
-
-def _ids(request) -> list[str]:
-    raw = ",".join(request.GET.getlist("ids"))
-    seen: dict[str, None] = {}
-    for part in raw.split(","):
-        if part.strip():
-            seen.setdefault(part.strip(), None)
-    return list(seen)
-
-
-def _filter_query(request) -> str:
-    q = QueryDict(mutable=True)
-    for key in request.GET:
-        if key not in NOT_FILTER:
-            q.setlist(key, request.GET.getlist(key))
-    return q.urlencode()
-
-
-MIRROR = {
-    Scope.JOB: (Job, "jid", JobFilter),
-    Scope.BATCH: (Batch, "bid", BatchFilter),
-}
-
-
-def select(request, action: Action) -> Selection:
-    """The items the request names: ``?ids=`` or ``?all=1`` with the list's filter."""
-    if action.scope == Scope.QUEUE:
-        return Selection([Target("ingest")], [], 1, False, "")
-    if action.scope == Scope.COLLECTION:
-        ids = _ids(request)
-        return Selection([Target(m) for m in ids], [], len(ids), False, "")
-    if action.scope == Scope.WORKER:
-        return _workers(_ids(request))
-    model, key, filter_class = MIRROR[action.scope]
-    fields = (key, "status", "status_version", "collection", "locked", "profile")
-    collections = profile_collections()
-    if request.GET.get("all") == "1":
-        query = _filter_query(request)
-        filterset = filter_class(QueryDict(query), queryset=model._default_manager.all())
-        if not filterset.is_valid():
-            return Selection([], [], 0, True, query, error="the list's filter is not valid")
-        rows = filterset.qs.order_by(f"-{key}").values_list(*fields)
-        total = rows.count()
-        if total > MAX_ITEMS:
-            return Selection([], [], total, True, query, too_many=True)
-        targets = [_target(r, collections) for r in rows]
-        return Selection(targets, [], total, True, query)
-    ids = _ids(request)
-    found = {
-        r[0]: _target(r, collections)
-        for r in model._default_manager.filter(**{f"{key}__in": ids}).values_list(*fields)
-    }
-    missing = [i for i in ids if i not in found]
-    return Selection([found[i] for i in ids if i in found], missing, len(ids), False, "")
-
-
-def _workers(names: list[str]) -> Selection:
-    """The workers named, as they stand now (a worker is no row of the mirror)."""
-    targets, missing = [], []
-    for name in names:
-        try:
-            item = workerdrain.read_worker(name)
-        except QueueError:
-            missing.append(name)
-            continue
-        targets.append(Target(name, item.status))
-    return Selection(targets, missing, len(names), False, "")
-
-
-def _target(row, collections: dict[str, str]) -> Target:
-    """An item of the mirror; one Merritt wrote names only its profile, whose collection
-    it belongs to (for scoping and the page's collection column)."""
-    jid, status, version, collection, locked, profile = row
-    return Target(jid, status, version, collection or collections.get(profile, ""), locked)
-
-
 # --- the confirmation page ---------------------------------------------------------------
 
 
@@ -185,68 +70,6 @@ def _action(action_name: str) -> Action:
     if action is None:
         raise Http404(f"no action {action_name}")
     return action
-
-
-@dataclass(frozen=True)
-class _Failed:
-    """A Failed job as the mirror shows it, in the shape ``store.edits.resume_step`` reads."""
-
-    jid: str
-    status: str
-    last_successful_status: str | None
-
-
-def _resume_plan(action: Action, items: list[PlanItem]) -> tuple[list[PlanItem], dict, list]:
-    """For a resume: each item judged by the run's own check, what each job runs again, and
-    (for one job) the steps it may restart at; other actions pass through unchanged."""
-    if action.name != "job.resume":
-        return items, {}, []
-    ids = [p.target.id for p in items if p.applies]
-    rows = Job.objects.filter(jid__in=ids).values_list("jid", "status", "last_successful_status")
-    jobs = {jid: _Failed(jid, status, last or None) for jid, status, last in rows}
-    judged, again, offers = [], {}, {}
-    for p in items:
-        job = jobs.get(p.target.id)
-        if not p.applies or job is None:
-            judged.append(p)
-            continue
-        offers[job.jid] = resume_offer(job)
-        if not offers[job.jid]:
-            judged.append(PlanItem(p.target, False, "the queue would refuse to resume it"))
-            continue
-        note = resume_note(job.last_successful_status)
-        judged.append(PlanItem(p.target, True, note or p.why))
-        again[job.jid] = steps_again(job.last_successful_status)
-    applying = [p.target.id for p in judged if p.applies]
-    if len(applying) == 1:
-        job = jobs[applying[0]]
-        default = resume_target(job.last_successful_status)
-        options = [
-            {
-                "step": s,
-                "again": steps_again(job.last_successful_status, s),
-                "default": s == default,
-                "where_failed": s == default and not resume_note(job.last_successful_status),
-            }
-            for s in offers[job.jid]
-        ]
-        return judged, again, options
-    return judged, again, _common_steps([offers[jid] for jid in applying])
-
-
-def _common_steps(offers: list[list[str]]) -> list[dict]:
-    """For several jobs: each restarts where it failed (the first choice), or all at a step
-    every one of them may restart at."""
-    if not offers:
-        return []
-    common = [s for s in offers[0] if all(s in o for o in offers[1:])]
-    if not common:
-        return []
-    each = {"step": "", "again": [], "default": True, "where_failed": True, "each": True}
-    return [each] + [
-        {"step": s, "again": steps_again(None, s), "default": False, "where_failed": False}
-        for s in common
-    ]
 
 
 # Where Cancel goes when the person came from no page of this site.
@@ -266,21 +89,8 @@ def confirmation(
     if problem:
         return confirmations.refused(request, action, problem)
     selection = select(request, action)
-    items = plan(request.user, action, selection.targets)
-    items += [
-        PlanItem(Target(i), False, "not in the mirror (unknown id)") for i in selection.missing
-    ]
-    items, again, options = _resume_plan(action, items)
-    applying = [p for p in items if p.applies]
-    along = also_deleted([p.target.id for p in applying]) if action.name == "batch.delete" else {}
-    others = (
-        other_holds([p.target.id for p in applying]) if action.name == "collection.release" else {}
-    )
-    held = (
-        held_lists([p.target.id for p in applying], by_hold_only=HELD_LISTS[action.name])
-        if action.name in HELD_LISTS
-        else {}
-    )
+    the_plan = plans.build(request.user, action, selection.targets, selection.missing)
+    applying = the_plan.applying
     back = safe_next(request, request.GET.get("next", ""))
     same = (
         same_causes(
@@ -298,32 +108,36 @@ def confirmation(
         action=action.name,
         items=[[p.target.id, p.target.version] for p in applying],
         selection=selection.query if selection.everything else "",
-        steps=[o["step"] for o in options if o["step"]],
+        steps=the_plan.steps,
         back=request.GET.urlencode(),
     )
     rows = [
-        {"plan": p, "again": again.get(p.target.id), "along": along.get(p.target.id, [])}
-        for p in items[:SHOWN]
+        {
+            "plan": p,
+            "again": the_plan.again.get(p.target.id),
+            "along": the_plan.along.get(p.target.id, []),
+        }
+        for p in the_plan.items[:SHOWN]
     ]
     context = {
         "action": action,
         "selection": selection,
         "rows": rows,
         "listed": len(rows),
-        "count": len(items),
+        "count": len(the_plan.items),
         "applying": len(applying),
-        "options": options,
+        "options": the_plan.options,
         "payload": payload,
         "error": error,
         "reason": reason,
         "strong": action.name == "job.force_fail" or bool(action.warning),
-        "along": sum(len(jobs) for jobs in along.values()),
+        "along": sum(len(jobs) for jobs in the_plan.along.values()),
         "next": back,
         "cancel": came_from(request, reverse(LISTS[action.scope])),
         "used": used,
         "same_causes": same,
-        "other_holds": others,
-        "held": held,
+        "other_holds": the_plan.other_holds,
+        "held": the_plan.held,
         "caught": HELD_LISTS.get(action.name, False),
     }
     return render(request, "steering/confirm.html", context, status=status)

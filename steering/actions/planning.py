@@ -1,6 +1,6 @@
 """What an admin action's confirmation page lists: whether the action applies to each item,
-and why not; for a resume, the steps a job may restart at; for a collection's release, the
-held items it releases."""
+and why not; for a batch delete, its jobs deleted too; for a collection's release, the
+held items it releases. A resume's steps, and the plan put together, are ``plans``."""
 
 from __future__ import annotations
 
@@ -12,13 +12,11 @@ from django.utils.timezone import localtime
 
 from batches.models import Batch, Profile
 from jobs.models import Job
-from merritt_queue.core.errors import QueueError
-from merritt_queue.core.states import JOB_STEPS, BatchStatus, JobStatus, resume_target
-from merritt_queue.core.store.jobedits import JobEdits
+from merritt_queue.core.states import BatchStatus, JobStatus
 from merritt_queue.project.runtime import get_store
-from steering.catalog import Action, Target
+from steering.actions.catalog import Action, Target
 from steering.permissions import collections_of
-from steering.windowlist import active_for
+from steering.windows.listing import active_for
 
 J, B = JobStatus, BatchStatus
 
@@ -70,7 +68,8 @@ def judge(action: Action, t: Target, scope: set[str] | None, waits: Waits) -> Pl
     return PlanItem(t, True, _extra_note(action, t, waits))
 
 
-# The releases a maintenance window on now undoes at its next check (``steering.scheduler``).
+# The releases a maintenance window on now undoes at its next check
+# (``steering.windows.scheduler``).
 WINDOW_RELEASES = {"queue.resume": "queue", "collection.release": "collection"}
 
 
@@ -215,24 +214,3 @@ def held_lists(collections: list[str], *, by_hold_only: bool) -> dict[str, HeldL
 def profile_collections() -> dict[str, str]:
     """Each profile's collection: a mirror row of Merritt's names only its profile."""
     return dict(Profile.objects.values_list("name", "collection"))
-
-
-def resume_offer(job) -> list[str]:
-    """The steps a resume of ``job`` (anything with jid, status, last_successful_status)
-    may restart at: the run's own check (``store.edits.resume_step``) asked of each step, so
-    a confirmation page built from it offers exactly what the run will accept."""
-    offered = []
-    for step in (J.PENDING, *JOB_STEPS):
-        try:
-            JobEdits.resume_step(job, step)
-        except QueueError:
-            continue
-        offered.append(step)
-    return offered
-
-
-def steps_again(last_successful: str | None, step: str | None = None) -> list[str]:
-    """The steps a resumed job runs again, from where it restarts to the end."""
-    start = step or resume_target(last_successful)
-    order = [J.PENDING, *JOB_STEPS]
-    return order[order.index(start) :] if start in order else []

@@ -1,6 +1,6 @@
 """The actions that change what a job runs: a failed job's parameters edited before it is
 resumed (``job.edit_resume``), and Completed work run again as a new version
-(``job.rerun``, ``batch.rerun``). Their entries are in ``steering.catalog``."""
+(``job.rerun``, ``batch.rerun``). Their entries are in ``steering.actions.catalog``."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from merritt_queue.core.records import JobRecord
 from merritt_queue.core.sides import CREATED_BY, CREATED_BY_KEY, NONE
 from merritt_queue.core.states import BatchStatus
 from merritt_queue.core.store import QueueStore
-from steering.results import Applied, note_of
+from steering.actions.results import Applied, note_of
 
 B = BatchStatus
 

@@ -1,6 +1,6 @@
 """Pages of maintenance windows: the list (everyone), scheduling and cancelling one
 (administrators), each through a confirmation page with a reason and a one-use token, as
-the other admin actions (``steering.views``)."""
+the other admin actions (``steering.actions.views``)."""
 
 from __future__ import annotations
 
@@ -21,12 +21,12 @@ from merritt_queue.core.errors import QueueError
 from merritt_queue.project.display_zone import display_zone
 from merritt_queue.project.runtime import get_store
 from steering import confirmations
-from steering.catalog import Action, Scope
+from steering.actions.catalog import Action, Scope
 from steering.models import AdminAction, AdminActionItem, MaintenanceWindow
 from steering.permissions import Role, collections_of, refusal
-from steering.scheduler import end_now, target_id
-from steering.windowforms import WindowForm
-from steering.windowlist import listed, shown
+from steering.windows.forms import WindowForm
+from steering.windows.listing import listed, shown
+from steering.windows.scheduler import end_now, target_id
 from ui.reading_scope import readable_windows
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """Edit and resume a selection of failed jobs at once: a form (a payload URL prefix to
 replace, a digest algorithm to set), then a confirmation listing each job's before -> after
-and one reason, signed and executed by ``steering.views.run`` like every confirmation: one
+and one reason, signed and executed by ``steering.actions.views.run`` like every confirmation: one
 admin action over the jobs, each job skipped if it changed since the page was shown.
 
 The selection is the list's (``?ids=`` or ``?all=1`` with its filter), read from the mirror
@@ -27,9 +27,9 @@ from merritt_queue.core.records import JobRecord
 from merritt_queue.deposit.digest import SUPPORTED
 from merritt_queue.project.runtime import get_store
 from steering import confirmations
-from steering.bulkplan import BulkEdit, Planned, each_change, plan_job
-from steering.catalog import ACTIONS, Target
-from steering.editdoor import AlgorithmField
+from steering.actions.bulkplan import BulkEdit, Planned, each_change, plan_job
+from steering.actions.catalog import ACTIONS, Target
+from steering.actions.editdoor import AlgorithmField
 from steering.permissions import collections_of, refusal
 
 ACTION = "job.edit_resume"

@@ -1,7 +1,7 @@
 """Failed jobs about to be resumed together that failed the same way: a resume changes none
 of what they fetch, so unless the cause was fixed outside the queue (the folder put back),
 they will likely fail the same way again. The confirmation says so and offers the edit of
-the group at once (``steering.bulkedit``).
+the group at once (``steering.actions.bulkedit``).
 
 A cause is the message's signature, the mirror's indexed ``Job.signature`` (``ui.signatures``),
 so that a 404 at one URL and a 404 at another are one cause.

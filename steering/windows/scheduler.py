@@ -34,7 +34,7 @@ from django.utils import timezone
 from merritt_queue.core.history import admin_actor
 from merritt_queue.core.store import QueueStore
 from steering.models import AdminAction, AdminActionItem, MaintenanceWindow
-from steering.windowmath import Occurrence
+from steering.windows.timing import Occurrence
 
 log = logging.getLogger(__name__)
 

@@ -2,8 +2,9 @@
 problem kept with the field it is about so that the form shows it there; and the digest
 algorithm offered as a choice of those the project supports.
 
-Used by the edit of one job (``steering.editing``) and of a selection (``steering.bulkedit``):
-a URL an operator types, or one a prefix replacement makes, meets the same checks.
+Used by the edit of one job (``steering.actions.editing``) and of a selection
+(``steering.actions.bulkedit``): a URL an operator types, or one a prefix replacement makes,
+meets the same checks.
 """
 
 from __future__ import annotations

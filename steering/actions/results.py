@@ -1,5 +1,5 @@
 """What an admin action did to each item: its result, and the message its writes carry.
-Apart from ``steering.catalog`` so that the modules of its actions can use them too."""
+Apart from ``steering.actions.catalog`` so that the modules of its actions can use them too."""
 
 from __future__ import annotations
 

@@ -2,9 +2,9 @@
 named wrongly): what it changes on each job, or why it does not apply to it.
 
 Each job's change is the one an operator would have typed into its own edit form
-(``steering.editing``), checked at the same door (``steering.editdoor``); the changes are
-confirmed together and executed as one admin action over the jobs, each job by the same
-version-checked multi as a single edit (``steering.fixes.edit_resume``).
+(``steering.actions.editing``), checked at the same door (``steering.actions.editdoor``); the
+changes are confirmed together and executed as one admin action over the jobs, each job by the same
+version-checked multi as a single edit (``steering.actions.fixes.edit_resume``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from merritt_queue.core import jobparams
 from merritt_queue.core.records import JobRecord
-from steering.editdoor import door_problems, same_algorithm
+from steering.actions.editdoor import door_problems, same_algorithm
 
 Changes = dict[str, tuple[str, str]]
 

@@ -1,4 +1,4 @@
-"""Taking an admin action (``steering.catalog``) on the items a person confirmed: permitted,
+"""Taking an admin action (``steering.actions.catalog``) on the items a person confirmed: permitted,
 re-checked, audited.
 
 Guarantees:
@@ -33,12 +33,12 @@ from merritt_queue.core.history import admin_actor
 from merritt_queue.core.store import QueueStore
 from merritt_queue.project.runtime import deadline_left, get_store, unreachable
 from merritt_queue.project.zkdeadline import UNREACHABLE
-from steering import workerdrain
-from steering.catalog import ACTIONS, Action, Applied, ItemResult, PartlyDone, Scope, Target
+from steering.actions import workerdrain
+from steering.actions.catalog import ACTIONS, Action, Applied, ItemResult, PartlyDone, Scope, Target
+from steering.actions.planning import profile_collections
+from steering.actions.staleness import changed_since
 from steering.models import AdminAction, AdminActionItem
 from steering.permissions import collections_of, refusal
-from steering.planning import profile_collections
-from steering.staleness import changed_since
 
 # Items per round of a batched action: bounds the multis in flight and the progress step.
 MOVE_CHUNK = 500

@@ -9,7 +9,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from steering.models import MaintenanceWindow
-from steering.windowmath import Occurrence
+from steering.windows.timing import Occurrence
 
 # Past windows listed on the page; the audit trail keeps every one.
 PAST_SHOWN = 50

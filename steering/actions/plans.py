@@ -1,0 +1,145 @@
+"""The plan a confirmation page shows, built in one call (``build``): each item judged
+(``planning.plan``); for a resume, what each job runs again and the steps it may restart at
+(the run's own check asked, ``resume_offer``); and what goes with the items that apply (a
+batch delete's jobs, a collection release's other holds and held items). The view asks for
+it once and shows it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from jobs.models import Job
+from merritt_queue.core.errors import QueueError
+from merritt_queue.core.states import JOB_STEPS, JobStatus, resume_note, resume_target
+from merritt_queue.core.store.jobedits import JobEdits
+from steering.actions.catalog import Action, Target
+from steering.actions.planning import (
+    HELD_LISTS,
+    HeldList,
+    PlanItem,
+    also_deleted,
+    held_lists,
+    other_holds,
+    plan,
+)
+
+J = JobStatus
+
+
+@dataclass(frozen=True)
+class Plan:
+    items: list[PlanItem]  # every item asked for, and whether the action applies to it
+    again: dict[str, list[str]]  # a resume: per job, the steps it runs again
+    options: list[dict]  # a resume: the steps it may restart at, to choose from
+    along: dict[str, list[tuple[str, str]]]  # a batch delete: per batch, its jobs deleted too
+    other_holds: dict[str, list[str]]  # a collection release: holds another tool placed
+    held: dict[str, HeldList]  # a collection release: its held batches and jobs
+    applying: list[PlanItem]  # the items it applies to: the confirmation signs them
+    steps: list[str]  # a resume: the steps offered, as the confirmation signs them
+
+
+def build(user, action: Action, targets: list[Target], missing: list[str]) -> Plan:
+    """The plan of ``action`` on ``targets`` (and the ids ``missing`` from the mirror) for
+    ``user``."""
+    items = plan(user, action, targets)
+    items += [PlanItem(Target(i), False, "not in the mirror (unknown id)") for i in missing]
+    items, again, options = _resume_plan(action, items)
+    applying = [p for p in items if p.applies]
+    ids = [p.target.id for p in applying]
+    return Plan(
+        items,
+        again,
+        options,
+        along=also_deleted(ids) if action.name == "batch.delete" else {},
+        other_holds=other_holds(ids) if action.name == "collection.release" else {},
+        held=(
+            held_lists(ids, by_hold_only=HELD_LISTS[action.name])
+            if action.name in HELD_LISTS
+            else {}
+        ),
+        applying=applying,
+        steps=[o["step"] for o in options if o["step"]],
+    )
+
+
+@dataclass(frozen=True)
+class _Failed:
+    """A Failed job as the mirror shows it, in the shape ``store.edits.resume_step`` reads."""
+
+    jid: str
+    status: str
+    last_successful_status: str | None
+
+
+def _resume_plan(action: Action, items: list[PlanItem]) -> tuple[list[PlanItem], dict, list]:
+    """For a resume: each item judged by the run's own check, what each job runs again, and
+    (for one job) the steps it may restart at; other actions pass through unchanged."""
+    if action.name != "job.resume":
+        return items, {}, []
+    ids = [p.target.id for p in items if p.applies]
+    rows = Job.objects.filter(jid__in=ids).values_list("jid", "status", "last_successful_status")
+    jobs = {jid: _Failed(jid, status, last or None) for jid, status, last in rows}
+    judged, again, offers = [], {}, {}
+    for p in items:
+        job = jobs.get(p.target.id)
+        if not p.applies or job is None:
+            judged.append(p)
+            continue
+        offers[job.jid] = resume_offer(job)
+        if not offers[job.jid]:
+            judged.append(PlanItem(p.target, False, "the queue would refuse to resume it"))
+            continue
+        note = resume_note(job.last_successful_status)
+        judged.append(PlanItem(p.target, True, note or p.why))
+        again[job.jid] = steps_again(job.last_successful_status)
+    applying = [p.target.id for p in judged if p.applies]
+    if len(applying) == 1:
+        job = jobs[applying[0]]
+        default = resume_target(job.last_successful_status)
+        options = [
+            {
+                "step": s,
+                "again": steps_again(job.last_successful_status, s),
+                "default": s == default,
+                "where_failed": s == default and not resume_note(job.last_successful_status),
+            }
+            for s in offers[job.jid]
+        ]
+        return judged, again, options
+    return judged, again, _common_steps([offers[jid] for jid in applying])
+
+
+def _common_steps(offers: list[list[str]]) -> list[dict]:
+    """For several jobs: each restarts where it failed (the first choice), or all at a step
+    every one of them may restart at."""
+    if not offers:
+        return []
+    common = [s for s in offers[0] if all(s in o for o in offers[1:])]
+    if not common:
+        return []
+    each = {"step": "", "again": [], "default": True, "where_failed": True, "each": True}
+    return [each] + [
+        {"step": s, "again": steps_again(None, s), "default": False, "where_failed": False}
+        for s in common
+    ]
+
+
+def resume_offer(job) -> list[str]:
+    """The steps a resume of ``job`` (anything with jid, status, last_successful_status)
+    may restart at: the run's own check (``store.edits.resume_step``) asked of each step, so
+    a confirmation page built from it offers exactly what the run will accept."""
+    offered = []
+    for step in (J.PENDING, *JOB_STEPS):
+        try:
+            JobEdits.resume_step(job, step)
+        except QueueError:
+            continue
+        offered.append(step)
+    return offered
+
+
+def steps_again(last_successful: str | None, step: str | None = None) -> list[str]:
+    """The steps a resumed job runs again, from where it restarts to the end."""
+    start = step or resume_target(last_successful)
+    order = [J.PENDING, *JOB_STEPS]
+    return order[order.index(start) :] if start in order else []

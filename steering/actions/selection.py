@@ -1,0 +1,116 @@
+"""The items a confirmation names: ``?ids=`` or ``?all=1`` with the list's filter, read from
+the mirror (a worker, from the tree)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import parse_qsl
+
+from django.http import QueryDict
+
+from batches.filters import BatchFilter
+from batches.models import Batch
+from jobs.filters import JobFilter
+from jobs.models import Job
+from merritt_queue.core.errors import QueueError
+from steering.actions import workerdrain
+from steering.actions.catalog import Action, Scope, Target
+from steering.actions.planning import profile_collections
+
+MAX_ITEMS = 10_000  # "all matching" beyond this must be narrowed first
+NOT_FILTER = {"all", "ids", "page", "sort", "per_page", "action", "mode", "next"}
+
+
+# --- the selection ---------------------------------------------------------------------
+
+
+@dataclass
+class Selection:
+    targets: list[Target]
+    missing: list[str]  # ids asked for but not in the mirror
+    total: int
+    everything: bool  # "all N matching this filter"
+    query: str  # the filter, as a query string, when everything
+    too_many: bool = False
+    error: str = ""
+
+    @property
+    def readable(self) -> str:
+        """The filter as a librarian reads it: ``status=Failed · signature=digest mismatch…``,
+        not percent-encoded."""
+        return " · ".join(f"{key}={value}" for key, value in parse_qsl(self.query))
+
+
+def _ids(request) -> list[str]:
+    raw = ",".join(request.GET.getlist("ids"))
+    seen: dict[str, None] = {}
+    for part in raw.split(","):
+        if part.strip():
+            seen.setdefault(part.strip(), None)
+    return list(seen)
+
+
+def _filter_query(request) -> str:
+    q = QueryDict(mutable=True)
+    for key in request.GET:
+        if key not in NOT_FILTER:
+            q.setlist(key, request.GET.getlist(key))
+    return q.urlencode()
+
+
+MIRROR = {
+    Scope.JOB: (Job, "jid", JobFilter),
+    Scope.BATCH: (Batch, "bid", BatchFilter),
+}
+
+
+def select(request, action: Action) -> Selection:
+    """The items the request names: ``?ids=`` or ``?all=1`` with the list's filter."""
+    if action.scope == Scope.QUEUE:
+        return Selection([Target("ingest")], [], 1, False, "")
+    if action.scope == Scope.COLLECTION:
+        ids = _ids(request)
+        return Selection([Target(m) for m in ids], [], len(ids), False, "")
+    if action.scope == Scope.WORKER:
+        return _workers(_ids(request))
+    model, key, filter_class = MIRROR[action.scope]
+    fields = (key, "status", "status_version", "collection", "locked", "profile")
+    collections = profile_collections()
+    if request.GET.get("all") == "1":
+        query = _filter_query(request)
+        filterset = filter_class(QueryDict(query), queryset=model._default_manager.all())
+        if not filterset.is_valid():
+            return Selection([], [], 0, True, query, error="the list's filter is not valid")
+        rows = filterset.qs.order_by(f"-{key}").values_list(*fields)
+        total = rows.count()
+        if total > MAX_ITEMS:
+            return Selection([], [], total, True, query, too_many=True)
+        targets = [_target(r, collections) for r in rows]
+        return Selection(targets, [], total, True, query)
+    ids = _ids(request)
+    found = {
+        r[0]: _target(r, collections)
+        for r in model._default_manager.filter(**{f"{key}__in": ids}).values_list(*fields)
+    }
+    missing = [i for i in ids if i not in found]
+    return Selection([found[i] for i in ids if i in found], missing, len(ids), False, "")
+
+
+def _workers(names: list[str]) -> Selection:
+    """The workers named, as they stand now (a worker is no row of the mirror)."""
+    targets, missing = [], []
+    for name in names:
+        try:
+            item = workerdrain.read_worker(name)
+        except QueueError:
+            missing.append(name)
+            continue
+        targets.append(Target(name, item.status))
+    return Selection(targets, missing, len(names), False, "")
+
+
+def _target(row, collections: dict[str, str]) -> Target:
+    """An item of the mirror; one Merritt wrote names only its profile, whose collection
+    it belongs to (for scoping and the page's collection column)."""
+    jid, status, version, collection, locked, profile = row
+    return Target(jid, status, version, collection or collections.get(profile, ""), locked)
