@@ -197,26 +197,35 @@ def test_another_jobs_attempt_neither_takes_nor_deletes_a_storage_lock(make_stor
     assert not zk.exists(t.storage_lock(ARK))
 
 
-def test_a_cut_off_download_stops_between_chunks_and_gives_up_past_the_bound(
-    make_store, http_server, tmp_path
-):
+def downloading_in_thread(make_store, http_server, work: Path, cut_off: float):
+    """A worker's Downloading step running in a thread, held after its first chunk; the
+    worker, the job, the body's gates, the thread, its report and the connection's watch."""
     body = GatedBody()
     url = http_server.behave("/big.bin", generate=(CHUNK * CHUNKS, body.chunks))
     worker = make_store()
     worker.init()
-    worker.locks.step_cut_off = 1.0
+    worker.locks.step_cut_off = cut_off
     jid = downloading_job(worker)
-    work = tmp_path / "work"
     step, report = in_thread(
         lambda: run_job_step(
             worker, jid, "Downloading", download_handler(services_for(worker, work), url)
         )
     )
     assert body.arrived[0].wait(10)
-    part = first_chunk_written(work / "jobs" / jid)
-    # kazoo tells its listeners the connection is suspended (what a dropped link gives).
     watch = worker.locks._watch
     assert watch is not None
+    return worker, jid, body, step, report, watch
+
+
+def test_a_cut_off_download_stops_between_chunks_and_gives_up_past_the_bound(
+    make_store, http_server, tmp_path
+):
+    work = tmp_path / "work"
+    worker, jid, body, step, report, watch = downloading_in_thread(
+        make_store, http_server, work, cut_off=1.0
+    )
+    part = first_chunk_written(work / "jobs" / jid)
+    # kazoo tells its listeners the connection is suspended (what a dropped link gives).
     watch._on_state(KazooState.SUSPENDED)
     cut_at = time.monotonic()
     body.go_on[0].set()
@@ -234,21 +243,9 @@ def test_a_cut_off_download_stops_between_chunks_and_gives_up_past_the_bound(
 def test_a_download_suspended_briefly_goes_on_once_the_session_is_back(
     make_store, http_server, tmp_path
 ):
-    body = GatedBody()
-    url = http_server.behave("/big.bin", generate=(CHUNK * CHUNKS, body.chunks))
-    worker = make_store()
-    worker.init()
-    worker.locks.step_cut_off = 30.0
-    jid = downloading_job(worker)
-    work = tmp_path / "work"
-    step, report = in_thread(
-        lambda: run_job_step(
-            worker, jid, "Downloading", download_handler(services_for(worker, work), url)
-        )
+    worker, jid, body, step, report, watch = downloading_in_thread(
+        make_store, http_server, tmp_path / "work", cut_off=30.0
     )
-    assert body.arrived[0].wait(10)
-    watch = worker.locks._watch
-    assert watch is not None
     watch._on_state(KazooState.SUSPENDED)
     body.go_on[0].set()
     step.join(0.5)
