@@ -23,9 +23,12 @@ import pytest
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parent.parent
-# What the wheel ships: the project package and every app of INSTALLED_APPS.
+# What the wheel ships: the project package, every app of INSTALLED_APPS, and the rooms the
+# apps import that are no app (the pipeline's steps, the door's ways in).
 PRODUCT = (
     "merritt_queue",
+    "pipeline",
+    "door",
     "batches",
     "jobs",
     "inventory",
