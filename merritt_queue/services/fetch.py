@@ -55,7 +55,8 @@ import requests
 import urllib3.exceptions
 
 from ..core.errors import LockLost
-from ..deposit.digest import Hashers, normalise_algorithm
+from ..deposit.digest import Hashers
+from . import fetchchecks as checks
 from . import httputil, pinned, transport
 from .errors import FetchError, PartFileGone
 from .netpolicy import is_public
@@ -203,7 +204,7 @@ class Fetcher:
         try:
             with deadline:
                 with self._open(self._sender(), "HEAD", url) as resp:
-                    return _content_length(resp) if resp.status_code == 200 else None
+                    return checks.content_length(resp) if resp.status_code == 200 else None
         except Exception as exc:  # an estimate must never fail the job; None says "unknown"
             reason = f"no answer within {deadline.seconds:g} s" if deadline.expired else exc
             log.info("HEAD %s gave no size: %s", url, reason)
@@ -239,15 +240,15 @@ class Fetcher:
     ) -> DownloadResult:
         """Stream ``url`` to ``dest``; raise ``FetchError`` and leave nothing behind on failure."""
         dest = Path(dest)
-        expected = _expected_digest(url, digest)
-        algorithms = _algorithms(url, expected, extra_algorithms)
+        expected = checks.expected_digest(url, digest)
+        algorithms = checks.algorithms(url, expected, extra_algorithms)
         part = part_path(dest)
         try:
             make_dir(dest.parent)
             size, digests, written = self._download_with_retries(
                 url, part, algorithms, expected_size, max_bytes
             )
-            _verify_digest(url, expected, digests)
+            checks.verify_digest(url, expected, digests)
             self._pass_fence(f"complete {dest.name}")
             rename_into_place(part, dest, written)
         except BaseException:
@@ -336,49 +337,49 @@ class Fetcher:
             try:
                 resp = self._open(self._sender(), "GET", url)
             except requests.RequestException as exc:
-                _raise_if_expired(url, deadline, None)
+                checks.raise_if_expired(url, deadline, None)
                 raise _as_transient_or_fatal(url, exc) from exc
             except BaseException:
-                _raise_if_expired(url, deadline, None)
+                checks.raise_if_expired(url, deadline, None)
                 raise
             with resp:
                 _raise_for_status(url, resp)
-                announced = _content_length(resp)
-                _check_announced(url, announced, expected_size, cap)
+                announced = checks.content_length(resp)
+                checks.check_announced(url, announced, expected_size, cap)
                 body = _Body(url, resp, self.timeout[1])
                 try:
                     size, digests, written = self._stream(body, part, algorithms, announced, cap)
                 except (_Transient, FetchError):
-                    _raise_if_expired(url, deadline, body.received)
+                    checks.raise_if_expired(url, deadline, body.received)
                     raise
-                _raise_if_expired(url, deadline, body.received)
+                checks.raise_if_expired(url, deadline, body.received)
         if expected_size is not None and size != expected_size:
             raise FetchError(f"size mismatch for {url}: expected {expected_size} bytes, got {size}")
         return size, digests, written
 
-    def _cap(self, expected_size: int | None, url: str, max_bytes: int | None) -> _Cap | None:
+    def _cap(self, expected_size: int | None, url: str, max_bytes: int | None) -> checks.Cap | None:
         """The most bytes ``url`` may give, and where that figure comes from."""
         caps = []
         if expected_size is not None:
-            caps.append(_Cap(expected_size, f"its declared size of {expected_size} bytes"))
+            caps.append(checks.Cap(expected_size, f"its declared size of {expected_size} bytes"))
         head = self.declared_sizes.get(url)
         if head is not None:
-            caps.append(_Cap(head, f"the size of {head} bytes its HEAD request gave"))
+            caps.append(checks.Cap(head, f"the size of {head} bytes its HEAD request gave"))
         # A declared size was reserved on disk by Provisioning; an undeclared one was not.
         if not caps and self.max_download_bytes:
             caps.append(self._undeclared_cap(self.max_download_bytes))
         if max_bytes is not None:
-            caps.append(_Cap(max_bytes, f"the limit of {max_bytes} bytes"))
+            caps.append(checks.Cap(max_bytes, f"the limit of {max_bytes} bytes"))
         return min(caps, key=lambda c: c.size) if caps else None
 
-    def _undeclared_cap(self, limit: int) -> _Cap:
+    def _undeclared_cap(self, limit: int) -> checks.Cap:
         if self.undeclared_reserved:
-            return _Cap(
+            return checks.Cap(
                 limit,
                 f"the {limit} bytes reserved for a file of undeclared size (the room under "
                 "MQ_DISK_THRESHOLD when the job was estimated, at most MQ_MAX_DOWNLOAD_BYTES)",
             )
-        return _Cap(limit, f"the limit of {limit} bytes (MQ_MAX_DOWNLOAD_BYTES)")
+        return checks.Cap(limit, f"the limit of {limit} bytes (MQ_MAX_DOWNLOAD_BYTES)")
 
     def _open(self, sender: transport.Sender, method: str, url: str) -> requests.Response:
         """Send ``method``, following redirects by hand so every hop passes the policy."""
@@ -409,7 +410,7 @@ class Fetcher:
         part: Path,
         algorithms: list[str],
         announced: int | None,
-        cap: _Cap | None,
+        cap: checks.Cap | None,
     ) -> tuple[int, dict[str, str], tuple[int, int]]:
         url = body.url
         hasher = Hashers(algorithms) if algorithms else None
@@ -507,67 +508,6 @@ class _Inline:
         return future
 
 
-@dataclass(frozen=True)
-class _Cap:
-    size: int
-    source: str  # the figure and where it comes from, for the message
-
-
-def _raise_if_expired(url: str, deadline: RequestDeadline, received: int | None):
-    """The deadline's own error once it has cut the request, whatever the cut looked like.
-
-    Not retried at once (another attempt would take as long), but retryable: the server
-    may be faster later.
-    """
-    if not deadline.expired:
-        return
-    limit = f"{deadline.seconds:g} s, the download deadline (MQ_FETCH_DEADLINE)"
-    if received is None:
-        raise FetchError(
-            f"{url}: the server is too slow: no complete response headers after {limit}",
-            retryable=True,
-        )
-    raise FetchError(
-        f"{url}: still downloading after {limit}; stopped after {received} bytes",
-        retryable=True,
-    )
-
-
-def _expected_digest(url: str, digest: tuple[str, str] | None) -> tuple[str, str] | None:
-    if digest is None:
-        return None
-    algorithm, value = digest
-    try:
-        return normalise_algorithm(algorithm), value.strip().lower()
-    except ValueError as exc:
-        raise FetchError(f"cannot check {url}: {exc}") from None
-
-
-def _algorithms(url: str, expected: tuple[str, str] | None, extra: Iterable[str]) -> list[str]:
-    names = [expected[0]] if expected else []
-    try:
-        names += [normalise_algorithm(a) for a in extra]
-    except ValueError as exc:
-        raise FetchError(f"cannot fetch {url}: {exc}") from None
-    return list(dict.fromkeys(names))
-
-
-def _verify_digest(url: str, expected: tuple[str, str] | None, digests: dict[str, str]) -> None:
-    if expected is None:
-        return
-    algorithm, value = expected
-    if digests[algorithm] != value:
-        raise FetchError(
-            f"{algorithm} mismatch for {url}: expected {value}, got {digests[algorithm]}"
-        )
-
-
-def _content_length(resp: requests.Response) -> int | None:
-    value = resp.headers.get("Content-Length", "").strip()
-    # isdigit() alone holds for '²' (a header is read as latin-1), which int() refuses.
-    return int(value) if value.isascii() and value.isdigit() else None
-
-
 def _raise_for_status(url: str, resp: requests.Response) -> None:
     code = resp.status_code
     if 200 <= code < 300:
@@ -575,21 +515,6 @@ def _raise_for_status(url: str, resp: requests.Response) -> None:
     if httputil.is_retryable_status(code):
         raise _Transient(f"{url} returned {httputil.status_text(resp)}", httputil.retry_after(resp))
     raise FetchError(f"{url} returned {httputil.status_text(resp)}")
-
-
-def _check_announced(
-    url: str, announced: int | None, expected_size: int | None, cap: _Cap | None
-) -> None:
-    """Refuse before reading a byte when the announced size already tells us it is wrong."""
-    if announced is None:
-        return
-    if expected_size is not None and announced != expected_size:
-        raise FetchError(
-            f"size mismatch for {url}: expected {expected_size} bytes, got {announced} "
-            "(announced by the server)"
-        )
-    if cap is not None and announced > cap.size:
-        raise FetchError(f"{url} is {announced} bytes, more than {cap.source}")
 
 
 def _as_transient_or_fatal(url: str, exc: requests.RequestException) -> Exception:
