@@ -93,7 +93,7 @@ def pipeline(zk_config, redis, settings, tmp_path, transactional_db):
     settings.MQ_MAX_DOWNLOAD_BYTES = 1 << 30
     # The workers share the test's in-memory SQLite database, in which a second thread's
     # write fails at once instead of waiting: a chain's writes reach the mirror at the end
-    # of its RQ job, from the worker's own thread (tests/test_changebuffer.py covers the
+    # of its RQ job, from the worker's own thread (tests/core/test_changebuffer.py covers the
     # delayed flush from another thread).
     settings.MQ_MIRROR_DELAY = 3600
     settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"

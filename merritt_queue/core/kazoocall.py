@@ -5,7 +5,7 @@ kazoo sends every request through ``_call(request, async_object)``; its public c
 first, and it has none for ``multiRead``. The store's hot path (``store/engine.py``:
 prebuilt multis, single stats and creates) and the tree reader (``multiread.py``: the
 ``multiRead`` request kazoo lacks) need the bare send, so it lives here alone and
-``tests/test_kazoocall.py`` pins its contract to the installed kazoo: the signature, a
+``tests/core/test_kazoocall.py`` pins its contract to the installed kazoo: the signature, a
 request reaching the server, and the short-circuit of a closed client.
 
 Guarantees:

@@ -3,7 +3,8 @@ phone's width, and a job page can be worked by keyboard alone (issue 32).
 
 An administrator sees the most (action buttons, maintenance, submit), over data like the
 demo's: a completed batch and a failed one, an object with versions, a held collection, an
-audit entry and a maintenance window. As in tests/test_browser.py, ``MQ_SKIP_BROWSER=1`` skips.
+audit entry and a maintenance window. As in tests/browser/test_browser.py,
+``MQ_SKIP_BROWSER=1`` skips.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from inventory.recorder import LocalInventory
 from mirror import facade as mirror
 from steering.models import ADMINISTRATOR, AdminAction, MaintenanceWindow
 from tests.a11y import refused
-from tests.test_browser import PASSWORD, TIMEOUT_MS, browser, logged_in  # noqa: F401
-from tests.test_browser_steering import collection_action
-from tests.test_objects_pages import ARK, record_brain
+from tests.browser.test_browser import PASSWORD, TIMEOUT_MS, browser, logged_in  # noqa: F401
+from tests.browser.test_browser_steering import collection_action
+from tests.pages.test_objects_pages import ARK, record_brain
 
 pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
 

@@ -2,14 +2,14 @@
 the job list and completed; the batch then says Completed everywhere a person looks (its page,
 its report, its timeline with the queue's reason, the batch list and the dashboard's counts),
 with no "Report again" from anyone. The pipeline, ZooKeeper and the mirror's write-through are
-the real ones (tests/test_browser_steering.py)."""
+the real ones (tests/browser/test_browser_steering.py)."""
 
 from __future__ import annotations
 
 import re
 
-from tests.test_browser import browser  # noqa: F401 - the same fixture
-from tests.test_browser_steering import admin_page, batch_row, confirm, run_until, shoot  # noqa: F401
+from tests.browser.test_browser import browser  # noqa: F401 - the same fixture
+from tests.browser.test_browser_steering import admin_page, batch_row, confirm, run_until, shoot  # noqa: F401
 
 pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
 

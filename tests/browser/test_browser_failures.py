@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from batches.models import Batch
 from jobs.models import Job
-from tests.test_browser import PASSWORD, browser, logged_in  # noqa: F401 - the same fixture
+from tests.browser.test_browser import PASSWORD, browser, logged_in  # noqa: F401 - the same fixture
 from ui.signatures import cause_of
 
 LONG = (

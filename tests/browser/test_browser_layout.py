@@ -3,7 +3,7 @@
 
 The data is like the demo's after a while: several batches of every submission type, with
 long batchIDs, titles and messages, and failed jobs whose messages are long URLs. As in
-tests/test_browser.py, ``MQ_SKIP_BROWSER=1`` skips; screenshots go to ``$MQ_SHOTS_DIR``.
+tests/browser/test_browser.py, ``MQ_SKIP_BROWSER=1`` skips; screenshots go to ``$MQ_SHOTS_DIR``.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from batches.models import Batch, Collection
 from jobs.models import Job
 from merritt_queue.core.planning import SUBMISSION_TYPES
 from steering.models import ADMINISTRATOR, AdminAction
-from tests.test_browser import PASSWORD, browser, logged_in  # noqa: F401
-from tests.test_browser_phone import shoot
+from tests.browser.test_browser import PASSWORD, browser, logged_in  # noqa: F401
+from tests.browser.test_browser_phone import shoot
 from ui.signatures import cause_of
 
 DESKTOP, PHONE = 1400, 390

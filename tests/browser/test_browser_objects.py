@@ -1,6 +1,6 @@
 """The object pages in a real browser (Debian's chromium through Playwright), narrow and wide.
 
-As in tests/test_browser.py, ``MQ_SKIP_BROWSER=1`` skips.
+As in tests/browser/test_browser.py, ``MQ_SKIP_BROWSER=1`` skips.
 """
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import pytest
 from django.contrib.auth.models import User
 
 from inventory.recorder import LocalInventory
+from tests.browser.test_browser import PASSWORD, browser, logged_in  # noqa: F401 - the same fixture
+from tests.pages.test_objects_pages import ARK, NOTES, record_brain
 from tests.roles import viewer
-from tests.test_browser import PASSWORD, browser, logged_in  # noqa: F401 - the same fixture
-from tests.test_objects_pages import ARK, NOTES, record_brain
 
 
 @pytest.fixture(params=[390, 1400], ids=["phone", "desktop"])

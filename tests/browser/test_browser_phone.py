@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from django.contrib.auth.models import Group, User
 
-from tests.test_browser import PASSWORD, browser, fill_mirror, logged_in  # noqa: F401
+from tests.browser.test_browser import PASSWORD, browser, fill_mirror, logged_in  # noqa: F401
 
 PHONE = 390
 

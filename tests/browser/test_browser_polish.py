@@ -1,16 +1,16 @@
 """Issue 32, minor "Polish", as a person sees it in a real browser (Debian's chromium
 through Playwright): Cancel is a real link back, the window form shows one recurrence's
 fields, the timeline names a worker's host and hides priority rows until asked.
-``MQ_SKIP_BROWSER=1`` skips, as tests/test_browser.py.
+``MQ_SKIP_BROWSER=1`` skips, as tests/browser/test_browser.py.
 """
 
 from __future__ import annotations
 
 from batches.models import Collection
-from tests.test_browser import browser  # noqa: F401 - the same fixture
-from tests.test_browser_steering import admin_page  # noqa: F401 - the same fixture
-from tests.test_history_pages import event
-from tests.test_pages_batches_jobs import jid, make_batch, make_job
+from tests.browser.test_browser import browser  # noqa: F401 - the same fixture
+from tests.browser.test_browser_steering import admin_page  # noqa: F401 - the same fixture
+from tests.pages.test_history_pages import event
+from tests.pages.test_pages_batches_jobs import jid, make_batch, make_job
 
 pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
 
@@ -64,7 +64,7 @@ def test_no_page_cancels_with_history_back():
     """Every Cancel is a link that can be opened, kept and read aloud."""
     from pathlib import Path
 
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     found = [
         str(p.relative_to(root))
         for p in root.glob("*/templates/**/*.html")

@@ -10,8 +10,8 @@ from django.utils import timezone
 
 from jobs.models import JobEvent
 from steering.models import AdminAction, AdminActionItem
-from tests.test_browser import PASSWORD, browser, logged_in  # noqa: F401 - the same fixture
-from tests.test_pages_batches_jobs import bid, jid
+from tests.browser.test_browser import PASSWORD, browser, logged_in  # noqa: F401 - the same fixture
+from tests.pages.test_pages_batches_jobs import bid, jid
 
 
 def test_an_account_with_no_role_is_told_so_and_whom_to_ask(browser, live_server):  # noqa: F811

@@ -1,7 +1,7 @@
 """Admin actions in a real browser (Debian's chromium through Playwright), end to end.
 
 A live server over a real ZooKeeper chroot and the pipeline run in this process; the
-mirror follows by write-through. As in tests/test_browser.py, ``MQ_SKIP_BROWSER=1`` skips.
+mirror follows by write-through. As in tests/browser/test_browser.py, ``MQ_SKIP_BROWSER=1`` skips.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from batches.models import Collection
 from merritt_queue.project.runtime import get_store as pipeline_store
 from mirror import facade as mirror
 from steering.models import ADMINISTRATOR
-from tests.test_browser import PASSWORD, browser, logged_in  # noqa: F401 - the same fixture
+from tests.browser.test_browser import PASSWORD, browser, logged_in  # noqa: F401 - the same fixture
 
 pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
 

@@ -1,12 +1,12 @@
 """Editing failed jobs in a real browser: one moved folder fixed for all its jobs in one
 edit, reached from the resume that would have failed the same way; and the single edit's
-problems shown beside their fields. As tests/test_browser_steering.py; ``MQ_SKIP_BROWSER=1``
+problems shown beside their fields. As tests/browser/test_browser_steering.py; ``MQ_SKIP_BROWSER=1``
 skips."""
 
 from __future__ import annotations
 
-from tests.test_browser import browser  # noqa: F401 - the same fixture
-from tests.test_browser_steering import admin_page, confirm, run_until, shoot  # noqa: F401
+from tests.browser.test_browser import browser  # noqa: F401 - the same fixture
+from tests.browser.test_browser_steering import admin_page, confirm, run_until, shoot  # noqa: F401
 
 pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
 

@@ -1,6 +1,6 @@
 """The submit and check pages as a depositor sees them in a real browser (issue 32): a bad
 manifest refused at the door with the check page's table, a taken batchID answered with what
-became of its batch and the way on, the form kept. As in tests/test_browser.py,
+became of its batch and the way on, the form kept. As in tests/browser/test_browser.py,
 ``MQ_SKIP_BROWSER=1`` skips.
 """
 
@@ -14,8 +14,8 @@ from door.rights import grant_depositor
 from door.submission import submit
 from merritt_queue.project import runtime
 from mirror import facade as mirror
-from tests.test_browser import PASSWORD, browser, logged_in  # noqa: F401 - the same fixture
-from tests.test_submit_door import BAD, FILES
+from tests.browser.test_browser import PASSWORD, browser, logged_in  # noqa: F401 - the same fixture
+from tests.door.test_submit_door import BAD, FILES
 
 
 @pytest.fixture

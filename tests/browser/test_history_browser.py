@@ -2,7 +2,7 @@
 failure, the admin's resume inline with who and why, and the steps after it, in version
 order, on the job's page and its batch's; wide and on a phone, where nothing may make the
 page scroll sideways. The pipeline, ZooKeeper and the mirror's write-through are the real
-ones (tests/test_browser_steering.py). ``MQ_SKIP_BROWSER=1`` skips.
+ones (tests/browser/test_browser_steering.py). ``MQ_SKIP_BROWSER=1`` skips.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import pytest
 from django.contrib.auth.models import Group, User
 
 from steering.models import ADMINISTRATOR
-from tests.test_browser import PASSWORD, browser, logged_in  # noqa: F401 - the same fixture
-from tests.test_browser_objects import fits
-from tests.test_browser_steering import confirm, run_until
+from tests.browser.test_browser import PASSWORD, browser, logged_in  # noqa: F401 - the same fixture
+from tests.browser.test_browser_objects import fits
+from tests.browser.test_browser_steering import confirm, run_until
 
 pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
 

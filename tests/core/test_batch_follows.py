@@ -14,8 +14,8 @@ from merritt_queue.core.store.followups import report_is_stale
 from merritt_queue.core.treecheck.consistency import check_tree
 from merritt_queue.core.treecheck.reportchecks import KIND
 from notifications.models import COMPLETION, EMAIL, Delivery, Subscription
-from tests.test_core_store import job_in
-from tests.test_merritt_side_by_side_checks import only
+from tests.core.test_core_store import job_in
+from tests.merritt.test_merritt_side_by_side_checks import only
 
 pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
 

@@ -18,7 +18,7 @@ from steering.actions.catalog import ACTIONS
 from steering.actions.execution import execute
 from steering.models import AdminAction, MaintenanceWindow
 from steering.windows.scheduler import apply_windows, end_now
-from tests.test_steering_actions import job_in
+from tests.pages.test_steering_actions import job_in
 
 pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
 

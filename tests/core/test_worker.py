@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tests.procs import TEST_SECRET_KEY
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_an_idle_worker_stops_on_sigterm(redis, tmp_path):

@@ -43,7 +43,7 @@ from pipeline import services
 
 pytest_plugins = ["tests.httpserver"]
 
-BAD = Path(__file__).parent / "fixtures" / "bad"
+BAD = Path(__file__).parents[1] / "fixtures" / "bad"
 PROFILE = "http://uc3.cdlib.org/registry/ingest/manifest/"
 PROFILES = (
     "mrt-ingest-manifest, mrt-single-file-batch-manifest, mrt-batch-manifest, "

@@ -20,7 +20,7 @@ from merritt_queue.deposit.manifest import (
 )
 from merritt_queue.deposit.manifestvalues import rewrite_url
 
-SAMPLES = Path(__file__).parent / "fixtures" / "merritt-sample-files"
+SAMPLES = Path(__file__).parents[1] / "fixtures" / "merritt-sample-files"
 PUBLIC = "https://raw.githubusercontent.com/CDLUC3/mrt-doc/main/sampleFiles/"
 LOCAL = "http://127.0.0.1:8765/"
 PROFILE = "http://uc3.cdlib.org/registry/ingest/manifest/"

@@ -14,7 +14,7 @@ from door.rights import grant_depositor
 from merritt_queue.deposit.manifest import ManifestError, parse_manifest
 from merritt_queue.deposit.manifestcheck import VALUE_LIMIT, check_manifest
 
-SAMPLES = Path(__file__).parent / "fixtures" / "merritt-sample-files"
+SAMPLES = Path(__file__).parents[1] / "fixtures" / "merritt-sample-files"
 PROFILE = "http://uc3.cdlib.org/registry/ingest/manifest/"
 FIELDS = "#%fields | nfo:fileUrl | nfo:hashAlgorithm | nfo:hashValue | nfo:fileSize | nfo:fileName"
 BATCH = "#%fields | nfo:fileUrl | nfo:fileName | mrt:localIdentifier"

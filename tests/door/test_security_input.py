@@ -23,7 +23,7 @@ from merritt_queue.deposit.safepath import UnsafePath, inside
 from merritt_queue.services.errors import StorageError
 from merritt_queue.services.storage import LocalStorage, escape_ark
 from steering.models import CollectionScope
-from tests.test_security_disk import only_job, tree_batch
+from tests.pipeline.test_security_disk import only_job, tree_batch
 
 pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
 

@@ -23,11 +23,11 @@ from merritt_queue.core.store import QueueStore
 from merritt_queue.project import runtime
 from steering.models import AdminAction
 from tests.cluster import start_client
-from tests.test_security_door import raw_post
+from tests.door.test_security_door import raw_post
 
 pytest_plugins = ["tests.cluster"]
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 # --- 4: a body is judged by its headers on every path, before anything reads it --------------

@@ -22,8 +22,8 @@ from inventory.recorder import LocalInventory
 from jobs.models import MirrorState
 from notifications.models import Delivery, Subscription
 from steering.models import AdminAction, AdminActionItem, CollectionScope, MaintenanceWindow
-from tests.test_objects_pages import file
-from tests.test_pages_batches_jobs import bid, jid, make_batch, make_event, make_job
+from tests.pages.test_objects_pages import file
+from tests.pages.test_pages_batches_jobs import bid, jid, make_batch, make_event, make_job
 
 MINE_ARK, SECRET_ARK = "ark:/99999/fk4mine", "ark:/99999/fk4secret"
 MINE_TITLE, SECRET_TITLE = "Mine in demo", "SECRET title of other"

@@ -12,8 +12,8 @@ from batches.models import ApiToken, BatchEvent
 from door.rights import grant_depositor
 from jobs.models import JobEvent
 from mirror.facade import recount
+from tests.pages.test_pages_batches_jobs import bid, jid, make_batch, make_job
 from tests.roles import viewer
-from tests.test_pages_batches_jobs import bid, jid, make_batch, make_job
 
 pytestmark = pytest.mark.django_db
 

@@ -38,7 +38,7 @@ def post(client, token, body, **extra):
     )
 
 
-# A single file: a manifest's link is read at the door (tests/test_submit_door.py).
+# A single file: a manifest's link is read at the door (tests/door/test_submit_door.py).
 GOOD = {
     "profile": "demo",
     "type": "file",

@@ -19,7 +19,7 @@ from jobs.models import Job
 from mirror import facade as mirror
 from pipeline import batchhandlers as batch_handlers
 from pipeline import services
-from tests.test_manifest_check import checkm
+from tests.door.test_manifest_check import checkm
 
 pytest_plugins = ["tests.httpserver"]
 

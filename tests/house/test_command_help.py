@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from django.core.management import get_commands, load_command_class
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 COMMON = {
     "help",
     "version",

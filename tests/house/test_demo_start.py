@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PORT_NAMES = ("ZK_PORT", "REDIS_PORT", "WEB_PORT", "CONTENT_PORT", "RECEIVER_PORT")
 
 

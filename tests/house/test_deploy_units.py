@@ -12,7 +12,7 @@ from django.core.management import get_commands
 
 from merritt_queue.core.dispatcher import all_queue_names
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 UNITS = REPO / "deploy" / "systemd"
 INSTALL_DIR = "/opt/merritt-queue"
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_doc_examples import DOCUMENTS, MANAGE, ROOT, commands
+from tests.house.test_doc_examples import DOCUMENTS, MANAGE, ROOT, commands
 
 pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
 

@@ -6,7 +6,7 @@ has neither Django nor them). Each example is read from the text (inline code an
 blocks alike), its placeholders (URL, PATH, FILE) filled in, and given to the command's own
 parser; the submit examples then run with ``--dry-run`` against the test database, so an
 example the command would refuse ("submitter is required") fails here, not for a reader.
-tests/test_doc_commands.py pastes them into a shell.
+tests/house/test_doc_commands.py pastes them into a shell.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from django.core.management import (
 from batches.models import Profile
 from door import manifest_door
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTS = ("README.md", "docs/usage.md")
 PLACEHOLDERS = {"URL": "http://127.0.0.1:8001/4blocks.checkm", "NAME": "someone"}
 # What the demo's content server (127.0.0.1:8001) serves: Merritt's sample files.

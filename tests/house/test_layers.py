@@ -9,7 +9,7 @@ import ast
 from itertools import pairwise
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 FRAMEWORK_FREE = ("merritt_queue/core", "merritt_queue/deposit", "merritt_queue/services")
 FORBIDDEN = (
     "django",

@@ -282,7 +282,7 @@ def test_every_check_has_an_id_of_its_own():
     from pathlib import Path
 
     found: dict[str, list[str]] = {}
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     for path in root.glob("*/**/*.py"):
         if ".venv" in path.parts or "tests" in path.parts:
             continue

@@ -22,7 +22,7 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 # What the wheel ships: the project package, every app of INSTALLED_APPS, and the rooms the
 # apps import that are no app (the pipeline's steps, the door's ways in).
 PRODUCT = (

@@ -15,7 +15,7 @@ from inventory.models import InventoryVersion
 from merritt_queue.services.errors import InventoryError
 from merritt_queue.services.merrittinventory import MerrittInventoryClient, storage_manifest_url
 from pipeline import services
-from tests.test_pipeline_failures import closed_port_url, only_job
+from tests.pipeline.test_pipeline_failures import closed_port_url, only_job
 
 pytest_plugins = ["tests.httpserver", "tests.pipelinerun", "tests.merrittinventory"]
 

@@ -11,7 +11,7 @@ from inventory.models import InventoryFile, InventoryVersion
 from merritt_queue.core.states import JobStatus
 from pipeline import services
 from pipeline.jobhandlers import handlers
-from tests.test_merritt_services_queue import completed, merritt, zip_bytes
+from tests.merritt.test_merritt_services_queue import completed, merritt, zip_bytes
 
 pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
 

@@ -13,7 +13,7 @@ from urllib.parse import quote
 import pytest
 
 from merritt_queue.core import stepowners
-from tests.test_pipeline_failures import only_job
+from tests.pipeline.test_pipeline_failures import only_job
 
 pytest_plugins = ["tests.httpserver", "tests.pipelinerun", "tests.merrittinventory"]
 

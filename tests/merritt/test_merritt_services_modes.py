@@ -7,7 +7,7 @@ import pytest
 from merritt_queue.core import stepowners
 from merritt_queue.core.planning import plan_jobs
 from merritt_queue.project import servicechecks
-from tests.test_submission import GOOD, post, queue, token  # noqa: F401 (fixtures)
+from tests.door.test_submission import GOOD, post, queue, token  # noqa: F401 (fixtures)
 
 
 def test_a_submission_records_the_site_mode_and_its_job_inherits_it(

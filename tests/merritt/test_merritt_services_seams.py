@@ -26,9 +26,9 @@ from merritt_queue.project.tasks import TASKS
 from pipeline.identify import localid_lock_key, localid_lock_keys
 from steering.actions.catalog import ALSO_OTHERS_REASON
 from steering.models import AdminAction
-from tests import test_steering_actions
 from tests.objectfixtures import minted
-from tests.test_steering_pages import confirm_and_execute
+from tests.pages import test_steering_actions
+from tests.pages.test_steering_pages import confirm_and_execute
 
 pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
 people = test_steering_actions.people  # the same fixture

@@ -23,9 +23,9 @@ from merritt_queue.core.store import QueueStore
 from merritt_queue.core.treecheck import consistency
 from merritt_queue.core.treecheck.consistency import Finding, check_tree
 from mirror import facade as mirror
+from tests.mirror.test_check_tree import listing
 from tests.mirrorlive import wait_for
 from tests.roles import viewer
-from tests.test_check_tree import listing
 
 pytest_plugins = ["tests.mirrorlive"]  # the live follower
 

@@ -3,7 +3,7 @@
 Every status write made here leaves an entry in the item's ``history`` node; a full
 reconcile into an empty database makes the same rows the write-through made, field by
 field, and invents nothing the node's bounds let go of. (The whole-cluster version, the
-mirror's SQLite file deleted under running workers, is in tests/test_faults_mirror.py.)
+mirror's SQLite file deleted under running workers, is in tests/faults/test_faults_mirror.py.)
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from batches.models import Batch, BatchEvent
 from jobs.models import Job, JobEvent
 from merritt_queue.core import history, snapshot
 from mirror import facade as mirror
+from tests.mirror.test_history import WORKER, in_zookeeper, rows_of
 from tests.mirrorlive import SUBMISSION, make_jobs
-from tests.test_history import WORKER, in_zookeeper, rows_of
 
 pytest_plugins = ["tests.mirrorlive"]
 

@@ -248,7 +248,7 @@ def test_a_full_rebuild_restores_every_batch_and_job_after_the_mirror_is_emptied
     for bid in bids:
         batch = Batch.objects.get(bid=bid)
         assert batch.job_counts == {"Estimating": 1, "Pending": 3} and batch.job_total == 4
-    # Every status write the history nodes hold, restored (tests/test_history_rebuild.py
+    # Every status write the history nodes hold, restored (tests/mirror/test_history_rebuild.py
     # checks them against the nodes, field by field).
     assert list(JobEvent.objects.values_list(*EVENT_FIELDS)) == timeline
     assert list(BatchEvent.objects.values_list(*BATCH_EVENT_FIELDS)) == batch_timeline

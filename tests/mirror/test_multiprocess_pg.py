@@ -363,7 +363,7 @@ def test_web_dispatcher_and_workers_as_processes_on_postgresql(queue, content, s
     # app's gunicorn; and what it reads at the scrape.
     # One file per process that ran a step; which workers ran which steps is the race's, so
     # whether there are one or several files, the scrape must add up to every job's steps
-    # (tests/test_metrics.py sums two processes' files on purpose).
+    # (tests/pages/test_metrics.py sums two processes' files on purpose).
     counted = {p.name for p in (q.root / "metrics").glob("counter_*.db")}
     assert counted, "no worker process counted a step"
     scraped = requests.get(f"{q.web}/metrics", timeout=30)

@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from batches.models import Batch
 from jobs.models import Job
-from tests.test_pages_batches_jobs import bid, jid
+from tests.pages.test_pages_batches_jobs import bid, jid
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ from batches.models import Profile
 from mirror import facade as mirror
 from steering.actions.catalog import KEEP_CAUGHT_REASON
 from steering.models import AdminAction, AdminActionItem
-from tests import test_steering_actions as base
-from tests.test_steering_pages import confirm_and_execute
+from tests.pages import test_steering_actions as base
+from tests.pages.test_steering_pages import confirm_and_execute
 
 queue, people = base.queue, base.people  # the same fixtures
 

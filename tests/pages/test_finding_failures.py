@@ -10,9 +10,9 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from tests.pages.test_dashboard import empty_cache  # noqa: F401 - the same autouse fixture
+from tests.pages.test_pages_batches_jobs import bid, jid, listed, make_batch, make_job
 from tests.roles import viewer
-from tests.test_dashboard import empty_cache  # noqa: F401 - the same autouse fixture
-from tests.test_pages_batches_jobs import bid, jid, listed, make_batch, make_job
 from ui.signatures import signature
 
 pytestmark = pytest.mark.django_db

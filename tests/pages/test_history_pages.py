@@ -20,8 +20,8 @@ from door.rights import grant_depositor
 from jobs.models import JobEvent
 from jobs.timeline_view import duration_text, who_of
 from steering.models import VIEWER, AdminAction, AdminActionItem
+from tests.pages.test_pages_batches_jobs import bid, jid, make_batch, make_job
 from tests.roles import viewer
-from tests.test_pages_batches_jobs import bid, jid, make_batch, make_job
 
 pytestmark = pytest.mark.django_db
 

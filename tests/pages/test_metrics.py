@@ -28,7 +28,7 @@ from merritt_queue.core.states import JobStatus
 from merritt_queue.project import runtime
 from metrics import collector as c
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 TOKEN = "s3cret-metrics-token"
 
 pytestmark = pytest.mark.django_db

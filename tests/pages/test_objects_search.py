@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from inventory.filters import ObjectFilter
 from inventory.idsearch import ark_keys, normalised
 from inventory.models import InventoryObject, LocalIdentifier
-from tests.test_objects_pages import ARK, OTHER, browser, inventory, listed  # noqa: F401
+from tests.pages.test_objects_pages import ARK, OTHER, browser, inventory, listed  # noqa: F401
 
 BOTH = [OTHER, ARK]  # newest stored first
 

@@ -11,8 +11,8 @@ import pytest
 from django.utils import timezone
 
 from steering.models import AdminAction
-from tests.test_history_pages import event
-from tests.test_pages_batches_jobs import bid, jid, make_batch, make_job
+from tests.pages.test_history_pages import event
+from tests.pages.test_pages_batches_jobs import bid, jid, make_batch, make_job
 from ui.cells import when
 
 ONE_FORMAT = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d P[SD]T")

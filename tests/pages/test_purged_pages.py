@@ -14,8 +14,8 @@ from door.rights import grant_depositor
 from inventory.models import InventoryObject, InventoryVersion
 from jobs.models import JobEvent
 from steering.models import AdminAction, AdminActionItem
+from tests.pages.test_pages_batches_jobs import bid, jid
 from tests.roles import viewer
-from tests.test_pages_batches_jobs import bid, jid
 
 WHEN = timezone.now() - timedelta(days=3)
 

@@ -8,8 +8,8 @@ from merritt_queue.core.dispatcher import all_queue_names
 from steering import tasks
 from steering.actions.catalog import ACTIONS
 from steering.models import AdminAction, AdminActionItem
-from tests import test_steering_actions as base
-from tests.test_steering_pages import confirm_and_execute, mirrored
+from tests.pages import test_steering_actions as base
+from tests.pages.test_steering_pages import confirm_and_execute, mirrored
 
 queue, people, admin_queue = base.queue, base.people, base.admin_queue  # the same fixtures
 job_in, work = base.job_in, base.work  # and helpers

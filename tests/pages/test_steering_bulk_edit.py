@@ -14,7 +14,7 @@ from django.contrib.auth.models import Group
 from jobs.models import Job
 from mirror import facade as mirror
 from steering.models import AdminAction
-from tests.test_steering_edit import failed_job, payload_of
+from tests.pages.test_steering_edit import failed_job, payload_of
 
 EDIT = "job.edit_resume"
 OLD, NEW = "http://127.0.0.1:9/old/", "http://127.0.0.1:9/moved/"

@@ -10,8 +10,8 @@ import re
 from jobs.models import Job
 from mirror import facade as mirror
 from steering.models import AdminAction, AdminActionItem
-from tests import test_steering_actions as base
-from tests.test_steering_pages import confirm_and_execute, mirrored, payload_of
+from tests.pages import test_steering_actions as base
+from tests.pages.test_steering_pages import confirm_and_execute, mirrored, payload_of
 
 queue, people, job_in, new_batch = base.queue, base.people, base.job_in, base.new_batch
 

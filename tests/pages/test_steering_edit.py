@@ -17,7 +17,7 @@ from mirror import facade as mirror
 from steering.actions.catalog import ACTIONS
 from steering.actions.execution import execute
 from steering.models import AdminAction
-from tests.test_pipeline_e2e import assert_batch_completed, assert_stored, md5
+from tests.pipeline.test_pipeline_e2e import assert_batch_completed, assert_stored, md5
 
 pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
 

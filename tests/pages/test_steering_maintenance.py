@@ -16,8 +16,8 @@ from merritt_queue.project import runtime
 from steering.maintenance import operations as maintenance
 from steering.maintenance.views import SALT
 from steering.models import AdminAction
-from tests import test_steering_actions as base
-from tests.test_steering_pages import mirrored
+from tests.pages import test_steering_actions as base
+from tests.pages.test_steering_pages import mirrored
 
 queue, people, admin_queue = base.queue, base.people, base.admin_queue  # the same fixtures
 job_in, work = base.job_in, base.work  # and helpers

@@ -9,7 +9,7 @@ from django.core import signing
 from jobs.models import Job
 from mirror import facade as mirror
 from steering.models import AdminAction
-from tests import test_steering_actions as base
+from tests.pages import test_steering_actions as base
 
 queue, people, job_in = base.queue, base.people, base.job_in  # the same fixtures and helper
 

@@ -12,7 +12,7 @@ from django.utils import timezone
 from batches.models import Profile
 from steering.models import AdminAction, CollectionScope, MaintenanceWindow
 from steering.windows.scheduler import apply_windows
-from tests import test_steering_actions as base
+from tests.pages import test_steering_actions as base
 
 queue, people = base.queue, base.people  # the same fixtures
 

@@ -23,8 +23,8 @@ from merritt_queue.core.dispatcher import ADMIN_QUEUE
 from merritt_queue.core.tree import job_node
 from merritt_queue.core.worker import QueueWorker
 from steering.models import DEPOSITOR, OPERATOR, AdminAction, CollectionScope
+from tests.browser.test_browser import PASSWORD, browser, logged_in  # noqa: F401 - the same fixture
 from tests.cluster import only_job, wait_for
-from tests.test_browser import PASSWORD, browser, logged_in  # noqa: F401 - the same fixture
 
 pytest_plugins = ["tests.cluster", "tests.httpserver"]
 

@@ -16,7 +16,7 @@ import pytest
 from merritt_queue.deposit.containers import ContainerError, UnpackedFile, unpack
 from merritt_queue.deposit.digest import file_digests
 
-SAMPLES = Path(__file__).parent / "fixtures" / "merritt-sample-files"
+SAMPLES = Path(__file__).parents[1] / "fixtures" / "merritt-sample-files"
 MB = 1024 * 1024
 
 

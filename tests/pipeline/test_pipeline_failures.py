@@ -32,7 +32,7 @@ from merritt_queue.services.minter import LocalMinter
 from pipeline import batchhandlers as batch_handlers
 from pipeline import identify as job_identify
 from pipeline import services
-from tests.test_pipeline_e2e import assert_batch_completed, assert_stored, md5
+from tests.pipeline.test_pipeline_e2e import assert_batch_completed, assert_stored, md5
 
 pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
 

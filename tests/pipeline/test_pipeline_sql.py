@@ -16,7 +16,7 @@ import mirror.writethrough
 from batches.models import Profile
 from pipeline import jobhandlers
 from pipeline.services import get_services
-from tests.test_pipeline_e2e import assert_batch_completed, assert_stored, submit_call911
+from tests.pipeline.test_pipeline_e2e import assert_batch_completed, assert_stored, submit_call911
 
 pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
 

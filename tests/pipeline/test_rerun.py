@@ -18,7 +18,7 @@ from merritt_queue.core.treecheck.consistency import check_tree
 from merritt_queue.services.storage import LocalStorage
 from steering.actions.catalog import ACTIONS
 from steering.actions.execution import execute
-from tests.test_pipeline_e2e import md5
+from tests.pipeline.test_pipeline_e2e import md5
 
 pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
 

@@ -23,7 +23,7 @@ from merritt_queue.core.store import NewJob
 from merritt_queue.deposit.containers import ContainerError, unpack, unpacked_size
 from merritt_queue.deposit.safepath import UnsafePath, inside, inside_each
 from pipeline.payload import HEAD_SIZES
-from tests.test_pipeline_e2e import assert_batch_completed
+from tests.pipeline.test_pipeline_e2e import assert_batch_completed
 
 pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
 

@@ -37,7 +37,7 @@ from notifications.models import DELIVERED, PENDING, PROFILE, WEBHOOK, Delivery,
 pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
 
 AT = datetime(2026, 5, 4, 9, 0, tzinfo=UTC)
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PAYLOAD = "https://example.org/a.jpg"
 
 

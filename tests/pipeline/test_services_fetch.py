@@ -675,14 +675,14 @@ def test_200_mb_download_keeps_memory_bounded(http_server, out):
         md5.update(chunk)
     url = http_server.behave("/big", generate=(BIG, chunks))
     # A fresh interpreter, so the peak RSS measured is the download's, not earlier tests'.
-    env = os.environ | {"PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    env = os.environ | {"PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     child = subprocess.run(
         [sys.executable, "-c", _CHILD, url, str(out / "big.bin"), md5.hexdigest()],
         capture_output=True,
         text=True,
         timeout=300,
         env=env,
-        cwd=Path(__file__).resolve().parent.parent,
+        cwd=Path(__file__).resolve().parents[2],
     )
     assert child.returncode == 0, child.stderr
     size, before_kib, after_kib = map(int, child.stdout.split())
