@@ -279,12 +279,16 @@ class QueueWorker(SimpleWorker):
     def _work(self, burst: bool, *args, **kwargs):
         while True:
             failed = None
+            # RQ registers the worker before it installs its handlers: a stop signal in
+            # between would kill the process and leave the registration behind.
+            self._install_signal_handlers()
             try:
                 worked = super().work(burst, *args, **kwargs)
             except REDIS_DOWN as e:  # raised from RQ's teardown, when it reports its death
                 failed = e
                 worked = False
-            except StopRequested:  # a stop signal while this loop waited for Redis
+            except StopRequested:  # a stop signal while RQ started, or we waited for Redis
+                self._unregister()
                 return False
             # Any other end was asked for: a stop signal, burst, job or idle limits.
             bounded = kwargs.get("max_jobs") is not None or kwargs.get("max_idle_time") is not None
@@ -300,6 +304,12 @@ class QueueWorker(SimpleWorker):
             self._wait_for_redis()
             self._rename(uuid4().hex)
             log.warning("Redis is back; working again as %s", self.name)
+
+    def _unregister(self) -> None:
+        try:
+            self.teardown()
+        except RedisError as e:
+            log.warning("worker %s not unregistered: %s", self.name, e)
 
     def _rename(self, name: str) -> None:
         """A fresh name for a fresh registration; a drain asked of the old one still holds."""

@@ -100,3 +100,25 @@ def test_a_worker_imports_the_tasks_before_its_first_job(redis, monkeypatch):
     monkeypatch.setattr(Worker, "preload", ("colorsys",))
     Worker([Queue("mq-admin", connection=redis)], connection=redis).work(burst=True)
     assert "colorsys" in sys.modules
+
+
+def test_a_stop_signal_that_comes_as_the_worker_registers_stops_it_cleanly(redis):
+    """RQ registers a worker before it installs its signal handlers: a SIGTERM in between
+    (systemd stopping a unit that just started, or the test above under load) killed the
+    process outright and left its registration behind."""
+    from rq import Queue
+
+    from merritt_queue.core.worker import QueueWorker
+
+    class SignalledAsItRegisters(QueueWorker):
+        def register_birth(self) -> None:
+            super().register_birth()
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    previous = signal.getsignal(signal.SIGTERM)
+    worker = SignalledAsItRegisters([Queue("mq-admin", connection=redis)], connection=redis)
+    try:
+        assert worker.work(burst=False) is False
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert not redis.smembers("rq:workers:mq-admin"), "its registration was left behind"
