@@ -13,7 +13,9 @@ local id mints a second object. Read from the source (CDLUC3/mrt-ingest ``LocalI
 - ``POST {inventory}/primary/{ARK}/{owner ARK}/{local ids}?t=json`` (an empty form body) binds
   the ids, the job's value as a whole (``a;b``: the service splits it); mrt-ingest sends it
   on every version, just before storing, so sending it again is expected and harmless.
-- Any status but 200 is a refusal. Each part of the path is percent-encoded whole.
+- Any status but 200 is a refusal. Each part of the path is percent-encoded whole, a space as
+  ``%20``: mrt-core's ``URLEncoder`` turns ``java.net.URLEncoder``'s ``+`` into ``%20``, so
+  inventory decodes both senders' paths to the same id.
 
 Guarantees: every request goes through the operator's transport under ``timeout`` (five
 minutes, mrt-ingest's ``LOCALID_TIMEOUT``); a failure is an ``InventoryError`` naming the
