@@ -113,7 +113,10 @@ def submit_batch(request):
     except ManifestRefused as e:  # every problem, and the check API's own list of them
         return JsonResponse({"errors": e.problems, "manifest": e.report}, status=e.status)
     except SubmissionError as e:
-        return JsonResponse({"errors": e.problems}, status=e.status)
+        refused = JsonResponse({"errors": e.problems}, status=e.status)
+        if e.retry_after is not None:
+            refused["Retry-After"] = str(e.retry_after)
+        return refused
     except (QueueError, KazooException) as e:
         return JsonResponse(
             {"errors": [f"the queue is unavailable, nothing was written: {e}"]}, status=503

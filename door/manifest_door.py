@@ -42,12 +42,16 @@ def problem_text(item: dict) -> str:
     return f"{where}: {item['message']}" if where else item["message"]
 
 
+def fetches_a_manifest(clean: dict) -> bool:
+    return clean.get("type") in MANIFEST_KIND
+
+
 def judge(clean: dict, upload: Upload | None) -> None:
     """Raise ManifestRefused unless ``clean``'s manifest (``upload``, else its
     ``payload_url``) would be planned into jobs; other types pass untouched."""
-    kind = clean.get("type")
-    if kind not in MANIFEST_KIND:
+    if not fetches_a_manifest(clean):
         return
+    kind = clean["type"]
     data = _uploaded(upload) if upload else _linked(clean["payload_url"])
     limit = settings.MQ_MAX_MANIFEST_BYTES
     report = check_manifest(data, max_bytes=limit, max_batch_rows=batch_row_limit())

@@ -28,6 +28,7 @@ from django.contrib.auth import get_user_model
 
 from batches.models import Profile
 from door import manifest_door, rights
+from door.manifest_check_api import too_often
 from merritt_queue.core import handover, stepowners, tree
 from merritt_queue.core.history import submission_actor
 from merritt_queue.core.planning import SINGLE_TYPES, SUBMISSION_TYPES
@@ -90,7 +91,7 @@ def submit(
     clean = prepare(data, upload, by=by, via=via)
     capacity.check_submission(clean, upload)
     if by is not None or via:
-        judge_manifest(clean, upload)
+        judge_manifest(clean, upload, by)
     store = get_store()
     # The writer's name for this request only: one store serves every thread of the process.
     who = submission_actor(clean.get("submitted_by") or clean.get("submitter") or "")
@@ -143,10 +144,14 @@ def prepare(
     return clean
 
 
-def judge_manifest(clean: dict, upload: Upload | None) -> None:
+def judge_manifest(clean: dict, upload: Upload | None, by=None) -> None:
     """A person's door (the form, the API, ``manage.py submit``) refuses a manifest the check
     page refuses (``door.manifest_door``); a caller in the process itself (the demo, tests)
-    leaves it to the batch handler, as Merritt's ingest does."""
+    leaves it to the batch handler, as Merritt's ingest does. A linked manifest is a check
+    that holds a web worker while it is fetched: it counts against ``by``'s manifest checks."""
+    if by is not None and upload is None and manifest_door.fetches_a_manifest(clean):
+        if limited := too_often(by):
+            raise SubmissionError([limited[0]], status=429, retry_after=limited[1])
     manifest_door.judge(clean, upload)
 
 

@@ -11,12 +11,14 @@ from typing import IO
 
 
 class SubmissionError(ValueError):
-    """Nothing was written; ``status`` is the HTTP status the API answers with."""
+    """Nothing was written; ``status`` is the HTTP status the API answers with, and
+    ``retry_after`` the seconds a refusal for asking too often lasts."""
 
-    def __init__(self, problems: list[str], status: int = 400):
+    def __init__(self, problems: list[str], status: int = 400, retry_after: int | None = None):
         super().__init__("; ".join(problems))
         self.problems = problems
         self.status = status
+        self.retry_after = retry_after
 
 
 @dataclass(frozen=True)

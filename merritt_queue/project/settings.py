@@ -137,8 +137,8 @@ MQ_NOTIFY_BACKOFF = env_float("MQ_NOTIFY_BACKOFF", 30.0)
 MQ_NOTIFY_BACKOFF_MAX = env_float("MQ_NOTIFY_BACKOFF_MAX", 3600.0)
 MQ_NOTIFY_TIMEOUT = env_float("MQ_NOTIFY_TIMEOUT", 10.0)
 MQ_NOTIFY_MAIL_GATHER = env_float("MQ_NOTIFY_MAIL_GATHER", 60.0)
-# How many manifests one user may have checked a minute (the page and the API together;
-# 0: no limit), counted in Django's cache.
+# How many manifests one user may have checked a minute (the page, the API and linked
+# manifests submitted, together; 0: no limit), counted in Django's cache.
 MQ_MANIFEST_CHECKS_PER_MINUTE = env_int("MQ_MANIFEST_CHECKS_PER_MINUTE", 30)
 # A download whose size nobody declared (manifest, HEAD): what Estimating reserves for it and
 # how far it may grow, bounded by the working disk's share under MQ_DISK_THRESHOLD

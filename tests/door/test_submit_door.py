@@ -83,6 +83,35 @@ def test_the_form_refuses_a_linked_manifest_and_one_it_cannot_read(
     assert page.status_code == 302 and len(queue.batches.list_batch_ids()) == 1
 
 
+def test_linked_manifests_count_against_the_users_manifest_checks(
+    client, queue, depositor, http_server, settings
+):
+    """Each linked manifest holds a web worker for up to the door's fetch time: a depositor
+    who sends many at once is held to the manifest checks' rate, not let tie up the door."""
+    settings.MQ_MANIFEST_CHECKS_PER_MINUTE = 2
+    token = ApiToken.issue(depositor, "tests")[1]
+    (http_server.root / "good.checkm").write_text(GOOD)
+    url = http_server.url_for("/good.checkm")
+
+    def send(n):
+        body = {"profile": "demo", "type": "object-manifest", "payload_url": url}
+        return client.post(
+            "/api/v1/batches",
+            json.dumps(body | {"batchID": f"linked-{n}"}),
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {token}",
+        )
+
+    answers = [send(n) for n in range(3)]
+    assert [a.status_code for a in answers] == [201, 201, 429]
+    refused = answers[-1]
+    assert "MQ_MANIFEST_CHECKS_PER_MINUTE" in refused.json()["errors"][0]
+    assert int(refused["Retry-After"]) >= 1
+    assert len(queue.batches.list_batch_ids()) == 2
+    fetched = [r for r in http_server.requests if r.path == "/good.checkm"]
+    assert len(fetched) == 2  # the refused one was never fetched
+
+
 def test_the_form_says_which_type_to_pick_for_a_manifest_of_another_kind(client, queue, depositor):
     client.force_login(depositor)
     page = client.post("/submit/", FORM | {"file": upload(FILES)})
