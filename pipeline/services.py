@@ -34,6 +34,7 @@ from merritt_queue.services.merrittinventory import MerrittInventoryClient, stor
 from merritt_queue.services.merrittlocalids import MerrittLocalIds
 from merritt_queue.services.merrittstorage import MerrittStorageClient
 from merritt_queue.services.minter import LocalMinter, Minter
+from merritt_queue.services.minttokens import MintTokens
 from merritt_queue.services.notifier import CallbackNotifier
 from merritt_queue.services.storage import LocalStorage, Storage
 from mirror.sql import select_in
@@ -259,6 +260,7 @@ def _minter():
             settings.EZID_USER,
             settings.EZID_PASSWORD,
             target_pattern=settings.MQ_EZID_TARGET_PATTERN,
+            tokens=MintTokens(Path(settings.MQ_MINTER_DIR)),
         )
     return LocalMinter(Path(settings.MQ_MINTER_DIR))
 

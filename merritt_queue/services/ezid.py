@@ -14,7 +14,10 @@ Guarantees:
 
 - ``mint`` sends one POST to ``/shoulder/<shoulder>`` and never retries on its own: a POST
   whose answer was lost may have minted already, so repeating it is the caller's decision
-  (``retryable``). EZID keeps no tokens: a re-run after such a loss mints a second ARK.
+  (``retryable``). EZID keeps no tokens: a re-run after such a loss mints a second ARK. With
+  ``tokens``, an ARK EZID did hand back is kept under the job's token before ``mint``
+  returns it, so a re-run whose step never saved it (a worker cut off between the answer
+  and the save) gets it back instead of minting again (``minttokens.py``).
 - ``describe`` reads the identifier (GET ``/id/<ark>``) and writes only when what EZID holds
   differs from what Merritt would send: POST ``/id/<ark>`` with every element, or, for an
   identifier EZID does not know (one minted elsewhere), PUT ``/id/<ark>?update_if_exists=yes``
@@ -36,6 +39,7 @@ import requests
 from . import httputil, transport
 from .errors import MinterError
 from .minter import NO_CITATION, Citation, parse_shoulder
+from .minttokens import MintTokens
 
 DEFAULT_TARGET_PATTERN = "https://merritt.cdlib.org/m/{ark}"
 _KERNEL = ("who", "what", "when")
@@ -137,6 +141,7 @@ class EzidMinter:
         timeout: float = 30,
         session_factory=requests.Session,
         target_pattern: str = DEFAULT_TARGET_PATTERN,
+        tokens: MintTokens | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.username = username
@@ -144,22 +149,29 @@ class EzidMinter:
         self.timeout = timeout
         self.session_factory = session_factory
         self.target_pattern = target_pattern
+        self.tokens = tokens
 
     def mint(self, shoulder: str, *, citation: Citation = NO_CITATION, token: str = "") -> str:
         """A new ARK on ``shoulder``, told what Merritt tells EZID when minting: the ARK
         (and so its landing page) is not known yet, so neither is sent; ``describe`` adds
-        them. ``token`` is unused: EZID keeps none (see the module's guarantees)."""
+        them. With ``tokens``, ``token``'s ARK once minted is handed back again until it is
+        forgotten (see the module's guarantees)."""
         parse_shoulder(shoulder)
+        if token and self.tokens and (kept := self.tokens.recall(shoulder, token)):
+            return kept
         url = f"{self.base_url}/shoulder/{quote(shoulder, safe=':/')}"
         resp = self._send("POST", url, anvl(self._elements(citation, "")))
         text = self._answer(resp, f"could not mint on {shoulder}", ok=(201,))
         ark = anvl_unescape(text.split("|")[0].strip())
         if not ark.startswith(shoulder):
             raise MinterError(f"EZID minted {ark!r}, which is not on shoulder {shoulder}")
+        if token and self.tokens:
+            return self.tokens.keep(shoulder, token, ark)
         return ark
 
     def forget(self, shoulder: str, token: str) -> None:
-        """Nothing to drop: EZID keeps no tokens."""
+        if self.tokens:
+            self.tokens.forget(shoulder, token)
 
     def describe(self, ark: str, citation: Citation) -> bool:
         """Bring ``ark``'s metadata at EZID in line with ``citation`` (see the module's

@@ -15,7 +15,9 @@ Guarantees:
   back as no token), which wastes an identifier the caller never saved, and never hands one
   out twice. Once the caller has saved the ARK where a re-run finds it, ``forget`` drops the
   token, so the tokens kept are those of mints in flight, not one file per job ever minted.
-- ``EzidMinter`` (``ezid.py``) mints and describes through EZID as Merritt's ingest does.
+- ``EzidMinter`` (``ezid.py``) mints and describes through EZID as Merritt's ingest does;
+  given ``MintTokens`` (``minttokens.py``) it too mints once per token, keeping the ARK
+  durably before it returns, since EZID itself keeps no tokens.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Protocol
 
 from .durable import fsync_dir, make_dirs
 from .errors import MinterError
+from .minttokens import MintTokens
 
 # NOID's "extended digits"; their positions are the ordinals NCDA uses.
 NOID_DIGITS = "0123456789bcdfghjkmnpqrstvwxz"
@@ -37,7 +40,6 @@ BLADE_DIGITS = "bcdfghjkmnpqrstvwxz0123456789"
 BLADE_MIN_LENGTH = 6
 
 _ORDINAL = {c: i for i, c in enumerate(NOID_DIGITS)}
-_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 _SHOULDER = re.compile(r"ark:/(?P<naan>[0-9bcdfghjkmnpqrstvwxz]{5,})/(?P<prefix>[0-9a-z]+)")
 
 
@@ -112,12 +114,13 @@ class LocalMinter:
 
     def __init__(self, state_dir: Path) -> None:
         self.state_dir = Path(state_dir)
+        self.tokens = MintTokens(self.state_dir)
 
     def mint(self, shoulder: str, *, citation: Citation = NO_CITATION, token: str = "") -> str:
         naan, prefix = parse_shoulder(shoulder)
         name = f"{naan}-{prefix}"
         counter = self.state_dir / f"{name}.counter"
-        remembered = self._token_file(shoulder, token) if token else None
+        remembered = self.tokens.path(shoulder, token) if token else None
         try:
             # A counter in a directory a crash forgot would start again from 0.
             make_dirs(self.state_dir)
@@ -144,18 +147,11 @@ class LocalMinter:
             ) from exc
 
     def forget(self, shoulder: str, token: str) -> None:
-        """Drop ``token``'s ARK; not durable, as one left behind only takes a little room."""
-        self._token_file(shoulder, token).unlink(missing_ok=True)
+        self.tokens.forget(shoulder, token)
 
     def describe(self, ark: str, citation: Citation) -> bool:
         """Nothing to tell: a local minter keeps no metadata."""
         return False
-
-    def _token_file(self, shoulder: str, token: str) -> Path:
-        naan, prefix = parse_shoulder(shoulder)
-        if not _TOKEN.fullmatch(token):
-            raise MinterError(f"a minting token must be a plain name, not {token!r}")
-        return self.state_dir / f"{naan}-{prefix}.tokens" / token
 
 
 def _read_counter(path: Path) -> int:

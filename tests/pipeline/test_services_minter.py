@@ -17,6 +17,7 @@ from merritt_queue.services.minter import (
     ncda,
     ncda_valid,
 )
+from merritt_queue.services.minttokens import MintTokens
 
 pytest_plugins = ["tests.httpserver"]
 
@@ -264,3 +265,43 @@ def test_the_counter_is_durable_before_a_token_names_its_ark(tmp_path, monkeypat
     assert fsynced == []
     LocalMinter(state).mint(SHOULDER, token="jid0000000002")
     assert fsynced == [counter, str(state)]
+
+
+def test_an_ezid_mint_whose_ark_was_not_saved_gives_the_same_ark_again(
+    ezid_server, ezid_minter, tmp_path
+):
+    """Issue 31: a worker cut off between EZID's answer and saving the ARK in ZooKeeper;
+    the next worker to take the job minted a second ARK, the first left an orphan at EZID.
+    The ARK is kept under the job's token, on disk, before it is handed back."""
+    first = ezid_minter(tokens=MintTokens(tmp_path)).mint(SHOULDER, token="jid0000000001")
+    again = ezid_minter(tokens=MintTokens(tmp_path)).mint(SHOULDER, token="jid0000000001")
+    assert again == first and len(ezid_server.minted) == 1
+    other = ezid_minter(tokens=MintTokens(tmp_path)).mint(SHOULDER, token="jid0000000002")
+    assert other != first and len(ezid_server.minted) == 2
+    ezid_minter(tokens=MintTokens(tmp_path)).forget(SHOULDER, "jid0000000001")
+    assert ezid_minter(tokens=MintTokens(tmp_path)).mint(SHOULDER, token="jid0000000001") not in (
+        first,
+        other,
+    )
+
+
+def test_an_ezid_token_is_durable_before_its_ark_is_handed_back(
+    ezid_server, ezid_minter, tmp_path, monkeypatch
+):
+    fsynced = _fsynced_paths(monkeypatch)
+    ezid_minter(tokens=MintTokens(tmp_path)).mint(SHOULDER, token="jid0000000001")
+    tokens = tmp_path / "99999-fk4.tokens"
+    # Written under a name no token can have, fsynced, linked as the token, then the link.
+    assert fsynced[-2:] == [str(tokens / ".jid0000000001"), str(tokens)]
+    assert (tokens / "jid0000000001").read_text().strip() == ezid_server.minted[0][0]
+
+
+def test_of_two_attempts_minting_at_once_both_get_the_ark_remembered_first(
+    ezid_server, ezid_minter, tmp_path, caplog
+):
+    tokens = MintTokens(tmp_path)
+    first = ezid_minter(tokens=tokens).mint(SHOULDER, token="jid0000000001")
+    # The other attempt had read no token, then minted: its ARK is the one not kept.
+    late = ezid_minter().mint(SHOULDER)
+    assert tokens.keep(SHOULDER, "jid0000000001", late) == first
+    assert f"{late} was minted for jid0000000001 but not used" in caplog.text
