@@ -75,6 +75,7 @@ FAST_MODULES = frozenset(
     {
         "test_containers",
         "test_steptimes",
+        "test_foresight",
         "test_core_states",
         "test_window_math",
         "test_periodic",

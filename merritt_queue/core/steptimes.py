@@ -125,6 +125,4 @@ def judge(model: StepModel, elapsed: float, size: int, *, floor: float) -> Verdi
         return Verdict(model.state, elapsed, None, None, False, model.samples, model.needed)
     usual = model.bound(size)
     limit = max(floor, usual)
-    return Verdict(
-        model.state, elapsed, usual, limit, elapsed > limit, model.samples, model.needed
-    )
+    return Verdict(model.state, elapsed, usual, limit, elapsed > limit, model.samples, model.needed)
