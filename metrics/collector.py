@@ -353,10 +353,11 @@ class QueueCollector(Collector):
         zk = zookeeper_within(timeout)
         session = runtime.client_state()
         try:
-            mirror: MirrorFacts | None = read_mirror()
+            facts = read_mirror()
+            mirror: MirrorFacts | None = facts
             notifications: NotificationFacts | None = read_notifications()
             # Stalled jobs and capacity ahead: the same code as the pages (metrics.foresight).
-            foresight = read_foresight(mirror.jobs)
+            foresight = read_foresight(facts.jobs)
         except DatabaseError as e:
             log.warning("/metrics: the mirror database is away: %r", e)
             mirror = notifications = None

@@ -62,7 +62,9 @@ def read_last_hour(now: datetime) -> LastHour:
           AND e.from_status <> e.to_status
         GROUP BY e.to_status
     """
-    params = [J.DOWNLOADING.value, J.COMPLETED.value, J.FAILED.value, now - timedelta(hours=1), now]
+    since = now - timedelta(hours=1)
+    params: list[str | datetime] = [J.DOWNLOADING.value, J.COMPLETED.value, J.FAILED.value]
+    params += [since, now]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = {status: (int(n), int(b)) for status, n, b in cursor.fetchall()}
