@@ -85,10 +85,11 @@ class JobFilter(df.FilterSet):
     )
     last_modified = DateRange(label="Last change")
     # Jobs far past their state's usual time for their size (jobs.stalls), as ?stalled=1.
-    stalled = df.BooleanFilter(
+    stalled = df.ChoiceFilter(
+        choices=[("1", "stalled only")],
         method="filter_stalled",
         label="Stalled",
-        widget=forms.CheckboxInput,
+        empty_label="any",
         help_text="far longer in their step than jobs of their size usually take",
     )
 
@@ -134,4 +135,4 @@ class JobFilter(df.FilterSet):
         return queryset.filter(status=JobStatus.FAILED, last_successful_status__in=FAILED_AT[value])
 
     def filter_stalled(self, queryset, name, value):
-        return queryset.filter(jid__in=stalled_jids()) if value else queryset
+        return queryset.filter(jid__in=stalled_jids()) if value == "1" else queryset
