@@ -303,6 +303,8 @@ def pages(ids: dict) -> list[tuple[str, str]]:
         ("jobs-search", "/jobs/?q=md5"),
         ("jobs-search-rare", "/jobs/?q=nothing-like-this"),
         ("jobs-cause", "/jobs/?" + urlencode({"status": "Failed", "signature": DIGEST_CAUSE})),
+        # Stalled jobs: the jobs in a step judged by the step times learned (jobs.stalls).
+        ("jobs-stalled", "/jobs/?stalled=1"),
         ("job-detail", f"/jobs/{ids['jid']}/"),
         ("batches", "/batches/"),
         ("batches-search", "/batches/?q=manifest"),

@@ -87,7 +87,7 @@ class JobTable(PageTable):
                 self._stalled = stalled_jids()
             if record.jid in self._stalled:
                 badge = format_html(
-                    '{} <a class="st st-stalled" href="?stalled=1" title="far longer in {} '
+                    '{} <a class="st st-stalled" href="/jobs/?stalled=1" title="far longer in {} '
                     'than jobs of its size usually take">stalled</a>',
                     badge,
                     value,

@@ -45,7 +45,7 @@ class StepModel:
 
     @property
     def ready(self) -> bool:
-        return self.samples >= self.needed
+        return self.samples > 0 and self.samples >= self.needed
 
     def bound(self, size: int) -> float:
         """Seconds within which the step usually ends for a job of ``size`` bytes."""

@@ -82,3 +82,7 @@ def test_the_backlog_and_a_release_at_the_last_hours_rate():
     preview = ReleasePreview("demo", 1204, 1, 4 * 10**9, 1200, 300 * 10**6, 400)
     assert preview.bytes == 364 * 10**9 and preview.estimated
     assert preview.seconds == 3600 * 1204 / 400
+
+
+def test_no_history_is_never_ready_whatever_is_asked():
+    assert not fit("Storing", [], needed=0).ready

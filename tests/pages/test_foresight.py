@@ -292,3 +292,16 @@ def test_the_dashboard_query_count_does_not_grow_with_held_jobs(client, held_dem
     for i in range(200):
         job(f"dmx{i:010d}", "Held", 0, collection="demo", message="collection demo is on hold")
     assert count() == small
+
+
+def test_a_stall_setting_of_nothing_fails_its_check_by_name(settings):
+    from merritt_queue.project.checks import check_stall_settings
+
+    assert check_stall_settings() == []
+    settings.MQ_STALL_MIN_SAMPLES, settings.MQ_STALL_WINDOW_DAYS = 0, 0
+    found = check_stall_settings()
+    assert {e.id for e in found} == {"mq.E095"}
+    assert [e.msg for e in found] == [
+        "MQ_STALL_WINDOW_DAYS=0 must be at least 1.",
+        "MQ_STALL_MIN_SAMPLES=0 must be at least 1.",
+    ]
