@@ -382,6 +382,9 @@ def _setup(tmp: Path) -> None:
     os.environ["DEBUG"] = "false"
     os.environ.setdefault("SECRET_KEY", "bench-only-" + "k" * 50)
     os.environ["ALLOWED_HOSTS"] = "testserver,127.0.0.1,localhost"
+    # The test client speaks plain http: with DEBUG off every page would redirect to https.
+    os.environ["SECURE_SSL_REDIRECT"] = "false"
+    os.environ["SESSION_COOKIE_SECURE"] = "false"
     import django
 
     django.setup()

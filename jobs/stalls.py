@@ -9,8 +9,8 @@ one query a state, over the status-and-time index, bounded by ``MQ_STALL_SAMPLES
 
 Which jobs are stalled now is one query over the jobs in a step (the status index, and the
 timeline's jid index for when each entered its state), kept for ``STALLED_CACHE_SECONDS``:
-the job list's badge and filter and ``/metrics`` read that same list; the job page judges
-its one job with the same code.
+the job list's filter and ``/metrics`` read that same list. A list page's badges and a job's
+page judge only their own rows, with the same code.
 """
 
 from __future__ import annotations
@@ -133,6 +133,15 @@ def stalled() -> list[Stalled]:
 
 def stalled_jids() -> frozenset[str]:
     return frozenset(s.jid for s in stalled())
+
+
+def stalled_among(jids: list[str], now: datetime | None = None) -> frozenset[str]:
+    """Which of ``jids`` (a list page's rows) are stalled now: one query over those rows
+    alone, so a list page does not wait for every job in a step to be judged."""
+    if not jids:
+        return frozenset()
+    rows = _with_since(Job.objects.filter(jid__in=jids, status__in=JOB_STEPS))
+    return frozenset(jid for jid, v in _judge_rows(rows, now or timezone.now()) if v.stalled)
 
 
 def stalled_by_state() -> dict[str, int]:

@@ -8,7 +8,7 @@ from django.template.defaultfilters import filesizeformat
 from django.utils.html import format_html
 
 from jobs.models import Job
-from jobs.stalls import stalled_jids
+from jobs.stalls import stalled_among
 from merritt_queue.core import stepowners
 from merritt_queue.core.sides import merritt_service_of
 from merritt_queue.core.states import JOB_STEPS
@@ -76,15 +76,21 @@ class JobTable(PageTable):
     def render_batch(self, value):
         return batch_link(value)
 
-    # Read once per table, and only when a row is in a step (jobs.stalls).
+    # The page's rows in a step, judged once per table when the first is shown (jobs.stalls).
     _stalled: frozenset[str] | None = None
+
+    def _stalled_on_page(self) -> frozenset[str]:
+        page = getattr(self, "page", None)
+        rows = page.object_list if page is not None else self.data
+        records = [getattr(r, "record", r) for r in rows]  # a page holds BoundRows
+        return stalled_among([r.jid for r in records if r.status in JOB_STEPS])
 
     def render_status(self, value, record):
         who = merritt_service_of({stepowners.KEY: getattr(record, "store_record", None)}, value)
         badge = status_badge(value)
         if value in JOB_STEPS:
             if self._stalled is None:
-                self._stalled = stalled_jids()
+                self._stalled = self._stalled_on_page()
             if record.jid in self._stalled:
                 badge = format_html(
                     '{} <a class="st st-stalled" href="/jobs/?stalled=1" title="far longer in {} '
