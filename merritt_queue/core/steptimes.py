@@ -87,8 +87,9 @@ def pinball(residuals: Iterable[float], q: float) -> float:
     return sum(q * r if r >= 0 else (q - 1) * r for r in residuals)
 
 
-# Golden-section steps over the slope: each narrows the range by a third or so.
-SEARCH_STEPS = 80
+# Golden-section steps over the slope: each narrows the range by a third or so, and this
+# many leave a range far narrower than any difference a page could show.
+SEARCH_STEPS = 50
 GOLDEN = (5**0.5 - 1) / 2
 
 
@@ -109,12 +110,18 @@ def fit(state: str, samples: Iterable[StepSample], *, needed: int, q: float = 0.
         return pinball((s.seconds - a - slope * s.size for s in found), q)
 
     low, high = 0.0, max((s.seconds / s.size for s in found if s.size > 0), default=0.0)
+    left, right = high - GOLDEN * (high - low), low + GOLDEN * (high - low)
+    at_left, at_right = loss(left), loss(right)
     for _ in range(SEARCH_STEPS if high > 0 else 0):
-        left, right = high - GOLDEN * (high - low), low + GOLDEN * (high - low)
-        if loss(left) <= loss(right):
-            high = right
+        # Each step keeps one of the two points, so it costs one loss.
+        if at_left <= at_right:
+            high, right, at_right = right, left, at_left
+            left = high - GOLDEN * (high - low)
+            at_left = loss(left)
         else:
-            low = left
+            low, left, at_left = left, right, at_right
+            right = low + GOLDEN * (high - low)
+            at_right = loss(right)
     slope = (low + high) / 2
     return StepModel(state, len(found), needed, max(0.0, overhead(slope)), slope)
 
