@@ -94,6 +94,8 @@ def dashboard(request):
         "throughput_cache_seconds": THROUGHPUT_CACHE_SECONDS,
         "held": held,
         "ahead": ahead(job_counts),
+        # The working disk is the site's, not a depositor's concern.
+        "ahead_disk": reads_everything(request.user),
         "ahead_cache_seconds": AHEAD_CACHE_SECONDS,
         "releases": release_previews([c.mnemonic for c in held], by_hold_only=True).values(),
         "scheduled": scheduled_next(rows=readable_windows(request.user)),

@@ -165,10 +165,22 @@ def words(verdict: Verdict) -> str:
     so_far = f"{verdict.state} for {age_text(timedelta(seconds=verdict.elapsed))}"
     if verdict.usual is None:
         days = settings.MQ_STALL_WINDOW_DAYS
+        # Not how many: a depositor reads these words too, and the queue's activity is not theirs.
         return (
-            f"{so_far}; too little history to say how long it usually takes "
-            f"({verdict.samples} finished {verdict.state} step{'s' * (verdict.samples != 1)} "
-            f"in the last {days} days, {verdict.needed} needed): not judged"
+            f"{so_far}; too little history to say how long it usually takes (fewer than "
+            f"{verdict.needed} finished {verdict.state} steps in the last {days} days): not judged"
         )
     usual = age_text(timedelta(seconds=max(1.0, verdict.usual)))
     return f"{so_far}; jobs of this size usually take under {usual}"
+
+
+def as_fields(verdict: Verdict) -> dict:
+    """The verdict as the status API gives it: whole seconds, the same figures as the page."""
+    return {
+        "state": verdict.state,
+        "seconds_in_state": round(verdict.elapsed),
+        "usually_under_seconds": None if verdict.usual is None else round(verdict.usual),
+        "stalled": verdict.stalled,
+        "judged": verdict.known,
+        "words": words(verdict),
+    }
