@@ -3,9 +3,10 @@
 What each state's steps usually take is learned (``merritt_queue.core.steptimes``) from the
 mirror's record of every status write (``JobEvent``, docs/history.md): a step's time runs
 from the row that entered the state to the row that left it for the next step, and its size
-is the job's ``space_needed``. The models are learned at most every
-``MQ_STALL_MODEL_SECONDS`` per process and kept in Django's cache, never on each request:
-one query a state, over the status-and-time index, bounded by ``MQ_STALL_SAMPLES``.
+is the job's ``space_needed``. A process learns the models at most every
+``MQ_STALL_MODEL_SECONDS`` (the first page or scrape after that pays for it) and keeps them
+in Django's cache meanwhile: one query a state, over the status-and-time index, bounded by
+``MQ_STALL_SAMPLES``.
 
 Which jobs are stalled now is one query over the jobs in a step (the status index, and the
 timeline's jid index for when each entered its state), kept for ``STALLED_CACHE_SECONDS``:
