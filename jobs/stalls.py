@@ -145,6 +145,11 @@ def stalled_among(jids: list[str], now: datetime | None = None) -> frozenset[str
     return frozenset(jid for jid, v in _judge_rows(rows, now or timezone.now()) if v.stalled)
 
 
+def unjudged_states() -> list[str]:
+    """The steps with too little history: none of their jobs is ever listed as stalled."""
+    return [state for state, model in models().items() if not model.ready]
+
+
 def stalled_by_state() -> dict[str, int]:
     """Stalled jobs per step, every step (0 included)."""
     counts = dict.fromkeys(JOB_STEPS, 0)

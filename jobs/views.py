@@ -58,6 +58,9 @@ def job_list(request):
             "table": table,
             "collections": collection_names(request.user),
             "record": record_links(request, collection="collection", batch="bid"),
+            # Listing the stalled jobs: the steps it cannot judge yet (jobs.stalls).
+            "unjudged": stalls.unjudged_states() if request.GET.get("stalled") == "1" else [],
+            "stall_days": settings.MQ_STALL_WINDOW_DAYS,
         },
     )
 

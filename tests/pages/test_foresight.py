@@ -139,7 +139,9 @@ def test_the_job_list_badges_and_filters_the_stalled_jobs(client, stalling):
     assert body.rfind(f'href="/jobs/{SMALL}/"', 0, badge) > body.rfind(
         f'href="/jobs/{LARGE}/"', 0, badge
     )
-    assert listed(client.get("/jobs/?stalled=1").content.decode()) == {SMALL}
+    stalled_list = client.get("/jobs/?stalled=1").content.decode()
+    assert listed(stalled_list) == {SMALL}
+    assert "Processing, Storing, Recording, Notify. Their jobs are never" in stalled_list
     assert listed(client.get("/jobs/?stalled=1&status=Storing").content.decode()) == set()
 
 
@@ -161,7 +163,12 @@ def test_too_little_history_flags_nothing_and_says_so(client):
         "Downloading for 5 h 0 min; too little history to say how long it usually takes "
         "(fewer than 30 finished Downloading steps in the last 7 days): not judged"
     ) in body
-    assert listed(client.get("/jobs/?stalled=1").content.decode()) == set()
+    stalled_list = client.get("/jobs/?stalled=1").content.decode()
+    assert listed(stalled_list) == set()
+    assert "Not judged, for too little history" in stalled_list
+    assert "Estimating, Provisioning, Downloading, Processing, Storing, Recording, Notify" in (
+        stalled_list
+    )
     assert value(scrape(client), "mq_jobs_stalled", state="Downloading") == 0
 
 
