@@ -162,7 +162,7 @@ def job_status(request, user, jid: str):
     if job is None or not may_read(user, job.collection):
         return _not_found("job", jid)
     events = JobEvent.objects.filter(jid=job.jid).order_by("status_version")
-    body = {
+    body: dict[str, object] = {
         "jid": job.jid,
         "bid": job.batch_id or None,
         "status": job.status,

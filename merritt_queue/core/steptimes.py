@@ -7,11 +7,11 @@ waiting in RQ, retries that only wrote a note and the handler's work all count, 
 that is what a reader of the job's page waits for.
 
 The model of a state is a linear quantile regression of the step's seconds on the job's
-bytes at a high quantile: the line ``overhead + per_byte * size`` that as few as that
-share of the finished steps lie above, the fixed overhead and the per-byte time both
-learned. For a given slope the best overhead is the quantile of what the slope leaves;
-the pinball loss is convex in the slope, so a golden-section search over it finds the
-line without a solver.
+bytes at a high quantile ``q``: the line ``overhead + per_byte * size`` that the share
+``q`` of the finished steps stay under, its fixed overhead and per-byte time both learned.
+For a given slope the best overhead is the quantile of what the slope leaves; the pinball
+loss is convex in the slope, so a golden-section search over it finds the line without a
+solver.
 
 A state with fewer samples than asked for has no model: its jobs are never flagged, and
 the pages say that history is too short. A job's size is what Estimating found, so
