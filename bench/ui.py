@@ -303,6 +303,8 @@ def pages(ids: dict) -> list[tuple[str, str]]:
         ("jobs-search", "/jobs/?q=md5"),
         ("jobs-search-rare", "/jobs/?q=nothing-like-this"),
         ("jobs-cause", "/jobs/?" + urlencode({"status": "Failed", "signature": DIGEST_CAUSE})),
+        # Stalled jobs: the jobs in a step judged by the step times learned (jobs.stalls).
+        ("jobs-stalled", "/jobs/?stalled=1"),
         ("job-detail", f"/jobs/{ids['jid']}/"),
         ("batches", "/batches/"),
         ("batches-search", "/batches/?q=manifest"),
@@ -380,6 +382,9 @@ def _setup(tmp: Path) -> None:
     os.environ["DEBUG"] = "false"
     os.environ.setdefault("SECRET_KEY", "bench-only-" + "k" * 50)
     os.environ["ALLOWED_HOSTS"] = "testserver,127.0.0.1,localhost"
+    # The test client speaks plain http: with DEBUG off every page would redirect to https.
+    os.environ["SECURE_SSL_REDIRECT"] = "false"
+    os.environ["SESSION_COOKIE_SECURE"] = "false"
     import django
 
     django.setup()

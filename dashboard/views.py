@@ -28,6 +28,7 @@ from pipeline.capacity import usage
 from steering.actions.catalog import ACTIONS
 from steering.permissions import Role, may, role_of
 from steering.windows.listing import scheduled_next
+from ui.ahead import AHEAD_CACHE_SECONDS, ahead, release_previews
 from ui.reading_scope import (
     in_readable,
     readable_collections,
@@ -75,6 +76,7 @@ def _act_on(job_counts: dict[str, int], batch_counts: dict[str, int]) -> list[di
 def dashboard(request):
     job_counts = q.status_counts(q.Job)
     batch_counts = q.status_counts(q.Batch)
+    held = _held(request.user)
     context = {
         "job_diagram": diagram(JOB, job_counts, lambda s: q.jobs_url(status=s)),
         "batch_diagram": diagram(BATCH, batch_counts, lambda s: q.batches_url(status=s)),
@@ -90,7 +92,12 @@ def dashboard(request):
         "may_resume": may(request.user, ACTIONS["job.resume"]),
         "throughput": throughput(),
         "throughput_cache_seconds": THROUGHPUT_CACHE_SECONDS,
-        "held": _held(request.user),
+        "held": held,
+        "ahead": ahead(job_counts),
+        # The working disk is the site's, not a depositor's concern.
+        "ahead_disk": reads_everything(request.user),
+        "ahead_cache_seconds": AHEAD_CACHE_SECONDS,
+        "releases": release_previews([c.mnemonic for c in held], by_hold_only=True).values(),
         "scheduled": scheduled_next(rows=readable_windows(request.user)),
         "mirror": q.mirror_summary(),
         # The mirror's job count stands for the tree's (it follows it within seconds).

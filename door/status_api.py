@@ -17,6 +17,7 @@ from django.views.decorators.http import require_safe
 
 from batches.models import Batch, BatchEvent
 from door.tokens import with_token_user
+from jobs import stalls
 from jobs.models import Job, JobEvent
 from jobs.timeline_view import who_of
 from merritt_queue.core.tree import is_batch_id, is_job_id
@@ -161,7 +162,7 @@ def job_status(request, user, jid: str):
     if job is None or not may_read(user, job.collection):
         return _not_found("job", jid)
     events = JobEvent.objects.filter(jid=job.jid).order_by("status_version")
-    body = {
+    body: dict[str, object] = {
         "jid": job.jid,
         "bid": job.batch_id or None,
         "status": job.status,
@@ -172,4 +173,7 @@ def job_status(request, user, jid: str):
         "last_change": _utc(job.last_modified),
         "history": _history(events, with_retries=True),
     }
+    verdict = stalls.verdict_of(job)  # while it is in a step: how long, and how long usually
+    if verdict is not None:
+        body["step_time"] = stalls.as_fields(verdict)
     return JsonResponse(body)

@@ -10,6 +10,7 @@ from django.db.models import Q
 
 from batches.models import Batch
 from jobs.models import JOB_STATUS_CHOICES, Job
+from jobs.stalls import stalled_jids
 from merritt_queue.core.states import JOB_STEPS, RESUMES_AFTER, JobStatus, resume_target
 from mirror.facade import LOCAL_ID_SEPARATOR
 from ui.filters import DateRange, id_search, in_collection
@@ -83,6 +84,14 @@ class JobFilter(df.FilterSet):
         help_text="a message with its numbers, ids and links as <n>, <id>, <url>…",
     )
     last_modified = DateRange(label="Last change")
+    # Jobs far past their state's usual time for their size (jobs.stalls), as ?stalled=1.
+    stalled = df.ChoiceFilter(
+        choices=[("1", "stalled only")],
+        method="filter_stalled",
+        label="Stalled",
+        empty_label="any",
+        help_text="far longer in their step than jobs of their size usually take",
+    )
 
     class Meta:
         model = Job
@@ -124,3 +133,6 @@ class JobFilter(df.FilterSet):
 
     def filter_failed_at(self, queryset, name, value):
         return queryset.filter(status=JobStatus.FAILED, last_successful_status__in=FAILED_AT[value])
+
+    def filter_stalled(self, queryset, name, value):
+        return queryset.filter(jid__in=stalled_jids()) if value == "1" else queryset

@@ -8,8 +8,10 @@ from django.template.defaultfilters import filesizeformat
 from django.utils.html import format_html
 
 from jobs.models import Job
+from jobs.stalls import stalled_among
 from merritt_queue.core import stepowners
 from merritt_queue.core.sides import merritt_service_of
+from merritt_queue.core.states import JOB_STEPS
 from steering.templatetags.steering import may_select
 from ui.cells import message_cell, select_box, status_badge, truncated, when
 from ui.links import batch_link, job_link
@@ -74,11 +76,31 @@ class JobTable(PageTable):
     def render_batch(self, value):
         return batch_link(value)
 
+    # The page's rows in a step, judged once per table when the first is shown (jobs.stalls).
+    _stalled: frozenset[str] | None = None
+
+    def _stalled_on_page(self) -> frozenset[str]:
+        page = getattr(self, "page", None)
+        rows = page.object_list if page is not None else self.data
+        records = [getattr(r, "record", r) for r in rows]  # a page holds BoundRows
+        return stalled_among([r.jid for r in records if r.status in JOB_STEPS])
+
     def render_status(self, value, record):
         who = merritt_service_of({stepowners.KEY: getattr(record, "store_record", None)}, value)
+        badge = status_badge(value)
+        if value in JOB_STEPS:
+            if self._stalled is None:
+                self._stalled = self._stalled_on_page()
+            if record.jid in self._stalled:
+                badge = format_html(
+                    '{} <a class="st st-stalled" href="/jobs/?stalled=1" title="far longer in {} '
+                    'than jobs of its size usually take">stalled</a>',
+                    badge,
+                    value,
+                )
         if not who:
-            return status_badge(value)
-        return format_html('{} <span class="st-who">{} has it</span>', status_badge(value), who)
+            return badge
+        return format_html('{} <span class="st-who">{} has it</span>', badge, who)
 
     def render_space_needed(self, value):
         return filesizeformat(value)

@@ -13,7 +13,7 @@ from django.http import HttpResponseBadRequest, HttpResponseForbidden
 from django.shortcuts import get_object_or_404, render
 
 from batches.models import Batch
-from jobs import history_export, merrittnotes
+from jobs import history_export, merrittnotes, stalls
 from jobs.filters import JobFilter
 from jobs.models import Job
 from jobs.tables import SelectJobTable, job_rows
@@ -58,6 +58,9 @@ def job_list(request):
             "table": table,
             "collections": collection_names(request.user),
             "record": record_links(request, collection="collection", batch="bid"),
+            # Listing the stalled jobs: the steps it cannot judge yet (jobs.stalls).
+            "unjudged": stalls.unjudged_states() if request.GET.get("stalled") == "1" else [],
+            "stall_days": settings.MQ_STALL_WINDOW_DAYS,
         },
     )
 
@@ -225,7 +228,10 @@ def job_detail(request, jid: str):
         else None
     )
     files, files_truncated = working_files(job.jid)
+    verdict = stalls.verdict_of(job)
     context = {
+        "stall": verdict,
+        "stall_words": stalls.words(verdict) if verdict else "",
         "job": job,
         "batch": batch,
         "failed_step": failed_step(job),

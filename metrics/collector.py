@@ -35,6 +35,7 @@ from merritt_queue.core.dispatcher import all_queue_names
 from merritt_queue.core.states import BatchStatus, JobStatus
 from merritt_queue.core.zkstats import znode_count
 from merritt_queue.project import runtime
+from metrics.foresight import read_foresight
 
 log = logging.getLogger(__name__)
 
@@ -352,11 +353,15 @@ class QueueCollector(Collector):
         zk = zookeeper_within(timeout)
         session = runtime.client_state()
         try:
-            mirror: MirrorFacts | None = read_mirror()
+            facts = read_mirror()
+            mirror: MirrorFacts | None = facts
             notifications: NotificationFacts | None = read_notifications()
+            # Stalled jobs and capacity ahead: the same code as the pages (metrics.foresight).
+            foresight = read_foresight(facts.jobs)
         except DatabaseError as e:
             log.warning("/metrics: the mirror database is away: %r", e)
             mirror = notifications = None
+            foresight = []
         try:
             redis: RedisFacts | None = read_redis(timeout)
         except Exception as e:  # refused, timed out, a Sentinel with no master
@@ -367,3 +372,4 @@ class QueueCollector(Collector):
         yield from zookeeper_metrics(zk, session)
         yield from lag_metrics(mirror, zk)
         yield from notification_metrics(notifications)
+        yield from foresight

@@ -74,6 +74,8 @@ pytest.register_assert_rewrite(
 FAST_MODULES = frozenset(
     {
         "test_containers",
+        "test_steptimes",
+        "test_foresight",
         "test_core_states",
         "test_window_math",
         "test_periodic",

@@ -23,3 +23,11 @@ def percent_of_disk(path: Path, size: int) -> float:
     """The percentage of ``path``'s whole disk that ``size`` bytes take."""
     st = os.statvfs(path)
     return 100.0 * size / (st.f_blocks * st.f_frsize)
+
+
+def used_and_total(path: Path) -> tuple[int, int]:
+    """Bytes of ``path``'s disk unusable to us (as ``percent_used_after`` counts them), and
+    the disk's size."""
+    st = os.statvfs(path)
+    total = st.f_blocks * st.f_frsize
+    return total - st.f_bavail * st.f_frsize, total

@@ -472,6 +472,31 @@ def check_metrics_dir(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     ]
 
 
+def check_stall_settings(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    """The stalled jobs' settings (jobs.stalls): a bound learned from no step would flag
+    every job, and a window or a cache of no length learns from nothing or on every page."""
+    problems = [
+        f"{name}={getattr(settings, name)!r} must be at least {least}"
+        for name, least in (
+            ("MQ_STALL_WINDOW_DAYS", 1),
+            ("MQ_STALL_SAMPLES", 1),
+            ("MQ_STALL_MIN_SAMPLES", 1),
+            ("MQ_STALL_FLOOR_SECONDS", 0),
+            ("MQ_STALL_MODEL_SECONDS", 1),
+        )
+        if getattr(settings, name) < least
+    ]
+    return [
+        checks.Error(
+            problem + ".",
+            hint="See docs/configuration.md: e.g. MQ_STALL_WINDOW_DAYS=7, MQ_STALL_SAMPLES=1000, "
+            "MQ_STALL_MIN_SAMPLES=30, MQ_STALL_FLOOR_SECONDS=900, MQ_STALL_MODEL_SECONDS=600.",
+            id="mq.E095",
+        )
+        for problem in problems
+    ]
+
+
 ALL_CHECKS = [
     check_zk_hosts,
     check_zk_chroot,
@@ -502,6 +527,7 @@ ALL_CHECKS = [
     check_step_cut_off,
     check_content_base_url,
     check_local_id_service,
+    check_stall_settings,
 ]
 
 

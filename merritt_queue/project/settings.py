@@ -100,6 +100,15 @@ MQ_WORK_DIR = env_str("MQ_WORK_DIR", str(VAR_DIR / "work"))
 MQ_DISK_THRESHOLD = env_int("MQ_DISK_THRESHOLD", 80)
 MQ_LOCK_STALE_SECONDS = env_int("MQ_LOCK_STALE_SECONDS", 3600)
 MQ_PROVISION_RETRY_SECONDS = env_float("MQ_PROVISION_RETRY_SECONDS", 30.0)
+# Stalled jobs (jobs.stalls): each state's step time is learned from the finished steps of
+# the last MQ_STALL_WINDOW_DAYS, at most MQ_STALL_SAMPLES a state, relearned every
+# MQ_STALL_MODEL_SECONDS; a state with fewer than MQ_STALL_MIN_SAMPLES flags nothing, and no
+# job is flagged before MQ_STALL_FLOOR_SECONDS in its state.
+MQ_STALL_WINDOW_DAYS = env_int("MQ_STALL_WINDOW_DAYS", 7)
+MQ_STALL_SAMPLES = env_int("MQ_STALL_SAMPLES", 1000)
+MQ_STALL_MIN_SAMPLES = env_int("MQ_STALL_MIN_SAMPLES", 30)
+MQ_STALL_FLOOR_SECONDS = env_float("MQ_STALL_FLOOR_SECONDS", 900.0)
+MQ_STALL_MODEL_SECONDS = env_float("MQ_STALL_MODEL_SECONDS", 600.0)
 # A reported batch keeps its lock this long after its last write, so that MerrittZK's
 # reporter, which reads a batch's status before it locks it, cannot report it again.
 MQ_REPORT_LOCK_GRACE = env_float("MQ_REPORT_LOCK_GRACE", 2.0)

@@ -54,6 +54,7 @@ from steering.maintenance.operations import OPERATIONS
 from steering.models import MAINTENANCE, AdminAction, AdminActionItem
 from steering.permissions import refusal
 from steering.windows.scheduler import WINDOW_ACTIONS
+from ui.ahead import release_previews
 from ui.reading_scope import readable_actions, readable_items, reads_whole_action
 
 log = logging.getLogger(__name__)
@@ -139,6 +140,9 @@ def confirmation(
         "other_holds": the_plan.other_holds,
         "held": the_plan.held,
         "caught": HELD_LISTS.get(action.name, False),
+        "releases": release_previews(
+            list(the_plan.held), by_hold_only=HELD_LISTS.get(action.name, False)
+        ).values(),
     }
     return render(request, "steering/confirm.html", context, status=status)
 

@@ -75,3 +75,41 @@ def test_systemd_analyze_verify_finds_nothing(tmp_path):
     )
     # Unknown keys and bad values are only warnings: any output at all is a finding.
     assert (done.returncode, done.stdout + done.stderr) == (0, "")
+
+
+# --- the example alert rules name metrics that exist ---------------------------------------
+
+RULES = REPO / "deploy" / "prometheus"
+# Where a metric's name is written: the page every metric is listed on, and the code that
+# makes the figures read at a scrape.
+METRIC_SOURCES = (
+    REPO / "docs" / "metrics.md",
+    REPO / "metrics" / "collector.py",
+    REPO / "metrics" / "foresight.py",
+    REPO / "merritt_queue" / "core" / "metrics.py",
+)
+
+
+def rule_metric_names(text: str) -> set[str]:
+    """The mq_* names in the rules' expressions (not in their words), a counter's or a
+    histogram's suffix taken off."""
+    exprs = re.findall(r"^\s+expr: *(.+)$", text, re.MULTILINE)
+    names = set().union(*(re.findall(r"\b(mq_[a-z_]+)\b", e) for e in exprs))
+    return {re.sub(r"_(total|bucket|sum|count)$", "", n) for n in names}
+
+
+def test_every_alert_rule_names_a_metric_the_docs_or_the_collector_know():
+    known = "\n".join(p.read_text() for p in METRIC_SOURCES)
+    files = sorted(RULES.glob("*alerts*.yml"))
+    assert files
+    for path in files:
+        names = rule_metric_names(path.read_text())
+        assert names, path
+        missing = {n for n in names if f"`{n}`" not in known and f'"{n}' not in known}
+        assert not missing, f"{path.name} names metrics nobody exposes: {sorted(missing)}"
+
+
+def test_the_stalled_jobs_rule_is_among_the_examples():
+    text = (RULES / "merritt-queue-alerts.yml").read_text()
+    assert "- alert: MqJobsStalled" in text
+    assert "mq_jobs_stalled" in rule_metric_names(text)

@@ -24,9 +24,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from batches.models import Batch
 from jobs.models import Job, MirrorState
 from merritt_queue.core import metrics as core_metrics
+from merritt_queue.core.forecast import DiskForecast
 from merritt_queue.core.states import JobStatus
+from merritt_queue.core.steptimes import StepModel
 from merritt_queue.project import runtime
 from metrics import collector as c
+from metrics import foresight
+from ui.ahead import Ahead, LastHour
 
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = "s3cret-metrics-token"
@@ -282,6 +286,10 @@ def every_exposed_name() -> set[str]:
         *c.zookeeper_metrics(zk, "CONNECTED"),
         *c.lag_metrics(mirror, zk),
         *c.notification_metrics(c.NotificationFacts({("webhook", "failed"): 1}, {"webhook": 1.0})),
+        *foresight.stall_metrics(
+            {"Downloading": 1}, {"Downloading": StepModel("Downloading", 1, 1)}
+        ),
+        *foresight.ahead_metrics(Ahead(5, LastHour(1, 10, 0), DiskForecast(1, 10, 80, 10, 0))),
     ]
     names = {s.name for m in made for s in m.samples}
     registry = CollectorRegistry()
