@@ -102,6 +102,7 @@ FAST_MODULES = frozenset(
         "test_deposit_fields",
         "test_download_step",
         "test_partition_proxy",
+        "test_steprecord",
     }
 )
 FAST_TIER = os.environ.get("MQ_FAST_TIER") == "1"
