@@ -161,7 +161,7 @@ PUBLIC_FIELDS: dict[str, tuple[str, ...]] = {
     "ark": ("ark", "how"),
     "storage": ("ark", "version", "files", "ok", "unchanged"),
     "inventory": ("ark", "version", "ok"),
-    "ezid": ("ark", "ok"),
+    "minter": ("ark", "ok", "changed"),
     "callback": ("to", "http", "ok", "error"),
     "notification": ("to", "channel", "ok"),
 }
