@@ -162,7 +162,7 @@ PUBLIC_FIELDS: dict[str, tuple[str, ...]] = {
     "storage": ("ark", "version", "files", "ok", "unchanged"),
     "inventory": ("ark", "version", "ok"),
     "minter": ("ark", "ok", "changed"),
-    "callback": ("to", "http", "ok", "error"),
+    "callback": ("http", "ok"),
     "notification": ("to", "channel", "ok"),
 }
 # Fields whose text an error may have written: an address in it is not theirs to read.
