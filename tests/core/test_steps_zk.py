@@ -90,3 +90,18 @@ def test_an_abandoned_attempt_of_a_job_that_moved_on_keeps_nothing(store, zk, ji
     report = run_job_step(store, jid, "Pending", handler)
     assert report.result == StepResult.ABANDONED
     assert not zk.exists(t.job_node(jid, sr.NODE))
+
+
+def test_the_node_stays_within_its_bound_however_often_a_step_runs(store, zk, jid):
+    def handler(job):
+        for i in range(steplog.MAX_ENTRIES + 5):
+            steplog.note("get", url=f"https://example.org/{'x' * 200}/{i}", http=503)
+        return Outcome.later("waiting", delay=0)
+
+    for _ in range(40):
+        assert run_job_step(store, jid, "Pending", handler).result == StepResult.DEFERRED
+    data, _ = zk.get(t.job_node(jid, sr.NODE))
+    record = sr.decode(data)
+    assert len(data) <= sr.MAX_BYTES and record.dropped > 0
+    assert record.dropped + len(record.attempts) == 40
+    assert all(a["more"] >= 5 for a in record.attempts)
