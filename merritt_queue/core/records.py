@@ -100,8 +100,9 @@ class JobRecord:
     partial: bool = False
     # The ``history`` node as read (or as this store last wrote it); None when not read.
     history: History | None = None
-    # The ``steps`` node likewise (``steprecord``): read only with a whole job.
-    steps: StepRecord | None = None
+    # The ``steps`` node likewise (``steprecord``): read only with a whole job (``get_job``),
+    # not by a snapshot, so two reads of the same job compare equal without it.
+    steps: StepRecord | None = field(default=None, compare=False)
 
     @property
     def collection(self) -> str | None:
