@@ -64,11 +64,7 @@ def record_for(jid: str) -> sr.StepRecord | None:
     row = JobSteps.objects.filter(jid=jid).only("record", "damaged").first()
     if row is None:
         return None
-    return (
-        sr.decode(json.dumps(row.record).encode())
-        if not row.damaged
-        else sr.StepRecord(exists=True, damaged=True)
-    )
+    return sr.StepRecord(exists=True, damaged=True) if row.damaged else sr.from_json(row.record)
 
 
 def shown(record: sr.StepRecord, everything: bool) -> dict[str, Any]:

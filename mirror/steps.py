@@ -4,8 +4,9 @@ Written with the job's row by the write-through (a step's commit carries the nod
 written, so nothing is read again), on its own for an abandoned attempt's record, and by
 ``reconcile --full`` from ZooKeeper for the jobs whose row is missing or behind.
 
-Guarantee: an older read never replaces a newer one. A row is replaced only by a node
-whose last attempt differs and that was read at the same status version or a later one.
+Guarantee: an older read never replaces a newer one. A row is replaced only by a node read
+at a later status version, or at the same one with a different last attempt (an abandoned
+attempt's record, kept without a status write).
 """
 
 from __future__ import annotations
@@ -41,7 +42,11 @@ def apply(items: Iterable[tuple[str, int, sr.StepRecord]], at=None) -> int:
     write = []
     for jid, (version, record) in wanted.items():
         had = rows.get(jid)
-        if had is not None and (had[1] == _last(record) or version < had[0]):
+        # The same record seen at a later status version is written too: a reconcile then
+        # finds the row current and does not read the node again.
+        if had is not None and (
+            version < had[0] or (version == had[0] and had[1] == _last(record))
+        ):
             continue
         write.append(
             JobSteps(

@@ -98,7 +98,14 @@ def decode(data: bytes | None, exists: bool = True) -> StepRecord:
     if not data:
         return StepRecord(exists=True)
     try:
-        value = json.loads(data.decode())
+        return from_json(json.loads(data.decode()))
+    except ValueError:
+        return StepRecord(exists=True, damaged=True)
+
+
+def from_json(value: Any) -> StepRecord:
+    """The record ``as_json`` gave (the mirror keeps it so); damaged when it is not one."""
+    try:
         attempts = tuple(a for a in value["attempts"] if isinstance(a, dict))
         return StepRecord(
             attempts,

@@ -9,7 +9,9 @@ import json
 from batches.models import ApiToken
 from door.rights import grant_depositor
 from jobs.models import Job, JobEvent, JobSteps
+from merritt_queue.core import steprecord as sr
 from mirror import facade as mirror
+from mirror import steps
 from tests.roles import viewer
 
 pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
@@ -82,3 +84,17 @@ def test_a_periodic_reconcile_reads_no_steps_of_jobs_that_did_not_move(pipeline,
     mirror.full_reconcile(pipeline.store)
     assert JobSteps.objects.get(jid=job.jid).record == {"kept": "as it was"}
     assert row.status_version == job.status_version
+
+
+def _record(*attempts: str) -> sr.StepRecord:
+    return sr.StepRecord(tuple({"attempt": a, "entries": []} for a in attempts), exists=True)
+
+
+def test_an_older_read_never_replaces_a_newer_row(db):
+    assert steps.apply([("jid0000000001", 5, _record("a", "b"))]) == 1
+    assert steps.apply([("jid0000000001", 4, _record("a"))]) == 0  # a reconcile's older read
+    assert steps.apply([("jid0000000001", 5, _record("a", "b"))]) == 0  # nothing new
+    # An abandoned attempt's record, kept without a status write: same version, newer last.
+    assert steps.apply([("jid0000000001", 5, _record("a", "b", "c"))]) == 1
+    row = JobSteps.objects.get(jid="jid0000000001")
+    assert row.last_attempt == "c" and row.status_version == 5
