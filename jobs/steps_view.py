@@ -100,7 +100,7 @@ def _attempt(a: dict[str, Any], everything: bool) -> AttemptView:
         at=str(a.get("at", "")),
         took=a.get("took"),
         who=who_of(str(a.get("by") or "")) if everything and a.get("by") else None,
-        message=str(a.get("msg") or "") if everything else sr.scrub(str(a.get("msg") or "")),
+        message=str(a.get("msg") or "") if everything else "",
         entries=[_entry(e) for e in entries],
         more=int(a.get("more") or 0) if everything else 0,
     )

@@ -172,8 +172,9 @@ PUBLIC_FIELDS: dict[str, tuple[str, ...]] = {
     "callback": ("http", "ok"),
     "notification": ("to", "channel", "ok"),
 }
-# Fields whose text an error may have written: an address in it is not theirs to read.
-_SCRUBBED = ("error", "retry", "msg")
+# Fields whose text an error may have written: an address in it is not theirs to read. An
+# attempt's message is left out whole: a step's message may name a service's URL.
+_SCRUBBED = ("error", "retry")
 _IPV4 = re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b")
 _IPV6 = re.compile(
     r"\[?\b(?:[0-9a-fA-F]{1,4}:){3,7}[0-9a-fA-F]{1,4}\b\]?|\[[0-9a-fA-F:]*::[0-9a-fA-F:]*\]"
@@ -209,7 +210,6 @@ def public(record: StepRecord) -> dict[str, Any]:
                 "took": a.get("took"),
                 "outcome": a.get("outcome", ""),
                 "to": a.get("to", ""),
-                "message": scrub(str(a.get("msg") or "")),
                 "entries": entries,
             }
         )
