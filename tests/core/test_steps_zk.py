@@ -7,9 +7,10 @@ import uuid
 
 import pytest
 
-from merritt_queue.core import steplog
+from merritt_queue.core import runner, steplog
 from merritt_queue.core import steprecord as sr
 from merritt_queue.core import tree as t
+from merritt_queue.core.attempt import Attempt, AttemptStale, ConnectionWatch
 from merritt_queue.core.errors import ChangedUnderYou
 from merritt_queue.core.runner import ChainPolicy, Outcome, StepResult, run_job_step, run_job_steps
 
@@ -105,3 +106,14 @@ def test_the_node_stays_within_its_bound_however_often_a_step_runs(store, zk, ji
     assert len(data) <= sr.MAX_BYTES and record.dropped > 0
     assert record.dropped + len(record.attempts) == 40
     assert all(a["more"] >= 5 for a in record.attempts)
+
+
+def test_a_stale_attempt_keeps_nothing(store, zk, jid):
+    job = store.job_locks.lock_job(jid)
+    # An attempt begun in a session that is no longer this client's: another worker may run
+    # the step now, and its record must not be overwritten.
+    stale = Attempt.begin(ConnectionWatch(zk, 0.1), jid, job.status, job.status_version, 1)
+    told = runner.summary(store, stale, job, "", 0.0, None, "cut off")
+    with pytest.raises(AttemptStale):
+        store.steps.save_unfinished(job, stale, told)
+    assert not zk.exists(t.job_node(jid, sr.NODE))
