@@ -18,6 +18,7 @@ from django.views.decorators.http import require_safe
 
 from batches.models import Batch, BatchEvent
 from door.tokens import with_token_user
+from jobs.deliveries_view import job_deliveries
 from jobs.models import Job, JobEvent
 from jobs.steps_view import record_for
 from jobs.timeline_view import who_of
@@ -178,4 +179,5 @@ def job_status(request, user, jid: str):
     # What each step did, as a depositor may read it: never an internal address.
     record = record_for(job.jid)
     body["steps"] = public(record) if record is not None else None
+    body["notifications"] = job_deliveries(job.batch_id, job.jid, everything=False)
     return JsonResponse(body)

@@ -13,7 +13,8 @@ from typing import Any
 
 from django.http import HttpResponse
 
-from jobs.models import JobSteps
+from jobs.deliveries_view import job_deliveries
+from jobs.models import Job, JobSteps
 from jobs.timeline_view import who_of
 from merritt_queue.core import steprecord as sr
 from ui.reading_scope import reads_everything
@@ -58,6 +59,8 @@ class StepsView:
     dropped_entries: int = 0
     damaged: bool = False
     public: bool = False
+    # The notifications the job's state changes sent (``deliveries_view``).
+    deliveries: list[dict[str, Any]] = field(default_factory=list)
 
 
 def record_for(jid: str) -> sr.StepRecord | None:
@@ -72,11 +75,12 @@ def shown(record: sr.StepRecord, everything: bool) -> dict[str, Any]:
     return record.as_json() if everything else sr.public(record)
 
 
-def job_steps(user, jid: str) -> StepsView:
-    record = record_for(jid)
-    if record is None:
-        return StepsView([], found=False)
+def job_steps(user, job: Job) -> StepsView:
     everything = reads_everything(user)
+    deliveries = job_deliveries(job.batch_id, job.jid, everything)
+    record = record_for(job.jid)
+    if record is None:
+        return StepsView([], found=False, public=not everything, deliveries=deliveries)
     attempts = [_attempt(a, everything) for a in record.attempts]
     attempts.reverse()  # the newest first: what a person comes to look at
     return StepsView(
@@ -86,6 +90,7 @@ def job_steps(user, jid: str) -> StepsView:
         dropped_entries=record.dropped_entries,
         damaged=record.damaged,
         public=not everything,
+        deliveries=deliveries,
     )
 
 
@@ -126,13 +131,15 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def export(user, jid: str) -> HttpResponse:
+def export(user, job: Job) -> HttpResponse:
     """The record as a JSON download, as ``user`` may read it."""
+    jid, everything = job.jid, reads_everything(user)
     record = record_for(jid)
     body = {
         "jid": jid,
         "found": record is not None,
-        **(shown(record, reads_everything(user)) if record is not None else {}),
+        **(shown(record, everything) if record is not None else {}),
+        "notifications": job_deliveries(job.batch_id, jid, everything),
     }
     response = HttpResponse(
         json.dumps(body, indent=1, ensure_ascii=False), content_type="application/json"

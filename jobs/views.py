@@ -231,7 +231,7 @@ def job_detail(request, jid: str):
         "failed_step": failed_step(job),
         "local_ids": job.local_id.split(LOCAL_ID_SEPARATOR) if job.local_id else [],
         "timeline": job_timeline(job),
-        "steps": steps_view.job_steps(request.user, job.jid),
+        "steps": steps_view.job_steps(request.user, job),
         "configuration": fields_of(shown_payload(job.configuration)),
         "identifiers": fields_of(job.identifiers),
         "metadata": fields_of(job.metadata),
@@ -263,9 +263,9 @@ def job_history_export(request, jid: str, fmt: str):
 @login_required
 def job_steps_export(request, jid: str):
     """What each step did, as JSON (docs/history.md)."""
-    job = get_object_or_404(Job.objects.only("jid", "collection"), jid=jid)
+    job = get_object_or_404(Job.objects.only("jid", "collection", "batch"), jid=jid)
     require_readable(request.user, job.collection)
-    return steps_view.export(request.user, job.jid)
+    return steps_view.export(request.user, job)
 
 
 @login_required

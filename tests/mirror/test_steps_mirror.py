@@ -12,6 +12,7 @@ from jobs.models import Job, JobEvent, JobSteps
 from merritt_queue.core import steprecord as sr
 from mirror import facade as mirror
 from mirror import steps
+from tests.pipeline.test_notifications import deliver_all, receiver
 from tests.roles import viewer
 
 pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
@@ -55,7 +56,7 @@ def test_the_job_page_and_export_show_each_attempt_and_the_api_hides_addresses(
     key = ApiToken.issue(depositor, "tests")[1]
     api = client.get(f"/api/v1/jobs/{job.jid}", headers={"Authorization": f"Bearer {key}"})
     steps = api.json()["steps"]
-    assert steps == {k: v for k, v in theirs.items() if k not in ("jid", "found")}
+    assert steps == {k: v for k, v in theirs.items() if k not in ("jid", "found", "notifications")}
     text = json.dumps(steps)
     # Their URL names the test server's address; nothing else may.
     assert "127.0.0.1" not in text.replace(url.split("/flaky")[0], "")
@@ -98,3 +99,35 @@ def test_an_older_read_never_replaces_a_newer_row(db):
     assert steps.apply([("jid0000000001", 5, _record("a", "b", "c"))]) == 1
     row = JobSteps.objects.get(jid="jid0000000001")
     assert row.last_attempt == "c" and row.status_version == 5
+
+
+def test_the_jobs_notifications_are_listed_and_a_depositor_is_not_told_where_they_went(
+    pipeline, content, client, django_user_model, settings
+):
+    settings.MQ_NOTIFY_BACKOFF = 0
+    url, _ = receiver(content)
+    bid = pipeline.submit(
+        type="file",
+        payload_url=f"{content.url}/call911.jpg",
+        notify_url=url,
+        notify_events="all",
+    )
+    assert pipeline.run(bid).status == "Completed"
+    deliver_all()
+    (job,) = pipeline.jobs(bid)
+
+    client.force_login(viewer(django_user_model.objects.create_user("vera")))
+    exported = client.get(f"/jobs/{job.jid}/steps.json").json()["notifications"]
+    assert {"Completed", "Notify"} <= {d["to_status"] for d in exported}
+    assert {(d["channel"], d["status"], d["http"], d["to"]) for d in exported} == {
+        ("webhook", "delivered", 200, url)
+    }
+    page = client.get(f"/jobs/{job.jid}/").content.decode()
+    assert "Notifications sent" in page and url in page
+
+    depositor = django_user_model.objects.create_user("dana")
+    grant_depositor(depositor, ["demo"])
+    key = ApiToken.issue(depositor, "tests")[1]
+    api = client.get(f"/api/v1/jobs/{job.jid}", headers={"Authorization": f"Bearer {key}"})
+    told = api.json()["notifications"]
+    assert len(told) == len(exported) and all("to" not in d for d in told)
