@@ -69,3 +69,18 @@ def test_a_calls_credentials_are_never_kept():
 
 def _refuse():
     raise requests.ConnectionError("cannot reach http://who:secret@storage.example/state")
+
+
+def test_a_download_urls_credentials_are_never_kept(http_server, session_factory, tmp_path):
+    (http_server.root / "a.txt").write_bytes(b"a")
+    url = http_server.url_for("/a.txt").replace("http://", "http://who:secret@")
+    fetcher = Fetcher(allow_loopback=True, backoff=0.01, session_factory=session_factory)
+    log = steplog.StepLog()
+    with steplog.recording(log):
+        try:
+            fetcher.download(url, tmp_path / "a.txt")
+        except Exception:  # refused or not: what the log kept is the point
+            pass
+        fetcher.head_sizes([url])
+    assert log.entries() and "secret" not in str(log.entries())
+    assert all("***@" in e["url"] for e in log.entries() if "url" in e)
