@@ -11,8 +11,11 @@ attempt's record, kept without a status write).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
+from typing import cast
 
+from django.db import connection, models
 from django.utils import timezone
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
@@ -22,60 +25,66 @@ from merritt_queue.core import steprecord as sr
 from merritt_queue.core import tree as t
 from merritt_queue.core.store import JobRecord
 
+from .sql import adapter
+
 
 def _last(record: sr.StepRecord) -> str:
     return str(record.attempts[-1].get("attempt") or "") if record.attempts else ""
 
 
-def apply(items: Iterable[tuple[str, int, sr.StepRecord]], at=None) -> int:
-    """Write ``(jid, status version, record)`` rows that are new or newer; how many."""
+# A row is replaced by a node read at a later status version, or at the same one with
+# another last attempt; one statement (SQLite >= 3.24, PostgreSQL), no read before it.
+_FIELDS = ("jid", "record", "status_version", "last_attempt", "damaged", "read_at")
+
+
+@functools.cache
+def _upsert_sql(vendor: str) -> str:
+    quote = connection.ops.quote_name
+    table = quote(JobSteps._meta.db_table)
+    columns = [quote(cast(models.Field, JobSteps._meta.get_field(f)).column) for f in _FIELDS]
+    updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in columns[1:])
+    version, last = quote("status_version"), quote("last_attempt")
+    return (
+        f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join(['%s'] * len(columns))}) "
+        f"ON CONFLICT ({quote('jid')}) DO UPDATE SET {updates} "
+        f"WHERE {table}.{version} < EXCLUDED.{version} OR ({table}.{version} = EXCLUDED.{version} "
+        f"AND {table}.{last} <> EXCLUDED.{last})"
+    )
+
+
+def apply(items: Iterable[tuple[str, int, sr.StepRecord]], at=None) -> None:
+    """Write ``(jid, status version, record)`` rows that are new or newer (see the module)."""
     wanted = {jid: (version, record) for jid, version, record in items}
     if not wanted:
-        return 0
+        return
     at = at or timezone.now()
-    rows = {
-        jid: (version, last)
-        for jid, version, last in JobSteps.objects.filter(jid__in=list(wanted)).values_list(
-            "jid", "status_version", "last_attempt"
+    record_field = cast(models.Field, JobSteps._meta.get_field("record"))
+    json_value, when = adapter(record_field), adapter(JobSteps._meta.get_field("read_at"))
+    assert json_value is not None and when is not None
+    params = [
+        (
+            jid,
+            json_value(record.as_json()),
+            version,
+            _last(record),
+            record.damaged,
+            when(at),
         )
-    }
-    write = []
-    for jid, (version, record) in wanted.items():
-        had = rows.get(jid)
-        # The same record seen at a later status version is written too: a reconcile then
-        # finds the row current and does not read the node again.
-        if had is not None and (
-            version < had[0] or (version == had[0] and had[1] == _last(record))
-        ):
-            continue
-        write.append(
-            JobSteps(
-                jid=jid,
-                record=record.as_json(),
-                status_version=version,
-                last_attempt=_last(record),
-                damaged=record.damaged,
-                read_at=at,
-            )
-        )
-    JobSteps.objects.bulk_create(
-        write,
-        update_conflicts=True,
-        unique_fields=["jid"],
-        update_fields=["record", "status_version", "last_attempt", "damaged", "read_at"],
-    )
-    return len(write)
+        for jid, (version, record) in wanted.items()
+    ]
+    with connection.cursor() as cursor:
+        cursor.executemany(_upsert_sql(connection.vendor), params)
 
 
-def apply_records(records: Iterable[JobRecord], at=None) -> int:
+def apply_records(records: Iterable[JobRecord], at=None) -> None:
     """The rows of jobs whose record carries its ``steps`` node (a whole job's)."""
-    return apply(
+    apply(
         ((r.jid, r.status_version, r.steps) for r in records if r.steps and r.steps.exists),
         at,
     )
 
 
-def rebuild(client: KazooClient, records: list[JobRecord], at=None) -> int:
+def rebuild(client: KazooClient, records: list[JobRecord], at=None) -> None:
     """Read the ``steps`` node of the jobs whose row is missing or older than the record
     read (one pipelined round) and write them: a full reconcile's part."""
     known = dict(
@@ -92,4 +101,4 @@ def rebuild(client: KazooClient, records: list[JobRecord], at=None) -> int:
         except NoNodeError:
             continue
         read.append((r.jid, r.status_version, sr.decode(data)))
-    return apply(read, at)
+    apply(read, at)

@@ -89,6 +89,8 @@ def apply_changes(store: QueueStore, changes: list[Change]) -> None:
     of its job carries is left out: that record writes it.
     """
     changes = _without_carried_data(changes)
+    # Every whole record's steps, written once at the end: one statement per call.
+    stepped: list[JobRecord] = []
     run: list[JobRecord] = []
     befores: dict[tuple[str, int], str] = {}
     seen: set[str] = set()
@@ -102,7 +104,7 @@ def apply_changes(store: QueueStore, changes: list[Change]) -> None:
             apply_job_statuses(store, list(run), actor=actor, befores=dict(befores))
         else:
             apply_jobs(list(run), actor=actor, befores=dict(befores))
-            steps.apply_records(run)
+            stepped.extend(run)
         run.clear()
         befores.clear()
         seen.clear()
@@ -120,6 +122,7 @@ def apply_changes(store: QueueStore, changes: list[Change]) -> None:
         befores[(change.id, record.status_version)] = change.old_status or ""
         seen.add(change.id)
     flush()
+    steps.apply_records(stepped)
 
 
 def _without_carried_data(changes: list[Change]) -> list[Change]:
