@@ -9,6 +9,7 @@ does not exist, so a token of one collection cannot confirm the ids of another.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 from urllib.parse import urlencode
 
 from django.http import JsonResponse
@@ -18,8 +19,11 @@ from django.views.decorators.http import require_safe
 from batches.models import Batch, BatchEvent
 from door.tokens import with_token_user
 from jobs import stalls
+from jobs.deliveries_view import job_deliveries
 from jobs.models import Job, JobEvent
+from jobs.steps_view import record_for
 from jobs.timeline_view import who_of
+from merritt_queue.core.steprecord import public
 from merritt_queue.core.tree import is_batch_id, is_job_id
 from mirror.facade import LOCAL_ID_SEPARATOR
 from ui.reading_scope import may_read, readable_collections
@@ -162,7 +166,7 @@ def job_status(request, user, jid: str):
     if job is None or not may_read(user, job.collection):
         return _not_found("job", jid)
     events = JobEvent.objects.filter(jid=job.jid).order_by("status_version")
-    body: dict[str, object] = {
+    body: dict[str, Any] = {
         "jid": job.jid,
         "bid": job.batch_id or None,
         "status": job.status,
@@ -176,4 +180,8 @@ def job_status(request, user, jid: str):
     verdict = stalls.verdict_of(job)  # while it is in a step: how long, and how long usually
     if verdict is not None:
         body["step_time"] = stalls.as_fields(verdict)
+    # What each step did, as a depositor may read it: never an internal address.
+    record = record_for(job.jid)
+    body["steps"] = public(record) if record is not None else None
+    body["notifications"] = job_deliveries(job.batch_id, job.jid, everything=False)
     return JsonResponse(body)

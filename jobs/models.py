@@ -107,3 +107,25 @@ class MirrorState(models.Model):
     name = models.CharField(max_length=50, unique=True)
     at = models.DateTimeField()
     detail = models.JSONField(default=dict)
+
+
+class JobSteps(models.Model):
+    """What each attempt at a job's steps did: the job's ``steps`` node as last read
+    (merritt_queue.core.steprecord), for the job page, its export and the status API.
+
+    Written by the mirror beside the job's row (``mirror.steps``) and rebuilt from the node
+    by ``reconcile --full``; a row stays when its job's row is purged, like the timeline.
+    """
+
+    jid = models.CharField(max_length=20, unique=True)
+    # The node's JSON (``StepRecord.as_json``): attempts oldest first, and what was dropped.
+    record = models.JSONField(default=dict)
+    # The job's status version the node was read or written at, and the node's last
+    # attempt: an older read never replaces a newer one (``mirror.steps``).
+    status_version = models.IntegerField(default=-1)
+    last_attempt = models.CharField(max_length=100, blank=True)
+    damaged = models.BooleanField(default=False)
+    read_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return self.jid

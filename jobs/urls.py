@@ -17,6 +17,7 @@ urlpatterns = [
         {"fmt": "json"},
         name="history-json",
     ),
+    path("jobs/<str:jid>/steps.json", views.job_steps_export, name="steps-json"),
     path(
         f"{contentlinks.URL_PREFIX}/<str:jid>/<path:name>",
         content_views.merritt_content,

@@ -13,7 +13,7 @@ from django.http import HttpResponseBadRequest, HttpResponseForbidden
 from django.shortcuts import get_object_or_404, render
 
 from batches.models import Batch
-from jobs import history_export, merrittnotes, stalls
+from jobs import history_export, merrittnotes, stalls, steps_view
 from jobs.filters import JobFilter
 from jobs.models import Job
 from jobs.tables import SelectJobTable, job_rows
@@ -237,6 +237,7 @@ def job_detail(request, jid: str):
         "failed_step": failed_step(job),
         "local_ids": job.local_id.split(LOCAL_ID_SEPARATOR) if job.local_id else [],
         "timeline": job_timeline(job),
+        "steps": steps_view.job_steps(request.user, job),
         "configuration": fields_of(shown_payload(job.configuration)),
         "identifiers": fields_of(job.identifiers),
         "metadata": fields_of(job.metadata),
@@ -263,6 +264,14 @@ def job_history_export(request, jid: str, fmt: str):
     require_readable(request.user, job.collection)
     filters = history_export.Filters(jid=job.jid)
     return history_export.response(fmt, filters, None, f"{job.jid}-history")
+
+
+@login_required
+def job_steps_export(request, jid: str):
+    """What each step did, as JSON (docs/history.md)."""
+    job = get_object_or_404(Job.objects.only("jid", "collection", "batch"), jid=jid)
+    require_readable(request.user, job.collection)
+    return steps_view.export(request.user, job)
 
 
 @login_required

@@ -15,6 +15,7 @@ from jobs.models import Job
 from merritt_queue.core import history, snapshot
 from merritt_queue.core.store import JobRecord, QueueStore
 
+from . import steps
 from .locks import locks_detail, sync_collections
 from .rows import BATCHES, JOBS, _Kind
 from .upsert import (
@@ -94,6 +95,7 @@ def full_reconcile(store: QueueStore, progress: OnProgress | None = None) -> Dri
         if not whole:
             records = _with_histories(client, records)
         outcome = apply_jobs(records, actor=ACTOR, at=began, since=began)
+        steps.rebuild(client, records, began)
         drift.take(outcome)
         drift.unreadable.update(items.unreadable)
         item_locks.update(items.locks)

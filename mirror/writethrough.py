@@ -19,8 +19,10 @@ from django.db import connection, models
 from django.utils import timezone
 
 from jobs.models import Job
+from merritt_queue.core import steprecord as sr
 from merritt_queue.core.store import BatchRecord, Change, JobRecord, QueueStore
 
+from . import steps
 from .locks import apply_collection
 from .outage import OutageReport
 from .sql import adapter
@@ -53,6 +55,8 @@ def apply_change(store: QueueStore, change: Change) -> None:
     if change.kind == "collection":
         apply_collection(change.id, store.holds.read_collection_hold(change.id))
         return
+    if change.data and change.record is None and _apply_steps(change):
+        return
     if change.data and change.record is None and apply_job_data(change.id, change.data):
         return
     record = None if change.removed else change.record or _reread(store, change.kind, change.id)
@@ -68,6 +72,7 @@ def apply_change(store: QueueStore, change: Change) -> None:
             remove_job(change.id)
         else:
             apply_job(record, actor=change.actor, before=before)
+            steps.apply_records([record])
     elif record is None:
         remove_batch(change.id)
     else:
@@ -84,6 +89,8 @@ def apply_changes(store: QueueStore, changes: list[Change]) -> None:
     of its job carries is left out: that record writes it.
     """
     changes = _without_carried_data(changes)
+    # Every whole record's steps, written once at the end: one statement per call.
+    stepped: list[JobRecord] = []
     run: list[JobRecord] = []
     befores: dict[tuple[str, int], str] = {}
     seen: set[str] = set()
@@ -97,6 +104,7 @@ def apply_changes(store: QueueStore, changes: list[Change]) -> None:
             apply_job_statuses(store, list(run), actor=actor, befores=dict(befores))
         else:
             apply_jobs(list(run), actor=actor, befores=dict(befores))
+            stepped.extend(run)
         run.clear()
         befores.clear()
         seen.clear()
@@ -114,6 +122,7 @@ def apply_changes(store: QueueStore, changes: list[Change]) -> None:
         befores[(change.id, record.status_version)] = change.old_status or ""
         seen.add(change.id)
     flush()
+    steps.apply_records(stepped)
 
 
 def _without_carried_data(changes: list[Change]) -> list[Change]:
@@ -134,6 +143,16 @@ def _without_carried_data(changes: list[Change]) -> list[Change]:
         kept.append(change)
     kept.reverse()
     return kept
+
+
+def _apply_steps(change: Change) -> bool:
+    """An abandoned attempt's record, written alone (``store.steps.save_unfinished``)."""
+    record = (change.data or {}).get(sr.NODE)
+    if not isinstance(record, sr.StepRecord):
+        return False
+    version = int(record.attempts[-1].get("v", -1)) if record.attempts else -1
+    steps.apply([(change.id, version, record)])
+    return True
 
 
 # Data nodes whose columns follow from the node alone (identifiers and metadata feed columns

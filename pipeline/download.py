@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
+from merritt_queue.core import steplog
 from merritt_queue.core.attempt import Attempt, sweep_abandoned
 from merritt_queue.core.runner import Decision, Outcome
 from merritt_queue.core.store import JobRecord
@@ -158,6 +159,7 @@ def _download_files(s: Services, producer: Path, files: list[PayloadFile]) -> No
         target.parent.mkdir(parents=True, exist_ok=True)
         if f.url.startswith("file:"):
             s.fetch(f.url, target)
+            steplog.note("copy", file=f.name, bytes=target.stat().st_size)
             _check_local(target, f)
         else:
             remote.append(DownloadItem(f.url, target, f.size, f.digest))
@@ -165,11 +167,25 @@ def _download_files(s: Services, producer: Path, files: list[PayloadFile]) -> No
         s.fetcher.download_many(remote)
 
 
+def _note_unpacked(name: str, producer: Path) -> None:
+    """What the container held, for the step's log: its count, size and first names."""
+    files = sorted(p for p in producer.rglob("*") if p.is_file())
+    steplog.note(
+        "unpacked",
+        file=name,
+        count=len(files),
+        bytes=sum(p.stat().st_size for p in files),
+        names=[p.relative_to(producer).as_posix() for p in files[: steplog.MAX_NAMES]],
+    )
+
+
 def _check_local(path: Path, f: PayloadFile) -> None:
     if f.digest:
         alg = normalise_algorithm(f.digest[0])
         got = file_digests(path, [alg])[alg]
-        if got.lower() != f.digest[1].lower():
+        ok = got.lower() == f.digest[1].lower()
+        steplog.note("digest", file=f.name, expected={alg: f.digest[1]}, computed={alg: got}, ok=ok)
+        if not ok:
             raise ServiceError(
                 f"{alg} mismatch for {f.name}: expected {f.digest[1]}, got {got}", retryable=False
             )
@@ -200,6 +216,7 @@ def _download_container(
     if refused is not None:
         return refused
     unpack(archive, staging / "producer", **_unpack_limits())
+    _note_unpacked(f.name, staging / "producer")
     if archive == kept_archive:
         attempt.check(f"forget the kept {f.name}")
         kept.unlink(missing_ok=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 from django.conf import settings
 
 from batches.models import Profile
-from merritt_queue.core import stepowners
+from merritt_queue.core import steplog, stepowners
 from merritt_queue.core.itemkeys import profile_of
 from merritt_queue.core.runner import Outcome
 from merritt_queue.core.store import JobRecord
@@ -130,6 +130,7 @@ def _resolve_ark(
 ) -> str:
     """The job's ARK: supplied, bound to its local id, or newly minted (saved at once);
     ``ArkRefused`` when the job may not use the one it would get."""
+    given = primary
     collection = s.store.holds.item_collection(job.configuration)
     merritt = s.merritt_localids_for(job.configuration)
     for lid in local_ids:
@@ -145,7 +146,9 @@ def _resolve_ark(
     if primary and (refusal := other_collection_refusal(collection, primary)):
         raise ArkRefused(refusal)
     saved = (job.identifiers or {}).get("primary_id") == primary and bool(primary)
+    how = "given" if primary == given and primary else "bound to a local id"
     if not primary:
+        how = "minted"
         shoulder = profile.minter_shoulder
         primary = s.minter.mint(shoulder, token=job.jid, citation=citation(job, profile, local_ids))
         # Saved before anything else uses it, so a retry reuses it instead of minting again;
@@ -162,6 +165,7 @@ def _resolve_ark(
         merritt.bind(primary, profile.owner_ark, as_merritt_joins(local_ids))
     if not saved:
         _save_identifiers(s, job, primary, local_ids)
+    steplog.note("ark", ark=primary, how=how)
     return primary
 
 
@@ -202,11 +206,13 @@ def _describe(s: Services, ark: str, told: Citation) -> Outcome | None:
     the ARK is saved already, so the re-run only describes, and describing twice is harmless.
     An answer no retry can mend fails the job, as in Merritt."""
     try:
-        s.minter.describe(ark, told)
+        changed = s.minter.describe(ark, told)
     except MinterError as e:
+        steplog.note("minter", ark=ark, ok=False)
         if not e.retryable:
             raise
         return Outcome.later(f"{e}; telling EZID again later", delay=settings.MQ_EZID_RETRY_SECONDS)
+    steplog.note("minter", ark=ark, ok=True, changed=changed)
     return None
 
 

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 
 from django.conf import settings
 
-from merritt_queue.core import stepowners
+from merritt_queue.core import steplog, stepowners
 from merritt_queue.core.attempt import Attempt
 from merritt_queue.core.attempt import current as current_attempt
 from merritt_queue.core.itemkeys import profile_of
@@ -176,6 +176,14 @@ def storing(s: Services, job: JobRecord) -> Outcome:
                 retryable=e.retryable,
             ) from None
     versionfiles.save(work, version, entries, action)
+    steplog.note(
+        "storage",
+        ark=ark,
+        version=version.version,
+        files=len(version.files),
+        unchanged=version.unchanged,
+        ok=True,
+    )
     data = dict(job.store or {}) | {"version": version.version}
     if version.unchanged:
         data["outcome"] = UNCHANGED
@@ -246,6 +254,7 @@ def recording(s: Services, job: JobRecord) -> Outcome:
             mode=stored.mode,
             metadata=job.metadata,
         )
+        steplog.note("inventory", ark=ark, version=version, ok=True)
     where = " and in Merritt's inventory" if merritt_api else ""
     return Outcome.success(f"recorded {ark} version {version} in inventory{where}", unlock=(lock,))
 

@@ -104,6 +104,8 @@ FAST_MODULES = frozenset(
         "test_deposit_fields",
         "test_download_step",
         "test_partition_proxy",
+        "test_steprecord",
+        "test_steplog_services",
     }
 )
 FAST_TIER = os.environ.get("MQ_FAST_TIER") == "1"

@@ -33,12 +33,13 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kazoo.client import KazooClient, KazooState
 
 from .errors import LockLost
+from .steplog import StepLog, recording
 
 # Where attempts stage their files, under the folder they publish into.
 STAGING = ".attempts"
@@ -127,6 +128,9 @@ class Attempt:
     nonce: str
     watch: ConnectionWatch | None = None
     losses: int = 0
+    # What the attempt did, as its adapters tell it (``steplog``); the runner keeps it in
+    # the job's ``steps`` node with the step's outcome.
+    log: StepLog = field(default_factory=StepLog, compare=False, repr=False)
 
     @classmethod
     def begin(
@@ -196,9 +200,11 @@ def current() -> Attempt | None:
 
 @contextmanager
 def running(attempt: Attempt) -> Iterator[Attempt]:
-    """Make ``attempt`` the current one while a handler runs."""
+    """Make ``attempt`` the current one while a handler runs, and its log the one
+    ``steplog.note`` appends to."""
     reset = _current.set(attempt)
     try:
-        yield attempt
+        with recording(attempt.log):
+            yield attempt
     finally:
         _current.reset(reset)

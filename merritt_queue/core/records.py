@@ -12,6 +12,7 @@ from typing import Any
 
 from . import tree as t
 from .history import History
+from .steprecord import StepRecord
 
 DEFAULT_PRIORITY = 5
 
@@ -99,6 +100,9 @@ class JobRecord:
     partial: bool = False
     # The ``history`` node as read (or as this store last wrote it); None when not read.
     history: History | None = None
+    # The ``steps`` node likewise (``steprecord``): read only with a whole job (``get_job``),
+    # not by a snapshot, so two reads of the same job compare equal without it.
+    steps: StepRecord | None = field(default=None, compare=False)
 
     @property
     def collection(self) -> str | None:

@@ -15,6 +15,8 @@ Guarantees:
 - A handler's exception fails the job with a message, never loses it.
 - A resumed job that completes in a Failed batch has the batch reported again when that
   makes its report out of date (``store.followups.follow_jobs``), once, however many workers ask.
+- What each attempt did (``steplog``, told by the adapters) is kept in the job's ``steps``
+  node in its commit's multi; an abandoned attempt's, alone, only while its fence passes.
 - A worker may carry a job on through its next steps without unlocking it
   (``ChainPolicy``): each step still commits in its own multi, checked on the
   status version and the lock, and the job is re-checked between steps.
@@ -29,7 +31,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from . import metrics
-from .attempt import running
+from . import steprecord as sr
+from . import tree as t
+from .attempt import Attempt, running
 from .errors import ChangedUnderYou, InvalidData, LockLost, NotFound, QueueError
 from .pauseflag import pause_flag
 from .reasons import describe
@@ -207,15 +211,18 @@ def _run_steps(store, jid, status, handlers, policy) -> StepReport:
         return StepReport(StepResult.LEFT, job=job)
     started, steps = time.monotonic(), 0
     while True:
+        attempt, began_at = None, t.now()
         try:
             began = time.monotonic()
             policy.on_step(job)
-            with running(store.locks.begin_attempt(job)):
+            attempt = store.locks.begin_attempt(job)
+            with running(attempt):
                 outcome = run_handler(handlers[job.status], job)
             took = time.monotonic() - began
             steps += 1
             go_on = _may_go_on(store, job, outcome, handlers, policy, steps, started)
-            result, outcome, done = commit(store, job, outcome, keep_lock=go_on)
+            told = summary(store, attempt, job, began_at, took, outcome)
+            result, outcome, done = commit(store, job, outcome, keep_lock=go_on, steps=told)
             metrics.step_committed(job.status, outcome.action, done.status, took)
             # Changed between steps (held, deleted, lock gone): the next step is not ours.
             changed = go_on and not store.job_locks.still_ours(done)
@@ -234,6 +241,8 @@ def _run_steps(store, jid, status, handlers, policy) -> StepReport:
                 else "Nothing of it was committed",
             )
             metrics.step_abandoned(job.status)
+            if attempt is not None:
+                _keep_abandoned(store, job, attempt, began_at, began, e)
             # only if still this session's (or once ZooKeeper answers)
             store.job_locks.unlock_job(job)
             return StepReport(StepResult.ABANDONED, job=job, steps=steps)
@@ -244,6 +253,56 @@ def _run_steps(store, jid, status, handlers, policy) -> StepReport:
             log.info("job %s changed after %s; not going on to %s", jid, job.status, done.status)
             return StepReport(result, outcome, done, steps)
         job = done
+
+
+def summary(
+    store: QueueStore,
+    attempt: Attempt,
+    job: JobRecord,
+    at: str,
+    took: float,
+    outcome: Outcome | None,
+    why: str = "",
+) -> dict:
+    """What ``attempt`` did, for the job's ``steps`` node (``steprecord``); ``outcome``
+    None: it was abandoned, ``why``."""
+    if outcome is None:
+        action, to, message = "abandoned", job.status, why
+    else:
+        action, message = outcome.action.value, outcome.message
+        to = {
+            Decision.SUCCESS: JOB.success_of(job.status),
+            Decision.FAIL: JobStatus.FAILED,
+            Decision.LATER: job.status,
+        }.get(outcome.action, outcome.target or "")
+    return sr.summary(
+        step=job.status,
+        version=job.status_version,
+        attempt=attempt.token,
+        by=store.changes.actor,
+        at=at,
+        took=took,
+        outcome=action,
+        to=str(to),
+        message=message,
+        entries=attempt.log.entries(),
+        more=attempt.log.more,
+    )
+
+
+def _keep_abandoned(store, job, attempt, at, began, error) -> None:
+    """Keep what an abandoned attempt did, when its fence still allows (``stepwrites``);
+    nothing is lost to the job when it cannot: the step runs again and is recorded then."""
+    told = summary(store, attempt, job, at, time.monotonic() - began, None, describe(error))
+    try:
+        store.steps.save_unfinished(job, attempt, told)
+    except (QueueError, *CONNECTION_ERRORS) as e:
+        log.info(
+            "job %s: what its abandoned %s attempt did was not kept: %s",
+            job.jid,
+            job.status,
+            describe(e),
+        )
 
 
 def _follow_batch(store: QueueStore, job: JobRecord) -> None:
@@ -280,9 +339,12 @@ def _may_go_on(store, job, outcome, handlers, policy, steps, started) -> bool:
     )
 
 
-def commit(store: QueueStore, job: JobRecord, outcome: Outcome, *, keep_lock=False) -> tuple:
+def commit(
+    store: QueueStore, job: JobRecord, outcome: Outcome, *, keep_lock=False, steps=None
+) -> tuple:
+    """Write ``outcome``; ``steps``: the attempt's summary, kept in the same multi."""
     try:
-        result = _commit(store, job, outcome, keep_lock)
+        result = _commit(store, job, outcome, keep_lock, steps)
     except BaseException:
         _release(store, outcome.unlock)
         raise
@@ -300,23 +362,35 @@ def _release(store: QueueStore, locks: tuple[ItemLock, ...]) -> None:
             log.warning("could not release %s: %s", lock.path, describe(e))
 
 
-def _commit(store: QueueStore, job: JobRecord, outcome: Outcome, keep_lock: bool) -> tuple:
+def _commit(store: QueueStore, job: JobRecord, outcome: Outcome, keep_lock: bool, steps) -> tuple:
     if outcome.action == Decision.LATER:
         # The librarian sees why the job waits; the lock goes in the same write.
-        waiting = store.moves.note_job(outcome.job or job, outcome.message, release_lock=True)
+        waiting = store.moves.note_job(
+            outcome.job or job, outcome.message, release_lock=True, steps=steps
+        )
         return StepResult.DEFERRED, outcome, waiting
     # Handlers may have written data nodes, never the status: the version still holds.
     job = outcome.job or job
     if outcome.action == Decision.SUCCESS:
         done = store.moves.succeed_job(
-            job, outcome.message, keep_lock=keep_lock, data=outcome.data, unlock=outcome.unlock
+            job,
+            outcome.message,
+            keep_lock=keep_lock,
+            data=outcome.data,
+            unlock=outcome.unlock,
+            steps=steps,
         )
     elif outcome.action == Decision.FAIL:
-        done = store.moves.fail_job(job, outcome.message, release_lock=True)
+        done = store.moves.fail_job(job, outcome.message, release_lock=True, steps=steps)
     elif outcome.action == Decision.MOVE:
         assert outcome.target is not None  # Outcome.move always names one
         done = store.moves.transition_job(
-            job, outcome.target, outcome.message, release_lock=not keep_lock, keep_lock=keep_lock
+            job,
+            outcome.target,
+            outcome.message,
+            release_lock=not keep_lock,
+            keep_lock=keep_lock,
+            steps=steps,
         )
     else:
         raise ValueError(f"unknown outcome {outcome.action!r}")

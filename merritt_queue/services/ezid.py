@@ -36,7 +36,7 @@ from urllib.parse import quote
 
 import requests
 
-from . import httputil, transport
+from . import calllog, httputil, transport
 from .errors import MinterError
 from .minter import NO_CITATION, Citation, parse_shoulder
 from .minttokens import MintTokens
@@ -219,16 +219,21 @@ class EzidMinter:
         headers = {"Accept": "text/plain"}
         if body is not None:
             headers["Content-Type"] = "text/plain; charset=UTF-8"
-        return transport.call_operator(
-            self.session_factory,
+        return calllog.logged(
+            "ezid-call",
             method,
             url,
-            error=MinterError,
-            who=f"EZID at {self.base_url}",
-            data=None if body is None else body.encode("utf-8"),
-            headers=headers,
-            auth=(self.username, self.password),
-            timeout=self.timeout,
+            lambda: transport.call_operator(
+                self.session_factory,
+                method,
+                url,
+                error=MinterError,
+                who=f"EZID at {self.base_url}",
+                data=None if body is None else body.encode("utf-8"),
+                headers=headers,
+                auth=(self.username, self.password),
+                timeout=self.timeout,
+            ),
         )
 
     def _answer(self, resp: requests.Response, failed: str, ok: tuple[int, ...]) -> str:

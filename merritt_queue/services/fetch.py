@@ -36,10 +36,14 @@ Guarantees:
 - No request takes anything from the operator's environment: no ``~/.netrc`` credentials
   for a depositor's host, no proxy between us and the address the policy checked (see
   ``transport.strict_session``).
+- Each HEAD and each download attempt is told to the current step's log (``steplog``): the
+  URL without its credentials, the address reached, the HTTP status, the bytes, the time
+  taken and why it was retried; a completed download's digests, expected and computed.
 """
 
 from __future__ import annotations
 
+import contextvars
 import copy
 import http.client
 import logging
@@ -54,8 +58,10 @@ from urllib.parse import urljoin
 import requests
 import urllib3.exceptions
 
+from ..core import steplog
 from ..core.errors import LockLost
 from ..deposit.digest import Hashers
+from ..deposit.urltext import redact
 from . import fetchchecks as checks
 from . import httputil, pinned, transport
 from .errors import FetchError, PartFileGone
@@ -193,7 +199,7 @@ class Fetcher:
             return {}
         ends = time.monotonic() + HEAD_BUDGET * self.head_deadline
         with _pool(min(self.max_workers, len(unique))) as pool:
-            futures = [pool.submit(self._head_size, url, ends) for url in unique]
+            futures = [_submit(pool, self._head_size, url, ends) for url in unique]
         return {url: future.result() for url, future in zip(unique, futures, strict=True)}
 
     def _head_size(self, url: str, ends: float) -> int | None:
@@ -201,13 +207,17 @@ class Fetcher:
         if remaining <= 0:
             return None
         deadline = RequestDeadline(min(self.head_deadline, remaining))
+        began = time.monotonic()
         try:
             with deadline:
                 with self._open(self._sender(), "HEAD", url) as resp:
-                    return checks.content_length(resp) if resp.status_code == 200 else None
+                    size = checks.content_length(resp) if resp.status_code == 200 else None
+                    _note("head", url, began, resp, bytes=size)
+                    return size
         except Exception as exc:  # an estimate must never fail the job; None says "unknown"
             reason = f"no answer within {deadline.seconds:g} s" if deadline.expired else exc
             log.info("HEAD %s gave no size: %s", url, reason)
+            _note("head", url, began, None, error=str(reason))
             return None
 
     def _sender(self) -> transport.Sender:
@@ -248,6 +258,7 @@ class Fetcher:
             size, digests, written = self._download_with_retries(
                 url, part, algorithms, expected_size, max_bytes
             )
+            _note_digests(dest.name, expected, digests)
             checks.verify_digest(url, expected, digests)
             self._pass_fence(f"complete {dest.name}")
             rename_into_place(part, dest, written)
@@ -275,7 +286,8 @@ class Fetcher:
         extra = tuple(extra_algorithms)
         with _pool(min(self.max_workers, len(items))) as pool:
             futures = [
-                pool.submit(
+                _submit(
+                    pool,
                     self.download,
                     item.url,
                     item.dest,
@@ -309,14 +321,31 @@ class Fetcher:
     ) -> tuple[int, dict[str, str], tuple[int, int]]:
         last: _Transient | None = None
         for attempt in range(1, self.retries + 1):
+            began, seen = time.monotonic(), _Seen()
+            told = {"try": attempt}
             try:
-                return self._attempt(url, part, algorithms, expected_size, max_bytes)
+                got = self._attempt(url, part, algorithms, expected_size, max_bytes, seen)
+                _note("get", url, began, seen.response, bytes=got[0], **told)
+                return got
             except _Transient as exc:
                 last = exc
                 unlink_quietly(part)
+                why = "retry" if attempt < self.retries else "error"
+                _note(
+                    "get",
+                    url,
+                    began,
+                    seen.response,
+                    bytes=seen.received,
+                    **told,
+                    **{why: exc.reason},
+                )
                 if attempt < self.retries:
                     log.warning("GET %s attempt %d failed (%s); retrying", url, attempt, exc)
                     httputil.sleep_before_retry(exc.delay, self.backoff, attempt)
+            except FetchError as exc:
+                _note("get", url, began, seen.response, bytes=seen.received, **told, error=str(exc))
+                raise
         assert last is not None
         raise FetchError(
             f"GET {url} failed after {httputil.attempts_text(self.retries)}: {last.reason}",
@@ -330,7 +359,9 @@ class Fetcher:
         algorithms: list[str],
         expected_size: int | None,
         max_bytes: int | None,
+        seen: _Seen | None = None,
     ) -> tuple[int, dict[str, str], tuple[int, int]]:
+        seen = seen or _Seen()
         cap = self._cap(expected_size, url, max_bytes)
         deadline = RequestDeadline(self.deadline)
         with deadline:
@@ -342,11 +373,12 @@ class Fetcher:
             except BaseException:
                 checks.raise_if_expired(url, deadline, None)
                 raise
+            seen.response = resp
             with resp:
                 _raise_for_status(url, resp)
                 announced = checks.content_length(resp)
                 checks.check_announced(url, announced, expected_size, cap)
-                body = _Body(url, resp, self.timeout[1])
+                body = seen.body = _Body(url, resp, self.timeout[1])
                 try:
                     size, digests, written = self._stream(body, part, algorithms, announced, cap)
                 except (_Transient, FetchError):
@@ -394,6 +426,7 @@ class Fetcher:
                 resp = sender.request(method, current, timeout=self.timeout)
             from_public = from_public or is_public(addresses)
             if resp.status_code not in httputil.REDIRECT_STATUSES:
+                resp.mq_addresses = addresses  # type: ignore[attr-defined]  # for the step's log
                 return resp
             location = resp.headers.get("Location")
             resp.close()
@@ -482,6 +515,49 @@ class _Body:
 
 
 # -- helpers ------------------------------------------------------------------------------
+
+
+class _Seen:
+    """What one download attempt got as far as, for the step's log."""
+
+    def __init__(self) -> None:
+        self.response: requests.Response | None = None
+        self.body: _Body | None = None
+
+    @property
+    def received(self) -> int | None:
+        return self.body.received if self.body is not None else None
+
+
+def _note(kind: str, url: str, began: float, resp: requests.Response | None, **fields) -> None:
+    """One request, as the step's log keeps it (``steplog``)."""
+    addresses = getattr(resp, "mq_addresses", None) or ()
+    steplog.note(
+        kind,
+        url=redact(url),
+        addr=", ".join(str(a) for a in addresses[:3]) or None,
+        http=resp.status_code if resp is not None else None,
+        ms=round((time.monotonic() - began) * 1000),
+        **fields,
+    )
+
+
+def _note_digests(name: str, expected: tuple[str, str] | None, digests: dict[str, str]) -> None:
+    if expected is None and not digests:
+        return
+    steplog.note(
+        "digest",
+        file=name,
+        expected={expected[0]: expected[1]} if expected else None,
+        computed=digests,
+        ok=None if expected is None else digests.get(expected[0]) == expected[1],
+    )
+
+
+def _submit(pool: ThreadPoolExecutor | _Inline, fn, /, *args, **kwargs) -> Future:
+    """``pool.submit``, the call run in a copy of the caller's context: a thread of the pool
+    tells the caller's step log what it did."""
+    return pool.submit(contextvars.copy_context().run, fn, *args, **kwargs)
 
 
 def _pool(workers: int) -> ThreadPoolExecutor | _Inline:

@@ -39,7 +39,7 @@ from urllib.parse import quote
 
 import requests
 
-from . import httputil, transport
+from . import calllog, httputil, transport
 from .errors import InventoryError
 
 _STATE = "invp:invProcessState"
@@ -82,17 +82,22 @@ class MerrittInventoryClient:
 
     def _post(self, url: str, manifest_url: str, fields: dict[str, str]) -> requests.Response:
         parts = {name: (None, value) for name, value in fields.items()}
-        return transport.call_operator(
-            self.session_factory,
+        return calllog.logged(
+            "inventory-call",
             "POST",
             url,
-            error=InventoryError,
-            who=f"Merritt inventory at {self.base_url}",
-            about=f" to add {manifest_url}",
-            hint="; check MERRITT_INVENTORY_URL and that the inventory service is running",
-            files=parts,
-            headers={"Accept": "application/json"},
-            timeout=self.timeout,
+            lambda: transport.call_operator(
+                self.session_factory,
+                "POST",
+                url,
+                error=InventoryError,
+                who=f"Merritt inventory at {self.base_url}",
+                about=f" to add {manifest_url}",
+                hint="; check MERRITT_INVENTORY_URL and that the inventory service is running",
+                files=parts,
+                headers={"Accept": "application/json"},
+                timeout=self.timeout,
+            ),
         )
 
     def _refused(self, manifest_url: str, resp: requests.Response) -> InventoryError:

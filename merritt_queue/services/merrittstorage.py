@@ -40,7 +40,7 @@ from urllib.parse import quote, unquote
 
 import requests
 
-from . import httputil, mrtstate, transport
+from . import calllog, httputil, mrtstate, transport
 from .errors import StorageError
 from .storage import (
     STORED_ALGORITHMS,
@@ -294,15 +294,20 @@ class MerrittStorageClient:
             ) from None
 
     def _request(self, method: str, url: str, ark: str, **kwargs) -> requests.Response:
-        return transport.call_operator(
-            self.session_factory,
+        return calllog.logged(
+            "storage-call",
             method,
             url,
-            error=StorageError,
-            who=f"storage at {self.base_url}",
-            about=f" for {ark}",
-            timeout=self.timeout,
-            **kwargs,
+            lambda: transport.call_operator(
+                self.session_factory,
+                method,
+                url,
+                error=StorageError,
+                who=f"storage at {self.base_url}",
+                about=f" for {ark}",
+                timeout=self.timeout,
+                **kwargs,
+            ),
         )
 
     @staticmethod

@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 import uuid
 
 import requests
 
+from ..core import steplog
+from ..deposit.urltext import redact
 from . import httputil, transport
 from .errors import FetchError, NotifyError
 
@@ -69,6 +72,7 @@ class CallbackNotifier:
                 httputil.sleep_before_retry(exc.delay, self.backoff, attempt)
 
     def _attempt(self, url: str, body: bytes, headers: dict) -> None:
+        began = time.monotonic()
         try:
             # Only the status matters: the answer's body is never read.
             resp, _ = transport.post_once(
@@ -82,22 +86,35 @@ class CallbackNotifier:
                 allow_private=self.allow_private,
             )
         except FetchError as exc:  # refused by the network policy: nothing was sent
+            _note(url, began, error=exc.message)
             raise NotifyError(f"callback {exc.message}", retryable=exc.retryable) from exc
         except transport.TooSlow as exc:
+            _note(url, began, error="too slow")
             raise _Retry(
                 f"the receiver is too slow: no complete answer within {self.deadline:g} s "
                 "(the callback deadline)"
             ) from exc
         except requests.RequestException as exc:
+            _note(url, began, error=httputil.describe(exc))
             if not httputil.is_transient(exc):
                 raise NotifyError(f"callback {url} failed: {httputil.describe(exc)}") from exc
             raise _Retry(httputil.describe(exc)) from exc
+        _note(url, began, http=resp.status_code, ok=200 <= resp.status_code < 300)
         if 200 <= resp.status_code < 300:
             return
         status = httputil.status_text(resp)
         if httputil.is_retryable_status(resp.status_code):
             raise _Retry(status, httputil.retry_after(resp))
         raise NotifyError(f"callback {url} refused the notification: {status}")
+
+
+def _note(url: str, began: float, **fields) -> None:
+    steplog.note(
+        "callback",
+        to=redact(url),
+        ms=round((time.monotonic() - began) * 1000),
+        **{"ok": False} | fields,
+    )
 
 
 class _Retry(Exception):

@@ -53,7 +53,8 @@ def demo(pipeline, http_server, live_server):
         created_by=user,
         created_by_name=user.username,
     )
-    return {"done": done, "failed": failed, "jid": jid}
+    (stored,) = pipeline.jobs(done)  # its page shows what each step did
+    return {"done": done, "failed": failed, "jid": jid, "stored": stored.jid}
 
 
 @pytest.fixture
@@ -71,6 +72,7 @@ def pages(demo) -> list[str]:
         "/jobs/",
         "/jobs/?status=Failed",
         f"/jobs/{demo['jid']}/",
+        f"/jobs/{demo['stored']}/",
         "/batches/",
         f"/batches/{demo['done']}/",
         f"/batches/{demo['failed']}/",

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from kazoo.client import KazooClient
 
-from merritt_queue.core import history
+from merritt_queue.core import history, steprecord
 from merritt_queue.core import tree as t
 from merritt_queue.core.errors import InvalidTransition, NotFound, NotRemovable
 from merritt_queue.core.states import REMOVABLE
@@ -53,6 +53,9 @@ TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d [+-]\d{4}")
 # The one node of ours MerrittZK's trees lack: an item's record of its status writes
 # (merritt_queue.core.history), which MerrittZK never reads. Left out of the listing once checked.
 HISTORY = re.compile(r"^/(jobs/jid\d{10}|batches/bid\d{10})/history$")
+# Likewise a job's record of what its steps did (merritt_queue.core.steprecord), written by
+# our workers only: MerrittZK reads a job's nodes by name and deletes it recursively.
+STEPS = re.compile(r"^/jobs/jid\d{10}/steps$")
 
 
 def decode(data: bytes) -> Any:
@@ -94,6 +97,9 @@ def list_tree(client: KazooClient) -> dict[str, Any]:
         if HISTORY.match(path):
             kept = history.decode(data)
             assert not children and kept.entries and not kept.damaged, path
+            return
+        if STEPS.match(path):
+            assert not children and not steprecord.decode(data).damaged, path
             return
         value = decode(data)
         if is_listed(path, value, children):

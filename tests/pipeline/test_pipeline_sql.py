@@ -22,7 +22,8 @@ pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
 
 # Pending to Notify in one RQ job: the Processing step's profile read; the Recording step's
 # new object, version and files in one transaction; the mirror's write-through of the chain
-# (mirror/writethrough.py) in another. Transaction statements count: they are round trips.
+# (mirror/writethrough.py) in another, then what its steps did (mirror/steps.py) in one
+# statement. Transaction statements count: they are round trips.
 ONE_FILE_JOB = [
     ("SELECT", "batches_profile"),
     ("BEGIN", ""),
@@ -38,6 +39,7 @@ ONE_FILE_JOB = [
     ("SELECT", "batches_batch"),
     ("UPDATE", "batches_batch"),
     ("COMMIT", ""),
+    ("INSERT", "jobs_jobsteps"),
 ]
 
 

@@ -17,7 +17,8 @@ Guarantees:
 ``moves``, ``job_data``, ``edits`` (a failed job's way back); ``batches`` (reads),
 ``new_batches`` (and re-runs), ``batch_locks``, ``batch_moves``, ``followups`` (a reported
 batch following its jobs); ``holds``, ``held`` (the items holds caught), ``pause``;
-``locks`` (storage, inventory, local id), ``removal``. Each part is given what it shares
+``locks`` (storage, inventory, local id), ``removal``; ``steps`` (what each attempt at a
+job's step did). Each part is given what it shares
 with the others (``shared``: the engine, its stats, the change listeners, the session's
 locks) and the parts it calls; none inherits from another.
 """
@@ -47,6 +48,7 @@ from .newjobs import NewJobs
 from .pause import Pause
 from .removal import Removal
 from .shared import Shared
+from .stepwrites import Steps
 
 # The records callers take from here with the store.
 __all__ = ["BatchRecord", "Change", "ItemLock", "JobRecord", "NewJob", "QueueStore"]
@@ -69,7 +71,8 @@ class QueueStore:
         self.new_jobs = NewJobs(shared, history)
         self.job_locks = JobLocks(shared, self.jobs)
         self.job_data = JobData(shared, self.jobs, history)
-        self.moves = JobMoves(shared, self.jobs, self.job_data, history)
+        self.steps = Steps(shared)
+        self.moves = JobMoves(shared, self.jobs, self.job_data, history, self.steps)
         self.edits = JobEdits(shared, self.jobs, self.moves, history)
         self.batches = Batches(shared)
         self.new_batches = NewBatches(shared, self.batches, history)

@@ -21,6 +21,7 @@ from .historywrites import History
 from .jobdata import JobData
 from .jobs import Jobs
 from .shared import Shared
+from .stepwrites import Steps
 
 
 def plan_move(job: JobRecord, new: str, message: str, retry: bool):
@@ -59,7 +60,8 @@ def move_ops(job: JobRecord, new_index: str, new_status: str) -> list[Op]:
 class JobMoves:
     """Moves and notes of jobs."""
 
-    def __init__(self, shared: Shared, jobs: Jobs, data: JobData, history: History):
+    def __init__(self, shared: Shared, jobs: Jobs, data: JobData, history: History, steps: Steps):
+        self.steps = steps
         self.engine = shared.engine
         self.changes = shared.changes
         self.session = shared.session
@@ -80,6 +82,7 @@ class JobMoves:
         keep_lock: bool = False,
         data: dict[str, Any] | None = None,
         unlock: Sequence[ItemLock] = (),
+        steps: dict[str, Any] | None = None,
     ) -> JobRecord:
         """Move a job to ``new`` in one multi (status, index entry, batch reference, lock).
 
@@ -88,19 +91,34 @@ class JobMoves:
         ``data``: data nodes (``space_needed`` and ``JOB_OPTIONAL_NODES``) written in the
         same multi, so a step's results cost no write of their own. ``unlock``: item locks
         the step held, deleted in the same multi (one already gone is no error).
+        ``steps``: the summary of the attempt that made the move, appended to the job's
+        ``steps`` node in the same multi (``stepwrites``).
         """
         if isinstance(job, str):
             job = self.jobs.get_job(job)
         record, moves = plan_move(job, new, message, retry)
         moves = moves + [Op(OpKind.DELETE, lock.path, tolerant=True) for lock in unlock]
         return self._write_status(
-            job, record, moves, release_lock=release_lock, keep_lock=keep_lock, data=data
+            job,
+            record,
+            moves,
+            release_lock=release_lock,
+            keep_lock=keep_lock,
+            data=data,
+            steps=steps,
         )
 
     def fail_job(
-        self, job: JobRecord | str, message: str, *, release_lock: bool = False
+        self,
+        job: JobRecord | str,
+        message: str,
+        *,
+        release_lock: bool = False,
+        steps: dict[str, Any] | None = None,
     ) -> JobRecord:
-        return self.transition_job(job, JobStatus.FAILED, message, release_lock=release_lock)
+        return self.transition_job(
+            job, JobStatus.FAILED, message, release_lock=release_lock, steps=steps
+        )
 
     def succeed_job(
         self,
@@ -111,6 +129,7 @@ class JobMoves:
         keep_lock=False,
         data: dict[str, Any] | None = None,
         unlock: Sequence[ItemLock] = (),
+        steps: dict[str, Any] | None = None,
     ) -> JobRecord:
         return self.transition_job(
             job,
@@ -120,6 +139,7 @@ class JobMoves:
             keep_lock=keep_lock,
             data=data,
             unlock=unlock,
+            steps=steps,
         )
 
     def hold_job(self, jid: str, message: str = "") -> JobRecord:
@@ -131,7 +151,14 @@ class JobMoves:
     def delete_job(self, jid: str, message: str = "") -> JobRecord:
         return self.transition_job(jid, JobStatus.DELETED, message)
 
-    def note_job(self, job: JobRecord, message: str, *, release_lock: bool = False) -> JobRecord:
+    def note_job(
+        self,
+        job: JobRecord,
+        message: str,
+        *,
+        release_lock: bool = False,
+        steps: dict[str, Any] | None = None,
+    ) -> JobRecord:
         """Replace the message of a job that stays where it is (e.g. waiting for disk space).
 
         Not a move: the status, index entries and ``last_successful_status`` stay;
@@ -140,7 +167,7 @@ class JobMoves:
         record = t.job_status_record(
             job.status, job.last_successful_status, job.retry_count, message
         )
-        return self._write_status(job, record, [], release_lock=release_lock)
+        return self._write_status(job, record, [], release_lock=release_lock, steps=steps)
 
     def force_fail(self, job: JobRecord | str, message: str) -> JobRecord:
         """Fail a job whatever holds it: its lock and its ARK's storage and inventory locks go too.
@@ -218,6 +245,7 @@ class JobMoves:
         release_lock: bool,
         keep_lock: bool = False,
         data: dict[str, Any] | None = None,
+        steps: dict[str, Any] | None = None,
     ) -> JobRecord:
         """1. Write ``record`` to the status node at the version read, with ``extra`` ops
         (index moves, lock removals), ``data`` nodes and, when asked, the caller's lock,
@@ -235,6 +263,10 @@ class JobMoves:
             Op(OpKind.SET, t.job_node(job.jid, "status"), t.encode_json(record), job.status_version)
         ]
         ops += [history_op, *extra]
+        written_steps = None
+        if steps is not None:
+            steps_op, written_steps = self.steps.op(job, steps)
+            ops.append(steps_op)
         if release_lock or keep_lock:
             self.session.check(job, what)
             lock = t.job_node(job.jid, "lock")
@@ -271,6 +303,7 @@ class JobMoves:
             release_lock=release_lock,
             data=data,
             history=history,
+            steps=written_steps,
         )
 
     def written(
@@ -282,11 +315,13 @@ class JobMoves:
         release_lock: bool,
         history: h.History,
         data=None,
+        steps=None,
     ):
         """The job as a status write left it; tells the listeners."""
         written = evolve(
             job,
             history=history,
+            steps=steps if steps is not None else job.steps,
             **(self.data_written.pop(job.jid, {}) | (data or {})),
             status=record["status"],
             last_successful_status=record["last_successful_status"],

@@ -13,6 +13,7 @@ from kazoo.exceptions import NoNodeError
 
 from .. import history as h
 from .. import parking
+from .. import steprecord as sr
 from .. import tree as t
 from ..errors import InvalidData, NotFound, QueueError
 from ..records import DEFAULT_PRIORITY, JobRecord, evolve
@@ -27,14 +28,20 @@ READ_CHUNK = 1000
 HEAD_NODES = ("status", "bid", "priority")
 
 
-def job_record(jid, status, value, locked, *, history_read: bool = True) -> JobRecord:
+def job_record(
+    jid, status, value, locked, *, history_read: bool = True, steps_read: bool = False
+) -> JobRecord:
     """``value(name)``: a node's data, None when missing. ``history_read=False``: the
-    ``history`` node was not read, so the record's history is None (unknown)."""
+    ``history`` node was not read, so the record's history is None (unknown); likewise
+    ``steps_read`` and the ``steps`` node."""
     st = t.decode_json(status[0]) or {}
-    history = None
+    history = steps = None
     if history_read:
         data = value(h.NODE)
         history = h.decode(data, data is not None)
+    if steps_read:
+        data = value(sr.NODE)
+        steps = sr.decode(data, data is not None)
     return JobRecord(
         jid=jid,
         bid=t.decode_str(value("bid")),
@@ -53,6 +60,7 @@ def job_record(jid, status, value, locked, *, history_read: bool = True) -> JobR
         store=t.decode_json(value("store")),
         locked=locked,
         history=history,
+        steps=steps,
     )
 
 
@@ -76,8 +84,9 @@ class Jobs:
         return self.from_read(jid, read, bool(locked))
 
     def send_read(self, jid: str) -> Callable[[], dict[str, Any]]:
-        # The history after the status: see ``history`` for why the order matters.
-        names = ("bid", "priority", "space_needed", *t.JOB_JSON_NODES, h.NODE)
+        # The history after the status: see ``history`` for why the order matters. The
+        # steps node rides in the same round: the worker that locked the job appends to it.
+        names = ("bid", "priority", "space_needed", *t.JOB_JSON_NODES, h.NODE, sr.NODE)
         return self.engine.get_many_later(t.job_node(jid, n) for n in names)
 
     def from_read(self, jid: str, read: Callable[[], dict[str, Any]], locked: bool) -> JobRecord:
@@ -92,7 +101,7 @@ class Jobs:
             return node[0] if node else None
 
         try:
-            return job_record(jid, status, value, locked)
+            return job_record(jid, status, value, locked, steps_read=True)
         except (ValueError, TypeError, AttributeError) as e:
             raise InvalidData(f"job {jid} has unreadable data ({e}); run check_tree") from None
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from .. import batch_sides, history
+from .. import batch_sides, history, steprecord
 from .. import tree as t
 from ..states import REMOVABLE, BatchStatus
 from ..treeread import _Batch, _Item, _Job, read_tree
@@ -45,8 +45,8 @@ if TYPE_CHECKING:
 
 # What a crashed non-atomic create (MerrittZK's) may leave under a job before
 # its configuration: a batch id and two numbers, no depositor data. Its recursive
-# delete, interrupted, may also leave our ``history``: a record of ours, not data.
-SHELL_JOB_CHILDREN = frozenset({"bid", "priority", "space_needed", history.NODE})
+# delete, interrupted, may also leave our ``history`` and ``steps``: records of ours, not data.
+SHELL_JOB_CHILDREN = frozenset({"bid", "priority", "space_needed", history.NODE, steprecord.NODE})
 # Batch statuses reached only through acquisition (Deleted is also reached from Held).
 PAST_PENDING = frozenset(
     {
