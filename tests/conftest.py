@@ -74,6 +74,7 @@ pytest.register_assert_rewrite(
 FAST_MODULES = frozenset(
     {
         "test_containers",
+        "test_lanes",
         "test_core_states",
         "test_window_math",
         "test_periodic",
