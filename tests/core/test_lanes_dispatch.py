@@ -103,3 +103,18 @@ def test_a_chain_decides_the_next_lane_by_the_size_its_step_just_found(store, ba
     ]
     job = store.jobs.get_job(jid)
     assert (job.status, job.locked) == ("Downloading", False)
+
+
+def test_a_small_jobs_download_takes_one_slot_beyond_a_hosts_limit_and_no_more(redis):
+    """A host busy with long downloads still serves a small deposit (``pipeline.download``)."""
+    from merritt_queue.services.hostslots import HostFull, HostSlots
+
+    slots = HostSlots(redis, limit=2, ttl=30.0)
+    held = [slots.hold(["example.org"]) for _ in range(2)]
+    with pytest.raises(HostFull):
+        slots.hold(["example.org"])
+    small = slots.hold(["example.org"], extra=1)
+    with pytest.raises(HostFull):
+        slots.hold(["example.org"], extra=1)
+    for lease in [*held, small]:
+        lease.release()
