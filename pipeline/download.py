@@ -2,9 +2,9 @@
 
 A remote host serves at most ``MQ_MAX_DOWNLOADS_PER_HOST`` downloads at once (its jobs wait
 with their workers free), and one more for a small or urgent job (``core.lanes``: a host busy
-with long downloads still serves a small deposit), each file stops at the size learned for it (one of undeclared size
-at what Estimating reserved for it, ``reserve``), and a container's
-unpacked size must fit the working disk before it is unpacked.
+with long downloads still serves a small deposit), each file stops at the size learned for
+it (one of undeclared size at what Estimating reserved for it, ``reserve``), and a
+container's unpacked size must fit the working disk before it is unpacked.
 """
 
 from __future__ import annotations
