@@ -7,7 +7,9 @@ from __future__ import annotations
 import hashlib
 import threading
 
+from merritt_queue.core import workerfacts
 from merritt_queue.core.dispatcher import reserved_queue_names
+from merritt_queue.core.lanes import is_reserved
 from tests.cluster import batch_jobs, wait_final, wait_for
 
 pytest_plugins = ["tests.cluster", "tests.httpserver"]
@@ -58,7 +60,7 @@ class Held:
 
 
 def test_a_one_file_deposit_completes_while_every_normal_worker_is_inside_a_long_download(
-    cluster, store, http_server
+    cluster, store, http_server, redis
 ):
     held = Held(http_server, 2)
     cluster.worker("worker1", **LANES)
@@ -76,6 +78,16 @@ def test_a_one_file_deposit_completes_while_every_normal_worker_is_inside_a_long
             return held.held == 2 and len(downloading) == 2
 
         wait_for("both normal workers inside a big download", both_held, cluster, timeout=90)
+
+        def holders() -> dict[str, bool]:
+            """Each big job's worker: reserved or not, by the queues it serves."""
+            records = workerfacts.read(redis).records.values()
+            return {r.jid: is_reserved(r.queues) for r in records if r.step == "Downloading"}
+
+        big_jobs = set(batch_jobs(store, big))
+        wait_for("the workers' records", lambda: set(holders()) == big_jobs, cluster, timeout=60)
+        # The reserved worker took none of them, not even by chaining on from Provisioning.
+        assert not any(holders().values()), holders()
 
         url = http_server.behave("/small.txt", body=b"a one-file deposit\n")
         small = cluster.submit(type="file", payload_url=url)
