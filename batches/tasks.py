@@ -8,7 +8,7 @@ from rq import get_current_job
 
 from merritt_queue.core import handover
 from merritt_queue.core.dispatcher import LEAVE_SECONDS, defer, rq_job_id
-from merritt_queue.project.tasks import TASKS
+from merritt_queue.project.tasks import TASKS, lane_rule
 from pipeline import batchhandlers as handlers
 from pipeline.services import get_services
 
@@ -20,7 +20,7 @@ def run_batch_pending(bid: str, status: str = "Pending") -> str:
         result = handlers.run_pending(services, bid)
         current = get_current_job()
         if result == "processing" and current is not None and settings.MQ_HANDOVER:
-            handover.new_jobs(services.store, current.connection, TASKS, bid)
+            handover.new_jobs(services.store, current.connection, TASKS, bid, lane_rule())
         return _left(result, bid, status)
     finally:
         close_old_connections()

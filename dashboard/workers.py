@@ -28,6 +28,8 @@ from merritt_queue.project.runtime import get_store
 from merritt_queue.project.zkdeadline import UNREACHABLE
 from ui.reading_scope import readable_rows, reads_everything
 
+from . import reserved as reserved_workers
+
 log = logging.getLogger(__name__)
 
 # What a worker is doing, as the page says it.
@@ -78,9 +80,15 @@ class WorkerRow:
         return ago(self.since)
 
     @property
+    def reserved(self) -> bool:
+        return reserved_workers.queues_text(self.queues) is not None
+
+    @property
     def queues_text(self) -> str:
         if set(self.queues) == set(all_queue_names()):
             return "every queue"
+        if text := reserved_workers.queues_text(self.queues):
+            return text
         return ", ".join(self.queues) or "—"
 
     @property
@@ -114,6 +122,7 @@ class Health:
     reconcile_seconds: float
     # The queue whose first step has waited longest for a worker, and since when.
     waiting: tuple[str, datetime] | None = None
+    reserved: reserved_workers.ReservedCount | None = None
 
     @property
     def waiting_ago(self) -> str:
@@ -148,6 +157,7 @@ def board(user) -> Board:
     _jobs(rows, user)
     rows.sort(key=lambda r: (r.state in (SILENT, GONE), r.host, r.name))
     health = _health(facts.dispatcher, now)
+    health.reserved = reserved_workers.count(rows)
     if oldest:
         health.waiting = (oldest[0], _stamp(oldest[1]) or now)
     return Board(rows, health)

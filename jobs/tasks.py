@@ -8,10 +8,11 @@ from rq import Worker, get_current_job
 
 from merritt_queue.core import handover, workerfacts
 from merritt_queue.core import worker as this_worker
-from merritt_queue.core.dispatcher import LEAVE_SECONDS, defer, job_queue_name, rq_job_id
+from merritt_queue.core.dispatcher import LEAVE_SECONDS, defer, rq_job_id
+from merritt_queue.core.lanes import express_queue_name, job_queue_name
 from merritt_queue.core.runner import ChainPolicy, Decision, StepResult, run_job_steps
 from merritt_queue.core.sides import NONE, runs_job
-from merritt_queue.project.tasks import TASKS
+from merritt_queue.project.tasks import TASKS, lane_rule
 from pipeline.jobhandlers import handlers
 from pipeline.services import get_services
 
@@ -73,14 +74,23 @@ def _policy(current) -> ChainPolicy:
     if current is None or settings.MQ_CHAIN_STEPS <= 1:
         return ChainPolicy(changes_delay=delay, runs=runs, enters=enters, on_step=on_step)
     served = _queues_of(current)
+    rule = lane_rule()
+
+    def in_lane(job, status: str) -> bool:
+        """Whether this worker serves the queue of the job's lane in ``status``: a reserved
+        worker never chains into a large job's Downloading."""
+        return rule.queue_name(status, job.priority, job.space_needed) in served
+
     return ChainPolicy(
         max_steps=settings.MQ_CHAIN_STEPS,
         max_seconds=settings.MQ_CHAIN_SECONDS,
         # A drained worker finishes its step and goes no further.
-        may_enter=lambda s: job_queue_name(s) in served and not this_worker.drained(),
+        may_enter=lambda s: (
+            bool({job_queue_name(s), express_queue_name(s)} & served) and not this_worker.drained()
+        ),
         changes_delay=delay,
         runs=runs,
-        enters=enters,
+        enters=lambda job, status: enters(job, status) and in_lane(job, status),
         on_step=on_step,
     )
 

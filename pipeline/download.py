@@ -1,9 +1,10 @@
 """Downloading: a job's files fetched into its ``producer/`` folder, a container unpacked.
 
 A remote host serves at most ``MQ_MAX_DOWNLOADS_PER_HOST`` downloads at once (its jobs wait
-with their workers free), each file stops at the size learned for it (one of undeclared size
-at what Estimating reserved for it, ``reserve``), and a container's
-unpacked size must fit the working disk before it is unpacked.
+with their workers free), and one more for a small or urgent job (``core.lanes``: a host busy
+with long downloads still serves a small deposit), each file stops at the size learned for
+it (one of undeclared size at what Estimating reserved for it, ``reserve``), and a
+container's unpacked size must fit the working disk before it is unpacked.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from merritt_queue.deposit.digest import file_digests, normalise_algorithm
 from merritt_queue.deposit.diskspace import percent_of_disk, percent_used_after
 from merritt_queue.deposit.reserve import undeclared_each, undeclared_reserve
 from merritt_queue.deposit.safepath import inside, inside_each
+from merritt_queue.project.tasks import lane_rule
 from merritt_queue.services.errors import PartFileGone, ServiceError
 from merritt_queue.services.fetch import DownloadItem
 from merritt_queue.services.hostslots import HostFull
@@ -77,7 +79,8 @@ def _host_slots(s: Services, job: JobRecord, files: list[PayloadFile]):
     if s.host_slots is None:
         return nullcontext()
     hosts = {urlsplit(f.url).hostname or "" for f in files} - {""}
-    return s.host_slots.hold(hosts, alive=lambda: _in_lock_session(s, job))
+    express = lane_rule().express(job.status, job.priority, job.space_needed)
+    return s.host_slots.hold(hosts, alive=lambda: _in_lock_session(s, job), extra=int(express))
 
 
 def _in_lock_session(s: Services, job: JobRecord) -> bool:

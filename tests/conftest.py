@@ -76,6 +76,7 @@ FAST_MODULES = frozenset(
         "test_containers",
         "test_steptimes",
         "test_foresight",
+        "test_lanes",
         "test_core_states",
         "test_window_math",
         "test_periodic",

@@ -26,7 +26,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -45,6 +45,7 @@ from . import workerfacts
 from .errors import QueueError
 from .fairness import Turns
 from .history import DISPATCHER_PREFIX, process_actor
+from .lanes import RESERVED_NORMAL_STATES, LaneRule, Lanes, express_queue_name, job_queue_name
 from .pauseflag import pause_flag
 from .reasons import describe
 from .sides import ALL, NONE, reports_batch, runs_batch, runs_job
@@ -76,11 +77,9 @@ REPORT_STATES = (BatchStatus.PROCESSING, BatchStatus.REPORTING, BatchStatus.UPDA
 LEAVE_SECONDS = 3600.0
 # The decisions ``_runnable`` remembers, at most: forgotten all at once beyond that.
 RUNS_CACHE_MAX = 200_000
+# Entries looked through for small jobs past a full normal lane, at most, per sweep of a state.
+EXPRESS_SCAN = 2000
 _QUEUED = {RQStatus.QUEUED, RQStatus.SCHEDULED, RQStatus.DEFERRED, RQStatus.CREATED}
-
-
-def job_queue_name(status: str) -> str:
-    return f"mq-job-{status.lower()}"
 
 
 def all_queue_names() -> list[str]:
@@ -96,16 +95,34 @@ def all_queue_names() -> list[str]:
     it waits only for the next job to start, and its jobs then queue by priority.
     Notifications come after all the pipeline's work: a site that wants them prompt under a
     steady load gives ``mq-notify`` a worker of its own.
+
+    The express lane (``lanes``: small or urgent jobs) comes before the normal lane's job
+    queues: a worker that finishes a step takes a small job's next step first.
     """
     later_first = [job_queue_name(s) for s in reversed(JOB_WORK_STATES)]
     return [
         ADMIN_QUEUE,
         BATCH_REPORT_QUEUE,
+        *express_queue_names(),
         *later_first[:-1],
         BATCH_PENDING_QUEUE,
         later_first[-1],
         NOTIFY_QUEUE,
     ]
+
+
+def express_queue_names() -> list[str]:
+    return [express_queue_name(s) for s in reversed(JOB_WORK_STATES)]
+
+
+def reserved_queue_names() -> list[str]:
+    """The queues of a reserved worker, in serving order: the express lane, the batches'
+    queues (a small deposit's batch is turned into jobs and reported there) and the normal
+    lane's steps whose length does not grow with a job's bytes (``lanes``). Never a large
+    job's Downloading, so a small job always finds a worker; admin actions and depositors'
+    notifications are left to the other workers."""
+    normal = [job_queue_name(s) for s in RESERVED_NORMAL_STATES]
+    return [BATCH_REPORT_QUEUE, *express_queue_names(), BATCH_PENDING_QUEUE, *normal]
 
 
 def rq_job_id(kind: str, item_id: str, status: str) -> str:
@@ -157,7 +174,26 @@ class DispatcherConfig:
     # that meets it (the same step come back) removes it first (``_clear_finished``).
     finished_ttl: int = 60
     workers: str = ALL  # what this site's workers take: sides.WORKER_MODES
+    # Which jobs' steps go to the express lane (``lanes``).
+    lanes: LaneRule = field(default_factory=LaneRule)
     tick_interval: float = 30.0  # longest time between two calls of the ``on_tick`` hook
+
+
+@dataclass
+class _Fill:
+    """One lane's RQ queue of a state, as a sweep fills it: ``budget`` RQ jobs at most."""
+
+    queue: Queue
+    queued: set[str]
+    budget: int
+    last_served: int | None = None
+    count: int = 0
+    ahead: list[tuple[str, str]] = field(default_factory=list)
+    backlog: bool = False  # work left behind for want of room
+
+    @property
+    def full(self) -> bool:
+        return len(self.queued) + self.count + len(self.ahead) >= self.budget
 
 
 class Dispatcher:
@@ -192,9 +228,10 @@ class Dispatcher:
         # The batch of each Pending job, and the turns batches take, for ``_fair``.
         self._batch_of: dict[str, str | None] = {}
         self._turns = Turns()
-        # Per state: the look-ahead now, and whether the last sweep left work behind.
-        self._ahead = dict.fromkeys(JOB_WORK_STATES, self.config.ahead)
-        self._backlog = dict.fromkeys(JOB_WORK_STATES, False)
+        # Per RQ queue: the look-ahead now, and whether the last sweep left work behind.
+        self._ahead: dict[str, int] = {}
+        self._backlog: dict[str, bool] = {}
+        self._lanes = Lanes(self.config.lanes)
         # Whether our workers may run each item (``sides``); an item's data never changes.
         self._runs: dict[tuple[str, str], bool] = {}
         self.enqueued = 0
@@ -299,50 +336,76 @@ class Dispatcher:
         Jobs already queued are known from one read of the queue and skipped before
         any other check, so a sweep costs a few round trips, not several per job.
 
+        Each lane (``lanes``) has its own RQ queue and look-ahead; a job's lane is asked of
+        the same rule the hand-over and the workers' chains ask. While the normal lane is
+        full, the listing is looked through a little further for small jobs only.
+
         The listing arms a one-shot watch on the directory: its next change marks the
         state for another sweep. A full queue is not listed (a listing of a long backlog
         is the costly part); the state stays marked instead, and is looked at again
         after ``settle`` seconds, until the workers have made room.
         """
-        queue = Queue(job_queue_name(status), connection=self.redis)
-        queued = set(queue.get_job_ids())
-        budget = self._look_ahead(status, len(queued)) - len(queued)
-        if budget <= 0:
+        fills = (self._fill(job_queue_name(status)), self._fill(express_queue_name(status)))
+        if all(f.full for f in fills):
             self._mark(f"job:{status}")
             return 0
         listed = self.store.jobs.jobs_in_state(status, watch=self._state_watchers[status])
         id_of = {jid: rq_job_id("job", jid, status) for _, jid in listed}
         priority_of = {jid: p for p, jid in listed}
-        # The least urgent job already waiting in RQ: one more urgent goes ahead of it.
-        last_served = max((p for p, jid in listed if id_of[jid] in queued), default=None)
+        queued = fills[0].queued | fills[1].queued
+        for fill in fills:
+            # The least urgent job already waiting in the lane: one more urgent goes ahead.
+            priorities = (p for p, jid in listed if id_of[jid] in fill.queued)
+            fill.last_served = max(priorities, default=None)
         if status == JobStatus.PENDING:
             listed = self._fair(listed, {jid for jid, job_id in id_of.items() if job_id in queued})
         entries = [(jid, id_of[jid]) for _, jid in listed if id_of[jid] not in queued]
-        count = 0
-        # RQ serves a queue first in, first out: a job more urgent than one already waiting
-        # there (a small deposit behind a big batch's backlog) goes to its front instead.
-        ahead: list[tuple[str, str]] = []
-        self._backlog[status] = False
         # Locked jobs (running, or chained through by a worker) sit at the head of the
         # order: look a little past the budget, not through the whole backlog.
-        for chunk in _chunks(entries, budget + 8):
+        size = sum(max(0, f.budget - len(f.queued)) for f in fills) + 8
+        beyond = 0  # entries looked at while the normal lane was full
+        for chunk in _chunks(entries, size):
             locks = self.store.engine.held_many([t.job_node(jid, "lock") for jid, _ in chunk])
             free = [e for e, locked in zip(chunk, locks, strict=True) if not locked]
             free = self._runnable("job", free, status)
-            for (jid, job_id), waiting in zip(
-                free, self._deferred(j for _, j in free), strict=True
-            ):
-                if count + len(ahead) >= budget:
-                    self._backlog[status] = True
-                    return count + self._enqueue_ahead(queue, status, ahead)
+            lanes = self._lanes.express(self.store, status, [(j, priority_of[j]) for j, _ in free])
+            deferred = self._deferred(j for _, j in free)
+            for (jid, job_id), waiting, express in zip(free, deferred, lanes, strict=True):
+                fill = fills[express]
+                if fill.full:
+                    fill.backlog = True
+                    continue
                 if waiting:
                     continue
-                if last_served is not None and priority_of[jid] < last_served:
-                    ahead.append((jid, job_id))
-                elif self._enqueue(queue, self.tasks.job_step, (jid, status), job_id):
-                    count += 1
+                if fill.last_served is not None and priority_of[jid] < fill.last_served:
+                    fill.ahead.append((jid, job_id))
+                elif self._enqueue(fill.queue, self.tasks.job_step, (jid, status), job_id):
+                    fill.count += 1
                     self._handed(status, jid)
-        return count + self._enqueue_ahead(queue, status, ahead)
+            if fills[0].full:
+                beyond += len(chunk)
+                last = priority_of[chunk[-1][0]]
+                if (
+                    fills[1].full
+                    or beyond > EXPRESS_SCAN
+                    or not self._small_may_follow(status, last)
+                ):
+                    break
+        count = 0
+        for fill in fills:
+            self._backlog[fill.queue.name] = fill.backlog
+            count += fill.count + self._enqueue_ahead(fill.queue, status, fill.ahead)
+        return count
+
+    def _fill(self, name: str) -> _Fill:
+        queue = Queue(name, connection=self.redis)
+        queued = set(queue.get_job_ids())
+        return _Fill(queue, queued, self._look_ahead(name, len(queued)))
+
+    def _small_may_follow(self, status: str, priority: int) -> bool:
+        """Whether a job listed after one of ``priority`` may go to the express lane: the
+        listing is in priority order, and before Estimating only the priority counts."""
+        return self.config.lanes.needs_size(status, priority)
 
     def _enqueue_ahead(self, queue: Queue, status: str, ahead: list[tuple[str, str]]) -> int:
         """Enqueue ``ahead`` (in serving order) at the queue's front, the most urgent last so
@@ -395,20 +458,20 @@ class Dispatcher:
             self._runs.update({(kind, i): rule(mode, d) for i, d in data.items()})
         return [e for e, i in zip(entries, ids, strict=True) if self._runs.get((kind, i), False)]
 
-    def _look_ahead(self, status: str, queued: int) -> int:
-        """How many RQ jobs of ``status`` may wait now.
+    def _look_ahead(self, name: str, queued: int) -> int:
+        """How many RQ jobs may wait now in queue ``name``.
 
         Doubled (up to ``ahead_growth`` times ``ahead``) when the workers emptied the queue
         since a sweep that left work behind: they may have sat idle. Halved (down to
         ``ahead``) when more than half is still waiting: the workers are the slower side,
         and a shorter queue lets a later high-priority job start sooner.
         """
-        ahead = self._ahead[status]
-        if queued == 0 and self._backlog[status]:
+        ahead = self._ahead.get(name, self.config.ahead)
+        if queued == 0 and self._backlog.get(name, False):
             ahead = min(ahead * 2, self.config.ahead * self.config.ahead_growth)
         elif queued > ahead // 2:
             ahead = max(ahead // 2, self.config.ahead)
-        self._ahead[status] = ahead
+        self._ahead[name] = ahead
         return ahead
 
     def _deferred(self, job_ids) -> list[bool]:

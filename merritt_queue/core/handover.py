@@ -20,6 +20,7 @@ from redis.exceptions import RedisError
 from rq import Queue
 from rq.exceptions import DuplicateJobError
 
+from . import tree as t
 from .dispatcher import (
     BATCH_PENDING_QUEUE,
     BATCH_REPORT_QUEUE,
@@ -27,11 +28,12 @@ from .dispatcher import (
     DispatcherConfig,
     Tasks,
     is_deferred,
-    job_queue_name,
     rq_job_id,
 )
+from .lanes import LaneRule
 from .pauseflag import pause_flag
 from .reasons import describe
+from .records import DEFAULT_PRIORITY
 from .states import BatchStatus, JobStatus
 from .store import QueueStore
 
@@ -57,20 +59,31 @@ def new_batch(store: QueueStore, redis: Redis, tasks: Tasks, bid: str) -> bool:
         return False
 
 
-def new_jobs(store: QueueStore, redis: Redis, tasks: Tasks, bid: str) -> int:
-    """Enqueue the Pending jobs of a small batch just turned into jobs; how many."""
+def new_jobs(
+    store: QueueStore, redis: Redis, tasks: Tasks, bid: str, lanes: LaneRule | None = None
+) -> int:
+    """Enqueue the Pending jobs of a small batch just turned into jobs; how many.
+
+    Each goes to its lane's queue (``lanes``), as the dispatcher would put it."""
     try:
         if pause_flag(store.client).paused():
             return 0
         jids = store.batches.batch_jobs(bid).get("batch-processing", [])
         if not 0 < len(jids) <= SMALL_BATCH_JOBS:
             return 0
-        queue = Queue(job_queue_name(JobStatus.PENDING), connection=redis)
+        rule = lanes or _AS_DISPATCHED.lanes
+        priority = store.jobs.job_node_values(jids, "priority", decode=t.decode_int)
+        queues: dict[str, Queue] = {}
+        count = 0
         # At the front, the first job last so that it is served first.
-        return sum(
-            _enqueue(queue, tasks.job_step, (jid, JobStatus.PENDING), at_front=True)
-            for jid in reversed(jids)
-        )
+        for jid in reversed(jids):
+            known = priority.get(jid)
+            name = rule.queue_name(
+                JobStatus.PENDING, DEFAULT_PRIORITY if known is None else known, 0
+            )
+            queue = queues.setdefault(name, Queue(name, connection=redis))
+            count += _enqueue(queue, tasks.job_step, (jid, JobStatus.PENDING), at_front=True)
+        return count
     except (KazooException, RedisError, OSError) as e:
         log.info("batch %s: jobs left to the dispatcher: %s", bid, describe(e))
         return 0

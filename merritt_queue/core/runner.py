@@ -37,6 +37,7 @@ from .attempt import Attempt, running
 from .errors import ChangedUnderYou, InvalidData, LockLost, NotFound, QueueError
 from .pauseflag import pause_flag
 from .reasons import describe
+from .records import evolve
 from .states import JOB, JobStatus
 from .store import ItemLock, JobRecord, QueueStore
 from .store.engine import CONNECTION_ERRORS
@@ -334,9 +335,17 @@ def _may_go_on(store, job, outcome, handlers, policy, steps, started) -> bool:
         and steps < policy.max_steps
         and time.monotonic() - started < policy.max_seconds
         and policy.may_enter(target)
-        and policy.enters(job, target)
+        and policy.enters(_as_committed(job, outcome), target)
         and not pause_flag(store.client).paused()
     )
+
+
+def _as_committed(job: JobRecord, outcome: Outcome) -> JobRecord:
+    """The job as the outcome's commit leaves it, for ``enters``: the size Estimating found
+    decides the lane of the job's next step (``lanes``)."""
+    job = outcome.job or job
+    space = (outcome.data or {}).get("space_needed")
+    return job if space is None else evolve(job, space_needed=space)
 
 
 def commit(

@@ -212,6 +212,22 @@ def check_worker_beat(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     ]
 
 
+def check_lanes(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    small, urgent = settings.MQ_SMALL_JOB_BYTES, settings.MQ_URGENT_PRIORITY
+    reserved = settings.MQ_RESERVED_WORKERS
+    if small >= 0 and -1 <= urgent <= 99 and reserved >= 0:
+        return []
+    return [
+        checks.Error(
+            f"MQ_SMALL_JOB_BYTES={small!r} and MQ_RESERVED_WORKERS={reserved!r} must not be "
+            f"negative, and MQ_URGENT_PRIORITY={urgent!r} must be between -1 and 99.",
+            hint="MQ_SMALL_JOB_BYTES is bytes (0: no job is small), MQ_URGENT_PRIORITY a job "
+            "priority (-1: no job is urgent), MQ_RESERVED_WORKERS how many reserved workers run.",
+            id="mq.E134",
+        )
+    ]
+
+
 def check_container_paths(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     depth, length = settings.MQ_CONTAINER_MAX_DEPTH, settings.MQ_CONTAINER_MAX_PATH_BYTES
     if 1 <= depth and 255 <= length <= 3072:
@@ -512,6 +528,7 @@ ALL_CHECKS = [
     check_secret_key,
     check_chain,
     check_worker_beat,
+    check_lanes,
     check_window_check_seconds,
     check_container_paths,
     check_capacity,

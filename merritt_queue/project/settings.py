@@ -220,6 +220,14 @@ MQ_STARTED_GRACE_SECONDS = env_float("MQ_STARTED_GRACE_SECONDS", 60.0)
 # high-priority job start sooner.
 MQ_CHAIN_STEPS = env_int("MQ_CHAIN_STEPS", 8)
 MQ_CHAIN_SECONDS = env_float("MQ_CHAIN_SECONDS", 30.0)
+# The express lane (merritt_queue/core/lanes.py): a job's steps go to queues of their own,
+# served first by every worker and by the reserved workers, when its priority is
+# MQ_URGENT_PRIORITY or lower (a lower number is more urgent; -1: none) or, from Provisioning
+# on, when Estimating found it needs fewer than MQ_SMALL_JOB_BYTES (0: none). The Workers
+# page warns when fewer than MQ_RESERVED_WORKERS reserved workers are alive.
+MQ_SMALL_JOB_BYTES = env_int("MQ_SMALL_JOB_BYTES", 50_000_000)
+MQ_URGENT_PRIORITY = env_int("MQ_URGENT_PRIORITY", 0)
+MQ_RESERVED_WORKERS = env_int("MQ_RESERVED_WORKERS", 1)
 # How often a worker says it is alive (idle or busy), and how long without a word the Workers
 # page calls it silent.
 MQ_WORKER_BEAT_SECONDS = env_float("MQ_WORKER_BEAT_SECONDS", 10.0)

@@ -12,6 +12,7 @@ from pathlib import Path
 from django.conf import settings
 
 from ..core.dispatcher import Tasks
+from ..core.lanes import LaneRule
 from ..core.states import JobStatus
 from ..core.worker import QueueWorker
 from ..core.workerfacts import Record
@@ -21,6 +22,13 @@ TASKS = Tasks(
     batch_pending="batches.tasks.run_batch_pending",
     batch_report="batches.tasks.run_batch_report",
 )
+
+
+def lane_rule() -> LaneRule:
+    """Which jobs are small or urgent, from the settings (``core.lanes``)."""
+    return LaneRule(
+        small_bytes=settings.MQ_SMALL_JOB_BYTES, urgent_priority=settings.MQ_URGENT_PRIORITY
+    )
 
 
 # Files a download's progress adds up, at most: a container of many thousand entries is

@@ -80,21 +80,23 @@ class HostSlots:
         self._lock = threading.Lock()
         self._renewer: threading.Thread | None = None
 
-    def hold(self, hosts: Iterable[str], alive: Callable[[], bool] | None = None) -> Lease:
+    def hold(
+        self, hosts: Iterable[str], alive: Callable[[], bool] | None = None, extra: int = 0
+    ) -> Lease:
         """A slot on each of ``hosts``, renewed while ``alive()`` is true; ``HostFull``
-        naming the first full one."""
+        naming the first full one. ``extra``: slots this lease may take beyond ``limit``
+        (a small job's, so that a host busy with long downloads still serves it)."""
         hosts = sorted({h.lower() for h in hosts if h})
         if self.limit <= 0 or not hosts:
             return Lease(self, [])
+        limit = self.limit + max(0, extra)
         lease_id = uuid.uuid4().hex
         taken: list[str] = []
         try:
             for host in hosts:
-                if not self._take(
-                    keys=[KEY_PREFIX + host], args=[lease_id, self.limit, self._ttl_ms]
-                ):
+                if not self._take(keys=[KEY_PREFIX + host], args=[lease_id, limit, self._ttl_ms]):
                     self._release(lease_id, taken)
-                    raise HostFull(host, self.limit)
+                    raise HostFull(host, limit)
                 taken.append(host)
         except RedisError:
             log.warning("Redis unreachable: downloading from %s without a slot", hosts)

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from django.core.management import get_commands
 
-from merritt_queue.core.dispatcher import all_queue_names
+from merritt_queue.core.dispatcher import all_queue_names, reserved_queue_names
+from merritt_queue.core.lanes import is_reserved
 
 REPO = Path(__file__).resolve().parents[2]
 UNITS = REPO / "deploy" / "systemd"
@@ -30,6 +31,15 @@ def test_the_worker_template_serves_every_queue_by_default():
     match = re.search(r'^Environment="MQ_WORKER_QUEUES=([^"]*)"$', text, re.MULTILINE)
     assert match, "mq-worker@.service sets no default MQ_WORKER_QUEUES"
     assert match[1].split() == all_queue_names()
+
+
+def test_the_reserved_worker_template_serves_the_reserved_queues():
+    """A reserved worker never takes a large job's Downloading (``core.lanes``)."""
+    text = (UNITS / "mq-worker-reserved@.service").read_text()
+    match = re.search(r'^Environment="MQ_WORKER_QUEUES=([^"]*)"$', text, re.MULTILINE)
+    assert match, "mq-worker-reserved@.service sets no MQ_WORKER_QUEUES"
+    assert match[1].split() == reserved_queue_names()
+    assert is_reserved(match[1].split())
 
 
 def test_every_unit_runs_a_command_that_exists():

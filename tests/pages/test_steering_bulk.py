@@ -23,7 +23,7 @@ def bulk(settings, admin_queue):
 
 def test_admin_queue_is_served_first():
     names = all_queue_names()
-    assert names[0] == "mq-admin" and names[1:3] == ["mq-batch-reporting", "mq-job-notify"]
+    assert names[0] == "mq-admin" and names[1:3] == ["mq-batch-reporting", "mq-express-notify"]
     # A new batch waits for the next new job, not for every job queue to empty.
     assert names[-3:-1] == ["mq-batch-pending", "mq-job-pending"] and len(names) == len(set(names))
     # Notifications never hold the pipeline: served when its queues are empty.

@@ -283,7 +283,7 @@ def test_the_workers_page_follows_real_workers_through_silence_and_a_drain(
         left = store.jobs.get_job(job2.jid)
         assert (left.status, left.locked) == ("Processing", False), cluster.logs()
         card_says(page, url, name_b, "drained", "nothing: drained")
-        assert "(in mq-job-processing)" in page.locator(".queue-wait").inner_text()
+        assert "(in mq-express-processing)" in page.locator(".queue-wait").inner_text()
         shoot(page, url, "drained")
         record = AdminAction.objects.get(action="worker.drain")
         assert (record.reason, record.done) == ("moving to a new host", 1)

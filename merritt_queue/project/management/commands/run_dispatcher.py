@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand
 from ....core.dispatcher import Dispatcher, DispatcherConfig, all_queue_names
 from ...periodic import ticker
 from ...runtime import get_store
-from ...tasks import TASKS
+from ...tasks import TASKS, lane_rule
 
 
 class Command(BaseCommand):
@@ -29,6 +29,7 @@ class Command(BaseCommand):
             started_grace=settings.MQ_STARTED_GRACE_SECONDS,
             workers=settings.MQ_WORKERS,
             tick_interval=settings.MQ_WINDOW_CHECK_SECONDS,
+            lanes=lane_rule(),
         )
         redis = django_rq.get_connection("default")
         dispatcher = Dispatcher(store, redis, TASKS, config, on_tick=ticker(store))
