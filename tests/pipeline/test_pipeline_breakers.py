@@ -1,0 +1,129 @@
+"""A dependency that is down holds only the steps that need it (issue 34, part 4).
+
+The real pipeline (ZooKeeper, Redis, RQ workers in the test process) against real HTTP
+stand-ins that fail until the test lets them recover: the breaker opens, the jobs that need
+the dependency wait in their state (never Failed), the others go on, and once the stand-in
+answers again a probe closes the breaker and the waiting jobs complete by themselves.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from batches.models import Profile
+from harness.httpserver import HttpServer
+from merritt_queue.project.breakerboard import breakers, snapshot
+from pipeline import services
+
+pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
+
+MINT_PATH = "/shoulder/ark:/99999/fk4"
+
+
+@pytest.fixture
+def quick_breakers(settings):
+    settings.MQ_BREAKER_THRESHOLD = 1
+    settings.MQ_BREAKER_COOL_OFF_SECONDS = 0.5
+
+
+def statuses(pipeline, bids):
+    return [j.status for bid in bids for j in pipeline.jobs(bid)]
+
+
+def run_all(pipeline, bids, until, timeout=60):
+    """Run the queue until ``until()`` holds (every batch shares the one dispatcher)."""
+    pipeline.run(bids[0], timeout=timeout, until=lambda _b: until())
+
+
+def test_ezid_down_holds_jobs_in_processing_then_a_probe_lets_them_all_complete(
+    pipeline, content, ezid_server, settings, quick_breakers
+):
+    settings.MQ_MINTER, settings.EZID_URL = "ezid", ezid_server.url
+    settings.EZID_USER, settings.EZID_PASSWORD = ezid_server.username, ezid_server.password
+    services.reset()
+    content.behave(MINT_PATH, status=503)
+    bids = [
+        pipeline.submit(type="file", payload_url=f"{content.url}/call911.jpg") for _ in range(3)
+    ]
+
+    def all_waiting():
+        jobs = [j for bid in bids for j in pipeline.jobs(bid)]
+        return len(jobs) == 3 and all(
+            j.status == "Processing" and "EZID unreachable since" in j.message for j in jobs
+        )
+
+    run_all(pipeline, bids, all_waiting)
+    assert "Failed" not in statuses(pipeline, bids)
+    (ezid,) = [s for s in snapshot() if s.name == "ezid"]
+    assert ezid.is_open and ezid.next_probe and "503" in ezid.last_error
+    (job, *_) = pipeline.jobs(bids[0])
+    assert "next probe" in job.message and job.retry_count == 0, "waiting burnt a retry"
+    assert len(content.requests_for(MINT_PATH)) <= 2, "EZID was called while its breaker was open"
+
+    content.behave(MINT_PATH, handler=ezid_server._handle)  # EZID answers again
+    run_all(pipeline, bids, lambda: statuses(pipeline, bids) == ["Completed"] * 3)
+    assert not breakers().read("ezid").is_open
+    assert len(ezid_server.minted) == 3
+    for bid in bids:
+        assert pipeline.store.batches.get_batch(bid).status == "Completed"
+
+
+@pytest.fixture
+def other_host(tmp_path: Path):
+    root = tmp_path / "other"
+    root.mkdir()
+    server = HttpServer(root).start()
+    yield server
+    server.stop()
+
+
+def test_one_callback_host_down_holds_only_its_jobs_in_notify(
+    pipeline, content, other_host, quick_breakers
+):
+    down = content.behave("/callback", status=503)
+    pipeline.profile.callback_url = down
+    pipeline.profile.save()
+    fine = Profile.objects.create(
+        name="other",
+        collection="other",
+        minter_shoulder="ark:/99999/fk4",
+        owner_ark=pipeline.profile.owner_ark,
+        notification_emails="depositor@example.org",
+        callback_url=other_host.behave("/hook", body=b"thanks\n"),
+    )
+    held = [
+        pipeline.submit(type="file", payload_url=f"{content.url}/call911.jpg") for _ in range(2)
+    ]
+    going = pipeline.submit(
+        type="file", payload_url=f"{content.url}/call911.jpg", profile=fine.name
+    )
+
+    def settled():
+        return statuses(pipeline, [going]) == ["Completed"] and all(
+            j.status == "Notify" and "webhook host" in j.message
+            for bid in held
+            for j in pipeline.jobs(bid)
+        )
+
+    run_all(pipeline, [going, *held], settled)
+    name = f"webhook:{content.url.split('://')[1]}"
+    assert breakers().read(name).is_open
+    assert not breakers().read(f"webhook:{other_host.url.split('://')[1]}").is_open
+
+    content.behave("/callback", body=b"thanks\n")
+    run_all(pipeline, held, lambda: statuses(pipeline, held) == ["Completed"] * 2)
+    assert not breakers().read(name).is_open
+
+
+def test_a_404_from_a_callback_host_fails_its_job_and_never_opens_a_breaker(
+    pipeline, content, quick_breakers
+):
+    pipeline.profile.callback_url = content.behave("/callback", status=404)
+    pipeline.profile.save()
+    bid = pipeline.submit(type="file", payload_url=f"{content.url}/call911.jpg")
+    pipeline.run(bid)
+    (job,) = pipeline.jobs(bid)
+    assert job.status == "Failed" and "404" in job.message
+    assert not any(s.is_open for s in snapshot())
