@@ -26,7 +26,9 @@ from jobs.models import Job, MirrorState
 from merritt_queue.core import metrics as core_metrics
 from merritt_queue.core.states import JobStatus
 from merritt_queue.project import runtime
+from merritt_queue.services.breakers import BreakerState
 from metrics import collector as c
+from metrics.breakers import breaker_metrics
 
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = "s3cret-metrics-token"
@@ -282,6 +284,7 @@ def every_exposed_name() -> set[str]:
         *c.zookeeper_metrics(zk, "CONNECTED"),
         *c.lag_metrics(mirror, zk),
         *c.notification_metrics(c.NotificationFacts({("webhook", "failed"): 1}, {"webhook": 1.0})),
+        *breaker_metrics([BreakerState("ezid")]),
     ]
     names = {s.name for m in made for s in m.samples}
     registry = CollectorRegistry()
