@@ -34,7 +34,7 @@ from merritt_queue.deposit.digest import check_digest_format, normalise_algorith
 from merritt_queue.deposit.diskspace import percent_used_after
 from merritt_queue.deposit.manifest import ManifestError
 from merritt_queue.deposit.safepath import inside_each
-from merritt_queue.services.breakerguard import DependencyDown, Refusals
+from merritt_queue.services.breakerguard import Refusals, waiting_on
 from merritt_queue.services.errors import InventoryError, ManifestMismatch, ServiceError
 from pipeline import merrittheard, versionfiles
 from pipeline.download import downloading, undeclared_bytes
@@ -65,9 +65,11 @@ def _bind(fn, services):
         with Refusals() as refused:
             try:
                 outcome = fn(services.for_attempt(attempt), job)
-            except DependencyDown as e:  # its breaker is open: wait, never fail for it
-                return Outcome.later(str(e), delay=e.wait)
-            except (ServiceError, ManifestError, ContainerError) as e:
+            except ServiceError as e:
+                if down := waiting_on(e):  # its breaker is open: wait, never fail for it
+                    return Outcome.later(str(e), delay=down.wait)
+                return Outcome.fail(str(e))
+            except (ManifestError, ContainerError) as e:
                 return Outcome.fail(str(e))
         return _until_probe(outcome, refused)
 

@@ -173,6 +173,30 @@ def guarded(
     return Guarded(adapter, breakers, name, methods, error)
 
 
+def content_gate(breakers: Breakers) -> Callable[[str, Callable[[], Any]], Any]:
+    """What a fetcher's downloads pass (``Fetcher.gated``): the breaker of each URL's host,
+    ``content:<host>``. Only the transfer is inside: a digest mismatch found after it is
+    the depositor's file, never the host being down."""
+
+    def gate(url: str, transfer: Callable[[], Any]) -> Any:
+        return call(breakers, f"content:{host_of(url)}", FetchError, transfer)
+
+    return gate
+
+
+def waiting_on(error: ServiceError) -> DependencyDown | None:
+    """The open breaker an error means the step should wait for: the error itself, or, for
+    several downloads that all failed transiently, the one of them that met an open breaker
+    (its wait the longest); None when the error is the step's to fail with."""
+    if isinstance(error, DependencyDown):
+        return error
+    failures = [e for _, e in getattr(error, "failures", None) or []]
+    if not failures or not all(getattr(e, "retryable", False) for e in failures):
+        return None
+    down = [e for e in failures if isinstance(e, DependencyDown)]
+    return max(down, key=lambda e: e.wait) if down else None
+
+
 def host_of(url: str) -> str:
     """The host (and port) of a URL, as a breaker's name names it."""
     return (urlsplit(url).netloc.rpartition("@")[2] or url).lower()

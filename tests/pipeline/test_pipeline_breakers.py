@@ -127,3 +127,47 @@ def test_a_404_from_a_callback_host_fails_its_job_and_never_opens_a_breaker(
     (job,) = pipeline.jobs(bid)
     assert job.status == "Failed" and "404" in job.message
     assert not any(s.is_open for s in snapshot())
+
+
+def test_a_content_host_down_holds_only_the_jobs_fetching_from_it(
+    pipeline, content, other_host, quick_breakers
+):
+    (other_host.root / "other.jpg").write_bytes((content.root / "call911.jpg").read_bytes())
+    content.behave("/call911.jpg", status=503)
+    held = pipeline.submit(type="file", payload_url=f"{content.url}/call911.jpg")
+    going = pipeline.submit(type="file", payload_url=f"{other_host.url}/other.jpg")
+    host = content.url.split("://")[1]
+
+    def settled():
+        jobs = pipeline.jobs(held)
+        return statuses(pipeline, [going]) == ["Completed"] and any(
+            j.status == "Downloading" and f"content host {host} unreachable" in j.message
+            for j in jobs
+        )
+
+    run_all(pipeline, [going, held], settled)
+    assert breakers().read(f"content:{host}").is_open
+
+    content.behave("/call911.jpg")  # the host serves the file again
+    run_all(pipeline, [held], lambda: statuses(pipeline, [held]) == ["Completed"])
+    assert not breakers().read(f"content:{host}").is_open
+
+
+def test_a_404_or_a_digest_mismatch_from_a_depositors_host_never_opens_its_breaker(
+    pipeline, content, quick_breakers
+):
+    missing = pipeline.submit(type="file", payload_url=f"{content.url}/no-such-file.jpg")
+    wrong = pipeline.submit(
+        type="file",
+        payload_url=f"{content.url}/call911.jpg",
+        digest_type="md5",
+        digest_value="0" * 32,
+    )
+    pipeline.run(missing)
+    pipeline.run(wrong)
+    (gone,) = pipeline.jobs(missing)
+    (bad,) = pipeline.jobs(wrong)
+    assert gone.status == "Failed" and "404" in gone.message
+    assert bad.status == "Failed" and "mismatch" in bad.message
+    assert not any(s.is_open for s in snapshot())
+    assert breakers().read(f"content:{content.url.split('://')[1]}").failures == 0
