@@ -209,3 +209,51 @@ def test_with_a_threshold_of_zero_nothing_is_counted_or_refused(zk, clock):
             minter.mint("s")
         assert not isinstance(raised.value, DependencyDown)
     assert zk.exists(ROOT) is None
+
+
+def closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_mail_server_that_refuses_connections_opens_the_smtp_breaker(board, clock):
+    import smtplib
+
+    from merritt_queue.services.smtpbreaker import SmtpDown, send_through
+
+    port = closed_port()
+    tries = []
+
+    def send():
+        tries.append(1)
+        smtplib.SMTP("127.0.0.1", port, timeout=5)
+
+    for _ in range(2):
+        with pytest.raises(ConnectionRefusedError):
+            send_through(board, send)
+    with pytest.raises(SmtpDown) as opened:  # an OSError, as the callers catch
+        send_through(board, send)
+    assert isinstance(opened.value, OSError) and "SMTP unreachable since" in str(opened.value)
+    with pytest.raises(SmtpDown):
+        send_through(board, send)
+    assert len(tries) == 3, "the mail server was tried while its breaker was open"
+    clock.now += 61
+    assert send_through(board, lambda: "sent") == "sent"
+    assert not board.read("smtp").is_open
+
+
+def test_a_refused_address_never_opens_the_smtp_breaker(board):
+    import smtplib
+
+    from merritt_queue.services.smtpbreaker import send_through
+
+    def refused():
+        raise smtplib.SMTPRecipientsRefused({"x@example.org": (550, b"no such user")})
+
+    for _ in range(5):
+        with pytest.raises(smtplib.SMTPRecipientsRefused):
+            send_through(board, refused)
+    assert not board.read("smtp").is_open and board.read("smtp").failures == 0
