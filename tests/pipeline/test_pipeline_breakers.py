@@ -14,6 +14,7 @@ import pytest
 
 from batches.models import Profile
 from harness.httpserver import HttpServer
+from merritt_queue.core.dispatcher import is_deferred, rq_job_id
 from merritt_queue.project.breakerboard import breakers, snapshot
 from pipeline import services
 
@@ -171,3 +172,80 @@ def test_a_404_or_a_digest_mismatch_from_a_depositors_host_never_opens_its_break
     assert bad.status == "Failed" and "mismatch" in bad.message
     assert not any(s.is_open for s in snapshot())
     assert breakers().read(f"content:{content.url.split('://')[1]}").failures == 0
+
+
+def test_opened_by_hand_the_jobs_wait_unenqueued_until_it_is_closed_by_hand(
+    pipeline, content, ezid_server, settings
+):
+    settings.MQ_MINTER, settings.EZID_URL = "ezid", ezid_server.url
+    settings.EZID_USER, settings.EZID_PASSWORD = ezid_server.username, ezid_server.password
+    services.reset()
+    breakers().open_by_hand("ezid", "ada", "EZID's weekly maintenance")
+    bids = [
+        pipeline.submit(type="file", payload_url=f"{content.url}/call911.jpg") for _ in range(2)
+    ]
+
+    def all_waiting():
+        jobs = [j for bid in bids for j in pipeline.jobs(bid)]
+        return len(jobs) == 2 and all(j.status == "Processing" and j.message for j in jobs)
+
+    run_all(pipeline, bids, all_waiting)
+    jobs = [j for bid in bids for j in pipeline.jobs(bid)]
+    assert all("EZID closed off by hand" in j.message for j in jobs)
+    assert all("weekly maintenance" in j.message for j in jobs)
+    for job in jobs:  # the sweep leaves them alone: no RQ job until the wait is over
+        assert is_deferred(pipeline.redis, rq_job_id("job", job.jid, "Processing"))
+    for _ in range(3):
+        assert pipeline.step() == 0, "a sweep enqueued a job waiting for an open breaker"
+    assert ezid_server.server.requests_for(MINT_PATH) == []
+
+    breakers().close_by_hand("ezid", "ada", "maintenance over")
+    for job in jobs:  # what the deferral would end by itself a little later
+        pipeline.redis.delete(f"mq:later:{rq_job_id('job', job.jid, 'Processing')}")
+    run_all(pipeline, bids, lambda: statuses(pipeline, bids) == ["Completed"] * 2)
+    assert len(ezid_server.minted) == 2
+
+
+def closed_port_url() -> str:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}"
+
+
+def test_merritt_storage_down_holds_jobs_in_storing_parked_then_they_store_once(
+    pipeline, content, settings, merritt_storage_server, quick_breakers
+):
+    settings.MQ_WORK_DIR = str(content.root / "work")
+    settings.MQ_STORAGE, settings.MERRITT_STORAGE_NODE = "merritt", merritt_storage_server.node
+    settings.MERRITT_STORAGE_URL = closed_port_url()
+    settings.MERRITT_STORAGE_FILE_URL = f"{content.url}/work/"
+    services.reset()
+    bids = [
+        pipeline.submit(type="file", payload_url=f"{content.url}/call911.jpg") for _ in range(2)
+    ]
+
+    def all_waiting():
+        jobs = [j for bid in bids for j in pipeline.jobs(bid)]
+        return len(jobs) == 2 and all(
+            j.status == "Storing" and "storage unreachable since" in j.message for j in jobs
+        )
+
+    run_all(pipeline, bids, all_waiting)
+    assert breakers().read("storage").is_open
+    store = pipeline.store
+    for bid in bids:
+        (job,) = pipeline.jobs(bid)
+        assert job.retry_count == 0
+        data, _ = store.client.get(f"/jobs/{job.jid}/lock")
+        assert data == b"merritt-queue:parked", "a waiting job was left for Merritt's consumers"
+    assert [p for p, _ in store.locks.nodes()] == [], "a storage lock was left behind"
+
+    settings.MERRITT_STORAGE_URL = merritt_storage_server.url  # storage is back
+    services.reset()
+    run_all(pipeline, bids, lambda: statuses(pipeline, bids) == ["Completed"] * 2)
+    assert not breakers().read("storage").is_open
+    for bid in bids:
+        (job,) = pipeline.jobs(bid)
+        assert len(merritt_storage_server.objects[job.identifiers["primary_id"]]) == 1
