@@ -83,9 +83,8 @@ class Refusals:
 
 def down(error: type[ServiceError], state: BreakerState, now: float, cause: str = "") -> Exception:
     """The error a call through an open breaker raises, of the adapter's own error class."""
-    message = state.explain()
-    if cause and cause not in message:
-        message = f"{cause}; {message}"
+    # Only this call's own failure is named: the breaker's last error may be another job's.
+    message = f"{cause}; {state.explain()}" if cause else state.explain()
     cls = _DOWN.get(error, DependencyDown)
     err = cls(message, retryable=True)
     err.state, err.wait = state, state.wait(now)

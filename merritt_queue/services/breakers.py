@@ -88,14 +88,15 @@ class BreakerState:
 
     def explain(self) -> str:
         """What a waiting job's message says: "EZID unreachable since 10:02:07 UTC, next
-        probe 10:07:07 UTC (last error: ...)"."""
+        probe 10:07:07 UTC". Not the last error: another job's call met it, and it may name
+        that job's URL or ARK, which this job's depositor must not read (the dashboard
+        shows it to staff)."""
         since = f" since {clock(self.since)}" if self.since else ""
         if self.by_hand:
             why = f"{self.label} closed off by hand{since} by {self.by}"
             return f"{why}: {self.reason}" if self.reason else why
         probe = f", next probe {clock(self.next_probe)}" if self.next_probe else ""
-        error = f" (last error: {self.last_error})" if self.last_error else ""
-        return f"{self.label} unreachable{since}{probe}{error}"
+        return f"{self.label} unreachable{since}{probe}"
 
 
 def label(name: str) -> str:

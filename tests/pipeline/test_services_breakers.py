@@ -73,8 +73,10 @@ def test_transient_failures_in_a_row_open_the_breaker_and_then_no_call_is_made(b
     assert ezid.calls == 3, "a call went to EZID while its breaker was open"
     assert refused.value.wait == 30
     assert str(refused.value) == (
-        f"EZID unreachable since {_hms(clock.now - 30)}, next probe {_hms(clock.now + 30)} "
-        "(last error: EZID at http://ezid could not be reached: connection refused)"
+        f"EZID unreachable since {_hms(clock.now - 30)}, next probe {_hms(clock.now + 30)}"
+    ), "a waiting job's message names no other job's error (its URL, its ARK)"
+    assert str(opened.value).startswith("EZID at http://ezid could not be reached"), (
+        "the call that opened it says its own error"
     )
 
 
