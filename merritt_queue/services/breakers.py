@@ -246,12 +246,21 @@ class Breakers:
 
     def _write(self, s: BreakerState) -> BreakerState:
         client = self.client_of()
+        if _forgettable(s) and s.version >= 0:
+            client.delete(node_of(s.name), version=s.version)
+            return replace(s, version=-1)
         data = json.dumps({k: v for k, v in asdict(s).items() if k not in ("name", "version")})
         if s.version < 0:
             client.create(node_of(s.name), data.encode(), makepath=True)
             return replace(s, version=0)
         stat = client.set(node_of(s.name), data.encode(), version=s.version)
         return replace(s, version=stat.version)
+
+
+def _forgettable(s: BreakerState) -> bool:
+    """A host's breaker back to nothing to remember is removed, not kept closed: depositors
+    name hosts without end, and the tree, the panel and /metrics would keep them all."""
+    return ":" in s.name and not s.is_open and s.failures == 0 and not s.by
 
 
 def _decode(name: str, data: bytes, version: int) -> BreakerState:

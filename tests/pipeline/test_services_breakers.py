@@ -259,3 +259,17 @@ def test_a_refused_address_never_opens_the_smtp_breaker(board):
         with pytest.raises(smtplib.SMTPRecipientsRefused):
             send_through(board, refused)
     assert not board.read("smtp").is_open and board.read("smtp").failures == 0
+
+
+def test_a_hosts_breaker_with_nothing_left_to_remember_is_removed(board, zk, clock):
+    for _ in range(3):
+        board.failed("content:files.example", "timed out")
+    clock.now += 61
+    admitted = board.admit("content:files.example")
+    assert admitted.probe
+    board.succeeded(admitted)
+    assert zk.exists(node_of("content:files.example")) is None
+    assert [s.name for s in board.snapshot()] == ["ezid", "storage", "inventory", "smtp"]
+    board.failed("ezid", "timed out")
+    board.succeeded(board.admit("ezid"))
+    assert zk.exists(node_of("ezid")) is not None, "the site's own services stay listed"
