@@ -30,6 +30,8 @@ from urllib.parse import quote, unquote
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
+from .breakerwatch import watched
+
 ROOT = "/merritt-queue/breakers"
 CLOSED, OPEN = "closed", "open"
 # The names the dashboard lists even before they first fail: the site's own services.
@@ -151,6 +153,12 @@ class Breakers:
             return BreakerState(name)
         return _decode(name, data, stat.version)
 
+    def read_watched(self, name: str) -> BreakerState:
+        """``read``, answered from what this client last read while no write came since
+        (``breakerwatch``): what every guarded call asks."""
+        data, version = watched(self.client_of()).get(node_of(name))
+        return BreakerState(name) if data is None else _decode(name, data, version)
+
     def snapshot(self) -> list[BreakerState]:
         """Every breaker: the site's own services, then each host one was kept for."""
         client = self.client_of()
@@ -166,7 +174,7 @@ class Breakers:
     def admit(self, name: str) -> Admission:
         """Whether a call to ``name`` may go now. An open breaker past its probe time lets
         exactly one caller through (a version-checked write moves the probe time on)."""
-        state = self.read(name)
+        state = self.read_watched(name)
         if not state.is_open or not self.enabled:
             return Admission(True, state)
         now = self.clock()
@@ -246,6 +254,12 @@ class Breakers:
 
     def _write(self, s: BreakerState) -> BreakerState:
         client = self.client_of()
+        try:
+            return self._write_node(client, s)
+        finally:
+            watched(client).forget(node_of(s.name))
+
+    def _write_node(self, client: KazooClient, s: BreakerState) -> BreakerState:
         if _forgettable(s) and s.version >= 0:
             client.delete(node_of(s.name), version=s.version)
             return replace(s, version=-1)

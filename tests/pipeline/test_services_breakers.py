@@ -273,3 +273,24 @@ def test_a_hosts_breaker_with_nothing_left_to_remember_is_removed(board, zk, clo
     board.failed("ezid", "timed out")
     board.succeeded(board.admit("ezid"))
     assert zk.exists(node_of("ezid")) is not None, "the site's own services stay listed"
+
+
+def test_a_worker_learns_of_another_workers_change_without_reading_each_call(
+    board, zk, make_client, clock
+):
+    import time
+
+    other = Breakers(lambda: make_client(), Policy(threshold=3, cool_off=60), clock)
+    from merritt_queue.services.breakerwatch import watched
+
+    assert board.admit("ezid").allowed  # read once, watched from now on
+    assert node_of("ezid") in watched(zk)._known, "each call would read the node again"
+    other.open_by_hand("ezid", "ada", "maintenance")
+    deadline = time.monotonic() + 10
+    while board.admit("ezid").allowed:  # the watch event comes on kazoo's own thread
+        assert time.monotonic() < deadline, "the change never reached the other worker"
+        time.sleep(0.01)
+    other.close_by_hand("ezid", "ada", "over")
+    while not board.admit("ezid").allowed:
+        assert time.monotonic() < deadline, "the change never reached the other worker"
+        time.sleep(0.01)
