@@ -21,100 +21,31 @@ two failures, and only one of them takes the probe.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
-from urllib.parse import quote, unquote
+from dataclasses import dataclass, replace
+from urllib.parse import unquote
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
+from .breakerstate import (  # noqa: F401 (what the callers import from here)
+    CLOSED,
+    DEFAULT_POLICY,
+    KNOWN,
+    OPEN,
+    ROOT,
+    BreakerState,
+    Policy,
+    closed,
+    counted,
+    decode,
+    encode,
+    forgettable,
+    label,
+    node_of,
+)
 from .breakerwatch import watched
-
-ROOT = "/merritt-queue/breakers"
-CLOSED, OPEN = "closed", "open"
-# The names the dashboard lists even before they first fail: the site's own services.
-KNOWN = ("ezid", "storage", "inventory", "smtp")
-# A job refused while another worker's probe is under way waits this long, not a whole
-# cool-off: the probe usually answers in seconds, and a closed breaker should let it go on.
-PROBE_WAIT_SECONDS = 10.0
-_LABELS = {"ezid": "EZID", "storage": "storage", "inventory": "inventory", "smtp": "SMTP"}
-
-
-@dataclass(frozen=True)
-class Policy:
-    """How many transient failures in a row open a breaker (0: never), and how long it
-    stays open before a probe."""
-
-    threshold: int = 5
-    cool_off: float = 300.0
-
-
-@dataclass(frozen=True)
-class BreakerState:
-    """One dependency's breaker as stored (epoch seconds; ``None``: not set)."""
-
-    name: str
-    state: str = CLOSED
-    since: float | None = None  # opened at, or closed at
-    failures: int = 0  # transient failures in a row
-    failures_total: int = 0  # every transient failure counted, for /metrics
-    next_probe: float | None = None  # None while closed, and when opened by hand
-    probe_at: float | None = None  # when the current probe was let through
-    last_error: str = ""
-    by: str = ""  # who opened or closed it by hand
-    reason: str = ""
-    version: int = -1  # the node's version read; -1: no node yet
-
-    @property
-    def is_open(self) -> bool:
-        return self.state == OPEN
-
-    @property
-    def by_hand(self) -> bool:
-        """Opened by hand: never probed, closed only by hand."""
-        return self.is_open and bool(self.by)
-
-    @property
-    def label(self) -> str:
-        return label(self.name)
-
-    def wait(self, now: float) -> float:
-        """How long a job refused now should wait before its step is tried again."""
-        if self.probe_at is not None and self.next_probe is not None and now < self.next_probe:
-            return min(PROBE_WAIT_SECONDS, self.next_probe - now)
-        if self.next_probe is None:  # opened by hand: asked again now and then
-            return PROBE_WAIT_SECONDS * 6
-        return max(1.0, self.next_probe - now)
-
-    def explain(self) -> str:
-        """What a waiting job's message says: "EZID unreachable since 10:02:07 UTC, next
-        probe 10:07:07 UTC". Not the last error: another job's call met it, and it may name
-        that job's URL or ARK, which this job's depositor must not read (the dashboard
-        shows it to staff)."""
-        since = f" since {clock(self.since)}" if self.since else ""
-        if self.by_hand:
-            why = f"{self.label} closed off by hand{since} by {self.by}"
-            return f"{why}: {self.reason}" if self.reason else why
-        probe = f", next probe {clock(self.next_probe)}" if self.next_probe else ""
-        return f"{self.label} unreachable{since}{probe}"
-
-
-def label(name: str) -> str:
-    """A dependency as people name it: ``EZID``, ``webhook host h``, ``content host h``."""
-    kind, _, host = name.partition(":")
-    if host:
-        return f"{kind} host {host}"
-    return _LABELS.get(name, name)
-
-
-def clock(epoch: float | None) -> str:
-    return time.strftime("%H:%M:%S UTC", time.gmtime(epoch)) if epoch else ""
-
-
-def node_of(name: str) -> str:
-    return f"{ROOT}/{quote(name, safe='')}"
 
 
 @dataclass(frozen=True)
@@ -133,7 +64,7 @@ class Breakers:
     def __init__(
         self,
         client_of: Callable[[], KazooClient],
-        policy: Policy = Policy(),
+        policy: Policy = DEFAULT_POLICY,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.client_of = client_of
@@ -151,13 +82,13 @@ class Breakers:
             data, stat = self.client_of().get(node_of(name))
         except NoNodeError:
             return BreakerState(name)
-        return _decode(name, data, stat.version)
+        return decode(name, data, stat.version)
 
     def read_watched(self, name: str) -> BreakerState:
         """``read``, answered from what this client last read while no write came since
         (``breakerwatch``): what every guarded call asks."""
         data, version = watched(self.client_of()).get(node_of(name))
-        return BreakerState(name) if data is None else _decode(name, data, version)
+        return BreakerState(name) if data is None else decode(name, data, version)
 
     def snapshot(self) -> list[BreakerState]:
         """Every breaker: the site's own services, then each host one was kept for."""
@@ -195,12 +126,12 @@ class Breakers:
             return state
         if state.is_open and not admitted.probe:  # opened meanwhile (by hand): leave it
             return state
-        return self._change(state.name, lambda s: s if s.by_hand else self._closed(s))
+        return self._change(state.name, lambda s: s if s.by_hand else closed(s, self.clock()))
 
     def failed(self, name: str, error: str) -> BreakerState:
         """A transient failure of ``name``: counted; the breaker opens at the threshold, and
         a failed probe keeps it open for another cool-off."""
-        return self._change(name, lambda s: self._counted(s, error))
+        return self._change(name, lambda s: counted(s, error, self.policy, self.clock()))
 
     def open_by_hand(self, name: str, by: str, reason: str) -> BreakerState:
         now = self.clock()
@@ -212,36 +143,9 @@ class Breakers:
         )
 
     def close_by_hand(self, name: str, by: str, reason: str) -> BreakerState:
-        return self._change(name, lambda s: replace(self._closed(s), by=by, reason=reason))
+        return self._change(name, lambda s: replace(closed(s, self.clock()), by=by, reason=reason))
 
     # --- transitions --------------------------------------------------------------------
-
-    def _closed(self, s: BreakerState) -> BreakerState:
-        since = self.clock() if s.is_open else s.since
-        return replace(
-            s,
-            state=CLOSED,
-            since=since,
-            failures=0,
-            next_probe=None,
-            probe_at=None,
-            by="",
-            reason="",
-        )
-
-    def _counted(self, s: BreakerState, error: str) -> BreakerState:
-        now = self.clock()
-        s = replace(s, failures=s.failures + 1, failures_total=s.failures_total + 1)
-        s = replace(s, last_error=error[:500])
-        if s.is_open:
-            if s.by_hand:
-                return s
-            return replace(s, next_probe=now + self.policy.cool_off, probe_at=None)
-        if self.enabled and s.failures >= self.policy.threshold:
-            return replace(
-                s, state=OPEN, since=now, next_probe=now + self.policy.cool_off, probe_at=None
-            )
-        return s
 
     def _change(self, name: str, change: Callable[[BreakerState], BreakerState]) -> BreakerState:
         """Apply ``change`` to the breaker as stored, again on a fresh read whenever another
@@ -260,34 +164,16 @@ class Breakers:
             watched(client).forget(node_of(s.name))
 
     def _write_node(self, client: KazooClient, s: BreakerState) -> BreakerState:
-        if _forgettable(s) and s.version >= 0:
+        if forgettable(s) and s.version >= 0:
             client.delete(node_of(s.name), version=s.version)
             return replace(s, version=-1)
-        data = json.dumps({k: v for k, v in asdict(s).items() if k not in ("name", "version")})
         if s.version < 0:
-            client.create(node_of(s.name), data.encode(), makepath=True)
+            client.create(node_of(s.name), encode(s), makepath=True)
             return replace(s, version=0)
-        stat = client.set(node_of(s.name), data.encode(), version=s.version)
+        stat = client.set(node_of(s.name), encode(s), version=s.version)
         return replace(s, version=stat.version)
 
 
-def _forgettable(s: BreakerState) -> bool:
-    """A host's breaker back to nothing to remember is removed, not kept closed: depositors
-    name hosts without end, and the tree, the panel and /metrics would keep them all."""
-    return ":" in s.name and not s.is_open and s.failures == 0 and not s.by
-
-
-def _decode(name: str, data: bytes, version: int) -> BreakerState:
-    try:
-        fields = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        fields = {}  # damaged: read as closed, and the next write replaces it
-    known = {k: v for k, v in fields.items() if k in BreakerState.__dataclass_fields__}
-    known.pop("name", None)
-    known.pop("version", None)
-    return BreakerState(name, version=version, **known)
-
-
-def snapshot(client: KazooClient, policy: Policy = Policy()) -> list[BreakerState]:
+def snapshot(client: KazooClient, policy: Policy = DEFAULT_POLICY) -> list[BreakerState]:
     """Every breaker as it stands: what the dashboard, /metrics and the status pages show."""
     return Breakers(lambda: client, policy).snapshot()
