@@ -201,5 +201,6 @@ def host_of(url: str) -> str:
     return (urlsplit(url).netloc.rpartition("@")[2] or url).lower()
 
 
-def webhook_name(url: str, *_args, **_kwargs) -> str:
-    return f"webhook:{host_of(url)}"
+def webhook_name(url: str = "", *_args, **kwargs) -> str:
+    """The breaker of a notification's receiver: ``notify(url, ...)``'s host."""
+    return f"webhook:{host_of(url or kwargs.get('url', ''))}"
