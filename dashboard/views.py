@@ -2,7 +2,8 @@
 
 Every page reads only the Django mirror (never ZooKeeper's tree) with a fixed number
 of aggregate queries, whatever the number of jobs; the dashboard also shows ZooKeeper's
-own znode count (``mntr``, cached for a few seconds).
+own znode count (``mntr``, cached for a few seconds) and the dependencies' circuit breakers,
+a handful of nodes of our own (``dashboard.dependencies``).
 
 A depositor (``ui.reading_scope``) sees the queue's counts and pause, and of holds, windows,
 running items and collections only their own; locks and consistency findings, which name
@@ -12,6 +13,7 @@ items of every collection, only a reader of every collection sees.
 from collections import Counter
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.shortcuts import render
@@ -21,6 +23,7 @@ from batches.models import Collection
 from dashboard import queries as q
 from dashboard import workers as w
 from dashboard.causes import CAUSES_CACHE_SECONDS, failure_causes
+from dashboard.dependencies import dependencies
 from dashboard.diagram import diagram
 from dashboard.throughput import THROUGHPUT_CACHE_SECONDS, throughput
 from merritt_queue.core.states import BATCH, JOB
@@ -102,8 +105,25 @@ def dashboard(request):
         "mirror": q.mirror_summary(),
         # The mirror's job count stands for the tree's (it follows it within seconds).
         "capacity": usage(sum(job_counts.values())),
+        **_dependencies(request.user),
     }
     return render(request, "dashboard/home.html", context)
+
+
+def _dependencies(user) -> dict[str, Any]:
+    """The Dependencies panel, for those who read every collection: a breaker's last error
+    names internal addresses and depositors' hosts."""
+    if not reads_everything(user):
+        return {"show_dependencies": False}
+    rows, error = dependencies()
+    return {
+        "show_dependencies": True,
+        "dependencies": rows,
+        "dependencies_error": error,
+        "may_switch_breakers": may(user, ACTIONS["dependency.open"]),
+        "breaker_threshold": settings.MQ_BREAKER_THRESHOLD,
+        "breaker_cool_off": settings.MQ_BREAKER_COOL_OFF_SECONDS,
+    }
 
 
 def _held(user) -> list[Collection]:

@@ -36,6 +36,9 @@ from merritt_queue.core.states import BatchStatus, JobStatus
 from merritt_queue.core.zkstats import znode_count
 from merritt_queue.project import runtime
 from metrics.foresight import read_foresight
+from merritt_queue.services import breakers
+from merritt_queue.services.breakers import BreakerState
+from metrics.breakers import breaker_metrics
 
 log = logging.getLogger(__name__)
 
@@ -179,6 +182,7 @@ class ZkFacts:
     batches: int
     by_status: dict[str, int]  # children of /jobs/states/<status>
     znodes: int | None  # the server's own count (mntr), when it tells
+    breakers: list[BreakerState] = field(default_factory=list)
 
 
 def read_zookeeper(timeout: float) -> ZkFacts:
@@ -195,6 +199,7 @@ def read_zookeeper(timeout: float) -> ZkFacts:
         batches.numChildren if batches else 0,
         by_status,
         znode_count(settings.ZK_HOSTS, timeout=timeout),
+        breakers.snapshot(client),
     )
 
 
@@ -373,3 +378,4 @@ class QueueCollector(Collector):
         yield from lag_metrics(mirror, zk)
         yield from notification_metrics(notifications)
         yield from foresight
+        yield from breaker_metrics(zk.breakers if zk else None)

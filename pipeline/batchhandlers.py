@@ -31,7 +31,9 @@ from merritt_queue.core.states import BatchStatus
 from merritt_queue.core.store import BatchRecord, NewJob
 from merritt_queue.deposit.manifest import ManifestError, parse_manifest
 from merritt_queue.deposit.uploads import remove_upload
+from merritt_queue.project.breakerboard import breakers as site_breakers
 from merritt_queue.services.errors import ServiceError
+from merritt_queue.services.smtpbreaker import send_through
 from pipeline import capacity
 from pipeline.services import Services
 from pipeline.versionfiles import UNCHANGED
@@ -278,7 +280,10 @@ def _mail(batch: BatchRecord, subject: str, body: str) -> str | None:
     if not recipients:
         return None
     try:
-        send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, recipients)
+        send_through(
+            site_breakers(),
+            lambda: send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, recipients),
+        )
     except OSError as e:  # SMTP errors are OSErrors too: say so instead of leaving it locked
         log.warning("batch %s: e-mail %r not sent: %s", batch.bid, subject, e)
         return f"the e-mail to {', '.join(recipients)} could not be sent: {type(e).__name__}: {e}"

@@ -30,6 +30,7 @@ from merritt_queue.deposit.diskspace import percent_of_disk, percent_used_after
 from merritt_queue.deposit.reserve import undeclared_each, undeclared_reserve
 from merritt_queue.deposit.safepath import inside, inside_each
 from merritt_queue.project.tasks import lane_rule
+from merritt_queue.services.breakerguard import content_gate
 from merritt_queue.services.errors import PartFileGone, ServiceError
 from merritt_queue.services.fetch import DownloadItem
 from merritt_queue.services.hostslots import HostFull
@@ -60,6 +61,8 @@ def downloading(s: Services, job: JobRecord) -> Outcome:
     heads = head_sizes(s, job)
     undeclared = undeclared_each(job.space_needed, known_sizes(files, heads))
     fetcher = s.fetcher.with_declared_sizes(heads, undeclared=undeclared)
+    if s.breakers is not None:  # each host's breaker: a host that is down holds its jobs
+        fetcher = fetcher.gated(content_gate(s.breakers))
     with lease:
         return _download(dataclasses.replace(s, fetcher=fetcher), job, files)
 

@@ -25,7 +25,7 @@ from merritt_queue.core import steplog, stepowners
 from merritt_queue.core.attempt import Attempt
 from merritt_queue.core.attempt import current as current_attempt
 from merritt_queue.core.itemkeys import profile_of
-from merritt_queue.core.runner import Outcome
+from merritt_queue.core.runner import Decision, Outcome
 from merritt_queue.core.states import JobStatus
 from merritt_queue.core.store import ItemLock, JobRecord
 from merritt_queue.deposit import deletelist, objectfiles
@@ -34,6 +34,7 @@ from merritt_queue.deposit.digest import check_digest_format, normalise_algorith
 from merritt_queue.deposit.diskspace import percent_used_after
 from merritt_queue.deposit.manifest import ManifestError
 from merritt_queue.deposit.safepath import inside_each
+from merritt_queue.services.breakerguard import Refusals, waiting_on
 from merritt_queue.services.errors import InventoryError, ManifestMismatch, ServiceError
 from pipeline import merrittheard, versionfiles
 from pipeline.download import downloading, undeclared_bytes
@@ -61,12 +62,27 @@ def handlers(services: Services) -> dict:
 def _bind(fn, services):
     def handler(job: JobRecord) -> Outcome:
         attempt = current_attempt() or Attempt.unfenced(job.jid, job.status)
-        try:
-            return fn(services.for_attempt(attempt), job)
-        except (ServiceError, ManifestError, ContainerError) as e:
-            return Outcome.fail(str(e))
+        with Refusals() as refused:
+            try:
+                outcome = fn(services.for_attempt(attempt), job)
+            except ServiceError as e:
+                if down := waiting_on(e):  # its breaker is open: wait, never fail for it
+                    return Outcome.later(str(e), delay=down.wait)
+                return Outcome.fail(str(e))
+            except (ManifestError, ContainerError) as e:
+                return Outcome.fail(str(e))
+        return _until_probe(outcome, refused)
 
     return handler
+
+
+def _until_probe(outcome: Outcome, refused: Refusals) -> Outcome:
+    """A step that turned a breaker's refusal into a wait of its own (Processing's "telling
+    EZID again later") waits at least until the breaker's next probe: sooner, it would only
+    be refused again."""
+    if outcome.action != Decision.LATER or outcome.delay >= refused.wait:
+        return outcome
+    return dataclasses.replace(outcome, delay=refused.wait)
 
 
 # --- Pending ---------------------------------------------------------------

@@ -25,8 +25,17 @@ from merritt_queue.core.history import WORKER_PREFIX, process_actor
 from merritt_queue.core.itemkeys import profile_of
 from merritt_queue.core.store import JobRecord, QueueStore
 from merritt_queue.deposit.uploads import uploads_root
+from merritt_queue.project.breakerboard import breakers as site_breakers
 from merritt_queue.project.runtime import get_store
-from merritt_queue.services.errors import ServiceError
+from merritt_queue.services import breakerguard
+from merritt_queue.services.breakers import Breakers
+from merritt_queue.services.errors import (
+    InventoryError,
+    MinterError,
+    NotifyError,
+    ServiceError,
+    StorageError,
+)
 from merritt_queue.services.ezid import EzidMinter
 from merritt_queue.services.fetch import Fetcher
 from merritt_queue.services.hostslots import HostSlots
@@ -62,6 +71,8 @@ class Services:
     _chain: threading.local = field(default_factory=threading.local, repr=False)
     # The attempt at a step these services work for (``for_attempt``); None outside one.
     attempt: Attempt | None = None
+    # The dependencies' circuit breakers the adapters above call through (None: not guarded).
+    breakers: Breakers | None = None
 
     def for_attempt(self, attempt: Attempt) -> Services:
         """These services for one attempt at a job's step: its downloads and copies pass
@@ -235,7 +246,7 @@ def door_fetcher(seconds: float) -> Fetcher:
 
 def build_services() -> Services:
     merritt_storage = _merritt_storage()
-    return Services(
+    services = Services(
         store=get_store(),
         fetcher=build_fetcher(),
         minter=_minter(),
@@ -250,6 +261,40 @@ def build_services() -> Services:
         host_slots=HostSlots(
             django_rq.get_connection("default"), settings.MQ_MAX_DOWNLOADS_PER_HOST
         ),
+    )
+    return guard(services, site_breakers())
+
+
+STORAGE_CALLS = ("store_version", "get_version", "versions", "find_by_token")
+
+
+def guard(services: Services, breakers: Breakers) -> Services:
+    """The services with each outside dependency called through its breaker: EZID, storage,
+    Merritt's inventory (its local ids too) and each callback's host. The local minter and
+    inventory are this site's own disk and database, and are not."""
+    g = breakerguard.guarded
+    minter = services.minter
+    if isinstance(minter, EzidMinter):
+        minter = g(minter, breakers, "ezid", ("mint", "describe"), MinterError)
+    optional = {
+        "merritt_storage": ("storage", STORAGE_CALLS, StorageError),
+        "merritt_inventory": ("inventory", ("add",), InventoryError),
+        "merritt_localids": ("inventory", ("ark_for", "bind"), InventoryError),
+    }
+    guarded_optional = {
+        attr: g(adapter, breakers, name, calls, error)
+        for attr, (name, calls, error) in optional.items()
+        if (adapter := getattr(services, attr)) is not None
+    }
+    storage = g(services.storage, breakers, "storage", STORAGE_CALLS, StorageError)
+    notifier = g(services.notifier, breakers, breakerguard.webhook_name, ("notify",), NotifyError)
+    return dataclasses.replace(
+        services,
+        minter=minter,
+        storage=storage,
+        notifier=notifier,
+        breakers=breakers,
+        **guarded_optional,
     )
 
 

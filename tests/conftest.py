@@ -95,6 +95,7 @@ FAST_MODULES = frozenset(
         "test_objects_payload",
         "test_objects_storage",
         "test_services_fetch",
+        "test_breakerstate",
         "test_security_rebinding",
         "test_services_transport",
         "test_services_minter",

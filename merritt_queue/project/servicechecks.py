@@ -36,9 +36,14 @@ def check_services(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
         "MERRITT_INVENTORY_TIMEOUT",
         "MERRITT_INVENTORY_RETRY_SECONDS",
         "MERRITT_STORAGE_RETRY_SECONDS",
+        "MQ_BREAKER_COOL_OFF_SECONDS",
     ):
         if not getattr(settings, name) > 0:
             problems.append((name, getattr(settings, name), "a positive number of seconds"))
+    if settings.MQ_BREAKER_THRESHOLD < 0:
+        problems.append(
+            ("MQ_BREAKER_THRESHOLD", settings.MQ_BREAKER_THRESHOLD, "0 (off) or more failures")
+        )
     if settings.MQ_STORE_RECORD == stepowners.MERRITT_API:
         problems += merritt_api_problems("MQ_STORE_RECORD=merritt-api")
     return _service_errors(problems)

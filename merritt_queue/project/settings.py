@@ -175,6 +175,12 @@ EZID_PASSWORD = env_str("EZID_PASSWORD", "")
 MQ_EZID_TARGET_PATTERN = env_str("MQ_EZID_TARGET_PATTERN", "https://merritt.cdlib.org/m/{ark}")
 # How long Processing waits before telling EZID again when EZID could not be reached.
 MQ_EZID_RETRY_SECONDS = env_float("MQ_EZID_RETRY_SECONDS", 60.0)
+# Circuit breakers (merritt_queue/services/breakers.py): this many transient failures in a
+# row of one dependency (EZID, storage, inventory, SMTP, a webhook or content host) open its
+# breaker, and the jobs that need it wait; 0 turns the breakers off. An open breaker lets one
+# probe through after the cool-off.
+MQ_BREAKER_THRESHOLD = env_int("MQ_BREAKER_THRESHOLD", 5)
+MQ_BREAKER_COOL_OFF_SECONDS = env_float("MQ_BREAKER_COOL_OFF_SECONDS", 300.0)
 # Who does Storing and Recording (merritt_queue/core/stepowners.py): local, merritt-queue
 # or merritt-api; a profile may name its own.
 MQ_STORE_RECORD = env_str("MQ_STORE_RECORD", "local")

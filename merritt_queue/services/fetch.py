@@ -53,6 +53,7 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urljoin
 
 import requests
@@ -159,6 +160,8 @@ class Fetcher:
         self.declared_sizes: dict[str, int] = {}
         # Asked before each chunk is written and before the rename; raises to stop (``fenced``).
         self.fence: Callable[[str], None] | None = None
+        # Each download's transfer goes through it, with its URL (``gated``).
+        self.gate: Callable[[str, Callable[[], Any]], Any] | None = None
         # Each thread's session, shared with the copies ``with_declared_sizes`` makes.
         self._sessions = threading.local()
 
@@ -179,6 +182,13 @@ class Fetcher:
         chunk they write and before the rename that completes them."""
         bounded = copy.copy(self)
         bounded.fence = fence
+        return bounded
+
+    def gated(self, gate: Callable[[str, Callable[[], Any]], Any]) -> Fetcher:
+        """A copy whose each download's transfer (its attempts, not the digest check after
+        them) is made as ``gate(url, transfer)``: its host's circuit breaker."""
+        bounded = copy.copy(self)
+        bounded.gate = gate
         return bounded
 
     def _pass_fence(self, before: str) -> None:
@@ -255,9 +265,11 @@ class Fetcher:
         part = part_path(dest)
         try:
             make_dir(dest.parent)
-            size, digests, written = self._download_with_retries(
-                url, part, algorithms, expected_size, max_bytes
-            )
+
+            def transfer():
+                return self._download_with_retries(url, part, algorithms, expected_size, max_bytes)
+
+            size, digests, written = self.gate(url, transfer) if self.gate else transfer()
             _note_digests(dest.name, expected, digests)
             checks.verify_digest(url, expected, digests)
             self._pass_fence(f"complete {dest.name}")

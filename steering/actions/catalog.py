@@ -22,7 +22,7 @@ from merritt_queue.core.records import JobRecord
 from merritt_queue.core.states import JOB_STEPS, BatchStatus, JobStatus
 from merritt_queue.core.store import QueueStore
 from merritt_queue.deposit.uploads import remove_upload, uploads_root
-from steering.actions import fixes, workerdrain
+from steering.actions import breakerswitch, fixes, workerdrain
 from steering.actions.results import Applied, ItemResult, PartlyDone, note_of
 from steering.roles import Role
 
@@ -38,6 +38,7 @@ class Scope(StrEnum):
     COLLECTION = "collection"
     QUEUE = "queue"
     WORKER = "worker"
+    DEPENDENCY = "dependency"
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,8 @@ class Action:
         (None: all), or None."""
         if self.scope == Scope.WORKER and collections is not None:
             return "a worker runs the jobs of every collection; your role covers only some"
+        if self.scope == Scope.DEPENDENCY and collections is not None:
+            return "a dependency serves the jobs of every collection; your role covers only some"
         if self.scope == Scope.COLLECTION and (why := mnemonic_problem(t.id)):
             return why
         if self.applies_to and t.status in self.refusals:
@@ -485,6 +488,24 @@ ACTIONS: dict[str, Action] = {
             role=Role.OPERATOR,
             applies_to=frozenset({workerdrain.DRAINED}),
             run=workerdrain.undrain,
+        ),
+        _administrator(
+            "dependency.open",
+            Scope.DEPENDENCY,
+            "Open the breaker",
+            breakerswitch.open_breaker,
+            applies_to=frozenset({breakerswitch.CLOSED}),
+            warning="No step calls the dependency until a person closes the breaker: the jobs "
+            "that need it wait in their state (never failed for it), and it is not probed.",
+        ),
+        _administrator(
+            "dependency.close",
+            Scope.DEPENDENCY,
+            "Close the breaker",
+            breakerswitch.close_breaker,
+            applies_to=frozenset({breakerswitch.OPEN}),
+            warning="The jobs that wait for the dependency go on at their next try: if it is "
+            "still down, its breaker opens again after MQ_BREAKER_THRESHOLD failures.",
         ),
         _administrator("queue.pause", Scope.QUEUE, "Pause the queue", _pause_queue),
         _administrator("queue.resume", Scope.QUEUE, "Resume the queue", _unpause_queue),

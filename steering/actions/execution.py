@@ -33,7 +33,7 @@ from merritt_queue.core.history import admin_actor
 from merritt_queue.core.store import QueueStore
 from merritt_queue.project.runtime import deadline_left, get_store, unreachable
 from merritt_queue.project.zkdeadline import UNREACHABLE
-from steering.actions import workerdrain
+from steering.actions import breakerswitch, workerdrain
 from steering.actions.catalog import ACTIONS, Action, Applied, ItemResult, PartlyDone, Scope, Target
 from steering.actions.planning import profile_collections
 from steering.actions.staleness import changed_since
@@ -255,12 +255,15 @@ def _load(store: QueueStore, action: Action, item_id: str):
         return store.batches.get_batch(item_id)
     if action.scope == Scope.WORKER:
         return workerdrain.read_worker(item_id)
+    if action.scope == Scope.DEPENDENCY:
+        return breakerswitch.read_dependency(item_id)
     return item_id
 
 
 def _collection_of(store: QueueStore, item) -> str:
     """A job's or batch's collection, also when Merritt wrote it (it names only a profile)."""
-    if isinstance(item, str | workerdrain.WorkerItem):  # a collection, the queue, a worker
+    # a collection, the queue, a worker, a dependency
+    if isinstance(item, str | workerdrain.WorkerItem | breakerswitch.DependencyItem):
         return ""
     data = getattr(item, "configuration", None) or getattr(item, "submission", None)
     return store.holds.item_collection(data)

@@ -13,7 +13,7 @@ from batches.models import Batch
 from jobs.filters import JobFilter
 from jobs.models import Job
 from merritt_queue.core.errors import QueueError
-from steering.actions import workerdrain
+from steering.actions import breakerswitch, workerdrain
 from steering.actions.catalog import Action, Scope, Target
 from steering.actions.planning import profile_collections
 
@@ -73,6 +73,8 @@ def select(request, action: Action) -> Selection:
         return Selection([Target(m) for m in ids], [], len(ids), False, "")
     if action.scope == Scope.WORKER:
         return _workers(_ids(request))
+    if action.scope == Scope.DEPENDENCY:
+        return _dependencies(_ids(request))
     model, key, filter_class = MIRROR[action.scope]
     fields = (key, "status", "status_version", "collection", "locked", "profile")
     collections = profile_collections()
@@ -102,6 +104,19 @@ def _workers(names: list[str]) -> Selection:
     for name in names:
         try:
             item = workerdrain.read_worker(name)
+        except QueueError:
+            missing.append(name)
+            continue
+        targets.append(Target(name, item.status))
+    return Selection(targets, missing, len(names), False, "")
+
+
+def _dependencies(names: list[str]) -> Selection:
+    """The breakers named, as they stand now (kept in ZooKeeper, not in the mirror)."""
+    targets, missing = [], []
+    for name in names:
+        try:
+            item = breakerswitch.read_dependency(name)
         except QueueError:
             missing.append(name)
             continue

@@ -80,6 +80,7 @@ LISTS = {
     Scope.COLLECTION: "dashboard:collections",
     Scope.QUEUE: "dashboard:home",
     Scope.WORKER: "dashboard:workers",
+    Scope.DEPENDENCY: "dashboard:home",
 }
 
 

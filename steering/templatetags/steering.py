@@ -10,6 +10,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from batches.models import Batch
+from merritt_queue.services.breakers import label
 from steering.actions.catalog import ACTIONS
 from steering.actions.planning import batch_waits
 from steering.actions.wording import action_words, is_dry_run, item_outcome, selection_words
@@ -63,6 +64,8 @@ def item_link(scope: str, item_id: str):
         )
     if scope == "worker":
         return format_html('<a href="/workers/#worker-{}">worker {}</a>', item_id, item_id)
+    if scope == "dependency":
+        return format_html('<a href="/#dependencies">{}</a>', label(item_id))
     return item_id
 
 

@@ -377,3 +377,14 @@ def test_a_profile_in_merritt_api_mode_needs_the_settings_too(settings):
         "profile 'api' uses merritt-api" in check_merritt_api_profiles(databases=["default"])[0].msg
     )
     assert check_merritt_api_profiles() == []  # not without a database named
+
+
+@pytest.mark.parametrize(
+    "name,value", [("MQ_BREAKER_THRESHOLD", -1), ("MQ_BREAKER_COOL_OFF_SECONDS", 0)]
+)
+def test_a_breaker_setting_that_cannot_work_is_named(settings, name, value):
+    from merritt_queue.project.servicechecks import check_services
+
+    setattr(settings, name, value)
+    (error,) = check_services()
+    assert error.id == "mq.E009" and error.msg.startswith(f"{name}={value!r} is not usable")

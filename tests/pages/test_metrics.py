@@ -28,9 +28,11 @@ from merritt_queue.core.forecast import DiskForecast
 from merritt_queue.core.states import JobStatus
 from merritt_queue.core.steptimes import StepModel
 from merritt_queue.project import runtime
+from merritt_queue.services.breakers import BreakerState
 from metrics import collector as c
 from metrics import foresight
 from ui.ahead import Ahead, LastHour
+from metrics.breakers import breaker_metrics
 
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = "s3cret-metrics-token"
@@ -290,6 +292,7 @@ def every_exposed_name() -> set[str]:
             {"Downloading": 1}, {"Downloading": StepModel("Downloading", 1, 1)}
         ),
         *foresight.ahead_metrics(Ahead(5, LastHour(1, 10, 0), DiskForecast(1, 10, 80, 10, 0))),
+        *breaker_metrics([BreakerState("ezid")]),
     ]
     names = {s.name for m in made for s in m.samples}
     registry = CollectorRegistry()
