@@ -63,14 +63,14 @@ def _own_paths() -> dict[str, str]:
     return {name: path for name, path in out.items() if path}
 
 
-def check_var_dir(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+def _problems() -> list[tuple[str, str]]:
+    """What is wrong with where the queue would write, as (message, hint)."""
     if not Path(settings.VAR_DIR).is_absolute():
         return [
-            checks.Error(
+            (
                 f"MQ_VAR_DIR={str(settings.VAR_DIR)!r} is not an absolute path.",
-                hint="Set MQ_VAR_DIR to an absolute path, e.g. /var/lib/merritt-queue: a "
-                "relative one would move with the directory each process starts in.",
-                id="mq.E100",
+                "Set MQ_VAR_DIR to an absolute path, e.g. /var/lib/merritt-queue: a relative "
+                "one would move with the directory each process starts in.",
             )
         ]
     inside = {
@@ -86,13 +86,16 @@ def check_var_dir(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
             if name == "MQ_VAR_DIR" or var not in Path(found[0]).resolve().parents
         }
     return [
-        checks.Error(
+        (
             f"{name}={path!r} lies inside the installed packages ({root}): an upgrade or "
             "reinstall of the queue would remove what it holds.",
-            hint="Set MQ_VAR_DIR to a directory outside the install, e.g. "
-            "/var/lib/merritt-queue (an installed wheel has no var/ of its own)"
+            "Set MQ_VAR_DIR to a directory outside the install, e.g. /var/lib/merritt-queue "
+            "(an installed wheel has no var/ of its own)"
             + ("." if name == "MQ_VAR_DIR" else f", and {name} there or unset."),
-            id="mq.E100",
         )
         for name, (path, root) in inside.items()
     ]
+
+
+def check_var_dir(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    return [checks.Error(message, hint=hint, id="mq.E100") for message, hint in _problems()]
