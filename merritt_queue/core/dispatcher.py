@@ -326,7 +326,7 @@ class Dispatcher:
         # Locked jobs (running, or chained through by a worker) sit at the head of the
         # order: look a little past the budget, not through the whole backlog.
         for chunk in _chunks(entries, budget + 8):
-            locks = self.store.engine.held_many([t.job_node(jid, "lock") for jid, _ in chunk])
+            locks = self.store.reads.held_many([t.job_node(jid, "lock") for jid, _ in chunk])
             free = [e for e, locked in zip(chunk, locks, strict=True) if not locked]
             free = self._runnable("job", free, status)
             for (jid, job_id), waiting in zip(
@@ -434,11 +434,11 @@ class Dispatcher:
         if bids is None:  # forget the watchers of batches no longer in flight
             live = set(pending + waiting)
             self._batch_watchers = {b: w for b, w in self._batch_watchers.items() if b in live}
-        self.store.engine.watch_nodes(
+        self.store.reads.watch_nodes(
             {t.batch_node(b, "status"): self._batch_watcher(b) for b in pending}
         )
         dirs = {b: t.batch_job_dir(b, "batch-processing") for b in waiting}
-        jobs_left = self.store.engine.children_many(
+        jobs_left = self.store.reads.children_many(
             dirs.values(), watches={path: self._batch_watcher(b) for b, path in dirs.items()}
         )
         candidates = pending + [b for b in waiting if jobs_left[dirs[b]] == []]
@@ -461,7 +461,7 @@ class Dispatcher:
         return count
 
     def _locked(self, paths: Iterable[str]) -> list[bool]:
-        return self.store.engine.exists_many(list(paths))
+        return self.store.reads.exists_many(list(paths))
 
     def _enqueue(
         self, queue: Queue, func: str, args: tuple, job_id: str, *, at_front: bool = False

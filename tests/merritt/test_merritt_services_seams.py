@@ -109,8 +109,8 @@ def test_a_batch_node_never_exists_without_its_status_and_states(store, merritt,
     monkeypatch.setattr(store.engine, "commit", merritt_polls_first)
     bid = store.new_batches.create_batch({"profile": "demo", "type": "file"}, reserved=True).id
     assert seen == [None]
-    assert store.engine.children(t.batch_path(bid)) and not store.batches.get_batch(bid).locked
-    assert sorted(store.engine.children(t.batch_path(bid))) == [
+    assert store.reads.children(t.batch_path(bid)) and not store.batches.get_batch(bid).locked
+    assert sorted(store.reads.children(t.batch_path(bid))) == [
         "history",
         "states",
         "status",
