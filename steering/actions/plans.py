@@ -12,7 +12,7 @@ from jobs.models import Job
 from merritt_queue.core.errors import QueueError
 from merritt_queue.core.states import JOB_STEPS, JobStatus, resume_note, resume_target
 from merritt_queue.core.store.jobedits import JobEdits
-from steering.actions.catalog import Action, Target
+from steering.actions.kinds import Action, Target
 from steering.actions.planning import (
     HELD_LISTS,
     HeldList,

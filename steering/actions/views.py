@@ -35,17 +35,16 @@ from redis.exceptions import RedisError
 
 from steering import confirmations, tasks
 from steering.actions import editing, plans
-from steering.actions.catalog import (
-    ACTIONS,
+from steering.actions.catalog import ACTIONS
+from steering.actions.collectionholds import (
     ALSO_OTHERS,
     ALSO_OTHERS_REASON,
     CAUGHT,
     KEEP_CAUGHT,
     KEEP_CAUGHT_REASON,
-    Action,
-    Scope,
 )
 from steering.actions.execution import execute, run_items, start
+from steering.actions.kinds import Action, Scope
 from steering.actions.planning import HELD_LISTS
 from steering.actions.samecause import same_causes
 from steering.actions.selection import NOT_FILTER, _ids, select

@@ -24,7 +24,7 @@ from merritt_queue.core.treecheck.consistency import check_tree
 from merritt_queue.project import servicechecks
 from merritt_queue.project.tasks import TASKS
 from pipeline.identify import localid_lock_key, localid_lock_keys
-from steering.actions.catalog import ALSO_OTHERS_REASON
+from steering.actions.collectionholds import ALSO_OTHERS_REASON
 from steering.models import AdminAction
 from tests.objectfixtures import minted
 from tests.pages import test_steering_actions
