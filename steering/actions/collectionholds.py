@@ -75,3 +75,16 @@ def release_collection_items(store: QueueStore, mnemonic: str, params, note) -> 
         + (f"; not released: {skipped}" if skipped else ""),
         tuple(result.moved),
     )
+
+
+def release_choices(form, params: dict, reason: str) -> str:
+    """What the person chose on a collection release's confirmation page (``form``: its
+    POST), put into ``params`` for ``release_collection``; the reason, saying so for the
+    audit trail."""
+    if form.get(ALSO_OTHERS):
+        params[ALSO_OTHERS] = True
+        reason = f"{reason} ({ALSO_OTHERS_REASON})"
+    if form.get(CAUGHT) == KEEP_CAUGHT:
+        params[CAUGHT] = KEEP_CAUGHT
+        reason = f"{reason} ({KEEP_CAUGHT_REASON})"
+    return reason
