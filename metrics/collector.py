@@ -35,10 +35,10 @@ from merritt_queue.core.dispatcher import all_queue_names
 from merritt_queue.core.states import BatchStatus, JobStatus
 from merritt_queue.core.zkstats import znode_count
 from merritt_queue.project import runtime
-from metrics.foresight import read_foresight
 from merritt_queue.services import breakers
 from merritt_queue.services.breakers import BreakerState
 from metrics.breakers import breaker_metrics
+from metrics.foresight import read_foresight
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from steering.models import group_names
 from steering.roles import BY_GROUP, Role
 
 if TYPE_CHECKING:
-    from steering.actions.catalog import Action
+    from steering.actions.kinds import Action
 
 
 def role_of(user) -> Role:

@@ -103,6 +103,7 @@ FAST_MODULES = frozenset(
         "test_services_webhook",
         "test_services_storage",
         "test_cpu_paths",
+        "test_var_dir",
         "test_deposit_fields",
         "test_download_step",
         "test_partition_proxy",

@@ -32,7 +32,7 @@ from .states import PROCESSING_DIR, BatchStatus
 
 
 class Reads(Protocol):
-    """The reads the sides need (the store's ``Engine``), named here so that this module
+    """The reads the sides need (the store's ``Reads``), named here so that this module
     knows nothing of the store that calls it."""
 
     def exists(self, path: str) -> Any: ...

@@ -365,7 +365,7 @@ class Dispatcher:
         size = sum(max(0, f.budget - len(f.queued)) for f in fills) + 8
         beyond = 0  # entries looked at while the normal lane was full
         for chunk in _chunks(entries, size):
-            locks = self.store.engine.held_many([t.job_node(jid, "lock") for jid, _ in chunk])
+            locks = self.store.reads.held_many([t.job_node(jid, "lock") for jid, _ in chunk])
             free = [e for e, locked in zip(chunk, locks, strict=True) if not locked]
             free = self._runnable("job", free, status)
             lanes = self._lanes.express(self.store, status, [(j, priority_of[j]) for j, _ in free])
@@ -497,11 +497,11 @@ class Dispatcher:
         if bids is None:  # forget the watchers of batches no longer in flight
             live = set(pending + waiting)
             self._batch_watchers = {b: w for b, w in self._batch_watchers.items() if b in live}
-        self.store.engine.watch_nodes(
+        self.store.reads.watch_nodes(
             {t.batch_node(b, "status"): self._batch_watcher(b) for b in pending}
         )
         dirs = {b: t.batch_job_dir(b, "batch-processing") for b in waiting}
-        jobs_left = self.store.engine.children_many(
+        jobs_left = self.store.reads.children_many(
             dirs.values(), watches={path: self._batch_watcher(b) for b, path in dirs.items()}
         )
         candidates = pending + [b for b in waiting if jobs_left[dirs[b]] == []]
@@ -524,7 +524,7 @@ class Dispatcher:
         return count
 
     def _locked(self, paths: Iterable[str]) -> list[bool]:
-        return self.store.engine.exists_many(list(paths))
+        return self.store.reads.exists_many(list(paths))
 
     def _enqueue(
         self, queue: Queue, func: str, args: tuple, job_id: str, *, at_front: bool = False

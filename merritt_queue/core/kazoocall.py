@@ -3,10 +3,10 @@
 kazoo sends every request through ``_call(request, async_object)``; its public calls
 (``create_async``, ``transaction().commit_async()``, ...) build and check the request
 first, and it has none for ``multiRead``. The store's hot path (``store/engine.py``:
-prebuilt multis, single stats and creates) and the tree reader (``multiread.py``: the
-``multiRead`` request kazoo lacks) need the bare send, so it lives here alone and
-``tests/core/test_kazoocall.py`` pins its contract to the installed kazoo: the signature, a
-request reaching the server, and the short-circuit of a closed client.
+prebuilt multis and creates; ``store/reads.py``: single stats) and the tree reader
+(``multiread.py``: the ``multiRead`` request kazoo lacks) need the bare send, so it lives
+here alone and ``tests/core/test_kazoocall.py`` pins its contract to the installed kazoo:
+the signature, a request reaching the server, and the short-circuit of a closed client.
 
 Guarantees:
 

@@ -23,6 +23,7 @@ from .servicechecks import (
     check_profile_owner_arks,
     check_services,
 )
+from .vardir import check_var_dir, inside_install
 
 TAG = "merritt_queue"
 
@@ -124,6 +125,8 @@ def check_disk_threshold(app_configs=None, **kwargs) -> list[checks.CheckMessage
 
 def check_work_dir(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     path = str(settings.MQ_WORK_DIR)
+    if inside_install(path):  # mq.E100 says so; nothing is created there
+        return []
     try:
         os.makedirs(path, exist_ok=True)
         problem = None if os.access(path, os.W_OK | os.X_OK) else "is not writable"
@@ -545,6 +548,7 @@ ALL_CHECKS = [
     check_content_base_url,
     check_local_id_service,
     check_stall_settings,
+    check_var_dir,
 ]
 
 

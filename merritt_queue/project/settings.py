@@ -6,6 +6,7 @@ from pathlib import Path
 import dj_database_url
 
 from ..core.dispatcher import all_queue_names
+from . import vardir
 from .env import (
     DEV_SECRET_KEY,
     env_bool,
@@ -19,7 +20,10 @@ BASE_DIR = Path(__file__).resolve().parents[2]
 # The project's own templates and static files travel inside the package, so that an
 # installed wheel has them as a checkout does.
 PROJECT_DIR = Path(__file__).resolve().parent
-VAR_DIR = BASE_DIR / "var"
+# Every file the queue writes of its own lies under MQ_VAR_DIR unless its own setting puts it
+# elsewhere. A checkout's default is its var/; an installed wheel's would lie inside
+# site-packages, where nothing is created and check mq.E100 refuses to start (vardir.py).
+VAR_DIR = Path(env_str("MQ_VAR_DIR", str(BASE_DIR / "var")))
 
 SECRET_KEY = env_str("SECRET_KEY", DEV_SECRET_KEY)
 # Off unless asked for (`make demo` and the tests turn it on): its error pages show settings.
@@ -261,12 +265,10 @@ MQ_RECONCILE_SECONDS = env_float("MQ_RECONCILE_SECONDS", 300.0)
 MQ_METRICS_DIR = env_str(
     "MQ_METRICS_DIR", os.environ.get("PROMETHEUS_MULTIPROC_DIR") or str(VAR_DIR / "metrics")
 )
-if MQ_METRICS_DIR:
-    try:
-        Path(MQ_METRICS_DIR).mkdir(parents=True, exist_ok=True)
-        os.environ["PROMETHEUS_MULTIPROC_DIR"] = MQ_METRICS_DIR
-    except OSError:  # a read-only install: each process keeps its own counts (check mq.W071)
-        pass
+# Not created where it cannot be (a read-only file system, inside an install): each process
+# then keeps its own counts (checks mq.W071, mq.E100).
+if MQ_METRICS_DIR and vardir.makedirs(MQ_METRICS_DIR):
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = MQ_METRICS_DIR
 # Who may read /metrics: a request bearing MQ_METRICS_TOKEN, or one from an address of
 # MQ_METRICS_ALLOW (networks, comma-separated) that no proxy forwarded. None by default: a
 # proxy on the same host that adds no forwarding header would make every request loopback.
@@ -361,7 +363,7 @@ DATABASES = {
 }
 if DATABASES["default"]["ENGINE"].endswith("sqlite3") and DATABASES["default"]["NAME"]:
     # SQLite creates the file but not its directory; a fresh clone has no var/.
-    Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+    vardir.makedirs(Path(DATABASES["default"]["NAME"]).parent)
     # Several workers write the inventory at once: take the write lock at BEGIN and wait
     # for it, instead of failing with "database is locked" on a lock upgrade.
     # WAL lets pages read while a worker writes; synchronous=NORMAL is safe with WAL (a crash
@@ -399,10 +401,8 @@ STATIC_ROOT = VAR_DIR / "static"
 # the files from each app's static/ (the project's own: merritt_queue/project/static/), so a
 # forgotten step costs speed, not the page's looks.
 WHITENOISE_USE_FINDERS = True
-try:
-    STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # WhiteNoise warns at every start without it
-except OSError:  # a read-only install: the warning is all it costs
-    pass
+# WhiteNoise warns at every start without it; where it cannot be made, that is all it costs.
+vardir.makedirs(STATIC_ROOT)
 
 EMAIL_BACKEND = env_str("EMAIL_BACKEND", "django.core.mail.backends.filebased.EmailBackend")
 EMAIL_FILE_PATH = VAR_DIR / "mail"

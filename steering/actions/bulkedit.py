@@ -28,8 +28,9 @@ from merritt_queue.deposit.digest import SUPPORTED
 from merritt_queue.project.runtime import get_store
 from steering import confirmations
 from steering.actions.bulkplan import BulkEdit, Planned, each_change, plan_job
-from steering.actions.catalog import ACTIONS, Target
+from steering.actions.catalog import ACTIONS
 from steering.actions.editdoor import AlgorithmField
+from steering.actions.kinds import Target
 from steering.permissions import collections_of, refusal
 
 ACTION = "job.edit_resume"

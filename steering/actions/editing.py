@@ -30,8 +30,9 @@ from merritt_queue.deposit.fields import TEXT_FIELDS
 from merritt_queue.project.runtime import get_store
 from steering import confirmations
 from steering.actions import bulkedit
-from steering.actions.catalog import ACTIONS, Target
+from steering.actions.catalog import ACTIONS
 from steering.actions.editdoor import AlgorithmField, Problems, algorithm_choices, door_problems
+from steering.actions.kinds import Target
 from steering.actions.plans import steps_again
 from steering.actions.staleness import changed_since
 from steering.permissions import collections_of, refusal

@@ -34,8 +34,10 @@ from merritt_queue.core.store import QueueStore
 from merritt_queue.project.runtime import deadline_left, get_store, unreachable
 from merritt_queue.project.zkdeadline import UNREACHABLE
 from steering.actions import breakerswitch, workerdrain
-from steering.actions.catalog import ACTIONS, Action, Applied, ItemResult, PartlyDone, Scope, Target
+from steering.actions.catalog import ACTIONS
+from steering.actions.kinds import Action, Scope, Target
 from steering.actions.planning import profile_collections
+from steering.actions.results import Applied, ItemResult, PartlyDone
 from steering.actions.staleness import changed_since
 from steering.models import AdminAction, AdminActionItem
 from steering.permissions import collections_of, refusal

@@ -14,7 +14,7 @@ from batches.models import Batch, Profile
 from jobs.models import Job
 from merritt_queue.core.states import BatchStatus, JobStatus
 from merritt_queue.project.runtime import get_store
-from steering.actions.catalog import Action, Target
+from steering.actions.kinds import Action, Target
 from steering.permissions import collections_of
 from steering.windows.listing import active_for
 

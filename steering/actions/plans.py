@@ -1,8 +1,9 @@
 """The plan a confirmation page shows, built in one call (``build``): each item judged
-(``planning.plan``); for a resume, what each job runs again and the steps it may restart at
-(the run's own check asked, ``resume_offer``); and what goes with the items that apply (a
-batch delete's jobs, a collection release's other holds and held items). The view asks for
-it once and shows it."""
+(``planning.plan``); for a resume, what each job runs again, the steps it may restart at
+(the run's own check asked, ``resume_offer``) and the jobs that failed the same way
+(``samecause``); and what goes with the items that apply (a batch delete's jobs, a
+collection release's other holds and held items). The view asks for it once and shows it,
+with no step of its own for any one action."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from jobs.models import Job
 from merritt_queue.core.errors import QueueError
 from merritt_queue.core.states import JOB_STEPS, JobStatus, resume_note, resume_target
 from merritt_queue.core.store.jobedits import JobEdits
-from steering.actions.catalog import Action, Target
+from steering.actions.kinds import Action, Target
 from steering.actions.planning import (
     HELD_LISTS,
     HeldList,
@@ -22,8 +23,11 @@ from steering.actions.planning import (
     other_holds,
     plan,
 )
+from steering.actions.samecause import SameCause, same_causes
+from steering.actions.selection import Selection
 
 J = JobStatus
+SHOWN = 200  # items listed on the confirmation page
 
 
 @dataclass(frozen=True)
@@ -36,21 +40,33 @@ class Plan:
     held: dict[str, HeldList]  # a collection release: its held batches and jobs
     applying: list[PlanItem]  # the items it applies to: the confirmation signs them
     steps: list[str]  # a resume: the steps offered, as the confirmation signs them
+    same_causes: list[SameCause]  # a resume: the jobs that failed the same way, in groups
+    # The first ``SHOWN`` items as the page lists them: each with what it runs again (a
+    # resume) and what goes with it (a batch delete's jobs).
+    rows: list[dict]
+    along_count: int  # a batch delete: the jobs deleted with the batches
+    strong: bool  # the page warns before the reason is typed
+    caught: bool  # a collection release: its held items are those its hold caught
 
 
-def build(user, action: Action, targets: list[Target], missing: list[str]) -> Plan:
-    """The plan of ``action`` on ``targets`` (and the ids ``missing`` from the mirror) for
-    ``user``."""
-    items = plan(user, action, targets)
-    items += [PlanItem(Target(i), False, "not in the mirror (unknown id)") for i in missing]
+def build(user, action: Action, selection: Selection, *, back: str = "") -> Plan:
+    """The plan of ``action`` on the ``selection`` (its items in the mirror, and the ids
+    missing from it) for ``user``; ``back``: the page the person came from, where the
+    offers the plan makes (a same-cause edit) lead back to."""
+    items = plan(user, action, selection.targets)
+    items += [
+        PlanItem(Target(i), False, "not in the mirror (unknown id)") for i in selection.missing
+    ]
     items, again, options = _resume_plan(action, items)
     applying = [p for p in items if p.applies]
     ids = [p.target.id for p in applying]
+    along = also_deleted(ids) if action.name == "batch.delete" else {}
+    query = selection.query if selection.everything else ""
     return Plan(
         items,
         again,
         options,
-        along=also_deleted(ids) if action.name == "batch.delete" else {},
+        along=along,
         other_holds=other_holds(ids) if action.name == "collection.release" else {},
         held=(
             held_lists(ids, by_hold_only=HELD_LISTS[action.name])
@@ -59,6 +75,16 @@ def build(user, action: Action, targets: list[Target], missing: list[str]) -> Pl
         ),
         applying=applying,
         steps=[o["step"] for o in options if o["step"]],
+        same_causes=(
+            same_causes(ids, query=query, back=back) if action.name == "job.resume" else []
+        ),
+        rows=[
+            {"plan": p, "again": again.get(p.target.id), "along": along.get(p.target.id, [])}
+            for p in items[:SHOWN]
+        ],
+        along_count=sum(len(jobs) for jobs in along.values()),
+        strong=action.name == "job.force_fail" or bool(action.warning),
+        caught=HELD_LISTS.get(action.name, False),
     )
 
 

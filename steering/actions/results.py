@@ -37,3 +37,7 @@ ItemResult = Applied | QueueError
 
 def note_of(user_note: str, what: str) -> str:
     return f"{what} by {user_note}"
+
+
+def done_or_already(changed: bool) -> Applied:
+    return Applied(None, "done" if changed else "already so")

@@ -14,7 +14,7 @@ from jobs.filters import JobFilter
 from jobs.models import Job
 from merritt_queue.core.errors import QueueError
 from steering.actions import breakerswitch, workerdrain
-from steering.actions.catalog import Action, Scope, Target
+from steering.actions.kinds import Action, Scope, Target
 from steering.actions.planning import profile_collections
 
 MAX_ITEMS = 10_000  # "all matching" beyond this must be narrowed first

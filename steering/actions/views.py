@@ -35,19 +35,10 @@ from redis.exceptions import RedisError
 
 from steering import confirmations, tasks
 from steering.actions import editing, plans
-from steering.actions.catalog import (
-    ACTIONS,
-    ALSO_OTHERS,
-    ALSO_OTHERS_REASON,
-    CAUGHT,
-    KEEP_CAUGHT,
-    KEEP_CAUGHT_REASON,
-    Action,
-    Scope,
-)
+from steering.actions.catalog import ACTIONS
+from steering.actions.collectionholds import release_choices
 from steering.actions.execution import execute, run_items, start
-from steering.actions.planning import HELD_LISTS
-from steering.actions.samecause import same_causes
+from steering.actions.kinds import Action, Scope
 from steering.actions.selection import NOT_FILTER, _ids, select
 from steering.backlinks import came_from, safe_next
 from steering.maintenance.operations import OPERATIONS
@@ -60,7 +51,7 @@ from ui.reading_scope import readable_actions, readable_items, reads_whole_actio
 log = logging.getLogger(__name__)
 
 SALT = "steering.confirm"
-SHOWN = 200  # items listed on the confirmation page
+SHOWN = 200  # items listed on a maintenance operation's result page
 PER_PAGE = 50
 # Query-string keys that are not the list's filter.
 # --- the confirmation page ---------------------------------------------------------------
@@ -91,59 +82,39 @@ def confirmation(
     if problem:
         return confirmations.refused(request, action, problem)
     selection = select(request, action)
-    the_plan = plans.build(request.user, action, selection.targets, selection.missing)
-    applying = the_plan.applying
     back = safe_next(request, request.GET.get("next", ""))
-    same = (
-        same_causes(
-            [p.target.id for p in applying],
-            query=selection.query if selection.everything else "",
-            back=back,
-        )
-        if action.name == "job.resume"
-        else []
-    )
+    the_plan = plans.build(request.user, action, selection, back=back)
     payload = confirmations.sign(
         request,
         SALT,
         compress=True,
         action=action.name,
-        items=[[p.target.id, p.target.version] for p in applying],
+        items=[[p.target.id, p.target.version] for p in the_plan.applying],
         selection=selection.query if selection.everything else "",
         steps=the_plan.steps,
         back=request.GET.urlencode(),
     )
-    rows = [
-        {
-            "plan": p,
-            "again": the_plan.again.get(p.target.id),
-            "along": the_plan.along.get(p.target.id, []),
-        }
-        for p in the_plan.items[:SHOWN]
-    ]
     context = {
         "action": action,
         "selection": selection,
-        "rows": rows,
-        "listed": len(rows),
+        "rows": the_plan.rows,
+        "listed": len(the_plan.rows),
         "count": len(the_plan.items),
-        "applying": len(applying),
+        "applying": len(the_plan.applying),
         "options": the_plan.options,
         "payload": payload,
         "error": error,
         "reason": reason,
-        "strong": action.name == "job.force_fail" or bool(action.warning),
-        "along": sum(len(jobs) for jobs in the_plan.along.values()),
+        "strong": the_plan.strong,
+        "along": the_plan.along_count,
         "next": back,
         "cancel": came_from(request, reverse(LISTS[action.scope])),
         "used": used,
-        "same_causes": same,
+        "same_causes": the_plan.same_causes,
         "other_holds": the_plan.other_holds,
         "held": the_plan.held,
-        "caught": HELD_LISTS.get(action.name, False),
-        "releases": release_previews(
-            list(the_plan.held), by_hold_only=HELD_LISTS.get(action.name, False)
-        ).values(),
+        "caught": the_plan.caught,
+        "releases": release_previews(list(the_plan.held), by_hold_only=the_plan.caught).values(),
     }
     return render(request, "steering/confirm.html", context, status=status)
 
@@ -205,12 +176,8 @@ def run(request, action_name: str):
         params["step"] = step
     if not reason:
         return _again_page(request, action, data, "a reason is required", reason)
-    if action.name == "collection.release" and request.POST.get(ALSO_OTHERS):
-        params[ALSO_OTHERS] = True
-        reason = f"{reason} ({ALSO_OTHERS_REASON})"
-    if action.name == "collection.release" and request.POST.get(CAUGHT) == KEEP_CAUGHT:
-        params[CAUGHT] = KEEP_CAUGHT
-        reason = f"{reason} ({KEEP_CAUGHT_REASON})"
+    if action.name == "collection.release":
+        reason = release_choices(request.POST, params, reason)
     used = AdminAction.objects.filter(token=data["token"]).first()
     if used is not None and action.form:  # never act twice: show what it did
         return redirect(reverse("steering:result", args=[used.pk]))

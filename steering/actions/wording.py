@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from urllib.parse import parse_qsl
 
-from steering.actions.catalog import ACTIONS, Scope
+from steering.actions.catalog import ACTIONS
+from steering.actions.kinds import Scope
 from steering.maintenance.operations import OPERATIONS
 from steering.models import AdminAction, AdminActionItem
 

@@ -21,7 +21,7 @@ from merritt_queue.core.errors import QueueError
 from merritt_queue.project.display_zone import display_zone
 from merritt_queue.project.runtime import get_store
 from steering import confirmations
-from steering.actions.catalog import Action, Scope
+from steering.actions.kinds import Action, Scope
 from steering.models import AdminAction, AdminActionItem, MaintenanceWindow
 from steering.permissions import Role, collections_of, refusal
 from steering.windows.forms import WindowForm

@@ -510,7 +510,7 @@ def test_whether_many_nodes_exist_is_one_request(store, batch, monkeypatch):
     sent = []
     real = store.client._call
     monkeypatch.setattr(store.client, "_call", lambda r, a: sent.append(r) or real(r, a))
-    assert store.engine.exists_many(paths) == [False, True, False, False, False]
+    assert store.reads.exists_many(paths) == [False, True, False, False, False]
     assert len(sent) == 1
 
 

@@ -404,7 +404,7 @@ def test_a_chain_stops_when_the_job_changes_between_steps(store, make_store, bat
     def commit_then_librarian(ops, what, path):
         results = engine.commit(ops, what)
         admin.moves.fail_job(jid, "stopped by a librarian")
-        return results, engine.stat(path)
+        return results, store.reads.stat(path)
 
     monkeypatch.setattr(engine, "commit_and_stat", commit_then_librarian)
     seen: list = []

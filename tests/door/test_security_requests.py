@@ -116,6 +116,7 @@ def documented_env(tmp_path) -> dict[str, str]:
             env[name.strip()] = value.strip()
     return env | {
         "SECRET_KEY": secrets.token_urlsafe(50),
+        "MQ_VAR_DIR": str(tmp_path / "var"),
         "MQ_WORK_DIR": str(tmp_path / "work"),
         "MQ_METRICS_DIR": str(tmp_path / "metrics"),
         "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",

@@ -1,6 +1,7 @@
 """``pip install .`` gives a project that runs: the wheel, installed into a fresh virtualenv
 and run from outside the checkout, passes Django's checks, has its migrations, and loads
-every template and static file from the install.
+every template and static file from the install. With MQ_VAR_DIR outside the install it
+writes nothing into its site-packages; without it, its checks refuse to start.
 
 The fresh virtualenv sees the project venv's packages (Django, kazoo ...) through a ``.pth``
 line, so nothing is downloaded; a ``.pth`` line adds the folder alone, not the editable
@@ -78,7 +79,7 @@ def shipped(files: list[str]) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory) -> tuple[Path, Path, list[str]]:
+def installed(tmp_path_factory) -> tuple[Path, Path, list[str], Path]:
     """A wheel built from a copy of the checkout, installed into a fresh virtualenv."""
     tmp = tmp_path_factory.mktemp("wheel")
     files = tracked()
@@ -100,19 +101,47 @@ def installed(tmp_path_factory) -> tuple[Path, Path, list[str]]:
     ).stdout.strip()
     Path(purelib, "project-venv.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     subprocess.run([*pip, "--python", python, "install", "--no-deps", wheel], check=True)
-    return wheel, python, files
+    return wheel, python, files, Path(purelib)
 
 
-def run(python: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "DJANGO_SETTINGS_MODULE")}
-    # DEBUG accepts the development SECRET_KEY; the database is the run's own.
-    env |= {"DEBUG": "true", "DATABASE_URL": f"sqlite:///{cwd / 'db.sqlite3'}"}
-    env["DJANGO_SETTINGS_MODULE"] = "merritt_queue.project.settings"
+# Settings that name a path of their own, which the runs leave to MQ_VAR_DIR.
+PATH_SETTINGS = (
+    "DATABASE_URL",
+    "MQ_WORK_DIR",
+    "MQ_MINTER_DIR",
+    "MQ_STORAGE_ROOT",
+    "MQ_METRICS_DIR",
+    "PROMETHEUS_MULTIPROC_DIR",
+    "MQ_VAR_DIR",
+)
+
+
+def run(
+    python: Path, *args: str, cwd: Path, var_dir: Path | None = None, unset: bool = False
+) -> subprocess.CompletedProcess:
+    """``python args`` as an installed site runs it: every path under MQ_VAR_DIR (by
+    default the run's own ``var``; ``unset``: none), no path setting else."""
+    drop = ("PYTHONPATH", "DJANGO_SETTINGS_MODULE", *PATH_SETTINGS)
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    # DEBUG accepts the development SECRET_KEY.
+    env |= {"DEBUG": "true", "DJANGO_SETTINGS_MODULE": "merritt_queue.project.settings"}
+    if not unset:
+        env["MQ_VAR_DIR"] = str(var_dir or cwd / "var")
     return subprocess.run([python, *args], cwd=cwd, env=env, capture_output=True, text=True)
 
 
+def files_under(root: Path) -> dict[str, int]:
+    """Every file under ``root`` and its modification time, but Python's own byte-code
+    caches, which an import may write wherever a module lies."""
+    return {
+        str(p.relative_to(root)): p.stat().st_mtime_ns
+        for p in root.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+
+
 def test_the_wheel_holds_every_app_module_template_static_file_and_migration(installed):
-    wheel, _, files = installed
+    wheel, _, files, _ = installed
     names = set(zipfile.ZipFile(wheel).namelist())
     missing = sorted(shipped(files) - names)
     assert missing == []
@@ -120,7 +149,7 @@ def test_the_wheel_holds_every_app_module_template_static_file_and_migration(ins
 
 
 def test_the_installed_project_passes_its_checks_from_outside_the_checkout(installed, tmp_path):
-    _, python, _ = installed
+    _, python, _, _ = installed
     checked = run(python, "-m", "django", "check", cwd=tmp_path)
     assert checked.returncode == 0, checked.stderr
     assert "no issues" in checked.stdout
@@ -130,7 +159,7 @@ def test_the_installed_project_passes_its_checks_from_outside_the_checkout(insta
 
 
 def test_the_installed_project_loads_its_templates_and_static_files(installed, tmp_path):
-    _, python, files = installed
+    _, python, files, _ = installed
     names: dict[str, list[str]] = {"templates": [], "static": []}
     for name in shipped(files):
         for kind in ("templates", "static"):
@@ -144,3 +173,29 @@ def test_the_installed_project_loads_its_templates_and_static_files(installed, t
     where = [*found["modules"].values(), *found["templates"].values(), *found["static"].values()]
     assert len(found["templates"]) > 50 and len(found["static"]) >= 3
     assert [w for w in where if not (w or "").startswith(venv)] == []
+
+
+def test_the_installed_project_writes_under_mq_var_dir_and_nothing_into_site_packages(
+    installed, tmp_path
+):
+    _, python, _, purelib = installed
+    before = files_under(purelib)
+    var = tmp_path / "state"
+    for command in (["migrate", "--noinput"], ["collectstatic", "--noinput"]):
+        done = run(python, "-m", "django", *command, cwd=tmp_path, var_dir=var)
+        assert done.returncode == 0, done.stdout + done.stderr
+    assert (var / "db.sqlite3").is_file()
+    assert (var / "static" / "admin").is_dir() and any((var / "static").rglob("*.css"))
+    assert files_under(purelib) == before
+    assert not (purelib / "var").exists()
+
+
+def test_the_installed_project_without_mq_var_dir_refuses_to_start(installed, tmp_path):
+    """Its default, ``var`` beside the code, would lie inside site-packages."""
+    _, python, _, purelib = installed
+    before = files_under(purelib)
+    checked = run(python, "-m", "django", "check", cwd=tmp_path, unset=True)
+    assert checked.returncode != 0
+    assert "mq.E100" in checked.stderr and "MQ_VAR_DIR" in checked.stderr
+    assert files_under(purelib) == before
+    assert not (purelib / "var").exists()

@@ -24,7 +24,7 @@ from merritt_queue.core.treecheck.consistency import check_tree
 from merritt_queue.project import servicechecks
 from merritt_queue.project.tasks import TASKS
 from pipeline.identify import localid_lock_key, localid_lock_keys
-from steering.actions.catalog import ALSO_OTHERS_REASON
+from steering.actions.collectionholds import ALSO_OTHERS_REASON
 from steering.models import AdminAction
 from tests.objectfixtures import minted
 from tests.pages import test_steering_actions
@@ -109,8 +109,8 @@ def test_a_batch_node_never_exists_without_its_status_and_states(store, merritt,
     monkeypatch.setattr(store.engine, "commit", merritt_polls_first)
     bid = store.new_batches.create_batch({"profile": "demo", "type": "file"}, reserved=True).id
     assert seen == [None]
-    assert store.engine.children(t.batch_path(bid)) and not store.batches.get_batch(bid).locked
-    assert sorted(store.engine.children(t.batch_path(bid))) == [
+    assert store.reads.children(t.batch_path(bid)) and not store.batches.get_batch(bid).locked
+    assert sorted(store.reads.children(t.batch_path(bid))) == [
         "history",
         "states",
         "status",

@@ -9,7 +9,7 @@ import pytest
 
 from batches.models import Profile
 from mirror import facade as mirror
-from steering.actions.catalog import KEEP_CAUGHT_REASON
+from steering.actions.collectionholds import KEEP_CAUGHT_REASON
 from steering.models import AdminAction, AdminActionItem
 from tests.pages import test_steering_actions as base
 from tests.pages.test_steering_pages import confirm_and_execute

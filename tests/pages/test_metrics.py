@@ -31,8 +31,8 @@ from merritt_queue.project import runtime
 from merritt_queue.services.breakers import BreakerState
 from metrics import collector as c
 from metrics import foresight
-from ui.ahead import Ahead, LastHour
 from metrics.breakers import breaker_metrics
+from ui.ahead import Ahead, LastHour
 
 REPO = Path(__file__).resolve().parents[2]
 TOKEN = "s3cret-metrics-token"

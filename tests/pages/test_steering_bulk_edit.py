@@ -204,3 +204,29 @@ def test_resuming_jobs_that_failed_the_same_way_warns_and_offers_the_edit(
         "failed the same way"
         not in client.get(f"/actions/job.resume/confirm?ids={jids[0]}").content.decode()
     )
+
+
+def test_the_plan_of_a_bulk_resume_holds_all_its_page_shows(process_store, operator, rf):
+    """The confirmation is a straight walk, view -> ``plans.build`` -> template: the plan
+    alone holds the rows, what each job runs again and the groups that failed the same way
+    (with their edit offer going back where the person came from)."""
+    from steering.actions import plans
+    from steering.actions.catalog import ACTIONS
+    from steering.actions.selection import select
+
+    jids = three_404s(process_store)[:3]
+    for jid in jids:
+        job = process_store.jobs.get_job(jid)
+        process_store.edits.resume_job(jid)
+        process_store.moves.transition_job(
+            jid, "Failed", f"HTTP 404 at {job.configuration['payload_url']}"
+        )
+        mirror.apply_job(process_store.jobs.get_job(jid))
+    action = ACTIONS["job.resume"]
+    request = rf.get("/actions/job.resume/confirm", {"ids": ",".join(jids)})
+    request.user = operator
+    the_plan = plans.build(operator, action, select(request, action), back="/jobs/")
+    assert [row["plan"].target.id for row in the_plan.rows] == [p.target.id for p in the_plan.items]
+    assert all(row["again"] for row in the_plan.rows) and the_plan.along_count == 0
+    (group,) = the_plan.same_causes
+    assert group.count == 3 and "next=%2Fjobs%2F" in group.edit_url

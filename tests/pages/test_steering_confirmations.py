@@ -224,7 +224,7 @@ def test_a_next_to_another_site_is_dropped(client, queue, people):
 def test_every_scope_has_a_list_for_cancel_to_go_back_to():
     """The confirmation's Cancel falls back to its scope's list: a scope without one (the
     workers' drain, when it came) answered 500."""
-    from steering.actions.catalog import Scope
+    from steering.actions.kinds import Scope
     from steering.actions.views import LISTS
 
     assert set(LISTS) == set(Scope)

@@ -19,7 +19,7 @@ Guarantees:
 batch following its jobs); ``holds``, ``held`` (the items holds caught), ``pause``;
 ``locks`` (storage, inventory, local id), ``removal``; ``steps`` (what each attempt at a
 job's step did). Each part is given what it shares
-with the others (``shared``: the engine, its stats, the change listeners, the session's
+with the others (``shared``: the engine, the reads, their stats, the change listeners, the session's
 locks) and the parts it calls; none inherits from another.
 """
 
@@ -63,6 +63,7 @@ class QueueStore:
         self.shared = shared = Shared(client, actor=actor, listeners=listeners)
         self.client = client
         self.engine = shared.engine
+        self.reads = shared.reads
         self.stats = shared.stats
         self.changes = shared.changes
         self.session = shared.session

@@ -43,18 +43,18 @@ class Batches:
     """Reads of batches."""
 
     def __init__(self, shared: Shared):
-        self.engine = shared.engine
+        self.reads = shared.reads
 
     def get_batch(self, bid: str) -> BatchRecord:
         t.check_id(t.BATCH_PREFIX, bid)
         # The history after the status: see ``history`` for why the order matters.
         names = ("submission", "status", h.NODE, "status-report", "lock")
         paths = [t.batch_node(bid, n) for n in names]
-        got = self.engine.get_many(paths)
+        got = self.reads.get_many(paths)
         status = got[paths[1]]
         if status is None:
             raise NotFound(f"batch {bid} does not exist")
-        (acquired,) = self.engine.exists_many([t.batch_states(bid)])
+        (acquired,) = self.reads.exists_many([t.batch_states(bid)])
         return batch_record(
             bid,
             got[paths[0]],
@@ -66,25 +66,25 @@ class Batches:
         )
 
     def find_batch_by_uuid(self, uuid: str) -> str | None:
-        got = self.engine.get_many([t.batch_uuid_path(uuid)])[t.batch_uuid_path(uuid)]
+        got = self.reads.get_many([t.batch_uuid_path(uuid)])[t.batch_uuid_path(uuid)]
         return t.decode_str(got[0]) if got else None
 
     def batch_submissions(self, bids: Iterable[str]) -> dict[str, dict | None]:
         """The submission of each batch, in one pipelined round; None when missing."""
         bids = list(bids)
-        got = self.engine.get_many(t.batch_node(b, "submission") for b in bids)
+        got = self.reads.get_many(t.batch_node(b, "submission") for b in bids)
         return {
             b: t.decode_json(node[0]) if (node := got[t.batch_node(b, "submission")]) else None
             for b in bids
         }
 
     def list_batch_ids(self) -> list[str]:
-        return sorted(c for c in self.engine.children(t.BATCHES) if t.is_batch_id(c))
+        return sorted(c for c in self.reads.children(t.BATCHES) if t.is_batch_id(c))
 
     def batch_statuses(self, bids: Iterable[str] | None = None) -> dict[str, dict]:
         """Status JSON of many batches in one pipelined round (missing ones left out)."""
         bids = list(self.list_batch_ids() if bids is None else bids)
-        got = self.engine.get_many(t.batch_node(b, "status") for b in bids)
+        got = self.reads.get_many(t.batch_node(b, "status") for b in bids)
         return {
             b: t.decode_json(node[0]) or {}
             for b in bids
@@ -100,12 +100,12 @@ class Batches:
     def finished_batches(self, status: str = BatchStatus.PROCESSING) -> list[str]:
         """Batches in ``status`` whose ``batch-processing`` directory exists and is empty."""
         bids = [b for b, st in self.batch_statuses().items() if st.get("status") == status]
-        dirs = self.engine.children_many(t.batch_job_dir(b, "batch-processing") for b in bids)
+        dirs = self.reads.children_many(t.batch_job_dir(b, "batch-processing") for b in bids)
         return [b for b in bids if dirs[t.batch_job_dir(b, "batch-processing")] == []]
 
     def batch_is_finished(self, bid: str) -> bool:
         path = t.batch_job_dir(bid, "batch-processing")
-        return self.engine.children_many([path])[path] == []
+        return self.reads.children_many([path])[path] == []
 
     def finished_batch_status(self, bid: str) -> str | None:
         """The batch's status when none of its jobs is still processing, else None: the
@@ -113,12 +113,12 @@ class Batches:
         each job's last step. The stat counts the jobs left; a listing would carry all their
         names, a big batch's whole list again for each of its jobs."""
         processing, status = t.batch_job_dir(bid, "batch-processing"), t.batch_node(bid, "status")
-        directory, node = self.engine.read([(mr.GET, processing), (mr.GET, status)])
+        directory, node = self.reads.read([(mr.GET, processing), (mr.GET, status)])
         if directory is None or directory[1].numChildren or node is None:
             return None
         return (t.decode_json(node[0]) or {}).get("status")
 
     def batch_jobs(self, bid: str) -> dict[str, list[str]]:
         """Job ids by batch directory (``batch-processing``, ``batch-completed``, ...)."""
-        got = self.engine.children_many(t.batch_job_dir(bid, d) for d in BATCH_JOB_DIRS)
+        got = self.reads.children_many(t.batch_job_dir(bid, d) for d in BATCH_JOB_DIRS)
         return {d: sorted(got[t.batch_job_dir(bid, d)] or []) for d in BATCH_JOB_DIRS}

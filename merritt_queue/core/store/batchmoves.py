@@ -38,6 +38,7 @@ class BatchMoves:
 
     def __init__(self, shared: Shared, batches: Batches, history: History):
         self.engine = shared.engine
+        self.reads = shared.reads
         self.changes = shared.changes
         self.session = shared.session
         self.batches = batches
@@ -62,7 +63,7 @@ class BatchMoves:
         if isinstance(batch, str):
             batch = self.batches.get_batch(batch)
         BATCH.check_move(batch.status, new, f"batch {batch.bid}")
-        extra = batch_sides.move_ops(self.engine, self.session.session_id, batch, new)
+        extra = batch_sides.move_ops(self.reads, self.session.session_id, batch, new)
         try:
             return self.move(
                 batch,
@@ -75,7 +76,7 @@ class BatchMoves:
         except QueueError as e:
             if new != BatchStatus.HELD:
                 raise
-            raise batch_sides.explain_hold(self.engine, batch.bid, e) from None
+            raise batch_sides.explain_hold(self.reads, batch.bid, e) from None
 
     def move(
         self,

@@ -56,7 +56,7 @@ class BatchFollow:
     """Following a batch's jobs."""
 
     def __init__(self, shared: Shared, batches: Batches, batch_moves: BatchMoves):
-        self.engine = shared.engine
+        self.reads = shared.reads
         self.batches = batches
         self.batch_moves = batch_moves
 
@@ -73,7 +73,7 @@ class BatchFollow:
            UpdateReporting is reported once ``batch-processing`` is empty.
         """
         processing = t.batch_job_dir(bid, PROCESSING_DIR)
-        directory, node = self.engine.read(
+        directory, node = self.reads.read(
             [(mr.GET, processing), (mr.GET, t.batch_node(bid, "status"))]
         )
         if directory is None or directory[1].numChildren or node is None:

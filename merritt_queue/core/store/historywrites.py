@@ -26,7 +26,7 @@ class History:
     """History reads and the appends that ride with each status write."""
 
     def __init__(self, shared: Shared):
-        self.engine = shared.engine
+        self.reads = shared.reads
         self.changes = shared.changes
 
     def read(self, paths: Iterable[str]) -> dict[str, h.History]:
@@ -34,7 +34,7 @@ class History:
         paths = list(paths)
         if not paths:
             return {}
-        return {path: decode_node(node) for path, node in self.engine.get_many(paths).items()}
+        return {path: decode_node(node) for path, node in self.reads.get_many(paths).items()}
 
     def of(self, path: str, known: h.History | None) -> h.History:
         return known if known is not None else self.read([path])[path]

@@ -39,6 +39,7 @@ class Holds:
         self.shared = shared  # its profiles are set after the store is built (``runtime``)
         self.client = shared.client
         self.engine = shared.engine
+        self.reads = shared.reads
         self.stats = shared.stats
         self.changes = shared.changes
 
@@ -61,7 +62,7 @@ class Holds:
         A hold Merritt wrote under one of the collection's profiles counts.
         """
         paths = [t.collection_lock(name) for name in self._hold_names(mnemonic)]
-        got = self.engine.get_many(paths)
+        got = self.reads.get_many(paths)
         for path in paths:
             node = got[path]
             if node is None:
@@ -104,7 +105,7 @@ class Holds:
 
     def _read_holds(self, mnemonic: str) -> dict[str, tuple[bool, int]]:
         names = self._hold_names(mnemonic)
-        got = self.engine.get_many(t.collection_lock(n) for n in names)
+        got = self.reads.get_many(t.collection_lock(n) for n in names)
         return {
             name: (_placed_here(node[0]), node[1].version)
             for name in names
@@ -141,4 +142,4 @@ class Holds:
         return collection_of(data, self.shared.profiles)
 
     def held_collections(self) -> list[str]:
-        return sorted(self.engine.children(t.LOCK_COLLECTIONS))
+        return sorted(self.reads.children(t.LOCK_COLLECTIONS))

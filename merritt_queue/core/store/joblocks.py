@@ -26,6 +26,7 @@ class JobLocks:
     def __init__(self, shared: Shared, jobs: Jobs):
         self.client = shared.client
         self.engine = shared.engine
+        self.reads = shared.reads
         self.stats = shared.stats
         self.session = shared.session
         self.data_written = shared.data_written
@@ -97,7 +98,7 @@ class JobLocks:
         status = self.rechecked.pop(job.jid, None)
         if status is None:
             self.stats["round_trips"] += 1
-            status = self.engine.stat(t.job_node(job.jid, "status"))
+            status = self.reads.stat(t.job_node(job.jid, "status"))
         same_session = self.session.session_id == job.lock_session
         if same_session and status is not None and status.version == job.status_version:
             return True

@@ -69,7 +69,7 @@ class Jobs:
 
     def __init__(self, shared: Shared):
         self.client = shared.client
-        self.engine = shared.engine
+        self.reads = shared.reads
         self.stats = shared.stats
 
     def get_job(self, jid: str, *, locked: bool | None = None) -> JobRecord:
@@ -87,7 +87,7 @@ class Jobs:
         # The history after the status: see ``history`` for why the order matters. The
         # steps node rides in the same round: the worker that locked the job appends to it.
         names = ("bid", "priority", "space_needed", *t.JOB_JSON_NODES, h.NODE, sr.NODE)
-        return self.engine.get_many_later(t.job_node(jid, n) for n in names)
+        return self.reads.get_many_later(t.job_node(jid, n) for n in names)
 
     def from_read(self, jid: str, read: Callable[[], dict[str, Any]], locked: bool) -> JobRecord:
         """The job from ``send_read``'s answer; NotFound, or InvalidData."""
@@ -114,7 +114,7 @@ class Jobs:
         out: dict[str, Any] = {}
         for start in range(0, len(jids), READ_CHUNK):
             chunk = jids[start : start + READ_CHUNK]
-            got = self.engine.get_many(t.job_node(jid, name) for jid in chunk)
+            got = self.reads.get_many(t.job_node(jid, name) for jid in chunk)
             for jid in chunk:
                 node = got[t.job_node(jid, name)]
                 out[jid] = decode(node[0]) if node else None
@@ -195,18 +195,18 @@ class Jobs:
         return out
 
     def list_job_ids(self) -> list[str]:
-        return sorted(c for c in self.engine.children(t.JOBS) if t.is_job_id(c))
+        return sorted(c for c in self.reads.children(t.JOBS) if t.is_job_id(c))
 
     def jobs_in_state(self, status: str, watch=None) -> list[tuple[int, str]]:
         """``(priority, jid)`` of the index directory of ``status``, in serving order;
         ``watch`` is called once on the directory's next change."""
         entries = (
-            t.parse_index_name(n) for n in self.engine.children(t.job_state_dir(status), watch)
+            t.parse_index_name(n) for n in self.reads.children(t.job_state_dir(status), watch)
         )
         return sorted(e for e in entries if e)
 
     def job_count(self) -> int:
         """Jobs in the tree, any status, from one stat of ``/jobs`` (no listing)."""
-        stat = self.engine.exists(t.JOBS)
+        stat = self.reads.exists(t.JOBS)
         # Besides the jobs, /jobs holds one container: the state index (``/jobs/states``).
         return max(0, stat.numChildren - 1) if stat else 0

@@ -29,7 +29,7 @@ class Locks:
 
     def __init__(self, shared: Shared):
         self.client = shared.client
-        self.engine = shared.engine
+        self.reads = shared.reads
         self.stats = shared.stats
         self.session = shared.session
         self._watch: ConnectionWatch | None = None
@@ -109,8 +109,8 @@ class Locks:
             t.LOCK_INVENTORY,
             t.LOCK_LOCALID,
         ):
-            names = self.engine.children(parent)
-            got = self.engine.get_many(f"{parent}/{n}" for n in names)
+            names = self.reads.children(parent)
+            got = self.reads.get_many(f"{parent}/{n}" for n in names)
             for path, node in got.items():
                 if node:
                     yield path, node[1]

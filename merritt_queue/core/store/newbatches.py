@@ -30,6 +30,7 @@ class NewBatches:
 
     def __init__(self, shared: Shared, batches: Batches, history: History):
         self.engine = shared.engine
+        self.reads = shared.reads
         self.changes = shared.changes
         self.batches = batches
         self.history = history
@@ -81,7 +82,7 @@ class NewBatches:
                 winner = self.batches.find_batch_by_uuid(uuid) if uuid else None
                 if winner:
                     return Created(winner, duplicate=True)
-                if self.engine.exists(t.batch_path(bid)) is None:
+                if self.reads.exists(t.batch_path(bid)) is None:
                     raise
                 floor = int(bid[len(t.BATCH_PREFIX) :]) + 1
                 self.engine.client.sync(t.BATCHES)  # a lagging server's cversion, caught up
@@ -97,7 +98,7 @@ class NewBatches:
         """The name a sequential create under ``/batches`` would take now: ZooKeeper numbers
         it with the parent's child version (``cversion``), which every child create and
         delete raises; at least ``floor``, past an id seen taken."""
-        stat = self.engine.exists(t.BATCHES)
+        stat = self.reads.exists(t.BATCHES)
         if stat is None:
             raise NotFound(f"{t.BATCHES} does not exist")
         return f"{t.BATCH_PREFIX}{max(stat.cversion, floor):010d}"

@@ -43,6 +43,7 @@ class NewJobs:
 
     def __init__(self, shared: Shared, history: History):
         self.engine = shared.engine
+        self.reads = shared.reads
         self.changes = shared.changes
         self.history = history
 
@@ -177,7 +178,7 @@ class NewJobs:
         would bring back the ``batch-processing`` node its deletion removed, on which
         MerrittZK's reporting throws (``batch_sides``)."""
         path = t.batch_node(bid, "status")
-        node = self.engine.get_many([path])[path]
+        node = self.reads.get_many([path])[path]
         if node is None:
             raise NotFound(f"batch {bid} does not exist; no job was created")
         if (t.decode_json(node[0]) or {}).get("status") == BatchStatus.DELETED:

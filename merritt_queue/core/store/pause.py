@@ -17,6 +17,7 @@ class Pause:
     def __init__(self, shared: Shared):
         self.client = shared.client
         self.engine = shared.engine
+        self.reads = shared.reads
 
     def pause_queue(self) -> bool:
         return self._set_paused(True)
@@ -31,4 +32,4 @@ class Pause:
             pause_flag(self.client).forget()
 
     def queue_paused(self) -> bool:
-        return bool(self.engine.exists(t.LOCK_QUEUE_INGEST))
+        return bool(self.reads.exists(t.LOCK_QUEUE_INGEST))

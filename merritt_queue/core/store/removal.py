@@ -21,6 +21,7 @@ class Removal:
 
     def __init__(self, shared: Shared, jobs: Jobs, batches: Batches):
         self.engine = shared.engine
+        self.reads = shared.reads
         self.changes = shared.changes
         self.jobs = jobs
         self.batches = batches
@@ -33,7 +34,7 @@ class Removal:
             raise NotRemovable(f"job {jid} is {job.status}; only a Deleted job can be removed")
         if job.locked:
             raise Locked(f"job {jid} is locked by a worker; not removed")
-        children = self.engine.children(t.job_path(jid))
+        children = self.reads.children(t.job_path(jid))
         ops = [
             Op(
                 OpKind.DELETE,
@@ -93,7 +94,7 @@ class Removal:
         out: list[str] = []
 
         def walk(path: str) -> None:
-            for child in self.engine.children(path):
+            for child in self.reads.children(path):
                 walk(f"{path}/{child}")
             out.append(path)
 

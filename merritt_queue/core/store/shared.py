@@ -1,4 +1,4 @@
-"""What every part of the store is given: one client's engine, its counts, its change
+"""What every part of the store is given: one client's engine and reads, their counts, its change
 listeners, its session's locks, and what a job's step wrote before its status write.
 
 Guarantee: one of each per ``QueueStore``. The parts hold no state of their own besides
@@ -16,11 +16,12 @@ from kazoo.client import KazooClient
 from ..itemkeys import NoProfiles, Profiles
 from .changes import Changes, Listener
 from .engine import Engine
+from .reads import Reads
 from .session import SessionLocks
 
 
 class Shared:
-    """The engine, stats, changes and session locks the parts of one store share."""
+    """The engine, reads, stats, changes and session locks the parts of one store share."""
 
     def __init__(
         self, client: KazooClient, *, actor: str = "", listeners: list[Listener] | None = None
@@ -28,6 +29,7 @@ class Shared:
         self.client = client
         self.engine = Engine(client)
         self.stats: Counter[str] = self.engine.stats
+        self.reads = Reads(client, self.stats)
         self.changes = Changes(actor, listeners)
         self.session = SessionLocks(client, self.engine)
         # Which collection a profile ingests into: Merritt's items name only a profile,

@@ -29,10 +29,11 @@ class Steps:
     def __init__(self, shared: Shared):
         self.client = shared.client
         self.engine = shared.engine
+        self.reads = shared.reads
         self.changes = shared.changes
 
     def read(self, jid: str) -> sr.StepRecord:
-        node = self.engine.get_many([t.job_node(jid, sr.NODE)])[t.job_node(jid, sr.NODE)]
+        node = self.reads.get_many([t.job_node(jid, sr.NODE)])[t.job_node(jid, sr.NODE)]
         return sr.decode(node[0] if node else None, node is not None)
 
     def op(self, job: JobRecord, summary: dict[str, Any]) -> tuple[Op, sr.StepRecord]:

@@ -17,6 +17,7 @@ from .. import history
 from .. import tree as t
 from ..states import JobStatus
 from ..store.engine import Engine
+from ..store.reads import Reads
 from ..treeread import _Batch, _Item, _Job, _Tree
 from . import treerepair as r
 from .treerepair import Op, RepairFailed
@@ -71,10 +72,12 @@ class Checker:
         now: float,
         actor: str = history.REPAIR,
         engine: Engine | None = None,
+        reads: Reads | None = None,
     ):
         self.client = client
         # The store's engine when the store is at hand: repairs are its multis.
         self.engine = engine or Engine(client)
+        self.reads = reads or Reads(client, self.engine.stats)
         # Who a repair that writes a status is recorded as, in the item's history.
         self.actor = actor
         self.tree = tree
@@ -136,7 +139,7 @@ class Checker:
     def absent_ops(self, must_be_absent: str | None, what: str, ops: list[Op]) -> list[Op]:
         # ZooKeeper cannot check absence inside a multi; ids are never reused, so a
         # fresh look right before the delete is enough.
-        if must_be_absent and r.exists(self.engine, must_be_absent):
+        if must_be_absent and r.exists(self.reads, must_be_absent):
             raise RepairFailed(f"{what} exists now; run the check again")
         return ops
 

@@ -261,6 +261,7 @@ def check_tree(
         now=time.time() if now is None else now,
         actor=store.changes.actor or history.REPAIR,
         engine=store.engine,
+        reads=store.reads,
     )
     checker.progress.report = progress
     checker.run()

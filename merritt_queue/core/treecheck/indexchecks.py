@@ -113,7 +113,7 @@ def _ref_ops(
     if not has_right:
         states = t.batch_states(job.bid)
         parent = right.rsplit("/", 1)[0]
-        ops += [r.create(p) for p in (states, parent) if not r.exists(checker.engine, p)]
+        ops += [r.create(p) for p in (states, parent) if not r.exists(checker.reads, p)]
         ops.append(r.create(right))
     return ops + [r.delete(p) for p in wrong]
 

@@ -121,7 +121,7 @@ def _processing_without_jobs(checker: Checker, batch: _Batch) -> None:
 
     def plan():
         # A lock cannot be checked absent inside a multi: look right before writing.
-        if r.exists(checker.engine, lock):
+        if r.exists(checker.reads, lock):
             raise RepairFailed(f"batch {batch.id} is locked now; run the check again")
         return _status_write(checker, batch, BatchStatus.FAILED, message)
 

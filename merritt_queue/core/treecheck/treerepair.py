@@ -7,6 +7,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotE
 
 from ..records import Op, OpKind
 from ..store.engine import Engine, refused
+from ..store.reads import Reads
 
 __all__ = ["Op", "RepairFailed", "check", "commit", "create", "delete", "set_data"]
 
@@ -57,5 +58,5 @@ def _explain(kind: str, path: str, err: Exception) -> str:
     return f"ZooKeeper refused {kind} {path}: {err!r}; nothing was written"
 
 
-def exists(engine: Engine, path: str) -> bool:
-    return engine.exists(path) is not None
+def exists(reads: Reads, path: str) -> bool:
+    return reads.exists(path) is not None
