@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
+from merritt_queue.core import waiting
 from merritt_queue.core.attempt import Attempt, sweep_abandoned
 from merritt_queue.core.runner import Decision, Outcome
 from merritt_queue.core.store import JobRecord
@@ -50,7 +51,7 @@ def downloading(s: Services, job: JobRecord) -> Outcome:
         lease = _host_slots(s, job, files)
     except HostFull as full:
         return Outcome.later(
-            f"waiting for a download slot: {full.host} already has {full.limit} "
+            f"{waiting.HOST_WAIT}: {full.host} already has {full.limit} "
             "download(s) in flight (MQ_MAX_DOWNLOADS_PER_HOST)",
             delay=settings.MQ_HOST_WAIT_SECONDS,
         )

@@ -1,0 +1,105 @@
+"""The waiting reasons as SQL: the list filters and /metrics select and count by reason in
+the database, with the rules of ``merritt_queue.core.waiting.decide`` in the same order (a
+CASE takes the first that holds). ``tests/pages/test_waiting_lists.py`` checks that both
+give every row the same reason.
+"""
+
+from __future__ import annotations
+
+from django.db.models import Case, CharField, Count, Q, QuerySet, Value, When
+
+from batches.models import Batch
+from jobs.models import Job
+from merritt_queue.core import waiting as w
+from merritt_queue.core.states import BatchStatus, JobStatus
+from merritt_queue.core.stepowners import KEY as STORE_RECORD
+from merritt_queue.core.stepowners import MERRITT_QUEUE
+
+NOT_WAITING = ""
+ANNOTATION = "waiting_reason"
+
+
+def _held_split(facts: w.QueueFacts) -> tuple[list[str], list[str]]:
+    """The held collections: those a person held, those a maintenance window holds."""
+    person = [c for c, h in facts.holds.items() if h.window is None]
+    window = [c for c, h in facts.holds.items() if h.window is not None]
+    return person, window
+
+
+def _when(condition: Q, code: str) -> When:
+    return When(condition, then=Value(code))
+
+
+def job_case(facts: w.QueueFacts) -> Case:
+    """A job's reason, ``NOT_WAITING`` when it does not wait."""
+    person, window = _held_split(facts)
+    held = Q(status=JobStatus.HELD)
+    rules = [
+        _when(Q(status__in=w.JOB_DONE), NOT_WAITING),
+        _when(held & Q(collection__in=window), w.MAINTENANCE_WINDOW),
+        _when(held & Q(collection__in=person), w.COLLECTION_HELD),
+        _when(held, w.HELD),
+        _when(Q(locked=True), NOT_WAITING),
+    ]
+    for status, code in w.MERRITT_STEPS.items():
+        merritt = Q(**{f"configuration__{STORE_RECORD}": MERRITT_QUEUE})
+        rules.append(_when(Q(status=status) & merritt, code))
+    if facts.pause is not None:
+        code = w.QUEUE_PAUSED if facts.pause.window is None else w.MAINTENANCE_WINDOW
+        rules.append(_when(Q(pk__isnull=False), code))
+    pending = Q(status=JobStatus.PENDING)
+    rules.append(_when(pending & Q(collection__in=window), w.MAINTENANCE_WINDOW))
+    rules.append(_when(pending & Q(collection__in=person), w.COLLECTION_HELD))
+    for breaker in facts.breakers:
+        rules.append(_when(Q(status__in=breaker.states), w.DEPENDENCY_DOWN))
+    for code, states, marker in w.MESSAGE_RULES:
+        rules.append(_when(Q(status__in=states, message__contains=marker), code))
+    return Case(*rules, default=Value(w.WORKER), output_field=CharField())
+
+
+def batch_case(facts: w.QueueFacts) -> Case:
+    """A batch's own reason (one whose jobs are under way has none of its own)."""
+    person, window = _held_split(facts)
+    held = Q(status=BatchStatus.HELD)
+    pending = Q(status=BatchStatus.PENDING)
+    rules = [
+        _when(Q(status__in=w.BATCH_DONE), NOT_WAITING),
+        _when(held & Q(collection__in=window), w.MAINTENANCE_WINDOW),
+        _when(held & Q(collection__in=person), w.COLLECTION_HELD),
+        _when(held, w.HELD),
+        _when(Q(locked=True), NOT_WAITING),
+    ]
+    if facts.pause is not None:
+        code = w.QUEUE_PAUSED if facts.pause.window is None else w.MAINTENANCE_WINDOW
+        rules.append(_when(Q(pk__isnull=False), code))
+    rules.append(_when(pending & Q(collection__in=window), w.MAINTENANCE_WINDOW))
+    rules.append(_when(pending & Q(collection__in=person), w.COLLECTION_HELD))
+    rules.append(_when(~pending, NOT_WAITING))
+    return Case(*rules, default=Value(w.WORKER), output_field=CharField())
+
+
+def with_reason(rows: QuerySet, code: str, facts: w.QueueFacts) -> QuerySet:
+    """``rows`` waiting for ``code``; none for an unknown code."""
+    if code not in w.REASONS:
+        return rows.none()
+    if rows.model is Batch:
+        live = ~Q(status__in=w.BATCH_DONE)
+        case = batch_case(facts)
+    else:
+        live = ~Q(status__in=w.JOB_DONE)
+        case = job_case(facts)
+    return rows.filter(live).alias(**{ANNOTATION: case}).filter(**{ANNOTATION: code})
+
+
+def jobs_waiting_by_reason(facts: w.QueueFacts) -> dict[str, int]:
+    """How many jobs wait for each reason: one GROUP BY over the unfinished jobs."""
+    rows = (
+        Job.objects.exclude(status__in=w.JOB_DONE)
+        .order_by()
+        .annotate(**{ANNOTATION: job_case(facts)})
+        .values_list(ANNOTATION)
+        .annotate(n=Count("id"))
+    )
+    counts = dict.fromkeys(w.REASONS, 0)
+    counts.update({code: n for code, n in rows if code != NOT_WAITING})
+    return counts
