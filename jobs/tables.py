@@ -8,6 +8,7 @@ from django.template.defaultfilters import filesizeformat
 from django.utils.html import format_html
 
 from jobs.models import Job
+from jobs.waitcells import waiting_cell, waiting_column
 from merritt_queue.core import stepowners
 from merritt_queue.core.sides import merritt_service_of
 from steering.templatetags.steering import may_select
@@ -30,6 +31,7 @@ JOB_LIST_FIELDS = (
     "title",
     "last_modified",
     "message",
+    "locked",
 )
 
 
@@ -51,6 +53,7 @@ class JobTable(PageTable):
     jid = tables.Column("Job", order_by=("jid",))
     status = tables.Column("Status", order_by=("status", "jid"))
     message = tables.Column("Message", orderable=False)
+    waiting = waiting_column()
     batch = tables.Column("Batch", accessor="batch_id", order_by=("batch_id", "jid"))
     collection = tables.Column("Collection", order_by=("collection", "jid"))
     last_successful_status = tables.Column(
@@ -82,6 +85,9 @@ class JobTable(PageTable):
 
     def render_space_needed(self, value):
         return filesizeformat(value)
+
+    def render_waiting(self, record):
+        return waiting_cell(self, record, "job")
 
     def render_title(self, value):
         return truncated(value)

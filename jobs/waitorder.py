@@ -22,8 +22,9 @@ from merritt_queue.core.stepowners import KEY as STORE_RECORD
 
 
 def job_item(job: Job) -> w.Item:
-    store_record = getattr(job, "store_record", None)
-    if store_record is None:
+    if "store_record" in job.__dict__:  # the lists read only this of the configuration
+        store_record = job.__dict__["store_record"]
+    else:
         store_record = (job.configuration or {}).get(STORE_RECORD, "")
     return w.Item(
         "job",

@@ -76,6 +76,7 @@ FAST_MODULES = frozenset(
         "test_containers",
         "test_core_states",
         "test_waiting",
+        "test_waiting_lists",
         "test_window_math",
         "test_periodic",
         "test_jobparams",

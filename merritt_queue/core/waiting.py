@@ -318,7 +318,7 @@ def stepped(code: str, item: Item, facts: QueueFacts) -> Waiting:
         holder = facts.storage_locks.get(_lock_of(item.ark), "")
         if holder and holder != item.id:
             words = f"{item.ark} is being stored by job {holder}"
-            return Waiting(code, words, f"when job {holder} has stored it", None, item.message)
+            return Waiting(code, words, "when that job has stored it", None, item.message)
         return Waiting(code, item.message, "when the other job has stored it")
     ends = {
         HOST_SLOTS: "when a download from that host ends",
