@@ -25,19 +25,29 @@ RATE_WINDOW = timedelta(hours=1)
 # The latest completions the time-to-finish is averaged over.
 RATE_SAMPLE = 500
 FINISHED = (JobStatus.COMPLETED, JobStatus.FAILED)
+# The admin actions that pause and resume the queue (steering.actions.catalog).
+PAUSE_ACTION, RESUME_ACTION = "queue.pause", "queue.resume"
 # The state a job enters when it leaves each working state.
 NEXT_STATE = dict(
     zip((JobStatus.PENDING, *JOB_STEPS), (*JOB_STEPS, JobStatus.COMPLETED), strict=True)
 )
 
 
-def queue_facts(now: datetime | None = None, breakers: Sequence[w.Breaker] = ()) -> w.QueueFacts:
-    """The pause, the holds, the storage locks and the working disk, as last mirrored.
+def open_breakers() -> Sequence[w.Breaker]:
+    """The dependencies known to be down (``waiting.DEPENDENCY_DOWN``): none until the
+    project's circuit breakers exist; each then becomes a ``Breaker`` (its name, since when,
+    its next probe, the job states whose steps need it), and every page, the status API and
+    /metrics say so at once."""
+    return ()
 
-    ``breakers``: the dependencies known to be down, for the project to pass in once its
-    circuit breakers exist.
-    """
+
+def queue_facts(
+    now: datetime | None = None, breakers: Sequence[w.Breaker] | None = None
+) -> w.QueueFacts:
+    """The pause, the holds, the storage locks, the open breakers and the working disk, as
+    last mirrored."""
     now = now or timezone.now()
+    breakers = open_breakers() if breakers is None else breakers
     windows = list(
         MaintenanceWindow.objects.filter(
             cancelled__isnull=True, applied_start__isnull=False, applied_end__gt=now
@@ -74,14 +84,17 @@ def _pause(locks: dict, windows: list) -> w.Pause:
     if windows:
         pk, _, _, ends, reason = min(windows, key=lambda x: x[3])
         return w.Pause(since, "", pk, ends, reason)
+    # The last pause or resume taken here: a resume after it means someone else paused
+    # (Merritt's admin, or a tool writing the node), who is then not named.
     action = (
-        AdminAction.objects.filter(action="queue.pause")
-        .order_by("-started")
-        .values_list("username", "reason")
+        AdminAction.objects.filter(action__in=(PAUSE_ACTION, RESUME_ACTION))
+        .order_by("-started", "-pk")
+        .values_list("action", "username", "reason")
         .first()
     )
-    by, reason = action or ("", "")
-    return w.Pause(since, by, None, None, reason)
+    if action is None or action[0] != PAUSE_ACTION:
+        return w.Pause(since)
+    return w.Pause(since, action[1], None, None, action[2])
 
 
 def _parse(text) -> datetime | None:

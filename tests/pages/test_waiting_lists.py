@@ -264,3 +264,33 @@ def test_metrics_count_the_waiting_jobs_by_reason():
     (family,) = [m for m in c.mirror_metrics(facts) if m.name == "mq_jobs_waiting"]
     shown = {s.labels["reason"]: s.value for s in family.samples}
     assert shown["collection_held"] == 1 and set(shown) == set(w.REASONS)
+
+
+def test_a_pause_is_told_by_whom_only_when_this_sites_pages_paused_it(browser):
+    make_batch(1)
+    make_job(1, "Pending")
+    pause()
+    assert "paused by alice" in job_waiting(Job.objects.get(jid=jid(1))).words
+    AdminAction.objects.create(
+        username="carol", action="queue.resume", scope="queue", reason="done", token="t2"
+    )
+    # Paused again, by another tool: nobody is named, rather than the wrong person.
+    found = job_waiting(Job.objects.get(jid=jid(1)))
+    assert found.code == w.QUEUE_PAUSED and " by " not in found.words
+    window(MaintenanceWindow.QUEUE)
+    found = job_waiting(Job.objects.get(jid=jid(1)))
+    assert found.code == w.MAINTENANCE_WINDOW and found.ends_at == NOW + timedelta(hours=1)
+    assert "maintenance window" in browser.get(f"/jobs/{jid(1)}/").content.decode()
+
+
+def test_an_open_breaker_reaches_every_reader(browser, monkeypatch):
+    """Where the circuit breakers plug in: ``jobs.waitfacts.open_breakers``."""
+    from jobs import waitfacts
+
+    ezid = w.Breaker("EZID", NOW, NOW + timedelta(minutes=5), ("Processing",))
+    monkeypatch.setattr(waitfacts, "open_breakers", lambda: (ezid,))
+    make_batch(1)
+    make_job(1, "Processing")
+    assert "EZID unreachable since" in browser.get(f"/jobs/{jid(1)}/").content.decode()
+    assert jid(1) in browser.get("/jobs/?waiting=dependency_down").content.decode()
+    assert c.read_mirror().waiting["dependency_down"] == 1
