@@ -105,3 +105,12 @@ def jobs_waiting_by_reason(facts: w.QueueFacts) -> dict[str, int]:
     counts = dict.fromkeys(w.REASONS, 0)
     counts.update({code: n for code, n in rows if code != NOT_WAITING})
     return counts
+
+
+def waiting_rows(facts: w.QueueFacts) -> list[tuple[str, str, int]]:
+    """The reasons some job waits for, with their label and count, most jobs first: the
+    dashboard's panel, from the same GROUP BY as /metrics."""
+    counts = jobs_waiting_by_reason(facts)
+    rows = [(code, w.REASONS[code], n) for code, n in counts.items() if n]
+    order = list(w.REASONS)
+    return sorted(rows, key=lambda r: (-r[2], order.index(r[0])))

@@ -93,8 +93,12 @@ def every_kind_of_row() -> None:
         make_batch(next(n), status, collection="demo")
         make_batch(next(n), status, collection="other", locked=True)
     statuses = [s for s, _ in Job._meta.get_field("status").choices]
-    for status, message, collection, locked, owner in itertools.product(
-        statuses, messages, ("demo", "other"), (False, True), ("local", "merritt-queue")
+    # Every message unlocked and ours; a lock and Merritt's ownership on a few messages.
+    rows = [(m, False, "local") for m in messages]
+    rows += [(m, lock, "merritt-queue") for m in messages[:2] for lock in (False, True)]
+    rows += [("", True, "local")]
+    for status, (message, locked, owner), collection in itertools.product(
+        statuses, rows, ("demo", "other")
     ):
         make_job(
             next(n),
@@ -294,3 +298,20 @@ def test_an_open_breaker_reaches_every_reader(browser, monkeypatch):
     assert "EZID unreachable since" in browser.get(f"/jobs/{jid(1)}/").content.decode()
     assert jid(1) in browser.get("/jobs/?waiting=dependency_down").content.decode()
     assert c.read_mirror().waiting["dependency_down"] == 1
+
+
+def test_the_dashboard_counts_why_jobs_wait_as_metrics_does(browser, client, django_user_model):
+    make_batch(1)
+    make_job(1, "Provisioning", message=DISK)
+    make_job(2, "Provisioning", message=DISK)
+    make_job(3, "Pending")
+    make_job(4, "Completed")
+    page = browser.get("/").content.decode()
+    assert 'href="/jobs/?waiting=disk_space">2</a>' in page
+    assert 'href="/jobs/?waiting=worker">1</a>' in page
+    assert c.read_mirror().waiting["disk_space"] == 2
+    # A depositor, who reads one collection, is not given counts over all of them.
+    dana = django_user_model.objects.create_user("dana")
+    grant_depositor(dana, ["demo"])
+    client.force_login(dana)
+    assert 'id="waiting"' not in client.get("/").content.decode()
