@@ -19,6 +19,7 @@ from batches.models import Collection
 from jobs.models import JobEvent, MirrorState
 from merritt_queue.core import waiting as w
 from merritt_queue.core.states import JOB_STEPS, JobStatus
+from merritt_queue.core.waitestimate import Rate
 from steering.models import AdminAction, MaintenanceWindow
 
 RATE_WINDOW = timedelta(hours=1)
@@ -116,7 +117,7 @@ def working_disk() -> w.Disk | None:
     return w.Disk(usage.total, usage.used, settings.MQ_DISK_THRESHOLD)
 
 
-def measured_rate(now: datetime | None = None) -> w.Rate:
+def measured_rate(now: datetime | None = None) -> Rate:
     """Jobs finished per second over the last hour while the queue was busy (from the first
     to the last finish of the hour), and how long jobs took from leaving each state to
     Completed. Three queries on the timeline's indexes, at most ``RATE_SAMPLE`` jobs."""
@@ -141,4 +142,4 @@ def measured_rate(now: datetime | None = None) -> w.Rate:
         spans = [(done[j] - at).total_seconds() for (j, s), at in entered.items() if s == nxt]
         if spans:
             after[state] = sum(spans) / len(spans)
-    return w.Rate(per_second, after)
+    return Rate(per_second, after)

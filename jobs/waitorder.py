@@ -19,6 +19,7 @@ from jobs.waitfacts import measured_rate, queue_facts
 from merritt_queue.core import waiting as w
 from merritt_queue.core.states import BatchStatus, JobStatus
 from merritt_queue.core.stepowners import KEY as STORE_RECORD
+from merritt_queue.core.waitestimate import estimate
 
 
 def job_item(job: Job) -> w.Item:
@@ -80,7 +81,7 @@ def job_waiting(job: Job, now: datetime | None = None, facts=None) -> w.Waiting 
     found = w.decide(job_item(job), facts)
     if found is not None and found.code == w.WORKER:
         jobs, size = ahead_of(job)
-        found.order = w.estimate(jobs + 1, jobs, size, job.status, measured_rate(now), now)
+        found.order = estimate(jobs + 1, jobs, size, job.status, measured_rate(now), now)
         if found.order.starts_at:
             found.ends_at = found.order.starts_at
     return found

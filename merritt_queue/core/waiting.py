@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from .errors import InvalidData
 from .states import BatchStatus, JobStatus
@@ -75,7 +75,7 @@ MERRITT_STEPS: dict[str, str] = {
     JobStatus.RECORDING: MERRITT_INVENTORY,
 }
 
-# The order the rules are tried in; the project's list filter builds its queries in it too.
+# The order the rules are tried in (``decide``); the project's SQL (jobs.waitquery) follows it.
 RULE_ORDER: tuple[str, ...] = (
     HELD,  # and COLLECTION_HELD / MAINTENANCE_WINDOW for a Held item
     MERRITT_STORAGE,
@@ -333,30 +333,3 @@ def _lock_of(ark: str) -> str:
         return lock_name(ark) if ark else ""
     except InvalidData:  # no lock can be named after it, so none is held
         return ""
-
-
-# --- the estimate --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Rate:
-    """The pace measured over the last hour: jobs finished per second while the queue was
-    busy, and how long a job took from leaving a state to its end."""
-
-    per_second: float | None
-    seconds_after: Mapping[str, float] = field(default_factory=dict)
-
-
-def estimate(
-    position: int, jobs_ahead: int, bytes_ahead: int, status: str, rate: Rate, now: datetime
-) -> Order:
-    """When the job at ``position`` of its state should start and finish: the jobs ahead
-    leave the state at the measured pace, then it takes as long as jobs lately took from
-    there to the end. No pace measured: no estimate."""
-    order = Order(position, jobs_ahead, bytes_ahead)
-    if not rate.per_second:
-        return order
-    order.starts_at = now + timedelta(seconds=jobs_ahead / rate.per_second)
-    rest = rate.seconds_after.get(status, 1 / rate.per_second)
-    order.finishes_at = order.starts_at + timedelta(seconds=rest)
-    return order

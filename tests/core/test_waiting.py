@@ -9,6 +9,7 @@ import pytest
 
 from merritt_queue.core import waiting as w
 from merritt_queue.core.tree import lock_name
+from merritt_queue.core.waitestimate import Rate, estimate
 
 NOW = datetime(2026, 11, 27, 10, 0, tzinfo=UTC)
 ARK = "ark:/99999/fk4abc"
@@ -144,13 +145,13 @@ def test_the_rules_are_tried_in_order():
 
 
 def test_the_estimate_follows_the_measured_pace():
-    rate = w.Rate(per_second=0.5, seconds_after={"Pending": 30.0})
-    order = w.estimate(11, 10, 5000, "Pending", rate, NOW)
+    rate = Rate(per_second=0.5, seconds_after={"Pending": 30.0})
+    order = estimate(11, 10, 5000, "Pending", rate, NOW)
     assert order.starts_at == NOW + timedelta(seconds=20)
     assert order.finishes_at == NOW + timedelta(seconds=50)
     body = w.Waiting(w.WORKER, "waiting for a worker", "", order=order).as_json(public=True)
     assert body["position"] == 11 and body["jobs_ahead"] == 10 and body["bytes_ahead"] == 5000
     assert body["starts_at"] == "2026-11-27T10:00:20Z"
     # Nothing finished in the last hour: no estimate, the place still given.
-    none = w.estimate(3, 2, 0, "Pending", w.Rate(None), NOW)
+    none = estimate(3, 2, 0, "Pending", Rate(None), NOW)
     assert (none.position, none.starts_at, none.finishes_at) == (3, None, None)
