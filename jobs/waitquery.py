@@ -57,7 +57,7 @@ def job_case(facts: w.QueueFacts) -> Case:
     for breaker in facts.breakers:
         rules.append(_when(Q(status__in=breaker.states), w.DEPENDENCY_DOWN))
     for code, states, marker in w.MESSAGE_RULES:
-        rules.append(_when(Q(status__in=states, message__contains=marker), code))
+        rules.append(_when(Q(status__in=states, message__icontains=marker), code))
     return Case(*rules, default=Value(w.WORKER), output_field=CharField())
 
 

@@ -256,7 +256,7 @@ def _unpack_refused(s: Services, job: JobRecord, archive: Path, f: PayloadFile) 
             "then resume the job"
         )
     return Outcome.later(
-        f"waiting for disk space to unpack {f.name}: its {unpacked} bytes would take the "
+        f"{waiting.DISK_WAIT} to unpack {f.name}: its {unpacked} bytes would take the "
         f"working disk to {projected:.0f}% (threshold {threshold}%); the archive is kept",
         delay=settings.MQ_PROVISION_RETRY_SECONDS,
     )

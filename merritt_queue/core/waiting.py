@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from .errors import InvalidData
-from .states import BatchStatus, JobStatus
+from .states import JOB_STEPS, BatchStatus, JobStatus
 from .stepowners import MERRITT_QUEUE
 from .tree import lock_name
 
@@ -37,6 +37,7 @@ HOST_SLOTS = "host_slots"
 LOCALID_LOCK = "localid_lock"
 STORAGE_LOCK = "storage_lock"
 INVENTORY_LOCK = "inventory_lock"
+RETRYING = "retrying"
 WORKER = "worker"
 
 # Each code and its label (the filter's choices, the metric's documentation).
@@ -53,6 +54,7 @@ REASONS: dict[str, str] = {
     LOCALID_LOCK: "local id in use",
     STORAGE_LOCK: "object being stored",
     INVENTORY_LOCK: "object being recorded",
+    RETRYING: "a step tried again later",
     WORKER: "waiting for a worker",
 }
 
@@ -63,12 +65,16 @@ HOST_WAIT = "waiting for a download slot"
 LOCALID_WAIT = "is being resolved by another job"
 STORAGE_WAIT = "is being stored by another job"
 INVENTORY_WAIT = "is being recorded by another job"
+# A step that met a passing failure (a service's answer to ask again, a part file gone) says
+# what it does "again later".
+RETRY_WAIT = "again later"
 MESSAGE_RULES: tuple[tuple[str, tuple[str, ...], str], ...] = (
-    (DISK_SPACE, (JobStatus.ESTIMATING, JobStatus.PROVISIONING), DISK_WAIT),
+    (DISK_SPACE, (JobStatus.ESTIMATING, JobStatus.PROVISIONING, JobStatus.DOWNLOADING), DISK_WAIT),
     (HOST_SLOTS, (JobStatus.DOWNLOADING,), HOST_WAIT),
     (LOCALID_LOCK, (JobStatus.PROCESSING,), LOCALID_WAIT),
     (STORAGE_LOCK, (JobStatus.STORING,), STORAGE_WAIT),
     (INVENTORY_LOCK, (JobStatus.RECORDING,), INVENTORY_WAIT),
+    (RETRYING, JOB_STEPS, RETRY_WAIT),
 )
 MERRITT_STEPS: dict[str, str] = {
     JobStatus.STORING: MERRITT_STORAGE,
@@ -247,7 +253,8 @@ def decide(item: Item, facts: QueueFacts) -> Waiting | None:
             if item.status in breaker.states:
                 return dependency_down(breaker)
         for code, states, marker in MESSAGE_RULES:
-            if item.status in states and marker in item.message:
+            # Case aside, as the database's text search (jobs.waitquery) compares.
+            if item.status in states and marker in item.message.lower():
                 return stepped(code, item, facts)
     return Waiting(
         WORKER,
@@ -324,6 +331,7 @@ def stepped(code: str, item: Item, facts: QueueFacts) -> Waiting:
         HOST_SLOTS: "when a download from that host ends",
         LOCALID_LOCK: "when the other job has resolved that local id",
         INVENTORY_LOCK: "when the other job has recorded it",
+        RETRYING: "when the step runs again",
     }[code]
     return Waiting(code, item.message, ends)
 

@@ -110,8 +110,12 @@ def test_a_dependency_down_gives_its_next_probe():
         ("Processing", "local id x is being resolved by another job", w.LOCALID_LOCK),
         ("Storing", f"{ARK} is being stored by another job", w.STORAGE_LOCK),
         ("Recording", f"{ARK} is being recorded by another job", w.INVENTORY_LOCK),
+        ("Downloading", "waiting for disk space to unpack big.zip: ...", w.DISK_SPACE),
+        ("Processing", "EZID: 503; telling EZID again later", w.RETRYING),
+        ("Recording", "inventory: 502; adding again later", w.RETRYING),
         # A marker in another step's message is that step's success, not a wait here.
-        ("Downloading", "waiting for disk space: old news", w.WORKER),
+        ("Storing", "waiting for disk space: old news", w.WORKER),
+        ("Pending", "again later", w.WORKER),
         ("Pending", "", w.WORKER),
     ],
 )

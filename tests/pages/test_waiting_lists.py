@@ -87,7 +87,8 @@ def every_kind_of_row() -> None:
     """Jobs and batches of every status, message, lock and owner the rules look at."""
     messages = ["", DISK, "waiting for a download slot: h already has 2 download(s)"]
     messages += ["local id x is being resolved by another job", "a is being stored by another job"]
-    messages += ["a is being recorded by another job"]
+    messages += ["a is being recorded by another job", "EZID: 503; telling EZID again later"]
+    messages += ["Waiting For Disk Space, in another hand"]
     n = itertools.count(1)
     for status in ("Pending", "Held", "Processing", "Completed", "Failed"):
         make_batch(next(n), status, collection="demo")
@@ -138,7 +139,7 @@ def test_the_database_and_the_decision_give_every_row_the_same_reason(situation)
             assert getattr(batch, ANNOTATION) == (found.code if found else NOT_WAITING), batch
     if situation == "none":
         assert seen >= {w.HELD, w.MERRITT_STORAGE, w.DISK_SPACE, w.HOST_SLOTS, w.WORKER}
-        assert w.DEPENDENCY_DOWN in seen and w.STORAGE_LOCK in seen
+        assert w.DEPENDENCY_DOWN in seen and w.STORAGE_LOCK in seen and w.RETRYING in seen
 
 
 def test_the_lists_show_why_and_filter_by_it(browser):
