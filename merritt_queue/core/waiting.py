@@ -259,7 +259,7 @@ def decide(item: Item, facts: QueueFacts) -> Waiting | None:
     return Waiting(
         WORKER,
         "waiting for a worker",
-        "a worker takes it in its turn",
+        "when a worker takes it, in its turn",
         public_words="waiting for a worker",
     )
 
@@ -275,7 +275,7 @@ def held_collection(hold: Hold, collection: str) -> Waiting:
         words = f"collection {collection} is held by maintenance window {hold.window}"
         if hold.reason:
             words += f" ({hold.reason})"
-        ends = f"the window ends at {_at(hold.window_ends)}"
+        ends = f"at the window's end, {_at(hold.window_ends)}"
         return Waiting(MAINTENANCE_WINDOW, words, ends, hold.window_ends)
     who = f" by {hold.by}" if hold.by else ""
     why = f": {hold.reason}" if hold.reason else ""
@@ -296,7 +296,7 @@ def paused(pause: Pause) -> Waiting:
         words = f"the queue is paused by maintenance window {pause.window}"
         if pause.reason:
             words += f" ({pause.reason})"
-        ends = f"the window ends at {_at(pause.window_ends)}"
+        ends = f"at the window's end, {_at(pause.window_ends)}"
         return Waiting(MAINTENANCE_WINDOW, words, ends, pause.window_ends)
     who = f" by {pause.by}" if pause.by else ""
     why = f": {pause.reason}" if pause.reason else ""
@@ -307,7 +307,7 @@ def paused(pause: Pause) -> Waiting:
 
 def dependency_down(breaker: Breaker) -> Waiting:
     words = f"{breaker.name} unreachable since {_at(breaker.since)}"
-    ends = f"next probe at {_at(breaker.next_probe)}"
+    ends = f"at the next probe, {_at(breaker.next_probe)}, if it answers"
     return Waiting(DEPENDENCY_DOWN, words, ends, breaker.next_probe)
 
 

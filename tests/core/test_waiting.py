@@ -97,7 +97,7 @@ def test_a_dependency_down_gives_its_next_probe():
     found = w.decide(job("Processing"), w.QueueFacts(breakers=(EZID,)))
     assert found.code == w.DEPENDENCY_DOWN
     assert found.words == "EZID unreachable since 2026-11-27 09:57 UTC"
-    assert found.ends == "next probe at 2026-11-27 10:02 UTC"
+    assert found.ends == "at the next probe, 2026-11-27 10:02 UTC, if it answers"
     assert code(job("Downloading"), breakers=(EZID,)) == w.WORKER
 
 
