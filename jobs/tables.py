@@ -9,6 +9,7 @@ from django.utils.html import format_html
 
 from jobs.models import Job
 from jobs.waitcells import waiting_cell, waiting_column
+from jobs.waitorder import list_keys
 from merritt_queue.core import stepowners
 from merritt_queue.core.sides import merritt_service_of
 from steering.templatetags.steering import may_select
@@ -40,7 +41,7 @@ def job_rows():
     only who stores and records is read, for the rows of the page alone."""
     return (
         Job.objects.only(*JOB_LIST_FIELDS)
-        .annotate(store_record=KT(f"configuration__{stepowners.KEY}"))
+        .annotate(store_record=KT(f"configuration__{stepowners.KEY}"), **list_keys())
         .order_by("-jid")
     )
 

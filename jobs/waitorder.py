@@ -10,23 +10,36 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from django.conf import settings
 from django.db.models import Count, Q, Sum
+from django.db.models.fields.json import KT
 from django.utils import timezone
 
 from batches.models import Batch
 from jobs.models import Job
 from jobs.waitfacts import measured_rate, queue_facts
 from merritt_queue.core import waiting as w
+from merritt_queue.core.sides import CREATED_BY_KEY, runs_batch, runs_job
 from merritt_queue.core.states import BatchStatus, JobStatus
 from merritt_queue.core.stepowners import KEY as STORE_RECORD
 from merritt_queue.core.waitestimate import estimate
 
+# The keys of a job's configuration the decision reads (who stores, whose workers run it):
+# the lists annotate them (``list_keys``) rather than load the configuration.
+CONFIG_KEYS = (STORE_RECORD, "payload_url", "payload_type", CREATED_BY_KEY)
+
+
+def list_keys() -> dict:
+    """The annotations a list's rows carry for ``job_item``."""
+    return {f"conf_{key}": KT(f"configuration__{key}") for key in CONFIG_KEYS}
+
 
 def job_item(job: Job) -> w.Item:
-    if "store_record" in job.__dict__:  # the lists read only this of the configuration
-        store_record = job.__dict__["store_record"]
+    if f"conf_{STORE_RECORD}" in job.__dict__:  # a list's row (``list_keys``)
+        config = {key: job.__dict__[f"conf_{key}"] for key in CONFIG_KEYS}
     else:
-        store_record = (job.configuration or {}).get(STORE_RECORD, "")
+        config = job.configuration or {}
+    store_record = config.get(STORE_RECORD) or ""
     return w.Item(
         "job",
         job.jid,
@@ -36,12 +49,14 @@ def job_item(job: Job) -> w.Item:
         job.message,
         job.ark,
         job.space_needed,
-        store_record or "",
+        store_record,
+        runs_job(settings.MQ_WORKERS, config),
     )
 
 
 def batch_item(batch: Batch) -> w.Item:
-    return w.Item("batch", batch.bid, batch.status, batch.collection, batch.locked)
+    ours = runs_batch(settings.MQ_WORKERS, batch.submission)
+    return w.Item("batch", batch.bid, batch.status, batch.collection, batch.locked, ours=ours)
 
 
 def ahead_of(job: Job) -> tuple[int, int]:

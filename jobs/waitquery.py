@@ -6,11 +6,15 @@ give every row the same reason.
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db.models import Case, CharField, Count, Q, QuerySet, Value, When
 
 from batches.models import Batch
 from jobs.models import Job
 from merritt_queue.core import waiting as w
+from merritt_queue.core.planning import SUBMISSION_TYPES
+from merritt_queue.core.rerun import RERUN_TYPE
+from merritt_queue.core.sides import ALL, CREATED_BY, CREATED_BY_KEY, OWN
 from merritt_queue.core.states import BatchStatus, JobStatus
 from merritt_queue.core.stepowners import KEY as STORE_RECORD
 from merritt_queue.core.stepowners import MERRITT_QUEUE
@@ -34,6 +38,29 @@ def _when(condition: Q, code: str) -> When:
     return When(condition, then=Value(code))
 
 
+def _given(path: str) -> Q:
+    """A JSON key present and not empty (what ``sides`` reads as given)."""
+    return Q(**{f"{path}__isnull": False}) & ~Q(**{path: ""})
+
+
+def _is(path: str, lookup: str, value) -> Q:
+    """A JSON key present and matching: a missing key is a plain no, never SQL's unknown,
+    which a negation would keep unknown."""
+    return Q(**{f"{path}__isnull": False}) & Q(**{f"{path}{lookup}": value})
+
+
+def _theirs(field: str, ours_in_format: Q) -> When:
+    """Items this site's workers leave to Merritt's ingest (``sides``, ``MQ_WORKERS``)."""
+    mode = settings.MQ_WORKERS
+    if mode == ALL:
+        ours = ours_in_format
+    elif mode == OWN:
+        ours = ours_in_format & _is(f"{field}__{CREATED_BY_KEY}", "", CREATED_BY)
+    else:  # none: every item is left
+        return _when(Q(pk__isnull=False), w.MERRITT_INGEST)
+    return _when(~ours, w.MERRITT_INGEST)
+
+
 def job_case(facts: w.QueueFacts) -> Case:
     """A job's reason, ``NOT_WAITING`` when it does not wait."""
     person, window = _held_split(facts)
@@ -54,6 +81,8 @@ def job_case(facts: w.QueueFacts) -> Case:
     pending = Q(status=JobStatus.PENDING)
     rules.append(_when(pending & Q(collection__in=window), w.MAINTENANCE_WINDOW))
     rules.append(_when(pending & Q(collection__in=person), w.COLLECTION_HELD))
+    job_format = _given("configuration__payload_url") & _given("configuration__payload_type")
+    rules.append(_theirs("configuration", job_format))
     for breaker in facts.breakers:
         rules.append(_when(Q(status__in=breaker.states), w.DEPENDENCY_DOWN))
     for code, states, marker in w.MESSAGE_RULES:
@@ -79,6 +108,9 @@ def batch_case(facts: w.QueueFacts) -> Case:
     rules.append(_when(pending & Q(collection__in=window), w.MAINTENANCE_WINDOW))
     rules.append(_when(pending & Q(collection__in=person), w.COLLECTION_HELD))
     rules.append(_when(~pending, NOT_WAITING))
+    rerun = _is("submission__type", "", RERUN_TYPE) & _given("submission__rerun_of")
+    ours = _given("submission__payload_url") & _is("submission__type", "__in", SUBMISSION_TYPES)
+    rules.append(_theirs("submission", rerun | ours))
     return Case(*rules, default=Value(w.WORKER), output_field=CharField())
 
 

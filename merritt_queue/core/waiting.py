@@ -31,6 +31,7 @@ MAINTENANCE_WINDOW = "maintenance_window"
 MERRITT_STORAGE = "merritt_storage"
 MERRITT_INVENTORY = "merritt_inventory"
 QUEUE_PAUSED = "queue_paused"
+MERRITT_INGEST = "merritt_ingest"
 DEPENDENCY_DOWN = "dependency_down"
 DISK_SPACE = "disk_space"
 HOST_SLOTS = "host_slots"
@@ -48,6 +49,7 @@ REASONS: dict[str, str] = {
     MERRITT_STORAGE: "Merritt storage has it",
     MERRITT_INVENTORY: "Merritt inventory has it",
     QUEUE_PAUSED: "queue paused",
+    MERRITT_INGEST: "Merritt's ingest has it",
     DEPENDENCY_DOWN: "a service it needs is down",
     DISK_SPACE: "disk space",
     HOST_SLOTS: "content host busy",
@@ -88,6 +90,7 @@ RULE_ORDER: tuple[str, ...] = (
     MERRITT_INVENTORY,
     QUEUE_PAUSED,  # or MAINTENANCE_WINDOW
     COLLECTION_HELD,  # a Pending item not yet moved to Held
+    MERRITT_INGEST,
     DEPENDENCY_DOWN,
     *(code for code, _, _ in MESSAGE_RULES),
     WORKER,
@@ -172,6 +175,9 @@ class Item:
     ark: str = ""
     space_needed: int = 0
     store_record: str = ""
+    # Whether this site's workers take it (``sides.runs_job`` / ``runs_batch`` under
+    # ``MQ_WORKERS``); one they leave to Merritt's own ingest waits for that.
+    ours: bool = True
 
 
 @dataclass
@@ -248,6 +254,12 @@ def decide(item: Item, facts: QueueFacts) -> Waiting | None:
         return held_collection(hold, item.collection)
     if item.kind == "batch" and item.status != BatchStatus.PENDING:
         return None  # its jobs are under way: each says why it waits
+    if not item.ours:
+        return Waiting(
+            MERRITT_INGEST,
+            "this site's workers leave it to Merritt's own ingest",
+            "when Merritt's ingest takes it",
+        )
     if item.kind == "job":
         for breaker in facts.breakers:
             if item.status in breaker.states:

@@ -23,12 +23,27 @@ from merritt_queue.core import waiting as w
 from merritt_queue.core.tree import lock_name
 from metrics import collector as c
 from steering.models import AdminAction, MaintenanceWindow
-from tests.pages.test_pages_batches_jobs import bid, jid, make_batch, make_job
+from tests.pages import test_pages_batches_jobs as pages
+from tests.pages.test_pages_batches_jobs import bid, jid
 from tests.roles import viewer
 
 pytestmark = pytest.mark.django_db
 
 NOW = timezone.now().replace(microsecond=0)
+# What a submission through this project writes: this site's workers take its items.
+OURS = {"payload_url": "https://example.org/x", "created_by": "merritt-queue"}
+
+
+def make_job(n: int, status: str = "Pending", batch: int = 1, **fields):
+    fields.setdefault("configuration", {**OURS, "payload_type": "file"})
+    return pages.make_job(n, status, batch, **fields)
+
+
+def make_batch(n: int, status: str = "Processing", **fields):
+    fields.setdefault("submission", {**OURS, "type": "file"})
+    return pages.make_batch(n, status, **fields)
+
+
 DISK = "waiting for disk space: the working disk would be 91% full"
 
 
@@ -90,9 +105,19 @@ def every_kind_of_row() -> None:
     messages += ["a is being recorded by another job", "EZID: 503; telling EZID again later"]
     messages += ["Waiting For Disk Space, in another hand"]
     n = itertools.count(1)
-    for status in ("Pending", "Held", "Processing", "Completed", "Failed"):
-        make_batch(next(n), status, collection="demo")
-        make_batch(next(n), status, collection="other", locked=True)
+    submissions = [
+        {**OURS, "type": "file"},
+        {"payload_url": "https://example.org/x", "type": "file"},  # ours in mode all only
+        {"type": "file"},  # Merritt's ingest's
+        {**OURS, "type": "mrt-zip"},
+        {**OURS, "type": "rerun", "rerun_of": "bid0000000001"},
+        {**OURS, "type": "rerun", "rerun_of": ""},
+    ]
+    for status, submission in itertools.product(
+        ("Pending", "Held", "Processing", "Completed", "Failed"), submissions
+    ):
+        make_batch(next(n), status, collection="demo", submission=submission)
+        make_batch(next(n), status, collection="other", locked=True, submission=submission)
     statuses = [s for s, _ in Job._meta.get_field("status").choices]
     # Every message unlocked and ours; a lock and Merritt's ownership on a few messages.
     rows = [(m, False, "local") for m in messages]
@@ -101,14 +126,22 @@ def every_kind_of_row() -> None:
     for status, (message, locked, owner), collection in itertools.product(
         statuses, rows, ("demo", "other")
     ):
+        configuration = {**OURS, "payload_type": "file", "store_record": owner}
         make_job(
             next(n),
             status,
             message=message,
             collection=collection,
             locked=locked,
-            configuration={"store_record": owner},
+            configuration=configuration,
         )
+    theirs = [
+        {},
+        {"payload_url": "u", "payload_type": ""},
+        {"payload_url": "u", "payload_type": "f"},
+    ]
+    for status, configuration in itertools.product(statuses, theirs):
+        make_job(next(n), status, message=DISK, configuration=configuration)
 
 
 FACTS = {
@@ -121,8 +154,12 @@ FACTS = {
 }
 
 
-@pytest.mark.parametrize("situation", list(FACTS))
-def test_the_database_and_the_decision_give_every_row_the_same_reason(situation):
+@pytest.mark.parametrize(
+    ("situation", "workers"),
+    [(situation, "all") for situation in FACTS] + [("none", "own"), ("none", "none")],
+)
+def test_the_database_and_the_decision_give_every_row_the_same_reason(situation, workers, settings):
+    settings.MQ_WORKERS = workers
     every_kind_of_row()
     FACTS[situation]()
     read = queue_facts()
@@ -137,8 +174,9 @@ def test_the_database_and_the_decision_give_every_row_the_same_reason(situation)
         for batch in Batch.objects.annotate(**{ANNOTATION: batch_case(facts)}):
             found = w.decide(batch_item(batch), facts)
             assert getattr(batch, ANNOTATION) == (found.code if found else NOT_WAITING), batch
-    if situation == "none":
+    if situation == "none" and workers != "none":
         assert seen >= {w.HELD, w.MERRITT_STORAGE, w.DISK_SPACE, w.HOST_SLOTS, w.WORKER}
+        assert w.MERRITT_INGEST in seen
         assert w.DEPENDENCY_DOWN in seen and w.STORAGE_LOCK in seen and w.RETRYING in seen
 
 
