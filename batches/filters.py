@@ -8,6 +8,9 @@ from django import forms
 from django.db.models import Q
 
 from batches.models import BATCH_STATUS_CHOICES, Batch
+from jobs.waitfacts import queue_facts
+from jobs.waitquery import with_reason
+from merritt_queue.core.waiting import REASONS
 from ui.filters import DateRange, id_search, in_collection
 
 
@@ -29,6 +32,12 @@ class BatchFilter(df.FilterSet):
         widget=forms.TextInput(attrs={"list": "mq-collections"}),
     )
     submitter = df.CharFilter(label="Submitter")
+    waiting = df.ChoiceFilter(
+        choices=list(REASONS.items()),
+        method="filter_waiting",
+        label="Waiting for",
+        empty_label="any",
+    )
     submitted = DateRange(label="Submitted")
 
     class Meta:
@@ -37,6 +46,9 @@ class BatchFilter(df.FilterSet):
 
     def filter_collection(self, queryset, name, value):
         return queryset.filter(in_collection(value))
+
+    def filter_waiting(self, queryset, name, value):
+        return with_reason(queryset, value, queue_facts())
 
     def search(self, queryset, name, value):
         value = value.strip()

@@ -8,6 +8,7 @@ from django.utils.html import format_html
 
 from batches.models import Batch
 from batches.templatetags.merritt_sides import merritt_batch_label
+from jobs.waitcells import waiting_cell, waiting_column
 from merritt_queue.core.planning import TYPE_WORDS
 from merritt_queue.core.states import JobStatus
 from steering.templatetags.steering import may_select
@@ -27,6 +28,7 @@ BATCH_LIST_FIELDS = (
     "job_counts",
     "message",
     "submission",  # for the "Merritt ingest" label
+    "locked",
 )
 _STATUS_ORDER = {s.value: i for i, s in enumerate(JobStatus)}
 
@@ -51,6 +53,7 @@ class BatchTable(PageTable):
     bid = tables.Column("Batch", order_by=("bid",))
     status = tables.Column("Status", order_by=("status", "bid"))
     message = tables.Column("Message", orderable=False)
+    waiting = waiting_column()
     uuid = tables.Column("batchID", order_by=("uuid", "bid"))
     collection = tables.Column("Collection", order_by=("collection", "bid"))
     submitter = tables.Column("Submitter", order_by=("submitter", "bid"))
@@ -67,6 +70,9 @@ class BatchTable(PageTable):
 
     def render_bid(self, value):
         return batch_link(value)
+
+    def render_waiting(self, record):
+        return waiting_cell(self, record, "batch")
 
     def render_title(self, value):
         return truncated(value)

@@ -22,6 +22,8 @@ from door.submission import (
 from jobs import history_export
 from jobs.tables import JobTable, job_rows
 from jobs.timeline_view import batch_timeline
+from jobs.waitcells import waiting_context
+from jobs.waitorder import batch_waiting
 from merritt_queue.deposit.uploads import shown_payload
 from notifications.views import batch_section
 from ui.fields import fields_of
@@ -208,6 +210,7 @@ def batch_detail(request, bid: str):
         "jobs": jobs,
         "timeline": batch_timeline(batch),
         **batch_section(request.user, batch.bid),
+        **waiting_context(batch_waiting(batch), request.user),
     }
     return render(request, "batches/batch_detail.html", context)
 

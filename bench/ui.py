@@ -157,7 +157,14 @@ def fill(n_jobs: int) -> dict:
         bench = User.objects.create_user("bench", password="bench", is_staff=True)
         bench.groups.add(Group.objects.get_or_create(name="viewer")[0])  # a role: reads all
     middle = Job.objects.filter(status="Completed").order_by("jid")[n_jobs // 3]
-    return {"jid": middle.jid, "bid": middle.batch_id, "collection": names[0]}
+    # The Pending job the dispatcher would take last: its place counts every job ahead.
+    last = Job.objects.filter(status="Pending").order_by("-priority", "-jid").first()
+    return {
+        "jid": middle.jid,
+        "bid": middle.batch_id,
+        "collection": names[0],
+        "pending": last.jid if last else middle.jid,
+    }
 
 
 def _job(rng, jid, bid, coll, status, now, steps):
@@ -306,6 +313,10 @@ def pages(ids: dict) -> list[tuple[str, str]]:
         # Stalled jobs: the jobs in a step judged by the step times learned (jobs.stalls).
         ("jobs-stalled", "/jobs/?stalled=1"),
         ("job-detail", f"/jobs/{ids['jid']}/"),
+        # Why it waits, its place and its estimate (jobs.waitorder); the lists by reason.
+        ("job-detail-waiting", f"/jobs/{ids['pending']}/"),
+        ("jobs-waiting", "/jobs/?waiting=worker"),
+        ("batches-waiting", "/batches/?waiting=worker"),
         ("batches", "/batches/"),
         ("batches-search", "/batches/?q=manifest"),
         ("batch-detail", f"/batches/{ids['bid']}/"),

@@ -26,6 +26,8 @@ from dashboard.causes import CAUSES_CACHE_SECONDS, failure_causes
 from dashboard.dependencies import dependencies
 from dashboard.diagram import diagram
 from dashboard.throughput import THROUGHPUT_CACHE_SECONDS, throughput
+from jobs.waitfacts import queue_facts
+from jobs.waitquery import waiting_rows
 from merritt_queue.core.states import BATCH, JOB
 from pipeline.capacity import usage
 from steering.actions.catalog import ACTIONS
@@ -101,6 +103,8 @@ def dashboard(request):
         "ahead_disk": reads_everything(request.user),
         "ahead_cache_seconds": AHEAD_CACHE_SECONDS,
         "releases": release_previews([c.mnemonic for c in held], by_hold_only=True).values(),
+        # Why jobs wait, counted over every collection: for those who read them all.
+        "waiting": waiting_rows(queue_facts()) if reads_everything(request.user) else [],
         "scheduled": scheduled_next(rows=readable_windows(request.user)),
         "mirror": q.mirror_summary(),
         # The mirror's job count stands for the tree's (it follows it within seconds).
@@ -163,6 +167,8 @@ def locks(request):
     context = {
         "state": state,
         "held": _held(request.user),
+        # Why jobs wait, counted over every collection: for those who read them all.
+        "waiting": waiting_rows(queue_facts()) if reads_everything(request.user) else [],
         "running_jobs": running,
         "running_more": more,
         "running_batches": batches,

@@ -24,6 +24,8 @@ from jobs.models import Job, JobEvent
 from jobs.steps_view import record_for
 from jobs.timeline_view import who_of
 from merritt_queue.core.steprecord import public
+from jobs.waitcells import sees_names
+from jobs.waitorder import batch_waiting, job_waiting
 from merritt_queue.core.tree import is_batch_id, is_job_id
 from mirror.facade import LOCAL_ID_SEPARATOR
 from ui.reading_scope import may_read, readable_collections
@@ -77,6 +79,11 @@ def _history(events, with_retries: bool) -> list[dict]:
     return rows
 
 
+def _waiting(found, user) -> dict | None:
+    """Why the item waits (docs/usage.md, "Why a job waits"); null when it does not."""
+    return found.as_json(public=not sees_names(user)) if found else None
+
+
 def _page_params(request) -> tuple[int, str, list[str]]:
     """``limit`` and ``after`` (the last jid of the page before), and what is wrong in them."""
     problems = []
@@ -94,7 +101,7 @@ def _page_params(request) -> tuple[int, str, list[str]]:
     return limit, after, problems
 
 
-def _batch_body(request, batch: Batch) -> JsonResponse:
+def _batch_body(request, user, batch: Batch) -> JsonResponse:
     limit, after, problems = _page_params(request)
     if problems:
         return JsonResponse({"errors": problems}, status=400)
@@ -132,6 +139,7 @@ def _batch_body(request, batch: Batch) -> JsonResponse:
         "next": following,
         "history": _history(events, with_retries=False),
         "report": batch.status_report if isinstance(batch.status_report, dict) else None,
+        "waiting": _waiting(batch_waiting(batch), user),
     }
     return JsonResponse(body)
 
@@ -142,7 +150,7 @@ def batch_status(request, user, bid: str):
     batch = Batch.objects.filter(bid=bid).first() if is_batch_id(bid) else None
     if batch is None or not may_read(user, batch.collection):
         return _not_found("batch", bid)
-    return _batch_body(request, batch)
+    return _batch_body(request, user, batch)
 
 
 @require_safe
@@ -156,7 +164,7 @@ def batch_status_by_batch_id(request, user, batch_id: str):
     batch = batches.first()
     if batch is None:
         return _not_found("batch with batchID", batch_id)
-    return _batch_body(request, batch)
+    return _batch_body(request, user, batch)
 
 
 @require_safe
@@ -176,6 +184,7 @@ def job_status(request, user, jid: str):
         "retries": job.retry_count,
         "last_change": _utc(job.last_modified),
         "history": _history(events, with_retries=True),
+        "waiting": _waiting(job_waiting(job), user),
     }
     verdict = stalls.verdict_of(job)  # while it is in a step: how long, and how long usually
     if verdict is not None:

@@ -11,7 +11,10 @@ from django.db.models import Q
 from batches.models import Batch
 from jobs.models import JOB_STATUS_CHOICES, Job
 from jobs.stalls import stalled_jids
+from jobs.waitfacts import queue_facts
+from jobs.waitquery import with_reason
 from merritt_queue.core.states import JOB_STEPS, RESUMES_AFTER, JobStatus, resume_target
+from merritt_queue.core.waiting import REASONS
 from mirror.facade import LOCAL_ID_SEPARATOR
 from ui.filters import DateRange, id_search, in_collection
 
@@ -67,6 +70,12 @@ class JobFilter(df.FilterSet):
         label="Failed at step",
         empty_label="any",
     )
+    waiting = df.ChoiceFilter(
+        choices=list(REASONS.items()),
+        method="filter_waiting",
+        label="Waiting for",
+        empty_label="any",
+    )
     collection = df.CharFilter(
         method="filter_collection",
         label="Collection",
@@ -120,6 +129,9 @@ class JobFilter(df.FilterSet):
 
     def filter_collection(self, queryset, name, value):
         return queryset.filter(in_collection(value))
+
+    def filter_waiting(self, queryset, name, value):
+        return with_reason(queryset, value, queue_facts())
 
     def filter_message(self, queryset, name, value):
         if not value.strip():

@@ -9,6 +9,8 @@ from django.utils.html import format_html
 
 from jobs.models import Job
 from jobs.stalls import stalled_among
+from jobs.waitcells import waiting_cell, waiting_column
+from jobs.waitorder import list_keys
 from merritt_queue.core import stepowners
 from merritt_queue.core.sides import merritt_service_of
 from merritt_queue.core.states import JOB_STEPS
@@ -32,6 +34,7 @@ JOB_LIST_FIELDS = (
     "title",
     "last_modified",
     "message",
+    "locked",
 )
 
 
@@ -40,7 +43,7 @@ def job_rows():
     only who stores and records is read, for the rows of the page alone."""
     return (
         Job.objects.only(*JOB_LIST_FIELDS)
-        .annotate(store_record=KT(f"configuration__{stepowners.KEY}"))
+        .annotate(store_record=KT(f"configuration__{stepowners.KEY}"), **list_keys())
         .order_by("-jid")
     )
 
@@ -53,6 +56,7 @@ class JobTable(PageTable):
     jid = tables.Column("Job", order_by=("jid",))
     status = tables.Column("Status", order_by=("status", "jid"))
     message = tables.Column("Message", orderable=False)
+    waiting = waiting_column()
     batch = tables.Column("Batch", accessor="batch_id", order_by=("batch_id", "jid"))
     collection = tables.Column("Collection", order_by=("collection", "jid"))
     last_successful_status = tables.Column(
@@ -104,6 +108,9 @@ class JobTable(PageTable):
 
     def render_space_needed(self, value):
         return filesizeformat(value)
+
+    def render_waiting(self, record):
+        return waiting_cell(self, record, "job")
 
     def render_title(self, value):
         return truncated(value)

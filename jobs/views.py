@@ -18,6 +18,8 @@ from jobs.filters import JobFilter
 from jobs.models import Job
 from jobs.tables import SelectJobTable, job_rows
 from jobs.timeline_view import job_timeline
+from jobs.waitcells import waiting_context
+from jobs.waitorder import job_waiting
 from merritt_queue.core.errors import NotFound, QueueError, ZooKeeperUnreachable
 from merritt_queue.core.states import JobStatus, resume_known, resume_target
 from merritt_queue.core.tree import is_job_id, parse_timestamp
@@ -251,6 +253,7 @@ def job_detail(request, jid: str):
         "merritt_failure": merrittnotes.failure_note(
             job.configuration, job.status, job.last_successful_status, job.store, job.inventory
         ),
+        **waiting_context(job_waiting(job), request.user),
     }
     return render(request, "jobs/job_detail.html", context)
 

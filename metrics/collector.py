@@ -9,7 +9,8 @@ Guarantees:
   started twice, so a dead ensemble costs one thread, not one per scrape.
 - The mirror is read with a fixed number of aggregate queries, whatever the number of
   jobs: counts by status over the status index, and the oldest item of each unfinished
-  status over the same index (finished jobs, the bulk of a large mirror, are not read).
+  status over the same index (finished jobs, the bulk of a large mirror, are not read); the
+  unfinished jobs by why they wait, in one GROUP BY (``jobs.waitquery``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from prometheus_client.registry import Collector
 
 from batches.models import Batch
 from jobs.models import Job, MirrorState
+from jobs.waitfacts import queue_facts
+from jobs.waitquery import jobs_waiting_by_reason
 from merritt_queue.core import tree as t
 from merritt_queue.core.dispatcher import all_queue_names
 from merritt_queue.core.states import BatchStatus, JobStatus
@@ -63,10 +66,11 @@ class MirrorFacts:
     job_oldest: dict[str, float] = field(default_factory=dict)  # status -> age in seconds
     batch_oldest: dict[str, float] = field(default_factory=dict)
     updated: dict[str, float] = field(default_factory=dict)  # how -> age in seconds
+    waiting: dict[str, int] = field(default_factory=dict)  # reason -> jobs (jobs.waitquery)
 
 
 def read_mirror() -> MirrorFacts:
-    """Four queries (see the module's guarantees)."""
+    """A few queries (see the module's guarantees)."""
     now = timezone.now()
     facts = MirrorFacts()
     rows = Job.objects.order_by().values_list("status").annotate(n=Count("id"))
@@ -89,6 +93,7 @@ def read_mirror() -> MirrorFacts:
             facts.batch_oldest[status] = (now - at).total_seconds()
     states = MirrorState.objects.filter(name__in=MIRROR_UPDATES).values_list("name", "at")
     facts.updated = {name: (now - at).total_seconds() for name, at in states}
+    facts.waiting = jobs_waiting_by_reason(queue_facts(now))
     return facts
 
 
@@ -125,6 +130,15 @@ def mirror_metrics(facts: MirrorFacts | None) -> Iterator[Metric]:
     for how, age in sorted(facts.updated.items()):
         updated.add_metric([how], max(0.0, age))
     yield updated
+    waiting = gauge(
+        "mq_jobs_waiting",
+        'Jobs not moving, by why (docs/usage.md, "Why a job waits"): the same decision '
+        "as the pages and the status API.",
+        ["reason"],
+    )
+    for reason, n in facts.waiting.items():
+        waiting.add_metric([reason], n)
+    yield waiting
 
 
 # --- Redis ------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 
 from merritt_queue.core import steplog
+from merritt_queue.core import waiting
 from merritt_queue.core.attempt import Attempt, sweep_abandoned
 from merritt_queue.core.runner import Decision, Outcome
 from merritt_queue.core.store import JobRecord
@@ -54,7 +55,7 @@ def downloading(s: Services, job: JobRecord) -> Outcome:
         lease = _host_slots(s, job, files)
     except HostFull as full:
         return Outcome.later(
-            f"waiting for a download slot: {full.host} already has {full.limit} "
+            f"{waiting.HOST_WAIT}: {full.host} already has {full.limit} "
             "download(s) in flight (MQ_MAX_DOWNLOADS_PER_HOST)",
             delay=settings.MQ_HOST_WAIT_SECONDS,
         )
@@ -278,7 +279,7 @@ def _unpack_refused(s: Services, job: JobRecord, archive: Path, f: PayloadFile) 
             "then resume the job"
         )
     return Outcome.later(
-        f"waiting for disk space to unpack {f.name}: its {unpacked} bytes would take the "
+        f"{waiting.DISK_WAIT} to unpack {f.name}: its {unpacked} bytes would take the "
         f"working disk to {projected:.0f}% (threshold {threshold}%); the archive is kept",
         delay=settings.MQ_PROVISION_RETRY_SECONDS,
     )

@@ -18,6 +18,7 @@ from merritt_queue.core import steplog, stepowners
 from merritt_queue.core.itemkeys import profile_of
 from merritt_queue.core.runner import Outcome
 from merritt_queue.core.store import JobRecord
+from merritt_queue.core.waiting import LOCALID_WAIT
 from merritt_queue.deposit import deletelist, objectfiles
 from merritt_queue.deposit.manifest import ManifestError
 from merritt_queue.services.errors import InventoryError, MinterError, ServiceError
@@ -58,7 +59,7 @@ def processing(s: Services, job: JobRecord) -> Outcome:
     for lid, key in keys.items():
         if not s.store.locks.lock_localid(key):
             _release_local_ids(s, taken)
-            return Outcome.later(f"local id {lid} is being resolved by another job", delay=5)
+            return Outcome.later(f"local id {lid} {LOCALID_WAIT}", delay=5)
         taken.append(key)
     try:
         ark = _resolve_ark(s, job, profile, ids.get("primary_id") or "", local_ids)

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from django.conf import settings
 
 from merritt_queue.core import steplog, stepowners
+from merritt_queue.core import stepowners, waiting
 from merritt_queue.core.attempt import Attempt
 from merritt_queue.core.attempt import current as current_attempt
 from merritt_queue.core.itemkeys import profile_of
@@ -126,7 +127,7 @@ def estimating(s: Services, job: JobRecord) -> Outcome:
         reserve = undeclared_bytes(s, unknown)
         if reserve <= 0:
             return Outcome.later(
-                f"waiting for disk space: the working disk is at its threshold "
+                f"{waiting.DISK_WAIT}: the working disk is at its threshold "
                 f"({settings.MQ_DISK_THRESHOLD}%), so nothing can be reserved for "
                 f"{unknown} file(s) of undeclared size",
                 delay=settings.MQ_PROVISION_RETRY_SECONDS,
@@ -152,7 +153,7 @@ def provisioning(s: Services, job: JobRecord) -> Outcome:
     threshold = settings.MQ_DISK_THRESHOLD
     if projected > threshold:
         return Outcome.later(
-            f"waiting for disk space: the working disk would be {projected:.0f}% full "
+            f"{waiting.DISK_WAIT}: the working disk would be {projected:.0f}% full "
             f"with this job's {job.space_needed} bytes (threshold {threshold}%)",
             delay=settings.MQ_PROVISION_RETRY_SECONDS,
         )
@@ -170,7 +171,7 @@ def storing(s: Services, job: JobRecord) -> Outcome:
     attempt.check(f"take the storage lock of {ark}")
     taken = s.store.locks.lock_storage(ark, owner=job.jid)
     if taken is None:
-        return Outcome.later(f"{ark} is being stored by another job", delay=10)
+        return Outcome.later(f"{ark} {waiting.STORAGE_WAIT}", delay=10)
     with _held(s, taken) as lock:
         work = s.job_dir(job.jid)
         entries = objectfiles.object_files(work)
@@ -253,7 +254,7 @@ def recording(s: Services, job: JobRecord) -> Outcome:
     if (job.store or {}).get("outcome") == UNCHANGED:
         return Outcome.success(f"{UNCHANGED}: nothing to record; {ark} stays at version {version}")
     if not s.store.locks.lock_inventory(ark):
-        return Outcome.later(f"{ark} is being recorded by another job", delay=5)
+        return Outcome.later(f"{ark} {waiting.INVENTORY_WAIT}", delay=5)
     merritt_api = stepowners.of_job(job.configuration) == stepowners.MERRITT_API
     with _held(s, ItemLock("inventory", ark)) as lock:
         storage = s.storage_for(job.configuration)

@@ -78,6 +78,8 @@ FAST_MODULES = frozenset(
         "test_foresight",
         "test_lanes",
         "test_core_states",
+        "test_waiting",
+        "test_waiting_lists",
         "test_window_math",
         "test_periodic",
         "test_jobparams",

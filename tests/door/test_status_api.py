@@ -162,6 +162,7 @@ def test_a_job_gives_its_status_ids_retries_and_history(client, depositor, depos
         "local_ids": ["local-1", "second-1"],
         "retries": 0,
         "last_change": "2026-03-10T11:01:00Z",
+        "waiting": None,  # a completed job waits for nothing
     }
     assert [(h["from_status"], h["to_status"], h["at"]) for h in history] == [
         ("", "Pending", "2026-03-10T11:00:00Z"),
