@@ -70,7 +70,14 @@ INVENTORY_WAIT = "is being recorded by another job"
 # A step that met a passing failure (a service's answer to ask again, a part file gone) says
 # what it does "again later".
 RETRY_WAIT = "again later"
+# A step an open circuit breaker refused notes the breaker's words (services.breakerstate):
+# "EZID unreachable since ...", or "... closed off by hand since ... by <person>: <reason>".
+# A host's breaker (a content or callback host) is found only so: no job state names it.
+BREAKER_WAIT = " unreachable since "
+BREAKER_HAND = " closed off by hand"
 MESSAGE_RULES: tuple[tuple[str, tuple[str, ...], str], ...] = (
+    (DEPENDENCY_DOWN, JOB_STEPS, BREAKER_WAIT),
+    (DEPENDENCY_DOWN, JOB_STEPS, BREAKER_HAND),
     (DISK_SPACE, (JobStatus.ESTIMATING, JobStatus.PROVISIONING, JobStatus.DOWNLOADING), DISK_WAIT),
     (HOST_SLOTS, (JobStatus.DOWNLOADING,), HOST_WAIT),
     (LOCALID_LOCK, (JobStatus.PROCESSING,), LOCALID_WAIT),
@@ -92,7 +99,7 @@ RULE_ORDER: tuple[str, ...] = (
     COLLECTION_HELD,  # a Pending item not yet moved to Held
     MERRITT_INGEST,
     DEPENDENCY_DOWN,
-    *(code for code, _, _ in MESSAGE_RULES),
+    *dict.fromkeys(code for code, _, _ in MESSAGE_RULES if code != DEPENDENCY_DOWN),
     WORKER,
 )
 
@@ -333,6 +340,13 @@ def stepped(code: str, item: Item, facts: QueueFacts) -> Waiting:
             else "when the working disk has room for it"
         )
         return Waiting(code, item.message, ends)
+    if code == DEPENDENCY_DOWN:
+        at = item.message.lower().find(BREAKER_HAND)
+        if at < 0:
+            return Waiting(code, item.message, "at the breaker's next probe, if it answers")
+        # The words name who closed it off: a depositor is told only that it was.
+        public = item.message[: at + len(BREAKER_HAND)]
+        return Waiting(code, item.message, "when an administrator closes its breaker", None, public)
     if code == STORAGE_LOCK:
         holder = facts.storage_locks.get(_lock_of(item.ark), "")
         if holder and holder != item.id:

@@ -213,6 +213,8 @@ def test_the_lists_queries_stay_flat_as_rows_grow(browser):
     for n in range(1, 6):
         make_job(n, "Provisioning" if n % 2 else "Pending", message=DISK)
     urls = ["/jobs/", "/jobs/?waiting=queue_paused", "/batches/", f"/batches/{bid(1)}/"]
+    for url in urls:  # the caches pages share (the stalled jobs' model) filled first
+        count_queries(browser, url)
     small = {url: count_queries(browser, url) for url in urls}
     for n in range(2, 60):
         make_batch(n)
@@ -337,6 +339,29 @@ def test_an_open_breaker_reaches_every_reader(browser, monkeypatch):
     assert "EZID unreachable since" in browser.get(f"/jobs/{jid(1)}/").content.decode()
     assert jid(1) in browser.get("/jobs/?waiting=dependency_down").content.decode()
     assert c.read_mirror().waiting["dependency_down"] == 1
+
+
+def test_a_job_a_breaker_holds_waits_for_its_dependency_in_every_reader(
+    browser, client, depositor_key
+):
+    """A step refused by an open breaker notes the breaker's words on its job (a host's
+    breaker too, which no job state names): every reader says the dependency is down."""
+    from merritt_queue.services.breakerstate import BreakerState
+
+    auto = BreakerState("content:h.example.org", "open", since=1e9, next_probe=1e9 + 300)
+    hand = BreakerState("ezid", "open", since=1e9, by="alice", reason="EZID's Thursday pause")
+    make_batch(1)
+    make_job(1, "Downloading", message=auto.explain())
+    make_job(2, "Processing", message=hand.explain())
+    assert "content host h.example.org unreachable since" in auto.explain()
+    assert jid(1) in browser.get("/jobs/?waiting=dependency_down").content.decode()
+    assert jid(2) in browser.get("/jobs/?waiting=dependency_down").content.decode()
+    assert c.read_mirror().waiting["dependency_down"] == 2
+    page = browser.get(f"/jobs/{jid(2)}/").content.decode()
+    assert "when an administrator closes its breaker" in page
+    body = api(client, f"/api/v1/jobs/{jid(2)}", depositor_key)["waiting"]
+    assert body["reason"] == "dependency_down"
+    assert "alice" not in str(body)  # no person's name to a depositor
 
 
 def test_the_dashboard_counts_why_jobs_wait_as_metrics_does(browser, client, django_user_model):
