@@ -12,6 +12,7 @@ from batches.models import Batch
 from jobs.models import JOB_STATUS_CHOICES, Job
 from merritt_queue.core.states import JOB_STEPS, RESUMES_AFTER, JobStatus, resume_target
 from mirror.facade import LOCAL_ID_SEPARATOR
+from ui import quarantine
 from ui.filters import DateRange, id_search, in_collection
 
 
@@ -83,6 +84,12 @@ class JobFilter(df.FilterSet):
         help_text="a message with its numbers, ids and links as <n>, <id>, <url>…",
     )
     last_modified = DateRange(label="Last change")
+    quarantined = df.BooleanFilter(
+        method="filter_quarantined",
+        label="Quarantined",
+        help_text="failed again and again with one cause (MQ_POISON_FAILURES)",
+        widget=forms.CheckboxInput,
+    )
 
     class Meta:
         model = Job
@@ -121,6 +128,9 @@ class JobFilter(df.FilterSet):
     def filter_signature(self, queryset, name, value):
         """The jobs of one cause, by the mirror's indexed column (ui.signatures.cause_of)."""
         return queryset.filter(signature=" ".join(value.split()))
+
+    def filter_quarantined(self, queryset, name, value):
+        return quarantine.only_quarantined(queryset) if value else queryset
 
     def filter_failed_at(self, queryset, name, value):
         return queryset.filter(status=JobStatus.FAILED, last_successful_status__in=FAILED_AT[value])

@@ -12,6 +12,7 @@ from jobs.models import Job
 from merritt_queue.core.errors import QueueError
 from merritt_queue.core.states import JOB_STEPS, JobStatus, resume_note, resume_target
 from merritt_queue.core.store.jobedits import JobEdits
+from steering.actions import poison
 from steering.actions.catalog import Action, Target
 from steering.actions.planning import (
     HELD_LISTS,
@@ -43,6 +44,7 @@ def build(user, action: Action, targets: list[Target], missing: list[str]) -> Pl
     ``user``."""
     items = plan(user, action, targets)
     items += [PlanItem(Target(i), False, "not in the mirror (unknown id)") for i in missing]
+    items = poison.judge(action, items)
     items, again, options = _resume_plan(action, items)
     applying = [p for p in items if p.applies]
     ids = [p.target.id for p in applying]
