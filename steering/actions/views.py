@@ -53,6 +53,8 @@ from steering.backlinks import came_from, safe_next
 from steering.maintenance.operations import OPERATIONS
 from steering.models import MAINTENANCE, AdminAction, AdminActionItem
 from steering.permissions import refusal
+from steering.runs import starting
+from steering.runs import views as runviews
 from steering.windows.scheduler import WINDOW_ACTIONS
 from ui.reading_scope import readable_actions, readable_items, reads_whole_action
 
@@ -139,6 +141,7 @@ def confirmation(
         "other_holds": the_plan.other_holds,
         "held": the_plan.held,
         "caught": HELD_LISTS.get(action.name, False),
+        "pace": starting.defaults(),
     }
     return render(request, "steering/confirm.html", context, status=status)
 
@@ -200,6 +203,9 @@ def run(request, action_name: str):
         params["step"] = step
     if not reason:
         return _again_page(request, action, data, "a reason is required", reason)
+    pace = starting.read_pace(request.POST) if action.name == "job.resume" else None
+    if isinstance(pace, str):
+        return _again_page(request, action, data, pace, reason)
     if action.name == "collection.release" and request.POST.get(ALSO_OTHERS):
         params[ALSO_OTHERS] = True
         reason = f"{reason} ({ALSO_OTHERS_REASON})"
@@ -215,6 +221,8 @@ def run(request, action_name: str):
     items = [(i, v) for i, v in data["items"]]
     how = dict(token=data["token"], params=params, selection=data.get("selection", ""))
     try:
+        if pace is not None:  # at a pace: a run the dispatcher advances (steering.runs)
+            return runviews.start_run(request, action, items, reason, how, pace)
         if len(items) <= settings.MQ_BULK_INLINE_MAX:
             record = execute(request.user, action, items, reason, **how)
         else:
@@ -334,7 +342,7 @@ def audit(request):
             "shown": shown,
             "filtered": filters,
             "query": urlencode(filters),
-            "actions": sorted([*ACTIONS, *MAINTENANCE, *WINDOW_ACTIONS]),
+            "actions": sorted([*ACTIONS, *MAINTENANCE, *WINDOW_ACTIONS, *runviews.RUN_ACTIONS]),
         },
     )
 
