@@ -39,12 +39,14 @@ class Plan:
     steps: list[str]  # a resume: the steps offered, as the confirmation signs them
 
 
-def build(user, action: Action, targets: list[Target], missing: list[str]) -> Plan:
+def build(
+    user, action: Action, targets: list[Target], missing: list[str], *, named: bool = True
+) -> Plan:
     """The plan of ``action`` on ``targets`` (and the ids ``missing`` from the mirror) for
-    ``user``."""
+    ``user``; ``named``: the person named the items (ids), not a list's filter."""
     items = plan(user, action, targets)
     items += [PlanItem(Target(i), False, "not in the mirror (unknown id)") for i in missing]
-    items = poison.judge(action, items)
+    items = poison.judge(action, items, named=named)
     items, again, options = _resume_plan(action, items)
     applying = [p for p in items if p.applies]
     ids = [p.target.id for p in applying]

@@ -14,15 +14,15 @@ from ui import quarantine
 RESUMES = ("job.resume",)
 
 
-def judge(action: Action, items: list[PlanItem]) -> list[PlanItem]:
-    """``items`` with the quarantined jobs left out of a resume of several, or warned of in
-    a resume of one."""
+def judge(action: Action, items: list[PlanItem], *, named: bool = True) -> list[PlanItem]:
+    """``items`` with the quarantined jobs left out of a resume of several (or of all a
+    list's filter matches), or warned of in a resume of the one job a person named."""
     if action.name not in RESUMES:
         return items
     found = quarantine.of([p.target.id for p in items if p.applies])
     if not found:
         return items
-    alone = len(items) == 1
+    alone = named and len(items) == 1
     out = []
     for p in items:
         q = found.get(p.target.id)

@@ -91,7 +91,9 @@ def confirmation(
     if problem:
         return confirmations.refused(request, action, problem)
     selection = select(request, action)
-    the_plan = plans.build(request.user, action, selection.targets, selection.missing)
+    the_plan = plans.build(
+        request.user, action, selection.targets, selection.missing, named=not selection.everything
+    )
     applying = the_plan.applying
     back = safe_next(request, request.GET.get("next", ""))
     same = (

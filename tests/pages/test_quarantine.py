@@ -109,3 +109,11 @@ def test_the_job_page_and_list_show_the_quarantine(client, queue, people):
     assert jid in listed and fine not in listed and "mq-quarantined" in listed
     everything = client.get("/jobs/").content.decode()
     assert jid in everything and fine in everything
+
+
+def test_a_filter_matching_only_the_quarantined_job_does_not_name_it(client, queue, people):
+    jid = poison(queue, "alone")
+    client.force_login(people["operator"])
+    page = client.get("/actions/job.resume/confirm?all=1&collection=alone").content.decode()
+    assert "resume it on its own" in page and "applies to none of these items" in page
+    assert queue.jobs.get_job(jid).status == "Failed"
