@@ -81,3 +81,9 @@ def only_quarantined(jobs: QuerySet) -> QuerySet:
         .values_list("jid", flat=True)
     )
     return failed.filter(jid__in=list(of(list(often))))
+
+
+def attempts(jid: str) -> list[tuple]:
+    """The job's failures, oldest first, as its timeline has them: (when, message)."""
+    rows = JobEvent.objects.filter(jid=jid, to_status=JobStatus.FAILED).order_by("status_version")
+    return [(at, _failed_message(message)) for at, message in rows.values_list("at", "message")]

@@ -11,12 +11,13 @@ Each check of a live run:
    up to N in flight), at most ``MQ_RESUME_SLICE``, read from its items a slice at a time,
    never all at once.
 
-A slice's items are marked ``sending`` before ZooKeeper is written, and their results read
-back from the audit rows the resume writes (``execution.run_slice``). A process stopped in
-between leaves them ``sending``: the next check takes the result of those the audit
-recorded, and gives the others to the resume again, whose version check (the version the
-confirmation showed) refuses a job that moved: it is counted as skipped, never resumed
-twice.
+A run is advanced under its row's lock, so two dispatchers never send one slice twice. A
+slice's items are marked ``sending`` before ZooKeeper is written, and their results read
+back from the audit rows the resume writes (``execution.run_slice``). A process stopped
+mid-slice leaves them waiting or sending, as far as its database transaction got: the next
+check takes the result of those the audit recorded, and gives the others to the resume
+again, whose version check (the version the confirmation showed) refuses a job that moved:
+it is counted as skipped, never resumed twice.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import math
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -59,13 +60,23 @@ def advance_runs(store: QueueStore, now: datetime | None = None) -> float | None
     )
     for pk in looked_at.distinct().values_list("pk", flat=True):
         try:
-            wait = advance(ResumeRun.objects.get(pk=pk), now)
+            wait = _advance_alone(pk, now)
         except Exception:
             log.exception("resume run %s not advanced; trying again at the next tick", pk)
             wait = POLL_SECONDS
         if wait is not None:
             waits.append(wait)
     return min(waits) if waits else None
+
+
+def _advance_alone(pk: int, now: datetime) -> float | None:
+    """Advance the run under its row's lock: a second dispatcher sharing the database skips
+    it meanwhile, never sends its slice too. (SQLite has one writer at a time anyway.)"""
+    skip = connection.features.has_select_for_update_skip_locked
+    with transaction.atomic():
+        rows = ResumeRun.objects.select_for_update(skip_locked=skip).filter(pk=pk)
+        run = rows.first()
+        return None if run is None else advance(run, now)
 
 
 def advance(run: ResumeRun, now: datetime) -> float | None:

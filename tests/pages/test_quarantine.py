@@ -104,6 +104,8 @@ def test_the_job_page_and_list_show_the_quarantine(client, queue, people):
     client.force_login(people["viewer"])
     page = client.get(f"/jobs/{jid}/").content.decode()
     assert "mq-quarantined" in page and "failed 3 times with" in page
+    attempts = page.split('class="failures"')[1].split("</ol>")[0]
+    assert attempts.count("<li>") == 3 and attempts.count("broke") == 3
     assert "mq-quarantined" not in client.get(f"/jobs/{fine}/").content.decode()
     listed = client.get("/jobs/?quarantined=1").content.decode()
     assert jid in listed and fine not in listed and "mq-quarantined" in listed
