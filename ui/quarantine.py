@@ -29,6 +29,7 @@ class Quarantine:
     failures: int  # times it failed with its present cause
     cause: str
     example: str  # its present message
+    attempts: tuple = ()  # its failures, oldest first, as its timeline has them: (when, message)
 
     @property
     def words(self) -> str:
@@ -58,14 +59,19 @@ def of(jids: list[str]) -> dict[str, Quarantine]:
         if not failed:
             continue
         counts: dict[str, int] = {}
+        seen: dict[str, list] = {}
         causes = {jid: cause_of(message) for jid, message in failed.items()}
         rows = JobEvent.objects.filter(jid__in=list(failed), to_status=JobStatus.FAILED)
-        for jid, message in rows.values_list("jid", "message").iterator():
-            if cause_of(_failed_message(message)) == causes[jid]:
+        for jid, at, message in rows.order_by("jid", "status_version").values_list(
+            "jid", "at", "message"
+        ):
+            message = _failed_message(message)
+            seen.setdefault(jid, []).append((at, message))
+            if cause_of(message) == causes[jid]:
                 counts[jid] = counts.get(jid, 0) + 1
         for jid, n in counts.items():
             if n >= need:
-                found[jid] = Quarantine(jid, n, causes[jid], failed[jid])
+                found[jid] = Quarantine(jid, n, causes[jid], failed[jid], tuple(seen[jid]))
     return found
 
 
@@ -81,9 +87,3 @@ def only_quarantined(jobs: QuerySet) -> QuerySet:
         .values_list("jid", flat=True)
     )
     return failed.filter(jid__in=list(of(list(often))))
-
-
-def attempts(jid: str) -> list[tuple]:
-    """The job's failures, oldest first, as its timeline has them: (when, message)."""
-    rows = JobEvent.objects.filter(jid=jid, to_status=JobStatus.FAILED).order_by("status_version")
-    return [(at, _failed_message(message)) for at, message in rows.values_list("at", "message")]
