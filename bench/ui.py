@@ -303,6 +303,8 @@ def pages(ids: dict) -> list[tuple[str, str]]:
         ("jobs-search", "/jobs/?q=md5"),
         ("jobs-search-rare", "/jobs/?q=nothing-like-this"),
         ("jobs-cause", "/jobs/?" + urlencode({"status": "Failed", "signature": DIGEST_CAUSE})),
+        # Quarantined jobs (ui.quarantine): counted from the timeline's Failed rows.
+        ("jobs-quarantined", "/jobs/?quarantined=1"),
         ("job-detail", f"/jobs/{ids['jid']}/"),
         ("batches", "/batches/"),
         ("batches-search", "/batches/?q=manifest"),

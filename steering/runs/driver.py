@@ -48,17 +48,20 @@ RUN_ACTOR = "resume run"
 # How soon a run with jobs in flight is looked at again.
 POLL_SECONDS = 5.0
 CHUNK = 500  # rows per query when settling
+# How long a stopped or cancelled run goes on counting how its running jobs finish.
+SETTLING = timedelta(days=1)
 
 
 def advance_runs(store: QueueStore, now: datetime | None = None) -> float | None:
     """One check of every live run; the seconds until one wants the next (None: none)."""
     now = now or timezone.now()
     waits = []
-    # A run that ended still counts how the jobs it resumed finish.
+    # A run stopped or cancelled still counts how the jobs it resumed finish, for a while.
     looked_at = ResumeRun.objects.filter(
-        Q(state__in=(ResumeRun.RUNNING, ResumeRun.PAUSED)) | Q(items__state=I.RESUMED)
+        Q(state__in=(ResumeRun.RUNNING, ResumeRun.PAUSED))
+        | Q(state__in=(ResumeRun.STOPPED, ResumeRun.CANCELLED), updated__gte=now - SETTLING)
     )
-    for pk in looked_at.distinct().values_list("pk", flat=True):
+    for pk in looked_at.values_list("pk", flat=True):
         try:
             wait = _advance_alone(pk, now)
         except Exception:
