@@ -84,11 +84,12 @@ class JobFilter(df.FilterSet):
         help_text="a message with its numbers, ids and links as <n>, <id>, <url>…",
     )
     last_modified = DateRange(label="Last change")
-    quarantined = df.BooleanFilter(
+    quarantined = df.ChoiceFilter(
+        choices=[("1", "only quarantined")],
         method="filter_quarantined",
         label="Quarantined",
+        empty_label="any",
         help_text="failed again and again with one cause (MQ_POISON_FAILURES)",
-        widget=forms.CheckboxInput,
     )
 
     class Meta:
@@ -130,7 +131,7 @@ class JobFilter(df.FilterSet):
         return queryset.filter(signature=" ".join(value.split()))
 
     def filter_quarantined(self, queryset, name, value):
-        return quarantine.only_quarantined(queryset) if value else queryset
+        return quarantine.only_quarantined(queryset) if value == "1" else queryset
 
     def filter_failed_at(self, queryset, name, value):
         return queryset.filter(status=JobStatus.FAILED, last_successful_status__in=FAILED_AT[value])

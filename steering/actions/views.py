@@ -268,7 +268,8 @@ def result(request, pk: int):
     and only the items they may read of one on theirs and others'."""
     record = get_object_or_404(readable_actions(request.user), pk=pk)
     action = ACTIONS.get(record.action)
-    running = record.finished is None
+    # A resume run's action: its run's page shows the progress, this one the items so far.
+    running = record.finished is None and "run" not in (record.params or {})
     whole = reads_whole_action(request.user, record)
     if record.action in MAINTENANCE:
         return maintenance_result(request, record, whole)
