@@ -380,6 +380,8 @@ def _setup(tmp: Path) -> None:
     os.environ["DATABASE_URL"] = f"sqlite:///{tmp}/ui.sqlite3"
     # Production-like: no query log kept per request, and the test client's host allowed.
     os.environ["DEBUG"] = "false"
+    # Over plain HTTP as the test client asks: else every page answers its redirect to https.
+    os.environ["SECURE_SSL_REDIRECT"] = "false"
     os.environ.setdefault("SECRET_KEY", "bench-only-" + "k" * 50)
     os.environ["ALLOWED_HOSTS"] = "testserver,127.0.0.1,localhost"
     import django
