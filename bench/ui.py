@@ -312,6 +312,8 @@ def pages(ids: dict) -> list[tuple[str, str]]:
         ("jobs-cause", "/jobs/?" + urlencode({"status": "Failed", "signature": DIGEST_CAUSE})),
         # Stalled jobs: the jobs in a step judged by the step times learned (jobs.stalls).
         ("jobs-stalled", "/jobs/?stalled=1"),
+        # Quarantined jobs (ui.quarantine): counted from the timeline's Failed rows.
+        ("jobs-quarantined", "/jobs/?quarantined=1"),
         ("job-detail", f"/jobs/{ids['jid']}/"),
         # Why it waits, its place and its estimate (jobs.waitorder); the lists by reason.
         ("job-detail-waiting", f"/jobs/{ids['pending']}/"),
@@ -391,6 +393,8 @@ def _setup(tmp: Path) -> None:
     os.environ["DATABASE_URL"] = f"sqlite:///{tmp}/ui.sqlite3"
     # Production-like: no query log kept per request, and the test client's host allowed.
     os.environ["DEBUG"] = "false"
+    # Over plain HTTP as the test client asks: else every page answers its redirect to https.
+    os.environ["SECURE_SSL_REDIRECT"] = "false"
     os.environ.setdefault("SECRET_KEY", "bench-only-" + "k" * 50)
     os.environ["ALLOWED_HOSTS"] = "testserver,127.0.0.1,localhost"
     # The test client speaks plain http: with DEBUG off every page would redirect to https.

@@ -23,9 +23,9 @@ from jobs.deliveries_view import job_deliveries
 from jobs.models import Job, JobEvent
 from jobs.steps_view import record_for
 from jobs.timeline_view import who_of
-from merritt_queue.core.steprecord import public
 from jobs.waitcells import sees_names
 from jobs.waitorder import batch_waiting, job_waiting
+from merritt_queue.core.steprecord import public
 from merritt_queue.core.tree import is_batch_id, is_job_id
 from mirror.facade import LOCAL_ID_SEPARATOR
 from ui.reading_scope import may_read, readable_collections

@@ -16,6 +16,7 @@ from jobs.waitquery import with_reason
 from merritt_queue.core.states import JOB_STEPS, RESUMES_AFTER, JobStatus, resume_target
 from merritt_queue.core.waiting import REASONS
 from mirror.facade import LOCAL_ID_SEPARATOR
+from ui import quarantine
 from ui.filters import DateRange, id_search, in_collection
 
 
@@ -101,6 +102,13 @@ class JobFilter(df.FilterSet):
         empty_label="any",
         help_text="far longer in their step than jobs of their size usually take",
     )
+    quarantined = df.ChoiceFilter(
+        choices=[("1", "only quarantined")],
+        method="filter_quarantined",
+        label="Quarantined",
+        empty_label="any",
+        help_text="failed again and again with one cause (MQ_POISON_FAILURES)",
+    )
 
     class Meta:
         model = Job
@@ -142,6 +150,9 @@ class JobFilter(df.FilterSet):
     def filter_signature(self, queryset, name, value):
         """The jobs of one cause, by the mirror's indexed column (ui.signatures.cause_of)."""
         return queryset.filter(signature=" ".join(value.split()))
+
+    def filter_quarantined(self, queryset, name, value):
+        return quarantine.only_quarantined(queryset) if value == "1" else queryset
 
     def filter_failed_at(self, queryset, name, value):
         return queryset.filter(status=JobStatus.FAILED, last_successful_status__in=FAILED_AT[value])

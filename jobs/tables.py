@@ -15,6 +15,7 @@ from merritt_queue.core import stepowners
 from merritt_queue.core.sides import merritt_service_of
 from merritt_queue.core.states import JOB_STEPS
 from steering.templatetags.steering import may_select
+from ui import quarantine
 from ui.cells import message_cell, select_box, status_badge, truncated, when
 from ui.links import batch_link, job_link
 from ui.tables import PageTable
@@ -102,9 +103,21 @@ class JobTable(PageTable):
                     badge,
                     value,
                 )
+        if (q := self._quarantined().get(record.jid)) is not None:
+            badge = format_html(
+                '{} <span class="mq-quarantined" title="{}">quarantined</span>', badge, q.words
+            )
         if not who:
             return badge
         return format_html('{} <span class="st-who">{} has it</span>', badge, who)
+
+    def _quarantined(self) -> dict:
+        """The page's quarantined jobs, read once for all its rows."""
+        if not hasattr(self, "_quarantine"):
+            rows = self.page.object_list if hasattr(self, "page") else []
+            jids = [r.record.jid for r in rows if r.record.status == "Failed"]
+            self._quarantine = quarantine.of(jids)
+        return self._quarantine
 
     def render_space_needed(self, value):
         return filesizeformat(value)

@@ -26,6 +26,7 @@ from merritt_queue.core.tree import is_job_id, parse_timestamp
 from merritt_queue.deposit.uploads import shown_payload
 from merritt_queue.project import runtime
 from mirror.facade import LOCAL_ID_SEPARATOR
+from ui import quarantine
 from ui.cells import when
 from ui.fields import as_text, fields_of
 from ui.listing import collection_names, filtered_table, record_links
@@ -237,6 +238,7 @@ def job_detail(request, jid: str):
         "job": job,
         "batch": batch,
         "failed_step": failed_step(job),
+        "quarantine": quarantine.of([job.jid]).get(job.jid),
         "local_ids": job.local_id.split(LOCAL_ID_SEPARATOR) if job.local_id else [],
         "timeline": job_timeline(job),
         "steps": steps_view.job_steps(request.user, job),

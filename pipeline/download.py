@@ -20,8 +20,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
-from merritt_queue.core import steplog
-from merritt_queue.core import waiting
+from merritt_queue.core import steplog, waiting
 from merritt_queue.core.attempt import Attempt, sweep_abandoned
 from merritt_queue.core.runner import Decision, Outcome
 from merritt_queue.core.store import JobRecord

@@ -21,8 +21,7 @@ from contextlib import contextmanager
 
 from django.conf import settings
 
-from merritt_queue.core import steplog, stepowners
-from merritt_queue.core import stepowners, waiting
+from merritt_queue.core import steplog, stepowners, waiting
 from merritt_queue.core.attempt import Attempt
 from merritt_queue.core.attempt import current as current_attempt
 from merritt_queue.core.itemkeys import profile_of

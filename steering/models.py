@@ -198,3 +198,70 @@ class MaintenanceWindow(models.Model):
             duration=self.duration,
             zone=self.time_zone or "UTC",
         )
+
+
+class ResumeRun(models.Model):
+    """A resume of many failed jobs at a chosen pace (``steering.runs``): its plan, the jobs
+    and the versions the confirmation showed, is its items, stored once; the dispatcher's
+    tick resumes them a slice at a time (``steering.runs.driver``). Its admin action
+    (``job.resume``) keeps each job's audit row, as a resume taken at once does."""
+
+    PER_MINUTE, IN_FLIGHT = "per_minute", "in_flight"
+    MODES = [(PER_MINUTE, "jobs per minute"), (IN_FLIGHT, "jobs at a time")]
+    RUNNING, PAUSED, STOPPED, CANCELLED, FINISHED = (
+        "running",
+        "paused",
+        "stopped",
+        "cancelled",
+        "finished",
+    )
+    STATES = [(s, s) for s in (RUNNING, PAUSED, STOPPED, CANCELLED, FINISHED)]
+
+    action = models.OneToOneField(AdminAction, on_delete=models.CASCADE, related_name="run")
+    mode = models.CharField(max_length=20, choices=MODES)
+    rate = models.PositiveIntegerField()
+    # Stops itself when more than this share of the resumed jobs that finished failed again
+    # with one cause, once at least ``stop_min`` finished.
+    stop_share = models.FloatField()
+    stop_min = models.PositiveIntegerField()
+    state = models.CharField(max_length=20, choices=STATES, default=RUNNING, db_index=True)
+    why = models.TextField(blank=True)  # why it stopped, was cancelled or paused
+    # Per minute: when the next job is due (the pace kept across ticks and restarts).
+    next_at = models.DateTimeField(null=True, blank=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-pk"]
+
+    def __str__(self) -> str:
+        return f"resume run {self.pk}"
+
+    @property
+    def live(self) -> bool:
+        return self.state in (self.RUNNING, self.PAUSED)
+
+
+class ResumeRunItem(models.Model):
+    """One job of a resume run and how it fared: waiting, being resumed (``sending``, until
+    its audit row is read back), resumed, then completed or failed again (with the cause),
+    or skipped (it moved since the confirmation, or is quarantined) or not resumed."""
+
+    WAITING, SENDING, RESUMED = "waiting", "sending", "resumed"
+    SKIPPED, NOT_RESUMED = "skipped", "not_resumed"
+    COMPLETED, FAILED_AGAIN, DELETED = "completed", "failed_again", "deleted"
+
+    run = models.ForeignKey(ResumeRun, on_delete=models.CASCADE, related_name="items")
+    position = models.PositiveIntegerField()
+    jid = models.CharField(max_length=20)
+    version = models.IntegerField(null=True)
+    state = models.CharField(max_length=20, default=WAITING)
+    after_version = models.IntegerField(null=True)
+    cause = models.CharField(max_length=255, blank=True)
+    message = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["run", "position"]
+        indexes = [models.Index(fields=["run", "state", "position"], name="resumerunitem_next")]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "position"], name="one_item_per_position")
+        ]

@@ -2,6 +2,7 @@ from django.urls import path
 
 from steering.actions import bulkedit, editing, views
 from steering.maintenance import views as maintenance_views
+from steering.runs import views as runviews
 
 app_name = "steering"
 
@@ -10,6 +11,8 @@ urlpatterns = [
     path("actions/export.csv", views.export, name="export"),
     path("actions/choose", views.choose, name="choose"),
     path("actions/<int:pk>/", views.result, name="result"),
+    path("actions/runs/<int:pk>/", runviews.page, name="run"),
+    path("actions/runs/<int:pk>/<str:verb>", runviews.control, name="run-control"),
     path("actions/<str:action_name>/confirm", views.confirm, name="confirm"),
     path("actions/job.edit_resume/selection/", bulkedit.edit_selection, name="edit_jobs"),
     path("actions/job.edit_resume/<str:jid>/", editing.edit_job, name="edit_job"),

@@ -208,9 +208,9 @@ class Dispatcher:
         on_tick: Callable[[], float | None] | None = None,
     ):
         self.store = store
-        # The project's periodic work (maintenance windows, due notifications), called at
-        # start-up and at least every ``tick_interval``; it answers how soon it wants to be
-        # called again.
+        # The project's periodic work (maintenance windows, resume runs, due notifications),
+        # called at start-up and at least every ``tick_interval``; it answers how soon it
+        # wants to be called again.
         self.on_tick = on_tick
         if not store.changes.actor:  # a store shared with other writers keeps theirs
             store.changes.default_actor = process_actor(DISPATCHER_PREFIX)

@@ -22,11 +22,14 @@ log = logging.getLogger(__name__)
 WINDOWS = "steering.windows.scheduler.apply_windows"
 # Depositors' notifications whose retry is due, or queued while Redis was away.
 NOTIFICATIONS = "notifications.tasks.sweep"
+# Resume runs advanced a slice at a time (seconds until one wants its next slice).
+RESUME_RUNS = "steering.runs.driver.advance_runs"
 
 
 def ticker(store: QueueStore) -> Callable[[], float]:
     apply_windows = import_string(WINDOWS)
     sweep_notifications = import_string(NOTIFICATIONS)
+    advance_runs = import_string(RESUME_RUNS)
 
     def tick() -> float:
         # A long-lived process: a database connection dropped since the last tick is
@@ -39,6 +42,13 @@ def ticker(store: QueueStore) -> Callable[[], float]:
                 wait = min(wait, asked)
         except Exception:
             log.exception("maintenance windows not applied; trying again soon")
+            wait = min(wait, 5.0)
+        try:
+            asked = advance_runs(store)
+            if asked is not None:
+                wait = min(wait, asked)
+        except Exception:
+            log.exception("resume runs not advanced; trying again soon")
             wait = min(wait, 5.0)
         try:
             sweep_notifications()

@@ -217,6 +217,15 @@ MQ_DISPATCH_AHEAD = env_int("MQ_DISPATCH_AHEAD", 20)
 MQ_BULK_INLINE_MAX = env_int("MQ_BULK_INLINE_MAX", 200)
 MQ_SWEEP_SECONDS = env_float("MQ_SWEEP_SECONDS", 10.0)
 MQ_WINDOW_CHECK_SECONDS = env_float("MQ_WINDOW_CHECK_SECONDS", 30.0)
+# A Failed job that failed this many times with one cause is quarantined (ui.quarantine):
+# left out of bulk resumes unless a person names it with a reason.
+MQ_POISON_FAILURES = env_int("MQ_POISON_FAILURES", 3)
+# A resume run (steering.runs) stops itself when more than this share of its resumed jobs
+# that finished failed again with one cause, once at least MQ_RESUME_STOP_MIN finished.
+MQ_RESUME_STOP_SHARE = env_float("MQ_RESUME_STOP_SHARE", 0.5)
+MQ_RESUME_STOP_MIN = env_int("MQ_RESUME_STOP_MIN", 10)
+# The most jobs a resume run resumes in one slice (one tick of the dispatcher).
+MQ_RESUME_SLICE = env_int("MQ_RESUME_SLICE", 100)
 # What this project's workers take when Merritt's own ingest may share the ensemble
 # (merritt_queue/core/sides.py): all, own (only batches submitted here) or none (no workers).
 MQ_WORKERS = env_str("MQ_WORKERS", "all")

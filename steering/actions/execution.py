@@ -126,6 +126,20 @@ def run_items(record: AdminAction) -> AdminAction:
     return record
 
 
+def run_slice(record: AdminAction, chunk: list[tuple[str, int | None]]) -> None:
+    """Act now on ``chunk``, some of the record's items (a resume run's slice,
+    ``steering.runs.driver``), judged and audited as ``run_items`` does each chunk."""
+    action = ACTIONS[record.action]
+    user = record.user
+    problem = refusal(user, action) if user is not None else "the person is gone"
+    scope = collections_of(user) if user is not None else set()
+    store = get_store()
+    with store.changes.acting_as(admin_actor(record.username)):
+        _run_chunk(
+            store, action, record, chunk, scope, problem, f"{record.username}: {record.reason}"
+        )
+
+
 def _unreachable(record: AdminAction, left) -> ZooKeeperUnreachable:
     """Finish a web request's action that ZooKeeper stopped answering: the items not yet
     recorded are recorded as not done, and the error says what was."""

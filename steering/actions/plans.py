@@ -13,6 +13,7 @@ from jobs.models import Job
 from merritt_queue.core.errors import QueueError
 from merritt_queue.core.states import JOB_STEPS, JobStatus, resume_note, resume_target
 from merritt_queue.core.store.jobedits import JobEdits
+from steering.actions import poison
 from steering.actions.kinds import Action, Target
 from steering.actions.planning import (
     HELD_LISTS,
@@ -57,6 +58,7 @@ def build(user, action: Action, selection: Selection, *, back: str = "") -> Plan
     items += [
         PlanItem(Target(i), False, "not in the mirror (unknown id)") for i in selection.missing
     ]
+    items = poison.judge(action, items, named=not selection.everything)
     items, again, options = _resume_plan(action, items)
     applying = [p for p in items if p.applies]
     ids = [p.target.id for p in applying]

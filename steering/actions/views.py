@@ -44,6 +44,8 @@ from steering.backlinks import came_from, safe_next
 from steering.maintenance.operations import OPERATIONS
 from steering.models import MAINTENANCE, AdminAction, AdminActionItem
 from steering.permissions import refusal
+from steering.runs import starting
+from steering.runs import views as runviews
 from steering.windows.scheduler import WINDOW_ACTIONS
 from ui.ahead import release_previews
 from ui.reading_scope import readable_actions, readable_items, reads_whole_action
@@ -115,6 +117,7 @@ def confirmation(
         "held": the_plan.held,
         "caught": the_plan.caught,
         "releases": release_previews(list(the_plan.held), by_hold_only=the_plan.caught).values(),
+        "pace": starting.defaults(),
     }
     return render(request, "steering/confirm.html", context, status=status)
 
@@ -176,6 +179,9 @@ def run(request, action_name: str):
         params["step"] = step
     if not reason:
         return _again_page(request, action, data, "a reason is required", reason)
+    pace = starting.read_pace(request.POST) if action.name == "job.resume" else None
+    if isinstance(pace, str):
+        return _again_page(request, action, data, pace, reason)
     if action.name == "collection.release":
         reason = release_choices(request.POST, params, reason)
     used = AdminAction.objects.filter(token=data["token"]).first()
@@ -187,6 +193,8 @@ def run(request, action_name: str):
     items = [(i, v) for i, v in data["items"]]
     how = dict(token=data["token"], params=params, selection=data.get("selection", ""))
     try:
+        if pace is not None:  # at a pace: a run the dispatcher advances (steering.runs)
+            return runviews.start_run(request, action, items, reason, how, pace)
         if len(items) <= settings.MQ_BULK_INLINE_MAX:
             record = execute(request.user, action, items, reason, **how)
         else:
@@ -230,7 +238,8 @@ def result(request, pk: int):
     and only the items they may read of one on theirs and others'."""
     record = get_object_or_404(readable_actions(request.user), pk=pk)
     action = ACTIONS.get(record.action)
-    running = record.finished is None
+    # A resume run's action: its run's page shows the progress, this one the items so far.
+    running = record.finished is None and "run" not in (record.params or {})
     whole = reads_whole_action(request.user, record)
     if record.action in MAINTENANCE:
         return maintenance_result(request, record, whole)
@@ -306,7 +315,7 @@ def audit(request):
             "shown": shown,
             "filtered": filters,
             "query": urlencode(filters),
-            "actions": sorted([*ACTIONS, *MAINTENANCE, *WINDOW_ACTIONS]),
+            "actions": sorted([*ACTIONS, *MAINTENANCE, *WINDOW_ACTIONS, *runviews.RUN_ACTIONS]),
         },
     )
 

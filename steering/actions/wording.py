@@ -23,6 +23,13 @@ WINDOW_WORDS = {
     "window.missed": "Maintenance window missed",
 }
 
+RUN_WORDS = {
+    "run.pause": "Pause a resume run",
+    "run.resume": "Resume a paused resume run",
+    "run.cancel": "Cancel a resume run",
+    "run.stopped": "Resume run stopped itself",
+}
+
 # What a collection's or the queue's action did, by its detail: done, or already so.
 DONE_WORDS = {
     "collection.hold": ("the collection was put on hold", "the collection was already on hold"),
@@ -40,7 +47,7 @@ def action_words(code: str) -> str:
         return f"{action.label} ({action.scope})" if scoped else action.label
     if code in OPERATIONS:
         return OPERATIONS[code].label
-    return WINDOW_WORDS.get(code, code)
+    return WINDOW_WORDS.get(code) or RUN_WORDS.get(code, code)
 
 
 def is_dry_run(record: AdminAction) -> bool:

@@ -64,10 +64,28 @@ def admin_page(browser, demo, live_server):  # noqa: F811 - the imported fixture
     page.context.close()
 
 
+def a_resume_run(demo) -> int:
+    """A resume run at a pace (steering.runs), for its page and its controls' pages."""
+    from steering.runs.starting import Pace, begin
+
+    record, created = AdminAction.objects.get_or_create(
+        token="a11y-run",
+        defaults={"username": "steerer", "action": "job.resume", "scope": "job", "reason": "a11y"},
+    )
+    if not created:
+        return record.run.pk
+    return begin(record, [(demo["jid"], 0)], Pace("in_flight", 2, 0.5, 10)).pk
+
+
 def pages(demo) -> list[str]:
     """Every page an administrator reaches from the navigation and the items on them."""
     record = AdminAction.objects.latest("pk").pk
+    run = a_resume_run(demo)
     return [
+        "/jobs/?quarantined=1",
+        "/actions/job.resume/confirm?all=1&status=Failed",
+        f"/actions/runs/{run}/",
+        f"/actions/runs/{run}/pause",
         "/",
         "/jobs/",
         "/jobs/?status=Failed",

@@ -11,10 +11,15 @@ from merritt_queue.project import periodic
 def parts(monkeypatch, settings):
     settings.MQ_SWEEP_SECONDS = 10
     calls: list[str] = []
-    behaviour = {"windows": lambda store: 3.0, "notifications": lambda: 0}
+    behaviour = {
+        "windows": lambda store: 3.0,
+        "runs": lambda store: None,
+        "notifications": lambda: 0,
+    }
+    names = {periodic.WINDOWS: "windows", periodic.RESUME_RUNS: "runs"}
 
     def fake_import(path):
-        name = "windows" if path == periodic.WINDOWS else "notifications"
+        name = names.get(path, "notifications")
 
         def part(*args):
             calls.append(name)
@@ -30,7 +35,7 @@ def parts(monkeypatch, settings):
 def test_both_parts_run_and_the_nearest_window_boundary_sets_the_next_tick(parts):
     calls, _ = parts
     assert periodic.ticker(store=None)() == 3.0
-    assert calls == ["windows", "notifications"]
+    assert calls == ["windows", "runs", "notifications"]
 
 
 def test_a_failing_part_neither_stops_the_other_nor_the_dispatcher(parts):
@@ -41,6 +46,15 @@ def test_a_failing_part_neither_stops_the_other_nor_the_dispatcher(parts):
 
     behaviour["windows"] = broken
     assert periodic.ticker(store=None)() == 5.0  # tried again soon
-    assert calls == ["windows", "notifications"]
+    assert calls == ["windows", "runs", "notifications"]
     behaviour["windows"], behaviour["notifications"] = (lambda store: None), broken
     assert periodic.ticker(store=None)() == 10.0  # at the sweep's own pace
+
+
+def test_a_resume_run_due_sooner_sets_the_next_tick(parts):
+    calls, behaviour = parts
+    behaviour["runs"] = lambda store: 1.5
+    assert periodic.ticker(store=None)() == 1.5
+    behaviour["runs"] = lambda store: 1 / 0
+    assert periodic.ticker(store=None)() == 3.0  # the windows' boundary; runs tried again
+    assert calls.count("notifications") == 2
