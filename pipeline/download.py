@@ -214,8 +214,8 @@ def _download_container(
         if f.url.startswith("file:"):
             _check_local(archive, f)
     refused = _unpack_refused(s, job, archive, f)
-    if refused is not None and refused.action == Decision.LATER:
-        _keep_archive(attempt, archive, kept_archive, staging, f)
+    if refused is not None and refused.action == Decision.LATER and archive != kept_archive:
+        _keep_archive(attempt, archive, kept_archive, staging, f)  # a reused one stays kept
     elif refused is not None and archive == kept_archive:
         attempt.check(f"remove the kept {f.name}")
         archive.unlink(missing_ok=True)
@@ -234,7 +234,7 @@ def _keep_archive(
 ) -> None:
     """Keep ``archive`` for the next attempt, with what it is a copy of beside it; both
     written in ``staging`` and renamed into place while ``attempt`` is current."""
-    marker = staging / KEPT_ARCHIVE
+    marker = staging / KEPT_ARCHIVE  # beside the archive downloaded into staging/container/
     marker.write_text(json.dumps(f.identity()))
     attempt.check(f"keep {f.name} for the next attempt")
     kept_archive.parent.mkdir(parents=True, exist_ok=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import os
 import subprocess
+import time
 import zipfile
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -336,6 +337,27 @@ def test_a_container_waits_in_downloading_until_its_unpacked_size_fits_then_comp
     assert_batch_completed(pipeline, bid, 1)
     gets = [r for r in content.requests if r.method == "GET" and r.path == "/big.zip"]
     assert len(gets) == 1  # the kept archive was unpacked, not downloaded again
+
+
+def test_a_kept_archive_still_waits_when_the_new_attempt_has_no_staging_folder(
+    pipeline, content, settings, small_disk
+):
+    """The attempt that reused a kept archive wrote its marker into its own staging folder,
+    which nothing had made (the archive is not downloaded again): "a file being downloaded
+    vanished", and the wait's words lost. The test above met it only when the machine was
+    slow enough for the wait to be over before its next step."""
+    work = on_small_disk(pipeline, settings, small_disk, threshold=60)
+    (small_disk / "ballast").write_bytes(bytes(30 * MB))
+    container_of(content.root / "big.zip", 20 * MB)
+    bid = pipeline.submit(type="container", payload_url=f"{content.url}/big.zip")
+    pipeline.run(bid, until=job_in(pipeline, bid, "Downloading", *TERMINAL))
+    job = only_job(pipeline, bid)
+    for _ in range(2):
+        time.sleep(settings.MQ_PROVISION_RETRY_SECONDS * 2)  # its wait over: the step runs
+        pipeline.step()
+        job = pipeline.store.jobs.get_job(job.jid)
+        assert job.message.startswith("waiting for disk space to unpack big.zip"), job.message
+    assert (work / "jobs" / job.jid / "container" / "big.zip").is_file()
 
 
 def test_a_container_that_can_never_fit_fails_without_unpacking(
