@@ -238,8 +238,7 @@ def _keep_archive(
     marker.write_text(json.dumps(f.identity()))
     attempt.check(f"keep {f.name} for the next attempt")
     kept_archive.parent.mkdir(parents=True, exist_ok=True)
-    if archive != kept_archive:
-        os.replace(archive, kept_archive)
+    os.replace(archive, kept_archive)
     os.replace(marker, kept_archive.parent / KEPT_ARCHIVE)
 
 
