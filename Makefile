@@ -24,10 +24,10 @@ DEMO_UPDATE_WAIT ?= 120
 # Every name in DEMO_PROCS is started by `make demo` and stopped by `make stop`, with
 # var/run/NAME.pid and var/log/NAME.log; its command is PROC_NAME.
 DEMO_PROCS := web content receiver dispatcher worker1 worker2 reserved1 reconciler
-QUEUES = $$($(PY) -c 'from merritt_queue.core.dispatcher import all_queue_names as q; print(*q())')
+QUEUES = $$($(PY) -c 'from merritt_queue.core.queues import all_queue_names as q; print(*q())')
 # A reserved worker (docs/deployment.md): small or urgent deposits never wait for a worker
 # held by a long download.
-RESERVED_QUEUES = $$($(PY) -c 'from merritt_queue.core.dispatcher import reserved_queue_names as q; print(*q())')
+RESERVED_QUEUES = $$($(PY) -c 'from merritt_queue.core.queues import reserved_queue_names as q; print(*q())')
 PROC_web = $(PY) manage.py runserver --noreload 127.0.0.1:$(WEB_PORT)
 PROC_content = $(PY) -m http.server $(CONTENT_PORT) --bind 127.0.0.1 --directory var/demo-content
 # It fails the first delivery on purpose, so the batch page shows a retry.

@@ -7,7 +7,7 @@ from django.db import close_old_connections
 from rq import get_current_job
 
 from merritt_queue.core import handover
-from merritt_queue.core.dispatcher import LEAVE_SECONDS, defer, rq_job_id
+from merritt_queue.core.queues import LEAVE_SECONDS, defer, rq_job_id
 from merritt_queue.project.tasks import TASKS, lane_rule
 from pipeline import batchhandlers as handlers
 from pipeline.services import get_services

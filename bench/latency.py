@@ -189,7 +189,7 @@ def _figures(idle: list[dict], busy_counted: list[dict], n: int) -> dict[str, fl
 def _reserved() -> list[str] | None:
     """The reserved worker's queues, where the code has reserved capacity."""
     try:
-        from merritt_queue.core.dispatcher import reserved_queue_names
+        from merritt_queue.core.queues import reserved_queue_names
     except ImportError:  # the code before the express lane: run side by side with it
         return None
     return reserved_queue_names()

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from merritt_queue.core.dispatcher import reserved_queue_names
 from merritt_queue.core.lanes import is_reserved
+from merritt_queue.core.queues import reserved_queue_names
 
 RESERVED_TEXT = (
     "reserved: small and urgent jobs (the express lane), new batches, reports and short steps;"

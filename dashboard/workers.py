@@ -21,8 +21,8 @@ from redis.exceptions import RedisError
 
 from jobs.models import Job, MirrorState
 from merritt_queue.core import workerfacts
-from merritt_queue.core.dispatcher import all_queue_names
 from merritt_queue.core.errors import QueueError
+from merritt_queue.core.queues import all_queue_names
 from merritt_queue.core.worker import DRAINED
 from merritt_queue.project.runtime import get_store
 from merritt_queue.project.zkdeadline import UNREACHABLE

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from merritt_queue.core.dispatcher import all_queue_names
+from merritt_queue.core.queues import all_queue_names
 
 REPO = Path(__file__).resolve().parent.parent
 # Seconds a process has after SIGTERM (the queue's processes finish their step) before SIGKILL.

@@ -8,8 +8,8 @@ from rq import Worker, get_current_job
 
 from merritt_queue.core import handover, workerfacts
 from merritt_queue.core import worker as this_worker
-from merritt_queue.core.dispatcher import LEAVE_SECONDS, defer, rq_job_id
 from merritt_queue.core.lanes import express_queue_name, job_queue_name
+from merritt_queue.core.queues import LEAVE_SECONDS, defer, rq_job_id
 from merritt_queue.core.runner import ChainPolicy, Decision, StepResult, run_job_steps
 from merritt_queue.core.sides import NONE, runs_job
 from merritt_queue.project.tasks import TASKS, lane_rule

@@ -34,7 +34,7 @@ from jobs.models import Job, MirrorState
 from jobs.waitfacts import queue_facts
 from jobs.waitquery import jobs_waiting_by_reason
 from merritt_queue.core import tree as t
-from merritt_queue.core.dispatcher import all_queue_names
+from merritt_queue.core.queues import all_queue_names
 from merritt_queue.core.states import BatchStatus, JobStatus
 from merritt_queue.core.zkstats import znode_count
 from merritt_queue.project import runtime

@@ -16,7 +16,7 @@ from redis.exceptions import RedisError
 from rq import Queue
 from rq.exceptions import DuplicateJobError
 
-from merritt_queue.core.dispatcher import NOTIFY_QUEUE
+from merritt_queue.core.queues import NOTIFY_QUEUE
 
 from .models import PENDING, Delivery
 

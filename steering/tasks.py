@@ -11,7 +11,7 @@ from django.db import close_old_connections, connection
 from redis import Redis
 from rq import Queue
 
-from merritt_queue.core.dispatcher import ADMIN_QUEUE
+from merritt_queue.core.queues import ADMIN_QUEUE
 from steering.actions.execution import run_items
 from steering.models import AdminAction
 

@@ -15,7 +15,8 @@ from rq import Queue, SimpleWorker
 
 from batches.models import Profile
 from door.submission import submit
-from merritt_queue.core.dispatcher import Dispatcher, DispatcherConfig, all_queue_names
+from merritt_queue.core.dispatcher import Dispatcher, DispatcherConfig
+from merritt_queue.core.queues import all_queue_names
 from merritt_queue.core.states import BatchStatus
 from merritt_queue.project import runtime
 from merritt_queue.project.tasks import TASKS

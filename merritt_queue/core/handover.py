@@ -21,21 +21,21 @@ from rq import Queue
 from rq.exceptions import DuplicateJobError
 
 from . import tree as t
-from .dispatcher import (
+from .lanes import LaneRule
+from .pauseflag import pause_flag
+from .queues import (
     BATCH_PENDING_QUEUE,
     BATCH_REPORT_QUEUE,
-    REPORT_STATES,
     DispatcherConfig,
     Tasks,
     is_deferred,
     rq_job_id,
 )
-from .lanes import LaneRule
-from .pauseflag import pause_flag
 from .reasons import describe
 from .records import DEFAULT_PRIORITY
 from .states import BatchStatus, JobStatus
 from .store import QueueStore
+from .sweeps import REPORT_STATES
 
 log = logging.getLogger(__name__)
 

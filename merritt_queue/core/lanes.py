@@ -6,7 +6,7 @@ Every state has two RQ queues: ``mq-job-<state>`` (the normal lane) and
 job is urgent (its priority at or below ``urgent_priority``, a lower number being served
 first) or small (its ``space_needed`` under ``small_bytes``, which Estimating writes: so
 only from Provisioning on). Every worker serves the express queues before the normal ones;
-a reserved worker (``dispatcher.reserved_queue_names``) serves the express queues, the
+a reserved worker (``queues.reserved_queue_names``) serves the express queues, the
 batches' queues, and of the normal lane only the steps whose length does not grow with a
 job's bytes (``RESERVED_NORMAL_STATES``): never a large job's Downloading, Processing or
 Storing. A small job's Pending and Estimating, before its size is known, are such steps.

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import dj_database_url
 
-from ..core.dispatcher import all_queue_names
+from ..core.queues import all_queue_names
 from . import vardir
 from .env import (
     DEV_SECRET_KEY,
@@ -87,7 +87,7 @@ if REDIS_SENTINELS:
     }
 else:
     REDIS_CONNECTION = {"URL": REDIS_URL}
-# One queue per state (see merritt_queue.core.dispatcher); all on the same Redis.
+# One queue per state (see merritt_queue.core.queues); all on the same Redis.
 RQ_QUEUES = {
     name: {**REDIS_CONNECTION, "DEFAULT_TIMEOUT": 3600} for name in ["default", *all_queue_names()]
 }

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from django.conf import settings
 
-from ..core.dispatcher import Tasks
 from ..core.lanes import LaneRule
+from ..core.queues import Tasks
 from ..core.states import JobStatus
 from ..core.worker import QueueWorker
 from ..core.workerfacts import Record

@@ -3,7 +3,13 @@ urgent, which queues every worker and a reserved worker serve. No services neede
 
 from __future__ import annotations
 
-from merritt_queue.core.dispatcher import (
+from merritt_queue.core.lanes import (
+    LaneRule,
+    express_queue_name,
+    is_reserved,
+    job_queue_name,
+)
+from merritt_queue.core.queues import (
     ADMIN_QUEUE,
     BATCH_PENDING_QUEUE,
     BATCH_REPORT_QUEUE,
@@ -11,12 +17,6 @@ from merritt_queue.core.dispatcher import (
     all_queue_names,
     express_queue_names,
     reserved_queue_names,
-)
-from merritt_queue.core.lanes import (
-    LaneRule,
-    express_queue_name,
-    is_reserved,
-    job_queue_name,
 )
 
 RULE = LaneRule(small_bytes=1000, urgent_priority=1)

@@ -9,9 +9,10 @@ import pytest
 from rq import Queue
 from rq.utils import import_attribute
 
-from merritt_queue.core import dispatcher as d
+from merritt_queue.core import queues as q
 from merritt_queue.core.dispatcher import Dispatcher, DispatcherConfig
 from merritt_queue.core.errors import ChangedUnderYou
+from merritt_queue.core.lanes import job_queue_name
 from merritt_queue.core.pauseflag import pause_flag
 from merritt_queue.core.runner import ChainPolicy, Outcome, StepResult, run_job_step, run_job_steps
 from merritt_queue.core.store import ItemLock
@@ -113,7 +114,7 @@ def test_the_sweep_enqueues_each_job_once_in_priority_order(store, redis, batch)
     high = store.new_jobs.create_job(batch, CONFIGURATION, priority=1)
     disp = Dispatcher(store, redis, TASKS)
     assert disp.sweep() >= 2
-    queue = Queue(d.job_queue_name("Pending"), connection=redis)
+    queue = Queue(job_queue_name("Pending"), connection=redis)
     assert [j.args for j in queue.jobs] == [(high, "Pending"), (low, "Pending")]
     assert disp.sweep() == 0, "a second sweep must not enqueue duplicates"
 
@@ -128,7 +129,7 @@ def test_a_more_urgent_job_goes_ahead_of_those_already_waiting_in_rq(store, redi
     more = store.new_jobs.create_job(batch, CONFIGURATION, priority=2)
     late = store.new_jobs.create_job(batch, CONFIGURATION, priority=9)
     assert disp.sweep_job_state("Pending") == 3
-    queue = Queue(d.job_queue_name("Pending"), connection=redis)
+    queue = Queue(job_queue_name("Pending"), connection=redis)
     assert [j.args[0] for j in queue.jobs] == [more, urgent, *backlog, late]
 
 
@@ -140,7 +141,7 @@ def test_an_event_after_a_quiet_spell_is_served_at_once(store, redis, batch):
     disp = Dispatcher(store, redis, TASKS, DispatcherConfig(settle=3.0, sweep_interval=60))
     runner = threading.Thread(target=disp.run, daemon=True)
     runner.start()
-    queue = Queue(d.job_queue_name("Pending"), connection=redis)
+    queue = Queue(job_queue_name("Pending"), connection=redis)
     try:
         time.sleep(3.5)  # the first sweep and its settle are over: the queue is quiet
         store.new_jobs.create_job(batch, CONFIGURATION)
@@ -158,7 +159,7 @@ def test_a_locked_job_is_not_enqueued(store, make_store, redis, batch):
     jid = store.new_jobs.create_job(batch, CONFIGURATION)
     make_store().job_locks.lock_job(jid)
     Dispatcher(store, redis, TASKS).sweep()
-    assert Queue(d.job_queue_name("Pending"), connection=redis).count == 0
+    assert Queue(job_queue_name("Pending"), connection=redis).count == 0
 
 
 def test_nothing_is_enqueued_while_paused(store, redis, batch):
@@ -175,13 +176,13 @@ def test_redis_flushed_the_next_sweep_rebuilds_the_queues(store, redis, batch):
     disp.sweep()
     redis.flushdb()
     disp.sweep()
-    queue = Queue(d.job_queue_name("Pending"), connection=redis)
+    queue = Queue(job_queue_name("Pending"), connection=redis)
     assert {j.args[0] for j in queue.jobs} == jids
 
 
 def test_a_deferred_step_waits_for_its_delay(store, redis, batch):
     jid = store.new_jobs.create_job(batch, CONFIGURATION)
-    d.defer(redis, d.rq_job_id("job", jid, "Pending"), 60)
+    q.defer(redis, q.rq_job_id("job", jid, "Pending"), 60)
     assert Dispatcher(store, redis, TASKS).sweep() == 0
 
 
@@ -189,13 +190,13 @@ def test_a_job_taken_off_its_queue_but_never_started_is_enqueued_again(store, re
     """A worker stopped between dequeueing and starting leaves the RQ job marked queued in
     no queue (found by the mirror fault test under load); the item must not be lost."""
     jid = store.new_jobs.create_job(batch, CONFIGURATION)
-    queue = Queue(d.job_queue_name("Pending"), connection=redis)
+    queue = Queue(job_queue_name("Pending"), connection=redis)
     disp = Dispatcher(store, redis, TASKS, DispatcherConfig(started_grace=0))
     assert disp.sweep() == 1
-    assert queue.pop_job_id() == d.rq_job_id("job", jid, "Pending")  # what the worker took
+    assert queue.pop_job_id() == q.rq_job_id("job", jid, "Pending")  # what the worker took
     assert Dispatcher(store, redis, TASKS, DispatcherConfig(started_grace=3600)).sweep() == 0
     assert disp.sweep() == 1
-    assert queue.job_ids == [d.rq_job_id("job", jid, "Pending")]
+    assert queue.job_ids == [q.rq_job_id("job", jid, "Pending")]
     assert disp.sweep() == 0  # queued and in its queue: left alone
 
 
@@ -206,17 +207,17 @@ def test_a_finished_step_s_rq_job_expires_and_the_step_can_be_enqueued_again(sto
     from rq import SimpleWorker
 
     jid = store.new_jobs.create_job(batch, CONFIGURATION)
-    tasks = d.Tasks(
+    tasks = q.Tasks(
         job_step="operator.add", batch_pending="operator.add", batch_report="operator.add"
     )
     disp = Dispatcher(store, redis, tasks)
     assert disp.sweep() == 1
-    queue = Queue(d.job_queue_name("Pending"), connection=redis)
+    queue = Queue(job_queue_name("Pending"), connection=redis)
     SimpleWorker([queue], connection=redis).work(burst=True, logging_level="WARNING")
-    key = f"rq:job:{d.rq_job_id('job', jid, 'Pending')}"
+    key = f"rq:job:{q.rq_job_id('job', jid, 'Pending')}"
     assert 0 < redis.ttl(key) <= DispatcherConfig().finished_ttl
     assert disp.sweep() == 1  # the job is still Pending and unlocked: its step comes back
-    assert queue.job_ids == [d.rq_job_id("job", jid, "Pending")]
+    assert queue.job_ids == [q.rq_job_id("job", jid, "Pending")]
 
 
 def test_look_ahead_bounds_how_many_wait_per_state(store, redis, batch):
@@ -224,13 +225,13 @@ def test_look_ahead_bounds_how_many_wait_per_state(store, redis, batch):
         store.new_jobs.create_job(batch, CONFIGURATION)
     disp = Dispatcher(store, redis, TASKS, DispatcherConfig(ahead=3))
     disp.sweep()
-    assert Queue(d.job_queue_name("Pending"), connection=redis).count == 3
+    assert Queue(job_queue_name("Pending"), connection=redis).count == 3
 
 
 def test_the_look_ahead_grows_while_workers_empty_the_queue_and_shrinks_back(store, redis, batch):
     for _ in range(40):
         store.new_jobs.create_job(batch, CONFIGURATION)
-    queue = Queue(d.job_queue_name("Pending"), connection=redis)
+    queue = Queue(job_queue_name("Pending"), connection=redis)
     disp = Dispatcher(store, redis, TASKS, DispatcherConfig(ahead=3, ahead_growth=4))
     grown = []
     for _ in range(4):
@@ -253,10 +254,10 @@ def test_batches_pending_and_finished_are_enqueued(store, redis):
     store.batch_moves.start_processing(batch)
     store.moves.transition_job(jid, "Failed", "x")
     Dispatcher(store, redis, TASKS).sweep()
-    assert [j.args for j in Queue(d.BATCH_PENDING_QUEUE, connection=redis).jobs] == [
+    assert [j.args for j in Queue(q.BATCH_PENDING_QUEUE, connection=redis).jobs] == [
         (pending, "Pending")
     ]
-    assert [j.args for j in Queue(d.BATCH_REPORT_QUEUE, connection=redis).jobs] == [
+    assert [j.args for j in Queue(q.BATCH_REPORT_QUEUE, connection=redis).jobs] == [
         (done, "Processing")
     ]
 
@@ -279,7 +280,7 @@ def test_watches_alone_take_a_new_batch_from_pending_to_its_report(store, redis)
     disp.install_watches()
     bid = store.new_batches.create_batch(dict(SUBMISSION)).id
     disp.sweep()
-    assert [j.args for j in Queue(d.BATCH_PENDING_QUEUE, connection=redis).jobs] == [
+    assert [j.args for j in Queue(q.BATCH_PENDING_QUEUE, connection=redis).jobs] == [
         (bid, "Pending")
     ]
     batch = store.batch_locks.begin_batch(bid)
@@ -289,17 +290,17 @@ def test_watches_alone_take_a_new_batch_from_pending_to_its_report(store, redis)
     assert disp.wake.wait(5), "no watch event for the batch's move to Processing"
     time.sleep(0.1)  # the job's own directory event may come as well
     disp.sweep_dirty()
-    assert Queue(d.BATCH_REPORT_QUEUE, connection=redis).count == 0  # its job still runs
+    assert Queue(q.BATCH_REPORT_QUEUE, connection=redis).count == 0  # its job still runs
     store.moves.transition_job(jid, "Failed", "x")
     # The job's own state directory wakes the dispatcher too, maybe first: sweep what the
     # watches mark until the batch's mark has come (never a full sweep).
     deadline = time.monotonic() + 5
-    while not Queue(d.BATCH_REPORT_QUEUE, connection=redis).count:
+    while not Queue(q.BATCH_REPORT_QUEUE, connection=redis).count:
         assert time.monotonic() < deadline, "no watch event for the batch's last job leaving"
         disp.wake.wait(0.1)
         disp.wake.clear()
         disp.sweep_dirty()
-    assert [j.args for j in Queue(d.BATCH_REPORT_QUEUE, connection=redis).jobs] == [
+    assert [j.args for j in Queue(q.BATCH_REPORT_QUEUE, connection=redis).jobs] == [
         (bid, "Processing")
     ]
     disp.stop.set()

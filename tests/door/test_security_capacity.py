@@ -32,10 +32,11 @@ from door.submission import submit
 from harness.procs import wait_for
 from harness.services import free_port
 from jobs.models import Job
-from merritt_queue.core.dispatcher import Dispatcher, DispatcherConfig, all_queue_names
+from merritt_queue.core.dispatcher import Dispatcher, DispatcherConfig
 from merritt_queue.core.errors import InvalidData
 from merritt_queue.core.fairness import Turns
 from merritt_queue.core.planning import batch_priority
+from merritt_queue.core.queues import all_queue_names
 from merritt_queue.core.states import BatchStatus
 from merritt_queue.core.store import NewJob
 from merritt_queue.core.store.newjobs import MAX_JOB_DATA_BYTES

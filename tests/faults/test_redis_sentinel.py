@@ -19,7 +19,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from harness.procs import Procs, wait_for
 from harness.services import free_port
-from merritt_queue.core.dispatcher import ADMIN_QUEUE
+from merritt_queue.core.queues import ADMIN_QUEUE
 from tests.procs import queue_env
 
 pytest_plugins = ["tests.httpserver"]

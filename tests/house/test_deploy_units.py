@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from django.core.management import get_commands
 
-from merritt_queue.core.dispatcher import all_queue_names, reserved_queue_names
 from merritt_queue.core.lanes import is_reserved
+from merritt_queue.core.queues import all_queue_names, reserved_queue_names
 
 REPO = Path(__file__).resolve().parents[2]
 UNITS = REPO / "deploy" / "systemd"

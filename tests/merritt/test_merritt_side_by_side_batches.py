@@ -26,8 +26,9 @@ from door.submission import SubmissionError, submit
 from harness.merrittzk import JOB_SUCCESS, Item, MerrittIngest, MerrittStateError, MerrittZK
 from merritt_queue.core import history
 from merritt_queue.core import tree as t
-from merritt_queue.core.dispatcher import Dispatcher, DispatcherConfig, all_queue_names
+from merritt_queue.core.dispatcher import Dispatcher, DispatcherConfig
 from merritt_queue.core.errors import InvalidTransition, Locked, QueueError
+from merritt_queue.core.queues import all_queue_names
 from merritt_queue.core.sides import CREATED_BY, CREATED_BY_KEY, reports_batch, runs_batch, runs_job
 from merritt_queue.project import checks
 from merritt_queue.project.tasks import TASKS

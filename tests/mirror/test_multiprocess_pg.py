@@ -38,7 +38,7 @@ from psycopg import sql
 
 from harness.procs import REPO, Procs, wait_for
 from harness.services import free_port
-from merritt_queue.core.dispatcher import BATCH_PENDING_QUEUE
+from merritt_queue.core.queues import BATCH_PENDING_QUEUE
 from tests.procs import queue_env
 
 pytestmark = pytest.mark.multiprocess

@@ -8,7 +8,7 @@ import time
 from django.contrib.auth.models import Group, User
 
 from merritt_queue.core import workerfacts
-from merritt_queue.core.dispatcher import all_queue_names, reserved_queue_names
+from merritt_queue.core.queues import all_queue_names, reserved_queue_names
 from steering.models import OPERATOR
 
 

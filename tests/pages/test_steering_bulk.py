@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from merritt_queue.core.dispatcher import all_queue_names
+from merritt_queue.core.queues import all_queue_names
 from steering import tasks
 from steering.actions.catalog import ACTIONS
 from steering.models import AdminAction, AdminActionItem

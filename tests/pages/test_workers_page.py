@@ -19,7 +19,7 @@ from django.contrib.auth.models import Group, User
 from rq import Queue
 
 from merritt_queue.core import workerfacts
-from merritt_queue.core.dispatcher import ADMIN_QUEUE
+from merritt_queue.core.queues import ADMIN_QUEUE
 from merritt_queue.core.tree import job_node
 from merritt_queue.core.worker import QueueWorker
 from steering.models import DEPOSITOR, OPERATOR, AdminAction, CollectionScope

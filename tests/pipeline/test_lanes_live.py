@@ -8,8 +8,8 @@ import hashlib
 import threading
 
 from merritt_queue.core import workerfacts
-from merritt_queue.core.dispatcher import reserved_queue_names
 from merritt_queue.core.lanes import is_reserved
+from merritt_queue.core.queues import reserved_queue_names
 from tests.cluster import batch_jobs, wait_final, wait_for
 
 pytest_plugins = ["tests.cluster", "tests.httpserver"]

@@ -19,7 +19,7 @@ from batches.models import ApiToken, Profile
 from door.rights import grant_depositor
 from door.submission import SubmissionError, prepare
 from jobs.models import JobEvent
-from merritt_queue.core.dispatcher import NOTIFY_QUEUE
+from merritt_queue.core.queues import NOTIFY_QUEUE
 from merritt_queue.services import webhook
 from mirror import events as mirror_events
 from mirror import facade as mirror

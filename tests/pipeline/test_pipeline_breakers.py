@@ -14,7 +14,7 @@ import pytest
 
 from batches.models import Profile
 from harness.httpserver import HttpServer
-from merritt_queue.core.dispatcher import is_deferred, rq_job_id
+from merritt_queue.core.queues import is_deferred, rq_job_id
 from merritt_queue.project.breakerboard import breakers, snapshot
 from pipeline import services
 

@@ -21,11 +21,8 @@ from rq import Queue, SimpleWorker
 
 from batches.models import Profile
 from inventory.models import InventoryVersion
-from merritt_queue.core.dispatcher import (
-    Dispatcher,
-    DispatcherConfig,
-    all_queue_names,
-)
+from merritt_queue.core.dispatcher import Dispatcher, DispatcherConfig
+from merritt_queue.core.queues import all_queue_names
 from merritt_queue.project.tasks import TASKS
 from merritt_queue.services.merrittstorage import MerrittStorageClient
 from merritt_queue.services.minter import LocalMinter

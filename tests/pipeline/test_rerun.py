@@ -187,7 +187,7 @@ def test_the_api_runs_a_completed_batch_id_again_when_asked(client, process_stor
 def test_a_depositors_rerun_is_handed_to_rq_at_once_as_a_first_run_is(pipeline, content):
     from rq import Queue
 
-    from merritt_queue.core.dispatcher import BATCH_PENDING_QUEUE, rq_job_id
+    from merritt_queue.core.queues import BATCH_PENDING_QUEUE, rq_job_id
 
     data = {"type": "file", "payload_url": f"{content.url}/call911.jpg", "batchID": "b-8"}
     completed(pipeline, pipeline.submit(**data))

@@ -12,7 +12,8 @@ from rq import Queue, SimpleWorker
 from jobs.models import Job, JobEvent
 from jobs.waitorder import job_waiting
 from merritt_queue.core import waiting as w
-from merritt_queue.core.dispatcher import BATCH_PENDING_QUEUE, Dispatcher, DispatcherConfig
+from merritt_queue.core.dispatcher import Dispatcher, DispatcherConfig
+from merritt_queue.core.queues import BATCH_PENDING_QUEUE
 from merritt_queue.project.tasks import TASKS
 
 pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]

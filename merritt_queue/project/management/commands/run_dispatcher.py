@@ -5,7 +5,8 @@ import django_rq
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from ....core.dispatcher import Dispatcher, DispatcherConfig, all_queue_names
+from ....core.dispatcher import Dispatcher, DispatcherConfig
+from ....core.queues import all_queue_names
 from ...periodic import ticker
 from ...runtime import get_store
 from ...tasks import TASKS, lane_rule
