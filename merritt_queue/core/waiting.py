@@ -291,16 +291,18 @@ def held(item: Item) -> Waiting:
 
 def held_collection(hold: Hold, collection: str) -> Waiting:
     if hold.window is not None:
-        words = f"collection {collection} is held by maintenance window {hold.window}"
-        if hold.reason:
-            words += f" ({hold.reason})"
-        ends = f"at the window's end, {_at(hold.window_ends)}"
-        return Waiting(MAINTENANCE_WINDOW, words, ends, hold.window_ends)
+        subject = f"collection {collection} is held"
+        return by_window(subject, hold.window, hold.reason, hold.window_ends)
     who = f" by {hold.by}" if hold.by else ""
     why = f": {hold.reason}" if hold.reason else ""
     words = f"collection {collection} is held{who} since {_at(hold.since)}{why}"
     public = f"collection {collection} is held since {_at(hold.since)}{why}"
     return Waiting(COLLECTION_HELD, words, "when the hold is lifted", public_words=public)
+
+
+def by_window(subject: str, window: int, reason: str, ends: datetime | None) -> Waiting:
+    words = f"{subject} by maintenance window {window}" + (f" ({reason})" if reason else "")
+    return Waiting(MAINTENANCE_WINDOW, words, f"at the window's end, {_at(ends)}", ends)
 
 
 def merritt_turn(code: str) -> Waiting:
@@ -312,11 +314,7 @@ def merritt_turn(code: str) -> Waiting:
 
 def paused(pause: Pause) -> Waiting:
     if pause.window is not None:
-        words = f"the queue is paused by maintenance window {pause.window}"
-        if pause.reason:
-            words += f" ({pause.reason})"
-        ends = f"at the window's end, {_at(pause.window_ends)}"
-        return Waiting(MAINTENANCE_WINDOW, words, ends, pause.window_ends)
+        return by_window("the queue is paused", pause.window, pause.reason, pause.window_ends)
     who = f" by {pause.by}" if pause.by else ""
     why = f": {pause.reason}" if pause.reason else ""
     words = f"the queue is paused{who} since {_at(pause.since)}{why}"
