@@ -72,9 +72,9 @@ def select(request, action: Action) -> Selection:
         ids = _ids(request)
         return Selection([Target(m) for m in ids], [], len(ids), False, "")
     if action.scope == Scope.WORKER:
-        return _workers(_ids(request))
+        return _live(_ids(request), workerdrain.read_worker)
     if action.scope == Scope.DEPENDENCY:
-        return _dependencies(_ids(request))
+        return _live(_ids(request), breakerswitch.read_dependency)
     model, key, filter_class = MIRROR[action.scope]
     fields = (key, "status", "status_version", "collection", "locked", "profile")
     collections = profile_collections()
@@ -98,25 +98,13 @@ def select(request, action: Action) -> Selection:
     return Selection([found[i] for i in ids if i in found], missing, len(ids), False, "")
 
 
-def _workers(names: list[str]) -> Selection:
-    """The workers named, as they stand now (a worker is no row of the mirror)."""
+def _live(names: list[str], read) -> Selection:
+    """The workers or breakers named, as they stand now (``read``: from Redis or ZooKeeper;
+    neither is a row of the mirror)."""
     targets, missing = [], []
     for name in names:
         try:
-            item = workerdrain.read_worker(name)
-        except QueueError:
-            missing.append(name)
-            continue
-        targets.append(Target(name, item.status))
-    return Selection(targets, missing, len(names), False, "")
-
-
-def _dependencies(names: list[str]) -> Selection:
-    """The breakers named, as they stand now (kept in ZooKeeper, not in the mirror)."""
-    targets, missing = [], []
-    for name in names:
-        try:
-            item = breakerswitch.read_dependency(name)
+            item = read(name)
         except QueueError:
             missing.append(name)
             continue
