@@ -22,7 +22,7 @@ from steering.permissions import Role, refusal
 from steering.runs.driver import end
 from steering.runs.progress import progress, top_cause
 from steering.runs.starting import Pace, begin
-from ui.reading_scope import readable_actions
+from ui.reading_scope import reads_everything
 
 SALT = "steering.runs"
 
@@ -59,8 +59,11 @@ def start_run(request, action: Action, items, reason: str, how: dict, pace: Pace
 
 
 def _readable(request, pk: int) -> ResumeRun:
+    """A run, for a reader of every collection: its page counts and quotes every job of its
+    plan, whose collections only the jobs themselves name (and a depositor of some would
+    read the rest's results and failure messages)."""
     run = get_object_or_404(ResumeRun.objects.select_related("action"), pk=pk)
-    if not readable_actions(request.user).filter(pk=run.action_id).exists():
+    if not reads_everything(request.user):
         raise Http404("no such run")
     return run
 

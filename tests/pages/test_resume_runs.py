@@ -263,3 +263,27 @@ def test_a_run_whose_jobs_keep_failing_stops_itself_with_the_reason(
     stopped = AdminAction.objects.get(action="run.stopped")
     assert stopped.reason == run.why and stopped.username == "resume run"
     assert FINAL  # the batches' reports are no concern of the run
+
+
+def test_a_depositor_does_not_read_a_run_over_other_collections(
+    client, queue, people, django_user_model
+):
+    """The run's page counts and quotes every job it resumed: a depositor whose one job was
+    among them would read other collections' results and failure messages."""
+    from door.rights import grant_depositor
+
+    failed_jobs(queue, 2, "storm")
+    failed_jobs(queue, 1, "calm")
+    client.force_login(people["operator"])
+    _, done, _ = confirm_and_execute(
+        client, "job.resume", "all=1&status=Failed", pace="per_minute", rate="10"
+    )
+    run = ResumeRun.objects.get()
+    driver.advance_runs(queue, now=at(0))  # a job of hers resumed: the action is hers to read
+    assert AdminActionItem.objects.filter(collection="calm").exists()
+    dana = django_user_model.objects.create_user("dana", password="pw")
+    grant_depositor(dana, ["calm"])
+    client.force_login(dana)
+    assert client.get(f"/actions/runs/{run.pk}/").status_code == 404
+    client.force_login(people["viewer"])
+    assert client.get(f"/actions/runs/{run.pk}/").status_code == 200
