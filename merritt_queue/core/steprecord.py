@@ -28,6 +28,7 @@ Pure: no client and no I/O, like ``history``.
 from __future__ import annotations
 
 import json
+import ipaddress
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -176,14 +177,24 @@ PUBLIC_FIELDS: dict[str, tuple[str, ...]] = {
 # attempt's message is left out whole: a step's message may name a service's URL.
 _SCRUBBED = ("error", "retry")
 _IPV4 = re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b")
-_IPV6 = re.compile(
-    r"\[?\b(?:[0-9a-fA-F]{1,4}:){3,7}[0-9a-fA-F]{1,4}\b\]?|\[[0-9a-fA-F:]*::[0-9a-fA-F:]*\]"
+# A word of hex digits and at least two colons may be an IPv6 address, compressed or not;
+# ``ipaddress`` decides (a time, 10:02:07, is none).
+_IPV6_WORD = re.compile(
+    r"\[?(?<![\w:])[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}(?:%\w+)?(?![\w:])\]?"
 )
 
 
 def scrub(text: str) -> str:
     """``text`` with every IP address in it replaced."""
-    return _IPV6.sub("(address)", _IPV4.sub("(address)", text))
+    return _IPV6_WORD.sub(_v6, _IPV4.sub("(address)", text))
+
+
+def _v6(word: re.Match) -> str:
+    try:
+        ipaddress.IPv6Address(word.group(0).strip("[]").split("%")[0])
+    except ValueError:
+        return word.group(0)
+    return "(address)"
 
 
 def public(record: StepRecord) -> dict[str, Any]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import threading
 
+import pytest
+
 from merritt_queue.core import steplog
 from merritt_queue.core import steprecord as sr
 
@@ -138,3 +140,16 @@ def test_the_depositors_view_names_no_address_no_internal_call_and_no_answer():
         "version": 2,
         "ok": True,
     }
+
+
+@pytest.mark.parametrize(
+    "address", ["fd00::5", "fe80::1", "2001:db8::1", "[2001:db8::1]:443", "10.0.0.7", "::1"]
+)
+def test_no_ip_address_reaches_a_depositor_in_an_error(address):
+    """The network policy's refusal names what a host resolves to ("resolves to private
+    address fd00::5"): compressed IPv6 forms passed the scrub."""
+    from merritt_queue.core.steprecord import scrub
+
+    text = f"host h.example.org resolves to private address {address}; refused at 10:02:07"
+    assert address.strip("[]").split("]")[0] not in scrub(text)
+    assert scrub(text).endswith("refused at 10:02:07")  # a time is no address
