@@ -197,8 +197,10 @@ def waiting_on(error: ServiceError) -> DependencyDown | None:
 
 
 def host_of(url: str) -> str:
-    """The host (and port) of a URL, as a breaker's name names it."""
-    return (urlsplit(url).netloc.rpartition("@")[2] or url).lower()
+    """The host (and port) of a URL, as a breaker's name names it; never the URL itself,
+    whose path or query may hold a token, and which would become a node, a page's row and a
+    metric's label."""
+    return (urlsplit(url).netloc.rpartition("@")[2] or "(no host)").lower()
 
 
 def webhook_name(url: str = "", *_args, **kwargs) -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import threading
 from pathlib import Path
 
 from .durable import fsync_dir, make_dirs
@@ -57,7 +58,8 @@ class MintTokens:
     def keep(self, shoulder: str, token: str, ark: str) -> str:
         """Keep ``ark`` for ``token`` unless one is kept already; the ARK kept."""
         path = self.path(shoulder, token)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        # Of this process and thread: two threads keeping one token write apart.
+        tmp = path.with_name(f".{path.name}.{os.getpid()}{threading.get_native_id()}.tmp")
         try:
             make_dirs(path.parent)
             with open(tmp, "w", encoding="ascii") as f:
