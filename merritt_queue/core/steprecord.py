@@ -27,8 +27,8 @@ Pure: no client and no I/O, like ``history``.
 
 from __future__ import annotations
 
-import json
 import ipaddress
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
