@@ -25,6 +25,8 @@ from steering.models import AdminAction, MaintenanceWindow
 RATE_WINDOW = timedelta(hours=1)
 # The latest completions the time-to-finish is averaged over.
 RATE_SAMPLE = 500
+# The timeline records whole seconds.
+RESOLUTION = 1.0
 FINISHED = (JobStatus.COMPLETED, JobStatus.FAILED)
 # The admin actions that pause and resume the queue (steering.actions.catalog).
 PAUSE_ACTION, RESUME_ACTION = "queue.pause", "queue.resume"
@@ -126,7 +128,8 @@ def measured_rate(now: datetime | None = None) -> Rate:
     agg = finished.aggregate(n=Count("id"), first=Min("at"), last=Max("at"))
     n, first, last = agg["n"], agg["first"], agg["last"]
     busy = (last - first).total_seconds() if n and n > 1 else 0.0
-    per_second = (n - 1) / busy if busy > 0 else None
+    # Times are whole seconds: finishes within one second were at least that fast.
+    per_second = (n - 1) / max(busy, RESOLUTION) if n and n > 1 else None
     done = dict(
         finished.filter(to_status=JobStatus.COMPLETED)
         .order_by("-at")

@@ -16,7 +16,7 @@ from django.utils import timezone
 from batches.models import ApiToken, Batch, Collection
 from door.rights import grant_depositor
 from jobs.models import Job, JobEvent, MirrorState
-from jobs.waitfacts import queue_facts
+from jobs.waitfacts import measured_rate, queue_facts
 from jobs.waitorder import batch_item, job_item, job_waiting
 from jobs.waitquery import ANNOTATION, NOT_WAITING, batch_case, job_case
 from merritt_queue.core import waiting as w
@@ -259,6 +259,15 @@ def test_a_job_waiting_for_a_worker_knows_its_place_and_when_it_should_start(bro
     assert "at the pace of the last hour" in page
     batch_page = browser.get(f"/batches/{bid(1)}/").content.decode()
     assert "its last job " + jid(6) in batch_page
+
+
+def test_jobs_finished_within_one_second_still_give_a_pace():
+    """The timeline knows times to the second: twelve jobs finished in the same second were
+    done at least eleven a second, not at no measured pace at all."""
+    finished_lately(12, timedelta(0), timedelta(seconds=3))
+    rate = measured_rate(NOW)
+    assert rate.per_second == 11.0
+    assert rate.seconds_after["Pending"] == 3.0
 
 
 @pytest.fixture
