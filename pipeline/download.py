@@ -4,7 +4,8 @@ A remote host serves at most ``MQ_MAX_DOWNLOADS_PER_HOST`` downloads at once (it
 with their workers free), and one more for a small or urgent job (``core.lanes``: a host busy
 with long downloads still serves a small deposit), each file stops at the size learned for
 it (one of undeclared size at what Estimating reserved for it, ``reserve``), and a
-container's unpacked size must fit the working disk before it is unpacked.
+container's unpacked size must fit the working disk before it is unpacked. A container that
+is a BagIt bag is checked once unpacked, before anything is published (``bagstep``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from django.conf import settings
 
 from merritt_queue.core import steplog, waiting
 from merritt_queue.core.attempt import Attempt, sweep_abandoned
+from merritt_queue.core.itemkeys import profile_of
 from merritt_queue.core.runner import Decision, Outcome
 from merritt_queue.core.store import JobRecord
 from merritt_queue.deposit.containers import unpack, unpacked_bound, unpacked_size
@@ -34,6 +36,7 @@ from merritt_queue.services.breakerguard import content_gate
 from merritt_queue.services.errors import PartFileGone, ServiceError
 from merritt_queue.services.fetch import DownloadItem
 from merritt_queue.services.hostslots import HostFull
+from pipeline import bagstep
 from pipeline.payload import PayloadFile, head_sizes, job_config, known_sizes, payload_files
 from pipeline.services import Services
 
@@ -130,18 +133,41 @@ def _download_staged(
     files: list[PayloadFile],
 ) -> Outcome:
     producer = staging / "producer"
+    bag = None
     if job_config(job).get("payload_type") == "container":
         waiting = _download_container(s, attempt, job, work, staging, files[0])
         if waiting:
             return waiting
+        bag = bagstep.unbag(staging, files[0].name)
     else:
         producer.mkdir(parents=True)
         _download_files(s, producer, files)
     sizes = [p.stat().st_size for p in producer.rglob("*") if p.is_file()]
     publish(attempt, producer, work / "producer", staging)
+    _publish_bag_tags(attempt, bag, work, staging)
     total = sum(sizes)
     message = f"downloaded {len(sizes)} file(s), {total} bytes"
-    return Outcome.success(message, data={"space_needed": total})
+    data: dict[str, Any] = {"space_needed": total}
+    if bag is not None:
+        profile = s.profile(profile_of(job_config(job)))
+        filled = bagstep.filled(job, bag.info, bool(profile and not profile.local_ids_refusal()))
+        data |= filled
+        message += f"; a valid bag, its tag files kept in system/{bagstep.TAGS}/"
+        if filled:
+            message += f"; bag-info.txt filled {', '.join(bagstep.filled_names(job, filled))}"
+    return Outcome.success(message, data=data)
+
+
+def _publish_bag_tags(attempt: Attempt, bag: bagstep.Unbagged | None, work: Path, staging: Path):
+    """The bag's tag files as ``system/bag/``; an earlier attempt's, from a container that was
+    a bag before an administrator changed the URL, go with this attempt's staging folder."""
+    dest = work / "system" / bagstep.TAGS
+    if bag is not None:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        publish(attempt, bag.tags, dest, staging)
+    elif dest.exists():
+        attempt.check(f"remove the earlier {dest.name}")
+        os.rename(dest, staging / f"replaced-{dest.name}")
 
 
 def publish(attempt: Attempt, staged: Path, dest: Path, staging: Path) -> None:
