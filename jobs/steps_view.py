@@ -27,6 +27,8 @@ KIND_NAMES = {
     "copy": "upload copied",
     "digest": "digest",
     "unpacked": "container unpacked",
+    "bag": "bag checked",
+    "bag-info": "bag-info.txt",
     "ark": "ARK",
     "minter": "minter told",
     "storage": "stored",

@@ -74,6 +74,7 @@ pytest.register_assert_rewrite(
 FAST_MODULES = frozenset(
     {
         "test_containers",
+        "test_preservation_bagit_check",
         "test_steptimes",
         "test_foresight",
         "test_lanes",

@@ -166,6 +166,8 @@ PUBLIC_FIELDS: dict[str, tuple[str, ...]] = {
     "copy": ("file", "bytes"),
     "digest": ("file", "expected", "computed", "ok"),
     "unpacked": ("file", "count", "names", "bytes"),
+    "bag": ("file", "valid", "algorithms", "mismatched", "missing", "extra", "problems"),
+    "bag-info": ("ignored", "problem"),
     "ark": ("ark", "how"),
     "storage": ("ark", "version", "files", "ok", "unchanged"),
     "inventory": ("ark", "version", "ok"),

@@ -4,9 +4,9 @@ The container is unpacked (``containers.unpack``: no link, no ``..``, bounded) b
 this runs, so every path here is a plain file or folder inside the unpacked tree. The
 library is LoC's ``bagit``; what is ours:
 
-- a bag whose ``fetch.txt`` lists anything is refused before the library reads it: its
-  content is elsewhere, and nothing is ever downloaded because a depositor's bag names it
-  (the library itself never fetches, but a bag it calls incomplete would only mislead);
+- a bag with a ``fetch.txt`` is refused before the library reads it: its content is
+  elsewhere, and nothing is ever downloaded because a depositor's bag names it (the
+  library itself never fetches, but a bag it calls incomplete would only mislead);
 - tag files are bounded in size before the library reads them whole into memory;
 - the problems are kept as data (``BagProblem``), so the caller can say them in a short
   message and in full in the step's record; the library's own texts name absolute paths.
@@ -99,7 +99,9 @@ def check_bag(bag_dir: Path) -> BagCheck:
     check.problems += _validated(bag, bag_dir, fast=False)
     if oxum is not None:
         bag.info["Payload-Oxum"] = oxum
-        check.problems += _validated(bag, bag_dir, fast=True)
+        check.problems += [
+            p for p in _validated(bag, bag_dir, fast=True) if p not in check.problems
+        ]
     if check.valid and not any(p.is_file() for p in (bag_dir / PAYLOAD).rglob("*")):
         check.problems.append(BagProblem("bag", text="the bag's data/ folder holds no file"))
     return check
@@ -120,18 +122,17 @@ def _validated(bag: bagit.Bag, bag_dir: Path, fast: bool) -> list[BagProblem]:
 
 
 def _fetch_problem(bag_dir: Path) -> BagProblem | None:
+    """Any fetch.txt, even an empty one: the library cannot read a blank line of it."""
     fetch = bag_dir / FETCH_TXT
     if not fetch.is_file():
         return None
     with open(fetch, "rb") as f:
         listed = sum(1 for line in f if line.strip())
-    if not listed:
-        return None
     return BagProblem(
         "bag",
         text=(
-            f"its {FETCH_TXT} lists {listed} file(s) to fetch from elsewhere; a bag is "
-            "accepted only with every file inside it (remote files are never fetched)"
+            f"it has a {FETCH_TXT} ({listed} file(s) listed to fetch from elsewhere); a bag is "
+            "accepted only with every file inside it and no fetch.txt (nothing is fetched)"
         ),
     )
 

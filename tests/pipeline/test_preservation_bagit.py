@@ -186,7 +186,7 @@ def test_a_bag_with_a_fetch_txt_is_refused_and_nothing_is_fetched(pipeline, cont
     )
     pipeline.run(bid)
     (job,) = pipeline.jobs(bid)
-    assert "fetch.txt lists 1 file(s) to fetch from elsewhere" in job.message
+    assert "it has a fetch.txt (1 file(s) listed to fetch from elsewhere)" in job.message
     assert_nothing_minted_or_stored(pipeline, job)
     assert not [r for r in content.requests if r.path == "/remote-part.bin"]
 
