@@ -108,7 +108,7 @@ def refusal(name: str, problems: list[bags.BagProblem]) -> str:
     head = f"{name}: the bag does not check" + (f" ({said})" if said else "") + ": "
     shown: list[str] = []
     for p in problems:
-        text = str(p)
+        text = p.said()
         if len(head) + len("; ".join([*shown, text])) > MAX_MESSAGE - 60:
             break
         shown.append(text)

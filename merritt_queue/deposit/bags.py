@@ -47,8 +47,16 @@ class BagProblem:
     text: str = ""
 
     def __str__(self) -> str:
+        return self.said(full=True)
+
+    def said(self, full: bool = False) -> str:
+        """The problem in words; not ``full``, digests past an md5's length are cut (the
+        step's record keeps them whole) so that a message names more files."""
         if self.kind == "mismatch":
-            return f"{self.path}: {self.algorithm} expected {self.expected}, got {self.got}"
+            expected, got = (
+                (self.expected, self.got) if full else map(_cut, (self.expected, self.got))
+            )
+            return f"{self.path}: {self.algorithm} expected {expected}, got {got}"
         if self.kind == "missing":
             return f"{self.path}: listed in the manifest, missing from the bag"
         if self.kind == "extra":
@@ -67,6 +75,10 @@ class BagCheck:
     @property
     def valid(self) -> bool:
         return not self.problems
+
+
+def _cut(digest: str) -> str:
+    return digest if len(digest) <= 32 else digest[:32] + "…"
 
 
 def find_bag(root: Path) -> Path | None:

@@ -137,6 +137,8 @@ def test_a_corrupted_file_fails_the_job_naming_it_before_any_ark(pipeline, conte
     bad = hashlib.md5(b"Dear colleague,\nthe minutes are lost.\n").hexdigest()
     assert job.message.startswith("corrupt.zip: the bag does not check (2 digest mismatch(es)")
     assert f"data/letter.txt: md5 expected {good}, got {bad}" in job.message
+    assert "data/letter.txt: sha512 expected " in job.message
+    assert "Payload-Oxum validation failed" in job.message
     assert len(job.message) <= 500
     assert_nothing_minted_or_stored(pipeline, job)
     digests = entries(job, "Downloading", "digest")
