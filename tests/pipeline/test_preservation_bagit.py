@@ -18,6 +18,7 @@ from pathlib import Path
 import bagit
 import pytest
 
+from merritt_queue.core import steprecord as sr
 from merritt_queue.services.storage import LocalStorage
 
 pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
@@ -163,6 +164,32 @@ def test_a_missing_file_fails_the_job_naming_it(pipeline, content, tmp_path):
     assert_nothing_minted_or_stored(pipeline, job)
     (bag,) = entries(job, "Downloading", "bag")
     assert bag["valid"] is False and bag["missing"] == ["data/images/scan 1.tif"]
+    # The depositor reads it too: the names are of their own content.
+    shown = [e for a in sr.public(job.steps)["attempts"] for e in a["entries"]]
+    assert {"kind": "bag", "missing": ["data/images/scan 1.tif"]}.items() <= [
+        e for e in shown if e["kind"] == "bag"
+    ][0].items()
+
+
+def test_a_bag_fixed_at_its_url_completes_when_the_job_is_resumed(pipeline, content, tmp_path):
+    bag_dir = make_bag(tmp_path, info={})
+    complete = pack(bag_dir, "zip")
+    (bag_dir / "data" / "letter.txt").unlink()
+    url = serve(content, "fixed.zip", pack(bag_dir, "zip"))
+    bid = pipeline.submit(type="container", payload_url=url)
+    pipeline.run(bid)
+    (job,) = pipeline.jobs(bid)
+    assert job.status == "Failed" and "data/letter.txt" in job.message
+    serve(content, "fixed.zip", complete)
+    # From Estimating: the fixed bag's size is not the one its first HEAD gave.
+    pipeline.store.edits.resume_job(job.jid, to="Estimating")
+    failed = lambda b: pipeline.store.jobs.get_job(job.jid).status == "Failed"  # noqa: E731
+    pipeline.run(bid, until=lambda b: b.status == "Completed" or failed(b))
+    job = pipeline.store.jobs.get_job(job.jid)
+    assert job.status == "Completed", job.message
+    ark = job.identifiers["primary_id"]
+    names = {f.name for f in LocalStorage(pipeline.root / "storage").get_version(ark, 1).files}
+    assert {n for n in names if n.startswith("producer/")} == {f"producer/{n}" for n in PAYLOAD}
 
 
 def test_a_file_not_in_the_manifest_fails_the_job_naming_it(pipeline, content, tmp_path):
