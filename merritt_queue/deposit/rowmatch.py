@@ -110,10 +110,11 @@ def match(
     taken: dict[str, int] = {}
     for row in manifest.rows:
         jid = jids.get(row.line, "")
-        job, why = _job_of(row, jid, bid, by_jid, by_local, others)
-        if job is None:
+        found, why = _job_of(row, jid, bid, by_jid, by_local, others)
+        if found is None:
             refused.append(RowRefused(row.line, jid, why))
             continue
+        job = found
         if job.jid in taken:
             why = f"job {job.jid} is corrected by line {taken[job.jid]} already"
             refused.append(RowRefused(row.line, job.jid, why))

@@ -17,7 +17,7 @@ class Command(BaseCommand):
     help = "Write the manifest of a batch's failed jobs, each row after why it failed."
 
     def add_arguments(self, parser):
-        parser.add_argument("bid")
+        parser.add_argument("bid", help="the batch, e.g. bid0000000008")
         parser.add_argument("-o", "--output", help="the file to write (default: standard output)")
 
     def handle(self, *args, bid: str, output: str | None, **options):

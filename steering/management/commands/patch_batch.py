@@ -27,8 +27,8 @@ class Command(BaseCommand):
     help = "Correct and resume a batch's failed jobs from a corrected failed-rows manifest."
 
     def add_arguments(self, parser):
-        parser.add_argument("bid")
-        parser.add_argument("file")
+        parser.add_argument("bid", help="the batch, e.g. bid0000000008")
+        parser.add_argument("file", help="the corrected failed-rows manifest")
         parser.add_argument("--user", required=True, help="who acts (recorded in the audit)")
         parser.add_argument("--reason", default="", help="why (required unless --dry-run)")
         parser.add_argument("--dry-run", action="store_true", help="only show the preview")
