@@ -20,7 +20,7 @@ from steering.actions import batchpatch
 from steering.actions.catalog import ACTIONS
 from steering.models import AdminAction
 from steering.permissions import collections_of, refusal
-from ui.reading_scope import may_read
+from ui.reading_scope import may_read, readable_collections
 
 
 def _readable(user, bid: str) -> bool:
@@ -42,7 +42,9 @@ def failed_rows(request, user, bid: str):
     if not _readable(user, bid):
         return _not_found(bid)
     try:
-        text = batchpatch.failed_rows(get_store(init=False), bid)
+        text = batchpatch.failed_rows(
+            get_store(init=False), bid, scrubbed=readable_collections(user) is not None
+        )
     except batchpatch.PatchRefused as e:
         return _errors(e.problems, e.status)
     except (QueueError, KazooException) as e:

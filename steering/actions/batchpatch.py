@@ -21,7 +21,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core import signing
 
-from merritt_queue.core import jobparams
+from merritt_queue.core import jobparams, steprecord
 from merritt_queue.core.errors import NotFound
 from merritt_queue.core.planning import MANIFEST_KIND, type_to_pick
 from merritt_queue.core.records import BatchRecord, JobRecord
@@ -130,13 +130,19 @@ def header(batch: BatchRecord) -> failedrows.Header:
     return failedrows.header_of(text, kind)
 
 
-def failed_rows(store: QueueStore, bid: str) -> str:
-    """The checkm manifest of the batch's failed jobs."""
+def failed_rows(store: QueueStore, bid: str, *, scrubbed: bool = False) -> str:
+    """The checkm manifest of the batch's failed jobs; ``scrubbed``: for a depositor, whose
+    view of an error hides the addresses in it, as their view of a step does."""
     batch = batch_of(store, bid)
     failed, _ = jobs_of(store, bid)
     jobs = [
         failedrows.FailedJob(
-            j.jid, j.last_successful_status, j.message, j.configuration, j.identifiers, j.metadata
+            j.jid,
+            j.last_successful_status,
+            steprecord.scrub(j.message) if scrubbed else j.message,
+            j.configuration,
+            j.identifiers,
+            j.metadata,
         )
         for j in failed
     ]

@@ -27,7 +27,7 @@ from steering.actions import batchpatch
 from steering.actions.catalog import ACTIONS
 from steering.models import AdminAction
 from steering.permissions import collections_of, refusal
-from ui.reading_scope import require_readable
+from ui.reading_scope import readable_collections, require_readable
 
 UPLOAD_PAGE = "steering/corrections.html"
 PREVIEW_PAGE = "steering/corrections_preview.html"
@@ -53,7 +53,9 @@ def _batch(request, bid: str) -> Batch:
 def download(request, bid: str):
     _batch(request, bid)
     try:
-        text = batchpatch.failed_rows(get_store(init=False), bid)
+        text = batchpatch.failed_rows(
+            get_store(init=False), bid, scrubbed=readable_collections(request.user) is not None
+        )
     except batchpatch.PatchRefused as e:
         return HttpResponse(str(e), status=e.status, content_type="text/plain; charset=utf-8")
     except (QueueError, KazooException) as e:
