@@ -1,7 +1,7 @@
 from django.urls import path
 
 from batches import manifest_check, views
-from door import api, manifest_check_api, status_api
+from door import api, failedrows_api, manifest_check_api, status_api
 
 app_name = "batches"
 
@@ -12,6 +12,21 @@ urlpatterns = [
         "api/v1/batches/by-batch-id/<str:batch_id>",
         status_api.batch_status_by_batch_id,
         name="api-batch-by-batch-id",
+    ),
+    path(
+        "api/v1/batches/<str:bid>/failed-rows",
+        failedrows_api.failed_rows,
+        name="api-failed-rows",
+    ),
+    path(
+        "api/v1/batches/<str:bid>/corrections",
+        failedrows_api.corrections,
+        name="api-corrections",
+    ),
+    path(
+        "api/v1/batches/<str:bid>/corrections/confirm",
+        failedrows_api.confirm,
+        name="api-corrections-confirm",
     ),
     path("api/v1/jobs/<str:jid>", status_api.job_status, name="api-job"),
     path(

@@ -26,6 +26,7 @@ from jobs.waitcells import waiting_context
 from jobs.waitorder import batch_waiting
 from merritt_queue.deposit.uploads import shown_payload
 from notifications.views import batch_section
+from steering.actions.correctionlinks import correction_links
 from ui.fields import fields_of
 from ui.links import job_link
 from ui.listing import collection_names, filtered_table, record_links
@@ -210,6 +211,7 @@ def batch_detail(request, bid: str):
         "jobs": jobs,
         "timeline": batch_timeline(batch),
         **batch_section(request.user, batch.bid),
+        **correction_links(request.user, batch),
         **waiting_context(batch_waiting(batch), request.user),
     }
     return render(request, "batches/batch_detail.html", context)

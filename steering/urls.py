@@ -1,6 +1,6 @@
 from django.urls import path
 
-from steering.actions import bulkedit, editing, views
+from steering.actions import bulkedit, correctionviews, editing, views
 from steering.maintenance import views as maintenance_views
 from steering.runs import views as runviews
 
@@ -17,6 +17,13 @@ urlpatterns = [
     path("actions/job.edit_resume/selection/", bulkedit.edit_selection, name="edit_jobs"),
     path("actions/job.edit_resume/<str:jid>/", editing.edit_job, name="edit_job"),
     path("actions/<str:action_name>/execute", views.run, name="execute"),
+    path("batches/<str:bid>/failed-rows.checkm", correctionviews.download, name="failed-rows"),
+    path("batches/<str:bid>/corrections/", correctionviews.upload, name="corrections"),
+    path(
+        "batches/<str:bid>/corrections/confirm",
+        correctionviews.confirm,
+        name="corrections-confirm",
+    ),
     path("maintenance/", maintenance_views.page, name="maintenance"),
     path("maintenance/<str:name>/confirm", maintenance_views.confirm, name="maintenance-confirm"),
     path("maintenance/<str:name>/start", maintenance_views.start, name="maintenance-start"),

@@ -84,6 +84,7 @@ FAST_MODULES = frozenset(
         "test_window_math",
         "test_periodic",
         "test_jobparams",
+        "test_preservation_failed_rows_manifest",
         "test_layers",
         "test_command_help",
         "test_deploy_units",

@@ -20,6 +20,10 @@ J = JobStatus
 FETCHED = ("payload_url", "digest_type", "digest_value")
 DESCRIBED = ("erc_what", "erc_who", "erc_when", "erc_where", "local_id")
 FIELDS = FETCHED + DESCRIBED
+# What a batch manifest's row also gives a job, changed only by a corrected row
+# (``deposit.rowmatch``): the checkm parser has judged them, no form offers them.
+ROW_ONLY = ("filename", "file_size")
+ALL_FIELDS = FIELDS + ROW_ONLY
 LABELS = {
     "payload_url": "payload URL",
     "digest_type": "digest algorithm",
@@ -29,6 +33,8 @@ LABELS = {
     "erc_when": "date (erc_when)",
     "erc_where": "where (erc_where)",
     "local_id": "local id",
+    "filename": "file name",
+    "file_size": "file size",
 }
 
 # The latest step a job may restart at to use each field: a new URL is sized again
@@ -39,6 +45,9 @@ LATEST_STEP = {
     "digest_type": J.DOWNLOADING,
     "digest_value": J.DOWNLOADING,
     **{name: J.PROCESSING for name in DESCRIBED},
+    # The size bounds the reservation; the name is the one the download saves the bytes as.
+    "file_size": J.ESTIMATING,
+    "filename": J.DOWNLOADING,
 }
 ORDER = (J.PENDING, *JOB_STEPS)
 
@@ -54,15 +63,24 @@ def current(configuration: dict | None, identifiers: dict | None, metadata: dict
         "digest_value": config.get("digest_value"),
         "local_id": local,
         **{name: meta.get(name) for name in ("erc_what", "erc_who", "erc_when", "erc_where")},
+        "filename": config.get("filename"),
+        "file_size": _size_text(config.get("file_size")),
     }
     return {name: value if isinstance(value, str) else "" for name, value in values.items()}
 
 
+def _size_text(size: object) -> str | None:
+    """A size as the other fields are shown: text ("" for none)."""
+    if isinstance(size, bool) or not isinstance(size, int | str):
+        return None
+    return str(size)
+
+
 def changes_of(before: dict, after: dict) -> dict[str, tuple[str, str]]:
-    """The fields ``after`` changes: name -> (before, after), in ``FIELDS`` order."""
+    """The fields ``after`` changes: name -> (before, after), in ``ALL_FIELDS`` order."""
     return {
         name: (before.get(name, ""), after[name])
-        for name in FIELDS
+        for name in ALL_FIELDS
         if name in after and after[name] != before.get(name, "")
     }
 
@@ -90,13 +108,20 @@ def edited(
     depositor's ``a;b``) and the form neither shows nor edits. ``title`` in the
     configuration follows ``erc_what``, as the planner writes it.
     """
-    unknown = set(changes) - set(FIELDS)
+    unknown = set(changes) - set(ALL_FIELDS)
     if unknown:
         raise ValueError(f"not a per-job parameter: {', '.join(sorted(unknown))}")
     config = dict(configuration or {})
-    for name in FETCHED:
+    for name in (*FETCHED, "filename"):
         if name in changes:
             _put(config, name, changes[name])
+    if "file_size" in changes:
+        # The planner writes a manifest's size as a number (``planning._row_job``).
+        size = changes["file_size"]
+        if size:
+            config["file_size"] = int(size)
+        else:
+            config.pop("file_size", None)
     ids = dict(identifiers) if identifiers is not None else None
     if "local_id" in changes:
         new = changes["local_id"]

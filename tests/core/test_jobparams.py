@@ -13,7 +13,7 @@ def test_the_fields_are_read_where_the_planner_and_merritt_write_them():
     shown = p.current(config, {"primary_id": "ark:/1/a", "local_id": ["L"]}, {"erc_what": "T"})
     assert shown["payload_url"] == "https://x/a" and shown["local_id"] == "L"
     assert shown["erc_what"] == "T" and shown["erc_who"] == "" and shown["digest_value"] == ""
-    assert p.current(None, None, None) == dict.fromkeys(p.FIELDS, "")
+    assert p.current(None, None, None) == dict.fromkeys(p.ALL_FIELDS, "")
 
 
 def test_an_edit_keeps_every_other_key_and_the_ark():
