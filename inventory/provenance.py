@@ -1,0 +1,411 @@
+"""What happened to an object and who decided it, as preservation events (PREMIS's model),
+read from what the queue already keeps: each job's timeline (``JobEvent``), what each of its
+steps did (``JobSteps``), the admin actions behind its moves (``AdminActionItem``) and the
+inventory's versions. ``inventory.premisxml`` writes it out; nothing here knows XML.
+
+Which jobs: the job that made each version, and (for the whole object) the other jobs of the
+object's collection that named its ARK, such as a failed one that was deleted. A job purged
+from the mirror keeps its timeline and steps rows, so its events stay; only the jobs of an
+ARK that never made a version and whose job row was purged are not found.
+
+Event identifiers are built from the job, its status version or its step attempt, so the
+same history exports the same identifiers every time: an auditor can compare two exports.
+
+A depositor reads the same as the job page shows them (the timeline, with admin names and
+reasons); of the step record only the entries ``steprecord.public`` gives them are used, and
+only their public fields, so nothing differs by reader.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib import metadata
+
+from inventory.models import InventoryObject, InventoryVersion
+from jobs.models import Job, JobEvent, JobSteps
+from merritt_queue.core import history
+from merritt_queue.core import steprecord as sr
+from merritt_queue.core.states import JobStatus as J
+from merritt_queue.core.tree import parse_timestamp
+from steering.models import AdminActionItem
+
+LOC = "http://id.loc.gov/vocabulary/preservation/"
+SOFTWARE = "merritt-queue"
+
+# The Library of Congress event types this history has a fitting term for; the others
+# (a hold, a release, a resume: the queue's own) are named in words, with no URI.
+EVENT_TYPES = {
+    "ingestion start": "ins",
+    "ingestion": "ing",
+    "message digest calculation": "mes",
+    "fixity check": "fix",
+    "accession": "acc",
+    "metadata modification": "mem",
+    "deletion": "del",
+}
+ROLES = {"executing program": "exe", "implementer": "imp"}
+
+# The admin actions on a job whose move is an event of their own.
+ACTION_EVENTS = {
+    "job.hold": "hold",
+    "job.release": "release",
+    "job.resume": "resume",
+    "job.edit_resume": "metadata modification",
+    "job.force_fail": "failure",
+    "job.delete": "deletion",
+}
+
+
+def software_version() -> str:
+    try:
+        return metadata.version(SOFTWARE)
+    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown"
+
+
+@dataclass(frozen=True)
+class Agent:
+    id_type: str
+    name: str
+    kind: str  # software | person
+    version: str = ""
+    note: str = ""
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.id_type, self.name)
+
+
+def software() -> Agent:
+    version = software_version()
+    return Agent("software", f"{SOFTWARE} {version}", "software", version)
+
+
+MERRITT_INGEST = Agent("software", history.OTHER_WRITER, "software")
+
+
+@dataclass(frozen=True)
+class Link:
+    """An object an event is about: (identifier type, value, role)."""
+
+    id_type: str
+    value: str
+    role: str = ""
+
+
+@dataclass
+class Event:
+    ident: str
+    kind: str  # the event type's words (EVENT_TYPES)
+    at: datetime
+    detail: str
+    outcome: str = ""  # success | failure | "" (a move that neither succeeds nor fails)
+    outcome_note: str = ""
+    agents: list[tuple[Agent, str]] = field(default_factory=list)
+    objects: list[Link] = field(default_factory=list)
+
+    @property
+    def uri(self) -> str:
+        code = EVENT_TYPES.get(self.kind)
+        return f"{LOC}eventType/{code}" if code else ""
+
+
+def role_uri(role: str) -> str:
+    code = ROLES.get(role)
+    return f"{LOC}eventRelatedAgentRole/{code}" if code else ""
+
+
+# --- object identifiers -------------------------------------------------------------
+
+ARK = "ARK"
+VERSION = "ARK version"
+FILE = "ARK version file"
+
+
+def version_id(ark: str, number: int) -> str:
+    return f"{ark}/v{number}"
+
+
+def file_id(ark: str, number: int, name: str) -> str:
+    return f"{ark}/v{number}/{name}"
+
+
+# --- gathering ----------------------------------------------------------------------
+
+
+@dataclass
+class History:
+    obj: InventoryObject
+    versions: list[InventoryVersion]
+    events: list[Event]
+    agents: list[Agent]
+
+
+def object_history(obj: InventoryObject, version: int | None = None) -> History:
+    """The events of ``obj`` (or of its version ``version`` alone), oldest first."""
+    rows = obj.versions.order_by("number")
+    versions = list(rows.filter(number=version) if version is not None else rows)
+    made = {v.job_id: v.number for v in versions if v.job_id}
+    jids = list(made)
+    if version is None:
+        named = Job.objects.filter(ark=obj.ark, collection=obj.collection)
+        jids += sorted(set(named.values_list("jid", flat=True)) - set(made))
+    files = _file_names(versions)
+    events: list[Event] = []
+    for jid in jids:
+        events += _job_events(obj.ark, jid, made.get(jid), files)
+    for v in versions:
+        events.append(_recorded(obj.ark, v))
+    events.sort(key=lambda e: (e.at, e.ident))
+    agents: dict[tuple[str, str], Agent] = {}
+    for e in events:
+        for agent, _ in e.agents:
+            agents.setdefault(agent.key, agent)
+    return History(obj, versions, events, list(agents.values()))
+
+
+def _file_names(versions: Iterable[InventoryVersion]) -> dict[int, set[str]]:
+    return {v.number: set(v.files.values_list("name", flat=True)) for v in versions}
+
+
+def _recorded(ark: str, v: InventoryVersion) -> Event:
+    """The inventory's row is the record of the version: an event even when its job is gone."""
+    changes = (
+        f"{v.mode}: {v.added_count} added, {v.replaced_count} replaced, "
+        f"{len(v.deleted or [])} deleted, {v.carried_count} carried; "
+        if v.mode
+        else ""
+    )
+    return Event(
+        ident=f"{version_id(ark, v.number)}/recorded",
+        kind="inventory recording",
+        at=v.stored,
+        detail=f"version {v.number} recorded in the inventory by job {v.job_id}: {changes}"
+        f"{v.file_count} files, {v.total_size} bytes",
+        outcome="success",
+        agents=[(software(), "executing program")],
+        objects=[Link(ARK, ark), Link(VERSION, version_id(ark, v.number), "outcome")],
+    )
+
+
+def _job_events(ark: str, jid: str, number: int | None, files: dict[int, set[str]]) -> list[Event]:
+    timeline = list(JobEvent.objects.filter(jid=jid).order_by("status_version"))
+    actions = _admin_actions(jid, [e.status_version for e in timeline])
+    links = [Link(ARK, ark)]
+    if number is not None:
+        links.append(Link(VERSION, version_id(ark, number), "outcome"))
+    events = [
+        event
+        for row in timeline
+        if (event := _move(jid, row, actions.get(row.status_version), links)) is not None
+    ]
+    steps = JobSteps.objects.filter(jid=jid).only("record", "damaged").first()
+    if steps is not None and not steps.damaged:
+        names = files.get(number, set()) if number is not None else set()
+        for attempt in sr.from_json(steps.record).attempts:
+            shown = sr.public(sr.StepRecord((attempt,), exists=True))["attempts"][0]
+            token = str(attempt.get("attempt") or "")
+            events += _step_events(ark, jid, number, names, shown, token, links)
+    return events
+
+
+def _admin_actions(jid: str, versions: list[int]) -> dict[int, AdminActionItem]:
+    items = AdminActionItem.objects.filter(item_id=jid, after_version__in=versions)
+    return {
+        i.after_version: i
+        for i in items.select_related("admin_action").order_by("id")
+        if i.after_version is not None and i.result == "done"
+    }
+
+
+def _when(value: datetime | str | None) -> datetime:
+    if isinstance(value, str):
+        value = parse_timestamp(value)
+    if value is None:
+        return datetime.fromtimestamp(0, UTC)
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+def _actor(actor: str) -> tuple[Agent, str] | None:
+    """The person or program a timeline row names, and its role."""
+    if actor.startswith(history.ADMIN_PREFIX):
+        return Agent("user", actor[len(history.ADMIN_PREFIX) :], "person"), "implementer"
+    if actor.startswith(history.SUBMISSION_PREFIX):
+        name = actor[len(history.SUBMISSION_PREFIX) :]
+        return Agent("depositor", name, "person", note="submitted the deposit"), "submitter"
+    if actor == history.OTHER_WRITER:
+        return MERRITT_INGEST, "executing program"
+    return None
+
+
+def _kind_of_move(row: JobEvent, item: AdminActionItem | None) -> str:
+    if item is not None and item.admin_action.action in ACTION_EVENTS:
+        return ACTION_EVENTS[item.admin_action.action]
+    to, was = row.to_status, row.from_status
+    if to == J.PENDING and not was and row.status_version <= 0:
+        return "ingestion start"
+    if to == J.PENDING and not was and row.actor.startswith(history.SUBMISSION_PREFIX):
+        return "ingestion start"
+    if to == J.HELD:
+        return "hold"
+    if was == J.HELD and to == J.PENDING:
+        return "release"
+    if to == J.FAILED:
+        return "failure"
+    if to == J.DELETED:
+        return "deletion"
+    if to == J.COMPLETED:
+        return "ingestion"
+    if was == J.FAILED:
+        return "resume"
+    return ""
+
+
+def _move(jid: str, row: JobEvent, item: AdminActionItem | None, links: list[Link]) -> Event | None:
+    kind = _kind_of_move(row, item)
+    if not kind:
+        return None  # a step's routine move: the step's own events tell it
+    agents = [(software(), "executing program")]
+    if (told := _actor(row.actor)) is not None:
+        agents = [told] if told[0].kind == "software" else [*agents, told]
+    change = f"{row.from_status or 'new'} -> {row.to_status}"
+    detail = f"job {jid} (batch {row.bid or 'unknown'}) {change}, status version "
+    detail += f"{row.status_version}"
+    if item is not None:
+        action = item.admin_action
+        detail += f"; admin action {action.action} by {action.username}: {action.reason}"
+    outcome, note = "", row.message
+    if kind == "failure":
+        outcome = "failure"
+    elif kind == "ingestion":
+        outcome = "success"
+    return Event(
+        ident=f"{jid}/status/{row.status_version}",
+        kind=kind,
+        at=_when(row.at),
+        detail=detail,
+        outcome=outcome,
+        outcome_note=note,
+        agents=agents,
+        objects=list(links),
+    )
+
+
+def _step_events(
+    ark: str,
+    jid: str,
+    number: int | None,
+    names: set[str],
+    attempt: dict,
+    token: str,
+    links: list[Link],
+) -> list[Event]:
+    """The events of one attempt's entries (``attempt`` as ``steprecord.public`` gives it)."""
+    at = _when(attempt.get("at"))
+    step = attempt.get("step") or ""
+    base = f"{jid}/step/{token or at.isoformat()}"
+    agents = [(software(), "executing program")]
+    events = []
+    for n, entry in enumerate(attempt.get("entries") or []):
+        kind = entry.get("kind")
+        ident = f"{base}/{n}"
+        made = [
+            *(
+                _digest_events(ark, number, names, entry, ident, at, agents)
+                if kind == "digest"
+                else []
+            )
+        ]
+        if kind == "ark":
+            made.append(
+                Event(
+                    ident=ident,
+                    kind="identifier assignment",
+                    at=at,
+                    detail=f"ARK {entry.get('ark')} {entry.get('how') or 'assigned'} "
+                    f"(job {jid}, {step})",
+                    outcome="success",
+                    agents=agents,
+                    objects=[Link(ARK, str(entry.get("ark") or ark), "outcome")],
+                )
+            )
+        elif kind == "storage":
+            unchanged = bool(entry.get("unchanged"))
+            what = (
+                f"nothing new to store: the object stays at version {entry.get('version')}"
+                if unchanged
+                else f"version {entry.get('version')} stored, {entry.get('files')} files"
+            )
+            made.append(
+                Event(
+                    ident=ident,
+                    kind="accession",
+                    at=at,
+                    detail=f"{what} (job {jid})",
+                    outcome="success" if entry.get("ok") else "failure",
+                    agents=agents,
+                    objects=list(links),
+                )
+            )
+        events += made
+    return events
+
+
+def _digest_events(
+    ark: str,
+    number: int | None,
+    names: set[str],
+    entry: dict,
+    ident: str,
+    at: datetime,
+    agents: list[tuple[Agent, str]],
+) -> list[Event]:
+    """A digest computed of a deposited file, and its check against the depositor's digest."""
+    name = str(entry.get("file") or "")
+    target = _file_link(ark, number, names, name)
+    computed = entry.get("computed") if isinstance(entry.get("computed"), dict) else {}
+    expected = entry.get("expected") if isinstance(entry.get("expected"), dict) else {}
+    events = []
+    if computed:
+        events.append(
+            Event(
+                ident=f"{ident}/digest",
+                kind="message digest calculation",
+                at=at,
+                detail=f"digest of the deposited file {name}",
+                outcome="success",
+                outcome_note=_digests(computed),
+                agents=agents,
+                objects=[target],
+            )
+        )
+    if expected and entry.get("ok") is not None:
+        ok = bool(entry.get("ok"))
+        events.append(
+            Event(
+                ident=f"{ident}/fixity",
+                kind="fixity check",
+                at=at,
+                detail=f"the deposited file {name} checked against the depositor's digest",
+                outcome="success" if ok else "failure",
+                outcome_note=f"expected {_digests(expected)}; computed {_digests(computed)}",
+                agents=agents,
+                objects=[target],
+            )
+        )
+    return events
+
+
+def _digests(values: dict) -> str:
+    return ", ".join(f"{alg} {value}" for alg, value in values.items())
+
+
+def _file_link(ark: str, number: int | None, names: set[str], name: str) -> Link:
+    """The version's file the deposited ``name`` became, when the inventory holds it."""
+    if number is not None:
+        for stored in (name, f"producer/{name}"):
+            if stored in names:
+                return Link(FILE, file_id(ark, number, stored), "source")
+    return Link("deposited file name", name, "source")
