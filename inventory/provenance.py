@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import metadata
 
+from batches.models import Batch
 from inventory.models import InventoryObject, InventoryVersion
 from jobs.models import Job, JobEvent, JobSteps
 from merritt_queue.core import history
@@ -196,10 +197,11 @@ def _job_events(ark: str, jid: str, number: int | None, files: dict[int, set[str
     links = [Link(ARK, ark)]
     if number is not None:
         links.append(Link(VERSION, version_id(ark, number), "outcome"))
+    depositor = _depositor(jid)
     events = [
         event
         for row in timeline
-        if (event := _move(jid, row, actions.get(row.status_version), links)) is not None
+        if (event := _move(jid, row, actions.get(row.status_version), links, depositor)) is not None
     ]
     steps = JobSteps.objects.filter(jid=jid).only("record", "damaged").first()
     if steps is not None and not steps.damaged:
@@ -209,6 +211,19 @@ def _job_events(ark: str, jid: str, number: int | None, files: dict[int, set[str
             token = str(attempt.get("attempt") or "")
             events += _step_events(ark, jid, number, names, shown, token, links)
     return events
+
+
+def _depositor(jid: str) -> Agent | None:
+    """Who submitted the job: its job row says, or its batch's when the job row was purged."""
+    name = Job.objects.filter(jid=jid).values_list("submitter", flat=True).first()
+    if not name:
+        bid = JobEvent.objects.filter(jid=jid).exclude(bid="").values_list("bid", flat=True)
+        name = Batch.objects.filter(bid__in=bid[:1]).values_list("submitter", flat=True).first()
+    return _submitter(name) if name else None
+
+
+def _submitter(name: str) -> Agent:
+    return Agent("depositor", name, "person", note="submitted the deposit")
 
 
 def _admin_actions(jid: str, versions: list[int]) -> dict[int, AdminActionItem]:
@@ -233,8 +248,7 @@ def _actor(actor: str) -> tuple[Agent, str] | None:
     if actor.startswith(history.ADMIN_PREFIX):
         return Agent("user", actor[len(history.ADMIN_PREFIX) :], "person"), "implementer"
     if actor.startswith(history.SUBMISSION_PREFIX):
-        name = actor[len(history.SUBMISSION_PREFIX) :]
-        return Agent("depositor", name, "person", note="submitted the deposit"), "submitter"
+        return _submitter(actor[len(history.SUBMISSION_PREFIX) :]), "submitter"
     if actor == history.OTHER_WRITER:
         return MERRITT_INGEST, "executing program"
     return None
@@ -263,13 +277,22 @@ def _kind_of_move(row: JobEvent, item: AdminActionItem | None) -> str:
     return ""
 
 
-def _move(jid: str, row: JobEvent, item: AdminActionItem | None, links: list[Link]) -> Event | None:
+def _move(
+    jid: str,
+    row: JobEvent,
+    item: AdminActionItem | None,
+    links: list[Link],
+    depositor: Agent | None,
+) -> Event | None:
     kind = _kind_of_move(row, item)
     if not kind:
         return None  # a step's routine move: the step's own events tell it
     agents = [(software(), "executing program")]
     if (told := _actor(row.actor)) is not None:
         agents = [told] if told[0].kind == "software" else [*agents, told]
+    if kind in ("ingestion start", "ingestion") and depositor is not None:
+        if not any(role == "submitter" for _, role in agents):
+            agents.append((depositor, "submitter"))
     change = f"{row.from_status or 'new'} -> {row.to_status}"
     detail = f"job {jid} (batch {row.bid or 'unknown'}) {change}, status version "
     detail += f"{row.status_version}"
