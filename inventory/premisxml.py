@@ -1,4 +1,5 @@
-"""An object's history (``inventory.provenance``) as a PREMIS 3.0 document.
+"""An object's history (``inventory.provenance``, in the words of ``premisterms``) as a
+PREMIS 3.0 document.
 
 The objects: the intellectual entity named by the ARK, one representation per version
 (``ARK/vN``) and the version's files (``ARK/vN/name``) with the size and the digests the
@@ -12,8 +13,9 @@ from pathlib import Path
 
 from lxml import etree
 
-from inventory import provenance as pv
+from inventory import premisterms as pv
 from inventory.models import InventoryFile
+from inventory.provenance import History
 
 NS = "http://www.loc.gov/premis/v3"
 XSI = "http://www.w3.org/2001/XMLSchema-instance"
@@ -51,7 +53,7 @@ def _clean(text: str) -> str:
     )
 
 
-def document(h: pv.History) -> bytes:
+def document(h: History) -> bytes:
     root = etree.Element(_q("premis"), nsmap={"premis": NS, "xsi": XSI}, version="3.0")
     root.set(f"{{{XSI}}}schemaLocation", SCHEMA_LOCATION)
     _entity(root, h)
@@ -88,7 +90,7 @@ def _relationship(el, sub_type: str, id_type: str, value: str) -> None:
     _add(related, "relatedObjectIdentifierValue", value)
 
 
-def _entity(root, h: pv.History) -> None:
+def _entity(root, h: History) -> None:
     el = _object(root, "intellectualEntity", pv.ARK, h.obj.ark)
     if h.obj.title:
         _add(el, "originalName", h.obj.title)

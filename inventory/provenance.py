@@ -19,34 +19,25 @@ only their public fields, so nothing differs by reader.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from importlib import metadata
+from dataclasses import dataclass
 
 from batches.models import Batch
 from inventory.models import InventoryObject, InventoryVersion
+from inventory.premisterms import (
+    ARK,
+    MERRITT_INGEST,
+    VERSION,
+    Agent,
+    Event,
+    Link,
+    software,
+    version_id,
+)
+from inventory.stepevents import job_step_events, when
 from jobs.models import Job, JobEvent, JobSteps
 from merritt_queue.core import history
-from merritt_queue.core import steprecord as sr
 from merritt_queue.core.states import JobStatus as J
-from merritt_queue.core.tree import parse_timestamp
 from steering.models import AdminActionItem
-
-LOC = "http://id.loc.gov/vocabulary/preservation/"
-SOFTWARE = "merritt-queue"
-
-# The Library of Congress event types this history has a fitting term for; the others
-# (a hold, a release, a resume: the queue's own) are named in words, with no URI.
-EVENT_TYPES = {
-    "ingestion start": "ins",
-    "ingestion": "ing",
-    "message digest calculation": "mes",
-    "fixity check": "fix",
-    "accession": "acc",
-    "metadata modification": "mem",
-    "deletion": "del",
-}
-ROLES = {"executing program": "exe", "implementer": "imp"}
 
 # The admin actions on a job whose move is an event of their own.
 ACTION_EVENTS = {
@@ -57,83 +48,6 @@ ACTION_EVENTS = {
     "job.force_fail": "failure",
     "job.delete": "deletion",
 }
-
-
-def software_version() -> str:
-    try:
-        return metadata.version(SOFTWARE)
-    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
-        return "unknown"
-
-
-@dataclass(frozen=True)
-class Agent:
-    id_type: str
-    name: str
-    kind: str  # software | person
-    version: str = ""
-    note: str = ""
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.id_type, self.name)
-
-
-def software() -> Agent:
-    version = software_version()
-    return Agent("software", f"{SOFTWARE} {version}", "software", version)
-
-
-MERRITT_INGEST = Agent("software", history.OTHER_WRITER, "software")
-
-
-@dataclass(frozen=True)
-class Link:
-    """An object an event is about: (identifier type, value, role)."""
-
-    id_type: str
-    value: str
-    role: str = ""
-
-
-@dataclass
-class Event:
-    ident: str
-    kind: str  # the event type's words (EVENT_TYPES)
-    at: datetime
-    detail: str
-    outcome: str = ""  # success | failure | "" (a move that neither succeeds nor fails)
-    outcome_note: str = ""
-    agents: list[tuple[Agent, str]] = field(default_factory=list)
-    objects: list[Link] = field(default_factory=list)
-
-    @property
-    def uri(self) -> str:
-        code = EVENT_TYPES.get(self.kind)
-        return f"{LOC}eventType/{code}" if code else ""
-
-
-def role_uri(role: str) -> str:
-    code = ROLES.get(role)
-    return f"{LOC}eventRelatedAgentRole/{code}" if code else ""
-
-
-# --- object identifiers -------------------------------------------------------------
-
-ARK = "ARK"
-VERSION = "ARK version"
-FILE = "ARK version file"
-
-
-def version_id(ark: str, number: int) -> str:
-    return f"{ark}/v{number}"
-
-
-def file_id(ark: str, number: int, name: str) -> str:
-    return f"{ark}/v{number}/{name}"
-
-
-# --- gathering ----------------------------------------------------------------------
 
 
 @dataclass
@@ -206,10 +120,7 @@ def _job_events(ark: str, jid: str, number: int | None, files: dict[int, set[str
     steps = JobSteps.objects.filter(jid=jid).only("record", "damaged").first()
     if steps is not None and not steps.damaged:
         names = files.get(number, set()) if number is not None else set()
-        for attempt in sr.from_json(steps.record).attempts:
-            shown = sr.public(sr.StepRecord((attempt,), exists=True))["attempts"][0]
-            token = str(attempt.get("attempt") or "")
-            events += _step_events(ark, jid, number, names, shown, token, links)
+        events += job_step_events(ark, jid, number, names, steps.record, links)
     return events
 
 
@@ -233,14 +144,6 @@ def _admin_actions(jid: str, versions: list[int]) -> dict[int, AdminActionItem]:
         for i in items.select_related("admin_action").order_by("id")
         if i.after_version is not None and i.result == "done"
     }
-
-
-def _when(value: datetime | str | None) -> datetime:
-    if isinstance(value, str):
-        value = parse_timestamp(value)
-    if value is None:
-        return datetime.fromtimestamp(0, UTC)
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def _actor(actor: str) -> tuple[Agent, str] | None:
@@ -307,128 +210,10 @@ def _move(
     return Event(
         ident=f"{jid}/status/{row.status_version}",
         kind=kind,
-        at=_when(row.at),
+        at=when(row.at),
         detail=detail,
         outcome=outcome,
         outcome_note=note,
         agents=agents,
         objects=list(links),
     )
-
-
-def _step_events(
-    ark: str,
-    jid: str,
-    number: int | None,
-    names: set[str],
-    attempt: dict,
-    token: str,
-    links: list[Link],
-) -> list[Event]:
-    """The events of one attempt's entries (``attempt`` as ``steprecord.public`` gives it)."""
-    at = _when(attempt.get("at"))
-    step = attempt.get("step") or ""
-    base = f"{jid}/step/{token or at.isoformat()}"
-    agents = [(software(), "executing program")]
-    events = []
-    for n, entry in enumerate(attempt.get("entries") or []):
-        kind = entry.get("kind")
-        ident = f"{base}/{n}"
-        made = [
-            *(
-                _digest_events(ark, number, names, entry, ident, at, agents)
-                if kind == "digest"
-                else []
-            )
-        ]
-        if kind == "ark":
-            made.append(
-                Event(
-                    ident=ident,
-                    kind="identifier assignment",
-                    at=at,
-                    detail=f"ARK {entry.get('ark')} {entry.get('how') or 'assigned'} "
-                    f"(job {jid}, {step})",
-                    outcome="success",
-                    agents=agents,
-                    objects=[Link(ARK, str(entry.get("ark") or ark), "outcome")],
-                )
-            )
-        elif kind == "storage":
-            unchanged = bool(entry.get("unchanged"))
-            what = (
-                f"nothing new to store: the object stays at version {entry.get('version')}"
-                if unchanged
-                else f"version {entry.get('version')} stored, {entry.get('files')} files"
-            )
-            made.append(
-                Event(
-                    ident=ident,
-                    kind="accession",
-                    at=at,
-                    detail=f"{what} (job {jid})",
-                    outcome="success" if entry.get("ok") else "failure",
-                    agents=agents,
-                    objects=list(links),
-                )
-            )
-        events += made
-    return events
-
-
-def _digest_events(
-    ark: str,
-    number: int | None,
-    names: set[str],
-    entry: dict,
-    ident: str,
-    at: datetime,
-    agents: list[tuple[Agent, str]],
-) -> list[Event]:
-    """A digest computed of a deposited file, and its check against the depositor's digest."""
-    name = str(entry.get("file") or "")
-    target = _file_link(ark, number, names, name)
-    computed = entry.get("computed") if isinstance(entry.get("computed"), dict) else {}
-    expected = entry.get("expected") if isinstance(entry.get("expected"), dict) else {}
-    events = []
-    if computed:
-        events.append(
-            Event(
-                ident=f"{ident}/digest",
-                kind="message digest calculation",
-                at=at,
-                detail=f"digest of the deposited file {name}",
-                outcome="success",
-                outcome_note=_digests(computed),
-                agents=agents,
-                objects=[target],
-            )
-        )
-    if expected and entry.get("ok") is not None:
-        ok = bool(entry.get("ok"))
-        events.append(
-            Event(
-                ident=f"{ident}/fixity",
-                kind="fixity check",
-                at=at,
-                detail=f"the deposited file {name} checked against the depositor's digest",
-                outcome="success" if ok else "failure",
-                outcome_note=f"expected {_digests(expected)}; computed {_digests(computed)}",
-                agents=agents,
-                objects=[target],
-            )
-        )
-    return events
-
-
-def _digests(values: dict) -> str:
-    return ", ".join(f"{alg} {value}" for alg, value in values.items())
-
-
-def _file_link(ark: str, number: int | None, names: set[str], name: str) -> Link:
-    """The version's file the deposited ``name`` became, when the inventory holds it."""
-    if number is not None:
-        for stored in (name, f"producer/{name}"):
-            if stored in names:
-                return Link(FILE, file_id(ark, number, stored), "source")
-    return Link("deposited file name", name, "source")
