@@ -1,17 +1,16 @@
 """An object's or a version's history as PREMIS XML: from the object page (a signed-in
-person) and from the API (a bearer token). Both only for who may read the object's
-collection (``ui.reading_scope``): anyone else gets the answer an unknown ARK gets, so the
-export cannot confirm that another collection's object exists.
+person) and from the API (a bearer token, ``door.premis_api``). Both only for who may read
+the object's collection (``ui.reading_scope``): anyone else gets the answer an unknown ARK
+gets, so the export cannot confirm that another collection's object exists.
 """
 
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpResponse, JsonResponse
+from django.http import HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
-from door.tokens import with_token_user
 from inventory import premisxml, provenance
 from inventory.models import InventoryObject
 from ui.reading_scope import may_read
@@ -34,7 +33,7 @@ def file_name(ark: str, version: int | None) -> str:
     return f"premis-{name}{f'-v{version}' if version is not None else ''}.xml"
 
 
-def _xml(body: bytes, ark: str, version: int | None) -> HttpResponse:
+def xml_response(body: bytes, ark: str, version: int | None) -> HttpResponse:
     response = HttpResponse(body, content_type=CONTENT_TYPE)
     response["Content-Disposition"] = f'inline; filename="{file_name(ark, version)}"'
     return response
@@ -46,22 +45,4 @@ def object_premis(request, ark: str, version: int | None = None):
     body = readable_export(request.user, ark, version)
     if body is None:
         return render(request, "inventory/object_missing.html", {"ark": ark}, status=404)
-    return _xml(body, ark, version)
-
-
-@require_safe
-@with_token_user
-def api_object_premis(request, user, ark: str, version: int | None = None):
-    body = readable_export(user, ark, version)
-    if body is None:
-        what = f"object {ark[:200]!r}" + (f" version {version}" if version is not None else "")
-        return JsonResponse(
-            {
-                "errors": [
-                    f"no {what} is known to this token: the ARK may be wrong, or belong to a "
-                    "collection the token's user may not read"
-                ]
-            },
-            status=404,
-        )
-    return _xml(body, ark, version)
+    return xml_response(body, ark, version)

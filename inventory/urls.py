@@ -14,11 +14,5 @@ urlpatterns = [
         name="version-premis",
     ),
     path("objects/<path:ark>/premis.xml", premis_views.object_premis, name="premis"),
-    path(
-        "api/v1/objects/<path:ark>/versions/<int:version>/premis.xml",
-        premis_views.api_object_premis,
-        name="api-version-premis",
-    ),
-    path("api/v1/objects/<path:ark>/premis.xml", premis_views.api_object_premis, name="api-premis"),
     path("objects/<path:ark>/", views.object_detail, name="detail"),
 ]
