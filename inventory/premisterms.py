@@ -4,6 +4,7 @@ vocabulary terms where one fits, and how objects are identified in the export.""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from datetime import datetime
 from importlib import metadata
@@ -27,6 +28,7 @@ EVENT_TYPES = {
 ROLES = {"executing program": "exe", "implementer": "imp"}
 
 
+@functools.cache  # a metadata lookup reads the installed files: once per process
 def software_version() -> str:
     try:
         return metadata.version(SOFTWARE)
