@@ -1,7 +1,7 @@
 from django.urls import path
 
 from batches import manifest_check, views
-from door import api, failedrows_api, manifest_check_api, status_api
+from door import api, failedrows_api, manifest_check_api, premis_api, status_api
 
 app_name = "batches"
 
@@ -29,6 +29,14 @@ urlpatterns = [
         name="api-corrections-confirm",
     ),
     path("api/v1/jobs/<str:jid>", status_api.job_status, name="api-job"),
+    # An object's history as PREMIS XML; a version's first, as the object's ARK (which holds
+    # slashes) would otherwise take in its rest.
+    path(
+        "api/v1/objects/<path:ark>/versions/<int:version>/premis.xml",
+        premis_api.api_object_premis,
+        name="api-version-premis",
+    ),
+    path("api/v1/objects/<path:ark>/premis.xml", premis_api.api_object_premis, name="api-premis"),
     path(
         "api/v1/manifests/check", manifest_check_api.check_manifest_api, name="api-check-manifest"
     ),
