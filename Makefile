@@ -81,7 +81,8 @@ test-faults: venv
 	$(SERVICES) ensure-zookeeper
 	$(SERVICES) with-test-services $(PY) -m pytest -m faults $(PYTEST_ARGS) --durations=0
 
-# The reconcile benchmark's 100,000 jobs need a larger ZooKeeper heap than the tests.
+# The reconcile benchmark's 100,000 jobs need a larger ZooKeeper heap than the tests; its
+# 1,000,000 (BENCH_RECONCILE_JOBS) several GB: set ZK_HEAP (docs/benchmarks.md).
 bench: export ZK_HEAP ?= 1g
 bench: venv
 	$(SERVICES) ensure-zookeeper
