@@ -29,8 +29,14 @@ _NAME_LEN = len(_PREFIX) + 10
 _DIGITS = frozenset(b"0123456789")
 
 
-class _ListNumbers(namedtuple("_ListNumbers", "path")):
-    """``getChildren`` (OpCode 8, no watch) whose answer is the job numbers, unsorted."""
+class _ListNames(namedtuple("_ListNames", "path")):
+    """``getChildren`` (OpCode 8, no watch) whose answer is left as the response's bytes.
+
+    kazoo deserialises a response on its connection thread, the one that answers the
+    server's pings: a million names parsed there keep it busy past a session timeout on a
+    loaded host (measured: the session expired). So the bytes are only sliced off there,
+    and parsed by the caller (``_numbers``).
+    """
 
     type = 8
 
@@ -39,24 +45,29 @@ class _ListNumbers(namedtuple("_ListNumbers", "path")):
 
     @classmethod
     def deserialize(cls, buf, offset):
-        count = int_struct.unpack_from(buf, offset)[0]
+        return memoryview(buf)[offset:]  # no copy of what may be megabytes
+
+
+def _numbers(raw: memoryview) -> array:
+    """The job numbers of a ``getChildren`` answer (count, then each name's length and
+    bytes), unsorted; a name that is not a job id is skipped."""
+    count = int_struct.unpack_from(raw, 0)[0]
+    offset, numbers = int_struct.size, array("q")
+    for _ in range(max(count, 0)):
+        size = int_struct.unpack_from(raw, offset)[0]
         offset += int_struct.size
-        numbers, view = array("q"), memoryview(buf)
-        for _ in range(max(count, 0)):
-            size = int_struct.unpack_from(buf, offset)[0]
-            offset += int_struct.size
-            name = bytes(view[offset : offset + size])
-            offset += size
-            if size == _NAME_LEN and name.startswith(_PREFIX) and _DIGITS.issuperset(name[3:]):
-                numbers.append(int(name[3:]))
-        return numbers
+        name = bytes(raw[offset : offset + size])
+        offset += size
+        if size == _NAME_LEN and name.startswith(_PREFIX) and _DIGITS.issuperset(name[3:]):
+            numbers.append(int(name[3:]))
+    return numbers
 
 
 class JobIds:
     """The job ids of the tree, sorted; iterated, chunked and tested as ``jid`` strings."""
 
     def __init__(self, numbers: array):
-        self._numbers = array("q", sorted(numbers))
+        self._numbers = _sorted(numbers)
 
     @classmethod
     def of(cls, jids: list[str]) -> JobIds:
@@ -81,17 +92,41 @@ class JobIds:
             yield [_name(n) for n in self._numbers[start : start + size]]
 
 
+# A bitmap sort while the ids' range is at most this many times their count: Merritt's job
+# ids count up, so the ids in a tree are mostly a dense run.
+DENSE = 64
+
+
+def _sorted(numbers: array) -> array:
+    """``numbers`` sorted, distinct, without a Python int for each at once (``sorted``
+    would make a list of them, some 36 bytes a job): a bitmap over their range when it is
+    dense enough, else ``sorted``."""
+    if not numbers:
+        return array("q")
+    low, high = min(numbers), max(numbers)
+    if high - low > DENSE * len(numbers):
+        return array("q", sorted(set(numbers)))
+    bits = bytearray((high - low) // 8 + 1)
+    for n in numbers:
+        bits[(n - low) >> 3] |= 1 << ((n - low) & 7)
+    out = array("q")
+    for i, byte in enumerate(bits):
+        if byte:
+            out.extend(low + (i << 3) + b for b in range(8) if byte >> b & 1)
+    return out
+
+
 def _name(number: int) -> str:
     return f"{t.JOB_PREFIX}{number:010d}"
 
 
 def start(client: KazooClient):
     """Send the listing of ``/jobs`` now; ``read(pending)`` collects it."""
-    return kazoocall.send(client, _ListNumbers(rooted(client.chroot, t.JOBS)))
+    return kazoocall.send(client, _ListNames(rooted(client.chroot, t.JOBS)))
 
 
 def read(pending) -> JobIds:
     try:
-        return JobIds(pending.get())
+        return JobIds(_numbers(pending.get()))
     except NoNodeError:  # no job was ever created
         return JobIds(array("q"))
