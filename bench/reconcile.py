@@ -21,12 +21,12 @@ The summary's ``jobs_per_s`` is the first, the target being at least 2,000 at an
 must not grow with the number of jobs. A progress line every PROGRESS_SECONDS: a million
 jobs take minutes.
 
-A tree of 100,000 jobs is about 900,000 znodes, some 400 MB of ZooKeeper heap: more than
+A tree of 100,000 jobs is about 1,050,000 znodes, some 950 MB of ZooKeeper heap: more than
 the 256 MB a test ZooKeeper gets, and enough to bring down a shared one. So the part
 first estimates the heap the tree needs (with the znodes already there, from ``mntr``)
 and refuses to start when it exceeds ``ZK_HEAP`` (default 256m), the heap
-``scripts/services.sh`` gives its servers; ``make bench`` starts its own with 1g, and
-``BENCH_RECONCILE_JOBS=1000000`` needs ``ZK_HEAP`` of several GB (docs/benchmarks.md).
+``scripts/services.sh`` gives its servers; ``make bench`` starts its own with 2g, and
+``BENCH_RECONCILE_JOBS=1000000`` needs ``ZK_HEAP=16g`` (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -200,8 +200,11 @@ def _setup_django(tmp: Path) -> None:
 # --- the tree ---------------------------------------------------------------------------
 
 ZNODES_PER_JOB = 10.5  # the job's nodes, index entry and batch reference (MIX-weighted)
-HEAP_BYTES_PER_ZNODE = 400  # measured on ZooKeeper 3.8 with the job-shaped nodes here
-HISTORY_BYTES_PER_JOB = 1000  # a history node's data, MIX-weighted (a completed job's is 1.2 KB)
+# ZooKeeper 3.8's heap after a full GC, with this part's tree (its paths under a long
+# chroot): some 9.5 KB a job, of which 2.4 KB the nodes' data (``mntr``), the rest a
+# znode's own weight, its path and its name in its parent.
+HEAP_BYTES_PER_ZNODE = 680
+DATA_BYTES_PER_JOB = 2400  # all the job's nodes' data, MIX-weighted (mntr's data size)
 HEAP_USABLE = 0.6  # of -Xmx: the rest is ZooKeeper's own, its request log and GC headroom
 
 
@@ -210,7 +213,7 @@ def check_room(n: int) -> None:
     heap = _heap_bytes(os.environ.get("ZK_HEAP", "256m"))
     existing = znode_count(os.environ["ZK_HOSTS"]) or 0
     needed = (existing + n * ZNODES_PER_JOB) * HEAP_BYTES_PER_ZNODE / HEAP_USABLE
-    needed += n * HISTORY_BYTES_PER_JOB / HEAP_USABLE
+    needed += n * DATA_BYTES_PER_JOB / HEAP_USABLE
     emit(
         PART, event="room", znodes_before=existing, heap_mb=heap >> 20, needed_mb=int(needed) >> 20
     )
