@@ -188,7 +188,7 @@ def _with_histories(client, records: list[JobRecord]) -> list[JobRecord]:
 
 def _remove_gone(kind: _Kind, present: Callable[[str], bool], began: datetime) -> list[str]:
     """Delete rows whose item is gone, unless written after the read began (created since).
-    The rows are streamed, not loaded: a million of them would weigh more than the tree."""
+    The rows are streamed, not loaded: a million read back at once weigh a few hundred MB."""
     rows = kind.model._default_manager.values_list(kind.key, "read_at").order_by()
     gone = [
         key
