@@ -7,26 +7,36 @@ One process, one ZooKeeper (``ZK_HOSTS``), one fresh chroot, a temp SQLite file:
   flight, node for node as the store writes them (``tree`` helpers): the job's nodes,
   its history node with an entry per step it took (its status node rewritten as often,
   so its version matches), its index entry and its batch reference; most jobs Completed
-  with identifiers and metadata, the rest spread over the other states.
+  with identifiers and metadata, the rest spread over the other states. The multis are
+  made as they are sent (a million jobs' ops at once would weigh GBs), and the status and
+  history nodes, the same for every job of a state, are made once.
 - Django is set up on a temp SQLite database (``DATABASE_URL`` set before
   ``django.setup()``) and migrated.
 - timed: ``full_reconcile`` into the empty mirror (every row and every job's timeline
   rebuilt from its history), then once more with nothing to change (the periodic safety
   net's cost).
 
-The summary's ``jobs_per_s`` is the first, the target being at least 2,000.
+The summary's ``jobs_per_s`` is the first, the target being at least 2,000 at any size;
+``peak_rss_mb`` is the rebuild's own peak (VmHWM, restarted at the RSS just before it), which
+must not grow with the number of jobs. A progress line every PROGRESS_SECONDS: a million
+jobs take minutes.
 
-A tree of 100,000 jobs is about 900,000 znodes, some 400 MB of ZooKeeper heap: more than
+A tree of 100,000 jobs is about 1,050,000 znodes, some 950 MB of ZooKeeper heap: more than
 the 256 MB a test ZooKeeper gets, and enough to bring down a shared one. So the part
 first estimates the heap the tree needs (with the znodes already there, from ``mntr``)
 and refuses to start when it exceeds ``ZK_HEAP`` (default 256m), the heap
-``scripts/services.sh`` gives its servers; ``make bench`` starts its own with 1g.
+``scripts/services.sh`` gives its servers; ``make bench`` starts its own with 2g, and
+``BENCH_RECONCILE_JOBS=1000000`` needs ``ZK_HEAP=16g`` (docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import resource
 import tempfile
+import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from bench.common import emit, env_int, ran_in_own_process, summary, timer, zk_store
@@ -40,6 +50,8 @@ DEFAULT_JOBS = 100_000
 JOBS_PER_BATCH = 100
 JOBS_PER_MULTI = 50
 IN_FLIGHT = 32
+PROGRESS_SECONDS = 30.0
+DROP_CHUNK = 500
 SET = "set"
 # Every 20 jobs: 14 Completed, the other six in the states a live queue holds.
 MIX = [JobStatus.COMPLETED] * 14 + [
@@ -79,30 +91,96 @@ def _bench(store, n: int, tmp: Path) -> None:
     check_room(n)
     with timer() as build:
         batches = build_tree(store.client, n)
-    emit(PART, event="tree", jobs=n, batches=batches, seconds=round(build.elapsed, 3))
+    emit(PART, event="tree", jobs=n, batches=batches, seconds=round(build.elapsed, 3), **_zk())
     _setup_django(tmp)
     from jobs.models import Job, JobEvent
     from mirror import facade as mirror
 
+    before = _reset_peak_rss()
     with timer() as first:
-        drift = mirror.full_reconcile(store)
-    assert drift.jobs == n and len(drift.added) == n + batches, drift.summary()
+        drift = mirror.full_reconcile(store, progress=_Progress())
+    peak = _peak_rss_mb()
+    added = drift.summary()["added"]
+    assert drift.jobs == n and added == n + batches, drift.summary()
     events = sum(len(_path(MIX[i % len(MIX)])) for i in range(n))
     assert Job.objects.count() == n and JobEvent.objects.count() == events
-    emit(PART, event="rebuild", **drift.summary())
+    emit(PART, event="rebuild", peak_rss_mb=peak, rss_before_mb=before, **drift.summary())
     with timer() as again:
         unchanged = mirror.full_reconcile(store)
-    assert not unchanged.added and not unchanged.changed and not unchanged.removed
-    emit(PART, event="unchanged", **unchanged.summary())
+    summary_ = unchanged.summary()
+    assert not summary_["added"] and not summary_["changed"] and not summary_["removed"]
+    emit(PART, event="unchanged", peak_rss_mb=_peak_rss_mb(), **summary_)
     summary(
         PART,
         jobs_per_s=round(n / first.elapsed, 1),
+        peak_rss_mb=peak,
+        rss_before_mb=before,
         jobs=n,
         events=events,
         seconds=round(first.elapsed, 3),
         unchanged_jobs_per_s=round(n / again.elapsed, 1),
         build_seconds=round(build.elapsed, 3),
     )
+
+
+class _Progress:
+    """The rebuild's progress as a JSON line every PROGRESS_SECONDS: a million jobs take
+    minutes."""
+
+    def __init__(self):
+        self.start = self.last = time.monotonic()
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - self.last >= PROGRESS_SECONDS:
+            self.last = now
+            rate = done / (now - self.start)
+            emit(
+                PART,
+                event="progress",
+                done=done,
+                total=total,
+                per_s=round(rate, 1),
+                rss_mb=_rss_mb("VmRSS"),
+            )
+
+
+def _rss_mb(field: str) -> float:
+    """``field`` (VmRSS, VmHWM) of /proc/self/status, in MB; 0.0 where there is none."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return 0.0
+
+
+def _reset_peak_rss() -> float:
+    """Start the peak (VmHWM) afresh at the RSS now, so it is the rebuild's own, not the
+    tree's building; the RSS now."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:  # not Linux: the peak is the process's
+        pass
+    return _rss_mb("VmRSS")
+
+
+def _peak_rss_mb() -> float:
+    return _rss_mb("VmHWM") or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _zk() -> dict:
+    """The server's own figures after the build: its znodes and their data's bytes."""
+    from merritt_queue.core.zkstats import four_letter
+
+    wanted = {"zk_znode_count": "znodes", "zk_approximate_data_size": "data_bytes"}
+    out = {}
+    for line in four_letter(os.environ["ZK_HOSTS"].split(",")[0], "mntr", 5.0).splitlines():
+        key, _, value = line.partition("\t")
+        if key in wanted and value.strip().isdigit():
+            out[wanted[key]] = int(value)
+    return out
 
 
 def _setup_django(tmp: Path) -> None:
@@ -122,8 +200,11 @@ def _setup_django(tmp: Path) -> None:
 # --- the tree ---------------------------------------------------------------------------
 
 ZNODES_PER_JOB = 10.5  # the job's nodes, index entry and batch reference (MIX-weighted)
-HEAP_BYTES_PER_ZNODE = 400  # measured on ZooKeeper 3.8 with the job-shaped nodes here
-HISTORY_BYTES_PER_JOB = 1000  # a history node's data, MIX-weighted (a completed job's is 1.2 KB)
+# ZooKeeper 3.8's heap after a full GC, with this part's tree (its paths under a long
+# chroot): some 9.5 KB a job, of which 2.4 KB the nodes' data (``mntr``), the rest a
+# znode's own weight, its path and its name in its parent.
+HEAP_BYTES_PER_ZNODE = 680
+DATA_BYTES_PER_JOB = 2400  # all the job's nodes' data, MIX-weighted (mntr's data size)
 HEAP_USABLE = 0.6  # of -Xmx: the rest is ZooKeeper's own, its request log and GC headroom
 
 
@@ -132,7 +213,7 @@ def check_room(n: int) -> None:
     heap = _heap_bytes(os.environ.get("ZK_HEAP", "256m"))
     existing = znode_count(os.environ["ZK_HOSTS"]) or 0
     needed = (existing + n * ZNODES_PER_JOB) * HEAP_BYTES_PER_ZNODE / HEAP_USABLE
-    needed += n * HISTORY_BYTES_PER_JOB / HEAP_USABLE
+    needed += n * DATA_BYTES_PER_JOB / HEAP_USABLE
     emit(
         PART, event="room", znodes_before=existing, heap_mb=heap >> 20, needed_mb=int(needed) >> 20
     )
@@ -160,35 +241,51 @@ def build_tree(client, n: int) -> int:
         client.ensure_path(path)
     now = t.now()
     bids = [f"{t.BATCH_PREFIX}{i:010d}" for i in range(-(-n // JOBS_PER_BATCH))]
-    _commit_all(client, [_batch_ops(bid, now) for bid in bids])
-    work = []
+    _commit_all(client, (_batch_ops(bid, now) for bid in bids))
+    _commit_all(client, _job_multis(n, bids, now))
+    return len(bids)
+
+
+def _job_multis(n: int, bids: list[str], now: str) -> Iterator[list]:
+    """Each multi's ops, made as it is sent: a million jobs' ops at once would weigh GBs."""
     for start in range(0, n, JOBS_PER_MULTI):
         jobs = range(start, min(n, start + JOBS_PER_MULTI))
-        work.append([op for i in jobs for op in _job_ops(i, bids[i // JOBS_PER_BATCH], now)])
-    _commit_all(client, work)
-    return len(bids)
+        yield [op for i in jobs for op in _job_ops(i, bids[i // JOBS_PER_BATCH], now)]
 
 
 def drop_tree(client) -> None:
     """Delete everything under the chroot, deepest first, 500 deletes per multi.
 
-    ``harness.zookeeper.delete_tree`` pipelines each level but still sends one delete request
-    per node; a million nodes go here as two thousand multis.
+    ``harness.zookeeper.delete_tree`` pipelines each level but still sends one delete
+    request per node; here a multi deletes 500, IN_FLIGHT multis at once, and the tree is
+    walked DROP_CHUNK nodes at a time (a whole tree's paths at once would weigh GBs).
     """
     from merritt_queue.core import multiread
 
-    levels, level = [], ["/"]
-    while level:
-        names = multiread.read_many(client, [(multiread.CHILDREN, p) for p in level])
-        level = [
-            f"{p.rstrip('/')}/{n}" for p, kids in zip(level, names, strict=True) for n in kids or []
+    doomed: list[str] = []  # children before their parent; sent in order, applied in order
+
+    def flush() -> None:
+        _commit_all(client, (doomed[i : i + 500] for i in range(0, len(doomed), 500)), delete=True)
+        doomed.clear()
+
+    def drop(paths: list[str]) -> None:
+        kids = multiread.read_many(client, [(multiread.CHILDREN, p) for p in paths])
+        below = [
+            f"{p.rstrip('/')}/{k}"
+            for p, names in zip(paths, kids, strict=True)
+            for k in names or []
         ]
-        levels.append(level)
-    paths = [p for level in reversed(levels) for p in level]
-    _commit_all(client, [paths[i : i + 500] for i in range(0, len(paths), 500)], delete=True)
+        for i in range(0, len(below), DROP_CHUNK):
+            drop(below[i : i + DROP_CHUNK])
+        doomed.extend(p for p in paths if p != "/")
+        if len(doomed) >= IN_FLIGHT * 500:
+            flush()
+
+    drop(["/"])
+    flush()
 
 
-def _commit_all(client, transactions: list[list], *, delete: bool = False) -> None:
+def _commit_all(client, transactions: Iterable[list], *, delete: bool = False) -> None:
     """Commit each list of ops as one multi, IN_FLIGHT at a time; stop at the first refusal.
 
     An op is ``(path, data)`` to create, ``(path, data, SET)`` to set, or a path to delete
@@ -250,6 +347,18 @@ def _batch_ops(bid: str, now: str) -> list[tuple[str, bytes]]:
     return ops + [(t.batch_job_dir(bid, d), b"") for d in dirs]
 
 
+@functools.cache
+def _status_nodes(status: JobStatus, now: str) -> tuple[bytes, bytes]:
+    """The status and history nodes of a job of ``status``: the same for every such job
+    (made once, they are most of the Python time the tree's building takes)."""
+    record = t.job_status_record(status, LAST_SUCCESSFUL.get(status), 0, "", now)
+    path, entries = _path(status), h.ABSENT
+    for version, (before, after) in enumerate(zip(["", *path], path, strict=False)):
+        by = "dispatcher bench:1" if version == 0 else "worker bench:2"
+        entries, data = h.append(entries, h.Entry(version, before, after, now, "", 0, by))
+    return t.encode_json(record), data
+
+
 def _job_ops(i: int, bid: str, now: str) -> list[tuple[str, bytes] | tuple[str, bytes, str]]:
     jid = f"{t.JOB_PREFIX}{i:010d}"
     status = MIX[i % len(MIX)]
@@ -266,13 +375,7 @@ def _job_ops(i: int, bid: str, now: str) -> list[tuple[str, bytes] | tuple[str, 
         "local_id": f"bench-{i}",
         "title": f"Bench object {i}",
     }
-    record = t.job_status_record(status, LAST_SUCCESSFUL.get(status), 0, "", now)
-    path = _path(status)
-    entries = h.ABSENT
-    for version, (before, after) in enumerate(zip(["", *path], path, strict=False)):
-        by = "dispatcher bench:1" if version == 0 else "worker bench:2"
-        entries, data = h.append(entries, h.Entry(version, before, after, now, "", 0, by))
-    encoded = t.encode_json(record)
+    path, encoded, data = _path(status), *_status_nodes(status, now)
     ops: list[tuple[str, bytes] | tuple[str, bytes, str]] = [
         (t.job_path(jid), b""),
         (t.job_node(jid, "bid"), t.encode_str(bid)),

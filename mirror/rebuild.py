@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -30,13 +31,21 @@ from .upsert import (
     remove_jobs,
 )
 
+# Rows fetched at a time when looking for rows whose item is gone.
+ROWS_STREAMED = 5000
 # Names a timeline row only seen, when an item's history could not be read.
 ACTOR = history.MIRROR_RECONCILE
 
 
+# Ids kept per kind of drift: a report lists the first ones, the counts are always whole
+# (a rebuild into an empty mirror adds every job, and would hold every id).
+LISTED = 50
+
+
 @dataclass
 class Drift:
-    """What a full reconcile found different between the mirror and ZooKeeper."""
+    """What a full reconcile found different between the mirror and ZooKeeper: the first
+    LISTED ids of each kind, and every count."""
 
     added: list[str] = field(default_factory=list)
     changed: list[str] = field(default_factory=list)
@@ -45,35 +54,54 @@ class Drift:
     batches: int = 0
     seconds: float = 0.0
     unreadable: dict[str, str] = field(default_factory=dict)
+    counts: Counter[str] = field(default_factory=Counter)
 
     @property
     def jobs_per_s(self) -> float:
         return self.jobs / self.seconds if self.seconds else 0.0
 
+    def count(self, name: str) -> int:
+        return self.counts[name]
+
     def summary(self) -> dict[str, Any]:
         return {
-            "added": len(self.added),
-            "changed": len(self.changed),
-            "removed": len(self.removed),
-            "unreadable": len(self.unreadable),
+            "added": self.count("added"),
+            "changed": self.count("changed"),
+            "removed": self.count("removed"),
+            "unreadable": self.count("unreadable"),
             "jobs": self.jobs,
             "batches": self.batches,
             "seconds": round(self.seconds, 3),
         }
 
+    def note(self, name: str, ids: list[str]) -> None:
+        kept: list[str] = getattr(self, name)
+        kept += ids[: LISTED - len(kept)]
+        self.counts[name] += len(ids)
+
+    def note_unreadable(self, found: dict[str, str]) -> None:
+        for item_id, why in list(found.items())[: LISTED - len(self.unreadable)]:
+            self.unreadable[item_id] = why
+        self.counts["unreadable"] += len(found)
+
     def take(self, outcome: _Outcome) -> None:
-        self.added += outcome.added
-        self.changed += outcome.changed
+        self.note("added", outcome.added)
+        self.note("changed", outcome.changed)
 
 
 # Told (done, total) as the rebuild goes: the batches, then each chunk of jobs, mirrored.
 OnProgress = Callable[[int, int], None]
-# Ids listed per kind of drift in a kept report (the counts are always whole).
-LISTED = 50
 
 
-def full_reconcile(store: QueueStore, progress: OnProgress | None = None) -> Drift:
-    """Rebuild the mirror from the whole tree; report what differed."""
+def full_reconcile(
+    store: QueueStore, progress: OnProgress | None = None, chunk: int | None = None
+) -> Drift:
+    """Rebuild the mirror from the whole tree; report what differed.
+
+    Read and written ``chunk`` jobs at a time (default ``snapshot.JOB_CHUNK``), so what is
+    held grows with the chunk, not with the tree: only the listing of every job id is
+    whole (``jobids``: ZooKeeper answers a listing in one piece).
+    """
     began, clock = timezone.now(), time.perf_counter()
     client, drift = store.client, Drift()
     listing = snapshot.read_listing(client)
@@ -85,29 +113,34 @@ def full_reconcile(store: QueueStore, progress: OnProgress | None = None) -> Dri
     done = len(listing.bids)
     tell(done, total)
     item_locks, present = dict(batches.locks), set(batches.records) | set(batches.unreadable)
-    drift.unreadable.update(batches.unreadable)
-    present_jobs: set[str] = set()
+    drift.note_unreadable(batches.unreadable)
+    jobs_seen, missing = 0, set[str]()  # listed jobs without a status node: gone
     # Into a mirror missing most jobs, every history is needed: read with the jobs. Else
     # only the changed jobs' histories are (a job's history is most of what it weighs).
     whole = Job.objects.count() < len(listing.jids) // 2
-    for items in snapshot.iter_jobs(client, listing.jids, history=whole):
+    for items in snapshot.iter_jobs(
+        client, listing.jids.chunks(chunk or snapshot.JOB_CHUNK), history=whole
+    ):
         records = list(items.records.values())
         if not whole:
             records = _with_histories(client, records)
         outcome = apply_jobs(records, actor=ACTOR, at=began, since=began)
         steps.rebuild(client, records, began)
         drift.take(outcome)
-        drift.unreadable.update(items.unreadable)
+        drift.note_unreadable(items.unreadable)
         item_locks.update(items.locks)
-        present_jobs |= set(items.records) | set(items.unreadable)
+        jobs_seen += len(items.records) + len(items.unreadable)
+        missing.update(items.missing)
         done += len(items.records) + len(items.unreadable) + len(items.missing)
         tell(min(done, total), total)
-    drift.removed += _remove_gone(BATCHES, present, began) + _remove_gone(JOBS, present_jobs, began)
+    gone = _remove_gone(BATCHES, present.__contains__, began)
+    gone += _remove_gone(JOBS, lambda jid: jid in listing.jids and jid not in missing, began)
+    drift.note("removed", gone)
     with transaction.atomic():
         recount()
     sync_collections(snapshot.collection_holds(listing.locks), began)
     mark(LOCKS, began, locks_detail(listing.locks, item_locks, began))
-    drift.jobs, drift.batches = len(present_jobs), len(present)
+    drift.jobs, drift.batches = jobs_seen, len(present)
     drift.seconds = time.perf_counter() - clock
     mark(FULL, began, drift.summary())
     tell(total, total)
@@ -118,9 +151,9 @@ def report_lines(drift: Drift, shown: int) -> list[str]:
     """The drift as ``reconcile --full`` prints it, ``shown`` ids listed per kind."""
     lines = []
     for name in ("added", "changed", "removed"):
-        ids = getattr(drift, name)
-        more = f" ... (+{len(ids) - shown})" if len(ids) > shown else ""
-        lines.append(f"{name}: {len(ids)}" + (f"  {' '.join(ids[:shown])}{more}" if ids else ""))
+        ids, n = getattr(drift, name), drift.count(name)
+        more = f" ... (+{n - min(shown, len(ids))})" if n > min(shown, len(ids)) else ""
+        lines.append(f"{name}: {n}" + (f"  {' '.join(ids[:shown])}{more}" if ids else ""))
     for item_id, why in list(drift.unreadable.items())[:shown]:
         lines.append(f"unreadable: {item_id}: {why}")
     lines.append(
@@ -153,10 +186,15 @@ def _with_histories(client, records: list[JobRecord]) -> list[JobRecord]:
     return [read.get(r.jid, r) for r in records]
 
 
-def _remove_gone(kind: _Kind, present: set[str], began: datetime) -> list[str]:
-    """Delete rows whose item is gone, unless written after the read began (created since)."""
-    rows = kind.model._default_manager.values_list(kind.key, "read_at")
-    gone = sorted(key for key, read_at in rows if key not in present and read_at < began)
+def _remove_gone(kind: _Kind, present: Callable[[str], bool], began: datetime) -> list[str]:
+    """Delete rows whose item is gone, unless written after the read began (created since).
+    The rows are streamed, not loaded: a million read back at once weigh a few hundred MB."""
+    rows = kind.model._default_manager.values_list(kind.key, "read_at").order_by()
+    gone = [
+        key
+        for key, read_at in rows.iterator(chunk_size=ROWS_STREAMED)
+        if read_at < began and not present(key)
+    ]
     if gone:
         (remove_jobs if kind is JOBS else remove_batches)(gone)
-    return gone
+    return sorted(gone)

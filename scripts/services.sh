@@ -14,7 +14,7 @@ START_TIMEOUT=${START_TIMEOUT:-30}
 # ZooKeeper keeps the whole tree in its heap (about 400 bytes per znode, some 12 znodes and
 # 1 KB of data per job). Unless ZK_HEAP is set, the heap is sized for the queue's capacity:
 # 64 MB plus 8 KB per job of MQ_MAX_QUEUE_JOBS (default 25,000: 260m), never below 256m.
-# The 100,000-job reconcile benchmark (about 950,000 znodes) needs ZK_HEAP=1g.
+# The 100,000-job reconcile benchmark (about 1,050,000 znodes) needs ZK_HEAP=2g.
 zk_heap_default() {
     local jobs=${MQ_MAX_QUEUE_JOBS:-25000} mb
     [[ $jobs =~ ^[0-9]+$ ]] || die "MQ_MAX_QUEUE_JOBS=$jobs is not a whole number of jobs"

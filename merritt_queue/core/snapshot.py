@@ -25,6 +25,7 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
+from . import jobids
 from . import multiread as mr
 from . import tree as t
 from .history import NODE
@@ -133,25 +134,27 @@ def read_batches(client: KazooClient, bids: Iterable[str]) -> Items:
 
 
 def iter_jobs(
-    client: KazooClient, jids: list[str], chunk: int = JOB_CHUNK, history: bool = True
+    client: KazooClient, jids: Iterable[list[str]], history: bool = True
 ) -> Iterator[Items]:
-    """``read_jobs`` chunk by chunk; the next chunk is in flight while the caller works."""
-    chunks = [jids[i : i + chunk] for i in range(0, len(jids), chunk)]
-    if not chunks:
+    """``read_jobs`` of each chunk of ``jids``; the next chunk is in flight while the
+    caller works on this one, so a few chunks are held at once whatever the tree's size."""
+    chunks = iter(jids)
+    first = next(chunks, None)
+    if first is None:
         return
-    pending = start_jobs(client, chunks[0], history)
-    for i in range(len(chunks)):
-        current = pending
-        if i + 1 < len(chunks):
-            pending = start_jobs(client, chunks[i + 1], history)
+    pending = start_jobs(client, first, history)
+    for following in chunks:
+        current, pending = pending, start_jobs(client, following, history)
         yield current.result()
+        del current
+    yield pending.result()
 
 
 @dataclass
 class Listing:
     """Every job and batch id, and every lock node (path -> (data, stat))."""
 
-    jids: list[str]
+    jids: jobids.JobIds
     bids: list[str]
     locks: dict[str, tuple[bytes, Any]]
 
@@ -187,11 +190,13 @@ def read_locks(client: KazooClient) -> dict[str, tuple[bytes, Any]]:
 
 
 def read_listing(client: KazooClient) -> Listing:
-    """The ids of every job and batch and every lock node, in two multiReads."""
-    dirs = [t.JOBS, t.BATCHES, *LOCK_DIRS]
+    """The ids of every job and batch and every lock node, in three pipelined rounds; the
+    job ids held compactly (``jobids``)."""
+    jobs = jobids.start(client)
+    dirs = [t.BATCHES, *LOCK_DIRS]
     top = dict(zip(dirs, mr.read_many(client, [(mr.CHILDREN, d) for d in dirs]), strict=True))
     return Listing(
-        jids=sorted(n for n in top[t.JOBS] or [] if t.is_job_id(n)),
+        jids=jobids.read(jobs),
         bids=sorted(n for n in top[t.BATCHES] or [] if t.is_batch_id(n)),
         locks=_read_lock_nodes(client, top),
     )
