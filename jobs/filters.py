@@ -8,7 +8,7 @@ from django import forms
 from django.db.models import Q
 
 from batches.models import Batch
-from inventory.idsearch import names_ark, normalised
+from inventory.idsearch import names_ark, normalised, starts_with
 from jobs.models import JOB_STATUS_CHOICES, Job
 from jobs.stalls import stalled_jids
 from jobs.waitfacts import queue_facts
@@ -23,14 +23,23 @@ from ui.filters import DateRange, id_search, in_collection
 
 def local_id_first(value: str) -> Q:
     """Jobs whose only or first local id is ``value``: both forms use the column's index."""
-    return Q(local_id=value) | Q(local_id__startswith=value + LOCAL_ID_SEPARATOR)
+    return Q(local_id=value) | starts_with("local_id", value + LOCAL_ID_SEPARATOR)
 
 
-def text_search(value: str) -> Q:
+# The batches a text search finds by their batchID, at most: a part shared by more is typed
+# further (their ids are listed in the jobs' query, so that an index serves it).
+BATCHES_BY_BATCH_ID = 1000
+
+
+def text_search(value: str, walk: bool = False) -> Q:
     """Jobs whose message, title, local id, ARK or batch contains ``value``, or whose
-    batch's batchID does, in any case: read from the text index."""
-    batches = Batch.objects.filter(textindex.matching(textindex.BATCHES, value, ("uuid",)))
-    return textindex.matching(textindex.JOBS, value) | Q(batch_id__in=batches.values("bid"))
+    batch's batchID does, in any case: read from the text index (``walk``: see
+    ``textindex.matching``)."""
+    by_batch_id = textindex.matching(textindex.BATCHES, value, ("uuid",))
+    bids = Batch.objects.filter(by_batch_id).values_list("bid", flat=True)
+    listed = list(bids[:BATCHES_BY_BATCH_ID])
+    found = textindex.matching(textindex.JOBS, value, walk=walk)
+    return found | Q(batch_id__in=listed) if listed else found
 
 
 def failed_at_values() -> dict[str, list[str]]:
@@ -112,7 +121,7 @@ class JobFilter(df.FilterSet):
         model = Job
         fields: list[str] = []
 
-    # Set when the search reads every row: the page then skips the count.
+    # Set when a text most jobs hold is searched: the page then skips the count.
     scans = False
 
     def search(self, queryset, name, value):
@@ -134,7 +143,9 @@ class JobFilter(df.FilterSet):
             ids |= Q(jid=jid)
         if Job.objects.filter(ids).exists():
             return queryset.filter(ids)
-        return queryset.filter(text_search(value))
+        # A text most jobs hold: pages are found by walking the list, and not counted.
+        self.scans = textindex.plenty(textindex.JOBS, value)
+        return queryset.filter(text_search(value, walk=self.scans))
 
     def filter_collection(self, queryset, name, value):
         return queryset.filter(in_collection(value))
@@ -145,8 +156,9 @@ class JobFilter(df.FilterSet):
     def filter_message(self, queryset, name, value):
         if not value.strip():
             return queryset
-        match = textindex.matching(textindex.JOBS, value.strip(), ("message",))
-        return queryset.filter(match)
+        value, columns = value.strip(), ("message",)
+        self.scans = self.scans or textindex.plenty(textindex.JOBS, value, columns)
+        return queryset.filter(textindex.matching(textindex.JOBS, value, columns, walk=self.scans))
 
     def filter_signature(self, queryset, name, value):
         """The jobs of one cause, by the mirror's indexed column (ui.signatures.cause_of)."""

@@ -18,10 +18,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.db import connection
-from django.db.models import Q
+from django.db.models import BigIntegerField, F, Func, Q, TextField
 from django.db.models.expressions import RawSQL
+from django.db.models.functions import Cast
+from django.db.models.lookups import IContains, In
 
 SHORTEST = 3
+# Matches past which a list finds its page sooner by walking its own order and asking the
+# index of each row than by sorting every match (``plenty``).
+MANY = 2000
 
 
 @dataclass(frozen=True)
@@ -50,22 +55,50 @@ def phrase(text: str) -> str:
     return '"' + text.replace('"', '""') + '"'
 
 
-def matching(index: Indexed, text: str, columns: tuple[str, ...] = ()) -> Q:
+def matching(index: Indexed, text: str, columns: tuple[str, ...] = (), *, walk: bool = False) -> Q:
     """The rows of ``index.table`` whose ``columns`` (all by default) hold ``text``, in any
-    case; nothing when ``text`` is too short for the index."""
+    case; nothing when ``text`` is too short for the index.
+
+    ``walk`` (when ``plenty`` said so): on SQLite, the rows are read in the list's order and
+    each asked of the matches, instead of each match read and all of them sorted; a page of
+    a text nearly every row holds then costs a page's worth of rows, not the whole table.
+    """
     columns = columns or index.columns
     if not searchable(text):
         return Q(pk__in=[])
     if connection.vendor == "sqlite":
-        query = phrase(text)
-        if columns != index.columns:
-            query = "{" + " ".join(columns) + "} : " + query
-        found = f"SELECT rowid FROM {index.name} WHERE {index.name} MATCH %s"  # noqa: S608
-        return Q(pk__in=RawSQL(found, [query]))
+        found = RawSQL(*_fts(index, text, columns))
+        if walk:  # SQLite reads no index for "+id": the list's order then leads
+            return Q(
+                In(
+                    Func(F("pk"), template="+%(expressions)s", output_field=BigIntegerField()),
+                    found,
+                )
+            )
+        return Q(pk__in=found)
     match = Q()
     for column in columns:
-        match |= Q(**{f"{_field(index, column)}__icontains": text})
+        # As text: a foreign key (the job's bid) has no icontains of its own.
+        match |= Q(IContains(Cast(F(_field(index, column)), TextField()), text))
     return match
+
+
+def plenty(index: Indexed, text: str, columns: tuple[str, ...] = ()) -> bool:
+    """Whether ``MANY`` rows or more hold ``text`` (SQLite; counted no further than that).
+    PostgreSQL's planner weighs that itself from the trigrams' statistics."""
+    if connection.vendor != "sqlite" or not searchable(text):
+        return False
+    sql, params = _fts(index, text, columns or index.columns)
+    with connection.cursor() as cursor:
+        cursor.execute(f"{sql} LIMIT 1 OFFSET {MANY - 1}", params)
+        return cursor.fetchone() is not None
+
+
+def _fts(index: Indexed, text: str, columns: tuple[str, ...]) -> tuple[str, list[str]]:
+    query = phrase(text)
+    if columns != index.columns:
+        query = "{" + " ".join(columns) + "} : " + query
+    return f"SELECT rowid FROM {index.name} WHERE {index.name} MATCH %s", [query]  # noqa: S608
 
 
 def _field(index: Indexed, column: str) -> str:

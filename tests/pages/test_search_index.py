@@ -14,6 +14,7 @@ from inventory.filters import ObjectFilter
 from inventory.models import InventoryObject
 from jobs.filters import JobFilter
 from jobs.models import Job
+from mirror import textindex
 from tests.pages.test_pages_batches_jobs import (  # noqa: F401
     bid,
     browser,
@@ -154,3 +155,17 @@ def test_a_text_search_reads_the_text_index_never_every_row(jobs, filter_class, 
     plan = _plan(sql, params)
     assert f"{table}_search VIRTUAL TABLE INDEX" in plan, plan
     assert f"SCAN {table}" not in plan.replace(f"SCAN {table}_search", ""), plan
+
+
+def test_a_text_most_jobs_hold_is_found_by_walking_the_list_in_its_order(found, jobs, monkeypatch):
+    monkeypatch.setattr(textindex, "MANY", 3)
+    for n in range(6, 12):
+        make_job(n, title=f"Postcard {n}" if n % 2 else f"Letter {n}")
+    assert found("/jobs/?q=letter") == [jid(10), jid(8), jid(6)]
+    assert found("/jobs/?q=object num&per_page=2") == [jid(5), jid(4)]
+    assert found("/jobs/?q=object num&per_page=2&page=2") == [jid(2), jid(1)]
+    qs = JobFilter({"q": "object num"}, queryset=Job.objects.all()).qs
+    if connection.vendor == "sqlite":
+        plan = _plan(*qs.order_by("-jid")[:25].query.sql_with_params())
+        assert "SCAN jobs_job USING INDEX sqlite_autoindex_jobs_job_1" in plan, plan  # jid's
+        assert "TEMP B-TREE" not in plan, plan
