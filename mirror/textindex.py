@@ -4,9 +4,11 @@ any case, found by an index instead of reading every row.
 SQLite: an FTS5 table with the trigram tokenizer beside each searched table, holding only
 the index (``content=`` the table itself). Triggers on the table keep it in step, so every
 writer (the mirror's executemany, the ORM, raw SQL, the recorder) does without knowing of it;
-``rebuild`` makes it again from the table (``reconcile --full``). PostgreSQL: one GIN index of
-``pg_trgm`` trigrams over the upper-cased columns, which serves the ORM's ``icontains``
-(``UPPER(col::text) LIKE UPPER('%x%')``) and which PostgreSQL itself keeps in step.
+``rebuild`` makes one again from its table when they differ (``reconcile --full``).
+
+PostgreSQL: one GIN index of ``pg_trgm`` trigrams over the upper-cased columns, which serves
+``UPPER(col::text) LIKE UPPER('%x%')`` (Django's ``icontains``) and which PostgreSQL itself
+keeps in step.
 
 Both look a text up by its trigrams, so a text must have ``SHORTEST`` characters: a shorter
 one finds nothing here (the filters then match exact identifiers only). The created tables,
@@ -106,13 +108,22 @@ def _field(index: Indexed, column: str) -> str:
 
 
 def rebuild() -> None:
-    """Make the SQLite indexes again from their tables (whatever wrote around the triggers,
-    such as a restored copy of the database). PostgreSQL's own indexes cannot drift."""
+    """Make again each SQLite index that has not one entry per row of its table: one a
+    copy of the database was made or restored without, or that something emptied.
+
+    Counting both is a read of two indexes; making it again reads every row, with the
+    write lock held, and ``reconcile --watch`` runs a full rebuild every
+    MQ_RECONCILE_SECONDS. PostgreSQL's own indexes cannot drift.
+    """
     if connection.vendor != "sqlite":
         return
     with connection.cursor() as cursor:
         for index in ALL:
-            cursor.execute(f"INSERT INTO {index.name}({index.name}) VALUES ('rebuild')")
+            cursor.execute(f"SELECT count(*) FROM {index.name}_docsize")
+            (entries,) = cursor.fetchone()
+            cursor.execute(f"SELECT count(*) FROM {index.table}")
+            if cursor.fetchone()[0] != entries:
+                cursor.execute(f"INSERT INTO {index.name}({index.name}) VALUES ('rebuild')")
 
 
 def create(schema_editor, index: Indexed) -> None:
