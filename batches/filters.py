@@ -1,5 +1,5 @@
-"""Filters of the batch list; each is a query-string parameter, most on an indexed column
-(a text search reads every batch: there are a hundred times fewer than jobs)."""
+"""Filters of the batch list; each is a query-string parameter, on an indexed column or the
+text index (mirror.textindex)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from batches.models import BATCH_STATUS_CHOICES, Batch
 from jobs.waitfacts import queue_facts
 from jobs.waitquery import with_reason
 from merritt_queue.core.waiting import REASONS
+from mirror import textindex
 from ui.filters import DateRange, id_search, in_collection
 
 
@@ -18,7 +19,8 @@ class BatchFilter(df.FilterSet):
     q = df.CharFilter(
         method="search",
         label="Search",
-        help_text="batch id, or part of a batchID, title or message",
+        help_text="batch id, or part (3 characters or more) of a batch id, batchID, title or "
+        "message",
     )
     status = df.MultipleChoiceFilter(
         choices=BATCH_STATUS_CHOICES,
@@ -54,12 +56,9 @@ class BatchFilter(df.FilterSet):
         value = value.strip()
         if not value:
             return queryset
-        match = (
-            Q(bid=value)
-            | Q(uuid__icontains=value)
-            | Q(title__icontains=value)
-            | Q(message__icontains=value)
-        )
+        match = Q(bid=value)
+        if textindex.searchable(value):
+            match |= textindex.matching(textindex.BATCHES, value)
         bid = id_search(value, "bid")
         if bid:
             match |= Q(bid=bid)

@@ -306,9 +306,12 @@ def pages(ids: dict) -> list[tuple[str, str]]:
         ("jobs", "/jobs/"),
         ("jobs-page-500", "/jobs/?page=500"),
         ("jobs-filtered", f"/jobs/?status=Failed&collection={ids['collection']}"),
-        # A text search and a cause of failure read the rows themselves (jobs.filters).
+        # A text search reads the text index (mirror.textindex), a cause its indexed column.
         ("jobs-search", "/jobs/?q=md5"),
         ("jobs-search-rare", "/jobs/?q=nothing-like-this"),
+        # A resolver's link to a job's ARK, and a part from the middle of one (the text index).
+        ("jobs-search-link", f"/jobs/?q=https://n2t.net/ark:/13030/m5{ids['jid'][-7:]}"),
+        ("jobs-search-ark-part", f"/jobs/?q=13030/m5{ids['jid'][-7:-1]}"),
         ("jobs-cause", "/jobs/?" + urlencode({"status": "Failed", "signature": DIGEST_CAUSE})),
         # Stalled jobs: the jobs in a step judged by the step times learned (jobs.stalls).
         ("jobs-stalled", "/jobs/?stalled=1"),

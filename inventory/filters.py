@@ -9,6 +9,7 @@ from django.db.models import Q
 
 from inventory.idsearch import ark_match, local_key, starts_with
 from inventory.models import InventoryObject, LocalIdentifier
+from mirror import textindex
 
 # The objects a local id's start finds, at most: a prefix shared by more is typed further.
 LOCAL_ARKS = 1000
@@ -18,7 +19,8 @@ class ObjectFilter(df.FilterSet):
     q = df.CharFilter(
         method="search",
         label="Search",
-        help_text="an ARK or a link to it, a local id, or the start of either; or a title",
+        help_text="an ARK or a link to it, a local id, or the start of either; or part "
+        "(3 characters or more) of a title",
     )
     collection = df.CharFilter(
         label="Collection", widget=forms.TextInput(attrs={"list": "mq-collections"})
@@ -28,7 +30,7 @@ class ObjectFilter(df.FilterSet):
         model = InventoryObject
         fields: list[str] = []
 
-    # Set when the search reads every row (a title search): the page then skips the count.
+    # Set when the search reads every row: the page then skips the count.
     scans = False
 
     def search(self, queryset, name, value):
@@ -36,8 +38,8 @@ class ObjectFilter(df.FilterSet):
         (``idsearch``: a resolver link, ``ark:/`` or not, any case, a bare name, a start);
         when none does, the objects whose title holds it.
 
-        The identifiers are matched by indexed prefixes; a title search reads every row, so it
-        is the fallback. Only ``queryset`` (the objects the person may read) is asked whether
+        The identifiers are matched by indexed prefixes, a title by the text index (three
+        characters or more). Only ``queryset`` (the objects the person may read) is asked whether
         an identifier matched, so the answer tells nothing of other collections' objects.
         """
         value = value.strip()
@@ -50,5 +52,4 @@ class ObjectFilter(df.FilterSet):
         matched = queryset.filter(found | by_local if found is not None else by_local)
         if matched.exists():
             return matched
-        self.scans = True
-        return queryset.filter(title__icontains=value)
+        return queryset.filter(textindex.matching(textindex.OBJECTS, value))

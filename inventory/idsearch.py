@@ -25,6 +25,12 @@ _RESOLVER = re.compile(r"^[a-z][a-z0-9+.-]*://[^/]+/", re.IGNORECASE)
 _LAST = "\U0010ffff"
 
 
+def names_ark(text: str) -> bool:
+    """Whether ``text`` is an ARK or a link (a resolver's, a Merritt page's) rather than
+    words: ``normalised`` then makes it the ARK's key."""
+    return bool(_ARK_START.search(text) or _RESOLVER.match(text.strip()))
+
+
 def normalised(text: str) -> str:
     """``text`` as an ARK key: lower case, without a resolver's address, ``ark:`` or ``ark:/``,
     percent-escapes decoded (a Merritt link spells ``ark:%2F99999%2Ffk4abc``)."""

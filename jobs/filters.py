@@ -1,6 +1,5 @@
 """Filters of the job list; each is a query-string parameter. Most read an indexed column;
-a text search and a part of a message read the rows themselves (the
-rows of the chosen status, or every row)."""
+a text search and a part of a message read the text index (mirror.textindex)."""
 
 from __future__ import annotations
 
@@ -9,12 +8,14 @@ from django import forms
 from django.db.models import Q
 
 from batches.models import Batch
+from inventory.idsearch import names_ark, normalised, starts_with
 from jobs.models import JOB_STATUS_CHOICES, Job
 from jobs.stalls import stalled_jids
 from jobs.waitfacts import queue_facts
 from jobs.waitquery import with_reason
 from merritt_queue.core.states import JOB_STEPS, RESUMES_AFTER, JobStatus, resume_target
 from merritt_queue.core.waiting import REASONS
+from mirror import textindex
 from mirror.facade import LOCAL_ID_SEPARATOR
 from ui import quarantine
 from ui.filters import DateRange, id_search, in_collection
@@ -22,20 +23,23 @@ from ui.filters import DateRange, id_search, in_collection
 
 def local_id_first(value: str) -> Q:
     """Jobs whose only or first local id is ``value``: both forms use the column's index."""
-    return Q(local_id=value) | Q(local_id__startswith=value + LOCAL_ID_SEPARATOR)
+    return Q(local_id=value) | starts_with("local_id", value + LOCAL_ID_SEPARATOR)
 
 
-def text_search(value: str) -> Q:
-    """Jobs whose message, title, local id, ARK, batch or batchID contains ``value``, in
-    any case: a scan of the rows, so the list then pages without a count."""
-    batches = Batch.objects.filter(Q(uuid__icontains=value) | Q(bid__icontains=value))
-    return (
-        Q(message__icontains=value)
-        | Q(title__icontains=value)
-        | Q(local_id__icontains=value)
-        | Q(ark__icontains=value)
-        | Q(batch_id__in=batches.values("bid"))
-    )
+# The batches a text search finds by their batchID, at most: a part shared by more is typed
+# further (their ids are listed in the jobs' query, so that an index serves it).
+BATCHES_BY_BATCH_ID = 1000
+
+
+def text_search(value: str, walk: bool = False) -> Q:
+    """Jobs whose message, title, local id, ARK or batch contains ``value``, or whose
+    batch's batchID does, in any case: read from the text index (``walk``: see
+    ``textindex.matching``)."""
+    by_batch_id = textindex.matching(textindex.BATCHES, value, ("uuid",))
+    bids = Batch.objects.filter(by_batch_id).values_list("bid", flat=True)
+    listed = list(bids[:BATCHES_BY_BATCH_ID])
+    found = textindex.matching(textindex.JOBS, value, walk=walk)
+    return found | Q(batch_id__in=listed) if listed else found
 
 
 def failed_at_values() -> dict[str, list[str]]:
@@ -57,7 +61,8 @@ class JobFilter(df.FilterSet):
     q = df.CharFilter(
         method="search",
         label="Search",
-        help_text="job id, or part of a message, title, local id, ARK, batch or batchID",
+        help_text="job id, ARK or a link to it, or part (3 characters or more) of a message, "
+        "title, local id, ARK, batch or batchID",
     )
     status = df.MultipleChoiceFilter(
         choices=JOB_STATUS_CHOICES,
@@ -85,7 +90,9 @@ class JobFilter(df.FilterSet):
     batch = df.CharFilter(field_name="batch_id", label="Batch")
     submitter = df.CharFilter(label="Submitter")
     message = df.CharFilter(
-        method="filter_message", label="Message", help_text="any part of it, in any case"
+        method="filter_message",
+        label="Message",
+        help_text="any part of it, 3 characters or more, in any case",
     )
     # The dashboard links each frequent cause of failure to its jobs (ui.signatures).
     signature = df.CharFilter(
@@ -114,26 +121,31 @@ class JobFilter(df.FilterSet):
         model = Job
         fields: list[str] = []
 
-    # Set when the search reads every row (text or message): the page then skips the count.
+    # Set when a text most jobs hold is searched: the page then skips the count.
     scans = False
 
     def search(self, queryset, name, value):
-        """An exact job id, ARK or local id finds those jobs; any other text, the jobs that
-        contain it (``text_search``).
+        """An exact job id, ARK or local id finds those jobs; any other text of three
+        characters or more, the jobs that contain it (``text_search``). An ARK or a link to
+        one (n2t.net, arks.org) is looked for as the ARK it names.
 
-        Identifiers are indexed; a text search reads every row, so it is the fallback.
+        A shorter text finds exact identifiers only: the text index needs three.
         """
         value = value.strip()
         if not value:
             return queryset
         ids = Q(jid=value) | Q(ark=value) | local_id_first(value)
+        if names_ark(value):
+            value = normalised(value)
+            ids |= Q(ark=f"ark:/{value}")
         jid = id_search(value, "jid")
         if jid:
             ids |= Q(jid=jid)
         if Job.objects.filter(ids).exists():
             return queryset.filter(ids)
-        self.scans = True
-        return queryset.filter(text_search(value))
+        # A text most jobs hold: pages are found by walking the list, and not counted.
+        self.scans = textindex.plenty(textindex.JOBS, value)
+        return queryset.filter(text_search(value, walk=self.scans))
 
     def filter_collection(self, queryset, name, value):
         return queryset.filter(in_collection(value))
@@ -144,8 +156,9 @@ class JobFilter(df.FilterSet):
     def filter_message(self, queryset, name, value):
         if not value.strip():
             return queryset
-        self.scans = True
-        return queryset.filter(message__icontains=value.strip())
+        value, columns = value.strip(), ("message",)
+        self.scans = self.scans or textindex.plenty(textindex.JOBS, value, columns)
+        return queryset.filter(textindex.matching(textindex.JOBS, value, columns, walk=self.scans))
 
     def filter_signature(self, queryset, name, value):
         """The jobs of one cause, by the mirror's indexed column (ui.signatures.cause_of)."""

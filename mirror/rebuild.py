@@ -16,7 +16,7 @@ from jobs.models import Job
 from merritt_queue.core import history, snapshot
 from merritt_queue.core.store import JobRecord, QueueStore
 
-from . import steps
+from . import steps, textindex
 from .locks import locks_detail, sync_collections
 from .rows import BATCHES, JOBS, _Kind
 from .upsert import (
@@ -140,6 +140,7 @@ def full_reconcile(
         recount()
     sync_collections(snapshot.collection_holds(listing.locks), began)
     mark(LOCKS, began, locks_detail(listing.locks, item_locks, began))
+    textindex.rebuild()
     drift.jobs, drift.batches = jobs_seen, len(present)
     drift.seconds = time.perf_counter() - clock
     mark(FULL, began, drift.summary())

@@ -243,9 +243,9 @@ def test_the_list_filters_searches_and_sorts(browser, inventory, query, expected
     assert listed(response) == expected
 
 
-def test_a_title_search_pages_without_counting(browser, inventory):
+def test_a_title_search_is_counted_as_it_reads_the_text_index(browser, inventory):
     body = browser.get("/objects/?q=Chicken").content.decode()
-    assert "Page 1 of the objects whose title matches" in body
+    assert '<p class="count">1 object</p>' in body
 
 
 def test_the_list_escapes_titles(browser, db):
