@@ -240,9 +240,10 @@ def _download_container(
         if f.url.startswith("file:"):
             _check_local(archive, f)
     refused = _unpack_refused(s, job, archive, f)
-    if refused is not None and refused.action == Decision.LATER and archive != kept_archive:
-        _keep_archive(attempt, archive, kept_archive, staging, f)  # a reused one stays kept
-    elif refused is not None and archive == kept_archive:
+    waits = refused is not None and refused.action == Decision.LATER
+    if waits and archive != kept_archive:
+        _keep_archive(attempt, archive, kept_archive, staging, f)
+    elif refused is not None and not waits and archive == kept_archive:
         attempt.check(f"remove the kept {f.name}")
         archive.unlink(missing_ok=True)
     if refused is not None:
