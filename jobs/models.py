@@ -56,6 +56,11 @@ class Job(models.Model):
             models.Index(fields=["batch", "-jid"]),
             models.Index(fields=["status", "last_successful_status"]),
             models.Index(fields=["status", "signature"]),
+            # The jobs a worker holds, oldest change first (/locks/): a few rows among
+            # millions, found without reading the others.
+            models.Index(
+                fields=["last_modified"], condition=models.Q(locked=True), name="job_locked"
+            ),
         ]
 
     def __str__(self) -> str:

@@ -9,11 +9,13 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.core.cache import cache
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from batches.models import Batch
+from dashboard import queries
 from jobs.models import Job
 from tests.roles import viewer
 from ui.listing import CappedPaginator
@@ -71,3 +73,38 @@ def test_the_batch_list_counts_up_to_the_cap_too(browser, monkeypatch):
     for n in (1, 2, 3):
         Batch.objects.create(bid=f"bid{n:010d}", status="Completed", read_at=NOW)
     assert "More than 1 batches" in browser.get("/batches/").content.decode()
+
+
+def test_the_dashboard_counts_settled_jobs_from_the_cache_and_the_rest_each_time(browser):
+    cache.clear()
+    make_jobs(5, "Completed")
+    make_jobs(2, "Failed", start=10)
+    browser.get("/")
+    make_jobs(3, "Completed", start=20)
+    make_jobs(1, "Failed", start=30)
+    Job.objects.filter(jid="jid0000000010").update(status="Pending")
+    sql = sql_of(browser, "/")
+    by_status = [q for q in sql if 'FROM "jobs_job"' in q and "GROUP BY" in q and "COUNT" in q]
+    whole = [q for q in by_status if "WHERE" not in q]
+    assert not whole, whole  # no GROUP BY over every job while the cache holds it
+    # Failed and Pending are counted now; Completed as the cache has it, for a minute.
+    assert queries.status_counts(Job) == {"Completed": 5, "Failed": 2, "Pending": 1}
+
+
+def plan_of(queryset) -> str:
+    sql, params = queryset.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN QUERY PLAN {sql}", params)
+        return " | ".join(str(row[-1]) for row in cursor.fetchall())
+
+
+def test_the_locks_page_finds_the_locked_jobs_by_their_index_not_a_scan(browser):
+    make_jobs(3)
+    Job.objects.filter(jid="jid0000000002").update(locked=True)
+    assert [j.jid for j in queries.running_jobs()[0]] == ["jid0000000002"]
+    sql = [q for q in sql_of(browser, "/locks/") if 'FROM "jobs_job"' in q and "locked" in q]
+    found = Job.objects.filter(locked=True).order_by("last_modified")[:501]
+    assert any('ORDER BY "jobs_job"."last_modified"' in q for q in sql), sql
+    plan = plan_of(found)
+    # The partial index holds the locked rows alone: walking it reads no other job.
+    assert "USING INDEX job_locked" in plan, plan
