@@ -36,7 +36,8 @@ class CappedPaginator(Paginator):
             rows = rows.data
         if not hasattr(rows, "query"):
             return super().count
-        found = rows.order_by()[: self.cap + 1].count()
+        # Only the keys: the rows' computed columns (a JSON key each) are not worked out.
+        found = rows.order_by().values_list("pk")[: self.cap + 1].count()
         self.capped = found > self.cap
         return min(found, self.cap)
 

@@ -108,3 +108,14 @@ def test_the_locks_page_finds_the_locked_jobs_by_their_index_not_a_scan(browser)
     plan = plan_of(found)
     # The partial index holds the locked rows alone: walking it reads no other job.
     assert "USING INDEX job_locked" in plan, plan
+
+
+def test_the_quarantined_list_counts_failures_from_one_index_not_per_failed_job(browser):
+    make_jobs(2, "Failed")
+    sql = sql_of(browser, "/jobs/?quarantined=1")
+    (grouped,) = [q for q in sql if 'FROM "jobs_jobevent"' in q and "HAVING" in q]
+    assert '"jobs_job"' not in grouped, grouped  # no lookup of each Failed job
+    with connection.cursor() as cursor:
+        cursor.execute(f"EXPLAIN QUERY PLAN {grouped}")
+        plan = " | ".join(str(row[-1]) for row in cursor.fetchall())
+    assert "COVERING INDEX jobevent_status_jid" in plan, plan
