@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import urlencode
 
 from django.core.paginator import Paginator
@@ -31,7 +32,7 @@ class CappedPaginator(Paginator):
 
     @cached_property
     def count(self) -> int:
-        rows = self.object_list  # a table's BoundRows, over its KeyedQuerysetData
+        rows: Any = self.object_list  # a table's BoundRows, over its KeyedQuerysetData
         while not hasattr(rows, "query") and hasattr(rows, "data"):
             rows = rows.data
         if not hasattr(rows, "query"):
