@@ -190,6 +190,7 @@ def fill(n_jobs: int) -> dict:
     # The Pending job the dispatcher would take last: its place counts every job ahead.
     last = Job.objects.filter(status="Pending").order_by("-priority", "-jid").first()
     ids.setdefault("jid", f"jid{n_jobs:010d}")
+    ids.setdefault("bid", "bid0000000001")
     ids["pending"] = last.jid if last else ids["jid"]
     return ids
 
@@ -224,7 +225,12 @@ def _write(writer: Writer, rng, sizes: list[int], now, ids: dict, running: list)
                 if locked:
                     running.append(job[0])
                 if status == "Completed" and "jid" not in ids and jid >= third:
-                    ids.update(jid=job[0], bid=bid)
+                    ids["jid"] = job[0]
+            # The batch page measured: a Completed one at every size, so that its panels,
+            # and so its queries, are alike.
+            batch_status = _pick(rng, BATCH_WEIGHTS if jid > live_from else BATCH_DONE_WEIGHTS)
+            if batch_status == "Completed" and "bid" not in ids and jid >= third:
+                ids["bid"] = bid
             batches.append(
                 (
                     bid,
@@ -235,7 +241,7 @@ def _write(writer: Writer, rng, sizes: list[int], now, ids: dict, running: list)
                     "manifest",
                     f"Bench batch {b}",
                     writer.stamp(submitted),
-                    _pick(rng, BATCH_WEIGHTS if jid > live_from else BATCH_DONE_WEIGHTS),
+                    batch_status,
                     "",
                     writer.stamp(submitted + timedelta(minutes=5)),
                     json.dumps({"profile": f"{coll}_content", "submitter": "bench/ann"}),
