@@ -56,6 +56,11 @@ class Job(models.Model):
             models.Index(fields=["batch", "-jid"]),
             models.Index(fields=["status", "last_successful_status"]),
             models.Index(fields=["status", "signature"]),
+            # The jobs a worker holds, oldest change first (/locks/): a few rows among
+            # millions, found without reading the others.
+            models.Index(
+                fields=["last_modified"], condition=models.Q(locked=True), name="job_locked"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -93,7 +98,12 @@ class JobEvent(models.Model):
 
     class Meta:
         ordering = ["jid", "status_version"]
-        indexes = [models.Index(fields=["to_status", "at", "bid"], name="jobevent_status_at_bid")]
+        indexes = [
+            models.Index(fields=["to_status", "at", "bid"], name="jobevent_status_at_bid"),
+            # The jobs that failed again and again (ui.quarantine): their Failed rows counted
+            # per job from this index alone, in its order.
+            models.Index(fields=["to_status", "jid"], name="jobevent_status_jid"),
+        ]
         constraints = [
             models.UniqueConstraint(
                 fields=["jid", "status_version"], name="one_event_per_status_write"

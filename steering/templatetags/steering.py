@@ -110,7 +110,8 @@ def action_bar(context, scope: str, table=None):
     """The list pages' bar: an action, then "selected" or "all N matching this filter"."""
     request = context["request"]
     paginator = getattr(table, "paginator", None)
-    total = None if paginator is None or getattr(paginator, "lazy", False) else paginator.count
+    uncounted = getattr(paginator, "lazy", False) or getattr(paginator, "capped", False)
+    total = None if paginator is None or uncounted else paginator.count
     filters = [
         (k, v)
         for k in request.GET
