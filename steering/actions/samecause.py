@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import Count, Min
+from django.db.models import Count, Min, QuerySet
 from django.http import QueryDict
 from django.urls import reverse
 
@@ -50,6 +50,20 @@ def same_causes(jids: list[str], *, query: str = "", back: str = "") -> list[Sam
         SameCause(n, example[s], _edit_url(s, jids, query, back))
         for n, s in reversed(groups[-SHOWN:])
     ]
+
+
+def same_causes_of(rows: QuerySet, *, query: str, back: str = "") -> list[SameCause]:
+    """``same_causes`` of a selection too large to list (``wholefilter``), counted by the
+    database: ``rows`` are the jobs it resumes, ``query`` the list's filter."""
+    groups = (
+        rows.exclude(signature="")
+        .order_by()
+        .values("signature")
+        .annotate(n=Count("id"), message=Min("message"))
+        .filter(n__gte=GROUP_MIN)
+        .order_by("-n", "signature")[:SHOWN]
+    )
+    return [SameCause(g["n"], g["message"], _edit_url(g["signature"], [], query, back)) for g in groups]
 
 
 def _edit_url(signature: str, jids: list[str], query: str, back: str) -> str:
