@@ -63,7 +63,9 @@ def same_causes_of(rows: QuerySet, *, query: str, back: str = "") -> list[SameCa
         .filter(n__gte=GROUP_MIN)
         .order_by("-n", "signature")[:SHOWN]
     )
-    return [SameCause(g["n"], g["message"], _edit_url(g["signature"], [], query, back)) for g in groups]
+    return [
+        SameCause(g["n"], g["message"], _edit_url(g["signature"], [], query, back)) for g in groups
+    ]
 
 
 def _edit_url(signature: str, jids: list[str], query: str, back: str) -> str:

@@ -73,9 +73,7 @@ def _unresumable(rows: QuerySet) -> list[str]:
     from steering.actions.plans import resume_offer
 
     lasts = rows.order_by().values_list("last_successful_status", flat=True).distinct()
-    return [
-        last for last in lasts if not resume_offer(_Failed("", JobStatus.FAILED, last or None))
-    ]
+    return [last for last in lasts if not resume_offer(_Failed("", JobStatus.FAILED, last or None))]
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ from django.utils import timezone
 from django.views.decorators.cache import never_cache
 
 from steering import confirmations
-from steering.actions.catalog import Action, Scope
 from steering.actions import wholefilter
+from steering.actions.catalog import Action, Scope
 from steering.actions.execution import start
 from steering.models import AdminAction, AdminActionItem, ResumeRun
 from steering.permissions import Role, refusal

@@ -51,7 +51,9 @@ def signed(page) -> dict:
     return signing.loads(payload_of(page), salt=SALT, max_age=confirmations.MAX_AGE)
 
 
-def test_the_confirmation_summarises_and_signs_the_filter_not_each_job(client, queue, people, small):
+def test_the_confirmation_summarises_and_signs_the_filter_not_each_job(
+    client, queue, people, small
+):
     jids = jobs_in(queue, "Failed")
     jobs_in(queue, "Held", 7)
     client.force_login(people["operator"])
@@ -61,9 +63,11 @@ def test_the_confirmation_summarises_and_signs_the_filter_not_each_job(client, q
     assert f'data-applying="{N}"' in body and f"Resume {N} items" in body
     # Counts by collection and status, of the whole selection.
     assert "<td>wide</td>" in body and f"<td>{N}</td>" in body and "<td>7</td>" in body
-    assert body.count('<tr class="applies" data-item=') + body.count(
-        '<tr class="not-applicable" data-item='
-    ) == 10  # a sample, not every job
+    assert (
+        body.count('<tr class="applies" data-item=')
+        + body.count('<tr class="not-applicable" data-item=')
+        == 10
+    )  # a sample, not every job
     data = signed(page)
     assert "items" not in data and data["whole"]["counted"] == N
     assert sum(jid in payload_of(page) for jid in jids) == 0
