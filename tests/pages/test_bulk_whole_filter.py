@@ -30,7 +30,7 @@ def small(settings, admin_queue, monkeypatch):
     settings.MQ_BULK_LIST_MAX = LIST_MAX
     settings.MQ_BULK_CHUNK = CHUNK
     settings.MQ_BULK_INLINE_MAX = 10
-    monkeypatch.setattr(selection, "SAMPLE", 10)
+    monkeypatch.setattr(selection, "SAMPLE", 10, raising=False)
     return admin_queue
 
 
