@@ -89,7 +89,9 @@ def confirmation(
     the_plan = plans.build(request.user, action, selection, back=back)
     summary = the_plan.summary
     # A summarised selection is signed as its filter and the moment it was shown, not job by job.
-    shown = {"items": [[p.target.id, p.target.version] for p in the_plan.applying]}
+    shown: dict[str, object] = {
+        "items": [[p.target.id, p.target.version] for p in the_plan.applying]
+    }
     if summary is not None:
         shown = {"whole": wholefilter.params(summary)}
     payload = confirmations.sign(
