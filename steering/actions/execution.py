@@ -116,10 +116,9 @@ def run_items(record: AdminAction) -> AdminAction:
         # The person's name for these writes only: one store serves every thread of the process.
         with store.changes.acting_as(admin_actor(record.username)):
             for chunk, stale in source:
-                chunk, stale = _not_handled(record, chunk, stale)
                 left = chunk
                 if stale:
-                    _skip(record, stale)
+                    record_skipped(record, stale)
                 if chunk:
                     _run_chunk(store, action, record, chunk, scope, problem, note)
                 left = []
@@ -138,24 +137,15 @@ def run_items(record: AdminAction) -> AdminAction:
 
 
 def _listed(record: AdminAction, size: int):
-    """The record's own list of items (a selection the page listed), a chunk at a time."""
-    todo = record.pending_items
+    """The record's own list of items (a selection the page listed) not acted on yet, a
+    chunk at a time."""
+    handled = set(record.items.filter(part_of="").values_list("item_id", flat=True))
+    todo = [(i, v) for i, v in record.pending_items if i not in handled]
     for first in range(0, len(todo), size):
-        yield [(i, v) for i, v in todo[first : first + size]], []
+        yield todo[first : first + size], []
 
 
-def _not_handled(record: AdminAction, chunk, stale):
-    """Of a chunk, the items with no audit row yet: a run started again skips the others."""
-    ids = [i for i, _ in chunk] + [i for i, _ in stale]
-    handled = set(
-        record.items.filter(part_of="", item_id__in=ids).values_list("item_id", flat=True)
-    )
-    if not handled:
-        return chunk, stale
-    return [c for c in chunk if c[0] not in handled], [s for s in stale if s[0] not in handled]
-
-
-def _skip(record: AdminAction, why: list[tuple[str, str]]) -> None:
+def record_skipped(record: AdminAction, why: list[tuple[str, str]]) -> None:
     """Audit items skipped before any read of ZooKeeper (their mirror row changed since the
     page was shown), with why."""
     rows = [

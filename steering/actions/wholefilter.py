@@ -154,8 +154,17 @@ class Stream:
             )
             if not page:
                 return
+            ids = [row[0] for row in page]
+            # A run started again after its worker died: the jobs it audited stay as they are.
+            audited = set(
+                self.record.items.filter(part_of="", item_id__in=ids).values_list(
+                    "item_id", flat=True
+                )
+            )
             act, stale = [], []
             for jid, status, version, read_at in page:
+                if jid in audited:
+                    continue
                 if self.as_of is not None and read_at > self.as_of:
                     stale.append((jid, _changed(status, version, read_at)))
                 else:

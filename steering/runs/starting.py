@@ -72,7 +72,7 @@ def begin_whole(record: AdminAction, pace: Pace) -> ResumeRun:
     def chunks():
         for chunk, stale in stream:
             if stale:
-                execution._skip(record, stale)
+                execution.record_skipped(record, stale)
             yield chunk
 
     run = _begin(record, chunks(), pace)
