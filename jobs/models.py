@@ -56,6 +56,11 @@ class Job(models.Model):
             models.Index(fields=["batch", "-jid"]),
             models.Index(fields=["status", "last_successful_status"]),
             models.Index(fields=["status", "signature"]),
+            # Covers a bulk action's summary (steering.actions.wholefilter): no row read.
+            models.Index(
+                fields=["status", "collection", "locked", "last_successful_status", "profile"],
+                name="job_bulk_summary",
+            ),
         ]
 
     def __str__(self) -> str:

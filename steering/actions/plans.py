@@ -10,9 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from jobs.models import Job
-from merritt_queue.core.errors import QueueError
-from merritt_queue.core.states import JOB_STEPS, JobStatus, resume_note, resume_target
-from merritt_queue.core.store.jobedits import JobEdits
+from merritt_queue.core.states import JobStatus, resume_note, resume_target
 from steering.actions import poison, wholefilter
 from steering.actions.kinds import Action, Target
 from steering.actions.planning import (
@@ -24,6 +22,7 @@ from steering.actions.planning import (
     other_holds,
     plan,
 )
+from steering.actions.resumesteps import common_steps, resume_offer, steps_again
 from steering.actions.samecause import SameCause, same_causes, same_causes_of
 from steering.actions.selection import Selection
 from steering.actions.wholefilter import Summary
@@ -80,9 +79,7 @@ def _summarized(user, action: Action, selection: Selection, rows, back: str) -> 
         applying=[],
         steps=[o["step"] for o in summary.steps if o["step"]],
         same_causes=(
-            same_causes_of(
-                wholefilter.applying(action, rows, scope), query=selection.query, back=back
-            )
+            same_causes_of(wholefilter.in_scope(rows, scope), query=selection.query, back=back)
             if resumes
             else []
         ),
@@ -175,40 +172,4 @@ def _resume_plan(action: Action, items: list[PlanItem]) -> tuple[list[PlanItem],
             for s in offers[job.jid]
         ]
         return judged, again, options
-    return judged, again, _common_steps([offers[jid] for jid in applying])
-
-
-def _common_steps(offers: list[list[str]]) -> list[dict]:
-    """For several jobs: each restarts where it failed (the first choice), or all at a step
-    every one of them may restart at."""
-    if not offers:
-        return []
-    common = [s for s in offers[0] if all(s in o for o in offers[1:])]
-    if not common:
-        return []
-    each = {"step": "", "again": [], "default": True, "where_failed": True, "each": True}
-    return [each] + [
-        {"step": s, "again": steps_again(None, s), "default": False, "where_failed": False}
-        for s in common
-    ]
-
-
-def resume_offer(job) -> list[str]:
-    """The steps a resume of ``job`` (anything with jid, status, last_successful_status)
-    may restart at: the run's own check (``store.edits.resume_step``) asked of each step, so
-    a confirmation page built from it offers exactly what the run will accept."""
-    offered = []
-    for step in (J.PENDING, *JOB_STEPS):
-        try:
-            JobEdits.resume_step(job, step)
-        except QueueError:
-            continue
-        offered.append(step)
-    return offered
-
-
-def steps_again(last_successful: str | None, step: str | None = None) -> list[str]:
-    """The steps a resumed job runs again, from where it restarts to the end."""
-    start = step or resume_target(last_successful)
-    order = [J.PENDING, *JOB_STEPS]
-    return order[order.index(start) :] if start in order else []
+    return judged, again, common_steps([offers[jid] for jid in applying])

@@ -19,7 +19,7 @@ from steering.actions.kinds import Action, Scope, Target
 from steering.actions.planning import profile_collections
 
 MAX_ITEMS = 10_000  # "all matching" beyond this must be narrowed first (unless summarised)
-SAMPLE = 200  # jobs a summarised selection's page lists
+SAMPLE = 50  # jobs a summarised selection's page lists (each row costs its rendering)
 NOT_FILTER = {"all", "ids", "page", "sort", "per_page", "action", "mode", "next"}
 
 

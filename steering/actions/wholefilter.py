@@ -29,6 +29,7 @@ from jobs.models import Job
 from merritt_queue.core.states import JobStatus
 from steering.actions.kinds import Action, Scope
 from steering.actions.planning import profile_collections
+from steering.actions.resumesteps import common_steps, resume_offer
 from steering.models import AdminAction
 
 # The keys of a summarised action's params (beside the resume's ``step``).
@@ -59,19 +60,24 @@ def applying(action: Action, rows: QuerySet, scope: set[str] | None) -> QuerySet
     rows = rows.filter(status__in=action.applies_to)
     if not action.locked_ok:
         rows = rows.filter(locked=False)
-    if scope is not None:
-        profiles = [p for p, c in profile_collections().items() if c in scope]
-        rows = rows.filter(Q(collection__in=scope) | Q(collection="", profile__in=profiles))
+    rows = in_scope(rows, scope)
     if action.name == "job.resume":
         rows = rows.exclude(last_successful_status__in=_unresumable(rows))
     return rows
 
 
+def in_scope(rows: QuerySet, scope: set[str] | None) -> QuerySet:
+    """Those of ``rows`` of the person's collections (a row Merritt wrote names only its
+    profile)."""
+    if scope is None:
+        return rows
+    profiles = [p for p, c in profile_collections().items() if c in scope]
+    return rows.filter(Q(collection__in=scope) | Q(collection="", profile__in=profiles))
+
+
 def _unresumable(rows: QuerySet) -> list[str]:
     """The last successful steps from which the queue refuses a resume (few distinct values,
     each asked once of the run's own check)."""
-    from steering.actions.plans import resume_offer
-
     lasts = rows.order_by().values_list("last_successful_status", flat=True).distinct()
     return [last for last in lasts if not resume_offer(_Failed("", JobStatus.FAILED, last or None))]
 
@@ -93,31 +99,38 @@ class Summary:
 
 
 def summarize(action: Action, rows: QuerySet, scope: set[str] | None) -> Summary:
+    """The page's counts from one aggregate over the selection, grouped by the columns
+    ``applying`` judges (few distinct values; ``Job``'s summary index covers them, so the
+    database reads no row)."""
     as_of = timezone.now()
-    counts = list(
+    groups = list(
         rows.order_by()
-        .values_list("collection", "status")
+        .values_list("status", "collection", "locked", "last_successful_status", "profile")
         .annotate(n=Count("id"))
-        .order_by("-n", "collection", "status")
     )
-    ok = applying(action, rows, scope)
+    of_profile = profile_collections() if scope is not None else {}
+    lasts = {g[3] for g in groups if g[0] in action.applies_to}
+    offers = {last: resume_offer(_Failed("", JobStatus.FAILED, last or None)) for last in lasts}
+    pairs: dict[tuple[str, str], int] = {}
+    ok, offered = 0, []
+    for status, collection, locked, last, profile, n in groups:
+        pairs[(collection, status)] = pairs.get((collection, status), 0) + n
+        if status not in action.applies_to or (locked and not action.locked_ok):
+            continue
+        if scope is not None and (collection or of_profile.get(profile, "")) not in scope:
+            continue
+        if action.name == "job.resume":
+            if not offers[last]:
+                continue
+            offered.append(offers[last])
+        ok += n
+    by = sorted(((c, st, n) for (c, st), n in pairs.items()), key=lambda x: (-x[2], x[0], x[1]))
     return Summary(
-        applying=ok.count(),
-        by=counts[:BY_SHOWN],
-        more_pairs=max(len(counts) - BY_SHOWN, 0),
+        applying=ok,
+        by=by[:BY_SHOWN],
+        more_pairs=max(len(by) - BY_SHOWN, 0),
         as_of=as_of,
-        steps=_steps(action, ok),
-    )
-
-
-def _steps(action: Action, ok: QuerySet) -> list[dict]:
-    if action.name != "job.resume":
-        return []
-    from steering.actions.plans import _common_steps, resume_offer
-
-    lasts = ok.order_by().values_list("last_successful_status", flat=True).distinct()
-    return _common_steps(
-        [resume_offer(_Failed("", JobStatus.FAILED, last or None)) for last in lasts]
+        steps=common_steps(offered) if action.name == "job.resume" else [],
     )
 
 
