@@ -61,6 +61,11 @@ class Job(models.Model):
             models.Index(
                 fields=["last_modified"], condition=models.Q(locked=True), name="job_locked"
             ),
+            # Covers a bulk action's summary (steering.actions.wholefilter): no row read.
+            models.Index(
+                fields=["status", "collection", "locked", "last_successful_status", "profile"],
+                name="job_bulk_summary",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -215,6 +215,11 @@ MQ_DISPATCH_AHEAD = env_int("MQ_DISPATCH_AHEAD", 20)
 # An admin action on more items than this runs as an RQ job on the mq-admin queue (the
 # result page shows its progress); up to this many it runs inside the request.
 MQ_BULK_INLINE_MAX = env_int("MQ_BULK_INLINE_MAX", 200)
+# An "all matching" hold, release, resume or delete of more jobs than this is summarised on
+# its confirmation page and read again from the mirror at run time, MQ_BULK_CHUNK at a time
+# (steering.actions.wholefilter).
+MQ_BULK_LIST_MAX = env_int("MQ_BULK_LIST_MAX", 1000)
+MQ_BULK_CHUNK = env_int("MQ_BULK_CHUNK", 500)
 MQ_SWEEP_SECONDS = env_float("MQ_SWEEP_SECONDS", 10.0)
 MQ_WINDOW_CHECK_SECONDS = env_float("MQ_WINDOW_CHECK_SECONDS", 30.0)
 # A Failed job that failed this many times with one cause is quarantined (ui.quarantine):

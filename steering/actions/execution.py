@@ -33,7 +33,7 @@ from merritt_queue.core.history import admin_actor
 from merritt_queue.core.store import QueueStore
 from merritt_queue.project.runtime import deadline_left, get_store, unreachable
 from merritt_queue.project.zkdeadline import UNREACHABLE
-from steering.actions import breakerswitch, workerdrain
+from steering.actions import breakerswitch, wholefilter, workerdrain
 from steering.actions.catalog import ACTIONS
 from steering.actions.kinds import Action, Scope, Target
 from steering.actions.planning import profile_collections
@@ -95,35 +95,67 @@ def run_items(record: AdminAction) -> AdminAction:
     """Act on the record's pending items and finish it; safe to run again.
 
     An item that already has an ``AdminActionItem`` is not acted on again, so a task
-    run twice (or resumed after its worker died) does each item at most once.
+    run twice (or resumed after its worker died) does each item at most once. A summarised
+    selection (``wholefilter``) is read again from the mirror a chunk at a time: no list of
+    every item is held, in the record or in memory.
     """
     if record.finished:
         return record
     action = ACTIONS[record.action]
     user = record.user
-    handled = set(record.items.filter(part_of="").values_list("item_id", flat=True))
     _recount(record)
     problem = refusal(user, action) if user is not None else "the person is gone"
     scope = collections_of(user) if user is not None else set()
     note = f"{record.username}: {record.reason}"
-    todo = [(i, v) for i, v in record.pending_items if i not in handled]
     size = MOVE_CHUNK if action.batched else 1
-    left = todo
+    stream = wholefilter.Stream(record, action, scope) if wholefilter.filtered(record) else None
+    source = stream if stream is not None else _listed(record, size)
+    left: list = []
     try:
         store = get_store()
         # The person's name for these writes only: one store serves every thread of the process.
         with store.changes.acting_as(admin_actor(record.username)):
-            for first in range(0, len(todo), size):
-                chunk = todo[first : first + size]
-                _run_chunk(store, action, record, chunk, scope, problem, note)
-                left = todo[first + size :]
+            for chunk, stale in source:
+                left = chunk
+                if stale:
+                    record_skipped(record, stale)
+                if chunk:
+                    _run_chunk(store, action, record, chunk, scope, problem, note)
+                left = []
     except UNREACHABLE as e:
         if deadline_left() is None:  # a worker's task: it fails, and is run again
             raise
+        if stream is None:
+            handled = set(record.items.filter(part_of="").values_list("item_id", flat=True))
+            left = [(i, v) for i, v in record.pending_items if i not in handled]
         raise _unreachable(record, left) from e
+    if stream is not None:
+        stream.finish()
     record.finished = timezone.now()
     record.save(update_fields=["finished", "done", "skipped", "failed"])
     return record
+
+
+def _listed(record: AdminAction, size: int):
+    """The record's own list of items (a selection the page listed) not acted on yet, a
+    chunk at a time."""
+    handled = set(record.items.filter(part_of="").values_list("item_id", flat=True))
+    todo = [(i, v) for i, v in record.pending_items if i not in handled]
+    for first in range(0, len(todo), size):
+        yield todo[first : first + size], []
+
+
+def record_skipped(record: AdminAction, why: list[tuple[str, str]]) -> None:
+    """Audit items skipped before any read of ZooKeeper (their mirror row changed since the
+    page was shown), with why."""
+    rows = [
+        AdminActionItem(admin_action=record, item_id=i, result="skipped", detail=words)
+        for i, words in why
+    ]
+    with transaction.atomic():
+        AdminActionItem.objects.bulk_create(rows, batch_size=500)
+        record.skipped += len(rows)
+        record.save(update_fields=["done", "skipped", "failed"])
 
 
 def run_slice(record: AdminAction, chunk: list[tuple[str, int | None]]) -> None:
@@ -375,7 +407,7 @@ def _start(user, action, reason, token, params, selection, pending) -> tuple[Adm
                 reason=reason.strip(),
                 params=params,
                 selection=selection,
-                total=len(pending),
+                total=len(pending) or int(params.get(wholefilter.COUNTED_KEY, 0)),
                 token=token,
                 pending_items=pending,
             )

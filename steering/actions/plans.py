@@ -10,10 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from jobs.models import Job
-from merritt_queue.core.errors import QueueError
-from merritt_queue.core.states import JOB_STEPS, JobStatus, resume_note, resume_target
-from merritt_queue.core.store.jobedits import JobEdits
-from steering.actions import poison
+from merritt_queue.core.states import JobStatus, resume_note, resume_target
+from steering.actions import poison, wholefilter
 from steering.actions.kinds import Action, Target
 from steering.actions.planning import (
     HELD_LISTS,
@@ -24,8 +22,11 @@ from steering.actions.planning import (
     other_holds,
     plan,
 )
-from steering.actions.samecause import SameCause, same_causes
+from steering.actions.resumesteps import common_steps, resume_offer, steps_again
+from steering.actions.samecause import SameCause, same_causes, same_causes_of
 from steering.actions.selection import Selection
+from steering.actions.wholefilter import Summary
+from steering.permissions import collections_of
 
 J = JobStatus
 SHOWN = 200  # items listed on the confirmation page
@@ -48,12 +49,49 @@ class Plan:
     along_count: int  # a batch delete: the jobs deleted with the batches
     strong: bool  # the page warns before the reason is typed
     caught: bool  # a collection release: its held items are those its hold caught
+    # Too many to list (``wholefilter``): the counts; ``items`` and ``rows`` are a sample and
+    # ``applying`` is empty, the run reading the selection again.
+    summary: Summary | None = None
 
 
 def build(user, action: Action, selection: Selection, *, back: str = "") -> Plan:
     """The plan of ``action`` on the ``selection`` (its items in the mirror, and the ids
     missing from it) for ``user``; ``back``: the page the person came from, where the
     offers the plan makes (a same-cause edit) lead back to."""
+    if selection.rows is not None:
+        return _summarized(user, action, selection, selection.rows, back)
+    return _listed(user, action, selection, back)
+
+
+def _summarized(user, action: Action, selection: Selection, rows, back: str) -> Plan:
+    scope = collections_of(user)
+    summary = wholefilter.summarize(action, rows, scope)
+    items = poison.judge(action, plan(user, action, selection.targets), named=False)
+    items, again, _ = _resume_plan(action, items)
+    resumes = action.name == "job.resume"
+    return Plan(
+        items,
+        again,
+        summary.steps,
+        along={},
+        other_holds={},
+        held={},
+        applying=[],
+        steps=[o["step"] for o in summary.steps if o["step"]],
+        same_causes=(
+            same_causes_of(wholefilter.in_scope(rows, scope), query=selection.query, back=back)
+            if resumes
+            else []
+        ),
+        rows=[{"plan": p, "again": again.get(p.target.id), "along": []} for p in items],
+        along_count=0,
+        strong=bool(action.warning),
+        caught=False,
+        summary=summary,
+    )
+
+
+def _listed(user, action: Action, selection: Selection, back: str) -> Plan:
     items = plan(user, action, selection.targets)
     items += [
         PlanItem(Target(i), False, "not in the mirror (unknown id)") for i in selection.missing
@@ -134,40 +172,4 @@ def _resume_plan(action: Action, items: list[PlanItem]) -> tuple[list[PlanItem],
             for s in offers[job.jid]
         ]
         return judged, again, options
-    return judged, again, _common_steps([offers[jid] for jid in applying])
-
-
-def _common_steps(offers: list[list[str]]) -> list[dict]:
-    """For several jobs: each restarts where it failed (the first choice), or all at a step
-    every one of them may restart at."""
-    if not offers:
-        return []
-    common = [s for s in offers[0] if all(s in o for o in offers[1:])]
-    if not common:
-        return []
-    each = {"step": "", "again": [], "default": True, "where_failed": True, "each": True}
-    return [each] + [
-        {"step": s, "again": steps_again(None, s), "default": False, "where_failed": False}
-        for s in common
-    ]
-
-
-def resume_offer(job) -> list[str]:
-    """The steps a resume of ``job`` (anything with jid, status, last_successful_status)
-    may restart at: the run's own check (``store.edits.resume_step``) asked of each step, so
-    a confirmation page built from it offers exactly what the run will accept."""
-    offered = []
-    for step in (J.PENDING, *JOB_STEPS):
-        try:
-            JobEdits.resume_step(job, step)
-        except QueueError:
-            continue
-        offered.append(step)
-    return offered
-
-
-def steps_again(last_successful: str | None, step: str | None = None) -> list[str]:
-    """The steps a resumed job runs again, from where it restarts to the end."""
-    start = step or resume_target(last_successful)
-    order = [J.PENDING, *JOB_STEPS]
-    return order[order.index(start) :] if start in order else []
+    return judged, again, common_steps([offers[jid] for jid in applying])

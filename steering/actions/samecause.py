@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import Count, Min
+from django.db.models import Count, Min, QuerySet
 from django.http import QueryDict
 from django.urls import reverse
 
 from jobs.models import Job
+from merritt_queue.core.states import JobStatus
 
 GROUP_MIN = 2  # one job failing as it did is no pattern
 SHOWN = 3  # groups named on the page, largest first
@@ -49,6 +50,27 @@ def same_causes(jids: list[str], *, query: str = "", back: str = "") -> list[Sam
     return [
         SameCause(n, example[s], _edit_url(s, jids, query, back))
         for n, s in reversed(groups[-SHOWN:])
+    ]
+
+
+def same_causes_of(rows: QuerySet, *, query: str, back: str = "") -> list[SameCause]:
+    """``same_causes`` of a selection too large to list (``wholefilter``): its Failed jobs
+    counted by cause in the database (``Job``'s status and signature index), one message of
+    each group read after; ``query`` is the list's filter."""
+    failed = rows.filter(status=JobStatus.FAILED).exclude(signature="").order_by()
+    groups = (
+        failed.values("signature")
+        .annotate(n=Count("id"))
+        .filter(n__gte=GROUP_MIN)
+        .order_by("-n", "signature")[:SHOWN]
+    )
+    return [
+        SameCause(
+            g["n"],
+            failed.filter(signature=g["signature"]).values_list("message", flat=True).first() or "",
+            _edit_url(g["signature"], [], query, back),
+        )
+        for g in groups
     ]
 
 

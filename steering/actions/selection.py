@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
+from django.db.models import QuerySet
 from django.http import QueryDict
 
 from batches.filters import BatchFilter
@@ -13,11 +14,12 @@ from batches.models import Batch
 from jobs.filters import JobFilter
 from jobs.models import Job
 from merritt_queue.core.errors import QueueError
-from steering.actions import breakerswitch, workerdrain
+from steering.actions import breakerswitch, wholefilter, workerdrain
 from steering.actions.kinds import Action, Scope, Target
 from steering.actions.planning import profile_collections
 
-MAX_ITEMS = 10_000  # "all matching" beyond this must be narrowed first
+MAX_ITEMS = 10_000  # "all matching" beyond this must be narrowed first (unless summarised)
+SAMPLE = 50  # jobs a summarised selection's page lists (each row costs its rendering)
 NOT_FILTER = {"all", "ids", "page", "sort", "per_page", "action", "mode", "next"}
 
 
@@ -33,6 +35,12 @@ class Selection:
     query: str  # the filter, as a query string, when everything
     too_many: bool = False
     error: str = ""
+    # Too many to list (``wholefilter``): ``targets`` is a sample, ``rows`` the whole selection.
+    rows: QuerySet | None = None
+
+    @property
+    def summarized(self) -> bool:
+        return self.rows is not None
 
     @property
     def readable(self) -> str:
@@ -85,6 +93,9 @@ def select(request, action: Action) -> Selection:
             return Selection([], [], 0, True, query, error="the list's filter is not valid")
         rows = filterset.qs.order_by(f"-{key}").values_list(*fields)
         total = rows.count()
+        if model is Job and wholefilter.summarizes(action, total):
+            sample = [_target(r, collections) for r in rows[:SAMPLE]]
+            return Selection(sample, [], total, True, query, rows=filterset.qs)
         if total > MAX_ITEMS:
             return Selection([], [], total, True, query, too_many=True)
         targets = [_target(r, collections) for r in rows]

@@ -34,7 +34,7 @@ from django.views.decorators.http import require_GET, require_POST
 from redis.exceptions import RedisError
 
 from steering import confirmations, tasks
-from steering.actions import editing, plans
+from steering.actions import editing, plans, wholefilter
 from steering.actions.catalog import ACTIONS
 from steering.actions.collectionholds import release_choices
 from steering.actions.execution import execute, run_items, start
@@ -54,6 +54,7 @@ log = logging.getLogger(__name__)
 
 SALT = "steering.confirm"
 SHOWN = 200  # items listed on a maintenance operation's result page
+RESULT_SHOWN = 1000  # items an action's result page lists (100,000 would not render)
 PER_PAGE = 50
 # Query-string keys that are not the list's filter.
 # --- the confirmation page ---------------------------------------------------------------
@@ -86,23 +87,32 @@ def confirmation(
     selection = select(request, action)
     back = safe_next(request, request.GET.get("next", ""))
     the_plan = plans.build(request.user, action, selection, back=back)
+    summary = the_plan.summary
+    # A summarised selection is signed as its filter and the moment it was shown, not job by job.
+    shown: dict[str, object] = {
+        "items": [[p.target.id, p.target.version] for p in the_plan.applying]
+    }
+    if summary is not None:
+        shown = {"whole": wholefilter.params(summary)}
     payload = confirmations.sign(
         request,
         SALT,
         compress=True,
         action=action.name,
-        items=[[p.target.id, p.target.version] for p in the_plan.applying],
         selection=selection.query if selection.everything else "",
         steps=the_plan.steps,
         back=request.GET.urlencode(),
+        **shown,
     )
     context = {
         "action": action,
         "selection": selection,
         "rows": the_plan.rows,
         "listed": len(the_plan.rows),
-        "count": len(the_plan.items),
-        "applying": len(the_plan.applying),
+        "count": selection.total if summary else len(the_plan.items),
+        "applying": summary.applying if summary else len(the_plan.applying),
+        "summary": summary,
+        "chunk": settings.MQ_BULK_CHUNK,
         "options": the_plan.options,
         "payload": payload,
         "error": error,
@@ -190,12 +200,16 @@ def run(request, action_name: str):
     if used is not None:  # a page kept from before (Back, another tab): never act twice
         request.GET = QueryDict(data.get("back", ""))
         return confirmation(request, action, reason=reason, status=409, used=used)
-    items = [(i, v) for i, v in data["items"]]
+    whole = data.get("whole")
+    if whole:  # a summarised selection: the run reads it again (wholefilter)
+        params.update(whole)
+    items = [(i, v) for i, v in data.get("items", [])]
     how = dict(token=data["token"], params=params, selection=data.get("selection", ""))
+    count = whole[wholefilter.COUNTED_KEY] if whole else len(items)
     try:
         if pace is not None:  # at a pace: a run the dispatcher advances (steering.runs)
             return runviews.start_run(request, action, items, reason, how, pace)
-        if len(items) <= settings.MQ_BULK_INLINE_MAX:
+        if count <= settings.MQ_BULK_INLINE_MAX:
             record = execute(request.user, action, items, reason, **how)
         else:
             record, created = start(request.user, action, items, reason, **how)
@@ -243,6 +257,7 @@ def result(request, pk: int):
     whole = reads_whole_action(request.user, record)
     if record.action in MAINTENANCE:
         return maintenance_result(request, record, whole)
+    items = record.items.none() if running else readable_items(request.user, record.items.all())
     return render(
         request,
         "steering/result.html",
@@ -251,9 +266,8 @@ def result(request, pk: int):
             "action": action,
             "running": running,
             "whole": whole,
-            "items": record.items.none()
-            if running
-            else readable_items(request.user, record.items.all()),
+            "items": items[:RESULT_SHOWN],
+            "more_items": max(0, items.count() - RESULT_SHOWN) if not running else 0,
             "next": safe_next(request, request.GET.get("next", "")),
         },
     )

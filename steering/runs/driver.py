@@ -34,8 +34,8 @@ from django.utils import timezone
 from jobs.models import Job
 from merritt_queue.core.states import JobStatus
 from merritt_queue.core.store import QueueStore
-from steering.actions.execution import run_slice
-from steering.models import AdminAction, AdminActionItem, ResumeRun, ResumeRunItem
+from steering.actions.execution import record_skipped, run_slice
+from steering.models import AdminAction, ResumeRun, ResumeRunItem
 from steering.runs.progress import progress, stop_reason
 from ui import quarantine
 from ui.signatures import cause_of
@@ -142,7 +142,7 @@ def send(run: ResumeRun, items: list[ResumeRunItem]) -> None:
     todo = [i for i in items if i.jid not in audited]
     poisoned = quarantine.of([i.jid for i in todo])
     if poisoned:
-        _skip(record, [(i.jid, poisoned[i.jid].words) for i in todo if i.jid in poisoned])
+        record_skipped(record, [(i.jid, poisoned[i.jid].words) for i in todo if i.jid in poisoned])
     chunk = [(i.jid, i.version) for i in todo if i.jid not in poisoned]
     if chunk:
         run_slice(record, chunk)
@@ -161,18 +161,6 @@ def _audited(record: AdminAction, jids: list[str]) -> dict[str, tuple]:
         i: (r, v, d)
         for i, r, v, d in rows.values_list("item_id", "result", "after_version", "detail")
     }
-
-
-def _skip(record: AdminAction, why: list[tuple[str, str]]) -> None:
-    with transaction.atomic():
-        AdminActionItem.objects.bulk_create(
-            [
-                AdminActionItem(admin_action=record, item_id=jid, result="skipped", detail=words)
-                for jid, words in why
-            ]
-        )
-        record.skipped += len(why)
-        record.save(update_fields=["skipped"])
 
 
 # --- settling ---------------------------------------------------------------------------

@@ -9,7 +9,10 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import transaction
 
+from steering.actions import execution, wholefilter
+from steering.actions.catalog import ACTIONS
 from steering.models import AdminAction, ResumeRun, ResumeRunItem
+from steering.permissions import collections_of
 
 NOW = "now"  # the pace field's value for "all at once", as before runs
 BATCH = 1000  # item rows per insert
@@ -56,6 +59,29 @@ def read_pace(post) -> Pace | str | None:
 def begin(record: AdminAction, items: list[tuple[str, int | None]], pace: Pace) -> ResumeRun:
     """The run of ``record`` (a ``job.resume`` recorded with no pending items of its own)
     over ``items``, in the order the confirmation listed them."""
+    return _begin(record, [items], pace)
+
+
+def begin_whole(record: AdminAction, pace: Pace) -> ResumeRun:
+    """The run of a summarised selection (``wholefilter``): its jobs read again from the
+    mirror a chunk at a time into the run's items, in jid order; those whose row changed
+    since the page was shown are audited as skipped, with why, and left out."""
+    action = ACTIONS[record.action]
+    stream = wholefilter.Stream(record, action, collections_of(record.user))
+
+    def chunks():
+        for chunk, stale in stream:
+            if stale:
+                execution.record_skipped(record, stale)
+            yield chunk
+
+    run = _begin(record, chunks(), pace)
+    record.total += record.skipped
+    record.save(update_fields=["total"])
+    return run
+
+
+def _begin(record: AdminAction, chunks, pace: Pace) -> ResumeRun:
     with transaction.atomic():
         run = ResumeRun.objects.create(
             action=record,
@@ -64,12 +90,15 @@ def begin(record: AdminAction, items: list[tuple[str, int | None]], pace: Pace) 
             stop_share=pace.stop_share,
             stop_min=pace.stop_min,
         )
-        rows = (
-            ResumeRunItem(run=run, position=n, jid=jid, version=version)
-            for n, (jid, version) in enumerate(items)
-        )
-        ResumeRunItem.objects.bulk_create(rows, batch_size=BATCH)
-        record.total = len(items)
+        n = 0
+        for chunk in chunks:
+            rows = [
+                ResumeRunItem(run=run, position=n + k, jid=jid, version=version)
+                for k, (jid, version) in enumerate(chunk)
+            ]
+            ResumeRunItem.objects.bulk_create(rows, batch_size=BATCH)
+            n += len(rows)
+        record.total = n
         record.params = {**record.params, "run": run.pk}
         record.save(update_fields=["total", "params"])
     return run

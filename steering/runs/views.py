@@ -15,13 +15,14 @@ from django.utils import timezone
 from django.views.decorators.cache import never_cache
 
 from steering import confirmations
+from steering.actions import wholefilter
 from steering.actions.catalog import Action, Scope
 from steering.actions.execution import start
 from steering.models import AdminAction, AdminActionItem, ResumeRun
 from steering.permissions import Role, refusal
 from steering.runs.driver import end
 from steering.runs.progress import progress, top_cause
-from steering.runs.starting import Pace, begin
+from steering.runs.starting import Pace, begin, begin_whole
 from ui.reading_scope import reads_everything
 
 SALT = "steering.runs"
@@ -50,7 +51,9 @@ def start_run(request, action: Action, items, reason: str, how: dict, pace: Pace
     """The confirmed resume, as a run at ``pace``; its page."""
     with transaction.atomic():
         record, created = start(request.user, action, [], reason, **how)
-        if created:
+        if created and wholefilter.filtered(record):
+            begin_whole(record, pace)
+        elif created:
             begin(record, items, pace)
     run = ResumeRun.objects.filter(action=record).first()
     if run is None:  # a confirmation used before, for a resume taken at once

@@ -98,11 +98,15 @@ def _waits(scope: str, item_id: str, status: str | None) -> str:
     return batch_waits(item_id, status, collection or "")
 
 
+# Not the person's choices: a selection's edit's per-job changes, a run's place in its filter.
+HIDDEN_PARAMS = ("each", "after")
+
+
 @register.filter
 def shown_params(params: dict) -> list:
     """An action's parameters as its result page names them; a selection's edit keeps each
     job's change too, which that job's own row shows."""
-    return [(key, value) for key, value in (params or {}).items() if key != "each"]
+    return [(key, value) for key, value in (params or {}).items() if key not in HIDDEN_PARAMS]
 
 
 @register.inclusion_tag("steering/_bar.html", takes_context=True)
