@@ -26,6 +26,8 @@ from .states import JobStatus
 DEFAULT_MAXBUFFER = 0xFFFFF
 # xid (4) + zxid (8) + err (4), then the vector's element count (4).
 HEADER_BYTES = 16 + 4
+# Below this a client could not even read a job's data (64 KB, ``newjobs.MAX_JOB_DATA_BYTES``).
+MIN_MAXBUFFER = 128 * 1024
 PER_CHILD_BYTES = 4
 # From this share of the limit the check, /healthz and /metrics warn.
 WARN_FRACTION = 0.7
