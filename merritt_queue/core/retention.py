@@ -115,7 +115,7 @@ class Retention:
         deadline = self.clock() + self.slice_seconds
         while self._work and len(rows) < self.slice_items and self.clock() < deadline:
             kind = self._work[0][0]
-            chunk = []
+            chunk: list[str] = []
             while self._work and self._work[0][0] == kind and len(chunk) < READ_CHUNK:
                 chunk.append(self._work.popleft()[1])
             statuses = self._statuses(kind, chunk)
