@@ -52,8 +52,8 @@ def run(n: int) -> None:
     # A smaller limit than a Java client's shows the same within a shorter run.
     limit = int(os.environ.get("BENCH_SCALE_LIMIT") or indexdirs.DEFAULT_MAXBUFFER)
     emit(PART, event="config", jobs=n, batch_jobs=BATCH_JOBS, rate=rate, limit=limit)
-    old = _side("old", n, 0.0, limit, with_retention=False)
     new = _side("new", n, rate, limit, with_retention=True)
+    old = _side("old", n, 0.0, limit, with_retention=False)
     summary(
         PART,
         jobs=n,
