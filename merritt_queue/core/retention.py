@@ -35,6 +35,10 @@ from .store import QueueStore
 # share of the limit: well under the warning, so that a burst finds room.
 PRESSURE_FRACTION = 0.5
 PASS_EVERY = 600.0
+# A pass that removed nothing and left a directory under pressure (what keeps it there is not
+# removable: jobs at work, held or Failed) is not begun again at once: each pass reads every
+# batch's status.
+PRESSURE_GAP = 60.0
 SLICE_SECONDS = 1.0
 SLICE_ITEMS = 200
 # Statuses read in one round.
@@ -93,7 +97,8 @@ class Retention:
         self.store, self.policy, self.now, self.clock = store, policy, now, clock
         self.slice_items, self.slice_seconds = SLICE_ITEMS, SLICE_SECONDS
         self._work: deque[tuple[str, str]] | None = None
-        self._next_pass = 0.0
+        self._next_pass = self._next_pressure_pass = 0.0
+        self._pass_removed = 0
 
     def measure(self) -> list[indexdirs.DirSize]:
         return indexdirs.measure(self.store.client, self.policy.limit)
@@ -105,12 +110,12 @@ class Retention:
         sizes = self.measure()
         pressure = self.pressured(sizes)
         if self._work is None:
-            by_age_due = self.policy.retention_seconds is not None and self.clock() >= (
-                self._next_pass
-            )
-            if not (pressure or by_age_due):
-                return Slice([], False, max(self._next_pass - self.clock(), 0.0), sizes)
-            self._work = self._plan()
+            now = self.clock()
+            by_age_due = self.policy.retention_seconds is not None and now >= self._next_pass
+            if not (by_age_due or (pressure and now >= self._next_pressure_pass)):
+                due = self._next_pressure_pass if pressure else self._next_pass
+                return Slice([], False, max(due - now, 0.0), sizes)
+            self._work, self._pass_removed = self._plan(), 0
         rows: list[Removed] = []
         deadline = self.clock() + self.slice_seconds
         while self._work and len(rows) < self.slice_items and self.clock() < deadline:
@@ -133,11 +138,17 @@ class Retention:
                 if why == "pressure":
                     sizes = self.measure()
                     pressure = self.pressured(sizes)
-        more = bool(self._work)
-        if not more:
-            self._work = None
-            self._next_pass = self.clock() + PASS_EVERY
-        return Slice(rows, more, 0.0 if more else PASS_EVERY, sizes)
+        self._pass_removed += len(rows)
+        if self._work:
+            return Slice(rows, True, 0.0, sizes)
+        self._work = None
+        self._next_pass = self.clock() + PASS_EVERY
+        if not pressure:
+            return Slice(rows, False, PASS_EVERY, sizes)
+        # Still under pressure: items finished during the pass are due at once.
+        gap = PRESSURE_GAP if not self._pass_removed else 0.0
+        self._next_pressure_pass = self.clock() + gap
+        return Slice(rows, False, gap, sizes)
 
     def _plan(self) -> deque[tuple[str, str]]:
         """Deleted jobs, then batches, each oldest first."""

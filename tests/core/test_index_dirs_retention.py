@@ -141,3 +141,17 @@ def test_merrittzk_still_loads_what_remains(store, zk, make_client):
 def test_zero_days_means_every_finished_item_is_old(store, zk, days):
     bid, _ = batch_of(store, "Completed")
     assert [r.item_id for r in run(store, days=days)[1]] == [bid]
+
+
+def test_a_directory_kept_full_by_failed_jobs_is_not_rescanned_at_every_tick(store, zk):
+    batch_of(store, "Failed", "Failed", "Failed", end="Failed")
+    limit = indexdirs.estimate_bytes(3, indexdirs.INDEX_WIDTH) * 10 // 8
+    policy = retention.Policy(retention_seconds=None, limit=limit)
+    keeper = retention.Retention(store, policy)
+    first = keeper.step()
+    assert not first.more and first.wait == retention.PRESSURE_GAP
+    listed = []
+    real = store.batches.list_batch_ids
+    store.batches.list_batch_ids = lambda: listed.append(1) or real()
+    again = keeper.step()
+    assert listed == [] and 0 < again.wait <= retention.PRESSURE_GAP
