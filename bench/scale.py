@@ -65,6 +65,21 @@ WALK_CONCURRENCY = 2000
 
 
 def run(args) -> None:
+    """``BENCH_SCALE_MODE``: ``pipeline`` (one batch through the whole queue), ``index``
+    (``bench.indexscale``: completed jobs passing through the tree, index directories against
+    the listing limit) or ``both`` (the default)."""
+    mode = os.environ.get("BENCH_SCALE_MODE") or "both"
+    if mode not in ("pipeline", "index", "both"):
+        raise SystemExit(f"bench {PART}: BENCH_SCALE_MODE={mode!r}: pipeline, index or both")
+    if mode in ("index", "both"):
+        from bench import indexscale
+
+        indexscale.run(env_int(PART, "BENCH_SCALE_INDEX_JOBS", indexscale.DEFAULT_N))
+    if mode in ("pipeline", "both"):
+        _pipeline()
+
+
+def _pipeline() -> None:
     n = env_int(PART, "BENCH_SCALE_JOBS", DEFAULT_N)
     read_mntr(zk_hosts())  # a ZooKeeper without mntr fails here, before the set-up
     config = {"jobs": n, "workers": WORKERS, "cores": os.cpu_count()}

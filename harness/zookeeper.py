@@ -37,20 +37,31 @@ def delete_tree(client, root: str) -> None:
     level = [root]
     while level:
         levels.append(level)
-        pending = [(p, client.get_children_async(p)) for p in level]
-        level = []
-        for path, result in pending:
-            try:
-                level += [f"{path.rstrip('/')}/{c}" for c in result.get()]
-            except NoNodeError:  # removed meanwhile (an ephemeral whose session ended)
-                pass
+        following: list[str] = []
+        for chunk in _chunks(level):
+            pending = [(p, client.get_children_async(p)) for p in chunk]
+            for path, result in pending:
+                try:
+                    following += [f"{path.rstrip('/')}/{c}" for c in result.get()]
+                except NoNodeError:  # removed meanwhile (an ephemeral whose session ended)
+                    pass
+        level = following
     for level in reversed(levels):
-        _ignore((NoNodeError, NotEmptyError), [client.delete_async(p) for p in level])
+        for chunk in _chunks(level):
+            _ignore((NoNodeError, NotEmptyError), [client.delete_async(p) for p in chunk])
     # A node created while we walked leaves its parent non-empty: fall back to kazoo's walk.
     try:
         client.delete(root, recursive=True)
     except (NoNodeError, NotEmptyError):
         pass
+
+
+# Requests in flight at once: a tree of a million nodes sent whole starves the session's pings.
+IN_FLIGHT = 5000
+
+
+def _chunks(paths: list[str]) -> list[list[str]]:
+    return [paths[i : i + IN_FLIGHT] for i in range(0, len(paths), IN_FLIGHT)]
 
 
 def _ignore(errors: tuple[type[Exception], ...], results: list) -> None:

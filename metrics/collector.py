@@ -33,6 +33,7 @@ from batches.models import Batch
 from jobs.models import Job, MirrorState
 from jobs.waitfacts import queue_facts
 from jobs.waitquery import jobs_waiting_by_reason
+from merritt_queue.core import indexdirs
 from merritt_queue.core import tree as t
 from merritt_queue.core.queues import all_queue_names
 from merritt_queue.core.states import BatchStatus, JobStatus
@@ -197,6 +198,7 @@ class ZkFacts:
     by_status: dict[str, int]  # children of /jobs/states/<status>
     znodes: int | None  # the server's own count (mntr), when it tells
     breakers: list[BreakerState] = field(default_factory=list)
+    listings: list[indexdirs.DirSize] = field(default_factory=list)
 
 
 def read_zookeeper(timeout: float) -> ZkFacts:
@@ -214,6 +216,7 @@ def read_zookeeper(timeout: float) -> ZkFacts:
         by_status,
         znode_count(settings.ZK_HOSTS, timeout=timeout),
         breakers.snapshot(client),
+        indexdirs.measure(client, settings.MQ_ZK_MAXBUFFER, timeout=timeout),
     )
 
 
@@ -274,6 +277,7 @@ def zookeeper_metrics(facts: ZkFacts | None, session: str | None) -> Iterator[Me
     batches = gauge("mq_tree_batches", "Batches in the ZooKeeper tree, until cleanup.")
     batches.add_metric([], facts.batches)
     yield batches
+    yield from listing_metrics(facts.listings)
     if facts.znodes is not None:
         znodes = gauge(
             "mq_zookeeper_znodes",
@@ -281,6 +285,27 @@ def zookeeper_metrics(facts: ZkFacts | None, session: str | None) -> Iterator[Me
         )
         znodes.add_metric([], facts.znodes)
         yield znodes
+
+
+def listing_metrics(sizes: list[indexdirs.DirSize]) -> Iterator[Metric]:
+    listed = gauge(
+        "mq_zk_listing_bytes",
+        "Bytes of a getChildren answer of each index directory (as a Java client reads it).",
+        ["path"],
+    )
+    ratio = gauge(
+        "mq_zk_listing_ratio",
+        "Each index directory's listing over MQ_ZK_MAXBUFFER: a Java client cannot list it at 1.",
+        ["path"],
+    )
+    for s in sizes:
+        listed.add_metric([s.path], s.bytes)
+        ratio.add_metric([s.path], s.ratio)
+    yield listed
+    yield ratio
+    limit = gauge("mq_zk_listing_limit_bytes", "MQ_ZK_MAXBUFFER: the Java clients' jute.maxbuffer.")
+    limit.add_metric([], settings.MQ_ZK_MAXBUFFER)
+    yield limit
 
 
 def lag_metrics(mirror: MirrorFacts | None, zk: ZkFacts | None) -> Iterator[Metric]:

@@ -275,6 +275,38 @@ def check_capacity(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     return out
 
 
+def check_index_dirs(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    """MQ_MAX_QUEUE_JOBS lets ``/jobs`` and ``/jobs/states/completed`` hold that many children:
+    past the warning share of a Java client's listing limit, those directories could not be
+    kept readable by Merritt's services. The live sizes are ``check_tree``'s and /healthz's."""
+    from ..core import indexdirs
+
+    limit = settings.MQ_ZK_MAXBUFFER
+    if limit < indexdirs.MIN_MAXBUFFER:
+        return [
+            checks.Error(
+                f"MQ_ZK_MAXBUFFER={limit} is below ZooKeeper's smallest useful "
+                f"jute.maxbuffer ({indexdirs.MIN_MAXBUFFER} bytes).",
+                hint="Leave it unset (1048575, ZooKeeper's default) unless every Java client "
+                "of the ensemble runs with a larger -Djute.maxbuffer.",
+                id="mq.E091",
+            )
+        ]
+    full = indexdirs.estimate_bytes(settings.MQ_MAX_QUEUE_JOBS, indexdirs.INDEX_WIDTH)
+    if full < indexdirs.WARN_FRACTION * limit:
+        return []
+    return [
+        checks.Warning(
+            f"MQ_MAX_QUEUE_JOBS={settings.MQ_MAX_QUEUE_JOBS} lets /jobs/states/completed list "
+            f"{full} bytes, {100 * full / limit:.0f} % of MQ_ZK_MAXBUFFER={limit}: past the "
+            "limit Merritt's Java services cannot list it.",
+            hint="Lower MQ_MAX_QUEUE_JOBS, keep retention on (MQ_CLEANUP_AUTO), or raise "
+            "MQ_ZK_MAXBUFFER where every Java client runs with that jute.maxbuffer.",
+            id="mq.W091",
+        )
+    ]
+
+
 def check_download_limits(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     errors: list[checks.CheckMessage] = []
     if settings.MQ_MAX_DOWNLOAD_BYTES < 0:
@@ -549,6 +581,7 @@ ALL_CHECKS = [
     check_local_id_service,
     check_stall_settings,
     check_var_dir,
+    check_index_dirs,
 ]
 
 

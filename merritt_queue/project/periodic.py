@@ -24,12 +24,15 @@ WINDOWS = "steering.windows.scheduler.apply_windows"
 NOTIFICATIONS = "notifications.tasks.sweep"
 # Resume runs advanced a slice at a time (seconds until one wants its next slice).
 RESUME_RUNS = "steering.runs.driver.advance_runs"
+# Finished items removed by age, and oldest first near the listing limit (a slice at a time).
+RETENTION = "steering.maintenance.retention.run"
 
 
 def ticker(store: QueueStore) -> Callable[[], float]:
     apply_windows = import_string(WINDOWS)
     sweep_notifications = import_string(NOTIFICATIONS)
     advance_runs = import_string(RESUME_RUNS)
+    keep_within_limits = import_string(RETENTION)
 
     def tick() -> float:
         # A long-lived process: a database connection dropped since the last tick is
@@ -49,6 +52,13 @@ def ticker(store: QueueStore) -> Callable[[], float]:
                 wait = min(wait, asked)
         except Exception:
             log.exception("resume runs not advanced; trying again soon")
+            wait = min(wait, 5.0)
+        try:
+            asked = keep_within_limits(store)
+            if asked is not None:
+                wait = min(wait, asked)
+        except Exception:
+            log.exception("retention not applied; trying again soon")
             wait = min(wait, 5.0)
         try:
             sweep_notifications()

@@ -135,6 +135,12 @@ MQ_CONTAINER_MAX_PATH_BYTES = env_int("MQ_CONTAINER_MAX_PATH_BYTES", 1024)
 MQ_MAX_BATCH_JOBS = env_int("MQ_MAX_BATCH_JOBS", 10_000)
 MQ_MAX_COLLECTION_JOBS = env_int("MQ_MAX_COLLECTION_JOBS", 10_000)
 MQ_MAX_QUEUE_JOBS = env_int("MQ_MAX_QUEUE_JOBS", 25_000)
+# The frame a Java ZooKeeper client reads at most (its jute.maxbuffer): an index directory whose
+# listing passes it cannot be listed by Merritt's Java services (merritt_queue.core.indexdirs).
+MQ_ZK_MAXBUFFER = env_int("MQ_ZK_MAXBUFFER", 0xFFFFF)
+# The dispatcher removes finished batches and Deleted jobs by itself (merritt_queue.core.retention).
+MQ_CLEANUP_AUTO = env_bool("MQ_CLEANUP_AUTO", True)
+MQ_CLEANUP_RETENTION_DAYS = env_float("MQ_CLEANUP_RETENTION_DAYS", 30.0)
 MQ_FETCH_TIMEOUT = env_float("MQ_FETCH_TIMEOUT", 30.0)
 MQ_FETCH_RETRIES = env_int("MQ_FETCH_RETRIES", 3)
 # Wall-clock limit of one download attempt, in seconds (0: none). The read timeout applies to

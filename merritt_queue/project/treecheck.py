@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from jobs.models import MirrorState
 
+from ..core import indexdirs, retention
 from ..core.history import REPAIR
 from ..core.treecheck.consistency import Finding, OnProgress, check_tree
 from .runtime import get_store
@@ -36,7 +37,19 @@ def run_check(
     # No store.init(): a check must not write, not even the empty containers.
     store = get_store(init=False)
     with store.changes.acting_as(actor):  # a worker's store serves its other jobs too
-        return check_tree(store, repair=repair, lock_max_age=max_age, progress=progress)
+        findings = check_tree(store, repair=repair, lock_max_age=max_age, progress=progress)
+    return findings + index_dir_findings(store)
+
+
+def index_dir_findings(store) -> list[Finding]:
+    """Each index directory past the warning share of a Java client's listing limit: nothing
+    the check can repair (retention, or a person, removes what lets it shrink)."""
+    sizes = indexdirs.measure(store.client, settings.MQ_ZK_MAXBUFFER)
+    warned = [s for s in sizes if s.warning]
+    return [
+        Finding("index-dir-near-limit", s.path, text, None)
+        for s, text in zip(warned, retention.warnings(warned), strict=True)
+    ]
 
 
 def summary(findings: list[Finding], repairing: bool, max_age: float) -> dict:

@@ -25,6 +25,7 @@ from batches.models import Batch
 from jobs.models import Job, MirrorState
 from merritt_queue.core import metrics as core_metrics
 from merritt_queue.core.forecast import DiskForecast
+from merritt_queue.core.indexdirs import DirSize
 from merritt_queue.core.states import JobStatus
 from merritt_queue.core.steptimes import StepModel
 from merritt_queue.project import runtime
@@ -284,6 +285,7 @@ def every_exposed_name() -> set[str]:
         {"Pending": 1}, {"Pending": 1}, {"Pending": 1.0}, {"Pending": 1.0}, {"full": 1.0}
     )
     zk = c.ZkFacts(1, 1, {"Pending": 1}, 10)
+    zk.listings = [DirSize("/jobs", 1, 37, True, 1048575)]
     made = [
         *c.mirror_metrics(mirror),
         *c.redis_metrics(c.RedisFacts({"q": 1}, 1)),
