@@ -29,37 +29,28 @@ RETENTION = "steering.maintenance.retention.run"
 
 
 def ticker(store: QueueStore) -> Callable[[], float]:
-    apply_windows = import_string(WINDOWS)
+    # Each part says how soon it wants the next tick (None: no sooner than the sweep); one
+    # that fails is logged and tried again soon, never stopping the others.
+    parts = [
+        (import_string(WINDOWS), "maintenance windows not applied"),
+        (import_string(RESUME_RUNS), "resume runs not advanced"),
+        (import_string(RETENTION), "retention not applied"),
+    ]
     sweep_notifications = import_string(NOTIFICATIONS)
-    advance_runs = import_string(RESUME_RUNS)
-    keep_within_limits = import_string(RETENTION)
 
     def tick() -> float:
         # A long-lived process: a database connection dropped since the last tick is
         # replaced rather than failing every tick after.
         close_old_connections()
         wait = float(settings.MQ_SWEEP_SECONDS)
-        try:
-            asked = apply_windows(store)
-            if asked is not None:
-                wait = min(wait, asked)
-        except Exception:
-            log.exception("maintenance windows not applied; trying again soon")
-            wait = min(wait, 5.0)
-        try:
-            asked = advance_runs(store)
-            if asked is not None:
-                wait = min(wait, asked)
-        except Exception:
-            log.exception("resume runs not advanced; trying again soon")
-            wait = min(wait, 5.0)
-        try:
-            asked = keep_within_limits(store)
-            if asked is not None:
-                wait = min(wait, asked)
-        except Exception:
-            log.exception("retention not applied; trying again soon")
-            wait = min(wait, 5.0)
+        for part, failed in parts:
+            try:
+                asked = part(store)
+                if asked is not None:
+                    wait = min(wait, asked)
+            except Exception:
+                log.exception("%s; trying again soon", failed)
+                wait = min(wait, 5.0)
         try:
             sweep_notifications()
         except Exception:

@@ -23,82 +23,31 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import subprocess
-import tempfile
-import uuid
-from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
-from psycopg import sql
 
-from harness.procs import REPO, Procs, wait_for
+from harness.procs import Procs, wait_for
 from harness.services import free_port
 from merritt_queue.core.queues import BATCH_PENDING_QUEUE
+from tests.pgdatabase import new_database
 from tests.procs import queue_env
 
 pytestmark = pytest.mark.multiprocess
 pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
 
-SERVICES = REPO / "scripts" / "services.sh"
 SHOULDER = "ark:/99999/fk4"
 ADMIN_PASSWORD = "multi-process-admin-pw"
 WAIT = 120  # seconds: generous, only a bound on a hang
 
 
-def _services(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        ["bash", str(SERVICES), *args], capture_output=True, text=True, timeout=180
-    )
-
-
-def _start_cluster(directory: Path) -> int:
-    """A throw-away PostgreSQL cluster in ``directory``; its port."""
-    errors = []
-    for _ in range(3):  # another program may take the free port before the server does
-        port = free_port()
-        done = _services("pg-start", str(directory), str(port))
-        if done.returncode == 0:
-            return port
-        errors.append(done.stdout + done.stderr)
-    raise AssertionError("could not start PostgreSQL:\n" + "\n".join(errors))
-
-
-def _on_database(url: str, name: str) -> str:
-    return urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
-
-
 @pytest.fixture(scope="module")
 def pg_url():
     """The URL of a new, empty PostgreSQL database, dropped afterwards."""
-    given = os.environ.get("DATABASE_URL", "")
-    cluster = None
-    if given.startswith(("postgres://", "postgresql://")):
-        server = given
-    else:
-        base = os.environ.get("MQ_TEST_TMP") or tempfile.gettempdir()
-        cluster = Path(tempfile.mkdtemp(prefix="postgres-", dir=base))
-        server = f"postgresql://postgres@127.0.0.1:{_start_cluster(cluster)}/postgres"
-    name = f"mq_multiprocess_{uuid.uuid4().hex[:12]}"
-    try:
-        with psycopg.connect(server, autocommit=True) as conn:
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-        try:
-            yield _on_database(server, name)
-        finally:
-            with psycopg.connect(server, autocommit=True) as conn:
-                conn.execute(
-                    sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-                )
-    finally:
-        if cluster is not None:
-            stopped = _services("pg-stop", str(cluster))
-            shutil.rmtree(cluster, ignore_errors=True)
-            assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+    with new_database("mq_multiprocess") as url:
+        yield url
 
 
 class Queue(Procs):

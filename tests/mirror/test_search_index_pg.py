@@ -8,23 +8,16 @@ test process keeps its SQLite database.
 
 from __future__ import annotations
 
-import glob
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
-import uuid
-from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
-from psycopg import sql
 
 from harness.procs import REPO
-from tests.mirror.test_multiprocess_pg import _services, _start_cluster
+from tests.pgdatabase import new_database
 from tests.procs import TEST_SECRET_KEY
 
 # Made, searched and explained in the manage.py process on PostgreSQL; prints JSON.
@@ -98,38 +91,11 @@ PLANS = {
 }
 
 
-def _pg_binaries() -> bool:
-    return bool(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
-
-
 @pytest.fixture(scope="module")
 def pg_database():
     """The URL of a new, empty PostgreSQL database, dropped afterwards."""
-    given = os.environ.get("DATABASE_URL", "")
-    cluster = None
-    if given.startswith(("postgres://", "postgresql://")):
-        server = given
-    elif not _pg_binaries():
-        pytest.skip("no PostgreSQL binaries (/usr/lib/postgresql/*/bin)")
-    else:
-        base = os.environ.get("MQ_TEST_TMP") or tempfile.gettempdir()
-        cluster = Path(tempfile.mkdtemp(prefix="postgres-", dir=base))
-        server = f"postgresql://postgres@127.0.0.1:{_start_cluster(cluster)}/postgres"
-    name = f"mq_search_{uuid.uuid4().hex[:12]}"
-    try:
-        with psycopg.connect(server, autocommit=True) as conn:
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-        try:
-            yield urlunsplit(urlsplit(server)._replace(path=f"/{name}"))
-        finally:
-            with psycopg.connect(server, autocommit=True) as conn:
-                conn.execute(
-                    sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-                )
-    finally:
-        if cluster is not None:
-            _services("pg-stop", str(cluster))
-            shutil.rmtree(cluster, ignore_errors=True)
+    with new_database("mq_search") as url:
+        yield url
 
 
 def _manage(url: str, *args: str, **env: str) -> str:
