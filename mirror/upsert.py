@@ -68,15 +68,12 @@ def _upsert(kind: _Kind, records: list, *, at: datetime, since=None) -> _Outcome
     out, new, changed, back = _Outcome(), [], [], []
     for key, record in latest.items():
         values, row = kind.values(record), rows.get(key)
+        if row is not None and row["removed_at"] is not None and not _stale(record, row, since):
+            back.append(row["id"])
         if row is None:
             new.append({kind.key: key, **values, "read_at": at})
             out.added.append(key)
-            continue
-        if _stale(record, row, since):
-            continue
-        if row["removed_at"] is not None:
-            back.append(row["id"])
-        if all(row[f] == values[f] for f in kind.fields):
+        elif _stale(record, row, since) or all(row[f] == values[f] for f in kind.fields):
             continue
         else:
             changed.append({"id": row["id"], **values, "read_at": at})
