@@ -53,11 +53,15 @@ def status_counts(model) -> dict[str, int]:
     key = f"dashboard:status-counts:{model._meta.label_lower}"
     every = cache.get(key)
     if every is None:
-        every = dict(model.objects.order_by().values_list("status").annotate(n=Count("id")))
+        # A row removed from the queue in a moving status (Merritt's own tools purged it)
+        # is history, not work waiting: the unfinished counts leave it out, the settled
+        # keep it.
+        kept = Count("id", filter=Q(status__in=SETTLED) | Q(removed_at__isnull=True))
+        groups = model.objects.order_by().values_list("status").annotate(n=kept)
+        every = {status: n for status, n in groups if n}
         cache.set(key, every, SETTLED_COUNTS_CACHE_SECONDS)
+        return every
     moving = [c for c, _ in model._meta.get_field("status").choices if c not in SETTLED]
-    # A row removed from the queue in a moving status (Merritt's own tools purged it) is
-    # history, not work waiting: the unfinished counts leave it out; the settled keep it.
     now = model.objects.filter(status__in=moving, removed_at__isnull=True)
     now = now.order_by().values_list("status")
     counts = {status: n for status, n in every.items() if status not in moving}

@@ -103,3 +103,15 @@ def test_a_summarised_all_matching_selection_leaves_removed_jobs_out(client, que
     assert record.done == bulk.N - len(gone)
     assert not record.items.filter(item_id__in=gone).exists()
     assert {queue.jobs.get_job(j).status for j in gone} == {"Failed"}
+
+
+def test_the_dashboard_counts_of_unfinished_work_leave_removed_rows_out(queue, people):
+    from django.core.cache import cache
+
+    from dashboard import queries
+
+    removed_job(queue, "Held")
+    mirrored(queue, base.job_in(queue, "Held"))
+    cache.clear()
+    assert queries.status_counts(Job).get("Held") == 1  # counted whole
+    assert queries.status_counts(Job).get("Held") == 1  # the settled ones from the cache
