@@ -305,7 +305,10 @@ def remove_jobs(jids: Iterable[str], at: datetime | None = None) -> int:
     at = at or timezone.now()
     with transaction.atomic():
         return sum(
-            Job.objects.filter(jid__in=c, removed_at__isnull=True).update(removed_at=at)
+            # Its lock node went with it: the row is no longer one a worker holds.
+            Job.objects.filter(jid__in=c, removed_at__isnull=True).update(
+                removed_at=at, locked=False
+            )
             for c in _chunks(list(jids))
         )
 
@@ -319,7 +322,9 @@ def remove_batches(bids: Iterable[str], at: datetime | None = None) -> int:
     at = at or timezone.now()
     with transaction.atomic():
         return sum(
-            Batch.objects.filter(bid__in=c, removed_at__isnull=True).update(removed_at=at)
+            Batch.objects.filter(bid__in=c, removed_at__isnull=True).update(
+                removed_at=at, locked=False
+            )
             for c in _chunks(list(bids))
         )
 

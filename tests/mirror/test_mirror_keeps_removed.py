@@ -18,6 +18,7 @@ from batches.models import Batch
 from jobs.models import Job
 from mirror import facade as mirror
 from mirror.follow import Follower
+from pipeline import capacity
 from steering.maintenance import retention as site_retention
 from tests.core.test_index_dirs_retention import batch_of
 from tests.mirrorlive import make_jobs
@@ -39,6 +40,8 @@ def test_a_purge_written_through_keeps_the_row_marked_removed(live, db):
     assert job.removed_at is not None
     assert (job.status, job.ark, job.local_id) == ("Deleted", "ark:/1/kept", "l0")
     assert Job.objects.get(jid=other).removed_at is None
+    assert capacity.collection_jobs("demo") == 1  # the door's quota counts the tree's jobs
+    assert not job.locked
     # The batch's history: its removed job still counts in it.
     assert Batch.objects.get(bid=bid).job_counts == {"Deleted": 1, "Pending": 1}
 
