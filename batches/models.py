@@ -321,6 +321,8 @@ class Batch(models.Model):
     job_total = models.PositiveIntegerField(default=0)
     status_version = models.IntegerField(default=-1)
     read_at = models.DateTimeField()
+    # As ``Job.removed_at``: the batch's nodes are gone from the queue, its row is history.
+    removed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-bid"]

@@ -12,7 +12,15 @@ from jobs.waitcells import waiting_cell, waiting_column
 from merritt_queue.core.planning import TYPE_WORDS
 from merritt_queue.core.states import JobStatus
 from steering.templatetags.steering import may_select
-from ui.cells import age_text, message_cell, select_box, status_badge, truncated, when
+from ui.cells import (
+    age_text,
+    message_cell,
+    removed_tag,
+    select_box,
+    status_badge,
+    truncated,
+    when,
+)
 from ui.links import batch_link
 from ui.tables import PageTable
 
@@ -29,6 +37,7 @@ BATCH_LIST_FIELDS = (
     "message",
     "submission",  # for the "Merritt ingest" label
     "locked",
+    "removed_at",
 )
 _STATUS_ORDER = {s.value: i for i, s in enumerate(JobStatus)}
 
@@ -88,9 +97,10 @@ class BatchTable(PageTable):
         return when(value)
 
     def render_status(self, value, record):
-        return format_html(
-            "{} {}", status_badge(value), merritt_batch_label(getattr(record, "submission", None))
-        )
+        badge = status_badge(value)
+        if getattr(record, "removed_at", None):
+            badge = removed_tag(badge, record.removed_at)
+        return format_html("{} {}", badge, merritt_batch_label(getattr(record, "submission", None)))
 
     def render_job_counts(self, value):
         return job_counts_text(value)

@@ -31,7 +31,7 @@ from ui.fields import fields_of
 from ui.links import job_link
 from ui.listing import collection_names, filtered_table, record_links
 from ui.reading_scope import readable_rows, require_readable
-from ui.removals import removed_page
+from ui.removals import removal_of_row, removed_page
 
 log = logging.getLogger(__name__)
 
@@ -213,6 +213,7 @@ def batch_detail(request, bid: str):
         **batch_section(request.user, batch.bid),
         **correction_links(request.user, batch),
         **waiting_context(batch_waiting(batch), request.user),
+        "removal": removal_of_row("batch", batch.bid, batch.bid) if batch.removed_at else None,
     }
     return render(request, "batches/batch_detail.html", context)
 

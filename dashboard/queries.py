@@ -53,11 +53,17 @@ def status_counts(model) -> dict[str, int]:
     key = f"dashboard:status-counts:{model._meta.label_lower}"
     every = cache.get(key)
     if every is None:
-        every = dict(model.objects.order_by().values_list("status").annotate(n=Count("id")))
+        # A row removed from the queue in a moving status (Merritt's own tools purged it)
+        # is history, not work waiting: the unfinished counts leave it out, the settled
+        # keep it.
+        kept = Count("id", filter=Q(status__in=SETTLED) | Q(removed_at__isnull=True))
+        groups = model.objects.order_by().values_list("status").annotate(n=kept)
+        every = {status: n for status, n in groups if n}
         cache.set(key, every, SETTLED_COUNTS_CACHE_SECONDS)
         return every
     moving = [c for c, _ in model._meta.get_field("status").choices if c not in SETTLED]
-    now = model.objects.filter(status__in=moving).order_by().values_list("status")
+    now = model.objects.filter(status__in=moving, removed_at__isnull=True)
+    now = now.order_by().values_list("status")
     counts = {status: n for status, n in every.items() if status not in moving}
     counts.update(now.annotate(n=Count("id")))
     return counts
@@ -209,7 +215,7 @@ def collection_rows() -> list[CollectionRow]:
         rows[c.mnemonic] = CollectionRow(c.mnemonic, hold=c)
     for mnemonic, status, n in _jobs_per_collection_and_status():
         rows.setdefault(mnemonic, CollectionRow(mnemonic)).counts[status] = n
-    held = Count("id", filter=Q(status=BatchStatus.HELD))
+    held = Count("id", filter=Q(status=BatchStatus.HELD, removed_at__isnull=True))
     batches = Batch.objects.order_by().values_list("collection").annotate(n=Count("id"), held=held)
     for mnemonic, n, n_held in batches:
         row = rows.setdefault(mnemonic, CollectionRow(mnemonic))

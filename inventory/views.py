@@ -56,7 +56,8 @@ def version_views(obj: InventoryObject) -> list[VersionView]:
     """The object's versions, newest first, each with its first MAX_FILES files by name."""
     rows = list(obj.versions.order_by("-number"))
     jids = [r.job_id for r in rows if r.job_id]
-    present = set(Job.objects.filter(jid__in=jids).values_list("jid", flat=True))
+    live = Job.objects.filter(jid__in=jids, removed_at__isnull=True)
+    present = set(live.values_list("jid", flat=True))
     views = []
     for row in rows:
         files = list(row.files.order_by("name")[:MAX_FILES])

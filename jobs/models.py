@@ -46,6 +46,9 @@ class Job(models.Model):
     locked = models.BooleanField(default=False)
     status_version = models.IntegerField(default=-1)
     read_at = models.DateTimeField()
+    # When the job's nodes were found gone from ZooKeeper (cleanup, retention): the row stays
+    # as its history, found by ARK, local id and title long after the queue forgot it.
+    removed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-jid"]

@@ -119,7 +119,8 @@ def find_stalled(now: datetime | None = None) -> list[Stalled]:
     """Every stalled job now. Only jobs longer than the floor in their state are read."""
     now = now or timezone.now()
     floor = now - timedelta(seconds=settings.MQ_STALL_FLOOR_SECONDS)
-    rows = _with_since(Job.objects.filter(status__in=JOB_STEPS)).filter(since__lt=floor)
+    steps = Job.objects.filter(status__in=JOB_STEPS, removed_at__isnull=True)
+    rows = _with_since(steps).filter(since__lt=floor)
     return [Stalled(jid, v) for jid, v in _judge_rows(rows, now) if v.stalled]
 
 

@@ -16,7 +16,7 @@ from merritt_queue.core.sides import merritt_service_of
 from merritt_queue.core.states import JOB_STEPS
 from steering.templatetags.steering import may_select
 from ui import quarantine
-from ui.cells import message_cell, select_box, status_badge, truncated, when
+from ui.cells import message_cell, removed_tag, select_box, status_badge, truncated, when
 from ui.links import batch_link, job_link
 from ui.tables import PageTable
 
@@ -36,6 +36,7 @@ JOB_LIST_FIELDS = (
     "last_modified",
     "message",
     "locked",
+    "removed_at",
 )
 
 
@@ -107,6 +108,8 @@ class JobTable(PageTable):
             badge = format_html(
                 '{} <span class="mq-quarantined" title="{}">quarantined</span>', badge, q.words
             )
+        if getattr(record, "removed_at", None):
+            badge = removed_tag(badge, record.removed_at)
         if not who:
             return badge
         return format_html('{} <span class="st-who">{} has it</span>', badge, who)

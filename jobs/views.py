@@ -31,7 +31,7 @@ from ui.cells import when
 from ui.fields import as_text, fields_of
 from ui.listing import collection_names, filtered_table, record_links
 from ui.reading_scope import readable_collections, readable_rows, require_readable
-from ui.removals import removed_page
+from ui.removals import removal_of_row, removed_page
 
 log = logging.getLogger(__name__)
 
@@ -256,6 +256,7 @@ def job_detail(request, jid: str):
             job.configuration, job.status, job.last_successful_status, job.store, job.inventory
         ),
         **waiting_context(job_waiting(job), request.user),
+        "removal": removal_of_row("job", job.jid, job.batch_id or "") if job.removed_at else None,
     }
     return render(request, "jobs/job_detail.html", context)
 

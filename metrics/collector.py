@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 from django.db import DatabaseError
-from django.db.models import Count, Min
+from django.db.models import Count, Min, Q
 from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -78,7 +78,7 @@ def read_mirror() -> MirrorFacts:
     facts.jobs = dict(rows)
     live = [s for s in JobStatus if s not in FINAL_JOB]
     oldest = (
-        Job.objects.filter(status__in=live)
+        Job.objects.filter(status__in=live, removed_at__isnull=True)
         .order_by()
         .values_list("status")
         .annotate(at=Min("last_modified"))
@@ -87,7 +87,7 @@ def read_mirror() -> MirrorFacts:
     for status, n, at in (
         Batch.objects.order_by()
         .values_list("status")
-        .annotate(n=Count("id"), at=Min("last_modified"))
+        .annotate(n=Count("id"), at=Min("last_modified", filter=Q(removed_at__isnull=True)))
     ):
         facts.batches[status] = n
         if at and status not in FINAL_BATCH:

@@ -242,15 +242,21 @@ class Follower:
     def reconcile(self) -> mirror.Drift:
         drift = mirror.full_reconcile(self.store)
         log.info("full reconcile: %s", drift.summary())
-        for bid in Batch.objects.exclude(status__in=FINAL_BATCH).values_list("bid", flat=True):
+        for bid in (
+            Batch.objects.exclude(status__in=FINAL_BATCH)
+            .filter(removed_at__isnull=True)
+            .values_list("bid", flat=True)
+        ):
             self.watch_batch(bid)
         self._watch_live_locks()
         return drift
 
     def _watch_live_locks(self) -> None:
         """Arm the lock watch of every item the mirror has as live or locked."""
-        jobs = Job.objects.exclude(status__in=FINAL_JOB, locked=False)
-        batches = Batch.objects.exclude(status__in=FINAL_BATCH, locked=False)
+        jobs = Job.objects.exclude(status__in=FINAL_JOB, locked=False).filter(removed_at=None)
+        batches = Batch.objects.exclude(status__in=FINAL_BATCH, locked=False).filter(
+            removed_at=None
+        )
         expected = {t.job_node(j, "lock"): lk for j, lk in jobs.values_list("jid", "locked")}
         for bid, locked in batches.values_list("bid", "locked"):
             expected[t.batch_node(bid, "lock")] = locked
@@ -306,7 +312,8 @@ class Follower:
         entries = set(names)
         before = self._seen.get(status)
         if before is None:
-            rows = Job.objects.filter(status=status).values_list("jid", "priority")
+            live = Job.objects.filter(status=status, removed_at__isnull=True)
+            rows = live.values_list("jid", "priority")
             before = {f"{priority:02d}-{jid}" for jid, priority in rows}
         self._seen[status] = entries
         parsed = (t.parse_index_name(name) for name in before ^ entries)
@@ -316,7 +323,9 @@ class Follower:
         current = {n for n in names if t.is_batch_id(n)}
         before = self._seen_batches
         if before is None:
-            before = set(Batch.objects.values_list("bid", flat=True))
+            before = set(
+                Batch.objects.filter(removed_at__isnull=True).values_list("bid", flat=True)
+            )
         self._seen_batches = current
         for bid in current - before:
             self.watch_batch(bid)

@@ -188,9 +188,11 @@ def _with_histories(client, records: list[JobRecord]) -> list[JobRecord]:
 
 
 def _remove_gone(kind: _Kind, present: Callable[[str], bool], began: datetime) -> list[str]:
-    """Delete rows whose item is gone, unless written after the read began (created since).
-    The rows are streamed, not loaded: a million read back at once weigh a few hundred MB."""
-    rows = kind.model._default_manager.values_list(kind.key, "read_at").order_by()
+    """Mark removed the rows whose item is gone, unless written after the read began (created
+    since); rows marked before are history, not drift. The rows are streamed, not loaded: a
+    million read back at once weigh a few hundred MB."""
+    live = kind.model._default_manager.filter(removed_at__isnull=True)
+    rows = live.values_list(kind.key, "read_at").order_by()
     gone = [
         key
         for key, read_at in rows.iterator(chunk_size=ROWS_STREAMED)

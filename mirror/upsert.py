@@ -41,8 +41,14 @@ class _Outcome:
 
 
 def _rows(kind: _Kind, ids: list[str]) -> dict[str, dict]:
-    rows = select_in(kind.model, kind.key, ids, ("id", kind.key, "read_at", *kind.fields))
-    return {r[kind.key]: r for r in rows}
+    fields = ("id", kind.key, "read_at", "removed_at", *kind.fields)
+    return {r[kind.key]: r for r in select_in(kind.model, kind.key, ids, fields)}
+
+
+def _unmark(model, ids: list[int]) -> None:
+    """Rows marked removed whose node is read again (a tree restored from a backup)."""
+    for chunk in range(0, len(ids), DB_BATCH):
+        model._default_manager.filter(id__in=ids[chunk : chunk + DB_BATCH]).update(removed_at=None)
 
 
 def _stale(record, row: dict, since: datetime | None) -> bool:
@@ -59,9 +65,11 @@ def _upsert(kind: _Kind, records: list, *, at: datetime, since=None) -> _Outcome
     """
     latest = {getattr(record, kind.key): record for record in records}
     rows = _rows(kind, list(latest))
-    out, new, changed = _Outcome(), [], []
+    out, new, changed, back = _Outcome(), [], [], []
     for key, record in latest.items():
         values, row = kind.values(record), rows.get(key)
+        if row is not None and row["removed_at"] is not None and not _stale(record, row, since):
+            back.append(row["id"])
         if row is None:
             new.append({kind.key: key, **values, "read_at": at})
             out.added.append(key)
@@ -74,6 +82,7 @@ def _upsert(kind: _Kind, records: list, *, at: datetime, since=None) -> _Outcome
         out.written.append(record)
     insert(kind.model, new)
     update(kind.model, changed, [*kind.fields, "read_at"])
+    _unmark(kind.model, back)
     return out
 
 
@@ -287,26 +296,37 @@ def _chunks(items: list[str]) -> list[list[str]]:
     return [items[i : i + DB_BATCH] for i in range(0, len(items), DB_BATCH)]
 
 
-def remove_jobs(jids: Iterable[str]) -> int:
-    """Delete job rows (their events stay as history); recount their batches."""
-    deleted, bids = 0, set[str]()
+def remove_jobs(jids: Iterable[str], at: datetime | None = None) -> int:
+    """Mark job rows removed from the queue; rows marked (the first time).
+
+    The rows stay, as their timelines do: a site keeps years of finished jobs here, found by
+    ARK, local id or title long after the queue forgot them. Their batches' counts keep them
+    too (the batch's history), so there is nothing to recount."""
+    at = at or timezone.now()
     with transaction.atomic():
-        for chunk in _chunks(list(jids)):
-            rows = Job.objects.filter(jid__in=chunk)
-            # The batch's bid (to_field); the stubs take batch_id for the primary key.
-            bids.update(rows.values_list("batch_id", flat=True))  # type: ignore[arg-type]
-            deleted += rows.delete()[0]
-        recount(b for b in bids if b)
-    return deleted
+        return sum(
+            # Its lock node went with it: the row is no longer one a worker holds.
+            Job.objects.filter(jid__in=c, removed_at__isnull=True).update(
+                removed_at=at, locked=False
+            )
+            for c in _chunks(list(jids))
+        )
 
 
 def remove_job(jid: str) -> None:
     remove_jobs([jid])
 
 
-def remove_batches(bids: Iterable[str]) -> int:
+def remove_batches(bids: Iterable[str], at: datetime | None = None) -> int:
+    """Mark batch rows removed from the queue, as ``remove_jobs``."""
+    at = at or timezone.now()
     with transaction.atomic():
-        return sum(Batch.objects.filter(bid__in=c).delete()[0] for c in _chunks(list(bids)))
+        return sum(
+            Batch.objects.filter(bid__in=c, removed_at__isnull=True).update(
+                removed_at=at, locked=False
+            )
+            for c in _chunks(list(bids))
+        )
 
 
 def remove_batch(bid: str) -> None:

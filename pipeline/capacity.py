@@ -64,7 +64,7 @@ def batch_row_limit() -> int:
 
 def collection_jobs(collection: str) -> int:
     """The collection's jobs in the tree, any status (from the mirror; see the module doc)."""
-    return Job.objects.filter(collection=collection).count()
+    return Job.objects.filter(collection=collection, removed_at__isnull=True).count()
 
 
 def check(store: QueueStore, collection: str, rows: int | None, *, new: int | None = None) -> None:

@@ -156,8 +156,10 @@ def release_previews(names: list[str], *, by_hold_only: bool) -> dict[str, Relea
     names = sorted(set(names))[:PREVIEWED]
     if not names:
         return {}
-    jobs = Job.objects.filter(status=J.HELD, collection__in=names)
-    batches = Batch.objects.filter(status=BatchStatus.HELD, collection__in=names)
+    jobs = Job.objects.filter(status=J.HELD, collection__in=names, removed_at__isnull=True)
+    batches = Batch.objects.filter(
+        status=BatchStatus.HELD, collection__in=names, removed_at__isnull=True
+    )
     if by_hold_only:
         jobs, batches = jobs.filter(caught_by_a_hold()), batches.filter(caught_by_a_hold())
     held = {

@@ -50,6 +50,15 @@ def status_badge(value: str):
     return format_html('<span class="st st-{}">{}</span>', (value or "none").lower(), value or "—")
 
 
+def removed_tag(badge, removed_at):
+    """A list's status cell of a row kept after its item left the queue (history only)."""
+    return format_html(
+        '{} <span class="mq-removed" title="removed from the queue {}">removed</span>',
+        badge,
+        when(removed_at),
+    )
+
+
 def _start(value: str, length: int) -> str:
     return value[: length - 1].rstrip() + "…"
 

@@ -76,6 +76,17 @@ def removal_of(user, kind: str, item_id: str) -> Removal | None:
         row and row.collection and may_read(user, row.collection)
     ):
         return None
+    return _removal(kind, item_id, bid, row, last)
+
+
+def removal_of_row(kind: str, item_id: str, bid: str) -> Removal:
+    """What removed an item whose mirror row is kept, marked removed: the page's reader may
+    read the row, so may be told (``bid``: a job's batch, from its row)."""
+    row = _purge_row([i for i in (item_id, bid) if i])
+    return _removal(kind, item_id, bid, row, _history(kind, item_id))
+
+
+def _removal(kind: str, item_id: str, bid: str, row, last) -> Removal:
     return Removal(
         kind=kind,
         item_id=item_id,

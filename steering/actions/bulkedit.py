@@ -91,7 +91,9 @@ def list_filter(query: QueryDict) -> str:
 def selected_ids(query: QueryDict) -> tuple[list[str], str]:
     """The job ids the query names, newest first, and what is wrong with it ("" if nothing)."""
     if query.get("all") == "1":
-        filterset = JobFilter(QueryDict(list_filter(query)), queryset=Job.objects.all())
+        # A row removed from the queue is history: nothing to edit.
+        live = Job.objects.filter(removed_at__isnull=True)
+        filterset = JobFilter(QueryDict(list_filter(query)), queryset=live)
         if not filterset.is_valid():
             return [], "the list's filter is not valid"
         ids = list(filterset.qs.order_by("-jid").values_list("jid", flat=True)[: MAX_JOBS + 1])

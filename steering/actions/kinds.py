@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
@@ -40,6 +41,8 @@ class Target:
     version: int | None = None
     collection: str = ""
     locked: bool = False
+    # When the mirror found its nodes gone from the queue (``Job.removed_at``): history only.
+    removed_at: datetime | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -72,6 +75,10 @@ class Action:
             return "a dependency serves the jobs of every collection; your role covers only some"
         if self.scope == Scope.COLLECTION and (why := mnemonic_problem(t.id)):
             return why
+        if t.removed_at is not None:
+            return (
+                f"removed from the queue by cleanup on {t.removed_at:%Y-%m-%d}; nothing to act on"
+            )
         if self.applies_to and t.status in self.refusals:
             return f"it is {t.status}: {self.refusals[t.status]}"
         if self.applies_to and t.status not in self.applies_to:

@@ -79,7 +79,11 @@ def _summarized(user, action: Action, selection: Selection, rows, back: str) -> 
         applying=[],
         steps=[o["step"] for o in summary.steps if o["step"]],
         same_causes=(
-            same_causes_of(wholefilter.in_scope(rows, scope), query=selection.query, back=back)
+            same_causes_of(
+                wholefilter.in_scope(rows.filter(removed_at__isnull=True), scope),
+                query=selection.query,
+                back=back,
+            )
             if resumes
             else []
         ),

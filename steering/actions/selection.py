@@ -84,7 +84,7 @@ def select(request, action: Action) -> Selection:
     if action.scope == Scope.DEPENDENCY:
         return _live(_ids(request), breakerswitch.read_dependency)
     model, key, filter_class = MIRROR[action.scope]
-    fields = (key, "status", "status_version", "collection", "locked", "profile")
+    fields = (key, "status", "status_version", "collection", "locked", "profile", "removed_at")
     collections = profile_collections()
     if request.GET.get("all") == "1":
         query = _filter_query(request)
@@ -126,5 +126,6 @@ def _live(names: list[str], read) -> Selection:
 def _target(row, collections: dict[str, str]) -> Target:
     """An item of the mirror; one Merritt wrote names only its profile, whose collection
     it belongs to (for scoping and the page's collection column)."""
-    jid, status, version, collection, locked, profile = row
-    return Target(jid, status, version, collection or collections.get(profile, ""), locked)
+    jid, status, version, collection, locked, profile, removed_at = row
+    collection = collection or collections.get(profile, "")
+    return Target(jid, status, version, collection, locked, removed_at)

@@ -57,7 +57,7 @@ def matching(query: str) -> QuerySet | None:
 def applying(action: Action, rows: QuerySet, scope: set[str] | None) -> QuerySet:
     """Those of ``rows`` ``action.check`` passes, judged in the database: status, lock and
     the person's collections (a row Merritt wrote names only its profile)."""
-    rows = rows.filter(status__in=action.applies_to)
+    rows = rows.filter(status__in=action.applies_to, removed_at__isnull=True)
     if not action.locked_ok:
         rows = rows.filter(locked=False)
     rows = in_scope(rows, scope)
@@ -103,8 +103,10 @@ def summarize(action: Action, rows: QuerySet, scope: set[str] | None) -> Summary
     ``applying`` judges (few distinct values; ``Job``'s summary index covers them, so the
     database reads no row)."""
     as_of = timezone.now()
+    # Rows removed from the queue are history: nothing to act on, left out of the counts.
     groups = list(
-        rows.order_by()
+        rows.filter(removed_at__isnull=True)
+        .order_by()
         .values_list("status", "collection", "locked", "last_successful_status", "profile")
         .annotate(n=Count("id"))
     )
