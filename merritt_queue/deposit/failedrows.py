@@ -89,14 +89,17 @@ def header_of(text: str, submission_type: str) -> Header:
     return Header(tuple(lines), fields)
 
 
-def clean(text: str, limit: int = MESSAGE_LIMIT, *, keep_bars: bool = False) -> str:
+def clean(
+    text: str, limit: int = MESSAGE_LIMIT, *, keep_bars: bool = False, keep_spaces: bool = False
+) -> str:
     """``text`` as one line of printable characters, at most ``limit`` long, with ``|``
-    shown as ``/`` (a cell separator) unless ``keep_bars``."""
+    shown as ``/`` (a cell separator) unless ``keep_bars``; runs of spaces are one unless
+    ``keep_spaces`` (a cell's value: a corrected file must not differ where nobody typed)."""
     text = _BREAKS.sub(" ", text or "")
     text = "".join(" " if unicodedata.category(ch) in ("Cc", "Cf") else ch for ch in text)
     if not keep_bars:
         text = text.replace("|", "/")
-    text = " ".join(text.split())
+    text = text.strip() if keep_spaces else " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -131,7 +134,7 @@ def row_values(job: FailedJob) -> dict[str, str]:
 
 def row(job: FailedJob, fields: tuple[str, ...]) -> str:
     values = row_values(job)
-    return " | ".join(clean(values.get(name, ""), 10_000) for name in fields)
+    return " | ".join(clean(values.get(name, ""), 10_000, keep_spaces=True) for name in fields)
 
 
 def write(header: Header, jobs: list[FailedJob]) -> str:

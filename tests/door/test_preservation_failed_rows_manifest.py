@@ -4,6 +4,8 @@ id, and refused otherwise."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from merritt_queue.core import jobparams
 from merritt_queue.core.records import JobRecord
 from merritt_queue.deposit import failedrows, rowmatch
@@ -55,6 +57,14 @@ def test_the_manifest_parses_and_each_comment_is_one_line_without_bars():
     assert manifest.rows[0].title == "A / title"
     lines = text.splitlines()
     assert "# jid0000000001 failed at Downloading: 404 / not found here" in lines
+
+
+def test_a_cell_keeps_its_inner_spaces_so_an_unchanged_row_changes_nothing():
+    """A title with two spaces came back with one: the preview then listed a change nobody
+    made."""
+    j = replace(job("jid0000000003", "r3"), metadata={"erc_what": "Tumble Bug, Luna Park.  Sydney"})
+    text = failedrows.write(failedrows.standard_header(TYPE), [failed(j)])
+    assert parse_manifest(text).rows[0].title == "Tumble Bug, Luna Park.  Sydney"
 
 
 def test_the_batch_manifest_header_is_kept_as_it_was():
