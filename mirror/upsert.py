@@ -68,7 +68,10 @@ def _upsert(kind: _Kind, records: list, *, at: datetime, since=None) -> _Outcome
     out, new, changed, back = _Outcome(), [], [], []
     for key, record in latest.items():
         values, row = kind.values(record), rows.get(key)
-        if row is not None and row["removed_at"] is not None and not _stale(record, row, since):
+        # Only a full rebuild that began after the removal knows the node is there again:
+        # a follower's read may have been taken before the removal, at the same version.
+        removed = row is not None and row["removed_at"] is not None
+        if removed and since is not None and not _stale(record, row, since):
             back.append(row["id"])
         if row is None:
             new.append({kind.key: key, **values, "read_at": at})
@@ -307,7 +310,7 @@ def remove_jobs(jids: Iterable[str], at: datetime | None = None) -> int:
         return sum(
             # Its lock node went with it: the row is no longer one a worker holds.
             Job.objects.filter(jid__in=c, removed_at__isnull=True).update(
-                removed_at=at, locked=False
+                removed_at=at, locked=False, read_at=at
             )
             for c in _chunks(list(jids))
         )
@@ -323,7 +326,7 @@ def remove_batches(bids: Iterable[str], at: datetime | None = None) -> int:
     with transaction.atomic():
         return sum(
             Batch.objects.filter(bid__in=c, removed_at__isnull=True).update(
-                removed_at=at, locked=False
+                removed_at=at, locked=False, read_at=at
             )
             for c in _chunks(list(bids))
         )
