@@ -70,8 +70,12 @@ def _upsert(kind: _Kind, records: list, *, at: datetime, since=None) -> _Outcome
         values, row = kind.values(record), rows.get(key)
         # Only a full rebuild that began after the removal knows the node is there again:
         # a follower's read may have been taken before the removal, at the same version.
-        removed = row is not None and row["removed_at"] is not None
-        if removed and since is not None and not _stale(record, row, since):
+        if (
+            row is not None
+            and row["removed_at"] is not None
+            and since is not None
+            and not _stale(record, row, since)
+        ):
             back.append(row["id"])
         if row is None:
             new.append({kind.key: key, **values, "read_at": at})

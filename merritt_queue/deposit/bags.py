@@ -52,15 +52,15 @@ class BagProblem:
     def said(self, full: bool = False) -> str:
         """The problem in words; not ``full``, digests past an md5's length are cut (the
         step's record keeps them whole) so that a message names more files."""
+        # Names and digests are the depositor's text: one line each in the job's message.
+        path, said = clean_text(self.path, MAX_INFO_CHARS), clean_text(self.expected, 200)
         if self.kind == "mismatch":
-            expected, got = (
-                (self.expected, self.got) if full else map(_cut, (self.expected, self.got))
-            )
-            return f"{self.path}: {self.algorithm} expected {expected}, got {got}"
+            expected, got = (said, self.got) if full else map(_cut, (said, self.got))
+            return f"{path}: {self.algorithm} expected {expected}, got {got}"
         if self.kind == "missing":
-            return f"{self.path}: listed in the manifest, missing from the bag"
+            return f"{path}: listed in the manifest, missing from the bag"
         if self.kind == "extra":
-            return f"{self.path}: in the bag, not in its manifest"
+            return f"{path}: in the bag, not in its manifest"
         return self.text
 
 

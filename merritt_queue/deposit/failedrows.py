@@ -132,9 +132,14 @@ def row_values(job: FailedJob) -> dict[str, str]:
     }
 
 
+def written(value: str) -> str:
+    """A cell's value as the file holds it."""
+    return clean(value, 10_000, keep_spaces=True)
+
+
 def row(job: FailedJob, fields: tuple[str, ...]) -> str:
     values = row_values(job)
-    return " | ".join(clean(values.get(name, ""), 10_000, keep_spaces=True) for name in fields)
+    return " | ".join(written(values.get(name, "")) for name in fields)
 
 
 def write(header: Header, jobs: list[FailedJob]) -> str:

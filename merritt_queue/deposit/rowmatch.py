@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from ..core import jobparams
 from ..core.manifests import Manifest, ManifestRow
 from ..core.records import JobRecord
-from .failedrows import JID_COMMENT
+from .failedrows import JID_COMMENT, written
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 # ManifestRow attribute -> the job parameter it corrects
@@ -85,7 +85,11 @@ def after_of(row: ManifestRow, fields: tuple[str, ...], before: dict[str, str]) 
     for attr, name in ROW_PARAMS.items():
         if COLUMN[attr] in fields:
             value = getattr(row, attr)
-            after[name] = "" if value is None else str(value)
+            given = "" if value is None else str(value)
+            # The value as the download wrote it (a ``|`` can only be sent as ``/``): the row
+            # left it as it was.
+            if given != written(before.get(name, "")):
+                after[name] = given
     return after
 
 

@@ -93,7 +93,7 @@ def select(request, action: Action) -> Selection:
             return Selection([], [], 0, True, query, error="the list's filter is not valid")
         rows = filterset.qs.order_by(f"-{key}").values_list(*fields)
         total = rows.count()
-        if model is Job and wholefilter.summarizes(action, total):
+        if model is Job and wholefilter.summarizes(action, total, query):
             sample = [_target(r, collections) for r in rows[:SAMPLE]]
             return Selection(sample, [], total, True, query, rows=filterset.qs)
         if total > MAX_ITEMS:

@@ -31,20 +31,30 @@ from steering.actions.kinds import Action, Scope
 from steering.actions.planning import profile_collections
 from steering.actions.resumesteps import common_steps, resume_offer
 from steering.models import AdminAction
+from ui import quarantine
 
 # The keys of a summarised action's params (beside the resume's ``step``).
 AS_OF_KEY, COUNTED_KEY, AFTER_KEY, LEFT_KEY = "as_of", "counted", "after", "no_longer_matching"
 BY_SHOWN = 50  # collection and status pairs the page counts, largest first
 
 
-def summarizes(action: Action, total: int) -> bool:
+# Filters judged at the moment (why a job waits, whether it stalled or is quarantined): a job
+# enters them with no row written, so the run's guard (a row written since the page) cannot
+# tell it from one the page counted. Their selections are listed, each job at its version.
+MOMENTARY = ("waiting", "stalled", "quarantined")
+
+
+def summarizes(action: Action, total: int, query: str) -> bool:
     """Whether an "all matching" selection of ``total`` jobs is summarised, not listed: a
-    pipelined job move (hold, release, resume, delete), on more jobs than a page lists."""
+    pipelined job move (hold, release, resume, delete), on more jobs than a page lists, by a
+    filter on what the rows say."""
+    asked = QueryDict(query)
     return (
         action.scope == Scope.JOB
         and action.batched
         and not action.form
         and total > int(settings.MQ_BULK_LIST_MAX)
+        and not any(asked.get(name) for name in MOMENTARY)
     )
 
 
@@ -152,6 +162,7 @@ class Stream:
 
     def __init__(self, record: AdminAction, action: Action, scope: set[str] | None) -> None:
         self.record = record
+        self.resumes = action.name == "job.resume"
         self.as_of = parse_datetime(record.params[AS_OF_KEY])
         rows = matching(record.selection)
         self.rows = None if rows is None else applying(action, rows, scope)
@@ -176,12 +187,16 @@ class Stream:
                     "item_id", flat=True
                 )
             )
+            # A resume leaves a quarantined job out, as the listed page and a paced run do.
+            poisoned = quarantine.of([jid for jid in ids if jid not in audited])
             act, stale = [], []
             for jid, status, version, read_at in page:
                 if jid in audited:
                     continue
                 if self.as_of is not None and read_at > self.as_of:
                     stale.append((jid, _changed(status, version, read_at)))
+                elif self.resumes and jid in poisoned:
+                    stale.append((jid, poisoned[jid].words))
                 else:
                     act.append((jid, version))
             yield act, stale

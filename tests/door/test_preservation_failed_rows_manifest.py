@@ -113,3 +113,13 @@ def test_a_corrected_size_and_name_are_job_parameters_restarting_early_enough():
     assert jobparams.default_step("Provisioning", ["file_size"]) == "Estimating"
     assert jobparams.default_step("Provisioning", ["filename"]) == "Downloading"
     assert jobparams.default_step("Processing", ["erc_what"]) == "Processing"
+
+
+def test_a_value_the_file_cannot_hold_is_not_changed_by_a_row_sent_back_untouched():
+    """A ``|`` is written as ``/`` (it would split the row): the same row uploaded again
+    must not change the title to what the file could hold."""
+    a = job("jid0000000001", "r1")  # its title: "A | title"
+    text = failedrows.write(failedrows.standard_header(TYPE), [failed(a)])
+    matched, refused = rowmatch.match(parse_manifest(text), text, "bid0000000001", [a], {})
+    before = jobparams.current(a.configuration, a.identifiers, a.metadata)
+    assert not refused and matched[0].after["erc_what"] == before["erc_what"] == "A | title"

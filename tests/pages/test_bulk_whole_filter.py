@@ -13,10 +13,12 @@ from django.core import signing
 from jobs.models import Job
 from merritt_queue.core.records import NewJob
 from steering import confirmations, tasks
-from steering.actions import execution, selection
+from steering.actions import execution, selection, wholefilter
+from steering.actions.catalog import ACTIONS
 from steering.actions.views import SALT
 from steering.models import AdminAction, AdminActionItem, ResumeRun
 from tests.pages import test_steering_actions as base
+from tests.pages.test_quarantine import fail_again
 from tests.pages.test_steering_pages import confirm_and_execute, mirrored, payload_of
 
 queue, people, admin_queue = base.queue, base.people, base.admin_queue  # the same fixtures
@@ -195,3 +197,32 @@ def test_a_large_resume_at_a_pace_becomes_a_run_of_every_job(client, queue, peop
     assert done.url == f"/actions/runs/{run.pk}/"
     assert sorted(run.items.values_list("jid", flat=True)) == sorted(jids)
     assert run.action.total == N and small.count == 0
+
+
+def test_a_summarised_resume_leaves_quarantined_jobs_out(client, queue, people, small, settings):
+    settings.MQ_POISON_FAILURES = 3
+    jids = jobs_in(queue, "Failed")
+    poisoned = jids[:3]
+    for jid in poisoned:
+        fail_again(queue, jid, "broke", 2)
+    mirrored(queue, *poisoned)
+    client.force_login(people["operator"])
+    confirm_and_execute(client, "job.resume", "all=1&collection=wide&status=Failed", reason="fixed")
+    work(small)
+    record = AdminAction.objects.get()
+    assert (record.done, record.skipped) == (N - 3, 3)
+    assert all(queue.jobs.get_job(j).status == "Failed" for j in poisoned)
+    skipped = record.items.filter(part_of="", result="skipped")
+    assert set(skipped.values_list("item_id", flat=True)) == set(poisoned)
+    assert all("quarantined" in d for d in skipped.values_list("detail", flat=True))
+
+
+def test_a_filter_whose_matches_change_without_a_write_is_not_summarised(settings):
+    """Stalled, waiting and quarantined are judged at the moment: jobs enter them with no row
+    written, which the run's guard (a row written since the page) cannot see."""
+    settings.MQ_BULK_LIST_MAX = LIST_MAX
+    resume, many = ACTIONS["job.resume"], LIST_MAX + 1
+    assert wholefilter.summarizes(resume, many, "status=Failed&collection=wide")
+    for extra in ("quarantined=1", "stalled=1", "waiting=worker"):
+        assert not wholefilter.summarizes(resume, many, f"status=Failed&{extra}"), extra
+    assert wholefilter.summarizes(resume, many, "status=Failed&stalled=&waiting=")

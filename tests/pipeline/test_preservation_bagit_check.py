@@ -131,3 +131,9 @@ def test_a_local_id_is_filled_only_where_the_profile_takes_one_and_it_is_printab
     }
     assert bagstep.filled(job(), info, local_ids_accepted=False) == {}
     assert bagstep.filled(job(), {"External-Identifier": "a/\ue000"}, True) == {}
+
+
+def test_a_problem_names_the_depositors_file_on_one_line():
+    odd = bags.BagProblem("mismatch", path="data/a\nb\u202e.txt", algorithm="md5", expected="x\ny")
+    assert "\n" not in odd.said() and "\u202e" not in odd.said()
+    assert "\n" not in bags.BagProblem("missing", path="data/a\r\nb").said()
