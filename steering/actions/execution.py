@@ -148,14 +148,19 @@ def _listed(record: AdminAction, size: int):
 def record_skipped(record: AdminAction, why: list[tuple[str, str]]) -> None:
     """Audit items skipped before any read of ZooKeeper (their mirror row changed since the
     page was shown), with why."""
+    with transaction.atomic():
+        record.skipped += _audit_items(record, "skipped", why)
+        record.save(update_fields=["done", "skipped", "failed"])
+
+
+def _audit_items(record: AdminAction, result: str, why: list[tuple[str, str]]) -> int:
+    """Audit each item of ``why`` (id, words) with ``result``; how many."""
     rows = [
-        AdminActionItem(admin_action=record, item_id=i, result="skipped", detail=words)
+        AdminActionItem(admin_action=record, item_id=i, result=result, detail=words)
         for i, words in why
     ]
-    with transaction.atomic():
-        AdminActionItem.objects.bulk_create(rows, batch_size=500)
-        record.skipped += len(rows)
-        record.save(update_fields=["done", "skipped", "failed"])
+    AdminActionItem.objects.bulk_create(rows, batch_size=500)
+    return len(rows)
 
 
 def run_slice(record: AdminAction, chunk: list[tuple[str, int | None]]) -> None:
@@ -176,13 +181,8 @@ def _unreachable(record: AdminAction, left) -> ZooKeeperUnreachable:
     """Finish a web request's action that ZooKeeper stopped answering: the items not yet
     recorded are recorded as not done, and the error says what was."""
     why = "ZooKeeper was not reachable: not done"
-    rows = [
-        AdminActionItem(admin_action=record, item_id=i, result="failed", detail=why)
-        for i, _ in left
-    ]
     with transaction.atomic():
-        AdminActionItem.objects.bulk_create(rows, batch_size=500)
-        record.failed += len(rows)
+        record.failed += _audit_items(record, "failed", [(i, why) for i, _ in left])
         record.finished = timezone.now()
         record.save(update_fields=["finished", "done", "skipped", "failed"])
     message = unreachable(settings.ZK_HOSTS, settings.MQ_WEB_ZK_WAIT)

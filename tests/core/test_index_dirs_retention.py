@@ -10,20 +10,9 @@ import pytest
 from harness.merrittzk import Item, MerrittZK
 from merritt_queue.core import indexdirs, retention
 from merritt_queue.core import tree as t
-from merritt_queue.core.states import JOB
+from tests.core.test_core_store import path_to
 
 DAY = 86400.0
-
-
-def path_to(status: str) -> list[str]:
-    if status in ("Held", "Failed"):
-        return [status]
-    if status == "Deleted":
-        return ["Held", "Deleted"]
-    route = ["Pending"]
-    while route[-1] != status:
-        route.append(JOB.success_of(route[-1]))
-    return route[1:]
 
 
 def job_in(store, bid: str, status: str) -> str:

@@ -6,7 +6,6 @@ instead of deleting it, and a second full reconcile does not report it again."""
 from __future__ import annotations
 
 import io
-import time
 from datetime import timedelta
 from types import SimpleNamespace
 
@@ -22,6 +21,7 @@ from pipeline import capacity
 from steering.maintenance import retention as site_retention
 from tests.core.test_index_dirs_retention import batch_of
 from tests.mirrorlive import make_jobs
+from tests.pages.test_index_dirs_probes import retain_until_done
 
 pytest_plugins = ["tests.mirrorlive"]
 
@@ -123,12 +123,7 @@ def test_the_retention_step_leaves_its_rows_marked_removed(process_store, settin
     bid, jids = batch_of(store, "Completed", "Completed")
     call_command("reconcile", "--full", verbosity=0)
     settings.MQ_CLEANUP_RETENTION_DAYS = 30
-    later = time.time() + 31 * 86400
-    monkeypatch.setattr(site_retention, "now", lambda: later)
-    while True:
-        site_retention.run(store)
-        if not site_retention.busy():
-            break
+    retain_until_done(store, monkeypatch, days=31)
     assert store.batches.list_batch_ids() == []
     assert all(j.removed_at is not None for j in Job.objects.filter(jid__in=jids))
     assert Job.objects.filter(jid__in=jids).count() == 2

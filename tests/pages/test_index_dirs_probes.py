@@ -34,6 +34,16 @@ def filled(process_store):
     return process_store
 
 
+def retain_until_done(store, monkeypatch, days: float) -> None:
+    """The periodic hook's retention, ``days`` from now, run until it has nothing left."""
+    later = time.time() + days * 86400
+    monkeypatch.setattr(site_retention, "now", lambda: later)
+    while True:
+        site_retention.run(store)
+        if not site_retention.busy():
+            break
+
+
 @pytest.fixture(autouse=True)
 def _fresh_retention():
     site_retention.forget()
@@ -108,12 +118,7 @@ def test_the_periodic_hook_removes_old_finished_items_audited_and_the_timeline_s
     assert AdminAction.objects.count() == 0  # nothing is old yet
 
     site_retention.forget()
-    later = time.time() + 31 * 86400
-    monkeypatch.setattr(site_retention, "now", lambda: later)
-    while True:
-        site_retention.run(store)
-        if not site_retention.busy():
-            break
+    retain_until_done(store, monkeypatch, days=31)
     action = AdminAction.objects.get()
     assert (action.username, action.action, action.reason) == ("system", "cleanup", "retention")
     assert action.user is None and action.done == 3 and action.failed == 0
