@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from .findings import Finding, Findings
 
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 
 class ManifestError(ValueError):
@@ -48,7 +48,7 @@ def decode(data: bytes | str, max_bytes: int, problems: Findings) -> str:
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
-        line = len(_LINE_BREAK.split(data[: e.start].decode("utf-8-sig", "replace")))
+        line = len(LINE_BREAK.split(data[: e.start].decode("utf-8-sig", "replace")))
         problems.add(f"not UTF-8: byte 0x{data[e.start]:02x} at offset {e.start}", line)
         return data.decode("utf-8-sig", "replace")
 
@@ -95,7 +95,7 @@ def scan_lines(text: str, max_rows: int, problems: Findings, why: str = "") -> S
     """The lines sorted; rows past ``max_rows`` are refused (``why`` says by what rule)
     and kept from the row checks, which cost the most."""
     scan = Scan()
-    raw = _LINE_BREAK.split(text)
+    raw = LINE_BREAK.split(text)
     if raw[-1] == "":
         raw.pop()  # what follows the last line break is no line
     lines = [(n, line.strip()) for n, line in enumerate(raw, 1) if line.strip()]

@@ -9,15 +9,14 @@ job. Pure: the caller has parsed the manifest (the door's own checks) and read t
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from ..core import jobparams
 from ..core.manifests import Manifest, ManifestRow
 from ..core.records import JobRecord
+from .checkmscan import LINE_BREAK
 from .failedrows import JID_COMMENT, written
 
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")
 # ManifestRow attribute -> the job parameter it corrects
 ROW_PARAMS = {
     "url": "payload_url",
@@ -65,7 +64,7 @@ def row_jids(text: str) -> dict[int, str]:
     lines are numbered as the manifest reader numbers them."""
     found: dict[int, str] = {}
     current = ""
-    for n, raw in enumerate(_LINE_BREAK.split(text.removeprefix("\ufeff")), 1):
+    for n, raw in enumerate(LINE_BREAK.split(text.removeprefix("\ufeff")), 1):
         line = raw.strip()
         if not line or line.startswith("#%"):
             continue

@@ -37,9 +37,9 @@ def run(store: QueueStore) -> float | None:
     """One slice; the seconds until the next is due (None: retention is off)."""
     if not settings.MQ_CLEANUP_AUTO:
         return None
-    keeper = _keepers.get(id(store))
-    if keeper is None or keeper.policy != policy():
-        keeper = _keepers[id(store)] = retention.Retention(store, policy(), now=lambda: now())
+    keeper, wanted = _keepers.get(id(store)), policy()
+    if keeper is None or keeper.policy != wanted:
+        keeper = _keepers[id(store)] = retention.Retention(store, wanted, now=lambda: now())
     with store.changes.acting_as(ACTOR):
         done = keeper.step()
     if done.rows:
