@@ -74,7 +74,13 @@ def read_mirror() -> MirrorFacts:
     """A few queries (see the module's guarantees)."""
     now = timezone.now()
     facts = MirrorFacts()
-    rows = Job.objects.order_by().values_list("status").annotate(n=Count("id"))
+    # What is still in the queue: the drift gauge compares these with ZooKeeper's counts.
+    rows = (
+        Job.objects.filter(removed_at__isnull=True)
+        .order_by()
+        .values_list("status")
+        .annotate(n=Count("id"))
+    )
     facts.jobs = dict(rows)
     live = [s for s in JobStatus if s not in FINAL_JOB]
     oldest = (
@@ -87,7 +93,10 @@ def read_mirror() -> MirrorFacts:
     for status, n, at in (
         Batch.objects.order_by()
         .values_list("status")
-        .annotate(n=Count("id"), at=Min("last_modified", filter=Q(removed_at__isnull=True)))
+        .annotate(
+            n=Count("id", filter=Q(removed_at__isnull=True)),
+            at=Min("last_modified", filter=Q(removed_at__isnull=True)),
+        )
     ):
         facts.batches[status] = n
         if at and status not in FINAL_BATCH:
