@@ -144,6 +144,10 @@ def test_a_locked_finished_request_is_not_removed(zk, merritt):
     merritt.set_status("small", qid, "Completed")
     out = access.remove_finished(zk, timedelta(0), now=LATER)
     assert out.removed == [] and out.skipped == {f"small/{qid}": "is locked"}
+    merritt.unlock("small", qid)
+    # No age asked: removed at once, even with the web host's clock behind ZooKeeper's.
+    past = datetime.now(UTC) - timedelta(hours=1)
+    assert access.remove_finished(zk, timedelta(0), now=past).removed == [f"small/{qid}"]
 
 
 def test_pause_locks_are_merritts(zk, merritt):

@@ -168,8 +168,8 @@ def removable(item: AccessItem, older_than: timedelta, now: datetime) -> str | N
         return f"is {item.status or 'unreadable'}, not Completed or Deleted"
     if item.locked:
         return "is locked"
-    changed = item.status_modified
-    if changed is None or now - changed < older_than:
+    changed = item.status_modified  # ZooKeeper's clock: no age asked, no clock compared
+    if older_than > timedelta(0) and (changed is None or now - changed < older_than):
         return f"changed less than {older_than} ago"
     return None
 
