@@ -122,4 +122,8 @@ class AccessFollow:
             if seen != expected:
                 stale.add(queue)
         if stale:
-            self._record(lambda: self.dirty.update(stale))
+            self._record(lambda: self._mark(stale))
+
+    def _mark(self, queues: set[str]) -> None:
+        with self._lock:
+            self.dirty |= queues
