@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from kazoo.client import KazooClient
+
 from access.models import AccessEvent, AccessRequest
 from inventory.models import InventoryObject
 from merritt_queue.core import access
@@ -98,7 +100,9 @@ def test_the_follower_sees_merritt_s_requests_locks_and_our_steering(store, zk, 
     assert runner.applied > 0
 
 
-def test_the_follower_arms_each_watch_once_and_follows_a_lost_session(store, zk, follower):
+def test_the_follower_arms_each_watch_once_and_follows_a_lost_session(
+    store, zk, zk_config, follower
+):
     runner = follower()
     merritt = MerrittAccess(zk)
     qid = merritt.create_assembly("small", TOKEN)
@@ -107,12 +111,16 @@ def test_the_follower_arms_each_watch_once_and_follows_a_lost_session(store, zk,
     for _ in range(3):
         merritt.acquire_pending_assembly("small")
         merritt.unlock("small", qid)
-    listing = runner.store.client._child_watchers.get(
-        runner.store.client.chroot + "/access/small", ()
-    )
-    assert len(listing) == 1
-    runner.access.forget_watches()
-    runner.wake.set()
+    client = runner.store.client
+    assert len(client._child_watchers.get(client.chroot + "/access/small", ())) == 1
+    lost = client.client_id[0]
+    twin = KazooClient(hosts=zk_config.hosts, client_id=client.client_id)
+    twin.start(timeout=10)
+    twin.stop()  # the follower's session closed under it: it starts a new one
+    twin.close()
+    wait_for(lambda: client.connected and client.client_id[0] != lost)
     merritt.acquire_pending_assembly("small")
     merritt.set_status("small", qid, "Processing")
-    wait_for(lambda: _row(key).status == "Processing")
+    wait_for(lambda: _row(key).status == "Processing" and _row(key).locked)
+    other = merritt.create_assembly("small", TOKEN)
+    wait_for(lambda: _row(f"small/{other}").status == "Pending")
