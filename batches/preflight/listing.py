@@ -14,7 +14,9 @@ from pipeline.capacity import batch_row_limit
 
 # A checkm manifest says so in a header line; a depositor's own file (one file or one
 # container) has none, and is one row of its own size.
-_CHECKM_HEADER = re.compile(rb"^[ \t]*#%(?:checkm|profile|fields|eof)", re.IGNORECASE | re.MULTILINE)
+_CHECKM_HEADER = re.compile(
+    rb"^[ \t]*#%(?:checkm|profile|fields|eof)", re.IGNORECASE | re.MULTILINE
+)
 SINGLE = "file"
 
 
