@@ -96,7 +96,7 @@ def _head(fetcher, row: ManifestRow, ends: float, seconds: float, blocked: set[s
                 entry["error"] = f"answered {httputil.status_text(resp)}"
     except Exception as exc:  # a size is a hint: every failure is this URL's entry
         if deadline.expired or isinstance(exc, requests.Timeout):
-            entry["error"] = f"no answer within {bound:g} s"
+            entry["error"] = f"no answer within {round(bound, 1):g} s"
         else:
             entry["error"] = safe_value(_words(exc))
     entry["ms"] = round((time.monotonic() - began) * 1000)
