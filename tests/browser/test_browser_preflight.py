@@ -46,7 +46,7 @@ def test_the_preflight_reads_well_and_passes_axe(
         page.goto(f"{live_server.url}/manifests/check/")
         page.fill("textarea[name=text]", data.decode())
         page.select_option("select[name=profile]", "demo")
-        page.click("button[type=submit]")
+        page.click("main form[enctype] button[type=submit]")
         section = page.locator("section.preflight")
         section.wait_for()
         text = section.inner_text()
