@@ -40,8 +40,8 @@ def check_manifest_page(request):
     if refused is not None:
         return render(request, TEMPLATE, {"refused": refused[1]}, status=refused[0])
     profile = request.POST.get("profile", "")
-    if profile and (refused := profile_refusal(request.user, profile)):
-        return render(request, TEMPLATE, offered | {"refused": refused[1]}, status=refused[0])
+    # A profile it may not have refuses the pre-flight, not the check: the text stays.
+    no_flight = profile_refusal(request.user, profile) if profile else None
     report = check_manifest(data or b"", max_bytes=limit, max_batch_rows=batch_row_limit())
     shown = report.as_json()  # the API's items: values capped, credentials hidden
     chosen = request.POST.get("type", "")
@@ -58,11 +58,12 @@ def check_manifest_page(request):
         **offered,
         "chosen": chosen,
         "chosen_profile": profile,
-        "preflight": summarise(data or b"", profile=profile) if profile else None,
+        "preflight": summarise(data or b"", profile=profile) if profile and not no_flight else None,
+        "preflight_refused": no_flight[1] if no_flight else "",
         "pick": pick,
         "right_type": TYPE_WORDS.get(KIND_TYPE.get(report.kind, ""), ""),
     }
-    return render(request, TEMPLATE, context)
+    return render(request, TEMPLATE, context, status=no_flight[0] if no_flight else 200)
 
 
 def profiles_of(user) -> list[str]:

@@ -59,7 +59,8 @@ def test_the_page_refuses_a_profile_outside_ones_scope(client, person):
     page = client.post(PAGE, {"text": DATA.decode(), "profile": "other"})
     html = unescape(page.content.decode())
     assert page.status_code == 403 and "may not submit to collection 'other'" in html
-    assert "Theirs" not in html
+    assert "Theirs" not in html and "Pre-flight:" not in html
+    assert "Valid: 1 row" in html and "L-1\n#%eof\n</textarea>" in html  # checked, text kept
 
 
 def test_without_a_profile_there_is_no_preflight(client, person):
