@@ -86,6 +86,13 @@ def test_a_head_refused_by_the_judged_address_rule_connects_nowhere(http_server,
     assert http_server.requests_for("/a.txt") == []
 
 
+def test_a_redirect_to_a_refused_address_is_judged_at_its_hop(http_server):
+    http_server.behave("/moved", redirect="http://169.254.169.254/latest/meta-data/")
+    data = checkm(f"{http_server.url_for('/moved')} | 1 | moved | m-1")
+    [row] = summarise(data, profile="demo")["sample"]
+    assert row["status"] is None and "link-local" in row["error"]
+
+
 def test_the_sample_is_bounded_and_spread_over_the_manifest(http_server, settings):
     for i in range(30):
         (http_server.root / f"f{i}.txt").write_bytes(b"z")
