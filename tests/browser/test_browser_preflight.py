@@ -33,8 +33,12 @@ def depositor(transactional_db, settings):
 
 @pytest.mark.parametrize("width", [1400, 390])
 def test_the_preflight_reads_well_and_passes_axe(
-    browser, live_server, depositor, http_server, width
-):  # noqa: F811, E501
+    browser,  # noqa: F811 - the imported fixture
+    live_server,
+    depositor,
+    http_server,
+    width,
+):
     (http_server.root / "a.txt").write_bytes(b"0123456789")
     data = checkm(
         f"{http_server.url_for('/a.txt')} | 10 | a.txt | L-1",
