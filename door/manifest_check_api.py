@@ -3,6 +3,8 @@
 Authenticated as the submission API (a bearer token of a user who may submit); nothing is
 written. Its length is judged before anything reads it, as a submission's is
 (``door.middleware``). The body is the manifest itself, or a multipart form with its ``file``.
+With ``?profile=P`` (a profile of a collection the user may submit to) the answer also holds
+the pre-flight summary of submitting it with P (``batches.preflight``), under ``preflight``.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from django.http import JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
+from batches.models import Profile
 from door import rights
 from door.ratelimit import refusal as rate_refusal
 from door.tokens import with_token_user
@@ -25,6 +28,26 @@ def too_often(user) -> tuple[str, int] | None:
     """Why ``user`` may not have another manifest checked this minute, and the seconds to
     wait; the API and the page count together."""
     return rate_refusal("manifest checks", user, getattr(settings, RATE_SETTING), RATE_SETTING)
+
+
+def profile_refusal(user, name: str) -> tuple[int, str] | None:
+    """Why ``user`` may not have a pre-flight with profile ``name``: an unknown profile, or
+    one of a collection outside their scope (whose objects the summary would show)."""
+    collection = Profile.objects.filter(name=name).values_list("collection", flat=True).first()
+    if collection is None:
+        return 400, f"no profile {name!r}"
+    if refusal := rights.submit_refusal(user, collection):
+        return 403, refusal
+    return None
+
+
+def preflight(data: bytes, profile: str) -> dict:
+    """``batches.preflight.summarise`` of ``data``, for a profile ``profile_refusal`` let
+    through."""
+    # The batch app's: the door imports it here, as the one use of it (tests/house/test_layers).
+    from batches.preflight import summarise
+
+    return summarise(data, profile=profile)
 
 
 def manifest_bytes(request, limit: int) -> tuple[bytes | None, tuple[int, str] | None]:
@@ -58,5 +81,11 @@ def check_manifest_api(request, user):
     data, refused = manifest_bytes(request, limit)
     if refused is not None:
         return JsonResponse({"errors": [refused[1]]}, status=refused[0])
+    profile = request.GET.get("profile", "")
+    if profile and (refused := profile_refusal(user, profile)):
+        return JsonResponse({"errors": [refused[1]]}, status=refused[0])
     report = check_manifest(data or b"", max_bytes=limit, max_batch_rows=batch_row_limit())
-    return JsonResponse(report.as_json())
+    answer = report.as_json()
+    if profile:
+        answer["preflight"] = preflight(data or b"", profile)
+    return JsonResponse(answer)

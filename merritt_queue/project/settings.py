@@ -159,6 +159,10 @@ MQ_NOTIFY_MAIL_GATHER = env_float("MQ_NOTIFY_MAIL_GATHER", 60.0)
 # How many manifests one user may have checked a minute (the page, the API and linked
 # manifests submitted, together; 0: no limit), counted in Django's cache.
 MQ_MANIFEST_CHECKS_PER_MINUTE = env_int("MQ_MANIFEST_CHECKS_PER_MINUTE", 30)
+# The pre-flight summary (batches.preflight): how many of a manifest's URLs it asks for their
+# size (HEAD), and the seconds all of them may take together (0 for either: none asked).
+MQ_PREFLIGHT_HEAD_SAMPLE = env_int("MQ_PREFLIGHT_HEAD_SAMPLE", 20)
+MQ_PREFLIGHT_SECONDS = env_float("MQ_PREFLIGHT_SECONDS", 10.0)
 # A download whose size nobody declared (manifest, HEAD): what Estimating reserves for it and
 # how far it may grow, bounded by the working disk's share under MQ_DISK_THRESHOLD
 # (deposit.reserve). The same figure as MQ_MAX_CONTAINER_BYTES, the most an unknown

@@ -307,6 +307,11 @@ class Fetcher:
         """A GET of ``url`` on this thread's session, every hop under the policy."""
         return self._open(self._sender(), "GET", url)
 
+    def head(self, url: str) -> requests.Response:
+        """A HEAD of ``url`` on this thread's session, every hop under the policy; the
+        caller closes it and bounds it (``RequestDeadline``)."""
+        return self._open(self._sender(), "HEAD", url)
+
 
 def _refuse_duplicate_destinations(items: list[DownloadItem]) -> None:
     seen: set[Path] = set()

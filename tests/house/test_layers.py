@@ -80,6 +80,8 @@ ALLOWED = {
     ("door/middleware.py", "batches.forms"): "a browser's submission refused before its view "
     "runs is answered with the submit page, which shows the page's form; imported in the "
     "function, once the apps are loaded",
+    ("door/manifest_check_api.py", "batches.preflight"): "the check's API answers with the "
+    "pre-flight summary the page shows, the batch app's (issue 36); imported in the function",
 }
 
 
