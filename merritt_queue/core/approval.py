@@ -26,12 +26,20 @@ from . import tree as t
 from .states import BatchStatus
 
 APPROVAL = "approval"
+# How an awaiting batch is shown and judged by the admin actions: its own state to a person,
+# Held to ZooKeeper.
+AWAITING = "Awaiting approval"
 AWAITING_MESSAGE = "awaiting approval: profile {profile} asks an operator to approve each batch"
 APPROVED = "approved"
 REJECTED = "rejected"
 
 # ZooKeeper refuses a node past about 1 MB; a summary is kept well under it.
 MAX_SUMMARY_BYTES = 32 * 1024
+
+
+def shown_status(status: str, approval: object) -> str:
+    """The state a person sees: ``AWAITING`` for a Held batch with its approval node."""
+    return AWAITING if status == BatchStatus.HELD and approval is not None else status
 
 
 def path(bid: str) -> str:

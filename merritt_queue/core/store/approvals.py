@@ -62,9 +62,7 @@ class Approvals:
             )
         return batch
 
-    def _decide(
-        self, batch: BatchRecord, new: str, message: str, extra: list[Op]
-    ) -> BatchRecord:
+    def _decide(self, batch: BatchRecord, new: str, message: str, extra: list[Op]) -> BatchRecord:
         extra = [*extra, Op(OpKind.DELETE, ap.path(batch.bid))]
         moved = self.batch_moves.move(batch, new, message, release_lock=False, extra=extra)
         return evolve(moved, approval=None)

@@ -32,9 +32,7 @@ def merritt(make_client) -> MerrittZK:
 
 def awaiting(store, **extra) -> str:
     node = ap.node("demo", {"objects": 3})
-    return store.new_batches.create_batch(
-        SUBMISSION | extra, reserved=True, approval=node
-    ).id
+    return store.new_batches.create_batch(SUBMISSION | extra, reserved=True, approval=node).id
 
 
 def test_an_awaiting_batch_is_held_and_marked_in_its_creating_multi(store, zk):
