@@ -16,7 +16,7 @@ from batches.models import Batch
 from steering.actions.approvals import APPROVE, REJECT
 from steering.actions.execution import execute
 from steering.models import AdminAction
-from steering.permissions import refusal
+from steering.permissions import collections_of, refusal
 from ui.reading_scope import readable_rows
 
 
@@ -35,8 +35,11 @@ class Decision:
 
 
 def awaiting(user) -> QuerySet:
-    """The batches awaiting approval that ``user`` may read, oldest first."""
-    return readable_rows(user, Batch.objects.filter(awaiting_q()).order_by("bid"))
+    """The batches awaiting approval that ``user`` may read and act on (an operator limited
+    to some collections sees only theirs), oldest first."""
+    rows = readable_rows(user, Batch.objects.filter(awaiting_q()).order_by("bid"))
+    acting = collections_of(user)
+    return rows if acting is None else rows.filter(collection__in=acting)
 
 
 def awaiting_all() -> QuerySet:

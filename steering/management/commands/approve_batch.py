@@ -1,11 +1,11 @@
 """Approve or reject a batch that awaits approval, or list those that do.
 
 ``python manage.py approve_batch --list [--user NAME]``
-``python manage.py approve_batch BID --user NAME --reason TEXT [--reject] [--version N]``
+``python manage.py approve_batch BID --user NAME --reason TEXT [--reject] [--status-version N]``
 
 A decision is the page's Approve or Reject (``steering.actions.decisions``): ``--user`` needs
 the operator role for the batch's collection, the reason is recorded and sent to the
-depositor, and a batch decided since ``--version`` (by default the version the mirror shows)
+depositor, and a batch changed since ``--status-version`` (by default the version the mirror shows)
 is left as it is.
 """
 
@@ -28,9 +28,11 @@ class Command(BaseCommand):
         parser.add_argument("--user", default="", help="who acts (recorded in the audit)")
         parser.add_argument("--reason", default="", help="why (required; the depositor reads it)")
         parser.add_argument("--reject", action="store_true", help="reject instead of approving")
-        parser.add_argument("--version", type=int, help="the status version you saw")
+        parser.add_argument(
+            "--status-version", type=int, dest="seen", help="the status version you saw"
+        )
 
-    def handle(self, *args, bid, list, user, reason, reject, version, **options):
+    def handle(self, *args, bid, list, user, reason, reject, seen, **options):
         person = self._person(user, required=not list)
         if list:
             return self._list(person)
@@ -43,7 +45,7 @@ class Command(BaseCommand):
                 approve=not reject,
                 reason=reason,
                 token=uuid.uuid4().hex,
-                version=version,
+                version=seen,
             )
         except decisions.Refused as e:
             raise CommandError(str(e)) from None
