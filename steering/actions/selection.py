@@ -85,7 +85,15 @@ def select(request, action: Action) -> Selection:
     if action.scope == Scope.DEPENDENCY:
         return _live(_ids(request), breakerswitch.read_dependency)
     model, key, filter_class = MIRROR[action.scope]
-    fields = (key, "status", "status_version", "collection", "locked", "profile", "removed_at")
+    fields: tuple[str, ...] = (
+        key,
+        "status",
+        "status_version",
+        "collection",
+        "locked",
+        "profile",
+        "removed_at",
+    )
     if model is Batch:
         fields += ("approval",)
     collections = profile_collections()
