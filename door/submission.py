@@ -26,9 +26,8 @@ import django_rq
 from django.conf import settings
 from django.contrib.auth import get_user_model
 
-from batches.approvals import arrival
 from batches.models import Profile
-from door import manifest_door, rights
+from door import arrival, manifest_door, rights
 from door.manifest_check_api import too_often
 from merritt_queue.core import handover, stepowners, tree
 from merritt_queue.core.history import submission_actor

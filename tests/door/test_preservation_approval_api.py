@@ -12,8 +12,8 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.core.management import CommandError, call_command
 
-from batches.approvals import arrival
 from batches.models import ApiToken, Profile
+from door import arrival
 from door.rights import grant_depositor
 from mirror import facade as mirror
 from steering.models import AdminAction

@@ -80,6 +80,9 @@ ALLOWED = {
     ("door/middleware.py", "batches.forms"): "a browser's submission refused before its view "
     "runs is answered with the submit page, which shows the page's form; imported in the "
     "function, once the apps are loaded",
+    ("door/arrival.py", "batches.preflight"): "a batch arriving for approval carries its "
+    "pre-flight summary, which the batches app makes; imported in the function, once the apps "
+    "are loaded, and optional (a site without it keeps the batch, saying why)",
 }
 
 

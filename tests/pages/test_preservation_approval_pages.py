@@ -9,8 +9,8 @@ import uuid
 
 import pytest
 
-from batches.approvals import arrival
 from batches.models import Batch, Profile
+from door import arrival
 from door.submission import submit
 from mirror import facade as mirror
 from notifications.models import Delivery

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 
 from batches.models import Profile
+from door import manifest_door
 from merritt_queue.core import approval as ap
 from pipeline.submitted import Upload
 
@@ -59,8 +60,6 @@ def summarise(data: bytes, *, profile: str, collection: str = "") -> dict:
 def _payload(clean: dict, upload: Upload | None) -> bytes:
     """The bytes the summary reads: an uploaded file's first bytes, or a linked manifest as
     the door fetched it to check it; nothing for a single linked file."""
-    from door import manifest_door
-
     if upload is not None:
         return manifest_door._uploaded(upload)
     if manifest_door.fetches_a_manifest(clean):
