@@ -80,7 +80,7 @@ def _act_on(job_counts: dict[str, int], batch_counts: dict[str, int]) -> list[di
 
 def _awaiting_approval() -> dict:
     """The batches an operator must approve or reject before they start."""
-    n = q.Batch.objects.filter(awaiting_q()).count()
+    n = q.Batch.objects.filter(awaiting_q(), removed_at__isnull=True).count()
     return {
         "scope": "batch",
         "status": "awaiting",

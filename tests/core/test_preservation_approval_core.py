@@ -13,6 +13,7 @@ from merritt_queue.core import tree as t
 from merritt_queue.core.errors import ChangedUnderYou, InvalidTransition
 from merritt_queue.core.sides import CREATED_BY, CREATED_BY_KEY
 from merritt_queue.core.states import BatchStatus as B
+from merritt_queue.core.treecheck.consistency import check_tree
 
 SUBMISSION = {
     "type": "file",
@@ -110,3 +111,15 @@ def test_a_collection_hold_still_applies_after_approval(store):
     assert held == [bid]
     assert store.batches.get_batch(bid).status == B.HELD
     assert not store.batches.get_batch(bid).awaiting_approval
+
+
+def test_the_tree_check_finds_nothing_wrong_with_an_awaiting_batch_or_a_decided_one(store):
+    waiting = awaiting(store)
+    approved = awaiting(store, batchID="approve-2")
+    rejected = awaiting(store, batchID="approve-3")
+    store.approvals.approve(approved, "approved by olga: fine")
+    store.approvals.reject(rejected, "rejected by olga: no")
+    found = [
+        f for f in check_tree(store) if any(b in f.path for b in (waiting, approved, rejected))
+    ]
+    assert found == []
