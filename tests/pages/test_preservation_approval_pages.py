@@ -173,3 +173,12 @@ def test_the_django_admin_action_goes_to_the_same_confirmation(admin_client, que
     assert response.url == f"/actions/batch.approve/confirm?ids={bid}"
     listing = admin_client.get("/admin/batches/batch/").content.decode()
     assert "Awaiting approval" in listing
+
+
+def test_releasing_a_collection_leaves_an_awaiting_batch_waiting(client, queue, people):
+    bid = arrive(queue)
+    client.force_login(people["administrator"])
+    page = client.get("/actions/collection.release_all/confirm?ids=demo").content.decode()
+    assert bid not in page
+    confirm_and_execute(client, "collection.release_all", "ids=demo", reason="all go")
+    assert queue.batches.get_batch(bid).awaiting_approval
