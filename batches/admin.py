@@ -21,9 +21,10 @@ class ProfileAdmin(admin.ModelAdmin):
         "minter_shoulder",
         "storage_node",
         "allow_external_ids",
+        "approval_required",
     )
     search_fields = ("name", "collection", "owner", "owner_ark")
-    list_filter = ("collection", "storage_node", "allow_external_ids")
+    list_filter = ("collection", "storage_node", "allow_external_ids", "approval_required")
     actions = ("rotate_notify_secret",)
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
 
@@ -114,7 +115,7 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
 @admin.register(Batch)
 class BatchAdmin(ReadOnlyAdmin):
-    list_display = ("bid", "uuid", "collection", "status", "submitter", "submitted", "job_total")
+    list_display = ("bid", "uuid", "collection", "state", "submitter", "submitted", "job_total")
     list_filter = ("status",)
     search_fields = ("=bid", "=uuid", "=collection")
     show_full_result_count = False
@@ -122,6 +123,10 @@ class BatchAdmin(ReadOnlyAdmin):
     # An uploaded payload's file: URL is a path on this server: shown as the file's name.
     exclude = ("submission",)
     readonly_fields = ("submission_shown",)
+
+    @admin.display(description="status", ordering="status")
+    def state(self, batch: Batch) -> str:
+        return batch.shown_status  # Awaiting approval, where ZooKeeper says Held
 
     @admin.display(description="submission")
     def submission_shown(self, batch: Batch) -> str:

@@ -10,9 +10,18 @@ from django.db.models import Q
 from batches.models import BATCH_STATUS_CHOICES, Batch
 from jobs.waitfacts import queue_facts
 from jobs.waitquery import with_reason
+from merritt_queue.core.approval import AWAITING
+from merritt_queue.core.states import BatchStatus
 from merritt_queue.core.waiting import REASONS
 from mirror import textindex
 from ui.filters import DateRange, id_search, in_collection
+
+AWAITING_FILTER = "awaiting"  # ?approval=awaiting: the batches an operator must decide
+
+
+def awaiting_q() -> Q:
+    """The mirror's batches awaiting approval (``merritt_queue.core.approval``)."""
+    return Q(status=BatchStatus.HELD, approval__isnull=False)
 
 
 class BatchFilter(df.FilterSet):
@@ -40,6 +49,12 @@ class BatchFilter(df.FilterSet):
         label="Waiting for",
         empty_label="any",
     )
+    approval = df.ChoiceFilter(
+        choices=[(AWAITING_FILTER, AWAITING)],
+        method="filter_approval",
+        label="Approval",
+        empty_label="any",
+    )
     submitted = DateRange(label="Submitted")
 
     class Meta:
@@ -48,6 +63,9 @@ class BatchFilter(df.FilterSet):
 
     def filter_collection(self, queryset, name, value):
         return queryset.filter(in_collection(value))
+
+    def filter_approval(self, queryset, name, value):
+        return queryset.filter(awaiting_q()) if value == AWAITING_FILTER else queryset
 
     def filter_waiting(self, queryset, name, value):
         return with_reason(queryset, value, queue_facts())

@@ -12,6 +12,7 @@ from django.db import models, transaction
 from django.urls import reverse
 
 from merritt_queue.core import stepowners
+from merritt_queue.core.approval import shown_status as approval_shown_status
 from merritt_queue.core.states import BatchStatus
 from merritt_queue.services.minter import ADMIN_AGGREGATES
 from notifications.mailbox import validate_mailbox_lines
@@ -155,6 +156,15 @@ class Profile(models.Model):
         help_text=(
             "Who does Storing and Recording for this profile's new submissions; jobs "
             "already submitted keep what they were submitted under (docs/merritt.md)."
+        ),
+    )
+    approval_required = models.BooleanField(
+        "new batches wait for approval",
+        default=False,
+        help_text=(
+            "Each new batch of this profile waits, Held and shown as Awaiting approval with "
+            "a pre-flight summary, until an operator approves or rejects it; the depositor "
+            "is told either way. Batches already submitted are not affected."
         ),
     )
     allow_external_ids = models.BooleanField(
@@ -314,6 +324,8 @@ class Batch(models.Model):
     last_modified = models.DateTimeField(null=True, db_index=True)
     submission = models.JSONField(default=dict)
     status_report = models.JSONField(null=True)
+    # The ``approval`` node (``core.approval``): set while the batch awaits approval.
+    approval = models.JSONField(null=True, blank=True)
     acquired = models.BooleanField(default=False)
     locked = models.BooleanField(default=False)
     # Jobs per status, kept by the reconciler so the list needs no per-row count query.
@@ -338,6 +350,16 @@ class Batch(models.Model):
     def get_absolute_url(self) -> str:
         """The batch's page in the app (the Django admin's "View on site")."""
         return reverse("batches:detail", args=[self.bid])
+
+    @property
+    def awaiting_approval(self) -> bool:
+        return self.approval is not None and self.status == BatchStatus.HELD
+
+    @property
+    def shown_status(self) -> str:
+        """Its status as a person reads it: a batch awaiting approval is in a state of its
+        own (``merritt_queue.core.approval``), Held to ZooKeeper."""
+        return approval_shown_status(self.status, self.approval)
 
 
 class BatchEvent(models.Model):

@@ -33,6 +33,7 @@ BATCH_LIST_FIELDS = (
     "title",
     "submitted",
     "status",
+    "approval",  # a Held batch's: awaiting approval is shown as a state of its own
     "job_counts",
     "message",
     "submission",  # for the "Merritt ingest" label
@@ -97,7 +98,7 @@ class BatchTable(PageTable):
         return when(value)
 
     def render_status(self, value, record):
-        badge = status_badge(value)
+        badge = status_badge(getattr(record, "shown_status", value))
         if getattr(record, "removed_at", None):
             badge = removed_tag(badge, record.removed_at)
         return format_html("{} {}", badge, merritt_batch_label(getattr(record, "submission", None)))

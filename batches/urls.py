@@ -1,13 +1,15 @@
 from django.urls import path
 
 from batches import manifest_check, views
-from door import api, failedrows_api, manifest_check_api, premis_api, status_api
+from door import api, approval_api, failedrows_api, manifest_check_api, premis_api, status_api
 
 app_name = "batches"
 
 urlpatterns = [
     path("api/v1/batches", api.submit_batch, name="api-submit"),
     path("api/v1/batches/<str:bid>", status_api.batch_status, name="api-batch"),
+    path("api/v1/approvals", approval_api.awaiting, name="api-approvals"),
+    path("api/v1/batches/<str:bid>/approval", approval_api.decide, name="api-approval"),
     path(
         "api/v1/batches/by-batch-id/<str:batch_id>",
         status_api.batch_status_by_batch_id,

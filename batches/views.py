@@ -100,6 +100,12 @@ def _answer(request, form: SubmitForm, upload: Upload | None):
         context = {"form": form, "earlier": earlier_batch(result), **_kept(request, upload)}
         return render(request, SUBMIT_PAGE, context, status=409)
     messages.success(request, f"Batch submitted as {result.bid}.")
+    if result.awaiting_approval:
+        messages.info(
+            request,
+            f"Its profile asks an operator to approve each batch: {result.bid} waits as "
+            "Awaiting approval, and you are told when it is approved or rejected.",
+        )
     if hook := result.webhook:
         messages.warning(
             request,

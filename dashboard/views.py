@@ -19,6 +19,7 @@ from django.core.exceptions import PermissionDenied
 from django.shortcuts import render
 from django.utils import timezone
 
+from batches.filters import AWAITING_FILTER, awaiting_q
 from batches.models import Collection
 from dashboard import queries as q
 from dashboard import workers as w
@@ -74,7 +75,19 @@ def _act_on(job_counts: dict[str, int], batch_counts: dict[str, int]) -> list[di
                     "words": words,
                 }
             )
-    return found
+    return [*found, _awaiting_approval()]
+
+
+def _awaiting_approval() -> dict:
+    """The batches an operator must approve or reject before they start."""
+    n = q.Batch.objects.filter(awaiting_q(), removed_at__isnull=True).count()
+    return {
+        "scope": "batch",
+        "status": "awaiting",
+        "count": n,
+        "href": q.batches_url(approval=AWAITING_FILTER),
+        "words": f"{'batch' if n == 1 else 'batches'} awaiting approval",
+    }
 
 
 @login_required

@@ -129,6 +129,8 @@ def submit_batch(request):
     }
     if result.duplicate:  # what became of it: a Completed or Failed one may be run again
         body |= {"status": result.status, "rerun_possible": result.rerunnable}
+    if result.awaiting_approval:
+        body["awaiting_approval"] = True
     if result.webhook:
         body["webhook"] = result.webhook
     return JsonResponse(body, status=200 if result.duplicate else 201)

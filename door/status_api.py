@@ -140,6 +140,7 @@ def _batch_body(request, user, batch: Batch) -> JsonResponse:
         "history": _history(events, with_retries=False),
         "report": batch.status_report if isinstance(batch.status_report, dict) else None,
         "waiting": _waiting(batch_waiting(batch), user),
+        "awaiting_approval": batch.awaiting_approval,
     }
     return JsonResponse(body)
 

@@ -27,7 +27,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 
 from batches.models import Profile
-from door import manifest_door, rights
+from door import arrival, manifest_door, rights
 from door.manifest_check_api import too_often
 from merritt_queue.core import handover, stepowners, tree
 from merritt_queue.core.history import submission_actor
@@ -76,6 +76,8 @@ class SubmitResult:
     # A duplicate's batch as it is now: its status, and whether ``rerun`` would run it again.
     status: str | None = None
     rerunnable: bool = False
+    # Created Held until an operator approves it (its profile asks for approval).
+    awaiting_approval: bool = False
 
 
 def submit(
@@ -100,7 +102,7 @@ def submit(
         result = _create(store, clean, by, upload, rerun=rerun)
     if not result.duplicate:
         made = subscribe.subscribe(result.bid, clean, wishes)
-        if settings.MQ_HANDOVER:  # a first run and a rerun alike
+        if settings.MQ_HANDOVER and not result.awaiting_approval:  # a first run and a rerun
             handover.new_batch(store, django_rq.get_connection("default"), TASKS, result.bid)
         result = replace(result, webhook=subscribe.webhook_credentials(made))
     return result
@@ -189,14 +191,18 @@ def _create(store, clean: dict, by, upload, *, rerun: bool = False) -> SubmitRes
     # Marked, and created with ``states``: MerrittZK never takes it, our ``own`` workers do.
     clean[CREATED_BY_KEY] = CREATED_BY
     try:
-        created = store.new_batches.create_batch(clean, reserved=True)
+        approval = arrival.request(clean, upload)
+        created = store.new_batches.create_batch(clean, reserved=True, approval=approval)
     except Exception:
         _remove_upload(saved)
         raise
     if created.duplicate:
         _remove_upload(saved)
         _check_owner(store, created.id, clean, by)
-    return SubmitResult(created.id, created.duplicate, clean.get("batchID"))
+    awaiting = approval is not None and not created.duplicate
+    return SubmitResult(
+        created.id, created.duplicate, clean.get("batchID"), awaiting_approval=awaiting
+    )
 
 
 # The last run of a batchID a depositor may run again: done, well or not.

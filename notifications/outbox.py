@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from batches.models import BatchEvent
 from jobs.models import JobEvent
+from merritt_queue.core import approval
 from merritt_queue.core.states import BatchStatus, JobStatus
 from mirror.sql import select_in
 
@@ -54,6 +55,15 @@ def wanted(subscription: Subscription, kind: str, to_status: str) -> bool:
     if events == COMPLETION:
         return completion
     return events == ALL
+
+
+def decided(kind: str, row: Mapping[str, Any]) -> bool:
+    """Whether the row is an operator's approval or rejection of a batch awaiting approval:
+    every subscription of the batch takes it, whatever events it asked for, since the
+    depositor is told either way (``merritt_queue.core.approval``)."""
+    return kind == "batch" and approval.is_decision(
+        row.get("from_status", ""), row["to_status"], row.get("message", "")
+    )
 
 
 def payload(subscription: Subscription, kind: str, row: Mapping[str, Any]) -> dict[str, Any]:
@@ -109,7 +119,7 @@ def _add(
     new = []
     for kind, row in events:
         for s in by_bid.get(row.get("bid", ""), []):
-            if not wanted(s, kind, row["to_status"]):
+            if not (wanted(s, kind, row["to_status"]) or decided(kind, row)):
                 continue
             body = payload(s, kind, row)
             new.append(

@@ -159,7 +159,7 @@ def release_previews(names: list[str], *, by_hold_only: bool) -> dict[str, Relea
     jobs = Job.objects.filter(status=J.HELD, collection__in=names, removed_at__isnull=True)
     batches = Batch.objects.filter(
         status=BatchStatus.HELD, collection__in=names, removed_at__isnull=True
-    )
+    ).filter(approval__isnull=True)  # awaiting approval: no release starts it
     if by_hold_only:
         jobs, batches = jobs.filter(caught_by_a_hold()), batches.filter(caught_by_a_hold())
     held = {

@@ -47,7 +47,8 @@ def age_text(age: timedelta) -> str:
 
 
 def status_badge(value: str):
-    return format_html('<span class="st st-{}">{}</span>', (value or "none").lower(), value or "—")
+    css = (value or "none").lower().replace(" ", "-")  # "Awaiting approval"
+    return format_html('<span class="st st-{}">{}</span>', css, value or "—")
 
 
 def removed_tag(badge, removed_at):

@@ -12,6 +12,7 @@ from typing import Any
 
 from . import tree as t
 from .history import History
+from .states import BatchStatus
 from .steprecord import StepRecord
 
 DEFAULT_PRIORITY = 5
@@ -136,6 +137,12 @@ class BatchRecord:
     lock_session: int | None = None
     # The ``history`` node as read (or as this store last wrote it); None when not read.
     history: History | None = None
+    # The ``approval`` node (``core.approval``): set while the batch awaits a person's approval.
+    approval: dict | None = None
+
+    @property
+    def awaiting_approval(self) -> bool:
+        return self.approval is not None and self.status == BatchStatus.HELD
 
     @property
     def uuid(self) -> str | None:

@@ -28,6 +28,7 @@ from kazoo.client import KazooClient
 from . import jobids
 from . import multiread as mr
 from . import tree as t
+from .approval import APPROVAL
 from .history import NODE
 from .records import evolve
 from .store import BatchRecord, JobRecord
@@ -37,7 +38,7 @@ from .store.jobs import job_record
 
 # ``history`` after ``status``: see ``history`` for why the order matters.
 JOB_NODES = ("bid", "priority", "space_needed", *t.JOB_JSON_NODES, NODE, "lock")
-BATCH_NODES = ("submission", "status", NODE, "status-report", "states", "lock")
+BATCH_NODES = ("submission", "status", NODE, "status-report", "states", "lock", APPROVAL)
 LOCK_DIRS = (t.LOCK_QUEUE, t.LOCK_COLLECTIONS, t.LOCK_STORAGE, t.LOCK_INVENTORY, t.LOCK_LOCALID)
 # Jobs per chunk of ``iter_jobs``: one database transaction of the mirror each.
 JOB_CHUNK = 2000
@@ -116,6 +117,7 @@ def _batch(bid: str, nodes: dict) -> BatchRecord:
         nodes["states"] is not None,
         nodes["lock"],
         history=nodes[NODE],
+        approval=nodes[APPROVAL],
     )
 
 

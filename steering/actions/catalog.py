@@ -12,7 +12,14 @@ from __future__ import annotations
 from merritt_queue.core.records import JobRecord
 from merritt_queue.core.states import JOB_STEPS, BatchStatus, JobStatus
 from merritt_queue.core.store import QueueStore
-from steering.actions import breakerswitch, collectionholds, fixes, removal, workerdrain
+from steering.actions import (
+    approvals,
+    breakerswitch,
+    collectionholds,
+    fixes,
+    removal,
+    workerdrain,
+)
 from steering.actions.kinds import Action, ItemAction, JobMove, Scope
 from steering.actions.results import Applied, done_or_already, note_of
 from steering.roles import Role
@@ -130,6 +137,8 @@ ACTIONS: dict[str, Action] = {
         ),
         _batch_move("batch.hold", "Hold", {B.PENDING}, B.HELD, "held"),
         _batch_move("batch.release", "Release", {B.HELD}, B.PENDING, "released"),
+        approvals.APPROVE,
+        approvals.REJECT,
         _batch_move(
             "batch.update_reporting",
             "Report again",

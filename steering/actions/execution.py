@@ -28,6 +28,7 @@ from django.db.models import Count
 from django.utils import timezone
 
 from jobs.models import Job
+from merritt_queue.core.approval import shown_status
 from merritt_queue.core.errors import ChangedUnderYou, QueueError, ZooKeeperUnreachable
 from merritt_queue.core.history import admin_actor
 from merritt_queue.core.store import QueueStore
@@ -253,7 +254,7 @@ def _read(store: QueueStore, action: Action, chunk) -> dict:
             continue
         before = Target(
             item_id,
-            getattr(item, "status", ""),
+            shown_status(getattr(item, "status", ""), getattr(item, "approval", None)),
             getattr(item, "status_version", None),
             _collection_of(store, item),
             getattr(item, "locked", False),

@@ -190,8 +190,10 @@ def held_lists(collections: list[str], *, by_hold_only: bool) -> dict[str, HeldL
     out = {}
     for mnemonic in collections:
         found = {}
+        # A batch awaiting approval waits for a person, not the hold: no release starts it.
+        not_awaiting = {Batch: Q(approval__isnull=True), Job: Q()}
         for model in (Batch, Job):
-            rows = model.objects.filter(collection=mnemonic, status=J.HELD)
+            rows = model.objects.filter(not_awaiting[model], collection=mnemonic, status=J.HELD)
             rows = rows.filter(caught) if by_hold_only else rows
             key = "bid" if model is Batch else "jid"
             found[key] = (

@@ -13,6 +13,7 @@ from batches.filters import BatchFilter
 from batches.models import Batch
 from jobs.filters import JobFilter
 from jobs.models import Job
+from merritt_queue.core.approval import shown_status
 from merritt_queue.core.errors import QueueError
 from steering.actions import breakerswitch, wholefilter, workerdrain
 from steering.actions.kinds import Action, Scope, Target
@@ -84,7 +85,17 @@ def select(request, action: Action) -> Selection:
     if action.scope == Scope.DEPENDENCY:
         return _live(_ids(request), breakerswitch.read_dependency)
     model, key, filter_class = MIRROR[action.scope]
-    fields = (key, "status", "status_version", "collection", "locked", "profile", "removed_at")
+    fields: tuple[str, ...] = (
+        key,
+        "status",
+        "status_version",
+        "collection",
+        "locked",
+        "profile",
+        "removed_at",
+    )
+    if model is Batch:
+        fields += ("approval",)
     collections = profile_collections()
     if request.GET.get("all") == "1":
         query = _filter_query(request)
@@ -126,6 +137,8 @@ def _live(names: list[str], read) -> Selection:
 def _target(row, collections: dict[str, str]) -> Target:
     """An item of the mirror; one Merritt wrote names only its profile, whose collection
     it belongs to (for scoping and the page's collection column)."""
-    jid, status, version, collection, locked, profile, removed_at = row
+    jid, status, version, collection, locked, profile, removed_at, *approval = row
     collection = collection or collections.get(profile, "")
+    if approval:  # a batch's: one awaiting approval is judged as its own state
+        status = shown_status(status, approval[0])
     return Target(jid, status, version, collection, locked, removed_at)

@@ -82,6 +82,9 @@ ALLOWED = {
     "function, once the apps are loaded",
     ("door/manifest_check_api.py", "batches.preflight"): "the check's API answers with the "
     "pre-flight summary the page shows, the batch app's (issue 36); imported in the function",
+    ("door/arrival.py", "batches.preflight"): "a batch arriving for approval carries its "
+    "pre-flight summary, which the batches app makes; imported in the function, once the apps "
+    "are loaded; a summary that fails keeps the batch, saying why",
 }
 
 

@@ -104,6 +104,8 @@ class Command(BaseCommand):
             if upload:
                 upload.file.close()
         note = " (duplicate: this batchID was already submitted)" if result.duplicate else ""
+        if result.awaiting_approval:
+            note = " (awaiting approval: its profile asks an operator to approve it first)"
         self.stdout.write(f"{result.bid}{note}")
         if hook := result.webhook:
             self.stdout.write(

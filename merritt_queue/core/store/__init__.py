@@ -15,7 +15,8 @@ Guarantees:
 ``QueueStore`` holds named parts, a module each, called by name at every call site
 (``store.holds.hold_collection(...)``): ``jobs`` (reads), ``new_jobs``, ``job_locks``,
 ``moves``, ``job_data``, ``edits`` (a failed job's way back); ``batches`` (reads),
-``new_batches`` (and re-runs), ``batch_locks``, ``batch_moves``, ``followups`` (a reported
+``new_batches`` (and re-runs), ``batch_locks``, ``batch_moves``, ``approvals`` (a person's
+decision on a batch awaiting approval), ``followups`` (a reported
 batch following its jobs); ``holds``, ``held`` (the items holds caught), ``pause``;
 ``locks`` (storage, inventory, local id), ``removal``; ``steps`` (what each attempt at a
 job's step did). Each part is given what it shares
@@ -29,6 +30,7 @@ from kazoo.client import KazooClient
 
 from .. import tree as t
 from ..records import BatchRecord, Change, ItemLock, JobRecord, NewJob
+from .approvals import Approvals
 from .batches import Batches
 from .batchlocks import BatchLocks
 from .batchmoves import BatchMoves
@@ -80,6 +82,7 @@ class QueueStore:
         self.batch_moves = BatchMoves(shared, self.batches, history)
         self.holds = Holds(shared)
         self.batch_locks = BatchLocks(shared, self.batches, self.batch_moves, self.holds)
+        self.approvals = Approvals(shared, self.batches, self.batch_moves)
         self.followups = BatchFollow(shared, self.batches, self.batch_moves)
         self.held = HeldItems(self.batches, self.jobs, self.holds, self.batch_moves, self.moves)
         self.pause = Pause(shared)

@@ -12,6 +12,7 @@ from .. import batch_sides
 from .. import history as h
 from .. import multiread as mr
 from .. import tree as t
+from ..approval import APPROVAL
 from ..errors import NotFound
 from ..records import BatchRecord
 from ..states import BATCH_JOB_DIRS, BatchStatus
@@ -19,7 +20,9 @@ from .historywrites import decode_node
 from .shared import Shared
 
 
-def batch_record(bid, submission, status, report, acquired, lock, *, history) -> BatchRecord:
+def batch_record(
+    bid, submission, status, report, acquired, lock, *, history, approval=None
+) -> BatchRecord:
     """The nodes as ``get`` returned them (None when missing), ``history`` included.
 
     A Deleted batch's tombstone (``batch_sides.is_tombstone``) is no lock: nobody holds it."""
@@ -36,6 +39,7 @@ def batch_record(bid, submission, status, report, acquired, lock, *, history) ->
         locked=locked,
         status_report=t.decode_json(report[0]) if report else None,
         history=decode_node(history),
+        approval=t.decode_json(approval[0]) if approval else None,
     )
 
 
@@ -48,7 +52,7 @@ class Batches:
     def get_batch(self, bid: str) -> BatchRecord:
         t.check_id(t.BATCH_PREFIX, bid)
         # The history after the status: see ``history`` for why the order matters.
-        names = ("submission", "status", h.NODE, "status-report", "lock")
+        names = ("submission", "status", h.NODE, "status-report", "lock", APPROVAL)
         paths = [t.batch_node(bid, n) for n in names]
         got = self.reads.get_many(paths)
         status = got[paths[1]]
@@ -63,6 +67,7 @@ class Batches:
             acquired,
             got[paths[4]],
             history=got[paths[2]],
+            approval=got[paths[5]],
         )
 
     def find_batch_by_uuid(self, uuid: str) -> str | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from .. import batch_sides
 from .. import history as h
 from .. import tree as t
-from ..errors import QueueError
+from ..errors import InvalidTransition, QueueError
 from ..records import BatchRecord, Op, OpKind, evolve
 from ..states import BATCH, BatchStatus
 from .batches import Batches
@@ -63,6 +63,11 @@ class BatchMoves:
         if isinstance(batch, str):
             batch = self.batches.get_batch(batch)
         BATCH.check_move(batch.status, new, f"batch {batch.bid}")
+        if batch.awaiting_approval:
+            raise InvalidTransition(
+                f"batch {batch.bid} awaits approval: approve or reject it (the depositor is "
+                "told either way); it is not released or deleted by hand"
+            )
         extra = batch_sides.move_ops(self.reads, self.session.session_id, batch, new)
         try:
             return self.move(

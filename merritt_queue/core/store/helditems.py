@@ -74,6 +74,7 @@ class HeldItems:
             item
             for item in items
             if item.status in (BatchStatus.HELD, JobStatus.HELD)
+            and not getattr(item, "awaiting_approval", False)  # a person's decision, not a hold's
             and self.holds.item_collection(_data(item)) == mnemonic
             and (not by_hold_only or held_by_a_hold(item.message or ""))
         ]

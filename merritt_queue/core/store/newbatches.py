@@ -8,6 +8,7 @@ get one batch (the second is told it is a duplicate).
 
 from __future__ import annotations
 
+from .. import approval as ap
 from .. import history as h
 from .. import rerun
 from .. import tree as t
@@ -35,7 +36,9 @@ class NewBatches:
         self.batches = batches
         self.history = history
 
-    def create_batch(self, submission: dict, *, reserved: bool = False) -> Created:
+    def create_batch(
+        self, submission: dict, *, reserved: bool = False, approval: dict | None = None
+    ) -> Created:
         """Create a Pending batch in one multi; the same ``batchID`` again returns the existing one.
 
         Without ``reserved`` the tree is exactly MerrittZK's fresh batch. ``reserved``
@@ -53,6 +56,10 @@ class NewBatches:
         2. One multi writes the batch node, submission, status and the uuid entry; if
            another creator took the id meanwhile, the next one is tried; if another
            submitter won the uuid, theirs is returned as the duplicate.
+
+        ``approval`` (the node of ``core.approval``) creates the batch Held and reserved,
+        with that node, in the same multi: no worker of ours or Merritt's ever sees it
+        Pending before a person approves it.
         """
         if not isinstance(submission, dict):
             raise InvalidData("a submission must be a JSON object")
@@ -63,6 +70,10 @@ class NewBatches:
                 return Created(existing, duplicate=True)
         data = t.encode_json(submission)
         status = t.batch_status_record(BatchStatus.PENDING)
+        if approval is not None:
+            reserved = True
+            message = ap.AWAITING_MESSAGE.format(profile=approval.get("profile", ""))
+            status = t.batch_status_record(BatchStatus.HELD, message)
         floor = 0
         for _ in range(CREATE_TRIES):
             bid = self._next_batch_id(floor)
@@ -74,6 +85,8 @@ class NewBatches:
             ]
             if reserved:
                 ops.append(Op(OpKind.CREATE, t.batch_states(bid)))
+            if approval is not None:
+                ops.append(Op(OpKind.CREATE, ap.path(bid), t.encode_json(approval)))
             if uuid:
                 ops.append(Op(OpKind.CREATE, t.batch_uuid_path(uuid), t.encode_str(bid)))
             try:
