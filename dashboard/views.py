@@ -26,6 +26,7 @@ from dashboard.causes import CAUSES_CACHE_SECONDS, failure_causes
 from dashboard.dependencies import dependencies
 from dashboard.diagram import diagram
 from dashboard.throughput import THROUGHPUT_CACHE_SECONDS, throughput
+from jobs.models import awaiting_review
 from jobs.waitfacts import queue_facts
 from jobs.waitquery import waiting_rows
 from merritt_queue.core.states import BATCH, JOB
@@ -74,7 +75,20 @@ def _act_on(job_counts: dict[str, int], batch_counts: dict[str, int]) -> list[di
                     "words": words,
                 }
             )
+    found.append(_awaiting_approval())
     return found
+
+
+def _awaiting_approval() -> dict:
+    """Jobs whose destructive update waits for a person (they count among the Held too)."""
+    n = q.Job.objects.filter(awaiting_review(), removed_at__isnull=True).count()
+    return {
+        "scope": "job",
+        "status": "Held",
+        "count": n,
+        "href": q.jobs_url(awaiting="1"),
+        "words": f"{('job', 'jobs')[n != 1]} awaiting approval",
+    }
 
 
 @login_required
