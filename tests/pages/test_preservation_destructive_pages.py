@@ -3,6 +3,7 @@ confirmation pages, the refusals, the audit, the jobs list's filter and the dash
 
 from __future__ import annotations
 
+from jobs.models import Job
 from merritt_queue.core import review
 from steering.models import AdminAction, AdminActionItem, CollectionScope
 from tests.pages import test_steering_actions as base
@@ -148,3 +149,23 @@ def test_the_jobs_list_filters_and_the_dashboard_counts_awaiting_approval(client
     home = client.get("/").content.decode()
     assert "/jobs/?awaiting=1" in home
     assert "1</strong> job awaiting approval" in home
+
+
+def test_the_django_admin_filters_them_and_its_action_asks_for_confirmation(
+    client, queue, people, django_user_model
+):
+    jid = awaiting_job(queue)
+    other = job_in(queue, "Held")
+    mirrored(queue, other)
+    root = django_user_model.objects.create_superuser("root", password="pw")
+    client.force_login(root)
+    listed = client.get("/admin/jobs/job/?awaiting=1").content.decode()
+    assert jid in listed and other not in listed
+    assert "Approve the update (confirm first)" in listed
+    pk = Job.objects.get(jid=jid).pk
+    chosen = client.post(
+        "/admin/jobs/job/",
+        {"action": "confirm_job_approve_update", "_selected_action": [pk]},
+    )
+    assert chosen.status_code == 302
+    assert chosen.url.startswith("/actions/job.approve_update/confirm?ids=" + jid)
