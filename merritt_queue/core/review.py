@@ -67,9 +67,10 @@ def reject(store, job: JobRecord, by: str, reason: str) -> JobRecord:
 
 def _decide(store, job: JobRecord, decision: str, target: str, by: str, reason: str):
     if not awaiting(job):
+        decided = (review_of(job) or {}).get("decision")
         raise ChangedUnderYou(
             f"job {job.jid} is {job.status} and awaits no review of a destructive update"
-            + (f" (its update was {review_of(job)['decision']})" if _decided(job) else "")
+            + (f" (its update was {decided})" if decided else "")
         )
     decided = dict(review_of(job) or {}) | {
         "decision": decision,
@@ -80,7 +81,3 @@ def _decide(store, job: JobRecord, decision: str, target: str, by: str, reason: 
     new_store = dict(job.store or {}) | {KEY: decided}
     message = f"destructive update {decision} by {by}: {reason}"
     return store.moves.transition_job(job, target, message, data={"store": new_store})
-
-
-def _decided(job: JobRecord) -> bool:
-    return bool((review_of(job) or {}).get("decision"))
