@@ -169,3 +169,10 @@ def test_the_django_admin_filters_them_and_its_action_asks_for_confirmation(
     )
     assert chosen.status_code == 302
     assert chosen.url.startswith("/actions/job.approve_update/confirm?ids=" + jid)
+
+
+def test_the_job_page_says_what_it_waits_for(client, queue, people):
+    jid = awaiting_job(queue)
+    client.force_login(people["viewer"])
+    page = client.get(f"/jobs/{jid}/").content.decode()
+    assert "when an operator approves or rejects its update" in page
