@@ -9,6 +9,7 @@ import uuid
 
 from harness.merrittzk import Item, MerrittZK
 from merritt_queue.core import review
+from merritt_queue.core.treecheck.consistency import check_tree
 
 STORE = {"manifest_url": "http://content/m", "mode": "update/9501/ark%3A%2F1%2Fa", "delete": ""}
 
@@ -62,3 +63,11 @@ def test_a_merritt_admin_may_still_release_or_delete_it(store, make_client):
     job = merritt.load(Item("job", jid))
     merritt.set_status(job, "Deleted", "removed by Merritt's admin")
     assert store.jobs.get_job(jid).status == "Deleted"
+
+
+def test_the_consistency_check_finds_nothing_amiss_in_a_waiting_or_approved_job(store):
+    waiting = awaiting(store, "merritt-queue")
+    approved = awaiting(store, "local")
+    review.approve(store, store.jobs.get_job(approved), "ada", "fine")
+    found = check_tree(store, grace=0)
+    assert [f for f in found if waiting in f.path or approved in f.path] == []
