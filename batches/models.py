@@ -7,7 +7,7 @@ import secrets
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import MaxValueValidator, RegexValidator
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models, transaction
 from django.urls import reverse
 
@@ -166,6 +166,28 @@ class Profile(models.Model):
             "a pre-flight summary, until an operator approves or rejects it; the depositor "
             "is told either way. Batches already submitted are not affected."
         ),
+    )
+    review_destructive = models.CharField(
+        "destructive updates wait for a person",
+        max_length=3,
+        blank=True,
+        choices=[
+            ("", "the site's choice (MQ_DESTRUCTIVE_REVIEW)"),
+            ("on", "on: wait before Storing"),
+            ("off", "off: store at once"),
+        ],
+        help_text=(
+            "A new version that deletes files, or replaces more than the share below of the "
+            "object's bytes, waits Held after Processing until a person approves or rejects "
+            "it (docs/usage.md)."
+        ),
+    )
+    review_replace_share = models.FloatField(
+        "share of bytes replaced that waits",
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="0 to 1; empty: the site's MQ_DESTRUCTIVE_REPLACE_SHARE.",
     )
     allow_external_ids = models.BooleanField(
         "accept identifiers minted elsewhere",

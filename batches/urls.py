@@ -1,7 +1,15 @@
 from django.urls import path
 
 from batches import manifest_check, views
-from door import api, approval_api, failedrows_api, manifest_check_api, premis_api, status_api
+from door import (
+    api,
+    approval_api,
+    failedrows_api,
+    manifest_check_api,
+    premis_api,
+    review_api,
+    status_api,
+)
 
 app_name = "batches"
 
@@ -31,6 +39,7 @@ urlpatterns = [
         name="api-corrections-confirm",
     ),
     path("api/v1/jobs/<str:jid>", status_api.job_status, name="api-job"),
+    path("api/v1/jobs/<str:jid>/review", review_api.job_review, name="api-job-review"),
     # An object's history as PREMIS XML; a version's first, as the object's ARK (which holds
     # slashes) would otherwise take in its rest.
     path(

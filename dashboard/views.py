@@ -27,6 +27,7 @@ from dashboard.causes import CAUSES_CACHE_SECONDS, failure_causes
 from dashboard.dependencies import dependencies
 from dashboard.diagram import diagram
 from dashboard.throughput import THROUGHPUT_CACHE_SECONDS, throughput
+from jobs.models import awaiting_review
 from jobs.waitfacts import queue_facts
 from jobs.waitquery import waiting_rows
 from merritt_queue.core.states import BATCH, JOB
@@ -75,7 +76,7 @@ def _act_on(job_counts: dict[str, int], batch_counts: dict[str, int]) -> list[di
                     "words": words,
                 }
             )
-    return [*found, _awaiting_approval()]
+    return [*found, _awaiting_approval(), _awaiting_review()]
 
 
 def _awaiting_approval() -> dict:
@@ -87,6 +88,18 @@ def _awaiting_approval() -> dict:
         "count": n,
         "href": q.batches_url(approval=AWAITING_FILTER),
         "words": f"{'batch' if n == 1 else 'batches'} awaiting approval",
+    }
+
+
+def _awaiting_review() -> dict:
+    """Jobs whose destructive update waits for a person (they count among the Held too)."""
+    n = q.Job.objects.filter(awaiting_review(), removed_at__isnull=True).count()
+    return {
+        "scope": "job",
+        "status": "Held",
+        "count": n,
+        "href": q.jobs_url(awaiting="1"),
+        "words": f"{('job', 'jobs')[n != 1]} awaiting approval",
     }
 
 

@@ -24,6 +24,7 @@ from inventory.models import (
     LocalIdentifier,
 )
 from merritt_queue.services.errors import InventoryError
+from merritt_queue.services.versions import StoredFile
 from mirror import sql
 
 
@@ -160,6 +161,18 @@ class LocalInventory:
                 for f in files
             ],
         )
+
+    def current_version(self, ark: str) -> tuple[int, list[StoredFile]] | None:
+        """The latest version of ``ark`` recorded here and its files, None for a new object:
+        what a new version is compared with before it is stored (``pipeline.review``)."""
+        row = InventoryVersion.objects.filter(obj__ark=ark).order_by("-number").first()
+        if row is None:
+            return None
+        files = [
+            StoredFile(name, size, {k: v for k, v in (("md5", md5), ("sha256", sha)) if v})
+            for name, size, md5, sha in row.files.values_list("name", "size", "md5", "sha256")
+        ]
+        return row.number, files
 
     def version_of_job(self, ark: str, job_id: str) -> int | None:
         """The version of ``ark`` that ``job_id`` recorded, None when it recorded none."""

@@ -3,15 +3,29 @@ import json
 from django.contrib import admin
 
 from jobs import merrittnotes
-from jobs.models import Job
+from jobs.models import Job, awaiting_review
 from merritt_queue.deposit.uploads import shown_payload
 from steering.admin import ReadOnlyAdmin, scope_actions
+
+
+class AwaitingReviewFilter(admin.SimpleListFilter):
+    """The jobs whose destructive update waits for a person: approve or reject them with
+    the actions above the list (each through its confirmation page)."""
+
+    title = "destructive update"
+    parameter_name = "awaiting"
+
+    def lookups(self, request, model_admin):
+        return [("1", "awaiting approval")]
+
+    def queryset(self, request, queryset):
+        return queryset.filter(awaiting_review()) if self.value() == "1" else queryset
 
 
 @admin.register(Job)
 class JobAdmin(ReadOnlyAdmin):
     list_display = ("jid", "batch_id", "collection", "status", "retry_count", "last_modified")
-    list_filter = ("status",)
+    list_filter = ("status", AwaitingReviewFilter)
     search_fields = ("=jid", "=ark", "=local_id", "=collection")
     show_full_result_count = False
     actions = scope_actions("job", "jid")

@@ -9,7 +9,7 @@ from django.db.models import Q
 
 from batches.models import Batch
 from inventory.idsearch import names_ark, normalised, starts_with
-from jobs.models import JOB_STATUS_CHOICES, Job
+from jobs.models import JOB_STATUS_CHOICES, Job, awaiting_review
 from jobs.stalls import stalled_jids
 from jobs.waitfacts import queue_facts
 from jobs.waitquery import with_reason
@@ -109,6 +109,13 @@ class JobFilter(df.FilterSet):
         empty_label="any",
         help_text="far longer in their step than jobs of their size usually take",
     )
+    awaiting = df.ChoiceFilter(
+        choices=[("1", "awaiting approval")],
+        method="filter_awaiting",
+        label="Destructive update",
+        empty_label="any",
+        help_text="Held after Processing until a person approves or rejects it",
+    )
     quarantined = df.ChoiceFilter(
         choices=[("1", "only quarantined")],
         method="filter_quarantined",
@@ -163,6 +170,9 @@ class JobFilter(df.FilterSet):
     def filter_signature(self, queryset, name, value):
         """The jobs of one cause, by the mirror's indexed column (ui.signatures.cause_of)."""
         return queryset.filter(signature=" ".join(value.split()))
+
+    def filter_awaiting(self, queryset, name, value):
+        return queryset.filter(awaiting_review()) if value == "1" else queryset
 
     def filter_quarantined(self, queryset, name, value):
         return quarantine.only_quarantined(queryset) if value == "1" else queryset

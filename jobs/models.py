@@ -3,9 +3,21 @@
 from django.db import models
 from django.urls import reverse
 
+from merritt_queue.core import review
 from merritt_queue.core.states import JobStatus
 
 JOB_STATUS_CHOICES = [(s.value, s.value) for s in JobStatus]
+
+
+def awaiting_review() -> models.Q:
+    """Jobs Held after Processing until a person approves or rejects their destructive update
+    (``core.review``): the move wrote the message, and any later write replaces it. The
+    status and last successful status are indexed together; the message sorts out the few."""
+    return models.Q(
+        status=JobStatus.HELD,
+        last_successful_status=JobStatus.PROCESSING,
+        message__startswith=review.WAITING,
+    )
 
 
 class Job(models.Model):

@@ -13,9 +13,9 @@ from django.http import HttpResponseBadRequest, HttpResponseForbidden
 from django.shortcuts import get_object_or_404, render
 
 from batches.models import Batch
-from jobs import history_export, merrittnotes, stalls, steps_view
+from jobs import history_export, merrittnotes, reviewview, stalls, steps_view
 from jobs.filters import JobFilter
-from jobs.models import Job
+from jobs.models import Job, awaiting_review
 from jobs.tables import SelectJobTable, job_rows
 from jobs.timeline_view import job_timeline
 from jobs.waitcells import waiting_context
@@ -245,7 +245,10 @@ def job_detail(request, jid: str):
         "configuration": fields_of(shown_payload(job.configuration)),
         "identifiers": fields_of(job.identifiers),
         "metadata": fields_of(job.metadata),
-        "store": fields_of(merrittnotes.shown_store(job.store)),
+        "store": fields_of(merrittnotes.shown_store(reviewview.without_review(job.store))),
+        "review": reviewview.review_context(
+            job.store, Job.objects.filter(awaiting_review(), pk=job.pk).exists()
+        ),
         "inventory": fields_of(job.inventory),
         "files": files,
         "files_truncated": files_truncated,

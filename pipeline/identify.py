@@ -23,7 +23,7 @@ from merritt_queue.deposit import deletelist, objectfiles
 from merritt_queue.deposit.manifest import ManifestError
 from merritt_queue.services.errors import InventoryError, MinterError, ServiceError
 from merritt_queue.services.minter import Citation
-from pipeline import merritthandover
+from pipeline import merritthandover, review
 from pipeline.objects import change_refusal, other_collection_refusal
 from pipeline.payload import job_config
 from pipeline.services import Services
@@ -76,6 +76,8 @@ def processing(s: Services, job: JobRecord) -> Outcome:
         return waiting
     attempt.check("write the object's files")
     data = _write_object_files(s, job, ark, action, profile, deleted)
+    if waits := review.hold(s, job, profile, ark, action, deleted, data):
+        return waits
     note = f"; {len(deleted)} file(s) to delete" if deleted else ""
     return Outcome.success(f"identified as {ark}{note}", data=data)
 

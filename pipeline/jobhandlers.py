@@ -21,7 +21,7 @@ from contextlib import contextmanager
 
 from django.conf import settings
 
-from merritt_queue.core import steplog, stepowners, waiting
+from merritt_queue.core import review, steplog, stepowners, waiting
 from merritt_queue.core.attempt import Attempt
 from merritt_queue.core.attempt import current as current_attempt
 from merritt_queue.core.itemkeys import profile_of
@@ -163,6 +163,8 @@ def provisioning(s: Services, job: JobRecord) -> Outcome:
 
 
 def storing(s: Services, job: JobRecord) -> Outcome:
+    if why := review.stores(job):
+        return Outcome.fail(f"not stored: {why}")
     ark = _ark(job)
     action, delete = _store_request(job)
     attempt = s.current_attempt(job)

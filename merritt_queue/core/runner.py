@@ -91,8 +91,8 @@ class Outcome:
         return cls(Decision.LATER, message, delay=delay)
 
     @classmethod
-    def move(cls, target: str, message: str = "") -> Outcome:
-        return cls(Decision.MOVE, message, target=target)
+    def move(cls, target: str, message: str = "", data: dict | None = None) -> Outcome:
+        return cls(Decision.MOVE, message, target=target, data=data)
 
 
 class StepResult(StrEnum):
@@ -399,6 +399,7 @@ def _commit(store: QueueStore, job: JobRecord, outcome: Outcome, keep_lock: bool
             outcome.message,
             release_lock=not keep_lock,
             keep_lock=keep_lock,
+            data=outcome.data,
             steps=steps,
         )
     else:

@@ -91,11 +91,13 @@ JOB = Machine(
     statuses=tuple(JobStatus),
     transitions={
         J.PENDING: frozenset({J.HELD, J.ESTIMATING, J.FAILED}),
-        J.HELD: frozenset({J.PENDING, J.DELETED}),
+        # Storing and Failed: a destructive update's review (``review.py``) decided.
+        J.HELD: frozenset({J.PENDING, J.DELETED, J.STORING, J.FAILED}),
         J.ESTIMATING: frozenset({J.PROVISIONING, J.FAILED}),
         J.PROVISIONING: frozenset({J.DOWNLOADING, J.FAILED}),
         J.DOWNLOADING: frozenset({J.PROCESSING, J.FAILED}),
-        J.PROCESSING: frozenset({J.STORING, J.FAILED}),
+        # Held: a destructive update waits for a person before Storing (``review.py``).
+        J.PROCESSING: frozenset({J.STORING, J.HELD, J.FAILED}),
         J.STORING: frozenset({J.RECORDING, J.FAILED}),
         J.RECORDING: frozenset({J.NOTIFY, J.FAILED}),
         J.NOTIFY: frozenset({J.COMPLETED, J.FAILED}),
@@ -163,6 +165,9 @@ def batch_dir_for(job_status: str) -> str:
 def next_last_successful(old: str, new: str, last_successful: str | None) -> str | None:
     """The ``last_successful_status`` after a move, per the rules of zk-tree.md."""
     if new == old or new in (J.FAILED, J.DELETED) or old in (J.FAILED, J.DELETED):
+        return last_successful
+    if old == J.HELD and new == J.STORING:
+        # An approved update goes on from the step it passed: Processing, not Held.
         return last_successful
     return old
 

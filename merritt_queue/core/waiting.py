@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from . import review
 from .errors import InvalidData
 from .states import JOB_STEPS, BatchStatus, JobStatus
 from .stepowners import MERRITT_QUEUE
@@ -249,7 +250,9 @@ def decide(item: Item, facts: QueueFacts) -> Waiting | None:
         return None
     hold = facts.holds.get(item.collection)
     if item.status == JobStatus.HELD:  # the same word for a batch
-        return held_collection(hold, item.collection) if hold else held(item)
+        if hold and not item.message.startswith(review.WAITING):
+            return held_collection(hold, item.collection)
+        return held(item)
     if item.locked:
         return None
     merritt = MERRITT_STEPS.get(item.status) if item.kind == "job" else None
@@ -286,6 +289,8 @@ def decide(item: Item, facts: QueueFacts) -> Waiting | None:
 def held(item: Item) -> Waiting:
     what = "job" if item.kind == "job" else "batch"
     words = f"this {what} is held" + (f": {item.message}" if item.message else "")
+    if item.message.startswith(review.WAITING):
+        return Waiting(HELD, words, "when an operator approves or rejects its update")
     return Waiting(HELD, words, "when an administrator releases it")
 
 

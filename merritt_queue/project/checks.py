@@ -111,6 +111,19 @@ def check_redis_sentinel(app_configs=None, **kwargs) -> list[checks.CheckMessage
     ]
 
 
+def check_replace_share(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    if 0 <= settings.MQ_DESTRUCTIVE_REPLACE_SHARE <= 1:
+        return []
+    return [
+        checks.Error(
+            f"MQ_DESTRUCTIVE_REPLACE_SHARE={settings.MQ_DESTRUCTIVE_REPLACE_SHARE!r} is outside "
+            "0..1 (a share of an object's bytes).",
+            hint="Set MQ_DESTRUCTIVE_REPLACE_SHARE between 0 and 1, e.g. 0.5.",
+            id="mq.E171",
+        )
+    ]
+
+
 def check_disk_threshold(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     if 1 <= settings.MQ_DISK_THRESHOLD <= 99:
         return []
@@ -555,6 +568,7 @@ ALL_CHECKS = [
     check_redis_url,
     check_redis_sentinel,
     check_disk_threshold,
+    check_replace_share,
     check_work_dir,
     check_lock_stale_seconds,
     check_reconcile_seconds,

@@ -102,6 +102,10 @@ RQ = {
 
 MQ_WORK_DIR = env_str("MQ_WORK_DIR", str(VAR_DIR / "work"))
 MQ_DISK_THRESHOLD = env_int("MQ_DISK_THRESHOLD", 80)
+# A new version that deletes files, or replaces more than this share of the object's bytes,
+# waits Held after Processing for a person (pipeline.review); each profile may say otherwise.
+MQ_DESTRUCTIVE_REVIEW = env_bool("MQ_DESTRUCTIVE_REVIEW", False)
+MQ_DESTRUCTIVE_REPLACE_SHARE = env_float("MQ_DESTRUCTIVE_REPLACE_SHARE", 0.5)
 MQ_LOCK_STALE_SECONDS = env_int("MQ_LOCK_STALE_SECONDS", 3600)
 MQ_PROVISION_RETRY_SECONDS = env_float("MQ_PROVISION_RETRY_SECONDS", 30.0)
 # Stalled jobs (jobs.stalls): each state's step time is learned from the finished steps of

@@ -18,6 +18,7 @@ from steering.actions import (
     collectionholds,
     fixes,
     removal,
+    reviews,
     workerdrain,
 )
 from steering.actions.kinds import Action, ItemAction, JobMove, Scope
@@ -111,6 +112,26 @@ ACTIONS: dict[str, Action] = {
             run=fixes.edit_resume,
             form="steering:edit_job",
             form_many="steering:edit_jobs",
+        ),
+        ItemAction(
+            name=reviews.APPROVE,
+            scope=Scope.JOB,
+            label="Approve the update",
+            role=Role.OPERATOR,
+            applies_to=frozenset({J.HELD}),
+            run=reviews.approve_update,
+            warning="The new version is stored as the job page's diff shows: the files it "
+            "deletes or replaces are no longer in the object's current version.",
+        ),
+        ItemAction(
+            name=reviews.REJECT,
+            scope=Scope.JOB,
+            label="Reject the update",
+            role=Role.OPERATOR,
+            applies_to=frozenset({J.HELD}),
+            run=reviews.reject_update,
+            warning="The job fails with your reason and the depositor is told as for any "
+            "failed job; the object keeps its current version.",
         ),
         _administrator(
             "job.force_fail",

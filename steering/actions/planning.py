@@ -11,9 +11,10 @@ from django.db.models import Count, Q
 from django.utils.timezone import localtime
 
 from batches.models import Batch, Profile
-from jobs.models import Job
+from jobs.models import Job, awaiting_review
 from merritt_queue.core.states import BatchStatus, JobStatus
 from merritt_queue.project.runtime import get_store
+from steering.actions import reviews
 from steering.actions.kinds import Action, Target
 from steering.permissions import collections_of
 from steering.windows.listing import active_for
@@ -38,6 +39,8 @@ class Waits:
 
     held_collections: frozenset[str] = frozenset()
     held_jobs: dict[str, int] | None = None
+    # For an approval or a rejection: the listed jobs that await one.
+    awaiting: frozenset[str] | None = None
 
     @classmethod
     def of(cls, action: Action, targets: list[Target]) -> Waits:
@@ -47,6 +50,9 @@ class Waits:
             of_profile = profile_collections()
             held = {*names, *(of_profile[n] for n in names if n in of_profile)}
             return cls(held_collections=frozenset(held))
+        if action.name in reviews.ACTIONS:
+            rows = Job.objects.filter(awaiting_review(), jid__in=[t.id for t in targets])
+            return cls(awaiting=frozenset(rows.values_list("jid", flat=True)))
         if action.name == "batch.update_reporting":
             rows = Job.objects.filter(batch_id__in=[t.id for t in targets], status=J.HELD)
             counts = rows.values_list("batch_id").annotate(n=Count("id")).order_by()
@@ -65,6 +71,8 @@ def judge(action: Action, t: Target, scope: set[str] | None, waits: Waits) -> Pl
     why = action.check(t, scope)
     if why is not None:
         return PlanItem(t, False, why)
+    if waits.awaiting is not None and t.id not in waits.awaiting:
+        return PlanItem(t, False, reviews.NOT_AWAITING)
     return PlanItem(t, True, _extra_note(action, t, waits))
 
 

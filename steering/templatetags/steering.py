@@ -10,7 +10,10 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from batches.models import Batch
+from jobs.models import Job, awaiting_review
+from merritt_queue.core.states import JobStatus
 from merritt_queue.services.breakers import label
+from steering.actions import reviews
 from steering.actions.catalog import ACTIONS
 from steering.actions.planning import batch_waits
 from steering.actions.wording import action_words, is_dry_run, item_outcome, selection_words
@@ -74,12 +77,17 @@ def item_actions(context, scope: str, item_id: str, status: str | None = None):
     """Links to the confirmation page of each action on this item, and its audit trail."""
     request = context["request"]
     here = {"next": request.get_full_path()}
-    links = [
-        (a, _item_url(a, scope, item_id, here)) for a in actions_for(request.user, scope, status)
-    ]
+    actions = actions_for(request.user, scope, status)
+    if scope == "job" and status == JobStatus.HELD and not _awaits_review(item_id):
+        actions = [a for a in actions if a.name not in reviews.ACTIONS]
+    links = [(a, _item_url(a, scope, item_id, here)) for a in actions]
     key = {"job": "job", "batch": "batch", "collection": "collection"}.get(scope)
     audit = f"{reverse('steering:audit')}?{urlencode({key: item_id})}" if key else ""
     return {"links": links, "audit": audit, "waits": _waits(scope, item_id, status)}
+
+
+def _awaits_review(jid: str) -> bool:
+    return Job.objects.filter(awaiting_review(), jid=jid).exists()
 
 
 def _item_url(action, scope: str, item_id: str, here: dict) -> str:

@@ -22,11 +22,11 @@ from merritt_queue.core.states import (
 # the expectation from the code it checks.
 JOB_ALLOWED = {
     "Pending": {"Held", "Estimating", "Failed"},
-    "Held": {"Pending", "Deleted"},
+    "Held": {"Pending", "Deleted", "Storing", "Failed"},
     "Estimating": {"Provisioning", "Failed"},
     "Provisioning": {"Downloading", "Failed"},
     "Downloading": {"Processing", "Failed"},
-    "Processing": {"Storing", "Failed"},
+    "Processing": {"Storing", "Held", "Failed"},
     "Storing": {"Recording", "Failed"},
     "Recording": {"Notify", "Failed"},
     "Notify": {"Completed", "Failed"},
@@ -105,6 +105,8 @@ def test_unknown_status_is_refused_with_a_clear_message():
         ("Held", "Deleted", "Pending", "Pending"),
         ("Pending", "Pending", "Held", "Held"),
         ("Pending", "Held", None, "Pending"),
+        ("Processing", "Held", "Downloading", "Processing"),
+        ("Held", "Storing", "Processing", "Processing"),
     ],
 )
 def test_last_successful_status_follows_the_tree_rules(old, new, before, after):

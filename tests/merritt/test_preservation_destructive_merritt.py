@@ -1,0 +1,73 @@
+"""A job awaiting review of its destructive update, as Merritt's own code meets it
+(``harness.merrittzk`` replays MerrittZK's ``Job.load`` and ``acquireJob``): it still loads,
+no Merritt consumer takes it while it waits, and once approved Merritt's storage takes a
+``merritt-queue`` job with the store node it expects, while it leaves one of ours alone."""
+
+from __future__ import annotations
+
+import uuid
+
+from harness.merrittzk import Item, MerrittZK
+from merritt_queue.core import review
+from merritt_queue.core.treecheck.consistency import check_tree
+
+STORE = {"manifest_url": "http://content/m", "mode": "update/9501/ark%3A%2F1%2Fa", "delete": ""}
+
+
+def awaiting(store, mode: str) -> str:
+    bid = store.new_batches.create_batch({"batchID": uuid.uuid4().hex, "collection": "demo"}).id
+    config = {
+        "collection": "demo",
+        "payload_url": "http://content/x.zip",
+        "payload_type": "container",
+        "store_record": mode,
+    }
+    jid = store.new_jobs.create_job(bid, config)
+    for step in ("Estimating", "Provisioning", "Downloading", "Processing"):
+        store.moves.transition_job(jid, step)
+    data = {"store": STORE | {review.KEY: {"totals": {}, "why": ["it deletes 1 file(s)"]}}}
+    store.moves.transition_job(jid, "Held", f"{review.WAITING}: x", data=data)
+    return jid
+
+
+def test_merritt_loads_a_waiting_job_and_takes_no_step_of_it(store, make_client):
+    jid = awaiting(store, "merritt-queue")
+    merritt = MerrittZK(make_client())
+    job = merritt.load(Item("job", jid))
+    assert job.status == "Held"
+    for state in ("Pending", "Estimating", "Processing", "Storing", "Recording"):
+        assert merritt.acquire_job(state) is None
+
+
+def test_approved_merritt_storage_takes_it_with_the_store_node_it_reads(store, make_client):
+    jid = awaiting(store, "merritt-queue")
+    review.approve(store, store.jobs.get_job(jid), "ada", "fine")
+    merritt = MerrittZK(make_client())
+    taken = merritt.acquire_job("Storing")
+    assert taken is not None and taken.id == jid
+    node = store.jobs.get_job(jid).store
+    assert {k: node[k] for k in STORE} == STORE  # storeManifestUrl, storeMode, storeDelete
+
+
+def test_approved_job_of_ours_stays_parked_from_merritt_storage(store, make_client):
+    jid = awaiting(store, "local")
+    review.approve(store, store.jobs.get_job(jid), "ada", "fine")
+    assert store.jobs.get_job(jid).status == "Storing"
+    assert MerrittZK(make_client()).acquire_job("Storing") is None
+
+
+def test_a_merritt_admin_may_still_release_or_delete_it(store, make_client):
+    """MerrittZK's own moves from Held (Pending, Deleted) stay open to Merritt's admin."""
+    jid = awaiting(store, "merritt-queue")
+    merritt = MerrittZK(make_client())
+    job = merritt.load(Item("job", jid))
+    merritt.set_status(job, "Deleted", "removed by Merritt's admin")
+    assert store.jobs.get_job(jid).status == "Deleted"
+
+
+def test_the_consistency_check_finds_nothing_amiss_in_a_waiting_or_approved_job(store):
+    waiting = awaiting(store, "merritt-queue")
+    approved = awaiting(store, "local")
+    review.approve(store, store.jobs.get_job(approved), "ada", "fine")
+    found = check_tree(store, grace=0)
+    assert [f for f in found if waiting in f.path or approved in f.path] == []
