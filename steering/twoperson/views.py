@@ -20,8 +20,9 @@ from steering import confirmations
 from steering.actions import wholefilter
 from steering.models import AdminAction, DeletionRequest
 from steering.permissions import collections_of
+from steering.twoperson import policy, showing
 from steering.twoperson import requests as life
-from steering.twoperson import showing
+
 from ui.reading_scope import readable_collections
 
 SALT = "steering.twoperson"
@@ -157,3 +158,12 @@ def _after(req: DeletionRequest, record: AdminAction):
     if req.state == DeletionRequest.APPROVED:
         return redirect(reverse("steering:result", args=[record.pk]))
     return redirect(reverse("steering:deletion-request", args=[req.pk]))
+
+
+def waiting_count(user) -> int | None:
+    """The dashboard's count of requests waiting that ``user`` reads; None when two-person
+    deletion is off and none waits (the dashboard then says nothing of it)."""
+    life.expire_old()
+    open_ = DeletionRequest.objects.filter(state=DeletionRequest.REQUESTED)
+    count = sum(1 for r in open_ if _readable(user, r))
+    return count if count or policy.on() else None
