@@ -1,7 +1,7 @@
 from django.urls import path
 
 from batches import manifest_check, views
-from door import api, failedrows_api, manifest_check_api, premis_api, status_api
+from door import api, deletions_api, failedrows_api, manifest_check_api, premis_api, status_api
 
 app_name = "batches"
 
@@ -29,6 +29,18 @@ urlpatterns = [
         name="api-corrections-confirm",
     ),
     path("api/v1/jobs/<str:jid>", status_api.job_status, name="api-job"),
+    path("api/v1/deletions", deletions_api.deletions, name="api-deletions"),
+    path("api/v1/deletion-requests", deletions_api.requests_list, name="api-deletion-requests"),
+    path(
+        "api/v1/deletion-requests/<int:pk>",
+        deletions_api.request_detail,
+        name="api-deletion-request",
+    ),
+    path(
+        "api/v1/deletion-requests/<int:pk>/<str:verb>",
+        deletions_api.decide,
+        name="api-deletion-decide",
+    ),
     # An object's history as PREMIS XML; a version's first, as the object's ARK (which holds
     # slashes) would otherwise take in its rest.
     path(

@@ -11,6 +11,7 @@ from steering.actions import wholefilter
 from steering.actions.kinds import Action, Scope
 from steering.actions.planning import profile_collections
 from steering.models import AdminAction, DeletionRequest
+from ui.reading_scope import readable_collections
 
 J = JobStatus
 LISTED_CLEANUP = 500  # a cleanup's dry-run rows the request keeps to show
@@ -101,3 +102,11 @@ def now(req: DeletionRequest) -> list[dict]:
         changed = version is None or (row["version"] is not None and version != row["version"])
         out.append({**row, "changed": changed, "now": states.get(row["id"], "gone")})
     return out
+
+
+def readable(user, req: DeletionRequest) -> bool:
+    """Whether ``user`` reads every collection ``req`` deletes from (a cleanup's: all)."""
+    allowed = readable_collections(user)
+    if allowed is None:
+        return True
+    return req.action != "cleanup" and set(req.collections) <= allowed

@@ -23,7 +23,6 @@ from steering.permissions import collections_of
 from steering.twoperson import policy, showing
 from steering.twoperson import requests as life
 
-from ui.reading_scope import readable_collections
 
 SALT = "steering.twoperson"
 VERBS = {"approve": life.approve, "reject": life.reject, "withdraw": life.withdraw}
@@ -71,20 +70,13 @@ def ask_cleanup(request, op, params: dict, reason: str, token: str):
     return redirect(reverse("steering:deletion-request", args=[req.pk]))
 
 
-def _readable(user, req: DeletionRequest) -> bool:
-    allowed = readable_collections(user)
-    if allowed is None:
-        return True
-    return req.action != "cleanup" and set(req.collections) <= allowed
-
-
 @never_cache
 @login_required
 @require_GET
 def waiting(request):
     """The requests waiting for a second person, then the latest decided."""
     life.expire_old()
-    mine = [r for r in DeletionRequest.objects.all()[:500] if _readable(request.user, r)]
+    mine = [r for r in DeletionRequest.objects.all()[:500] if showing.readable(request.user, r)]
     context = {
         "open": [r for r in mine if r.open],
         "decided": [r for r in mine if not r.open][:DECIDED_SHOWN],
@@ -95,7 +87,7 @@ def waiting(request):
 
 def _get(request, pk: int) -> DeletionRequest:
     req = get_object_or_404(DeletionRequest, pk=pk)
-    if not _readable(request.user, req):
+    if not showing.readable(request.user, req):
         raise Http404("no such request")
     return req
 
@@ -165,5 +157,5 @@ def waiting_count(user) -> int | None:
     deletion is off and none waits (the dashboard then says nothing of it)."""
     life.expire_old()
     open_ = DeletionRequest.objects.filter(state=DeletionRequest.REQUESTED)
-    count = sum(1 for r in open_ if _readable(user, r))
+    count = sum(1 for r in open_ if showing.readable(user, r))
     return count if count or policy.on() else None
