@@ -278,3 +278,22 @@ def test_a_purge_now_is_requested_too(client, queue, people, two, bea):
     decide(client, req.pk, "approve", "agreed")
     with pytest.raises(NotFound):
         queue.batches.get_batch(bid)
+
+
+def test_the_django_admin_lists_requests_and_sends_to_their_page(client, queue, people, two, bea):
+    jid = job_in(queue, "Failed")
+    mirrored(queue, jid)
+    requested(client, queue, people, jid)
+    req = DeletionRequest.objects.get()
+    bea.is_staff = True
+    bea.save()
+    client.force_login(bea)
+    listing = client.get("/admin/steering/deletionrequest/")
+    assert listing.status_code == 200 and "job.delete" in listing.content.decode()
+    chosen = client.post(
+        "/admin/steering/deletionrequest/",
+        {"action": "approve_request", "_selected_action": [req.pk]},
+    )
+    assert chosen.status_code == 302 and chosen.url == f"/deletion-requests/{req.pk}/"
+    assert client.post(f"/admin/steering/deletionrequest/{req.pk}/delete/").status_code == 403
+    assert queue.jobs.get_job(jid).status == "Failed"
