@@ -109,6 +109,7 @@ def confirmation(request, op, query, *, error="", reason="", status=200, used=No
         dry=dry,
         dry_items=dry.items.order_by("id")[:LISTED] if dry else [],
         fresh=f"{DRY_RUN_FRESH.total_seconds() // 60:.0f} minutes",
+        second_person=policy.required(op.name),
         again=QueryDict(mutable=True),
     )
     # The dry run a real cleanup must show first, with the same cutoff age.

@@ -87,6 +87,8 @@ def collections(shown: dict, action: Action) -> list[str]:
 def now(req: DeletionRequest) -> list[dict]:
     """The request's rows with what the mirror says now: ``changed`` when an item was
     written since it was asked (approving skips it)."""
+    if req.action == "cleanup":  # its rows are the dry run's, shown as they are
+        return []
     rows = (req.shown or {}).get("rows", [])
     if not req.items:
         return rows

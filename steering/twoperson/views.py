@@ -102,11 +102,12 @@ def page(request, pk: int):
 def _page(request, req, *, error="", reason="", status=200):
     refusals = {verb: life.refusal_to(verb, req, request.user) for verb in VERBS}
     payload = confirmations.sign(request, SALT, deletion=req.pk)
+    rows = showing.now(req)
     context = {
         "req": req,
         "label": life.label(req.action),
-        "rows": showing.now(req),
-        "changed": sum(1 for r in showing.now(req) if r.get("changed")),
+        "rows": rows,
+        "changed": sum(1 for r in rows if r.get("changed")),
         "refusals": refusals,
         "may": {verb: why is None for verb, why in refusals.items()},
         "payload": payload,
