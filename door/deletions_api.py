@@ -11,6 +11,7 @@ The rules are the pages' (``steering.twoperson.requests``, ``steering.actions.ex
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from django.core.exceptions import PermissionDenied
 from django.http import JsonResponse, QueryDict
@@ -54,17 +55,24 @@ def deletions(request, user):
     request.GET["ids"] = request.POST.get("ids", "")
     selection = select(request, action)
     judged = plan(user, action, selection.targets)
-    items = [[p.target.id, p.target.version] for p in judged if p.applies]
+    items: list[list[Any]] = [[p.target.id, p.target.version] for p in judged if p.applies]
     refused = [{"id": p.target.id, "why": p.why} for p in judged if not p.applies]
     refused += [{"id": i, "why": "not known to the queue's mirror"} for i in selection.missing]
     if not items:
-        return JsonResponse({"errors": ["the action applies to none of these"], "refused": refused}, status=409)
+        return JsonResponse(
+            {"errors": ["the action applies to none of these"], "refused": refused}, status=409
+        )
     token = _token(request, user)
     try:
         if policy.required(name):
             shown = showing.listed(action, items)
             req, _ = life.create(
-                user, name, reason, token=token, items=items, shown=shown,
+                user,
+                name,
+                reason,
+                token=token,
+                items=items,
+                shown=shown,
                 collections=showing.collections(shown, action),
             )
             return JsonResponse({**described(req), "refused": refused}, status=202)

@@ -315,7 +315,11 @@ class DeletionRequest(models.Model):
         AdminAction, null=True, on_delete=models.SET_NULL, related_name="deletion_requested"
     )
     decision_record = models.OneToOneField(
-        AdminAction, null=True, blank=True, on_delete=models.SET_NULL, related_name="deletion_decided"
+        AdminAction,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="deletion_decided",
     )
 
     class Meta:

@@ -7,7 +7,12 @@ from datetime import timedelta
 from django.conf import settings
 
 # Each deleting action and the kind of MQ_TWO_PERSON_DELETION that covers it.
-KIND_OF = {"job.delete": "jobs", "batch.delete": "batch", "batch.purge": "purge", "cleanup": "purge"}
+KIND_OF = {
+    "job.delete": "jobs",
+    "batch.delete": "batch",
+    "batch.purge": "purge",
+    "cleanup": "purge",
+}
 # The audit trail's actions of a request's halves besides the deletion itself.
 REQUEST, REJECT, WITHDRAW = "deletion.request", "deletion.reject", "deletion.withdraw"
 AUDITED = (REQUEST, REJECT, WITHDRAW)

@@ -49,8 +49,19 @@ def label(action_name: str) -> str:
     return f"{action.label} ({action.scope})"
 
 
-def create(user, action_name: str, reason: str, *, token: str, items=(), shown=None,
-           params=None, selection="", count=0, collections=()) -> tuple[DeletionRequest, bool]:
+def create(
+    user,
+    action_name: str,
+    reason: str,
+    *,
+    token: str,
+    items=(),
+    shown=None,
+    params=None,
+    selection="",
+    count=0,
+    collections=(),
+) -> tuple[DeletionRequest, bool]:
     """Record the request and its audited half; the request and whether it is new (False:
     this confirmation made it already)."""
     made = R.objects.filter(token=token).first()
@@ -114,12 +125,16 @@ def create(user, action_name: str, reason: str, *, token: str, items=(), shown=N
 
 def _asking_refusal(user, action_name: str) -> str | None:
     if action_name == "cleanup":
-        return None if role_of(user) >= Role.ADMINISTRATOR else "Clean up needs the administrator role"
+        return (
+            None if role_of(user) >= Role.ADMINISTRATOR else "Clean up needs the administrator role"
+        )
     return refusal(user, ACTIONS[action_name])
 
 
 def expire_old() -> int:
     """Requests older than ``MQ_TWO_PERSON_EXPIRY_HOURS`` left undecided: expired."""
+    if settings.READ_ONLY:  # nothing is written then; the refusals say read-only
+        return 0
     cutoff = timezone.now() - policy.expiry()
     return R.objects.filter(state=R.REQUESTED, created__lt=cutoff).update(
         state=R.EXPIRED, decided=timezone.now()
@@ -199,8 +214,13 @@ def approve(req: DeletionRequest, user, reason: str, *, token: str = "") -> Admi
     with transaction.atomic():
         _claim(req, user, R.APPROVED, reason.strip())
         record, _ = start(
-            user, action, items, reason, token=token,
-            params={**req.params, **links}, selection=req.selection,
+            user,
+            action,
+            items,
+            reason,
+            token=token,
+            params={**req.params, **links},
+            selection=req.selection,
         )
         req.decision_record = record
         req.save(update_fields=["decision_record"])
@@ -256,8 +276,11 @@ def _close(verb, state, name, req, user, reason, token) -> AdminAction:
             action=name,
             scope=scope,
             reason=reason.strip(),
-            params={"request": req.pk, "request_record": req.request_record_id,
-                    "deletes": req.action},
+            params={
+                "request": req.pk,
+                "request_record": req.request_record_id,
+                "deletes": req.action,
+            },
             total=req.count,
             skipped=req.count,
             token=token,

@@ -4,6 +4,8 @@ shown to the approver (an item written since will be skipped, not deleted)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from batches.models import Batch
 from jobs.models import Job
 from merritt_queue.core.states import JobStatus
@@ -26,7 +28,7 @@ def listed(action: Action, items: list[list]) -> dict:
         rows = Job.objects.filter(jid__in=ids).values_list(
             "jid", "status", "collection", "profile", "space_needed", "local_id", "batch_id"
         )
-        found = {
+        found: dict[str, dict[str, Any]] = {
             jid: {
                 "status": status,
                 "collection": collection or of_profile.get(profile, ""),
@@ -46,10 +48,12 @@ def listed(action: Action, items: list[list]) -> dict:
         jobs = Job.objects.filter(batch_id__in=ids, removed_at__isnull=True).order_by("jid")
         for bid, jid, status, size in jobs.values_list("batch_id", "jid", "status", "space_needed"):
             goes = action.name == "batch.purge" or status in (J.FAILED, J.HELD)
-            found[bid]["jobs"].append([jid, status, goes, size])  # type: ignore[index]
+            found[str(bid)]["jobs"].append([jid, status, goes, size])
         for row in found.values():
             row["size"] = sum(j[3] for j in row["jobs"] if j[2])
-    shown = [{"id": i, "version": v, **found.get(i, {"status": "?", "collection": ""})} for i, v in items]
+    shown = [
+        {"id": i, "version": v, **found.get(i, {"status": "?", "collection": ""})} for i, v in items
+    ]
     return {"rows": shown}
 
 

@@ -13,6 +13,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpResponseBadRequest
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
@@ -22,7 +23,6 @@ from steering.models import AdminAction, DeletionRequest
 from steering.permissions import collections_of
 from steering.twoperson import policy, showing
 from steering.twoperson import requests as life
-
 
 SALT = "steering.twoperson"
 VERBS = {"approve": life.approve, "reject": life.reject, "withdraw": life.withdraw}
@@ -49,8 +49,15 @@ def ask(request, action, data: dict, reason: str):
         shown, count = showing.listed(action, items), len(items)
     try:
         req, _ = life.create(
-            request.user, action.name, reason, token=data["token"], items=items, shown=shown,
-            params=params, selection=selection, count=count,
+            request.user,
+            action.name,
+            reason,
+            token=data["token"],
+            items=items,
+            shown=shown,
+            params=params,
+            selection=selection,
+            count=count,
             collections=showing.collections(shown, action),
         )
     except PermissionDenied as e:
@@ -63,7 +70,11 @@ def ask_cleanup(request, op, params: dict, reason: str, token: str):
     dry = AdminAction.objects.get(pk=params["dry_run_of"])
     shown = showing.cleanup(dry)
     req, _ = life.create(
-        request.user, "cleanup", reason, token=token, shown=shown,
+        request.user,
+        "cleanup",
+        reason,
+        token=token,
+        shown=shown,
         params={**params, "only_from": dry.pk, "cutoff": shown["cutoff"]},
         count=dry.total,
     )
@@ -131,7 +142,9 @@ def decide(request, pk: int, verb: str):
         return _after(req, used)
     problem = life.refusal_to(verb, req, request.user)
     if problem:
-        response = confirmations.refused(request, _Step(f"{verb.capitalize()} request {pk}"), problem)
+        response = confirmations.refused(
+            request, _Step(f"{verb.capitalize()} request {pk}"), problem
+        )
         response.status_code = 409 if not req.open else 403
         return response
     if isinstance(data, HttpResponseBadRequest):
@@ -154,9 +167,10 @@ def _after(req: DeletionRequest, record: AdminAction):
 
 
 def waiting_count(user) -> int | None:
-    """The dashboard's count of requests waiting that ``user`` reads; None when two-person
-    deletion is off and none waits (the dashboard then says nothing of it)."""
-    life.expire_old()
-    open_ = DeletionRequest.objects.filter(state=DeletionRequest.REQUESTED)
-    count = sum(1 for r in open_ if showing.readable(user, r))
-    return count if count or policy.on() else None
+    """The dashboard's count of requests waiting that ``user`` reads, not yet expired; None
+    when two-person deletion is off (the dashboard then says nothing of it)."""
+    if not policy.on():
+        return None
+    young = timezone.now() - policy.expiry()
+    open_ = DeletionRequest.objects.filter(state=DeletionRequest.REQUESTED, created__gte=young)
+    return sum(1 for r in open_ if showing.readable(user, r))

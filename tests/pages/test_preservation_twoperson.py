@@ -132,9 +132,7 @@ def test_a_double_click_on_approve_acts_once(client, queue, people, two, bea):
     assert AdminAction.objects.filter(action="job.delete").count() == 1
 
 
-def test_an_item_changed_since_the_request_is_skipped_not_deleted(
-    client, queue, people, two, bea
-):
+def test_an_item_changed_since_the_request_is_skipped_not_deleted(client, queue, people, two, bea):
     stale, kept = job_in(queue, "Failed"), job_in(queue, "Failed")
     mirrored(queue, stale, kept)
     requested(client, queue, people, stale, kept)
