@@ -295,3 +295,16 @@ def test_the_django_admin_lists_requests_and_sends_to_their_page(client, queue, 
     assert chosen.status_code == 302 and chosen.url == f"/deletion-requests/{req.pk}/"
     assert client.post(f"/admin/steering/deletionrequest/{req.pk}/delete/").status_code == 403
     assert queue.jobs.get_job(jid).status == "Failed"
+
+
+def test_the_audit_trail_names_both_halves_in_words(client, queue, people, two, bea):
+    jid = job_in(queue, "Failed")
+    mirrored(queue, jid)
+    requested(client, queue, people, jid)
+    req = DeletionRequest.objects.get()
+    client.force_login(bea)
+    decide(client, req.pk, "reject", "still needed")
+    audit = client.get(f"/actions/?job={jid}").content.decode()
+    assert "Request a deletion" in audit and "Reject a deletion request" in audit
+    request_page = client.get(f"/actions/{req.request_record.pk}/").content.decode()
+    assert jid in request_page and "duplicates of 12" in request_page
