@@ -308,3 +308,25 @@ def test_the_audit_trail_names_both_halves_in_words(client, queue, people, two, 
     assert "Request a deletion" in audit and "Reject a deletion request" in audit
     request_page = client.get(f"/actions/{req.request_record.pk}/").content.decode()
     assert jid in request_page and "duplicates of 12" in request_page
+
+
+def test_an_all_matching_request_keeps_its_filter_and_skips_what_changed(
+    client, queue, people, two, bea, settings
+):
+    settings.MQ_BULK_LIST_MAX = 1  # so the selection is summarised, not listed
+    jids = [job_in(queue, "Failed", collection="wide") for _ in range(3)]
+    mirrored(queue, *jids)
+    client.force_login(people["administrator"])
+    confirm_and_execute(client, "job.delete", "all=1&collection=wide&status=Failed", "wide ones")
+    req = DeletionRequest.objects.get()
+    assert req.items == [] and req.count == 3 and "collection=wide" in req.selection
+    assert req.collections == ["wide"] and "as_of" in req.params
+    queue.moves.transition_job(jids[0], "Pending", "resumed by otto")  # changed since
+    mirrored(queue, jids[0])
+    client.force_login(bea)
+    page = client.get(f"/deletion-requests/{req.pk}/").content.decode()
+    assert "wide" in page and "Failed" in page
+    decide(client, req.pk, "approve", "agreed")
+    req.refresh_from_db()
+    assert [queue.jobs.get_job(j).status for j in jids] == ["Pending", "Deleted", "Deleted"]
+    assert req.decision_record.done == 2
