@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import uuid
 
+import django_rq
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
@@ -25,6 +26,7 @@ from steering import tasks
 from steering.actions import wholefilter
 from steering.actions.catalog import ACTIONS
 from steering.actions.execution import run_items, start
+from steering.maintenance import operations as m
 from steering.models import AdminAction, AdminActionItem, DeletionRequest
 from steering.permissions import collections_of, refusal, role_of
 from steering.roles import Role
@@ -125,9 +127,7 @@ def create(
 
 def _asking_refusal(user, action_name: str) -> str | None:
     if action_name == "cleanup":
-        return (
-            None if role_of(user) >= Role.ADMINISTRATOR else "Clean up needs the administrator role"
-        )
+        return m.refusal(user, m.OPERATIONS[m.CLEANUP])
     return refusal(user, ACTIONS[action_name])
 
 
@@ -228,8 +228,6 @@ def approve(req: DeletionRequest, user, reason: str, *, token: str = "") -> Admi
     if count <= settings.MQ_BULK_INLINE_MAX:
         return run_items(record)
     try:
-        import django_rq
-
         tasks.enqueue(record, django_rq.get_connection("default"))
     except RedisError:
         log.exception("could not queue admin action %s; running it here", record.pk)
@@ -238,8 +236,6 @@ def approve(req: DeletionRequest, user, reason: str, *, token: str = "") -> Admi
 
 
 def _approve_cleanup(req, user, reason, token, links) -> AdminAction:
-    from steering.maintenance import operations as m
-
     with transaction.atomic():
         _claim(req, user, R.APPROVED, reason)
         try:
