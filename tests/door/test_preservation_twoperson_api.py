@@ -102,3 +102,27 @@ def test_reject_and_withdraw(client, queue, keys, settings):
 
 def test_no_token_no_requests(client, db):
     assert client.get("/api/v1/deletion-requests").status_code == 401
+
+
+def test_a_request_of_another_collection_is_hidden_or_refused_by_scope(
+    client, queue, keys, settings, django_user_model
+):
+    from door.rights import grant_depositor
+    from steering.models import CollectionScope
+
+    settings.MQ_TWO_PERSON_DELETION = ["jobs"]
+    jid = job_in(queue, "Failed", collection="other")
+    mirrored(queue, jid)
+    pk = delete(client, keys["ada"], jid).json()["id"]
+    dora = django_user_model.objects.create_user("dora", password="pw")
+    grant_depositor(dora, ["demo"])
+    dora_key = {"HTTP_AUTHORIZATION": f"Bearer {ApiToken.issue(dora, 'tests')[1]}"}
+    assert client.get("/api/v1/deletion-requests", **dora_key).json()["requests"] == []
+    assert client.get(f"/api/v1/deletion-requests/{pk}", **dora_key).status_code == 404
+    CollectionScope.objects.create(
+        user=django_user_model.objects.get(username="bea"), collections=["demo"]
+    )
+    refused = client.post(f"/api/v1/deletion-requests/{pk}/approve", {"reason": "x"}, **keys["bea"])
+    assert refused.status_code == 403
+    assert "outside your collections" in refused.json()["errors"][0]
+    assert queue.jobs.get_job(jid).status == "Failed"
