@@ -4,6 +4,7 @@ from batches import manifest_check, views
 from door import (
     api,
     approval_api,
+    deletions_api,
     failedrows_api,
     manifest_check_api,
     premis_api,
@@ -40,6 +41,18 @@ urlpatterns = [
     ),
     path("api/v1/jobs/<str:jid>", status_api.job_status, name="api-job"),
     path("api/v1/jobs/<str:jid>/review", review_api.job_review, name="api-job-review"),
+    path("api/v1/deletions", deletions_api.deletions, name="api-deletions"),
+    path("api/v1/deletion-requests", deletions_api.requests_list, name="api-deletion-requests"),
+    path(
+        "api/v1/deletion-requests/<int:pk>",
+        deletions_api.request_detail,
+        name="api-deletion-request",
+    ),
+    path(
+        "api/v1/deletion-requests/<int:pk>/<str:verb>",
+        deletions_api.decide,
+        name="api-deletion-decide",
+    ),
     # An object's history as PREMIS XML; a version's first, as the object's ARK (which holds
     # slashes) would otherwise take in its rest.
     path(

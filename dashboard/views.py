@@ -34,6 +34,7 @@ from merritt_queue.core.states import BATCH, JOB
 from pipeline.capacity import usage
 from steering.actions.catalog import ACTIONS
 from steering.permissions import Role, may, role_of
+from steering.twoperson.views import waiting_count
 from steering.windows.listing import scheduled_next
 from ui.ahead import AHEAD_CACHE_SECONDS, ahead, release_previews
 from ui.reading_scope import (
@@ -136,6 +137,7 @@ def dashboard(request):
         # The mirror's job count stands for the tree's (it follows it within seconds).
         "capacity": usage(sum(job_counts.values())),
         **_dependencies(request.user),
+        "deletion_requests": waiting_count(request.user),
     }
     return render(request, "dashboard/home.html", context)
 

@@ -16,7 +16,7 @@ from django.shortcuts import redirect
 from django.urls import reverse
 
 from steering.actions.catalog import ACTIONS
-from steering.models import AdminAction, AdminActionItem, CollectionScope
+from steering.models import AdminAction, AdminActionItem, CollectionScope, DeletionRequest
 from steering.scopeform import CollectionScopeForm
 
 
@@ -69,6 +69,31 @@ class AdminActionAdmin(ReadOnlyAdmin):
     search_fields = ("username", "reason", "items__item_id")
     date_hierarchy = "started"
     inlines = [ItemInline]
+
+
+def decide_request(verb: str):
+    """The request's page, where its approve, reject and withdraw forms are: one request at a
+    time, as its page shows exactly what it deletes."""
+
+    def run(modeladmin, request, queryset):
+        if queryset.count() != 1:
+            modeladmin.message_user(request, f"{verb.capitalize()} one request at a time.")
+            return None
+        return redirect(reverse("steering:deletion-request", args=[queryset.get().pk]))
+
+    run.__name__ = f"{verb}_request"
+    return admin.action(description=f"{verb.capitalize()} (confirm first)…")(run)
+
+
+@admin.register(DeletionRequest)
+class DeletionRequestAdmin(ReadOnlyAdmin):
+    """Two-person deletion requests (``steering.twoperson``), decided on their own page."""
+
+    list_display = ("pk", "action", "state", "count", "requester_name", "created", "approver_name")
+    list_filter = ("state", "kind")
+    search_fields = ("requester_name", "approver_name", "reason")
+    exclude = ("token",)
+    actions = [decide_request("approve"), decide_request("reject")]
 
 
 @admin.register(CollectionScope)

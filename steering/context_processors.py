@@ -4,6 +4,7 @@ actions check the role afresh."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.utils.functional import SimpleLazyObject
 
 from steering.permissions import Role, role_of
@@ -15,6 +16,8 @@ def may_maintain(request) -> dict:
         "may_maintain": SimpleLazyObject(
             lambda: user is not None and role_of(user) >= Role.ADMINISTRATOR
         ),
+        # Two-person deletion is on (``steering.twoperson``): the nav links its requests.
+        "two_person": bool(settings.MQ_TWO_PERSON_DELETION),
         "may_operate": SimpleLazyObject(
             lambda: user is not None and role_of(user) >= Role.OPERATOR
         ),

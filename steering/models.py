@@ -265,3 +265,69 @@ class ResumeRunItem(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["run", "position"], name="one_item_per_position")
         ]
+
+
+class DeletionRequest(models.Model):
+    """A deletion asked for by one administrator, to be approved by another
+    (``steering.twoperson``, ``MQ_TWO_PERSON_DELETION``): what it deletes, as judged when it
+    was asked (each item at its version, or the list's filter and its count), and each half
+    as an ``AdminAction``: the request (``deletion.request``) and the decision (the deletion
+    itself when approved, ``deletion.reject`` or ``deletion.withdraw`` otherwise)."""
+
+    REQUESTED, APPROVED, REJECTED, WITHDRAWN, EXPIRED = (
+        "requested",
+        "approved",
+        "rejected",
+        "withdrawn",
+        "expired",
+    )
+    STATES = [(s, s) for s in (REQUESTED, APPROVED, REJECTED, WITHDRAWN, EXPIRED)]
+    KINDS = [("jobs", "jobs"), ("batch", "batch"), ("purge", "purge")]
+
+    kind = models.CharField(max_length=10, choices=KINDS)
+    action = models.CharField(max_length=40)  # the action approving runs: job.delete, cleanup...
+    # [id, version] pairs as judged when asked; empty for a filter or a cleanup.
+    items = models.JSONField(default=list, blank=True)
+    # What the request page lists: each item with its status, collection, size and what goes
+    # with it; a filter's counts by collection; a cleanup's nodes and folders.
+    shown = models.JSONField(default=dict, blank=True)
+    params = models.JSONField(default=dict, blank=True)  # the action's own (filter moment...)
+    selection = models.TextField(blank=True)  # the list's filter of an "all matching" request
+    count = models.PositiveIntegerField(default=0)
+    # The collections of its items: whoever approves must act on every one.
+    collections = models.JSONField(default=list, blank=True)
+    requester = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    requester_name = models.CharField(max_length=150)
+    reason = models.TextField()
+    created = models.DateTimeField(auto_now_add=True, db_index=True)
+    state = models.CharField(max_length=10, choices=STATES, default=REQUESTED, db_index=True)
+    approver = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    approver_name = models.CharField(max_length=150, blank=True)
+    decided = models.DateTimeField(null=True, blank=True)
+    decision_reason = models.TextField(blank=True)
+    # The confirmation's token: a request confirmed twice is made once.
+    token = models.CharField(max_length=64, unique=True)
+    request_record = models.OneToOneField(
+        AdminAction, null=True, on_delete=models.SET_NULL, related_name="deletion_requested"
+    )
+    decision_record = models.OneToOneField(
+        AdminAction,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="deletion_decided",
+    )
+
+    class Meta:
+        ordering = ["-created", "-pk"]
+
+    def __str__(self) -> str:
+        return f"deletion request {self.pk} ({self.action}, {self.state})"
+
+    @property
+    def open(self) -> bool:
+        return self.state == self.REQUESTED

@@ -3,6 +3,7 @@ from django.urls import path
 from steering.actions import bulkedit, correctionviews, editing, views
 from steering.maintenance import views as maintenance_views
 from steering.runs import views as runviews
+from steering.twoperson import views as twoperson
 
 app_name = "steering"
 
@@ -24,6 +25,9 @@ urlpatterns = [
         correctionviews.confirm,
         name="corrections-confirm",
     ),
+    path("deletion-requests/", twoperson.waiting, name="deletion-requests"),
+    path("deletion-requests/<int:pk>/", twoperson.page, name="deletion-request"),
+    path("deletion-requests/<int:pk>/<str:verb>", twoperson.decide, name="deletion-decide"),
     path("maintenance/", maintenance_views.page, name="maintenance"),
     path("maintenance/<str:name>/confirm", maintenance_views.confirm, name="maintenance-confirm"),
     path("maintenance/<str:name>/start", maintenance_views.start, name="maintenance-start"),

@@ -561,6 +561,24 @@ def check_stall_settings(app_configs=None, **kwargs) -> list[checks.CheckMessage
     ]
 
 
+def check_two_person(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    """A kind misspelt would leave its deletions to one person (steering.twoperson)."""
+    known = ("batch", "jobs", "purge")
+    unknown = [k for k in settings.MQ_TWO_PERSON_DELETION if k not in known]
+    problems = [f"MQ_TWO_PERSON_DELETION names {k!r}" for k in unknown]
+    if settings.MQ_TWO_PERSON_EXPIRY_HOURS <= 0:
+        problems.append("MQ_TWO_PERSON_EXPIRY_HOURS must be positive")
+    return [
+        checks.Error(
+            problem,
+            hint="Give any of batch, jobs, purge (comma-separated) or all; and an expiry in "
+            "hours, e.g. 72.",
+            id="mq.E140",
+        )
+        for problem in problems
+    ]
+
+
 ALL_CHECKS = [
     check_zk_hosts,
     check_zk_chroot,
@@ -596,6 +614,7 @@ ALL_CHECKS = [
     check_stall_settings,
     check_var_dir,
     check_index_dirs,
+    check_two_person,
 ]
 
 

@@ -245,6 +245,15 @@ MQ_RESUME_STOP_SHARE = env_float("MQ_RESUME_STOP_SHARE", 0.5)
 MQ_RESUME_STOP_MIN = env_int("MQ_RESUME_STOP_MIN", 10)
 # The most jobs a resume run resumes in one slice (one tick of the dispatcher).
 MQ_RESUME_SLICE = env_int("MQ_RESUME_SLICE", 100)
+# Which deletions one administrator requests and another approves (steering.twoperson): any
+# of batch, jobs, purge (comma-separated), or all; empty (the default) for none.
+MQ_TWO_PERSON_DELETION = [
+    kind.strip()
+    for kind in env_str("MQ_TWO_PERSON_DELETION", "").replace("all", "batch,jobs,purge").split(",")
+    if kind.strip()
+]
+# A request not decided within this many hours expires: it can no longer be approved.
+MQ_TWO_PERSON_EXPIRY_HOURS = env_float("MQ_TWO_PERSON_EXPIRY_HOURS", 72.0)
 # What this project's workers take when Merritt's own ingest may share the ensemble
 # (merritt_queue/core/sides.py): all, own (only batches submitted here) or none (no workers).
 MQ_WORKERS = env_str("MQ_WORKERS", "all")

@@ -46,6 +46,8 @@ from steering.models import MAINTENANCE, AdminAction, AdminActionItem
 from steering.permissions import refusal
 from steering.runs import starting
 from steering.runs import views as runviews
+from steering.twoperson import policy as twoperson_policy
+from steering.twoperson import views as twoperson_views
 from steering.windows.scheduler import WINDOW_ACTIONS
 from ui.ahead import release_previews
 from ui.reading_scope import readable_actions, readable_items, reads_whole_action
@@ -128,6 +130,7 @@ def confirmation(
         "caught": the_plan.caught,
         "releases": release_previews(list(the_plan.held), by_hold_only=the_plan.caught).values(),
         "pace": starting.defaults(),
+        "second_person": twoperson_policy.required(action.name),
     }
     return render(request, "steering/confirm.html", context, status=status)
 
@@ -194,6 +197,8 @@ def run(request, action_name: str):
         return _again_page(request, action, data, pace, reason)
     if action.name == "collection.release":
         reason = release_choices(request.POST, params, reason)
+    if twoperson_policy.required(action.name):  # a second administrator approves it
+        return twoperson_views.ask(request, action, data, reason)
     used = AdminAction.objects.filter(token=data["token"]).first()
     if used is not None and action.form:  # never act twice: show what it did
         return redirect(reverse("steering:result", args=[used.pk]))
@@ -329,7 +334,15 @@ def audit(request):
             "shown": shown,
             "filtered": filters,
             "query": urlencode(filters),
-            "actions": sorted([*ACTIONS, *MAINTENANCE, *WINDOW_ACTIONS, *runviews.RUN_ACTIONS]),
+            "actions": sorted(
+                [
+                    *ACTIONS,
+                    *MAINTENANCE,
+                    *WINDOW_ACTIONS,
+                    *runviews.RUN_ACTIONS,
+                    *twoperson_policy.AUDITED,
+                ]
+            ),
         },
     )
 

@@ -30,6 +30,13 @@ RUN_WORDS = {
     "run.stopped": "Resume run stopped itself",
 }
 
+# The halves of a two-person deletion besides the deletion itself (``steering.twoperson``).
+REQUEST_WORDS = {
+    "deletion.request": "Request a deletion (for a second administrator)",
+    "deletion.reject": "Reject a deletion request",
+    "deletion.withdraw": "Withdraw a deletion request",
+}
+
 # What a collection's or the queue's action did, by its detail: done, or already so.
 DONE_WORDS = {
     "collection.hold": ("the collection was put on hold", "the collection was already on hold"),
@@ -47,7 +54,7 @@ def action_words(code: str) -> str:
         return f"{action.label} ({action.scope})" if scoped else action.label
     if code in OPERATIONS:
         return OPERATIONS[code].label
-    return WINDOW_WORDS.get(code) or RUN_WORDS.get(code, code)
+    return WINDOW_WORDS.get(code) or RUN_WORDS.get(code) or REQUEST_WORDS.get(code, code)
 
 
 def is_dry_run(record: AdminAction) -> bool:

@@ -65,8 +65,12 @@ class Cleanup:
         progress: OnProgress | None = None,
         say: Callable[[str], None] | None = None,
         actor: str = CLEANUP,
+        allowed: dict[str, int | None] | None = None,
     ):
         self.store, self.cutoff, self.dry_run, self.actor = store, cutoff, dry_run, actor
+        # An approved request's cleanup removes only what its dry run listed, each node at
+        # the version listed (``allowed_by``); None: whatever is old enough.
+        self.allowed = allowed
         self.progress, self.say = progress, say
         self.rows: list[AdminActionItem] = []
         self.verb = "would remove" if dry_run else "removed"
@@ -131,6 +135,8 @@ class Cleanup:
                 self._step()
                 if not is_job_id(entry.name) or entry.name in jids or entry.is_symlink():
                     continue
+                if not self._listed(f"workdir:{entry.name}"):
+                    continue
                 if not dry_run:
                     shutil.rmtree(entry, ignore_errors=True)
                 self._row(
@@ -148,6 +154,8 @@ class Cleanup:
             folder = entry.resolve()
             if entry.is_symlink() or not entry.is_dir() or folder in kept:
                 continue
+            if not self._listed(f"upload:{entry.name}"):
+                continue
             modified = datetime.fromtimestamp(entry.stat().st_mtime, tz=UTC)
             if folder not in purged and modified >= self.cutoff:
                 continue  # maybe a submission whose batch is being written right now
@@ -158,6 +166,9 @@ class Cleanup:
                 f"upload:{entry.name}", "", None, "done", f"{self.verb} upload {entry} ({why})"
             )
 
+    def _listed(self, item_id: str) -> bool:
+        return self.allowed is None or item_id in self.allowed
+
     def _step(self) -> None:
         self.done += 1
         self.total = max(self.total, self.done)  # jobs created since the count
@@ -165,6 +176,17 @@ class Cleanup:
             self.progress(self.done, self.total)
 
     def _do(self, item_id, record, purge, dry_text) -> bool:
+        if self.allowed is not None:
+            if item_id not in self.allowed:
+                return False
+            if self.allowed[item_id] != record.status_version:
+                shown = self.allowed[item_id]
+                detail = (
+                    f"not removed: changed since the request (version {shown}, now "
+                    f"{record.status_version}, {record.status})"
+                )
+                self._row(item_id, record.status, record.status_version, "skipped", detail)
+                return False
         try:
             detail = dry_text if self.dry_run else purge()
         except QueueError as e:
@@ -187,16 +209,21 @@ class Cleanup:
         )
 
 
+def allowed_by(rows) -> dict[str, int | None]:
+    """What a dry run listed as going (its done rows), each at the version it read."""
+    return {r.item_id: r.before_version for r in rows if r.result == "done"}
+
+
 def _entries(folder: Path) -> int:
     return sum(1 for _ in folder.iterdir()) if folder.is_dir() else 0
 
 
 def counts(rows: list[AdminActionItem]) -> dict[str, int]:
     """What a run removed (or would), by kind, and what failed: the confirmation's numbers."""
-    found = {"batches": 0, "jobs": 0, "workdirs": 0, "uploads": 0, "failed": 0}
+    found = {"batches": 0, "jobs": 0, "workdirs": 0, "uploads": 0, "failed": 0, "skipped": 0}
     for row in rows:
-        if row.result == "failed":
-            found["failed"] += 1
+        if row.result in ("failed", "skipped"):
+            found[row.result] += 1
         elif row.item_id.startswith("workdir:"):
             found["workdirs"] += 1
         elif row.item_id.startswith("upload:"):

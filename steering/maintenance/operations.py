@@ -21,6 +21,7 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 from redis import Redis
@@ -207,7 +208,7 @@ def run_operation(action_id: int) -> str:
         fail(record, explain(e))
         return "failed"
     record.finished = timezone.now()
-    record.save(update_fields=["total", "done", "failed", "report", "finished"])
+    record.save(update_fields=["total", "done", "skipped", "failed", "report", "finished"])
     return "done"
 
 
@@ -258,8 +259,17 @@ def _reconcile(record: AdminAction, meter: Meter) -> None:
 def _cleanup(record: AdminAction, meter: Meter) -> None:
     older_than, dry_run = record.params["older_than"], bool(record.params.get("dry_run"))
     cutoff = timezone.now() - cleanup.age(older_than)
+    allowed = None
+    if only_from := record.params.get("only_from"):  # an approved request: its dry run's rows
+        allowed = cleanup.allowed_by(AdminActionItem.objects.filter(admin_action_id=only_from))
+        cutoff = parse_datetime(record.params.get("cutoff") or "") or cutoff
     run = cleanup.Cleanup(
-        get_store(), cutoff, dry_run=dry_run, progress=meter, actor=admin_actor(record.username)
+        get_store(),
+        cutoff,
+        dry_run=dry_run,
+        progress=meter,
+        actor=admin_actor(record.username),
+        allowed=allowed,
     )
     try:
         run.run()
@@ -275,9 +285,9 @@ def _cleanup(record: AdminAction, meter: Meter) -> None:
             "counts": found,
         }
         record.total = len(run.rows)
-        record.failed = found["failed"]
-        record.done = record.total - record.failed
-        record.save(update_fields=["total", "done", "failed", "report"])
+        record.failed, record.skipped = found["failed"], found["skipped"]
+        record.done = record.total - record.failed - record.skipped
+        record.save(update_fields=["total", "done", "skipped", "failed", "report"])
 
 
 RUNNERS: dict[str, Callable[[AdminAction, Meter], None]] = {

@@ -23,6 +23,8 @@ from steering import confirmations
 from steering.maintenance import cleanup
 from steering.maintenance import operations as m
 from steering.models import AdminAction
+from steering.twoperson import policy
+from steering.twoperson import views as twoperson
 
 SALT = "steering.maintenance"
 # A real cleanup shows a dry run with its cutoff age made no longer ago than this.
@@ -107,6 +109,7 @@ def confirmation(request, op, query, *, error="", reason="", status=200, used=No
         dry=dry,
         dry_items=dry.items.order_by("id")[:LISTED] if dry else [],
         fresh=f"{DRY_RUN_FRESH.total_seconds() // 60:.0f} minutes",
+        second_person=policy.required(op.name),
         again=QueryDict(mutable=True),
     )
     # The dry run a real cleanup must show first, with the same cutoff age.
@@ -132,6 +135,8 @@ def start(request, name: str):
         return confirmation(request, op, query, error="a reason is required", status=400)
     if op.name == m.CLEANUP and not params["dry_run"] and not params.get("dry_run_of"):
         return confirmation(request, op, query, error="run a dry run first", status=400)
+    if op.name == m.CLEANUP and not params["dry_run"] and policy.required(m.CLEANUP):
+        return twoperson.ask_cleanup(request, op, params, reason, data["token"])
     try:
         record, created = m.start(request.user, op, params, reason, token=data["token"])
     except PermissionDenied as e:
