@@ -1,0 +1,104 @@
+"""Collection holds and queue pauses as they stood, from the audit of what put them on and
+took them off: the actions (``collection.hold``, ``queue.pause`` and their releases) and
+the maintenance windows' scheduler (``window.start``, ``window.reapply``, ``window.end``).
+
+A hold another tool set (Merritt's admin) is in no audit of this site: only the present
+shows it (``/locks/``). An action that found it already so changed nothing and is not read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from steering.models import AdminActionItem
+
+from .scope import Scope
+
+ON = frozenset({"collection.hold", "queue.pause", "window.start", "window.reapply"})
+OFF = frozenset({"collection.release", "queue.resume", "window.end"})
+# A window's end that left the hold on says so (steering.windows.scheduler._end).
+KEPT_ON = "the hold stays on"
+QUEUE = "queue"
+
+
+@dataclass
+class Hold:
+    target: str  # a collection's mnemonic, or "queue"
+    by: str
+    reason: str
+    since: datetime
+    action_id: int
+
+    @property
+    def collection(self) -> str:
+        return self.target
+
+
+@dataclass
+class Change:
+    target: str
+    began: bool  # False: it ended
+    by: str
+    reason: str
+    at: datetime
+    action: str
+    action_id: int
+
+
+def _turns(scope_kind: str, until: datetime, since: datetime | None = None):
+    """The audit rows that turned holds on or off, oldest first: a person's actions, so
+    few that reading them all is cheaper than any index."""
+    rows = AdminActionItem.objects.filter(
+        admin_action__action__in=ON | OFF,
+        admin_action__scope=scope_kind,
+        admin_action__started__lte=until,
+        result="done",
+    )
+    if since is not None:
+        rows = rows.filter(admin_action__started__gt=since)
+    rows = rows.select_related("admin_action").order_by("admin_action__started", "pk")
+    for item in rows:
+        action = item.admin_action
+        if action.action == "window.end" and KEPT_ON in item.detail:
+            continue
+        target = QUEUE if scope_kind == QUEUE else item.item_id
+        yield target, action.action in ON, action, item
+
+
+def _on_at(scope_kind: str, at: datetime) -> dict[str, Hold]:
+    on: dict[str, Hold] = {}
+    for target, turned_on, action, _ in _turns(scope_kind, at):
+        if turned_on:
+            on.setdefault(target, Hold(target, action.username, action.reason, action.started, action.pk))
+        else:
+            on.pop(target, None)
+    return on
+
+
+def holds_at(at: datetime, scope: Scope) -> list[Hold]:
+    """The collections held at ``at``, by name, with who held them, why and since when."""
+    held = _on_at("collection", at)
+    return [held[c] for c in sorted(held) if scope.admits(c)]
+
+
+def pause_at(at: datetime) -> Hold | None:
+    """The queue's pause at ``at``, None when it was running."""
+    return _on_at(QUEUE, at).get(QUEUE)
+
+
+def changes_between(a: datetime, b: datetime, scope: Scope) -> list[Change]:
+    """Holds and pauses that began or ended in ``(a, b]``, oldest first."""
+    found = []
+    for kind in ("collection", QUEUE):
+        before = set(_on_at(kind, a))
+        for target, turned_on, action, _ in _turns(kind, b, since=a):
+            if kind != QUEUE and not scope.admits(target):
+                continue
+            if turned_on == (target in before):
+                continue  # a window taking over a hold already on, or an end of none
+            found.append(
+                Change(target, turned_on, action.username, action.reason, action.started, action.action, action.pk)
+            )
+            before.symmetric_difference_update({target})
+    return sorted(found, key=lambda c: c.at)
