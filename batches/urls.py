@@ -1,12 +1,13 @@
 from django.urls import path
 
 from batches import manifest_check, views
-from door import api, failedrows_api, manifest_check_api, premis_api, status_api
+from door import api, failedrows_api, manifest_check_api, moment_api, premis_api, status_api
 
 app_name = "batches"
 
 urlpatterns = [
     path("api/v1/batches", api.submit_batch, name="api-submit"),
+    path("api/v1/moment", moment_api.moment, name="api-moment"),
     path("api/v1/batches/<str:bid>", status_api.batch_status, name="api-batch"),
     path(
         "api/v1/batches/by-batch-id/<str:batch_id>",
