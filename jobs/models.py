@@ -69,6 +69,12 @@ class Job(models.Model):
                 fields=["status", "collection", "locked", "last_successful_status", "profile"],
                 name="job_bulk_summary",
             ),
+            # The jobs removed since a moment (mirror.moment): few among millions.
+            models.Index(
+                fields=["removed_at"],
+                condition=models.Q(removed_at__isnull=False),
+                name="job_removed_at",
+            ),
         ]
 
     def __str__(self) -> str:
