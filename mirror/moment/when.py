@@ -28,7 +28,9 @@ def shown(at: datetime) -> str:
 
 def parse(text: str) -> datetime:
     """An ISO 8601 time (``2026-03-10T12:00``, with seconds, ``Z`` or an offset); without
-    a zone, in the site's (``TIME_ZONE``), as the page's picker sends it."""
+    a zone, in the site's (``TIME_ZONE``), as the page's picker sends it. ``now``: now."""
+    if text.strip().lower() == "now":
+        return timezone.now()
     value = None
     try:
         value = parse_datetime(text.strip().replace(" ", "T", 1))

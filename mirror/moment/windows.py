@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.db.models import Q
 
 from steering.models import MaintenanceWindow
-from steering.windows.timing import Occurrence
 
 from .scope import Scope
 
@@ -25,7 +25,7 @@ SHOWN = 100
 @dataclass
 class Change:
     window: MaintenanceWindow
-    occurrence: Occurrence
+    occurrence: Any  # steering.windows.timing.Occurrence, from the window's rule
     began: bool
     at: datetime
 

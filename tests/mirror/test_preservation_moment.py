@@ -133,6 +133,7 @@ def test_counts_agree_with_a_replay_of_a_random_record():
 def test_the_moment_now_is_the_live_mirror(record):
     live = Counter(Job.objects.filter(removed_at__isnull=True).values_list("status", flat=True))
     assert states.counts(timezone.now(), "job", EVERYTHING).by_state == live
+    assert states.counts(when.parse("now"), "job", EVERYTHING).by_state == live
 
 
 def test_items_in_a_state_at_a_moment_are_listed_by_id(record):
@@ -258,5 +259,8 @@ def test_the_command_prints_a_moment_and_a_diff(record, capsys):
     call_command("moment", "--at", at(100).isoformat(), "--to", at(330).isoformat())
     out = capsys.readouterr().out
     assert "jid0000000004" in out and "Pending → Failed → Deleted" in out
+    call_command("moment", "--at", "now", "--json")
+    now = json.loads(capsys.readouterr().out)["jobs"]["by_state"]
+    assert now == {"Completed": 1, "Held": 1, "Pending": 1, "Storing": 1}
     with pytest.raises(CommandError, match="before the recorded history begins"):
         call_command("moment", "--at", at(-3600).isoformat())
