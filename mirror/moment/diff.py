@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from django.core.cache import cache
+
 from . import holds, states, windows
 from .scope import Scope
 
@@ -33,18 +35,30 @@ class Diff:
 
 def moved(a: datetime, b: datetime, kind: str, scope: Scope, page: int = 1, per: int = states.PER_PAGE) -> states.Page:
     """The items written in ``(a, b]``, newest id first, each with its path from a to b."""
+    key_ = f"moment:moved:{kind}:{a.isoformat()}:{b.isoformat()}:{scope.key()}:{page}:{per}"
+    found = cache.get(key_)
+    if found is None:
+        found = _moved(a, b, kind, scope, max(page, 1), per)
+        cache.set(key_, found, states.CACHE_SECONDS)
+    return found
+
+
+def _moved(a: datetime, b: datetime, kind: str, scope: Scope, page: int, per: int) -> states.Page:
     model, event, key = states.KINDS[kind]
     rows = scope.narrow(model.objects.filter(**{f"{key}__in": states.written_after(kind, a, b)}))
     total = rows.count()
-    start = (max(page, 1) - 1) * per
-    found = list(
-        rows.annotate(then=states.state_then(kind, a))
-        .order_by(f"-{key}")
-        .values_list(key, "collection", "then")[start : start + per + 1]
-    )
-    ids = [i for i, _, _ in found[:per]]
+    start = (page - 1) * per
+    # The page's ids first, then the state at ``a`` of those only.
+    ids = list(rows.order_by(f"-{key}").values_list(key, flat=True)[start : start + per + 1])
+    shown = model.objects.filter(**{f"{key}__in": ids[:per]})
+    first = {
+        i: (collection, then)
+        for i, collection, then in shown.annotate(then=states.state_then(kind, a)).values_list(
+            key, "collection", "then"
+        )
+    }
     steps: dict[str, list[str]] = {}
-    writes = event.objects.filter(**{f"{key}__in": ids}, at__gt=a, at__lte=b)
+    writes = event.objects.filter(**{f"{key}__in": ids[:per]}, at__gt=a, at__lte=b)
     for i, old, new, version in writes.order_by(key, "status_version").values_list(
         key, "from_status", "to_status", "status_version"
     ):
@@ -52,8 +66,10 @@ def moved(a: datetime, b: datetime, kind: str, scope: Scope, page: int = 1, per:
         if not old and version > 0:
             path.append(UNSEEN)
         path.append(new)
-    out = [Moved(i, c, [then or ABSENT, *steps.get(i, [])]) for i, c, then in found[:per]]
-    return states.Page(out, max(page, 1), len(found) > per, total)
+    out = [
+        Moved(i, first[i][0], [first[i][1] or ABSENT, *steps.get(i, [])]) for i in ids[:per]
+    ]
+    return states.Page(out, page, len(ids) > per, total)
 
 
 def between(a: datetime, b: datetime, kind: str, scope: Scope, page: int = 1) -> Diff:

@@ -17,7 +17,18 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from django.core.cache import cache
-from django.db.models import BooleanField, Count, ExpressionWrapper, OuterRef, Q, Subquery
+from django.db.models import (
+    BooleanField,
+    Case,
+    Count,
+    ExpressionWrapper,
+    F,
+    OuterRef,
+    Q,
+    Subquery,
+    When,
+)
+from django.utils import timezone
 
 from batches.models import Batch, BatchEvent
 from jobs.models import Job, JobEvent
@@ -76,6 +87,29 @@ def _there(at: datetime) -> Q:
     return Q(removed_at__isnull=True) | Q(removed_at__gt=at)
 
 
+@dataclass
+class Snapshot:
+    """Rows not removed, per state, collection and profile, as read at ``at``."""
+
+    at: datetime
+    groups: list
+
+
+def snapshot(kind: str, at: datetime) -> Snapshot:
+    """The live counts, read once for every moment before them: grouping every row is
+    the dear part, and the moments reviewed are all in the past of one reading."""
+    key = f"moment:live:{kind}"
+    found = cache.get(key)
+    if found is None or found.at < at:
+        taken = timezone.now()
+        model = KINDS[kind][0]
+        rows = model.objects.filter(removed_at__isnull=True).order_by()
+        groups = list(rows.values_list("status", "collection", "profile").annotate(n=Count("id")))
+        found = Snapshot(taken, groups)
+        cache.set(key, found, CACHE_SECONDS)
+    return found
+
+
 def counts(at: datetime, kind: str, scope: Scope) -> Counts:
     key = f"moment:counts:{kind}:{at.isoformat()}:{scope.key()}"
     found = cache.get(key)
@@ -86,39 +120,46 @@ def counts(at: datetime, kind: str, scope: Scope) -> Counts:
 
 
 def _counts(at: datetime, kind: str, scope: Scope) -> Counts:
-    model, _, key = KINDS[kind]
+    """The snapshot's counts (at S, not before ``at``), less the items written in (at, S]
+    in their state at S, plus the same items in their state at ``at``."""
+    model, event, key = KINDS[kind]
+    live = snapshot(kind, at)
     total: Counter = Counter()
 
     def add(state: str | None, collection: str, profile: str, n: int) -> None:
         if state and scope.admits(collection, profile):
             total[(state, collection)] += n
 
-    groups = ("status", "collection", "profile")
-    live = model.objects.filter(removed_at__isnull=True).order_by().values_list(*groups)
-    for status, collection, profile, n in live.annotate(n=Count("id")):
+    for status, collection, profile, n in live.groups:
         add(status, collection, profile, n)
-    changed = written_after(kind, at)
-    # Removed since, not written since: in the state its row still holds.
-    gone = model.objects.filter(removed_at__gt=at).exclude(**{f"{key}__in": changed})
-    for status, collection, profile, n in gone.order_by().values_list(*groups).annotate(
+    groups = ("collection", "profile")
+    changed = written_after(kind, at, live.at)
+    # Removed in between and not written since: in the state its row still holds.
+    gone = model.objects.filter(removed_at__gt=at, removed_at__lte=live.at)
+    gone = gone.exclude(**{f"{key}__in": changed}).order_by()
+    for status, collection, profile, n in gone.values_list("status", *groups).annotate(
         n=Count("id")
     ):
         add(status, collection, profile, n)
+    later = written_after(kind, live.at)
     moved = model.objects.filter(_there(at), **{f"{key}__in": changed}).annotate(
         then=state_then(kind, at),
-        live=ExpressionWrapper(Q(removed_at__isnull=True), output_field=BooleanField()),
+        at_s=Case(
+            When(~Q(**{f"{key}__in": later}), then=F("status")),
+            default=state_then(kind, live.at),
+        ),
+        live_at_s=ExpressionWrapper(_there(live.at), output_field=BooleanField()),
     )
-    rows = moved.order_by().values_list(*groups, "then", "live").annotate(n=Count("id"))
-    for status, collection, profile, then, is_live, n in rows:
-        if is_live:
-            add(status, collection, profile, -n)
+    rows = moved.order_by().values_list("at_s", *groups, "then", "live_at_s")
+    for at_s, collection, profile, then, live_at_s, n in rows.annotate(n=Count("id")):
+        if live_at_s:
+            add(at_s, collection, profile, -n)
         add(then, collection, profile, n)
     result = Counts()
     for (state, collection), n in total.items():
         if n > 0:
             result.by_state[state] += n
             result.by_collection.setdefault(collection, Counter())[state] += n
-    _, event, _ = KINDS[kind]
     jumps = event.objects.filter(at__gt=at, from_status="", status_version__gt=0)
     unsure = model.objects.filter(_there(at), **{f"{key}__in": jumps.values(key)})
     result.uncertain = scope.narrow(unsure).count()
@@ -143,13 +184,17 @@ def items(
     unchanged = base.filter(status=state).exclude(**{f"{key}__in": changed})
     moved = base.filter(**{f"{key}__in": changed}).annotate(then=state_then(kind, at))
     columns = (key, "collection", "profile", "status", "removed_at")
-    both = (
-        unchanged.order_by()
-        .values_list(*columns)
-        .union(moved.filter(then=state).order_by().values_list(*columns), all=True)
-    )
     start = (max(page, 1) - 1) * per
-    rows = list(both.order_by(f"-{key}")[start : start + per + 1])
+    # Each part in its index's order, merged: a union would sort both whole first.
+    rows = sorted(
+        [
+            *unchanged.order_by(f"-{key}").values_list(*columns)[: start + per + 1],
+            *moved.filter(then=state).order_by(f"-{key}").values_list(*columns)[
+                : start + per + 1
+            ],
+        ],
+        reverse=True,
+    )[start : start + per + 1]
     found = [
         Item(i, c, p, "removed" if removed is not None else status)
         for i, c, p, status, removed in rows[:per]

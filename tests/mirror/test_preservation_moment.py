@@ -264,3 +264,14 @@ def test_the_command_prints_a_moment_and_a_diff(record, capsys):
     assert now == {"Completed": 1, "Held": 1, "Pending": 1, "Storing": 1}
     with pytest.raises(CommandError, match="before the recorded history begins"):
         call_command("moment", "--at", at(-3600).isoformat())
+
+
+def test_writes_after_the_live_counts_were_read_do_not_skew_a_moment(record):
+    states.counts(at(250), "job", EVERYTHING)  # reads the live counts once, and keeps them
+    JobEvent.objects.create(
+        jid="jid0000000001", from_status="Completed", to_status="Deleted",
+        at=timezone.now() + timedelta(seconds=1), status_version=3, exact=True,
+    )
+    Job.objects.filter(jid="jid0000000001").update(status="Deleted", status_version=3)
+    events = list(JobEvent.objects.all())
+    assert states.counts(at(200), "job", EVERYTHING).by_state == +replay(Job, events, "jid", at(200))
