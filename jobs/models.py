@@ -117,6 +117,8 @@ class JobEvent(models.Model):
             # The jobs that failed again and again (ui.quarantine): their Failed rows counted
             # per job from this index alone, in its order.
             models.Index(fields=["to_status", "jid"], name="jobevent_status_jid"),
+            # The jobs written after a moment (mirror.moment), read from this index alone.
+            models.Index(fields=["at", "jid"], name="jobevent_at_jid"),
         ]
         constraints = [
             models.UniqueConstraint(
