@@ -72,13 +72,13 @@ def moment(request):
     page = _page_number(request.GET.get("page"))
     context |= {"at": at, "at_text": picker(at), "missing": when.missing(at)}
     if b is not None:
-        jobs = diff.between(at, b, "job", scope, page)
+        compared = diff.between(at, b, "job", scope, page)
         context |= {
             "b": b,
             "diff_text": picker(b),
-            "diff": jobs,
+            "diff": compared,
             "batch_diff": diff.moved(at, b, "batch", scope),
-            "job_rows": _rows("job", jobs.counts_a, jobs.counts_b),
+            "job_rows": _rows("job", compared.counts_a, compared.counts_b),
             "batch_rows": _rows(
                 "batch", states.counts(at, "batch", scope), states.counts(b, "batch", scope)
             ),
@@ -129,7 +129,10 @@ def _by_collection(jobs: states.Counts, link: dict) -> list[dict]:
                 "href": "/moment/?"
                 + urlencode(link | {"kind": "job", "state": s, "collection": collection}),
             }
-            for s in [*(s for s in JOB.statuses if s in counts), *sorted(set(counts) - set(JOB.statuses))]
+            for s in [
+                *(s for s in JOB.statuses if s in counts),
+                *sorted(set(counts) - set(JOB.statuses)),
+            ]
             if (n := counts[s])
         ]
         rows.append({"collection": collection or "(profile only)", "cells": cells})

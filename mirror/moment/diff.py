@@ -33,7 +33,9 @@ class Diff:
     windows: list = field(default_factory=list)
 
 
-def moved(a: datetime, b: datetime, kind: str, scope: Scope, page: int = 1, per: int = states.PER_PAGE) -> states.Page:
+def moved(
+    a: datetime, b: datetime, kind: str, scope: Scope, page: int = 1, per: int = states.PER_PAGE
+) -> states.Page:
     """The items written in ``(a, b]``, newest id first, each with its path from a to b."""
     key_ = f"moment:moved:{kind}:{a.isoformat()}:{b.isoformat()}:{scope.key()}:{page}:{per}"
     found = cache.get(key_)
@@ -66,9 +68,7 @@ def _moved(a: datetime, b: datetime, kind: str, scope: Scope, page: int, per: in
         if not old and version > 0:
             path.append(UNSEEN)
         path.append(new)
-    out = [
-        Moved(i, first[i][0], [first[i][1] or ABSENT, *steps.get(i, [])]) for i in ids[:per]
-    ]
+    out = [Moved(i, first[i][0], [first[i][1] or ABSENT, *steps.get(i, [])]) for i in ids[:per]]
     return states.Page(out, page, len(ids) > per, total)
 
 

@@ -70,7 +70,9 @@ def _on_at(scope_kind: str, at: datetime) -> dict[str, Hold]:
     on: dict[str, Hold] = {}
     for target, turned_on, action, _ in _turns(scope_kind, at):
         if turned_on:
-            on.setdefault(target, Hold(target, action.username, action.reason, action.started, action.pk))
+            on.setdefault(
+                target, Hold(target, action.username, action.reason, action.started, action.pk)
+            )
         else:
             on.pop(target, None)
     return on
@@ -98,7 +100,15 @@ def changes_between(a: datetime, b: datetime, scope: Scope) -> list[Change]:
             if turned_on == (target in before):
                 continue  # a window taking over a hold already on, or an end of none
             found.append(
-                Change(target, turned_on, action.username, action.reason, action.started, action.action, action.pk)
+                Change(
+                    target,
+                    turned_on,
+                    action.username,
+                    action.reason,
+                    action.started,
+                    action.action,
+                    action.pk,
+                )
             )
             before.symmetric_difference_update({target})
     return sorted(found, key=lambda c: c.at)

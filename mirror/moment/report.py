@@ -36,7 +36,13 @@ def _counts(c: states.Counts) -> dict:
 def _hold(h: holds.Hold | None) -> dict | None:
     if h is None:
         return None
-    return {"target": h.target, "by": h.by, "reason": h.reason, "since": utc(h.since), "action": h.action_id}
+    return {
+        "target": h.target,
+        "by": h.by,
+        "reason": h.reason,
+        "since": utc(h.since),
+        "action": h.action_id,
+    }
 
 
 def _window(w) -> dict:
@@ -86,7 +92,9 @@ def _moved(d: diff.Diff, key: str) -> dict:
             "total": d.changed.total,
             "page": d.changed.number,
             "more": d.changed.more,
-            "items": [{key: m.id, "collection": m.collection, "path": m.path} for m in d.changed.rows],
+            "items": [
+                {key: m.id, "collection": m.collection, "path": m.path} for m in d.changed.rows
+            ],
         },
     }
 
@@ -102,11 +110,24 @@ def between(a: datetime, b: datetime, scope: Scope, page: int = 1) -> dict:
         "jobs": _moved(jobs, "jid"),
         "batches": _moved(batches, "bid"),
         "holds": [
-            {"target": c.target, "began": c.began, "by": c.by, "reason": c.reason, "at": utc(c.at), "action": c.action_id}
+            {
+                "target": c.target,
+                "began": c.began,
+                "by": c.by,
+                "reason": c.reason,
+                "at": utc(c.at),
+                "action": c.action_id,
+            }
             for c in jobs.holds
         ],
         "windows": [
-            {"id": c.window.pk, "target": c.window.target, "began": c.began, "at": utc(c.at), "reason": c.window.reason}
+            {
+                "id": c.window.pk,
+                "target": c.window.target,
+                "began": c.began,
+                "at": utc(c.at),
+                "reason": c.window.reason,
+            }
             for c in jobs.windows
         ],
         "locks": {"recorded": False, "note": LOCKS_NOTE},

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from django.core.cache import cache
 from django.db.models import (
@@ -35,7 +36,11 @@ from jobs.models import Job, JobEvent
 
 from .scope import Scope
 
-KINDS = {"job": (Job, JobEvent, "jid"), "batch": (Batch, BatchEvent, "bid")}
+# Each kind: its mirror model, its record of status writes, and the id they share.
+KINDS: dict[str, tuple[Any, Any, str]] = {
+    "job": (Job, JobEvent, "jid"),
+    "batch": (Batch, BatchEvent, "bid"),
+}
 # A moment's counts are kept this long: a review reads the same moment again and again (its
 # lists, its diff), and only writes arriving late could change them.
 CACHE_SECONDS = 10
@@ -189,9 +194,7 @@ def items(
     rows = sorted(
         [
             *unchanged.order_by(f"-{key}").values_list(*columns)[: start + per + 1],
-            *moved.filter(then=state).order_by(f"-{key}").values_list(*columns)[
-                : start + per + 1
-            ],
+            *moved.filter(then=state).order_by(f"-{key}").values_list(*columns)[: start + per + 1],
         ],
         reverse=True,
     )[start : start + per + 1]

@@ -48,9 +48,7 @@ def parse(text: str) -> datetime:
 
 def history_start() -> datetime | None:
     """The oldest status write recorded, of a job or a batch: nothing is known before it."""
-    firsts = [
-        m.objects.aggregate(first=Min("at"))["first"] for m in (JobEvent, BatchEvent)
-    ]
+    firsts = [m.objects.aggregate(first=Min("at"))["first"] for m in (JobEvent, BatchEvent)]
     known = [f for f in firsts if f is not None]
     return min(known) if known else None
 
@@ -97,7 +95,7 @@ def missing(at: datetime) -> Missing:
     gone = removed.exclude(item_id__in=Job.objects.values("jid")).exclude(
         item_id__in=Batch.objects.values("bid")
     )
-    ids = list(gone.values_list("item_id", "admin_action__reason").distinct())
+    ids = list(gone.order_by().values_list("item_id", "admin_action__reason").distinct())
     jobs = sorted({i for i, _ in ids if is_job_id(i)})
     batches = sorted({i for i, _ in ids if is_batch_id(i)})
     if not jobs and not batches:
@@ -105,9 +103,11 @@ def missing(at: datetime) -> Missing:
     why = sorted({r for _, r in ids})
     named = ", ".join((jobs + batches)[:NAMED])
     more = len(jobs) + len(batches) - NAMED
+    if more > 0:
+        named += f" and {more} more"
     text = (
         f"{len(jobs)} job(s) and {len(batches)} batch(es) removed from the queue after this "
-        f"moment ({'; '.join(why)}) left no record here ({named}{f' and {more} more' if more > 0 else ''}): "
-        "they are missing from these counts"
+        f"moment ({'; '.join(why)}) left no record here ({named}): they are missing from "
+        "these counts"
     )
     return Missing(len(jobs), len(batches), text)

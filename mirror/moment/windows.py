@@ -44,7 +44,7 @@ def windows_at(at: datetime, scope: Scope) -> list[MaintenanceWindow]:
     on = []
     for w in _windows(at, at, scope):
         if (occurrence := w.rule().active(at)) is not None:
-            w.occurrence = occurrence  # type: ignore[attr-defined]
+            w.occurrence = occurrence
             on.append(w)
     return on
 

@@ -11,7 +11,12 @@ from django.utils import timezone
 from tests.a11y import refused
 from tests.browser.test_browser import browser, page  # noqa: F401 - the same fixtures
 from tests.browser.test_history_browser import overflowing
-from tests.mirror.test_preservation_moment import at, audit, record  # noqa: F401
+from tests.mirror.test_preservation_moment import at, audit, make_record
+
+
+@pytest.fixture
+def record(transactional_db):
+    make_record()
 
 
 def local(seconds: int) -> str:

@@ -7,10 +7,15 @@ import pytest
 
 from batches.models import ApiToken
 from door.rights import grant_depositor
-from tests.mirror.test_preservation_moment import at, audit, record  # noqa: F401
+from tests.mirror.test_preservation_moment import at, audit, make_record
 from tests.roles import viewer
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def record(db):
+    make_record()
 
 
 def bearer(user) -> dict:

@@ -72,9 +72,16 @@ def batch(n: int, path: list[tuple[int, str, str, int]], collection="demo") -> B
     )
 
 
-@pytest.fixture
-def record():
-    job(1, [(0, "", "Pending", 0), (1, "Pending", "Estimating", 100), (2, "Estimating", "Completed", 300)])
+def make_record() -> None:
+    """Five jobs and a batch whose records the tests read at many moments."""
+    job(
+        1,
+        [
+            (0, "", "Pending", 0),
+            (1, "Pending", "Estimating", 100),
+            (2, "Estimating", "Completed", 300),
+        ],
+    )
     job(2, [(0, "", "Pending", 50), (1, "Pending", "Held", 200)], collection="other")
     job(3, [(0, "", "Pending", 400)])
     job(
@@ -84,7 +91,19 @@ def record():
     )
     # Versions 1 and 2 were never observed: its state between 20 s and 280 s is not known.
     job(5, [(0, "", "Pending", 20), (3, "", "Storing", 280)])
-    batch(1, [(0, "", "Pending", 0), (1, "Pending", "Processing", 30), (2, "Processing", "Completed", 310)])
+    batch(
+        1,
+        [
+            (0, "", "Pending", 0),
+            (1, "Pending", "Processing", 30),
+            (2, "Processing", "Completed", 310),
+        ],
+    )
+
+
+@pytest.fixture
+def record(db):
+    make_record()
 
 
 def replay(model, events, key: str, moment: datetime) -> Counter:
@@ -164,12 +183,19 @@ def test_changes_not_observed_are_counted_as_uncertain(record):
 
 def audit(action: str, scope: str, item: str, seconds: int, detail="", result="done") -> None:
     record = AdminAction.objects.create(
-        username="ada", action=action, scope=scope, reason=f"why {action}", token=f"{action}{seconds}"
+        username="ada",
+        action=action,
+        scope=scope,
+        reason=f"why {action}",
+        token=f"{action}{seconds}",
     )
     AdminAction.objects.filter(pk=record.pk).update(started=at(seconds))
     AdminActionItem.objects.create(
-        admin_action=record, item_id=item, collection=item if scope == "collection" else "",
-        result=result, detail=detail,
+        admin_action=record,
+        item_id=item,
+        collection=item if scope == "collection" else "",
+        result=result,
+        detail=detail,
     )
 
 
@@ -178,7 +204,13 @@ def test_holds_and_pauses_as_they_stood(db):
     audit("collection.release", "collection", "demo", 300)
     audit("collection.hold", "collection", "other", 120, result="skipped")
     audit("queue.pause", "queue", "ingest", 50)
-    audit("window.end", "queue", "ingest", 150, detail="window 3: ended; the hold stays on: a person set it before the window")
+    audit(
+        "window.end",
+        "queue",
+        "ingest",
+        150,
+        detail="window 3: ended; the hold stays on: a person set it before the window",
+    )
     audit("queue.resume", "queue", "ingest", 250)
     assert [h.collection for h in holds.holds_at(at(200), EVERYTHING)] == ["demo"]
     assert holds.holds_at(at(200), EVERYTHING)[0].reason == "why collection.hold"
@@ -197,8 +229,13 @@ def test_windows_on_at_a_moment(db):
     )
     MaintenanceWindow.objects.filter(pk=w.pk).update(created=at(0))
     cancelled = MaintenanceWindow.objects.create(
-        scope="collection", collection="demo", start=at(100), end=at(200), reason="x",
-        created_by_name="ada", cancelled=at(120),
+        scope="collection",
+        collection="demo",
+        start=at(100),
+        end=at(200),
+        reason="x",
+        created_by_name="ada",
+        cancelled=at(120),
     )
     MaintenanceWindow.objects.filter(pk=cancelled.pk).update(created=at(0))
     assert [x.pk for x in windows.windows_at(at(110), EVERYTHING)] == [w.pk, cancelled.pk]
@@ -269,9 +306,15 @@ def test_the_command_prints_a_moment_and_a_diff(record, capsys):
 def test_writes_after_the_live_counts_were_read_do_not_skew_a_moment(record):
     states.counts(at(250), "job", EVERYTHING)  # reads the live counts once, and keeps them
     JobEvent.objects.create(
-        jid="jid0000000001", from_status="Completed", to_status="Deleted",
-        at=timezone.now() + timedelta(seconds=1), status_version=3, exact=True,
+        jid="jid0000000001",
+        from_status="Completed",
+        to_status="Deleted",
+        at=timezone.now() + timedelta(seconds=1),
+        status_version=3,
+        exact=True,
     )
     Job.objects.filter(jid="jid0000000001").update(status="Deleted", status_version=3)
     events = list(JobEvent.objects.all())
-    assert states.counts(at(200), "job", EVERYTHING).by_state == +replay(Job, events, "jid", at(200))
+    assert states.counts(at(200), "job", EVERYTHING).by_state == +replay(
+        Job, events, "jid", at(200)
+    )

@@ -12,10 +12,15 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from door.rights import grant_depositor
-from tests.mirror.test_preservation_moment import at, audit, job, record  # noqa: F401
+from tests.mirror.test_preservation_moment import at, audit, job, make_record
 from tests.roles import viewer
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def record(db):
+    make_record()
 
 
 @pytest.fixture
@@ -108,7 +113,9 @@ def test_the_now_of_the_page_is_the_live_mirror(browser, record):
     assert page.context["jobs"].by_state == {"Completed": 1, "Held": 1, "Pending": 1, "Storing": 1}
 
 
-def test_without_a_moment_the_page_offers_the_picker_and_says_where_the_record_begins(browser, record):
+def test_without_a_moment_the_page_offers_the_picker_and_says_where_the_record_begins(
+    browser, record
+):
     html = browser.get("/moment/").content.decode()
     assert 'type="datetime-local"' in html and 'for="m-at"' in html
     assert "The record begins" in html

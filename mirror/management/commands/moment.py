@@ -20,7 +20,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument(
-            "--at", required=True, help="the moment, ISO 8601 (without a zone: the site's TIME_ZONE)"
+            "--at",
+            required=True,
+            help="the moment, ISO 8601 (without a zone: the site's TIME_ZONE)",
         )
         parser.add_argument("--to", help="a later moment: print what changed from --at to it")
         parser.add_argument("--page", type=int, default=1, help="--to: the page of changed items")
@@ -58,7 +60,9 @@ def lines(body: dict) -> list[str]:
             c = body[kind]
             out.append(f"  {kind}: {_states(c['by_state'])}")
             if c["uncertain"]:
-                out.append(f"    {c['uncertain']} with changes not observed since: their state may differ")
+                out.append(
+                    f"    {c['uncertain']} with changes not observed since: their state may differ"
+                )
         pause = body["pause"]
         out.append(
             f"  queue: paused since {pause['since']} by {pause['by']}: {pause['reason']}"
@@ -68,7 +72,9 @@ def lines(body: dict) -> list[str]:
         for h in body["holds"]:
             out.append(f"  hold: {h['target']} since {h['since']} by {h['by']}: {h['reason']}")
         for w in body["windows"]:
-            out.append(f"  window {w['id']} ({w['target']}) {w['start']} to {w['end']}: {w['reason']}")
+            out.append(
+                f"  window {w['id']} ({w['target']}) {w['start']} to {w['end']}: {w['reason']}"
+            )
     else:
         out = [f"From {body['from']} to {body['to']} (times in UTC)"]
         for kind in ("jobs", "batches"):
