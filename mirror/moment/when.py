@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -32,8 +33,10 @@ def parse(text: str) -> datetime:
     if text.strip().lower() == "now":
         return timezone.now()
     value = None
+    # A "+01:00" left unencoded in a URL's query arrives as " 01:00".
+    text = re.sub(r"(\d) (\d\d:?\d\d)$", r"\1+\2", text.strip())
     try:
-        value = parse_datetime(text.strip().replace(" ", "T", 1))
+        value = parse_datetime(text.replace(" ", "T", 1))
     except ValueError:
         pass
     if value is None:

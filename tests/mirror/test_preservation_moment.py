@@ -271,6 +271,8 @@ def test_refusals_say_why(record):
         when.parse("yesterday-ish")
     assert when.parse("2026-03-10T12:00:05Z") == at(5)
     assert when.parse("2026-03-10T12:00:05") == at(5)  # the site's zone
+    assert when.parse("2026-03-10T13:00:05 01:00") == at(5)  # a "+" a URL made a space
+    assert when.parse("2026-03-10 12:00:05") == at(5)
     with pytest.raises(when.Refused, match="after"):
         when.check_pair(at(300), at(100))
 

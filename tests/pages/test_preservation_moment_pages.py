@@ -119,3 +119,10 @@ def test_without_a_moment_the_page_offers_the_picker_and_says_where_the_record_b
     html = browser.get("/moment/").content.decode()
     assert 'type="datetime-local"' in html and 'for="m-at"' in html
     assert "The record begins" in html
+
+
+def test_each_row_of_a_jobs_timeline_opens_the_queue_at_its_moment(browser, record):
+    html = browser.get("/jobs/jid0000000001/").content.decode()
+    assert 'href="/moment/?at=2026-03-10T12%3A01%3A40%2B00%3A00"' in html
+    page = browser.get("/moment/", {"at": "2026-03-10T12:01:40+00:00"})
+    assert page.status_code == 200
