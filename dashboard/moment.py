@@ -6,6 +6,7 @@ a depositor sees their collections' items and holds, and the queue's own pause a
 
 from __future__ import annotations
 
+from datetime import datetime
 from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
@@ -29,17 +30,19 @@ def _page_number(text: str | None) -> int:
     return int(text) if text and text.isdigit() and 0 < int(text) < 10**6 else 1
 
 
-def _rows(kind: str, counts: states.Counts, *others: states.Counts, link: dict | None = None):
-    """One row per state, in the machine's order (states it does not know after): the
-    count at each moment given, and where the first one's count leads."""
+def _rows(kind: str, *moments: tuple[datetime, states.Counts]) -> list[dict]:
+    """One row per state, in the machine's order (states it does not know after): its
+    count at each moment given, each a link to those items then."""
     known = MACHINES[kind]
-    seen = set(counts.by_state).union(*(o.by_state for o in others))
+    seen = set().union(*(c.by_state for _, c in moments))
     order = [s for s in known if s in seen] + sorted(seen - set(known))
     rows = []
     for state in order:
-        href = f"/moment/?{urlencode(link | {'kind': kind, 'state': state})}" if link else ""
-        values = [counts.by_state.get(state, 0), *(o.by_state.get(state, 0) for o in others)]
-        rows.append({"state": state, "values": values, "href": href})
+        cells = []
+        for at, counts in moments:
+            query = urlencode({"at": picker(at), "kind": kind, "state": state})
+            cells.append({"value": counts.by_state.get(state, 0), "href": f"/moment/?{query}"})
+        rows.append({"state": state, "cells": cells})
     return rows
 
 
@@ -78,9 +81,11 @@ def moment(request):
             "diff_text": picker(b),
             "diff": compared,
             "batch_diff": diff.moved(at, b, "batch", scope),
-            "job_rows": _rows("job", compared.counts_a, compared.counts_b),
+            "job_rows": _rows("job", (at, compared.counts_a), (b, compared.counts_b)),
             "batch_rows": _rows(
-                "batch", states.counts(at, "batch", scope), states.counts(b, "batch", scope)
+                "batch",
+                (at, states.counts(at, "batch", scope)),
+                (b, states.counts(b, "batch", scope)),
             ),
             "next": urlencode({"at": picker(at), "diff": picker(b), "page": page + 1}),
             "previous": urlencode({"at": picker(at), "diff": picker(b), "page": page - 1}),
@@ -107,8 +112,8 @@ def moment(request):
     context |= {
         "jobs": jobs,
         "batches": batches,
-        "job_rows": _rows("job", jobs, link=link),
-        "batch_rows": _rows("batch", batches, link=link),
+        "job_rows": _rows("job", (at, jobs)),
+        "batch_rows": _rows("batch", (at, batches)),
         "collections": _by_collection(jobs, link),
         "pause": holds.pause_at(at),
         "holds": holds.holds_at(at, scope),
@@ -118,7 +123,8 @@ def moment(request):
 
 
 def _by_collection(jobs: states.Counts, link: dict) -> list[dict]:
-    """Jobs per collection and state, each count a link to its items."""
+    """Jobs per collection and state, each count a link to its items (Merritt's rows that
+    name only a profile are counted under none, and not listed apart)."""
     rows = []
     for collection in sorted(jobs.by_collection):
         counts = jobs.by_collection[collection]
@@ -127,7 +133,9 @@ def _by_collection(jobs: states.Counts, link: dict) -> list[dict]:
                 "state": s,
                 "count": n,
                 "href": "/moment/?"
-                + urlencode(link | {"kind": "job", "state": s, "collection": collection}),
+                + urlencode(link | {"kind": "job", "state": s, "collection": collection})
+                if collection
+                else "",
             }
             for s in [
                 *(s for s in JOB.statuses if s in counts),
