@@ -17,8 +17,10 @@ from .scope import Scope
 
 ON = frozenset({"collection.hold", "queue.pause", "window.start", "window.reapply"})
 OFF = frozenset({"collection.release", "queue.resume", "window.end"})
-# A window's end that left the hold on says so (steering.windows.scheduler._end).
-KEPT_ON = "the hold stays on"
+# A window's end that left the hold on says so (steering.windows.scheduler._end); so does a
+# release that lifted this site's hold while another tool's stayed
+# (steering.actions.collectionholds.kept_words).
+KEPT_ON = ("the hold stays on", "another tool set under")
 QUEUE = "queue"
 
 
@@ -60,7 +62,7 @@ def _turns(scope_kind: str, until: datetime, since: datetime | None = None):
     rows = rows.select_related("admin_action").order_by("admin_action__started", "pk")
     for item in rows:
         action = item.admin_action
-        if action.action == "window.end" and KEPT_ON in item.detail:
+        if action.action in OFF and any(words in item.detail for words in KEPT_ON):
             continue
         target = QUEUE if scope_kind == QUEUE else item.item_id
         yield target, action.action in ON, action, item

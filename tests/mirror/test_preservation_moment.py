@@ -187,7 +187,7 @@ def audit(action: str, scope: str, item: str, seconds: int, detail="", result="d
         action=action,
         scope=scope,
         reason=f"why {action}",
-        token=f"{action}{seconds}",
+        token=f"{action}{item}{seconds}",
     )
     AdminAction.objects.filter(pk=record.pk).update(started=at(seconds))
     AdminActionItem.objects.create(
@@ -221,6 +221,16 @@ def test_holds_and_pauses_as_they_stood(db):
     assert holds.pause_at(at(260)) is None
     changes = holds.changes_between(at(90), at(260), EVERYTHING)
     assert [(c.target, c.began) for c in changes] == [("demo", True), ("queue", False)]
+    # Lifted here, but Merritt's admin's hold stayed: still held.
+    audit("collection.hold", "collection", "kept", 100)
+    audit(
+        "collection.release",
+        "collection",
+        "kept",
+        300,
+        detail="done; the hold(s) Merritt's admin or another tool set under /x stay (tick ...)",
+    )
+    assert [h.collection for h in holds.holds_at(at(400), EVERYTHING)] == ["kept"]
 
 
 def test_windows_on_at_a_moment(db):
