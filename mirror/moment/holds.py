@@ -2,15 +2,18 @@
 took them off: the actions (``collection.hold``, ``queue.pause`` and their releases) and
 the maintenance windows' scheduler (``window.start``, ``window.reapply``, ``window.end``).
 
-A hold another tool set (Merritt's admin) is in no audit of this site: only the present
-shows it (``/locks/``). An action that found it already so changed nothing and is not read.
+A hold another tool set (Merritt's admin) is in no audit of this site. One still on is
+known from its node's creation (the mirror's ``Collection.held_at``, the locks' ``paused_at``):
+a node that exists now and was made before the moment stood then. One lifted since is lost.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
+from batches.models import Collection
+from jobs.models import MirrorState
 from steering.models import AdminActionItem
 
 from .scope import Scope
@@ -30,7 +33,7 @@ class Hold:
     by: str
     reason: str
     since: datetime
-    action_id: int
+    action_id: int | None  # None: no audit row, known from the hold's node
 
     @property
     def collection(self) -> str:
@@ -45,7 +48,7 @@ class Change:
     reason: str
     at: datetime
     action: str
-    action_id: int
+    action_id: int | None
 
 
 def _turns(scope_kind: str, until: datetime, since: datetime | None = None):
@@ -83,12 +86,34 @@ def _on_at(scope_kind: str, at: datetime) -> dict[str, Hold]:
 def holds_at(at: datetime, scope: Scope) -> list[Hold]:
     """The collections held at ``at``, by name, with who held them, why and since when."""
     held = _on_at("collection", at)
+    standing = Collection.objects.filter(held=True, held_at__isnull=False, held_at__lte=at)
+    for c in standing:
+        held.setdefault(c.mnemonic, Hold(c.mnemonic, c.held_by, c.held_reason, c.held_at, None))
     return [held[c] for c in sorted(held) if scope.admits(c)]
 
 
 def pause_at(at: datetime) -> Hold | None:
     """The queue's pause at ``at``, None when it was running."""
-    return _on_at(QUEUE, at).get(QUEUE)
+    if (audited := _on_at(QUEUE, at).get(QUEUE)) is not None:
+        return audited
+    locks = MirrorState.objects.filter(name="locks").first()
+    detail = locks.detail if locks and isinstance(locks.detail, dict) else {}
+    since = _time(detail.get("paused_at"))
+    if detail.get("paused", detail.get("queue_paused")) and since is not None and since <= at:
+        return Hold(QUEUE, "", "", since, None)
+    return None
+
+
+def _time(value) -> datetime | None:
+    """A time as the mirror stores the locks' (``mirror.locks_detail``): ISO text, or
+    milliseconds since the epoch."""
+    if isinstance(value, int | float):
+        return datetime.fromtimestamp(value / 1000 if value > 1e11 else value, tz=UTC)
+    try:
+        parsed = datetime.fromisoformat(str(value))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 def changes_between(a: datetime, b: datetime, scope: Scope) -> list[Change]:
@@ -113,4 +138,9 @@ def changes_between(a: datetime, b: datetime, scope: Scope) -> list[Change]:
                 )
             )
             before.symmetric_difference_update({target})
+    began = {c.target for c in found if c.began}
+    nodes = Collection.objects.filter(held=True, held_at__gt=a, held_at__lte=b)
+    for c in nodes.exclude(mnemonic__in=began).order_by("mnemonic"):
+        if scope.admits(c.mnemonic):
+            found.append(Change(c.mnemonic, True, c.held_by, c.held_reason, c.held_at, "", None))
     return sorted(found, key=lambda c: c.at)

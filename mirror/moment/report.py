@@ -14,8 +14,9 @@ LOCKS_NOTE = (
     "locked now, and the lock nodes as last read (/locks/)"
 )
 HOLDS_NOTE = (
-    "holds and pauses are those this site's audit records; one set by another tool "
-    "(Merritt's admin) shows only in the present (/locks/)"
+    "holds and pauses are those this site's audit records, and those still on now, from "
+    "when their node was made; one another tool (Merritt's admin) set and lifted since "
+    "is not known"
 )
 
 

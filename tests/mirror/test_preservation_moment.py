@@ -330,3 +330,21 @@ def test_writes_after_the_live_counts_were_read_do_not_skew_a_moment(record):
     assert states.counts(at(200), "job", EVERYTHING).by_state == +replay(
         Job, events, "jid", at(200)
     )
+
+
+def test_holds_still_on_are_known_from_their_nodes_whoever_set_them(db):
+    from batches.models import Collection
+    from jobs.models import MirrorState
+
+    Collection.objects.create(mnemonic="merritt", held=True, held_by="mrt-admin", held_at=at(50))
+    MirrorState.objects.create(
+        name="locks", at=at(500), detail={"paused": True, "paused_at": at(60).isoformat()}
+    )
+    assert [(h.collection, h.by) for h in holds.holds_at(at(100), EVERYTHING)] == [
+        ("merritt", "mrt-admin")
+    ]
+    assert holds.holds_at(at(10), EVERYTHING) == []
+    assert holds.pause_at(at(100)).since == at(60)
+    assert holds.pause_at(at(10)) is None
+    changes = holds.changes_between(at(40), at(100), EVERYTHING)
+    assert [(c.target, c.began, c.action_id) for c in changes] == [("merritt", True, None)]
