@@ -86,18 +86,38 @@ def _on_at(scope_kind: str, at: datetime) -> dict[str, Hold]:
 def holds_at(at: datetime, scope: Scope) -> list[Hold]:
     """The collections held at ``at``, by name, with who held them, why and since when."""
     held = _on_at("collection", at)
-    standing = Collection.objects.filter(held=True, held_at__isnull=False, held_at__lte=at)
-    for c in standing:
-        held.setdefault(c.mnemonic, Hold(c.mnemonic, c.held_by, c.held_reason, c.held_at, None))
+    for hold in _standing():
+        if hold.since <= at:
+            held.setdefault(hold.target, hold)
     return [held[c] for c in sorted(held) if scope.admits(c)]
+
+
+def _standing() -> list[Hold]:
+    """The collection holds on now, each since its node was made: the node's creation time
+    as the mirror last read the locks, else the time the hold's data gives. Merritt's own
+    holds are empty nodes (MerrittLocks.lockCollection): only the creation time dates them."""
+    made = {
+        lock.get("name"): _time(lock.get("ctime"))
+        for lock in _locks().get("locks") or []
+        if isinstance(lock, dict) and lock.get("kind") == "collection"
+    }
+    found = []
+    for c in Collection.objects.filter(held=True).order_by("mnemonic"):
+        if (since := made.get(c.mnemonic) or c.held_at) is not None:
+            found.append(Hold(c.mnemonic, c.held_by, c.held_reason, since, None))
+    return found
+
+
+def _locks() -> dict:
+    row = MirrorState.objects.filter(name="locks").first()
+    return row.detail if row and isinstance(row.detail, dict) else {}
 
 
 def pause_at(at: datetime) -> Hold | None:
     """The queue's pause at ``at``, None when it was running."""
     if (audited := _on_at(QUEUE, at).get(QUEUE)) is not None:
         return audited
-    locks = MirrorState.objects.filter(name="locks").first()
-    detail = locks.detail if locks and isinstance(locks.detail, dict) else {}
+    detail = _locks()
     since = _time(detail.get("paused_at"))
     if detail.get("paused", detail.get("queue_paused")) and since is not None and since <= at:
         return Hold(QUEUE, "", "", since, None)
@@ -139,8 +159,7 @@ def changes_between(a: datetime, b: datetime, scope: Scope) -> list[Change]:
             )
             before.symmetric_difference_update({target})
     began = {c.target for c in found if c.began}
-    nodes = Collection.objects.filter(held=True, held_at__gt=a, held_at__lte=b)
-    for c in nodes.exclude(mnemonic__in=began).order_by("mnemonic"):
-        if scope.admits(c.mnemonic):
-            found.append(Change(c.mnemonic, True, c.held_by, c.held_reason, c.held_at, "", None))
+    for h in _standing():
+        if a < h.since <= b and h.target not in began and scope.admits(h.target):
+            found.append(Change(h.target, True, h.by, h.reason, h.since, "", None))
     return sorted(found, key=lambda c: c.at)

@@ -337,14 +337,24 @@ def test_holds_still_on_are_known_from_their_nodes_whoever_set_them(db):
     from jobs.models import MirrorState
 
     Collection.objects.create(mnemonic="merritt", held=True, held_by="mrt-admin", held_at=at(50))
+    # Merritt's own hold: an empty node, with a stale time in the row from an earlier hold.
+    Collection.objects.create(mnemonic="bare", held=True, held_at=at(-500))
+    made = {"kind": "collection", "name": "bare", "ctime": at(70).isoformat()}
     MirrorState.objects.create(
-        name="locks", at=at(500), detail={"paused": True, "paused_at": at(60).isoformat()}
+        name="locks",
+        at=at(500),
+        detail={"paused": True, "paused_at": at(60).isoformat(), "locks": [made]},
     )
     assert [(h.collection, h.by) for h in holds.holds_at(at(100), EVERYTHING)] == [
-        ("merritt", "mrt-admin")
+        ("bare", ""),
+        ("merritt", "mrt-admin"),
     ]
+    assert [h.collection for h in holds.holds_at(at(60), EVERYTHING)] == ["merritt"]
     assert holds.holds_at(at(10), EVERYTHING) == []
     assert holds.pause_at(at(100)).since == at(60)
     assert holds.pause_at(at(10)) is None
     changes = holds.changes_between(at(40), at(100), EVERYTHING)
-    assert [(c.target, c.began, c.action_id) for c in changes] == [("merritt", True, None)]
+    assert [(c.target, c.began, c.action_id) for c in changes] == [
+        ("merritt", True, None),
+        ("bare", True, None),
+    ]
