@@ -364,6 +364,12 @@ class Batch(models.Model):
         indexes = [
             models.Index(fields=["status", "-bid"]),
             models.Index(fields=["collection", "-bid"]),
+            # The batches removed since a moment (mirror.moment).
+            models.Index(
+                fields=["removed_at"],
+                condition=models.Q(removed_at__isnull=False),
+                name="batch_removed_at",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -7,6 +7,7 @@ from door import (
     deletions_api,
     failedrows_api,
     manifest_check_api,
+    moment_api,
     premis_api,
     review_api,
     status_api,
@@ -16,6 +17,7 @@ app_name = "batches"
 
 urlpatterns = [
     path("api/v1/batches", api.submit_batch, name="api-submit"),
+    path("api/v1/moment", moment_api.moment, name="api-moment"),
     path("api/v1/batches/<str:bid>", status_api.batch_status, name="api-batch"),
     path("api/v1/approvals", approval_api.awaiting, name="api-approvals"),
     path("api/v1/batches/<str:bid>/approval", approval_api.decide, name="api-approval"),

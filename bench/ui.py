@@ -69,7 +69,19 @@ def pages(ids: dict) -> list[tuple[str, str]]:
         ("batches", "/batches/"),
         ("batches-search", "/batches/?q=manifest"),
         ("batch-detail", f"/batches/{ids['bid']}/"),
+        # The queue an hour and two hours ago (mirror.moment): it costs what was written since.
+        ("moment", "/moment/?" + urlencode({"at": _ago(hours=1)})),
+        ("moment-diff", "/moment/?" + urlencode({"at": _ago(hours=2), "diff": _ago(hours=1)})),
     ]
+
+
+def _ago(**delta: float) -> str:
+    """A moment before the measurement, as the page's picker sends it (the site's zone)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    return timezone.localtime(timezone.now() - timedelta(**delta)).strftime("%Y-%m-%dT%H:%M:%S")
 
 
 def _exists(url: str) -> bool:

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from dashboard import views
+from dashboard import moment, views
 
 app_name = "dashboard"
 
@@ -10,4 +10,5 @@ urlpatterns = [
     path("locks/", views.locks, name="locks"),
     path("consistency/", views.consistency, name="consistency"),
     path("workers/", views.workers, name="workers"),
+    path("moment/", moment.moment, name="moment"),
 ]

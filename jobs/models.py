@@ -81,6 +81,12 @@ class Job(models.Model):
                 fields=["status", "collection", "locked", "last_successful_status", "profile"],
                 name="job_bulk_summary",
             ),
+            # The jobs removed since a moment (mirror.moment): few among millions.
+            models.Index(
+                fields=["removed_at"],
+                condition=models.Q(removed_at__isnull=False),
+                name="job_removed_at",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -123,6 +129,8 @@ class JobEvent(models.Model):
             # The jobs that failed again and again (ui.quarantine): their Failed rows counted
             # per job from this index alone, in its order.
             models.Index(fields=["to_status", "jid"], name="jobevent_status_jid"),
+            # The jobs written after a moment (mirror.moment), read from this index alone.
+            models.Index(fields=["at", "jid"], name="jobevent_at_jid"),
         ]
         constraints = [
             models.UniqueConstraint(

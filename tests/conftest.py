@@ -116,6 +116,9 @@ FAST_MODULES = frozenset(
         "test_partition_proxy",
         "test_steprecord",
         "test_steplog_services",
+        "test_preservation_moment",
+        "test_preservation_moment_pages",
+        "test_preservation_moment_api",
     }
 )
 FAST_TIER = os.environ.get("MQ_FAST_TIER") == "1"
