@@ -371,8 +371,9 @@ def test_dashboard_query_count_does_not_grow_with_the_number_of_jobs(client):
     # One of them reads the maintenance windows ("Scheduled next"); the Throughput panel's
     # two (dashboard.throughput) and Capacity ahead's three (ui.ahead) are among them; four
     # say why jobs wait (jobs.waitquery: the windows on, the locks, the held collections, the
-    # GROUP BY).
-    assert 0 < count() == small <= 21
+    # GROUP BY); with the cache empty, the jobs and the batches are counted twice each (the
+    # settled statuses, then the others: dashboard.queries.status_counts).
+    assert 0 < count() == small <= 23
 
 
 def test_pages_need_a_login(client):
