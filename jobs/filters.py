@@ -22,7 +22,6 @@ from mirror.facade import LOCAL_ID_SEPARATOR
 from ui import quarantine
 from ui.filters import DateRange, id_search, in_collection
 
-
 # An ARK's NAAN and the start of its name, as a person copies it without "ark:/": found by a
 # seek on the ARK column's index; the text index would read the trigrams of the NAAN, which
 # every job of the site holds.
