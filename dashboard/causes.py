@@ -65,7 +65,7 @@ def failure_causes(limit: int = TOP_CAUSES) -> list[Cause]:
 def _causes(limit: int) -> list[Cause]:
     failed = Job.objects.filter(status=JobStatus.FAILED).order_by()
     top = list(
-        failed.values_list("signature").annotate(n=Count("id")).order_by("-n", "signature")[:limit]
+        failed.values_list("signature").annotate(n=Count("*")).order_by("-n", "signature")[:limit]
     )
     texts = (
         failed.filter(signature__in=[sig for sig, _ in top])

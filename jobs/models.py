@@ -76,6 +76,10 @@ class Job(models.Model):
             models.Index(
                 fields=["last_modified"], condition=models.Q(locked=True), name="job_locked"
             ),
+            # The dashboard's counts of what is still in the queue, from the index alone.
+            models.Index(
+                fields=["status"], condition=models.Q(removed_at=None), name="job_unremoved_status"
+            ),
             # Covers a bulk action's summary (steering.actions.wholefilter): no row read.
             models.Index(
                 fields=["status", "collection", "locked", "last_successful_status", "profile"],

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('batches', '0013_moment_removed_at_index'),
+        ('batches', '0015_moment_removed_at_index'),
         ('jobs', '0009_mirror_keeps_removed'),
     ]
 

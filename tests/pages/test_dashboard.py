@@ -372,8 +372,9 @@ def test_dashboard_query_count_does_not_grow_with_the_number_of_jobs(client):
     # two (dashboard.throughput) and Capacity ahead's three (ui.ahead) are among them; four
     # say why jobs wait (jobs.waitquery: the windows on, the locks, the held collections, the
     # GROUP BY); one counts the batches awaiting approval, one the jobs awaiting approval of a
-    # destructive update.
-    assert 0 < count() == small <= 23
+    # destructive update; with the cache empty, the jobs and the batches are counted twice each
+    # (the settled statuses, then the others: dashboard.queries.status_counts).
+    assert 0 < count() == small <= 25
 
 
 def test_pages_need_a_login(client):
