@@ -317,6 +317,7 @@ INSTALLED_APPS = [
     "notifications",
     "metrics",
     "ui",
+    "accessui",
 ]
 
 LOGIN_URL = "login"

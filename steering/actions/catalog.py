@@ -12,7 +12,14 @@ from __future__ import annotations
 from merritt_queue.core.records import JobRecord
 from merritt_queue.core.states import JOB_STEPS, BatchStatus, JobStatus
 from merritt_queue.core.store import QueueStore
-from steering.actions import breakerswitch, collectionholds, fixes, removal, workerdrain
+from steering.actions import (
+    accessqueue,
+    breakerswitch,
+    collectionholds,
+    fixes,
+    removal,
+    workerdrain,
+)
 from steering.actions.kinds import Action, ItemAction, JobMove, Scope
 from steering.actions.results import Applied, done_or_already, note_of
 from steering.roles import Role
@@ -227,5 +234,6 @@ ACTIONS: dict[str, Action] = {
         ),
         _administrator("queue.pause", Scope.QUEUE, "Pause the queue", _pause_queue),
         _administrator("queue.resume", Scope.QUEUE, "Resume the queue", _unpause_queue),
+        *accessqueue.ACTIONS,
     )
 }
