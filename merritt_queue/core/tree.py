@@ -43,6 +43,11 @@ CONTAINERS: tuple[str, ...] = (
     LOCK_STORAGE,
     LOCK_INVENTORY,
     LOCK_LOCALID,
+    # Merritt's access queue (core.access.paths.CONTAINERS), as MerrittZK's Access.initNodes
+    # makes them: read and steered here, never worked.
+    "/access",
+    "/access/small",
+    "/access/large",
 )
 
 # Children of /jobs/JID besides the lock, and how each is encoded.
