@@ -69,6 +69,10 @@ def pages(ids: dict) -> list[tuple[str, str]]:
         ("batches", "/batches/"),
         ("batches-search", "/batches/?q=manifest"),
         ("batch-detail", f"/batches/{ids['bid']}/"),
+        # Merritt's access queue (accessui): the list of both queues, filtered and searched.
+        ("access", "/access/"),
+        ("access-failed", "/access/?status=Failed&queue=small"),
+        ("access-search", "/access/?q=qid42"),
     ]
 
 

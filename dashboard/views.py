@@ -19,6 +19,7 @@ from django.core.exceptions import PermissionDenied
 from django.shortcuts import render
 from django.utils import timezone
 
+from accessui.views import pause_states, queue_facts
 from batches.models import Collection
 from dashboard import queries as q
 from dashboard import workers as w
@@ -110,6 +111,8 @@ def dashboard(request):
         # The mirror's job count stands for the tree's (it follows it within seconds).
         "capacity": usage(sum(job_counts.values())),
         **_dependencies(request.user),
+        # Merritt's access queue: its requests by state (the mirror), its pause (two nodes).
+        "access_queues": queue_facts(request.user, pause_states()),
     }
     return render(request, "dashboard/home.html", context)
 

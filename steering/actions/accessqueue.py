@@ -11,6 +11,7 @@ its token names (``collection_of``); a request naming none is refused to them.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -21,6 +22,7 @@ from steering.actions.kinds import ItemAction, Scope, Target
 from steering.actions.results import Applied
 from steering.roles import Role
 
+log = logging.getLogger(__name__)
 S = access.AccessStatus
 # A queue's status as the actions judge it: its pause lock is there or not.
 PAUSED, RUNNING = "Paused", "Running"
@@ -121,6 +123,17 @@ def set_paused(store, queue: str, on: bool) -> bool:
 # --- what each action does ----------------------------------------------------------------
 
 
+def _mirror(store, key: str) -> None:
+    """The mirror follows the write at once (write-through); the follower would within
+    seconds, so a failure here is logged, never the action's."""
+    from mirror import access as mirrored
+
+    try:
+        mirrored.refresh(store.client, [key])
+    except Exception:
+        log.exception("the mirror did not follow access request %s; the follower will", key)
+
+
 def _by(note: str) -> tuple[str, str]:
     by, _, reason = note.partition(": ")
     return admin_actor(by), reason
@@ -140,6 +153,7 @@ def _move(write, what: str):
         )
         if not done.changed:
             raise ChangedUnderYou(f"access request {item.key} is {done.item.status} already")
+        _mirror(store, item.key)
         return Applied(done.item, what)
 
     return run
@@ -152,6 +166,7 @@ def _cleanup(store, request: Request, params, note: str) -> Applied:
     got = access.remove_finished(store.client, timedelta(0), keys=[(item.queue, item.qid)])
     if item.key not in got.removed:
         raise ChangedUnderYou(f"access request {item.key} {got.skipped.get(item.key, 'stays')}")
+    _mirror(store, item.key)
     return Applied(None, "removed from the queue (its token, status and history)")
 
 
