@@ -163,9 +163,7 @@ def _act(request, user, verb: str, names: list[str], *, versioned: bool, cleanup
         shown = _shown(judged)
         if dry_run:
             return JsonResponse({"dry_run": True, "action": judged.action.name, "items": shown})
-        items = [
-            (p.target.id, version if versioned else p.target.version) for p in judged.applying
-        ]
+        items = [(p.target.id, version if versioned else p.target.version) for p in judged.applying]
         if not judged.applying:  # nothing it applies to as it is now: say why, write nothing
             if cleanup:
                 return JsonResponse({"action": None, "done": 0, "items": shown})

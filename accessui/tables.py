@@ -63,7 +63,9 @@ class AccessTable(PageTable):
         return truncated(value)
 
     def render_age(self, value):
-        return format_html('<span title="{}">{}</span>', when(value), age_text(timezone.now() - value))
+        return format_html(
+            '<span title="{}">{}</span>', when(value), age_text(timezone.now() - value)
+        )
 
     def render_status_changed_at(self, value):
         return when(value)

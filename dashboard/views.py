@@ -19,7 +19,7 @@ from django.core.exceptions import PermissionDenied
 from django.shortcuts import render
 from django.utils import timezone
 
-from accessui.views import pause_states, queue_facts
+from accessui import views as access_pages
 from batches.models import Collection
 from dashboard import queries as q
 from dashboard import workers as w
@@ -112,7 +112,7 @@ def dashboard(request):
         "capacity": usage(sum(job_counts.values())),
         **_dependencies(request.user),
         # Merritt's access queue: its requests by state (the mirror), its pause (two nodes).
-        "access_queues": queue_facts(request.user, pause_states()),
+        "access_queues": access_pages.queue_facts(request.user, access_pages.pause_states()),
     }
     return render(request, "dashboard/home.html", context)
 

@@ -72,7 +72,11 @@ def test_requeue_with_reason_and_version_is_audited_and_a_retry_does_nothing_twi
     again = post(client, url, headers, reason="node back", version=version, request_id="r-1")
     assert again.json()["action"] == done.json()["action"] and AdminAction.objects.count() == 1
     record = AdminAction.objects.get()
-    assert (record.username, record.reason, record.action) == ("otto", "node back", "access.requeue")
+    assert (record.username, record.reason, record.action) == (
+        "otto",
+        "node back",
+        "access.requeue",
+    )
 
 
 def test_a_stale_version_is_refused_and_nothing_is_written(client, merritt, people):
@@ -92,13 +96,16 @@ def test_a_stale_version_is_refused_and_nothing_is_written(client, merritt, peop
 def test_roles_and_refusals(client, merritt, people):
     key = request_in(merritt, "Pending")
     q, qid = key.split("/")
-    viewer = post(client, f"/api/v1/access/{q}/{qid}/requeue", auth(people["viewer"]),
-                  reason="x", version=0)
+    viewer = post(
+        client, f"/api/v1/access/{q}/{qid}/requeue", auth(people["viewer"]), reason="x", version=0
+    )
     assert viewer.status_code == 403 and "operator role" in viewer.json()["errors"][0]
     headers = auth(people["operator"])
     wrong = post(client, f"/api/v1/access/{q}/{qid}/requeue", headers, reason="x", version=0)
     assert wrong.status_code == 409 and "it is Pending" in wrong.json()["errors"][0]
-    assert post(client, "/api/v1/access/queues/medium/pause", headers, reason="x").status_code == 404
+    assert (
+        post(client, "/api/v1/access/queues/medium/pause", headers, reason="x").status_code == 404
+    )
     assert post(client, f"/api/v1/access/{q}/{qid}/explode", headers, reason="x").status_code == 404
 
 

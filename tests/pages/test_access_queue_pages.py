@@ -170,11 +170,13 @@ def test_the_command_lists_shows_and_steers_with_a_dry_run(merritt, queue, peopl
     call_command("access", "unpause", "large", "--user", "otto", "--reason", "x", stdout=out)
     assert not merritt.paused("large")
     out = StringIO()
-    call_command("access", "cleanup", "--older-than", "7d", "--user", "otto", "--reason", "x",
-                 stdout=out)
+    call_command(
+        "access", "cleanup", "--older-than", "7d", "--user", "otto", "--reason", "x", stdout=out
+    )
     assert "changed less than 7 days" in out.getvalue() and "Nothing to do." in out.getvalue()
     out = StringIO()
-    call_command("access", "cleanup", "--older-than", "0", "--user", "otto", "--reason", "x",
-                 stdout=out)
+    call_command(
+        "access", "cleanup", "--older-than", "0", "--user", "otto", "--reason", "x", stdout=out
+    )
     assert f"{done}: done" in out.getvalue()
     assert merritt.list_jobs("large") == []

@@ -82,9 +82,7 @@ def test_an_operator_requeues_a_failed_request_audited_and_merritt_reads_it_pend
     assert again.status_code == 409 and AdminAction.objects.count() == 1
 
 
-def test_a_request_changed_after_the_page_was_shown_is_skipped_not_written(
-    client, merritt, people
-):
+def test_a_request_changed_after_the_page_was_shown_is_skipped_not_written(client, merritt, people):
     key = request_in(merritt, "Failed")
     client.force_login(people["operator"])
     page = client.get(f"/actions/access.requeue/confirm?ids={key}")
@@ -101,9 +99,7 @@ def test_a_request_changed_after_the_page_was_shown_is_skipped_not_written(
     assert status_of(merritt, key) == "Failed"
 
 
-def test_requeue_applies_to_failed_only_and_delete_to_failed_or_completed(
-    client, merritt, people
-):
+def test_requeue_applies_to_failed_only_and_delete_to_failed_or_completed(client, merritt, people):
     pending = request_in(merritt, "Pending")
     completed = request_in(merritt, "Completed", "large")
     client.force_login(people["operator"])

@@ -34,7 +34,9 @@ class Command(BaseCommand):
         sub = parser.add_subparsers(dest="verb", required=True)
         listing = sub.add_parser("list", help="every request, as ZooKeeper holds it now")
         listing.add_argument("--queue", choices=access.QUEUES)
-        listing.add_argument("--status", action="append", choices=[s.value for s in access.AccessStatus])
+        listing.add_argument(
+            "--status", action="append", choices=[s.value for s in access.AccessStatus]
+        )
         show = sub.add_parser("show", help="one request: its status, token and history")
         show.add_argument("key", help="e.g. small/qid0000000042")
         for verb in ACTS:
@@ -81,7 +83,9 @@ class Command(BaseCommand):
         item = access.read_item(get_store(init=False).client, queue, qid)
         if item is None:
             raise CommandError(f"no access request {key}")
-        self.stdout.write(f"{item.key}: {item.status or 'unreadable'} (version {item.status_version})")
+        self.stdout.write(
+            f"{item.key}: {item.status or 'unreadable'} (version {item.status_version})"
+        )
         for problem in item.problems:
             self.stdout.write(f"  problem: {problem}")
         self.stdout.write(f"  locked: {'yes' if item.locked else 'no'}")
