@@ -33,6 +33,7 @@ from accessui.views import readable
 from door.submission import READ_ONLY_PROBLEM
 from door.tokens import with_token_user
 from merritt_queue.core.errors import QueueError
+from steering.models import AdminAction
 from ui.reading_scope import in_readable
 
 PER_PAGE = 100
@@ -111,7 +112,7 @@ def request_detail(request, user, queue: str, qid: str):
 @with_token_user
 def request_action(request, user, queue: str, qid: str, verb: str):
     if verb not in ("requeue", "delete", "cleanup"):
-        return JsonResponse({"errors": [f"{verb!r} is not an action on a request"]}, 404)
+        return JsonResponse({"errors": [f"{verb!r} is not an action on a request"]}, status=404)
     return _act(request, user, verb, [f"{queue}/{qid}"], versioned=True)
 
 
@@ -120,7 +121,7 @@ def request_action(request, user, queue: str, qid: str, verb: str):
 @with_token_user
 def queue_action(request, user, queue: str, verb: str):
     if verb not in ("pause", "unpause"):
-        return JsonResponse({"errors": [f"{verb!r} is not an action on a queue"]}, 404)
+        return JsonResponse({"errors": [f"{verb!r} is not an action on a queue"]}, status=404)
     return _act(request, user, verb, [queue], versioned=False)
 
 
@@ -155,6 +156,9 @@ def _act(request, user, verb: str, names: list[str], *, versioned: bool, cleanup
             older_than = timedelta(days=days)
     if problems:
         return JsonResponse({"errors": problems}, status=400)
+    token = _token(user, body)
+    if not dry_run and (used := AdminAction.objects.filter(token=token).first()) is not None:
+        return _result(used)  # a retry of the same call: what it did, nothing done again
     try:
         judged = steer.judge(user, verb, names, older_than)
         if judged.missing:
@@ -168,11 +172,15 @@ def _act(request, user, verb: str, names: list[str], *, versioned: bool, cleanup
             if cleanup:
                 return JsonResponse({"action": None, "done": 0, "items": shown})
             return JsonResponse({"errors": [shown[0]["why"]], "items": shown}, status=409)
-        record = steer.take(user, verb, items, reason, _token(user, body))
+        record = steer.take(user, verb, items, reason, token)
     except steer.Refused as e:
         return JsonResponse({"errors": [str(e)]}, status=403)
     except (QueueError, KazooException) as e:
         return JsonResponse({"errors": [f"the queue is unavailable: {e}"]}, status=503)
+    return _result(record)
+
+
+def _result(record: AdminAction) -> JsonResponse:
     return JsonResponse(
         {
             "action": record.pk,

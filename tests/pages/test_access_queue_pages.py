@@ -79,17 +79,19 @@ def test_the_detail_page_shows_token_lock_message_history_and_actions(
 ):
     key = request_in(
         merritt,
-        "Failed",
+        "Processing",
         url="https://merritt.example/dl/x.zip",
         **{"anticipated-availability-time": "2026-11-28T10:00:00-08:00"},
     )
+    mirror_all(queue)  # the mirror sees each status Merritt writes as it follows
+    merritt.set_status(*key.split("/"), "Failed", "assembly broke")
     mirror_all(queue)
     client.force_login(people["operator"])
     body = client.get(f"/access/{key}/").content.decode()
     assert "aaaaaaaa-aaaa-aaaa-aaaa-aaaaaaaaaaaa" in body and "7777" in body
     assert "https://merritt.example/dl/x.zip" in body and "2026-11-28T10:00:00-08:00" in body
     assert "assembly broke" in body and "not locked" in body
-    assert "Processing → Failed" in body and "Pending" in body
+    assert "Processing → Failed" in body and "Merritt access" in body
     assert f"/actions/access.requeue/confirm?ids={key.replace('/', '%2F')}" in body
     assert "access.pause" not in body
     assert client.get("/access/small/qid9999999999/").status_code == 404
