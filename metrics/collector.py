@@ -33,7 +33,7 @@ from batches.models import Batch
 from jobs.models import Job, MirrorState
 from jobs.waitfacts import queue_facts
 from jobs.waitquery import jobs_waiting_by_reason
-from merritt_queue.core import indexdirs
+from merritt_queue.core import access, indexdirs
 from merritt_queue.core import tree as t
 from merritt_queue.core.queues import all_queue_names
 from merritt_queue.core.states import BatchStatus, JobStatus
@@ -41,6 +41,7 @@ from merritt_queue.core.zkstats import znode_count
 from merritt_queue.project import runtime
 from merritt_queue.services import breakers
 from merritt_queue.services.breakers import BreakerState
+from metrics.accessqueue import access_metrics, read_counts
 from metrics.breakers import breaker_metrics
 from metrics.foresight import read_foresight
 
@@ -208,6 +209,7 @@ class ZkFacts:
     znodes: int | None  # the server's own count (mntr), when it tells
     breakers: list[BreakerState] = field(default_factory=list)
     listings: list[indexdirs.DirSize] = field(default_factory=list)
+    access_paused: dict[str, bool] | None = None  # Merritt's access queues' pause locks
 
 
 def read_zookeeper(timeout: float) -> ZkFacts:
@@ -226,6 +228,7 @@ def read_zookeeper(timeout: float) -> ZkFacts:
         znode_count(settings.ZK_HOSTS, timeout=timeout),
         breakers.snapshot(client),
         indexdirs.measure(client, settings.MQ_ZK_MAXBUFFER, timeout=timeout),
+        access.paused(client),
     )
 
 
@@ -411,9 +414,10 @@ class QueueCollector(Collector):
             notifications: NotificationFacts | None = read_notifications()
             # Stalled jobs and capacity ahead: the same code as the pages (metrics.foresight).
             foresight = read_foresight(facts.jobs)
+            access_counts: dict[tuple[str, str], int] | None = read_counts()
         except DatabaseError as e:
             log.warning("/metrics: the mirror database is away: %r", e)
-            mirror = notifications = None
+            mirror = notifications = access_counts = None
             foresight = []
         try:
             redis: RedisFacts | None = read_redis(timeout)
@@ -427,3 +431,4 @@ class QueueCollector(Collector):
         yield from notification_metrics(notifications)
         yield from foresight
         yield from breaker_metrics(zk.breakers if zk else None)
+        yield from access_metrics(access_counts, zk.access_paused if zk else None)

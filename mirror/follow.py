@@ -55,6 +55,7 @@ from merritt_queue.core.states import BatchStatus, JobStatus
 from merritt_queue.core.store import QueueStore
 
 from . import facade as mirror
+from .accessfollow import AccessFollow
 from .outage import OutageReport
 
 log = logging.getLogger(__name__)
@@ -98,6 +99,7 @@ class Follower:
         # Jobs read in a state their directory's listing did not show yet: read again next turn.
         self._recheck: dict[str, float] = {}  # jid -> until when (monotonic)
         self.applied = 0
+        self.access = AccessFollow(store.client, self._record)  # Merritt's access queues
 
     # --- watch callbacks: record and wake -------------------------------------------
 
@@ -115,6 +117,7 @@ class Follower:
     def _session(self, state) -> None:
         if state == KazooState.LOST:  # the one-shot watches died with the session
             self._record(lambda: self._dirty_dirs.update(JobStatus))
+            self.access.forget_watches()
 
     def _lock_event(self, event) -> None:
         """An item's lock was created or deleted: that watch is spent, read the item again.
@@ -124,6 +127,7 @@ class Follower:
             if event.path is None:
                 self._lock_watched.clear()
                 self._rearm_locks = True
+                self.access.forget_watches()
                 return
             self._lock_watched.discard(event.path)
             self._dirty_locks.add(event.path)
@@ -281,7 +285,7 @@ class Follower:
         try:
             if rearm:
                 self._watch_live_locks()
-            count = self._apply_jobs(jids) + self._apply_batches(bids)
+            count = self._apply_jobs(jids) + self._apply_batches(bids) + self.access.step()
             if flags:
                 self._sync_locks(flags)
         except Exception:

@@ -16,7 +16,7 @@ from jobs.models import Job
 from merritt_queue.core import history, snapshot
 from merritt_queue.core.store import JobRecord, QueueStore
 
-from . import steps, textindex
+from . import access, steps, textindex
 from .locks import locks_detail, sync_collections
 from .rows import BATCHES, JOBS, _Kind
 from .upsert import (
@@ -136,6 +136,10 @@ def full_reconcile(
     gone = _remove_gone(BATCHES, present.__contains__, began)
     gone += _remove_gone(JOBS, lambda jid: jid in listing.jids and jid not in missing, began)
     drift.note("removed", gone)
+    requests = access.refresh(client, actor=ACTOR)  # Merritt's access queues, read whole
+    drift.note("added", requests.added)
+    drift.note("changed", requests.changed)
+    drift.note("removed", requests.removed)
     with transaction.atomic():
         recount()
     sync_collections(snapshot.collection_holds(listing.locks), began)

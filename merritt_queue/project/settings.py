@@ -317,6 +317,7 @@ INSTALLED_APPS = [
     "notifications",
     "metrics",
     "ui",
+    "access",
     "accessui",
 ]
 

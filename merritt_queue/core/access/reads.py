@@ -113,6 +113,7 @@ def _item(queue: str, qid: str, got: list) -> AccessItem | None:
         locked=lock is not None,
         lock_owner=owner,
         lock_ephemeral=bool(owner) or lock is None,
+        lock_ctime_ms=lock[1].ctime if lock else 0,
         created_ms=node[1].ctime,
         status_mtime_ms=status[1].mtime if status else 0,
         children=tuple(sorted(children)),

@@ -37,6 +37,7 @@ class AccessItem:
     locked: bool = False
     lock_owner: int = 0  # the ZooKeeper session holding the ephemeral lock (0: none)
     lock_ephemeral: bool = True
+    lock_ctime_ms: int = 0
     created_ms: int = 0  # the item node's ctime
     status_mtime_ms: int = 0
     children: tuple[str, ...] = ()

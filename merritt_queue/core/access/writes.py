@@ -103,26 +103,7 @@ def _move(client, queue, qid, target, allowed, *, actor, reason, expected_versio
         raise InvalidTransition(f"{what} is {now}; only a {ok} request can go to {target}")
     if dry_run:
         return Written(item, changed=False)
-    status_json = dict(item.status_json)
-    at = datetime.now().astimezone().strftime(t.TIMESTAMP_FORMAT)
-    status_json.update(status=str(target), last_modified=at, message="")
-    data = json.dumps(status_json, separators=(",", ":")).encode()
-    entry = history.Entry(
-        version=item.status_version + 1,
-        from_status=item.status or "",
-        to_status=str(target),
-        at=at,
-        message=reason,
-        by=actor,
-    )
-    hist, hist_data = history.append(item.history, entry)
-    hist_path = p.node(queue, qid, p.HISTORY)
-    ops = [
-        Op(OpKind.SET, p.node(queue, qid, p.STATUS), data, version=item.status_version),
-        Op(OpKind.SET, hist_path, hist_data)
-        if item.history.exists
-        else Op(OpKind.CREATE, hist_path, hist_data),
-    ]
+    ops, status_json, hist = status_ops(item, str(target), actor=actor, reason=reason)
     Engine(client).commit(ops, what)
     after = replace(
         item,
@@ -134,6 +115,41 @@ def _move(client, queue, qid, target, allowed, *, actor, reason, expected_versio
         children=tuple(sorted({*item.children, p.HISTORY})),
     )
     return Written(after, changed=True)
+
+
+def status_ops(
+    item: AccessItem, target: str, *, actor: str, reason: str = "", message: str = ""
+) -> tuple[list[Op], dict, history.History]:
+    """The multi that writes ``target`` as MerrittZK's ``setStatus`` does, checked on the
+    status version read (a status that is not there is created), with its history entry:
+    the ops, the status JSON written and the history as it will be."""
+    status_json = dict(item.status_json)
+    at = datetime.now().astimezone().strftime(t.TIMESTAMP_FORMAT)
+    status_json.update(status=target, last_modified=at, message=message)
+    data = json.dumps(status_json, separators=(",", ":")).encode()
+    entry = history.Entry(
+        version=item.status_version + 1,
+        from_status=item.status or "",
+        to_status=target,
+        at=at,
+        message=reason,
+        by=actor,
+    )
+    hist, hist_data = history.append(item.history, entry)
+    status_path = p.node(item.queue, item.qid, p.STATUS)
+    hist_path = p.node(item.queue, item.qid, p.HISTORY)
+    return (
+        [
+            Op(OpKind.SET, status_path, data, version=item.status_version)
+            if item.status_version >= 0
+            else Op(OpKind.CREATE, status_path, data),
+            Op(OpKind.SET, hist_path, hist_data)
+            if item.history.exists
+            else Op(OpKind.CREATE, hist_path, hist_data),
+        ],
+        status_json,
+        hist,
+    )
 
 
 @dataclass

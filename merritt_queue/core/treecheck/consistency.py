@@ -36,7 +36,7 @@ from .. import batch_sides, history, steprecord
 from .. import tree as t
 from ..states import REMOVABLE, BatchStatus
 from ..treeread import _Batch, _Item, _Job, read_tree
-from . import indexchecks, lockchecks, merrittchecks, reportchecks, uuidchecks
+from . import accesschecks, indexchecks, lockchecks, merrittchecks, reportchecks, uuidchecks
 from . import treerepair as r
 from .checker import Checker, Finding, OnProgress, _age
 
@@ -73,6 +73,7 @@ class _Checker(Checker):
         indexchecks.check_stray_refs(self)
         uuidchecks.check_uuids(self)
         lockchecks.check_lock_dirs(self)
+        accesschecks.check_access(self)
 
     # --- batches -----------------------------------------------------------
 
