@@ -5,6 +5,7 @@ is read from ZooKeeper, and shown as unknown when it does not answer."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 from django.contrib.auth.decorators import login_required
 from django.db.models import Count
@@ -27,16 +28,16 @@ from ui.reading_scope import in_readable, may_read, reads_everything
 log = logging.getLogger(__name__)
 
 
-def pause_states() -> dict[str, bool | None]:
+def pause_states() -> Mapping[str, bool | None]:
     """Whether each access queue is paused; None for each when ZooKeeper does not answer."""
     try:
-        return access.paused(get_store(init=False).client)
+        return dict(access.paused(get_store(init=False).client))
     except (QueueError, KazooException, *UNREACHABLE) as e:
         log.warning("the access queues' pause could not be read: %r", e)
         return dict.fromkeys(access.QUEUES)
 
 
-def queue_facts(user, paused: dict[str, bool | None]) -> list[dict]:
+def queue_facts(user, paused: Mapping[str, bool | None]) -> list[dict]:
     """Per queue: its pause and its requests counted by status (the mirror's, not removed)."""
     rows = in_readable(user, AccessRequest.objects.filter(removed_at__isnull=True))
     counted = rows.values_list("queue", "status").annotate(n=Count("id")).order_by()

@@ -31,11 +31,16 @@ class Command(BaseCommand):
     help = "List, show and steer Merritt's access (assembly) queue."
 
     def add_arguments(self, parser):
-        sub = parser.add_subparsers(dest="verb", required=True)
+        sub = parser.add_subparsers(
+            dest="verb", required=True, help="list, show, " + ", ".join(ACTS)
+        )
         listing = sub.add_parser("list", help="every request, as ZooKeeper holds it now")
-        listing.add_argument("--queue", choices=access.QUEUES)
+        listing.add_argument("--queue", choices=access.QUEUES, help="only this queue")
         listing.add_argument(
-            "--status", action="append", choices=[s.value for s in access.AccessStatus]
+            "--status",
+            action="append",
+            choices=[s.value for s in access.AccessStatus],
+            help="only requests in this status (may be given again)",
         )
         show = sub.add_parser("show", help="one request: its status, token and history")
         show.add_argument("key", help="e.g. small/qid0000000042")
