@@ -226,3 +226,48 @@ def test_a_maintenance_window_pauses_an_access_queue_and_unpauses_it_at_its_end(
     assert started.item_id == "large" and "paused the large access queue" in started.detail
     ended = AdminAction.objects.get(action="window.end").items.get()
     assert "resumed the large access queue" in ended.detail
+
+
+def test_unpausing_during_a_window_warns_that_the_window_puts_the_pause_back(
+    client, merritt, queue, people
+):
+    now = timezone.now()
+    MaintenanceWindow.objects.create(
+        scope=MaintenanceWindow.ACCESS_SMALL,
+        start=now - timedelta(minutes=1),
+        end=now + timedelta(hours=1),
+        reason="node upgrade",
+        created_by_name="ada",
+    )
+    apply_windows(queue, now)
+    client.force_login(people["operator"])
+    body = client.get("/actions/access.unpause/confirm?ids=small").content.decode()
+    assert "the window puts the hold back at its next check" in body
+
+
+def test_cleanup_from_the_lists_link_takes_the_finished_requests_of_that_age(
+    client, merritt, queue, people
+):
+    from mirror import access as mirrored
+
+    completed = request_in(merritt, "Completed")
+    failed = request_in(merritt, "Failed")
+    mirrored.refresh(queue.client)
+    client.force_login(people["operator"])
+    listing = client.get("/access/").content.decode()
+    link = "/actions/access.cleanup/confirm?all=1&amp;status=Completed&amp;status=Deleted"
+    assert link + "&amp;older_than=7" in listing
+    young = client.get(
+        "/actions/access.cleanup/confirm?all=1&status=Completed&status=Deleted&older_than=7"
+    ).content.decode()
+    assert "applies to <strong>0</strong>" in young
+    page, done, _ = confirm_and_execute(
+        client,
+        "access.cleanup",
+        "all=1&status=Completed&status=Deleted&older_than=0",
+        reason="tidy",
+    )
+    assert completed in page.content.decode() and failed not in page.content.decode()
+    assert done.status_code == 302 and merritt.list_jobs("small") == [failed.split("/")[1]]
+    record = AdminAction.objects.get()
+    assert record.selection and [i.item_id for i in record.items.all()] == [completed]
