@@ -77,6 +77,8 @@ def test_an_operator_requeues_a_failed_request_audited_and_merritt_reads_it_pend
         "Failed",
         "Pending",
     )
+    audit = client.get("/actions/?scope=access").content.decode()
+    assert "Requeue (access)" in audit and "the storage node is back" in audit
     # The same confirmation again (a double click): nothing is done twice.
     again = client.post("/actions/access.requeue/execute", data)
     assert again.status_code == 409 and AdminAction.objects.count() == 1
