@@ -59,8 +59,7 @@ class AccessFollow:
         if not due:
             return 0
         try:
-            for queue in sorted(due):  # arm the listing first: nothing made after is missed
-                self.client.get_children_async(core.paths.queue_dir(queue), self._event(queue))
+            self._arm_listings(due)
             items = core.read_queues(self.client, sorted(due))
             applied = mirror_access.apply(items, listed=sorted(due), actor=ACTOR)
             self._arm(items)
@@ -69,6 +68,23 @@ class AccessFollow:
                 self.dirty |= due
             raise
         return len(applied.added) + len(applied.changed) + len(applied.removed)
+
+    def _arm_listings(self, queues: set[str]) -> None:
+        """Arm each queue's listing watch before the queue is read, so nothing made after
+        the read is missed; once only until it fires (a watch still armed fires anyway)."""
+        with self._lock:
+            new = [q for q in sorted(queues) if core.paths.queue_dir(q) not in self._armed]
+            self._armed.update(core.paths.queue_dir(q) for q in new)
+        dirs = {q: core.paths.queue_dir(q) for q in new}
+        pending = [
+            (q, self.client.get_children_async(d, self._event(q, d))) for q, d in dirs.items()
+        ]
+        for queue, result in pending:
+            try:
+                result.get()
+            except Exception:  # not armed (the queue is missing?): try again next read
+                with self._lock:
+                    self._armed.discard(core.paths.queue_dir(queue))
 
     def _arm(self, items: list[core.AccessItem]) -> None:
         """Arm the watches not yet armed. A node that changed between the read and the
@@ -106,4 +122,8 @@ class AccessFollow:
             if seen != expected:
                 stale.add(queue)
         if stale:
-            self._record(lambda: self.dirty.update(stale))
+            self._record(lambda: self._mark(stale))
+
+    def _mark(self, queues: set[str]) -> None:
+        with self._lock:
+            self.dirty |= queues

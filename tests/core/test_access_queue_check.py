@@ -67,8 +67,11 @@ def test_processing_whose_worker_is_gone_is_set_failed(store, make_client, merri
     worker.zk.stop()  # its session ends: the ephemeral lock goes
     worker.zk.close()
     time.sleep(0.2)
-    found = check_tree(store, repair=True, grace=0)
     path = access.item_path("small", qid) + "/status"
+    recent = check_tree(store, repair=True, grace=0)
+    assert _access(recent) == [("access-processing-unlocked", path, False)]
+    assert merritt.load("small", qid)[0] == "Processing"
+    found = check_tree(store, repair=True, grace=0, now=time.time() + 7200)
     assert _access(found) == [("access-processing-unlocked", path, True)]
     assert merritt.load("small", qid)[0] == "Failed"
     access.requeue(store.client, "small", qid, actor="admin:ops")

@@ -39,6 +39,7 @@ PRODUCT = (
     "notifications",
     "ui",
     "metrics",
+    "access",
 )
 
 # Run inside the installed project: where each part comes from, each template compiled.

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from kazoo.client import KazooClient
+
 from access.models import AccessEvent, AccessRequest
 from inventory.models import InventoryObject
 from merritt_queue.core import access
 from mirror import access as mirror_access
 from mirror import facade as mirror
 from tests.merrittzk_access import MerrittAccess
-from tests.mirrorlive import follower, wait_for  # noqa: F401  (a fixture)
+from tests.mirrorlive import wait_for
+
+pytest_plugins = ["tests.mirrorlive"]
 
 TOKEN = {
     "status": 201,
@@ -19,6 +23,11 @@ TOKEN = {
     "cloud-content-byte": 17079,
     "delivery-node": 7777,
 }
+
+
+def _row(key: str) -> AccessRequest:
+    """The request's row; the follower may not have written it yet (wait_for goes on)."""
+    return AccessRequest.objects.filter(key=key).first() or AccessRequest(key=key)
 
 
 def _events(key: str) -> list[tuple]:
@@ -66,26 +75,52 @@ def test_a_removed_request_keeps_its_row_marked(store, make_client, db):
     assert mirror.full_reconcile(store).count("removed") == 0
 
 
-def test_the_follower_sees_merritt_s_requests_locks_and_our_steering(store, zk, follower):  # noqa: F811
+def test_the_follower_sees_merritt_s_requests_locks_and_our_steering(store, zk, follower):
     runner = follower()
     merritt = MerrittAccess(zk)
     qid = merritt.create_assembly("large", TOKEN)
     key = f"large/{qid}"
-    wait_for(lambda: AccessRequest.objects.get(key=key).status == "Pending")
+    wait_for(lambda: _row(key).status == "Pending")
     merritt.acquire_pending_assembly("large")
-    wait_for(lambda: AccessRequest.objects.get(key=key).locked)
+    wait_for(lambda: _row(key).locked)
     merritt.set_status("large", qid, "Processing")
     merritt.set_status("large", qid, "Failed", "boom")
     merritt.unlock("large", qid)
-    wait_for(lambda: (r := AccessRequest.objects.get(key=key)).status == "Failed" and not r.locked)
-    assert AccessRequest.objects.get(key=key).message == "boom"
+    wait_for(lambda: (r := _row(key)).status == "Failed" and not r.locked)
+    assert _row(key).message == "boom"
     access.requeue(store.client, "large", qid, actor="admin:ops", reason="retry")
-    wait_for(lambda: AccessRequest.objects.get(key=key).status == "Pending")
+    wait_for(lambda: _row(key).status == "Pending")
     wait_for(lambda: _events(key)[-1] == (3, "Failed", "Pending", "admin:ops", True))
     merritt.acquire_pending_assembly("large")
     merritt.set_status("large", qid, "Processing")
     merritt.set_status("large", qid, "Completed")
     merritt.unlock("large", qid)
     merritt.delete("large", qid)
-    wait_for(lambda: AccessRequest.objects.get(key=key).removed_at is not None)
+    wait_for(lambda: _row(key).removed_at is not None)
     assert runner.applied > 0
+
+
+def test_the_follower_arms_each_watch_once_and_follows_a_lost_session(
+    store, zk, zk_config, follower
+):
+    runner = follower()
+    merritt = MerrittAccess(zk)
+    qid = merritt.create_assembly("small", TOKEN)
+    key = f"small/{qid}"
+    wait_for(lambda: _row(key).status == "Pending")
+    for _ in range(3):
+        merritt.acquire_pending_assembly("small")
+        merritt.unlock("small", qid)
+    client = runner.store.client
+    assert len(client._child_watchers.get(client.chroot + "/access/small", ())) == 1
+    lost = client.client_id[0]
+    twin = KazooClient(hosts=zk_config.hosts, client_id=client.client_id)
+    twin.start(timeout=10)
+    twin.stop()  # the follower's session closed under it: it starts a new one
+    twin.close()
+    wait_for(lambda: client.connected and client.client_id[0] != lost)
+    merritt.acquire_pending_assembly("small")
+    merritt.set_status("small", qid, "Processing")
+    wait_for(lambda: _row(key).status == "Processing" and _row(key).locked)
+    other = merritt.create_assembly("small", TOKEN)
+    wait_for(lambda: _row(f"small/{other}").status == "Pending")

@@ -7,7 +7,13 @@ import pytest
 from merritt_queue.core import access
 from mirror import access as mirror_access
 from tests.merrittzk_access import MerrittAccess
-from tests.pages.test_metrics_live import get, loopback_allowed, scrape  # noqa: F401
+from tests.pages.test_metrics_live import get, scrape
+
+
+@pytest.fixture(autouse=True)
+def loopback_allowed(settings):
+    settings.MQ_METRICS_ALLOW = "127.0.0.0/8,::1/128"
+
 
 TOKEN = {"status": 201, "token": "t", "cloud-content-byte": 1, "delivery-node": 7777}
 

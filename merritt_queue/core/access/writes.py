@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
@@ -159,6 +159,7 @@ class Removal:
     selected: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
+    items: dict[str, AccessItem] = field(default_factory=dict)  # every request read, by key
 
 
 def removable(item: AccessItem, older_than: timedelta, now: datetime) -> str | None:
@@ -167,8 +168,8 @@ def removable(item: AccessItem, older_than: timedelta, now: datetime) -> str | N
         return f"is {item.status or 'unreadable'}, not Completed or Deleted"
     if item.locked:
         return "is locked"
-    changed = item.status_modified
-    if changed is None or now - changed < older_than:
+    changed = item.status_modified  # ZooKeeper's clock: no age asked, no clock compared
+    if older_than > timedelta(0) and (changed is None or now - changed < older_than):
         return f"changed less than {older_than} ago"
     return None
 
@@ -178,12 +179,15 @@ def remove_finished(
     older_than: timedelta,
     *,
     keys: Iterable[tuple[str, str]] | None = None,
+    expected: Mapping[str, int] | None = None,
     now: datetime | None = None,
     dry_run: bool = False,
 ) -> Removal:
     """Remove the Completed and Deleted requests whose status is older than ``older_than``
     (of ``keys`` only, when given), each whole in one multi checked on its status version,
-    as MerrittZK's ``delete`` removes one (recursively). A locked one is left."""
+    as MerrittZK's ``delete`` removes one (recursively). A locked one is left, and so is one
+    whose status version is not the one ``expected`` names for its key (the page the person
+    confirmed showed it otherwise)."""
     now = now or datetime.now(UTC)
     wanted = list(keys) if keys is not None else list_all(client)
     out = Removal()
@@ -192,7 +196,11 @@ def remove_finished(
         if item is None:
             out.skipped[key] = "is gone"
             continue
+        out.items[key] = item
         why = removable(item, older_than, now)
+        seen = (expected or {}).get(key, item.status_version)
+        if not why and seen != item.status_version:
+            why = f"changed since it was shown (status version {item.status_version}, not {seen})"
         if why:
             out.skipped[key] = why
             continue

@@ -5,7 +5,7 @@ every request of its queue in name order and throws on the first one it cannot l
 request whose status is missing or unreadable, or whose token is not JSON, stops the whole
 queue. Those are reported first. The only repair is the one that starts no work and loses
 none: such a request (past the grace period, so not one being created), and a Processing
-request no session holds (its worker's session ended), is set Failed, as MerrittZK writes
+request no session has held for longer than the lock age limit, is set Failed, as MerrittZK writes
 a status, checked on the version read and recorded in its history, for a person to requeue
 or delete. A token cannot be made up, and a lock or a child that is not ours is never
 removed: those are only reported.
@@ -59,14 +59,23 @@ def check_item(checker: Checker, item: AccessItem) -> None:
         )
     if item.status == p.AccessStatus.PROCESSING and not item.locked:
         since = checker.now - item.status_mtime_ms / 1000
-        _to_failed(
-            checker,
-            item,
-            "access-processing-unlocked",
-            f"{label} is Processing but no session holds its lock: the access service that "
-            "took it is gone, and MerrittZK never takes a Processing request again",
-            since,
+        head = (
+            f"{label} has been Processing for {c._age(since)} and no session holds its lock: "
+            "the access service that took it lost its session, and MerrittZK never takes a "
+            "Processing request again"
         )
+        if since <= checker.lock_max_age:
+            # An assembly may run for long, and a service whose session expired may still
+            # finish it: Failed would refuse its Completed (AccessState). Only past the age
+            # at which any lock counts as stale is it taken for gone.
+            checker.add(
+                "access-processing-unlocked",
+                p.node(item.queue, item.qid, p.STATUS),
+                f"{head}; within the lock age limit ({c._age(checker.lock_max_age)}) it may "
+                "still be finishing, so it is only reported. Check again later.",
+            )
+        else:
+            _to_failed(checker, item, "access-processing-unlocked", head, since)
     if item.locked:
         lock_age = checker.now - item.lock_ctime_ms / 1000
         if lock_age > checker.lock_max_age:
