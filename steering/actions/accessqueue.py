@@ -163,7 +163,12 @@ def _cleanup(store, request: Request, params, note: str) -> Applied:
     item = request.item
     # The confirmation page judged the age; the item is at the version it showed, so its
     # status is at least that old still.
-    got = access.remove_finished(store.client, timedelta(0), keys=[(item.queue, item.qid)])
+    got = access.remove_finished(
+        store.client,
+        timedelta(0),
+        keys=[(item.queue, item.qid)],
+        expected={item.key: item.status_version},
+    )
     if item.key not in got.removed:
         raise ChangedUnderYou(f"access request {item.key} {got.skipped.get(item.key, 'stays')}")
     _mirror(store, item.key)
