@@ -273,3 +273,27 @@ def test_cleanup_from_the_lists_link_takes_the_finished_requests_of_that_age(
     assert done.status_code == 302 and merritt.list_jobs("small") == [failed.split("/")[1]]
     record = AdminAction.objects.get()
     assert record.selection and [i.item_id for i in record.items.all()] == [completed]
+
+
+def test_an_administrator_schedules_a_window_that_pauses_the_small_access_queue(
+    client, people, django_user_model
+):
+    from tests.pages.test_windows_pages import form, schedule
+
+    client.force_login(people["administrator"])
+    assert "the small access queue (pause)" in client.get("/windows/schedule").content.decode()
+    page, data = schedule(client, scope="access-small", collection="ignored")
+    assert "The small access queue is paused" in page.content.decode()
+    assert client.post("/windows/schedule", data).status_code == 302
+    w = MaintenanceWindow.objects.get()
+    assert (w.scope, w.collection, w.target) == ("access-small", "", "small access queue")
+    assert "small access queue" in client.get("/windows/").content.decode()
+    limited = django_user_model.objects.create_user("adele", password="pw")
+    limited.groups.set(Group.objects.filter(name="administrator"))
+    CollectionScope.objects.create(user=limited, collections=["demo"])
+    client.force_login(limited)
+    refused = client.post("/windows/schedule", form(scope="access-large"))
+    assert refused.status_code == 403
+    assert "pausing an access queue needs an administrator of every collection" in (
+        refused.content.decode()
+    )
