@@ -29,7 +29,7 @@ from kazoo.exceptions import KazooException
 from access.models import AccessEvent, AccessRequest
 from accessui import steer
 from accessui.filters import AccessFilter
-from accessui.views import readable
+from accessui.views import pause_states, readable
 from door.submission import READ_ONLY_PROBLEM
 from door.tokens import with_token_user
 from merritt_queue.core.errors import QueueError
@@ -81,6 +81,7 @@ def list_requests(request, user):
             "count": page.paginator.count,
             "page": page.number,
             "pages": page.paginator.num_pages,
+            "paused": pause_states(),
             "requests": [row_body(r) for r in page.object_list],
         }
     )

@@ -93,6 +93,8 @@ class Action:
         if self.applies_to and t.status not in self.applies_to:
             allowed = ", ".join(sorted(self.applies_to))
             return f"it is {t.status}; {self.label.lower()} applies to {allowed}"
+        if t.locked and not self.locked_ok and self.scope == Scope.ACCESS:
+            return "Merritt's access service is assembling it (locked)"
         if t.locked and not self.locked_ok:
             return "a worker is running a step on it (locked)"
         collection = t.id if self.scope == Scope.COLLECTION else t.collection

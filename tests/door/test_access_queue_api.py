@@ -40,6 +40,7 @@ def test_list_and_detail_from_the_mirror(client, merritt, queue, people):
     headers = auth(people["viewer"])
     listed = client.get("/api/v1/access?status=Failed", **headers).json()
     assert listed["count"] == 1 and listed["requests"][0]["id"] == key
+    assert listed["paused"] == {"small": False, "large": False}
     row = listed["requests"][0]
     assert row["status"] == "Failed" and row["size"] == 17079 and row["delivery_node"] == 7777
     assert row["url"] == "https://merritt.example/dl/a.zip" and row["locked"] is False

@@ -174,6 +174,10 @@ def test_pause_and_unpause_each_queue_with_merritts_own_lock(client, merritt, pe
     assert client.post("/actions/access.pause/execute", data).status_code == 409
     refused = client.get("/actions/access.pause/confirm?ids=small").content.decode()
     assert "it is Paused; pause applies to Running" in refused
+    key = request_in(merritt, "Completed")
+    merritt.lock(*key.split("/"))
+    held = client.get(f"/actions/access.delete/confirm?ids={key}").content.decode()
+    assert "Merritt&#x27;s access service is assembling it (locked)" in held
     _, done, _ = confirm_and_execute(client, "access.unpause", "ids=small", reason="done")
     assert done.status_code == 302 and not merritt.paused("small")
     merritt.pause("large")  # the admin tool paused it
