@@ -83,3 +83,19 @@ def test_the_access_pages_pass_axe_on_a_phone(browser, live_server, merritt):  #
             assert refused(page) == [], path
     finally:
         page.context.close()
+
+
+def test_the_list_refreshes_itself(operator_page, live_server, merritt):
+    page, url = operator_page, live_server.url
+    key = request_in(merritt, "Processing")
+    mirrored.refresh(merritt.zk)
+    page.add_init_script("window.MQ_REFRESH_SECONDS = 1")
+    page.goto(f"{url}/access/")
+    failed = '[data-queue="small"] a[data-status="Failed"]'
+    assert page.get_attribute(failed, "data-count") == "0"
+    merritt.set_status(*key.split("/"), "Failed", "the node went away")
+    mirrored.refresh(merritt.zk)  # as the follower would
+    page.wait_for_function(
+        f"document.querySelector('{failed}').dataset.count === '1'", timeout=10_000
+    )
+    assert "the node went away" in page.inner_text("#access-table")
