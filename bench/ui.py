@@ -72,6 +72,10 @@ def pages(ids: dict) -> list[tuple[str, str]]:
         # The queue an hour and two hours ago (mirror.moment): it costs what was written since.
         ("moment", "/moment/?" + urlencode({"at": _ago(hours=1)})),
         ("moment-diff", "/moment/?" + urlencode({"at": _ago(hours=2), "diff": _ago(hours=1)})),
+        # Merritt's access queue (accessui): the list of both queues, filtered and searched.
+        ("access", "/access/"),
+        ("access-failed", "/access/?status=Failed&queue=small"),
+        ("access-search", "/access/?q=qid42"),
     ]
 
 

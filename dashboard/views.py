@@ -19,6 +19,7 @@ from django.core.exceptions import PermissionDenied
 from django.shortcuts import render
 from django.utils import timezone
 
+from accessui import views as access_pages
 from batches.filters import AWAITING_FILTER, awaiting_q
 from batches.models import Collection
 from dashboard import queries as q
@@ -138,6 +139,8 @@ def dashboard(request):
         "capacity": usage(sum(job_counts.values())),
         **_dependencies(request.user),
         "deletion_requests": waiting_count(request.user),
+        # Merritt's access queue: its requests by state (the mirror), its pause (two nodes).
+        "access_queues": access_pages.queue_facts(request.user, access_pages.pause_states()),
     }
     return render(request, "dashboard/home.html", context)
 

@@ -24,7 +24,8 @@ def confirm_action(name: str, key: str):
     action = ACTIONS[name]
 
     def run(modeladmin, request, queryset):
-        ids = ",".join(queryset.values_list(key, flat=True))
+        # Distinct: the queue of many selected requests is named once.
+        ids = ",".join(dict.fromkeys(queryset.values_list(key, flat=True)))
         return redirect(reverse("steering:confirm", args=[name]) + "?" + urlencode({"ids": ids}))
 
     run.__name__ = "confirm_" + name.replace(".", "_")

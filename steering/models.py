@@ -140,7 +140,15 @@ class MaintenanceWindow(models.Model):
     """
 
     QUEUE, COLLECTION = "queue", "collection"
-    SCOPES = [(QUEUE, "the whole queue (pause)"), (COLLECTION, "one collection (hold)")]
+    # Merritt's access (assembly) queues, paused by their own locks (docs/access-queue.md).
+    ACCESS_SMALL, ACCESS_LARGE = "access-small", "access-large"
+    ACCESS_SCOPES = {ACCESS_SMALL: "small", ACCESS_LARGE: "large"}
+    SCOPES = [
+        (QUEUE, "the whole queue (pause)"),
+        (COLLECTION, "one collection (hold)"),
+        (ACCESS_SMALL, "the small access queue (pause)"),
+        (ACCESS_LARGE, "the large access queue (pause)"),
+    ]
     ONCE, WEEKLY = "none", "weekly"
     RECURRENCES = [(ONCE, "once"), (WEEKLY, "weekly")]
     WEEKDAYS = list(
@@ -186,6 +194,8 @@ class MaintenanceWindow(models.Model):
     @property
     def target(self) -> str:
         """What it holds: ``queue`` or ``collection <mnemonic>``."""
+        if self.scope in self.ACCESS_SCOPES:
+            return f"{self.ACCESS_SCOPES[self.scope]} access queue"
         return "queue" if self.scope == self.QUEUE else f"collection {self.collection}"
 
     def rule(self) -> Rule:

@@ -95,7 +95,8 @@ def readable_windows(user, rows: QuerySet | None = None) -> QuerySet:
     allowed = readable_collections(user)
     if allowed is None:
         return rows
-    return rows.filter(Q(scope=MaintenanceWindow.QUEUE) | Q(collection__in=allowed))
+    queues = (MaintenanceWindow.QUEUE, *MaintenanceWindow.ACCESS_SCOPES)
+    return rows.filter(Q(scope__in=queues) | Q(collection__in=allowed))
 
 
 # --- admin actions ------------------------------------------------------------------------

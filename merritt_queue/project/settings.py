@@ -335,6 +335,7 @@ INSTALLED_APPS = [
     "metrics",
     "ui",
     "access",
+    "accessui",
 ]
 
 LOGIN_URL = "login"

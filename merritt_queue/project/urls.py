@@ -16,4 +16,5 @@ urlpatterns = [
     path("", include("notifications.urls")),
     path("", include("steering.windows.urls")),
     path("", include("metrics.urls")),
+    path("", include("accessui.urls")),
 ]

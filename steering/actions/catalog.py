@@ -13,6 +13,7 @@ from merritt_queue.core.records import JobRecord
 from merritt_queue.core.states import JOB_STEPS, BatchStatus, JobStatus
 from merritt_queue.core.store import QueueStore
 from steering.actions import (
+    accessqueue,
     approvals,
     breakerswitch,
     collectionholds,
@@ -257,5 +258,6 @@ ACTIONS: dict[str, Action] = {
         ),
         _administrator("queue.pause", Scope.QUEUE, "Pause the queue", _pause_queue),
         _administrator("queue.resume", Scope.QUEUE, "Resume the queue", _unpause_queue),
+        *accessqueue.ACTIONS,
     )
 }

@@ -34,7 +34,7 @@ from merritt_queue.core.history import admin_actor
 from merritt_queue.core.store import QueueStore
 from merritt_queue.project.runtime import deadline_left, get_store, unreachable
 from merritt_queue.project.zkdeadline import UNREACHABLE
-from steering.actions import breakerswitch, wholefilter, workerdrain
+from steering.actions import accessqueue, breakerswitch, wholefilter, workerdrain
 from steering.actions.catalog import ACTIONS
 from steering.actions.kinds import Action, Scope, Target
 from steering.actions.planning import profile_collections
@@ -306,13 +306,22 @@ def _load(store: QueueStore, action: Action, item_id: str):
         return workerdrain.read_worker(item_id)
     if action.scope == Scope.DEPENDENCY:
         return breakerswitch.read_dependency(item_id)
+    if action.scope == Scope.ACCESS:
+        return accessqueue.read_request(store, item_id)
+    if action.scope == Scope.ACCESS_QUEUE:
+        return accessqueue.read_queue(store, item_id)
     return item_id
 
 
 def _collection_of(store: QueueStore, item) -> str:
     """A job's or batch's collection, also when Merritt wrote it (it names only a profile)."""
-    # a collection, the queue, a worker, a dependency
-    if isinstance(item, str | workerdrain.WorkerItem | breakerswitch.DependencyItem):
+    if isinstance(item, accessqueue.Request):
+        return item.collection
+    # a collection, the queue, a worker, a dependency, an access queue
+    if isinstance(
+        item,
+        str | workerdrain.WorkerItem | breakerswitch.DependencyItem | accessqueue.QueueItem,
+    ):
         return ""
     data = getattr(item, "configuration", None) or getattr(item, "submission", None)
     return store.holds.item_collection(data)

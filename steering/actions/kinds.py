@@ -30,6 +30,8 @@ class Scope(StrEnum):
     QUEUE = "queue"
     WORKER = "worker"
     DEPENDENCY = "dependency"
+    ACCESS = "access"  # a request of Merritt's access queue: ``small/qid0000000042``
+    ACCESS_QUEUE = "access-queue"  # one of the two access queues: ``small`` or ``large``
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,13 @@ class Action:
             return "a worker runs the jobs of every collection; your role covers only some"
         if self.scope == Scope.DEPENDENCY and collections is not None:
             return "a dependency serves the jobs of every collection; your role covers only some"
+        if self.scope == Scope.ACCESS_QUEUE and collections is not None:
+            return "an access queue serves every collection's requests; your role covers only some"
+        if self.scope == Scope.ACCESS and collections is not None and not t.collection:
+            return (
+                "its object belongs to no collection this queue knows; your role covers only "
+                "some collections"
+            )
         if self.scope == Scope.COLLECTION and (why := mnemonic_problem(t.id)):
             return why
         if t.removed_at is not None:
@@ -84,6 +93,8 @@ class Action:
         if self.applies_to and t.status not in self.applies_to:
             allowed = ", ".join(sorted(self.applies_to))
             return f"it is {t.status}; {self.label.lower()} applies to {allowed}"
+        if t.locked and not self.locked_ok and self.scope == Scope.ACCESS:
+            return "Merritt's access service is assembling it (locked)"
         if t.locked and not self.locked_ok:
             return "a worker is running a step on it (locked)"
         collection = t.id if self.scope == Scope.COLLECTION else t.collection

@@ -78,7 +78,11 @@ def judge(action: Action, t: Target, scope: set[str] | None, waits: Waits) -> Pl
 
 # The releases a maintenance window on now undoes at its next check
 # (``steering.windows.scheduler``).
-WINDOW_RELEASES = {"queue.resume": "queue", "collection.release": "collection"}
+WINDOW_RELEASES = {
+    "queue.resume": "queue",
+    "collection.release": "collection",
+    "access.unpause": "access",  # the window's scope is the queue's: access-small, access-large
+}
 
 
 def _extra_note(action: Action, t: Target, waits: Waits) -> str:
@@ -97,6 +101,8 @@ def _extra_note(action: Action, t: Target, waits: Waits) -> str:
 
 def _window_note(action: Action, t: Target) -> str:
     scope = WINDOW_RELEASES[action.name]
+    if scope == "access":
+        scope = f"access-{t.id}"
     on = active_for(scope, t.id if scope == "collection" else "")
     if not on:
         return ""

@@ -15,7 +15,8 @@ from jobs.filters import JobFilter
 from jobs.models import Job
 from merritt_queue.core.approval import shown_status
 from merritt_queue.core.errors import QueueError
-from steering.actions import breakerswitch, wholefilter, workerdrain
+from merritt_queue.project.runtime import get_store
+from steering.actions import accessqueue, breakerswitch, wholefilter, workerdrain
 from steering.actions.kinds import Action, Scope, Target
 from steering.actions.planning import profile_collections
 
@@ -84,6 +85,11 @@ def select(request, action: Action) -> Selection:
         return _live(_ids(request), workerdrain.read_worker)
     if action.scope == Scope.DEPENDENCY:
         return _live(_ids(request), breakerswitch.read_dependency)
+    if action.scope == Scope.ACCESS_QUEUE:
+        store = get_store(init=False)
+        return _live(_ids(request), lambda name: accessqueue.read_queue(store, name))
+    if action.scope == Scope.ACCESS:
+        return _access(request)
     model, key, filter_class = MIRROR[action.scope]
     fields: tuple[str, ...] = (
         key,
@@ -118,6 +124,25 @@ def select(request, action: Action) -> Selection:
     }
     missing = [i for i in ids if i not in found]
     return Selection([found[i] for i in ids if i in found], missing, len(ids), False, "")
+
+
+def _access(request) -> Selection:
+    """Access requests, named or those the access list's filter finds in the mirror, as
+    they stand in ZooKeeper now: a handful, each read in one round."""
+    from accessui.filters import matching_keys
+
+    everything = request.GET.get("all") == "1"
+    query = _filter_query(request) if everything else ""
+    if everything:
+        keys, error = matching_keys(QueryDict(query), MAX_ITEMS)
+        if error:
+            return Selection([], [], 0, True, query, error=error)
+        if keys is None:
+            return Selection([], [], MAX_ITEMS + 1, True, query, too_many=True)
+    else:
+        keys = _ids(request)
+    targets, missing = accessqueue.read_requests(get_store(init=False), keys)
+    return Selection(targets, missing, len(keys), everything, query)
 
 
 def _live(names: list[str], read) -> Selection:

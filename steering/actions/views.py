@@ -77,6 +77,8 @@ LISTS = {
     Scope.QUEUE: "dashboard:home",
     Scope.WORKER: "dashboard:workers",
     Scope.DEPENDENCY: "dashboard:home",
+    Scope.ACCESS: "accessui:list",
+    Scope.ACCESS_QUEUE: "accessui:list",
 }
 
 

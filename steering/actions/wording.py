@@ -50,7 +50,13 @@ def action_words(code: str) -> str:
     """``job.edit_resume`` -> "Edit and resume (job)"; an unknown code is shown as it is."""
     if code in ACTIONS:
         action = ACTIONS[code]
-        scoped = action.scope in (Scope.JOB, Scope.BATCH, Scope.COLLECTION)
+        scoped = action.scope in (
+            Scope.JOB,
+            Scope.BATCH,
+            Scope.COLLECTION,
+            Scope.ACCESS,
+            Scope.ACCESS_QUEUE,
+        )
         return f"{action.label} ({action.scope})" if scoped else action.label
     if code in OPERATIONS:
         return OPERATIONS[code].label

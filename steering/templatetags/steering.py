@@ -69,6 +69,10 @@ def item_link(scope: str, item_id: str):
         return format_html('<a href="/workers/#worker-{}">worker {}</a>', item_id, item_id)
     if scope == "dependency":
         return format_html('<a href="/#dependencies">{}</a>', label(item_id))
+    if scope == "access" and item_id.count("/") == 1:
+        return format_html('<a href="/access/{}/">{}</a>', item_id, item_id)
+    if scope == "access-queue":
+        return format_html('<a href="/access/?queue={}">{} access queue</a>', item_id, item_id)
     return item_id
 
 

@@ -33,6 +33,7 @@ from django.utils import timezone
 
 from merritt_queue.core.history import admin_actor
 from merritt_queue.core.store import QueueStore
+from steering.actions import accessqueue
 from steering.models import AdminAction, AdminActionItem, MaintenanceWindow
 from steering.windows.timing import Occurrence
 
@@ -52,7 +53,10 @@ WINDOW_ACTIONS = (
 HOLDS_BY_HAND = {
     MaintenanceWindow.QUEUE: "queue.pause",
     MaintenanceWindow.COLLECTION: "collection.hold",
+    MaintenanceWindow.ACCESS_SMALL: "access.pause",
+    MaintenanceWindow.ACCESS_LARGE: "access.pause",
 }
+ACCESS = MaintenanceWindow.ACCESS_SCOPES
 
 
 def apply_windows(store: QueueStore, now: datetime | None = None) -> float | None:
@@ -97,24 +101,34 @@ def _live():
 
 
 def target_id(w: MaintenanceWindow) -> str:
-    """The audit rows' item: the queue's lock name, or the collection's mnemonic."""
+    """The audit rows' item: the queue's lock name (an access queue's name), or the
+    collection's mnemonic."""
+    if w.scope in ACCESS:
+        return ACCESS[w.scope]
     return "ingest" if w.scope == MaintenanceWindow.QUEUE else w.collection
 
 
 def _is_on(store: QueueStore, w: MaintenanceWindow) -> bool:
+    if w.scope in ACCESS:
+        return accessqueue.paused(store, ACCESS[w.scope])
     if w.scope == MaintenanceWindow.QUEUE:
         return store.pause.queue_paused()
     return store.holds.is_collection_held(w.collection)
 
 
 def _put_on(store: QueueStore, w: MaintenanceWindow) -> None:
-    if w.scope == MaintenanceWindow.QUEUE:
+    if w.scope in ACCESS:
+        accessqueue.set_paused(store, ACCESS[w.scope], True)
+    elif w.scope == MaintenanceWindow.QUEUE:
         store.pause.pause_queue()
     else:
         store.holds.hold_collection(w.collection, by=SCHEDULER, reason=f"window {w.pk}: {w.reason}")
 
 
 def _take_off(store: QueueStore, w: MaintenanceWindow) -> str:
+    if w.scope in ACCESS:
+        accessqueue.set_paused(store, ACCESS[w.scope], False)
+        return f"resumed the {w.target}"
     if w.scope == MaintenanceWindow.QUEUE:
         store.pause.unpause_queue()
         return "resumed the queue"
@@ -123,6 +137,12 @@ def _take_off(store: QueueStore, w: MaintenanceWindow) -> str:
         w.collection, f"released at the end of maintenance window {w.pk}", by_hold_only=True
     )
     return f"released collection {w.collection} and {len(freed.released)} item(s) its hold held"
+
+
+def _put_on_words(w: MaintenanceWindow) -> str:
+    if w.scope in ACCESS:
+        return f"paused the {w.target}"
+    return "paused the queue" if w.scope == w.QUEUE else f"held {w.target}"
 
 
 def _same_hold(w: MaintenanceWindow):
@@ -165,7 +185,7 @@ def _start(store: QueueStore, pk: int, occurrence: Occurrence, now: datetime) ->
             who = ", ".join(f"window {o.pk}" for o in others) or "a person"
             detail = f"already on, set by {who}: left as it is{late}"
         else:
-            detail = f"{'paused the queue' if w.scope == w.QUEUE else 'held ' + w.target}{late}"
+            detail = f"{_put_on_words(w)}{late}"
         _audit(w, "start", f"{detail}; until {_utc(occurrence.end)}", occurrence)
         if not on:
             _put_on(store, w)

@@ -52,6 +52,8 @@ def _scope_problem(user, scope: str, collection: str) -> str | None:
         return None
     if scope == MaintenanceWindow.QUEUE:
         return "pausing the whole queue needs an administrator of every collection"
+    if scope in MaintenanceWindow.ACCESS_SCOPES:
+        return "pausing an access queue needs an administrator of every collection"
     if collection not in mine:
         return f"collection {collection} is outside your collections"
     return None
