@@ -160,6 +160,7 @@ def fill(n_jobs: int) -> dict:
 
     from batches.models import Batch, Collection
     from jobs.models import Job, JobEvent, JobSteps, MirrorState
+    from ui.tables import DEFAULT_PER_PAGE
 
     rng = random.Random(SEED)
     now = timezone.now()
@@ -197,6 +198,7 @@ def fill(n_jobs: int) -> dict:
     ids.setdefault("jid", f"jid{n_jobs:010d}")
     ids.setdefault("bid", "bid0000000001")
     ids["pending"] = last.jid if last else ids["jid"]
+    ids["deep_page"] = max(1, min(500, n_jobs // DEFAULT_PER_PAGE // 2))
     return ids
 
 

@@ -361,13 +361,25 @@ log4j.appender.FILE.layout.ConversionPattern=%d{ISO8601} %-5p [%t:%C{1}@%L] - %m
 EOF
 }
 
+# The serial collector is the smallest for the tests' few hundred MB; a heap of gigabytes (the
+# benchmarks' trees of millions of znodes) it stops for seconds to collect, longer than a
+# client's session waits for a ping, so such a heap gets G1, as a production ensemble has.
+zk_gc() {
+    local heap=${ZK_HEAP,,}
+    if [[ $heap =~ ^[0-9]+g$ ]] || { [[ $heap =~ ^([0-9]+)m$ ]] && ((BASH_REMATCH[1] >= 1024)); }; then
+        echo "-XX:+UseG1GC"
+    else
+        echo "-XX:+UseSerialGC"
+    fi
+}
+
 # Start the server configured by DIR/zoo.cfg in the background, its pid in DIR/zookeeper.pid.
 # setsid: the server outlives the shell that started it and ignores the terminal's Ctrl-C;
 # the inner bash records its own pid before exec so the pid file names java itself.
 zk_launch() {
     local dir=$1
     setsid bash -c 'echo $$ >"$1"; shift; exec "$@"' _ "$dir/zookeeper.pid" \
-        "$JAVA" -Xmx"$ZK_HEAP" -Xms32m -XX:+UseSerialGC \
+        "$JAVA" -Xmx"$ZK_HEAP" -Xms32m "$(zk_gc)" \
         -cp "$dir:$ZK_JAR:$ZK_LOG_JARS" \
         -Dzookeeper.log.dir="$dir" \
         -Dlog4j.configuration="file:$dir/log4j.properties" \
