@@ -76,15 +76,30 @@ def test_the_awaiting_state_is_visible_on_every_page(client, queue, people):
     assert "batches/?approval=awaiting" in home and "awaiting approval" in home
 
 
-def test_a_missing_summary_says_why_and_breaks_nothing(client, queue, people, monkeypatch):
+def test_a_summary_that_fails_says_why_and_breaks_nothing(client, queue, people, monkeypatch):
     monkeypatch.undo()
-    monkeypatch.setattr(arrival, "summarise", arrival.summarise)
-    Profile.objects.filter(name="slow").update(approval_required=True)
+
+    def broken(data, **kwargs):
+        raise RuntimeError("the inventory did not answer")
+
+    monkeypatch.setattr("batches.preflight.summarise", broken)
     bid = arrive(queue)
     client.force_login(people["viewer"])
     page = client.get(f"/batches/{bid}/").content.decode()
-    assert "No pre-flight summary" in page
+    assert "No pre-flight summary" in page and "the inventory did not answer" in page
     assert "batch.approve/confirm" not in page  # a viewer takes no action
+
+
+def test_an_arriving_batch_carries_the_pre_flight_summary_of_batches_preflight(
+    client, queue, people, monkeypatch
+):
+    monkeypatch.undo()
+    bid = arrive(queue)
+    summary = Batch.objects.get(bid=bid).approval["summary"]
+    assert (summary["profile"], summary["rows"], summary["version"]) == ("slow", 1, 1)
+    client.force_login(people["operator"])
+    page = client.get(f"/batches/{bid}/").content.decode()
+    assert "Pre-flight: what this batch would do" in page and "No pre-flight summary" not in page
 
 
 def test_approve_starts_it_audited_and_the_depositor_is_told(client, queue, people):
