@@ -66,7 +66,7 @@ def test_the_awaiting_state_is_visible_on_every_page(client, queue, people):
     client.force_login(people["operator"])
     page = client.get(f"/batches/{bid}/").content.decode()
     assert 'class="st st-awaiting-approval">Awaiting approval' in page
-    assert 'id="approval"' in page and "objects" in page
+    assert 'id="approval"' in page and "Pre-flight: what this batch would do" in page
     assert f"/actions/batch.approve/confirm?ids={bid}" in page
     assert f"/actions/batch.reject/confirm?ids={bid}" in page
     assert "batch.release/confirm" not in page and "batch.delete/confirm" not in page

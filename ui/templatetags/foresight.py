@@ -14,8 +14,9 @@ register = template.Library()
 
 @register.filter
 def about(seconds) -> str:
-    """None (no rate to forecast at) reads "not at the current rate"."""
-    if seconds is None:
+    """None (no rate to forecast at) reads "not at the current rate"; so does a value that is
+    no number (a stored summary without its forecast)."""
+    if not isinstance(seconds, int | float) or isinstance(seconds, bool):
         return "not at the current rate"
     if seconds <= 0:
         return "now"
