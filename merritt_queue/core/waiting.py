@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from . import review
+from . import approval, review
 from .errors import InvalidData
 from .states import JOB_STEPS, BatchStatus, JobStatus
 from .stepowners import MERRITT_QUEUE
@@ -286,11 +286,18 @@ def decide(item: Item, facts: QueueFacts) -> Waiting | None:
     )
 
 
+# The message of a batch awaiting approval (core.approval), up to its profile's name.
+AWAITING_APPROVAL = approval.AWAITING_MESSAGE.partition(":")[0] + ":"
+
+
 def held(item: Item) -> Waiting:
     what = "job" if item.kind == "job" else "batch"
     words = f"this {what} is held" + (f": {item.message}" if item.message else "")
     if item.message.startswith(review.WAITING):
         return Waiting(HELD, words, "when an operator approves or rejects its update")
+    if item.kind == "batch" and item.message.startswith(AWAITING_APPROVAL):
+        # A release is refused: only a decision moves it.
+        return Waiting(HELD, words, "when an operator approves or rejects it")
     return Waiting(HELD, words, "when an administrator releases it")
 
 

@@ -123,3 +123,13 @@ def test_the_tree_check_finds_nothing_wrong_with_an_awaiting_batch_or_a_decided_
         f for f in check_tree(store) if any(b in f.path for b in (waiting, approved, rejected))
     ]
     assert found == []
+
+
+def test_an_awaiting_batch_waits_for_a_decision_not_a_release():
+    from merritt_queue.core import waiting
+    from merritt_queue.core.approval import AWAITING_MESSAGE
+
+    message = AWAITING_MESSAGE.format(profile="demo")
+    item = waiting.Item("batch", "bid0000000008", "Held", collection="demo", message=message)
+    found = waiting.decide(item, waiting.QueueFacts())
+    assert found is not None and found.ends == "when an operator approves or rejects it"
