@@ -221,7 +221,8 @@ def _rerun(store, clean: dict, upload, first: str) -> SubmitResult:
     ``<batchID>~rerun-<n>`` (``core.rerun``): this submission, the corrected manifest of a
     failed run for one; the batchID's own ``/batch-uuids`` entry keeps naming its first
     batch. A last run still at work is returned as the duplicate, as without ``rerun``: a
-    request sent twice makes one new batch."""
+    request sent twice makes one new batch. A profile that asks for approval holds the
+    re-run for an operator, as it holds a first run."""
     uuid = clean["batchID"]
     _, latest = store.new_batches.latest_rerun(uuid)
     last = store.batches.get_batch(latest or first)
@@ -230,11 +231,20 @@ def _rerun(store, clean: dict, upload, first: str) -> SubmitResult:
     saved = _save_upload(upload, clean) if upload else None
     clean[CREATED_BY_KEY] = CREATED_BY
     try:
-        created = store.new_batches.create_rerun_batch(uuid, clean | {"rerun_of": last.bid})
+        # A depositor's new manifest is as unread by a person as a first run's: it waits too.
+        approval = arrival.request(clean, upload)
+        created = store.new_batches.create_rerun_batch(
+            uuid, clean | {"rerun_of": last.bid}, approval=approval
+        )
     except Exception:
         _remove_upload(saved)
         raise
-    return SubmitResult(created.id, False, store.batches.get_batch(created.id).uuid)
+    return SubmitResult(
+        created.id,
+        False,
+        store.batches.get_batch(created.id).uuid,
+        awaiting_approval=approval is not None,
+    )
 
 
 def _check_object(clean: dict) -> None:
