@@ -26,18 +26,19 @@ def required(profile_name: str) -> bool:
     return Profile.objects.filter(name=profile_name, approval_required=True).exists()
 
 
-def request(clean: dict, upload: Upload | None) -> dict | None:
+def request(clean: dict, upload: Upload | None, *, manifest: bytes | None = None) -> dict | None:
     """The ``approval`` node for ``clean`` (a submission the door accepted), or None when its
-    profile does not ask for approval."""
+    profile does not ask for approval. ``manifest``: the manifest's bytes as the door judged
+    them (``manifest_door.judge``), read instead of fetching its link again."""
     profile = clean.get("profile", "")
     if not required(profile):
         return None
-    return ap.node(profile, summary(clean, upload))
+    return ap.node(profile, summary(clean, upload, manifest=manifest))
 
 
-def summary(clean: dict, upload: Upload | None) -> dict:
+def summary(clean: dict, upload: Upload | None, *, manifest: bytes | None = None) -> dict:
     try:
-        data = _payload(clean, upload)
+        data = manifest if manifest is not None else _payload(clean, upload)
     except Exception as e:  # noqa: BLE001 - an unreadable payload is the summary's news
         return {UNAVAILABLE: f"the payload could not be read for the summary: {e}"}
     try:
@@ -57,8 +58,9 @@ def summarise(data: bytes, *, profile: str, collection: str = "") -> dict:
 
 
 def _payload(clean: dict, upload: Upload | None) -> bytes:
-    """The bytes the summary reads: an uploaded file's first bytes, or a linked manifest as
-    the door fetched it to check it; nothing for a single linked file."""
+    """The bytes the summary reads when the door judged no manifest (a caller in the process
+    itself): an uploaded file's first bytes, or a linked manifest fetched now; nothing for a
+    single linked file."""
     if upload is not None:
         return manifest_door._uploaded(upload)
     if manifest_door.fetches_a_manifest(clean):

@@ -16,8 +16,14 @@ def big_summary(n: int = 200) -> dict:
         "measured_bytes": 5_000,
         "measured_rows": 5,
         "sample": [
-            {"line": i, "url": "https://example.org/" + "u" * 190, "status": 200,
-             "bytes": 1000, "ms": 3, "error": None}
+            {
+                "line": i,
+                "url": "https://example.org/" + "u" * 190,
+                "status": 200,
+                "bytes": 1000,
+                "ms": 3,
+                "error": None,
+            }
             for i in range(50)
         ],
         "duplicate_local_ids": [
@@ -28,8 +34,14 @@ def big_summary(n: int = 200) -> dict:
             for i in range(n)
         ],
         "in_flight": [
-            {"line": i, "local_id": f"lid-{i}", "ark": f"ark:/99999/fk4{i}", "jid": f"jid{i:010d}",
-             "bid": "bid0000000001", "status": "Pending"}
+            {
+                "line": i,
+                "local_id": f"lid-{i}",
+                "ark": f"ark:/99999/fk4{i}",
+                "jid": f"jid{i:010d}",
+                "bid": "bid0000000001",
+                "status": "Pending",
+            }
             for i in range(n)
         ],
         "counts": {"duplicate_local_ids": 900, "updates": 5_000, "in_flight": n},

@@ -134,8 +134,10 @@ def test_a_depositors_rerun_waits_for_approval_too(client, queue, tokens):
     assert again.status_code == 201 and again.json()["awaiting_approval"] is True
     new = again.json()["batch_id"]
     held = queue.batches.get_batch(new)
-    assert held.status == "Held" and held.awaiting_approval and queue.reads.exists(
-        f"/batches/{new}/states"
+    assert (
+        held.status == "Held"
+        and held.awaiting_approval
+        and queue.reads.exists(f"/batches/{new}/states")
     )
     assert held.approval["summary"] == {"objects": 1}
     mirror.apply_batch(held)
@@ -153,7 +155,10 @@ def test_a_request_id_used_again_for_another_batch_or_decision_acts_anew(client,
     body = {"decision": "approve", "reason": "ok", "request_id": "r1"}
     one = call(client, tokens["operator"], "post", f"/api/v1/batches/{b1}/approval", body)
     two = call(
-        client, tokens["operator"], "post", f"/api/v1/batches/{b2}/approval",
+        client,
+        tokens["operator"],
+        "post",
+        f"/api/v1/batches/{b2}/approval",
         body | {"decision": "reject"},
     )
     assert two.status_code == 200 and two.json()["status"] == "Deleted"
@@ -165,3 +170,18 @@ def test_a_depositor_lists_no_batch_to_act_on(client, queue, tokens):
     arrived(client, queue, tokens, "y-1")
     got = call(client, tokens["depositor"], "get", "/api/v1/approvals")
     assert got.status_code == 200 and got.json() == {"batches": []}
+
+
+def test_a_linked_manifest_is_fetched_once_and_its_bytes_summarised(
+    client, queue, tokens, monkeypatch
+):
+    from door import manifest_door
+    from tests.door.test_submit_door import GOOD as MANIFEST
+
+    fetched, read = [], []
+    monkeypatch.setattr(manifest_door, "_linked", lambda url: fetched.append(url) or MANIFEST)
+    monkeypatch.setattr(arrival, "summarise", lambda data, **kw: read.append(data) or {"x": 1})
+    body = {"profile": "slow", "type": "object-manifest", "payload_url": "https://h.org/m.checkm"}
+    answer = call(client, tokens["depositor"], "post", "/api/v1/batches", body)
+    assert answer.status_code == 201 and answer.json()["awaiting_approval"] is True
+    assert fetched == ["https://h.org/m.checkm"] and read == [MANIFEST]
