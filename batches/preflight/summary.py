@@ -51,19 +51,19 @@ def summarise(
         "updates": matches.updates(rows, collection, arks),
         "in_flight": matches.in_flight(rows, collection, arks, exclude_bid),
     }
-    single = listing.single_size
+    own_size = listing.single_size
     return {
         "version": VERSION,
         "computed_at": now.isoformat(),
         "profile": profile,
         "collection": collection,
         "kind": listing.kind,
-        "rows": 1 if single is not None else len(rows),
+        "rows": 1 if own_size is not None else len(rows),
         "jobs": listing.jobs,
-        "declared_bytes": single if single is not None else sum(r.file_size or 0 for r in rows),
+        "declared_bytes": own_size if own_size is not None else sum(r.file_size or 0 for r in rows),
         "rows_without_size": sum(1 for r in rows if r.file_size is None),
-        "measured_bytes": single if single is not None else sum(measured),
-        "measured_rows": 1 if single is not None else len(measured),
+        "measured_bytes": own_size if own_size is not None else sum(measured),
+        "measured_rows": 1 if own_size is not None else len(measured),
         "sample": heads,
         **{key: items[:LIST_LIMIT] for key, items in found.items()},
         "counts": {key: len(items) for key, items in found.items()},
