@@ -123,3 +123,19 @@ def test_the_tree_check_finds_nothing_wrong_with_an_awaiting_batch_or_a_decided_
         f for f in check_tree(store) if any(b in f.path for b in (waiting, approved, rejected))
     ]
     assert found == []
+
+
+def test_a_re_run_batch_awaits_as_a_first_run_and_merritt_leaves_it_alone(store, zk, merritt):
+    first = store.new_batches.create_batch(SUBMISSION, reserved=True).id
+    node = ap.node("demo", {"objects": 1})
+    bid = store.new_batches.create_rerun_batch(
+        "approve-me", SUBMISSION | {"rerun_of": first}, approval=node
+    ).id
+    batch = store.batches.get_batch(bid)
+    assert batch.uuid == "approve-me~rerun-1" and batch.awaiting_approval
+    assert zk.exists(t.batch_states(bid)) is not None
+    assert merritt.acquire_pending_batch() is None
+    assert merritt.load(Item("batch", bid)).status == B.HELD
+    store.approvals.approve(bid, "approved by otto: ok")
+    assert store.batches.get_batch(bid).status == B.PENDING
+    assert merritt.acquire_pending_batch() is None  # ours still: it has ``states``

@@ -185,3 +185,24 @@ def test_a_linked_manifest_is_fetched_once_and_its_bytes_summarised(
     answer = call(client, tokens["depositor"], "post", "/api/v1/batches", body)
     assert answer.status_code == 201 and answer.json()["awaiting_approval"] is True
     assert fetched == ["https://h.org/m.checkm"] and read == [MANIFEST]
+
+
+def test_an_administrators_rerun_does_not_wait_the_person_re_running_decided(client, queue, tokens):
+    from batches.models import Batch
+    from steering.actions.catalog import ACTIONS
+    from steering.actions.execution import execute
+
+    bid = arrived(client, queue, tokens, "a-1")
+    queue.approvals.approve(bid, "approved by otto: ok")
+    queue.batch_moves.transition_batch(bid, "Processing", "x")
+    queue.batch_moves.transition_batch(bid, "Reporting", "x")
+    queue.batch_moves.transition_batch(bid, "Completed", "done")
+    mirror.full_reconcile(queue)
+    ada = person("ada", "administrator")
+    version = Batch.objects.get(bid=bid).status_version
+    record = execute(ada, ACTIONS["batch.rerun"], [(bid, version)], "asked", token="t-1")
+    item = record.items.get()
+    assert item.result == "done", item.detail
+    new = item.detail.split("re-run as batch ", 1)[1].split()[0]
+    assert queue.batches.get_batch(new).status == "Pending"
+    assert queue.batches.get_batch(new).approval is None
