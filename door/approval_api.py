@@ -72,7 +72,7 @@ def decide(request, user, bid: str):
             bid,
             approve=DECISIONS[data["decision"]],
             reason=reason,
-            token=_token(user, data.get("request_id")),
+            token=_token(user, data.get("request_id"), bid, data["decision"]),
             version=version,
         )
     except decisions.Refused as e:
@@ -87,8 +87,11 @@ def decide(request, user, bid: str):
     return JsonResponse(body, status=200 if done.result == "done" else 409)
 
 
-def _token(user, request_id) -> str:
-    """The action's token: the caller's ``request_id`` (per person), else a fresh one."""
+def _token(user, request_id, bid: str, decision: str) -> str:
+    """The action's token: the caller's ``request_id`` (per person), else a fresh one. The
+    batch and the decision are part of it: a ``request_id`` used again for another batch or
+    the other decision is a new request, never the earlier one's answer."""
     if not isinstance(request_id, str) or not request_id:
         return uuid.uuid4().hex
-    return hashlib.sha256(f"approval:{user.pk}:{request_id}".encode()).hexdigest()
+    key = json.dumps(["approval", user.pk, request_id, bid, decision])
+    return hashlib.sha256(key.encode()).hexdigest()

@@ -46,11 +46,12 @@ def fetches_a_manifest(clean: dict) -> bool:
     return clean.get("type") in MANIFEST_KIND
 
 
-def judge(clean: dict, upload: Upload | None) -> None:
+def judge(clean: dict, upload: Upload | None) -> bytes | None:
     """Raise ManifestRefused unless ``clean``'s manifest (``upload``, else its
-    ``payload_url``) would be planned into jobs; other types pass untouched."""
+    ``payload_url``) would be planned into jobs; other types pass untouched (None). Answers
+    the bytes judged, for the arrival's summary to read rather than fetch a link again."""
     if not fetches_a_manifest(clean):
-        return
+        return None
     kind = clean["type"]
     data = _uploaded(upload) if upload else _linked(clean["payload_url"])
     limit = settings.MQ_MAX_MANIFEST_BYTES
@@ -61,6 +62,7 @@ def judge(clean: dict, upload: Upload | None) -> None:
     if shown["errors"]:
         shown["valid"] = False
         raise ManifestRefused(shown)
+    return data
 
 
 def _uploaded(upload: Upload) -> bytes:

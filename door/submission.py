@@ -92,14 +92,14 @@ def submit(
     data, rerun = rerun_asked(data)
     clean = prepare(data, upload, by=by, via=via)
     capacity.check_submission(clean, upload)
-    if by is not None or via:
-        judge_manifest(clean, upload, by)
+    # The manifest as judged: the approval's summary reads it, a link is not fetched twice.
+    manifest = judge_manifest(clean, upload, by) if by is not None or via else None
     store = get_store()
     # The writer's name for this request only: one store serves every thread of the process.
     who = submission_actor(clean.get("submitted_by") or clean.get("submitter") or "")
     wishes = subscribe.take(clean)
     with store.changes.acting_as(who):
-        result = _create(store, clean, by, upload, rerun=rerun)
+        result = _create(store, clean, by, upload, rerun=rerun, manifest=manifest)
     if not result.duplicate:
         made = subscribe.subscribe(result.bid, clean, wishes)
         if settings.MQ_HANDOVER and not result.awaiting_approval:  # a first run and a rerun
@@ -146,15 +146,16 @@ def prepare(
     return clean
 
 
-def judge_manifest(clean: dict, upload: Upload | None, by=None) -> None:
+def judge_manifest(clean: dict, upload: Upload | None, by=None) -> bytes | None:
     """A person's door (the form, the API, ``manage.py submit``) refuses a manifest the check
     page refuses (``door.manifest_door``); a caller in the process itself (the demo, tests)
     leaves it to the batch handler, as Merritt's ingest does. A linked manifest is a check
-    that holds a web worker while it is fetched: it counts against ``by``'s manifest checks."""
+    that holds a web worker while it is fetched: it counts against ``by``'s manifest checks.
+    Answers the manifest's bytes as judged (None for a type that is no manifest)."""
     if by is not None and upload is None and manifest_door.fetches_a_manifest(clean):
         if limited := too_often(by):
             raise SubmissionError([limited[0]], status=429, retry_after=limited[1])
-    manifest_door.judge(clean, upload)
+    return manifest_door.judge(clean, upload)
 
 
 def workers_problem() -> str | None:
@@ -178,20 +179,22 @@ def rerun_asked(data: object) -> tuple[object, bool]:
     return {k: v for k, v in data.items() if k != "rerun"}, asked
 
 
-def _create(store, clean: dict, by, upload, *, rerun: bool = False) -> SubmitResult:
+def _create(
+    store, clean: dict, by, upload, *, rerun: bool = False, manifest: bytes | None = None
+) -> SubmitResult:
     """The batch made in ZooKeeper, or the one this batchID already names."""
     if clean.get("batchID"):
         existing = store.batches.find_batch_by_uuid(clean["batchID"])
         if existing:
             _check_owner(store, existing, clean, by)
             if rerun:
-                return _rerun(store, clean, upload, existing)
+                return _rerun(store, clean, upload, existing, manifest)
             return _duplicate(store.batches.get_batch(existing))
     saved = _save_upload(upload, clean) if upload else None
     # Marked, and created with ``states``: MerrittZK never takes it, our ``own`` workers do.
     clean[CREATED_BY_KEY] = CREATED_BY
     try:
-        approval = arrival.request(clean, upload)
+        approval = arrival.request(clean, upload, manifest=manifest)
         created = store.new_batches.create_batch(clean, reserved=True, approval=approval)
     except Exception:
         _remove_upload(saved)
@@ -216,12 +219,13 @@ def _duplicate(last) -> SubmitResult:
     )
 
 
-def _rerun(store, clean: dict, upload, first: str) -> SubmitResult:
+def _rerun(store, clean: dict, upload, first: str, manifest: bytes | None = None) -> SubmitResult:
     """A new batch for a batchID whose last run is Completed or Failed (``RERUNNABLE``), under
     ``<batchID>~rerun-<n>`` (``core.rerun``): this submission, the corrected manifest of a
     failed run for one; the batchID's own ``/batch-uuids`` entry keeps naming its first
     batch. A last run still at work is returned as the duplicate, as without ``rerun``: a
-    request sent twice makes one new batch."""
+    request sent twice makes one new batch. A profile that asks for approval holds the
+    re-run for an operator, as it holds a first run."""
     uuid = clean["batchID"]
     _, latest = store.new_batches.latest_rerun(uuid)
     last = store.batches.get_batch(latest or first)
@@ -230,11 +234,20 @@ def _rerun(store, clean: dict, upload, first: str) -> SubmitResult:
     saved = _save_upload(upload, clean) if upload else None
     clean[CREATED_BY_KEY] = CREATED_BY
     try:
-        created = store.new_batches.create_rerun_batch(uuid, clean | {"rerun_of": last.bid})
+        # A depositor's new manifest is as unread by a person as a first run's: it waits too.
+        approval = arrival.request(clean, upload, manifest=manifest)
+        created = store.new_batches.create_rerun_batch(
+            uuid, clean | {"rerun_of": last.bid}, approval=approval
+        )
     except Exception:
         _remove_upload(saved)
         raise
-    return SubmitResult(created.id, False, store.batches.get_batch(created.id).uuid)
+    return SubmitResult(
+        created.id,
+        False,
+        store.batches.get_batch(created.id).uuid,
+        awaiting_approval=approval is not None,
+    )
 
 
 def _check_object(clean: dict) -> None:

@@ -4,6 +4,7 @@ judged as its submission is, or a single file (anything that is not a manifest).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -40,3 +41,25 @@ def read(data: bytes) -> Listing:
     # An object manifest is one job of all its files; a batch manifest one job a row.
     jobs = (1 if rows else 0) if kind == "object" else len(rows) if kind else 0
     return Listing(kind, rows, jobs, len(found.errors))
+
+
+def one_file(single: Mapping) -> Listing:
+    """A single-file submission (``file``, ``container``) as the one row its job would be:
+    ``url`` (none for an upload: nothing to ask), ``ark`` and ``local_id`` (the object it
+    would update) and ``size`` (known for an upload only)."""
+    row = ManifestRow(
+        line=1,
+        url=single.get("url") or "",
+        hash_algorithm=None,
+        hash_value=None,
+        file_size=single.get("size"),
+        last_modified=None,
+        file_name="",
+        mime_type=None,
+        primary_id=single.get("ark") or None,
+        local_id=single.get("local_id") or None,
+        creator=None,
+        title=None,
+        date=None,
+    )
+    return Listing(SINGLE, (row,), 1, 0)

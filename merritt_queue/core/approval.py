@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import summaryfit
 from . import tree as t
 from .states import BatchStatus
 
@@ -47,9 +48,12 @@ def path(bid: str) -> str:
 
 
 def node(profile: str, summary: dict[str, Any]) -> dict[str, Any]:
-    """The ``approval`` node's JSON; a summary too big to keep is replaced by why."""
-    if len(t.encode_json(summary)) > MAX_SUMMARY_BYTES:
-        summary = {"unavailable": f"the summary is larger than {MAX_SUMMARY_BYTES} bytes"}
+    """The ``approval`` node's JSON; a summary too big to keep is shrunk (``summaryfit``),
+    and replaced by why only when even that is too big."""
+    fitted = summaryfit.fit(summary, MAX_SUMMARY_BYTES)
+    if fitted is None:
+        fitted = {"unavailable": f"the summary is larger than {MAX_SUMMARY_BYTES} bytes"}
+    summary = fitted
     return {
         "profile": profile,
         "requested_at": t.now(),

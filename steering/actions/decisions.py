@@ -16,7 +16,7 @@ from batches.models import Batch
 from steering.actions.approvals import APPROVE, REJECT
 from steering.actions.execution import execute
 from steering.models import AdminAction
-from steering.permissions import collections_of, refusal
+from steering.permissions import collections_of, refusal, role_of
 from ui.reading_scope import readable_rows
 
 
@@ -35,8 +35,11 @@ class Decision:
 
 
 def awaiting(user) -> QuerySet:
-    """The batches awaiting approval that ``user`` may read and act on (an operator limited
-    to some collections sees only theirs), oldest first."""
+    """The batches awaiting approval that ``user`` may act on (an operator limited to some
+    collections sees only theirs), oldest first; none for a role below the decision's (a
+    depositor follows their own batch through its status). Read-only mode still lists them."""
+    if role_of(user) < APPROVE.role:
+        return Batch.objects.none()
     rows = readable_rows(user, Batch.objects.filter(awaiting_q()).order_by("bid"))
     acting = collections_of(user)
     return rows if acting is None else rows.filter(collection__in=acting)

@@ -72,6 +72,8 @@ def _rerun(store: QueueStore, bid: str, old: dict, jids: list[str], note: str) -
     by = note.partition(": ")[0]
     submission = rerun.rerun_submission(old, bid, jids, by, tree.now())
     submission[CREATED_BY_KEY] = CREATED_BY  # ours: MerrittZK never takes it
+    # No approval wait even for a profile that asks for one: the person re-running it, with a
+    # reason, is the person who decides (a depositor's re-run waits: door.submission).
     created = store.new_batches.create_rerun_batch(old.get("batchID") or bid, submission)
     uuid = store.batches.get_batch(created.id).uuid
     return Applied(

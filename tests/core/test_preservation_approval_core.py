@@ -133,3 +133,19 @@ def test_an_awaiting_batch_waits_for_a_decision_not_a_release():
     item = waiting.Item("batch", "bid0000000008", "Held", collection="demo", message=message)
     found = waiting.decide(item, waiting.QueueFacts())
     assert found is not None and found.ends == "when an operator approves or rejects it"
+
+
+def test_a_re_run_batch_awaits_as_a_first_run_and_merritt_leaves_it_alone(store, zk, merritt):
+    first = store.new_batches.create_batch(SUBMISSION, reserved=True).id
+    node = ap.node("demo", {"objects": 1})
+    bid = store.new_batches.create_rerun_batch(
+        "approve-me", SUBMISSION | {"rerun_of": first}, approval=node
+    ).id
+    batch = store.batches.get_batch(bid)
+    assert batch.uuid == "approve-me~rerun-1" and batch.awaiting_approval
+    assert zk.exists(t.batch_states(bid)) is not None
+    assert merritt.acquire_pending_batch() is None
+    assert merritt.load(Item("batch", bid)).status == B.HELD
+    store.approvals.approve(bid, "approved by otto: ok")
+    assert store.batches.get_batch(bid).status == B.PENDING
+    assert merritt.acquire_pending_batch() is None  # ours still: it has ``states``

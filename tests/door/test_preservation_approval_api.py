@@ -121,3 +121,88 @@ def test_the_command_lists_and_decides(client, queue, tokens):
     assert f"{bid} rejected: now Deleted" in out.getvalue()
     batch = queue.batches.get_batch(bid)
     assert batch.status == "Deleted" and batch.message == "rejected by otto: spam"
+
+
+def test_a_depositors_rerun_waits_for_approval_too(client, queue, tokens):
+    bid = arrived(client, queue, tokens, "r-1")
+    queue.approvals.approve(bid, "approved by otto: ok")
+    queue.batch_moves.transition_batch(bid, "Processing", "x")
+    queue.batch_moves.transition_batch(bid, "Failed", "no jobs were created")
+    mirror.full_reconcile(queue)
+    body = GOOD | {"batchID": "r-1", "rerun": True, "payload_url": "https://example.org/b.jpg"}
+    again = call(client, tokens["depositor"], "post", "/api/v1/batches", body)
+    assert again.status_code == 201 and again.json()["awaiting_approval"] is True
+    new = again.json()["batch_id"]
+    held = queue.batches.get_batch(new)
+    assert (
+        held.status == "Held"
+        and held.awaiting_approval
+        and queue.reads.exists(f"/batches/{new}/states")
+    )
+    assert held.approval["summary"] == {"objects": 1}
+    mirror.apply_batch(held)
+    url = f"/api/v1/batches/{new}/approval"
+    done = call(client, tokens["operator"], "post", url, {"decision": "approve", "reason": "ok"})
+    assert done.status_code == 200 and done.json()["status"] == "Pending"
+    moved = queue.batches.get_batch(new)
+    assert moved.status == "Pending" and not moved.awaiting_approval
+    assert moved.submission["rerun_of"] == bid
+
+
+def test_a_request_id_used_again_for_another_batch_or_decision_acts_anew(client, queue, tokens):
+    b1 = arrived(client, queue, tokens, "x-1")
+    b2 = arrived(client, queue, tokens, "x-2")
+    body = {"decision": "approve", "reason": "ok", "request_id": "r1"}
+    one = call(client, tokens["operator"], "post", f"/api/v1/batches/{b1}/approval", body)
+    two = call(
+        client,
+        tokens["operator"],
+        "post",
+        f"/api/v1/batches/{b2}/approval",
+        body | {"decision": "reject"},
+    )
+    assert two.status_code == 200 and two.json()["status"] == "Deleted"
+    assert two.json()["admin_action"] != one.json()["admin_action"]
+    assert queue.batches.get_batch(b2).status == "Deleted"
+
+
+def test_a_depositor_lists_no_batch_to_act_on(client, queue, tokens):
+    arrived(client, queue, tokens, "y-1")
+    got = call(client, tokens["depositor"], "get", "/api/v1/approvals")
+    assert got.status_code == 200 and got.json() == {"batches": []}
+
+
+def test_a_linked_manifest_is_fetched_once_and_its_bytes_summarised(
+    client, queue, tokens, monkeypatch
+):
+    from door import manifest_door
+    from tests.door.test_submit_door import GOOD as MANIFEST
+
+    fetched, read = [], []
+    monkeypatch.setattr(manifest_door, "_linked", lambda url: fetched.append(url) or MANIFEST)
+    monkeypatch.setattr(arrival, "summarise", lambda data, **kw: read.append(data) or {"x": 1})
+    body = {"profile": "slow", "type": "object-manifest", "payload_url": "https://h.org/m.checkm"}
+    answer = call(client, tokens["depositor"], "post", "/api/v1/batches", body)
+    assert answer.status_code == 201 and answer.json()["awaiting_approval"] is True
+    assert fetched == ["https://h.org/m.checkm"] and read == [MANIFEST]
+
+
+def test_an_administrators_rerun_does_not_wait_the_person_re_running_decided(client, queue, tokens):
+    from batches.models import Batch
+    from steering.actions.catalog import ACTIONS
+    from steering.actions.execution import execute
+
+    bid = arrived(client, queue, tokens, "a-1")
+    queue.approvals.approve(bid, "approved by otto: ok")
+    queue.batch_moves.transition_batch(bid, "Processing", "x")
+    queue.batch_moves.transition_batch(bid, "Reporting", "x")
+    queue.batch_moves.transition_batch(bid, "Completed", "done")
+    mirror.full_reconcile(queue)
+    ada = person("ada", "administrator")
+    version = Batch.objects.get(bid=bid).status_version
+    record = execute(ada, ACTIONS["batch.rerun"], [(bid, version)], "asked", token="t-1")
+    item = record.items.get()
+    assert item.result == "done", item.detail
+    new = item.detail.split("re-run as batch ", 1)[1].split()[0]
+    assert queue.batches.get_batch(new).status == "Pending"
+    assert queue.batches.get_batch(new).approval is None

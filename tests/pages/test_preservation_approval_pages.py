@@ -197,3 +197,15 @@ def test_releasing_a_collection_leaves_an_awaiting_batch_waiting(client, queue, 
     assert bid not in page
     confirm_and_execute(client, "collection.release_all", "ids=demo", reason="all go")
     assert queue.batches.get_batch(bid).awaiting_approval
+
+
+def test_a_big_batchs_summary_is_shown_shortened_never_lost(client, queue, people, monkeypatch):
+    from tests.core.test_preservation_approval_summary_fit import big_summary
+
+    monkeypatch.setattr(arrival, "summarise", lambda data, **kw: big_summary())
+    bid = arrive(queue)
+    client.force_login(people["operator"])
+    page = client.get(f"/batches/{bid}/").content.decode()
+    assert "No pre-flight summary" not in page and "Shortened to fit beside the batch" in page
+    assert "of the rows that update an object" in page and "490 more" in page
+    assert "5,000" in page  # counts.updates, the full number, kept

@@ -328,3 +328,57 @@ def test_the_command_fetches_a_manifest_under_the_network_policy(http_server, se
     settings.MQ_ALLOW_LOOPBACK = False
     with pytest.raises(CommandError, match="loopback"):
         call_command("preflight", url, "--profile", "demo")
+
+
+# --- a single-file submission's summary at arrival ----------------------------------------
+
+
+def test_a_linked_single_file_is_one_row_headed_and_matched(http_server):
+    from door import arrival
+
+    InventoryObject.objects.create(ark="ark:/99999/fk4one", collection="demo", title="One")
+    (http_server.root / "a.jpg").write_bytes(b"x" * 10)
+    clean = {"profile": "demo", "collection": "demo", "type": "file"}
+    url = http_server.url_for("/a.jpg")
+    s = arrival.summary(clean | {"payload_url": url, "primary_id": "ark:/99999/fk4one"}, None)
+    assert (s["kind"], s["rows"], s["jobs"]) == ("file", 1, 1)
+    assert (s["declared_bytes"], s["rows_without_size"]) == (0, 1)
+    assert (s["measured_bytes"], s["measured_rows"]) == (10, 1)
+    assert [(x["status"], x["bytes"]) for x in s["sample"]] == [(200, 10)]
+    assert [u["ark"] for u in s["updates"]] == ["ark:/99999/fk4one"]
+    gone = arrival.summary(clean | {"payload_url": http_server.url_for("/gone.jpg")}, None)
+    assert (gone["measured_bytes"], gone["measured_rows"]) == (0, 0)
+    assert gone["sample"][0]["status"] == 404 and gone["updates"] == []
+
+
+def test_an_uploaded_single_file_is_its_real_size_and_asks_no_url():
+    import io
+
+    from door import arrival
+    from pipeline.submitted import Upload
+
+    InventoryObject.objects.create(ark="ark:/99999/fk4one", collection="demo", title="One")
+    LocalIdentifier.objects.create(collection="demo", local_id="L-1", ark="ark:/99999/fk4one")
+    big = Upload("big.tar", io.BytesIO(b"#%checkm_0.7\n" + b"x" * 100), 2 * 1024**3)
+    clean = {"profile": "demo", "collection": "demo", "type": "container", "local_id": "L-1"}
+    s = arrival.summary(clean, big)
+    assert (s["kind"], s["rows"], s["declared_bytes"], s["rows_without_size"]) == (
+        "file",
+        1,
+        2 * 1024**3,
+        0,
+    )
+    assert (s["measured_bytes"], s["measured_rows"], s["sample"]) == (0, 0, [])
+    assert [u["local_id"] for u in s["updates"]] == ["L-1"]
+
+
+def test_the_include_never_says_a_url_answered_when_none_was_asked():
+    from django.template.loader import render_to_string
+
+    from door import arrival
+    from pipeline.submitted import Upload
+
+    upload = Upload("a.jpg", __import__("io").BytesIO(b"x"), 1)
+    s = arrival.summary({"profile": "demo", "collection": "demo", "type": "file"}, upload)
+    page = render_to_string("batches/_preflight.html", {"preflight": s})
+    assert "none: no URL was asked" in page and "that answered" not in page

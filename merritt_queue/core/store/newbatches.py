@@ -124,14 +124,19 @@ class NewBatches:
             n, bid = n + 1, found
         return n, bid
 
-    def create_rerun_batch(self, base: str, submission: dict) -> Created:
+    def create_rerun_batch(
+        self, base: str, submission: dict, *, approval: dict | None = None
+    ) -> Created:
         """Create ``submission`` as a new reserved batch under the next free re-run batchID
         of ``base``; its ``/batch-uuids`` entry is made in the same multi, as any batch's.
-        The old batch and its entry are untouched."""
+        The old batch and its entry are untouched. ``approval`` creates it Held, awaiting a
+        person, as ``create_batch``."""
         n, _ = self.latest_rerun(base)
         for k in range(n + 1, n + 1 + TRIES):
             created = self.create_batch(
-                submission | {"batchID": rerun.rerun_uuid(base, k)}, reserved=True
+                submission | {"batchID": rerun.rerun_uuid(base, k)},
+                reserved=True,
+                approval=approval,
             )
             if not created.duplicate:
                 return created
