@@ -25,7 +25,7 @@ from redis.exceptions import RedisError
 from steering import tasks
 from steering.actions import wholefilter
 from steering.actions.catalog import ACTIONS
-from steering.actions.execution import run_items, start
+from steering.actions.execution import WITHIN_KEY, run_items, start
 from steering.maintenance import operations as m
 from steering.models import AdminAction, AdminActionItem, DeletionRequest
 from steering.permissions import collections_of, refusal, role_of
@@ -75,13 +75,16 @@ def create(
     if not reason.strip():
         raise ValueError("a reason is required")
     scope = "queue" if action_name == "cleanup" else ACTIONS[action_name].scope
-    shown = shown or {}
+    shown, params = shown or {}, dict(params or {})
+    within = collections_of(user)
+    if within is not None and action_name != "cleanup":  # approved, it acts where both may
+        params[WITHIN_KEY] = sorted(within)
     req = R(
         kind=policy.KIND_OF[action_name],
         action=action_name,
         items=[list(pair) for pair in items],
         shown=shown,
-        params=params or {},
+        params=params,
         selection=selection,
         count=count or len(items),
         collections=list(collections),

@@ -18,7 +18,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST
 
 from steering import confirmations
-from steering.actions import execution, wholefilter
+from steering.actions import wholefilter
 from steering.models import AdminAction, DeletionRequest
 from steering.permissions import collections_of
 from steering.twoperson import policy, showing
@@ -41,12 +41,9 @@ def ask(request, action, data: dict, reason: str):
     params, whole = dict(data.get("params") or {}), data.get("whole")
     selection = data.get("selection", "")
     items = [] if whole else [list(pair) for pair in data.get("items", [])]
-    scope = collections_of(request.user)
-    if scope is not None:  # the approver's run acts only where the requester may too
-        params[execution.WITHIN_KEY] = sorted(scope)
     if whole:
         params.update(whole)
-        shown = showing.filtered(action, selection, scope)
+        shown = showing.filtered(action, selection, collections_of(request.user))
         count = int(whole[wholefilter.COUNTED_KEY])
     else:
         shown, count = showing.listed(action, items), len(items)

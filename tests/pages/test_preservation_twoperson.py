@@ -390,6 +390,13 @@ def test_a_request_naming_no_collection_is_read_by_readers_of_every_collection_o
     client.force_login(depositor)
     assert client.get(f"/deletion-requests/{req.pk}/").status_code == 404
     assert f"/deletion-requests/{req.pk}/" not in client.get("/deletion-requests/").content.decode()
+    scoped = django_user_model.objects.create_user("abe", password="pw")
+    scoped.groups.set(Group.objects.filter(name="administrator"))
+    CollectionScope.objects.create(user=scoped, collections=["demo"])
+    client.force_login(scoped)
+    refused = client.post(f"/deletion-requests/{req.pk}/approve", {"payload": "x", "reason": "y"})
+    assert refused.status_code == 403 and "no collection known" in refused.content.decode()
+    assert queue.jobs.get_job(jid).status == "Failed"
 
 
 def test_two_submits_of_one_confirmation_at_once_make_one_request(queue, people, two, monkeypatch):
