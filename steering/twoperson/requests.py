@@ -107,7 +107,7 @@ def _record(req: DeletionRequest, scope: str) -> DeletionRequest:
         req.save()
         record = AdminAction.objects.create(
             user=user,
-            username=user.get_username(),
+            username=req.requester_name,
             action=policy.REQUEST,
             scope=scope,
             reason=req.reason,

@@ -78,8 +78,8 @@ def filtered(action: Action, selection: str, scope) -> dict:
     for collection, profile, status, n in groups:
         key = (collection or of_profile.get(profile, ""), status)
         pairs[key] = pairs.get(key, 0) + n
-    by = sorted(([c, st, n] for (c, st), n in pairs.items()), key=lambda x: (-x[2], x[0], x[1]))
-    return {"by": by, "filter": selection}
+    by = sorted(pairs.items(), key=lambda pair: (-pair[1], pair[0]))
+    return {"by": [[c, st, n] for (c, st), n in by], "filter": selection}
 
 
 def cleanup(dry: AdminAction) -> dict:
