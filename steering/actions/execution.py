@@ -45,6 +45,9 @@ from steering.permissions import collections_of, refusal
 
 # Items per round of a batched action: bounds the multis in flight and the progress step.
 MOVE_CHUNK = 500
+# A record's params key: the collections of the person who asked for it (a deletion request
+# approved by another), so the run acts only where both may.
+WITHIN_KEY = "within_collections"
 
 
 # --- execution -------------------------------------------------------------------------
@@ -106,7 +109,7 @@ def run_items(record: AdminAction) -> AdminAction:
     user = record.user
     _recount(record)
     problem = refusal(user, action) if user is not None else "the person is gone"
-    scope = collections_of(user) if user is not None else set()
+    scope = acting_scope(record)
     note = f"{record.username}: {record.reason}"
     size = MOVE_CHUNK if action.batched else 1
     stream = wholefilter.Stream(record, action, scope) if wholefilter.filtered(record) else None
@@ -135,6 +138,18 @@ def run_items(record: AdminAction) -> AdminAction:
     record.finished = timezone.now()
     record.save(update_fields=["finished", "done", "skipped", "failed"])
     return record
+
+
+def acting_scope(record: AdminAction) -> set[str] | None:
+    """The collections the run of ``record`` may act on (None: all): its person's, narrowed
+    to the asker's when another person asked for it (``WITHIN_KEY``)."""
+    if record.user is None:
+        return set()
+    scope = collections_of(record.user)
+    within = (record.params or {}).get(WITHIN_KEY)
+    if within is None:
+        return scope
+    return set(within) if scope is None else scope & set(within)
 
 
 def _listed(record: AdminAction, size: int):
@@ -170,7 +185,7 @@ def run_slice(record: AdminAction, chunk: list[tuple[str, int | None]]) -> None:
     action = ACTIONS[record.action]
     user = record.user
     problem = refusal(user, action) if user is not None else "the person is gone"
-    scope = collections_of(user) if user is not None else set()
+    scope = acting_scope(record)
     store = get_store()
     with store.changes.acting_as(admin_actor(record.username)):
         _run_chunk(

@@ -115,6 +115,17 @@ def start(
 ) -> tuple[AdminAction, bool]:
     """Record the operation and queue it; the record and whether it is new (False: the token
     was used already, nothing more is done). AlreadyRunning when one of its kind runs."""
+    made, new = prepare(user, op, params, reason, token=token)
+    if new:
+        queue(made)
+    return made, new
+
+
+def prepare(
+    user, op: Operation, params: dict, reason: str, *, token: str
+) -> tuple[AdminAction, bool]:
+    """``start`` without queueing: for a caller whose transaction must commit first (the
+    worker reads the record), which then calls ``queue``."""
     problem = refusal(user, op)
     if problem:
         raise PermissionDenied(problem)
@@ -128,7 +139,7 @@ def start(
         raise AlreadyRunning(other)
     try:
         with transaction.atomic():
-            record = AdminAction.objects.create(
+            made = AdminAction.objects.create(
                 user=user,
                 username=user.get_username(),
                 action=op.name,
@@ -143,11 +154,15 @@ def start(
             return used, False
         other = AdminAction.objects.get(action=op.name, finished__isnull=True)
         raise AlreadyRunning(other) from None
+    return made, True
+
+
+def queue(made: AdminAction) -> None:
+    """Queue the recorded operation on mq-admin; failed, saying why, when Redis is away."""
     try:
-        tasks.enqueue(record, _redis(), TASK, job_id(record))
+        tasks.enqueue(made, _redis(), TASK, job_id(made))
     except (RedisError, OSError) as e:
-        fail(record, f"it could not be queued: Redis did not answer ({e}); nothing was done")
-    return record, True
+        fail(made, f"it could not be queued: Redis did not answer ({e}); nothing was done")
 
 
 def job_id(record: AdminAction) -> str:

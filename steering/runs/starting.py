@@ -12,7 +12,6 @@ from django.db import transaction
 from steering.actions import execution, wholefilter
 from steering.actions.catalog import ACTIONS
 from steering.models import AdminAction, ResumeRun, ResumeRunItem
-from steering.permissions import collections_of
 
 NOW = "now"  # the pace field's value for "all at once", as before runs
 BATCH = 1000  # item rows per insert
@@ -67,7 +66,7 @@ def begin_whole(record: AdminAction, pace: Pace) -> ResumeRun:
     mirror a chunk at a time into the run's items, in jid order; those whose row changed
     since the page was shown are audited as skipped, with why, and left out."""
     action = ACTIONS[record.action]
-    stream = wholefilter.Stream(record, action, collections_of(record.user))
+    stream = wholefilter.Stream(record, action, execution.acting_scope(record))
 
     def chunks():
         for chunk, stale in stream:

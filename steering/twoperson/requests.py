@@ -18,19 +18,19 @@ import uuid
 import django_rq
 from django.conf import settings
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 from redis.exceptions import RedisError
 
 from steering import tasks
 from steering.actions import wholefilter
 from steering.actions.catalog import ACTIONS
-from steering.actions.execution import run_items, start
+from steering.actions.execution import WITHIN_KEY, run_items, start
 from steering.maintenance import operations as m
 from steering.models import AdminAction, AdminActionItem, DeletionRequest
 from steering.permissions import collections_of, refusal, role_of
 from steering.roles import Role
-from steering.twoperson import policy
+from steering.twoperson import policy, showing
 
 log = logging.getLogger(__name__)
 R = DeletionRequest
@@ -75,30 +75,44 @@ def create(
     if not reason.strip():
         raise ValueError("a reason is required")
     scope = "queue" if action_name == "cleanup" else ACTIONS[action_name].scope
-    shown = shown or {}
+    shown, params = shown or {}, dict(params or {})
+    within = collections_of(user)
+    if within is not None and action_name != "cleanup":  # approved, it acts where both may
+        params[WITHIN_KEY] = sorted(within)
+    req = R(
+        kind=policy.KIND_OF[action_name],
+        action=action_name,
+        items=[list(pair) for pair in items],
+        shown=shown,
+        params=params,
+        selection=selection,
+        count=count or len(items),
+        collections=list(collections),
+        requester=user,
+        requester_name=user.get_username(),
+        reason=reason.strip(),
+        token=token,
+    )
+    try:
+        return _record(req, scope), True
+    except IntegrityError:  # a second submit of this confirmation inserted it meanwhile
+        return R.objects.get(token=token), False
+
+
+def _record(req: DeletionRequest, scope: str) -> DeletionRequest:
+    """Save ``req`` and its audited half, or neither."""
+    user, action_name, token, shown = req.requester, req.action, req.token, req.shown
+    params = req.params
     with transaction.atomic():
-        req = R.objects.create(
-            kind=policy.KIND_OF[action_name],
-            action=action_name,
-            items=[list(pair) for pair in items],
-            shown=shown,
-            params=params or {},
-            selection=selection,
-            count=count or len(items),
-            collections=list(collections),
-            requester=user,
-            requester_name=user.get_username(),
-            reason=reason.strip(),
-            token=token,
-        )
+        req.save()
         record = AdminAction.objects.create(
             user=user,
-            username=user.get_username(),
+            username=req.requester_name,
             action=policy.REQUEST,
             scope=scope,
-            reason=reason.strip(),
-            selection=selection,
-            params={"request": req.pk, "deletes": action_name, **(params or {})},
+            reason=req.reason,
+            selection=req.selection,
+            params={"request": req.pk, "deletes": action_name, **params},
             total=req.count,
             done=req.count,
             token=f"request-{token}"[:64],
@@ -122,7 +136,7 @@ def create(
         )
         req.request_record = record
         req.save(update_fields=["request_record"])
-    return req, True
+    return req
 
 
 def _asking_refusal(user, action_name: str) -> str | None:
@@ -162,6 +176,11 @@ def refusal_to(verb: str, req: DeletionRequest, user) -> str | None:
     if role_of(user) < Role.ADMINISTRATOR:
         return f"deciding a deletion request needs the {Role.ADMINISTRATOR} role"
     scope = collections_of(user)
+    if scope is not None and req.action != "cleanup" and showing.names_unknown(req):
+        return (
+            "some of its items name no collection known here: only an administrator of "
+            "every collection may decide it"
+        )
     outside = sorted(set(req.collections) - scope) if scope is not None else []
     if outside:
         return f"collection {', '.join(outside)} is outside your collections"
@@ -239,13 +258,16 @@ def _approve_cleanup(req, user, reason, token, links) -> AdminAction:
     with transaction.atomic():
         _claim(req, user, R.APPROVED, reason)
         try:
-            record, _ = m.start(
+            record, new = m.prepare(
                 user, m.OPERATIONS[m.CLEANUP], {**req.params, **links}, reason, token=token
             )
         except m.AlreadyRunning as e:
             raise Refused(f"{e}: approve it once that one has finished", 409) from None
         req.decision_record = record
         req.save(update_fields=["decision_record"])
+    # Queued once committed: a worker taking it before would find no record and drop it.
+    if new:
+        m.queue(record)
     return record
 
 

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import Count
+
 from batches.models import Batch
 from jobs.models import Job
 from merritt_queue.core.states import JobStatus
 from steering.actions import wholefilter
+from steering.actions.catalog import ACTIONS
 from steering.actions.kinds import Action, Scope
 from steering.actions.planning import profile_collections
 from steering.models import AdminAction, DeletionRequest
@@ -58,12 +61,25 @@ def listed(action: Action, items: list[list]) -> dict:
 
 
 def filtered(action: Action, selection: str, scope) -> dict:
-    """An "all matching" request: the filter, and its counts by collection and status."""
+    """An "all matching" request: the filter, and its counts by collection and status of the
+    jobs within the requester's ``scope`` only (those the run may delete), each row's
+    collection its own or, for a row Merritt wrote, its profile's."""
     rows = wholefilter.matching(selection)
     if rows is None:
-        return {"by": []}
-    summary = wholefilter.summarize(action, rows, scope)
-    return {"by": [list(pair) for pair in summary.by], "filter": selection}
+        return {"by": [], "filter": selection}
+    groups = (
+        wholefilter.in_scope(rows.filter(removed_at__isnull=True), scope)
+        .order_by()
+        .values_list("collection", "profile", "status")
+        .annotate(n=Count("id"))
+    )
+    of_profile = profile_collections()
+    pairs: dict[tuple[str, str], int] = {}
+    for collection, profile, status, n in groups:
+        key = (collection or of_profile.get(profile, ""), status)
+        pairs[key] = pairs.get(key, 0) + n
+    by = sorted(pairs.items(), key=lambda pair: (-pair[1], pair[0]))
+    return {"by": [[c, st, n] for (c, st), n in by], "filter": selection}
 
 
 def cleanup(dry: AdminAction) -> dict:
@@ -81,11 +97,19 @@ def cleanup(dry: AdminAction) -> dict:
 
 def collections(shown: dict, action: Action) -> list[str]:
     """The collections a request deletes from, which its approver must act on."""
+    return sorted(c for c in _named(shown, action) if c)
+
+
+def names_unknown(req: DeletionRequest) -> bool:
+    """Whether some of ``req``'s items name no collection known here (nor does their
+    profile): no approver limited to some collections can be said to cover them."""
+    return "" in _named(req.shown or {}, ACTIONS[req.action])
+
+
+def _named(shown: dict, action: Action) -> set[str]:
     if "by" in shown:
-        named = {c for c, status, _ in shown["by"] if status in action.applies_to}
-    else:
-        named = {row.get("collection", "") for row in shown.get("rows", []) if "id" in row}
-    return sorted(c for c in named if c)
+        return {c for c, status, _ in shown["by"] if status in action.applies_to}
+    return {row.get("collection", "") for row in shown.get("rows", []) if "id" in row}
 
 
 def now(req: DeletionRequest) -> list[dict]:
@@ -111,8 +135,10 @@ def now(req: DeletionRequest) -> list[dict]:
 
 
 def readable(user, req: DeletionRequest) -> bool:
-    """Whether ``user`` reads every collection ``req`` deletes from (a cleanup's: all)."""
+    """Whether ``user`` reads every collection ``req`` deletes from (a cleanup's: all; a
+    request naming none, whose rows' collections are unknown: all too)."""
     allowed = readable_collections(user)
     if allowed is None:
         return True
-    return req.action != "cleanup" and set(req.collections) <= allowed
+    named = set(req.collections)
+    return req.action != "cleanup" and bool(named) and named <= allowed

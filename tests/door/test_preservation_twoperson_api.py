@@ -126,3 +126,26 @@ def test_a_request_of_another_collection_is_hidden_or_refused_by_scope(
     assert refused.status_code == 403
     assert "outside your collections" in refused.json()["errors"][0]
     assert queue.jobs.get_job(jid).status == "Failed"
+
+
+def test_a_scoped_requesters_request_keeps_their_collections_for_the_run(
+    client, queue, keys, settings
+):
+    from django.contrib.auth import get_user_model
+
+    from steering.actions.execution import WITHIN_KEY
+    from steering.models import CollectionScope
+
+    settings.MQ_TWO_PERSON_DELETION = ["jobs"]
+    ada = get_user_model().objects.get(username="ada")
+    CollectionScope.objects.create(user=ada, collections=["demo"])
+    jid = job_in(queue, "Failed")
+    mirrored(queue, jid)
+    assert delete(client, keys["ada"], jid).status_code == 202
+    req = DeletionRequest.objects.get()
+    assert req.params[WITHIN_KEY] == ["demo"] and req.collections == ["demo"]
+    approved = client.post(
+        f"/api/v1/deletion-requests/{req.pk}/approve", {"reason": "ok"}, **keys["bea"]
+    )
+    assert approved.status_code == 200, approved.content
+    assert approved.json()["decision"]["done"] == 1 and queue.jobs.get_job(jid).status == "Deleted"

@@ -330,3 +330,87 @@ def test_an_all_matching_request_keeps_its_filter_and_skips_what_changed(
     req.refresh_from_db()
     assert [queue.jobs.get_job(j).status for j in jids] == ["Pending", "Deleted", "Deleted"]
     assert req.decision_record.done == 2
+
+
+def test_a_scoped_requesters_all_matching_request_deletes_only_in_their_collections(
+    client, queue, people, two, bea, settings
+):
+    settings.MQ_BULK_LIST_MAX = 1
+    mine = [job_in(queue, "Failed", collection="alpha") for _ in range(2)]
+    other = [job_in(queue, "Failed", collection="beta") for _ in range(2)]
+    mirrored(queue, *mine, *other)
+    ada = people["administrator"]
+    CollectionScope.objects.create(user=ada, collections=["alpha"])
+    client.force_login(ada)
+    confirm_and_execute(client, "job.delete", "all=1&status=Failed", "alpha's failures")
+    req = DeletionRequest.objects.get()
+    assert req.count == 2 and req.collections == ["alpha"]
+    assert {c for c, _, _ in req.shown["by"]} == {"alpha"}
+    client.force_login(bea)  # an administrator of every collection
+    decide(client, req.pk, "approve", "agreed")
+    req.refresh_from_db()
+    assert req.decision_record.done == 2
+    assert [queue.jobs.get_job(j).status for j in mine] == ["Deleted", "Deleted"]
+    assert [queue.jobs.get_job(j).status for j in other] == ["Failed", "Failed"]
+
+
+def test_a_request_names_the_collection_of_a_row_that_names_only_its_profile(
+    client, queue, people, two, settings, django_user_model
+):
+    from batches.models import Profile
+    from jobs.models import Job
+
+    settings.MQ_BULK_LIST_MAX = 1
+    Profile.objects.create(name="alpha_p", collection="alpha", minter_shoulder="ark:/99999/fk4")
+    jids = [job_in(queue, "Failed", collection="alpha") for _ in range(2)]
+    mirrored(queue, *jids)
+    Job.objects.filter(jid__in=jids).update(collection="", profile="alpha_p")  # as Merritt wrote
+    client.force_login(people["administrator"])
+    confirm_and_execute(client, "job.delete", "all=1&status=Failed", "old ones")
+    req = DeletionRequest.objects.get()
+    assert req.collections == ["alpha"]
+    depositor = django_user_model.objects.create_user("dora", password="pw")
+    depositor.groups.add(Group.objects.get_or_create(name="depositor")[0])
+    CollectionScope.objects.create(user=depositor, collections=["gamma"])
+    client.force_login(depositor)
+    assert client.get(f"/deletion-requests/{req.pk}/").status_code == 404
+
+
+def test_a_request_naming_no_collection_is_read_by_readers_of_every_collection_only(
+    client, queue, people, two, django_user_model
+):
+    jid = job_in(queue, "Failed", collection="")
+    mirrored(queue, jid)
+    requested(client, queue, people, jid)
+    req = DeletionRequest.objects.get()
+    assert req.collections == []
+    depositor = django_user_model.objects.create_user("dora", password="pw")
+    depositor.groups.add(Group.objects.get_or_create(name="depositor")[0])
+    CollectionScope.objects.create(user=depositor, collections=["gamma"])
+    client.force_login(depositor)
+    assert client.get(f"/deletion-requests/{req.pk}/").status_code == 404
+    assert f"/deletion-requests/{req.pk}/" not in client.get("/deletion-requests/").content.decode()
+    scoped = django_user_model.objects.create_user("abe", password="pw")
+    scoped.groups.set(Group.objects.filter(name="administrator"))
+    CollectionScope.objects.create(user=scoped, collections=["demo"])
+    client.force_login(scoped)
+    refused = client.post(f"/deletion-requests/{req.pk}/approve", {"payload": "x", "reason": "y"})
+    assert refused.status_code == 403 and "no collection known" in refused.content.decode()
+    assert queue.jobs.get_job(jid).status == "Failed"
+
+
+def test_two_submits_of_one_confirmation_at_once_make_one_request(queue, people, two, monkeypatch):
+    from django.db.models import QuerySet
+
+    from steering.twoperson import requests as life
+
+    jid = job_in(queue, "Failed")
+    mirrored(queue, jid)
+    ada = people["administrator"]
+    first, new = life.create(ada, "job.delete", "dup", token="t1", items=[[jid, 1]])
+    assert new
+    # The second submit checked before the first inserted: it finds no request by its token.
+    monkeypatch.setattr(QuerySet, "first", lambda self: None)
+    second, new = life.create(ada, "job.delete", "dup", token="t1", items=[[jid, 1]])
+    assert not new and second.pk == first.pk
+    assert DeletionRequest.objects.count() == 1

@@ -66,3 +66,35 @@ def test_a_real_cleanup_is_requested_and_removes_only_what_its_dry_run_listed(
     ids = queue.jobs.list_job_ids()
     assert gone not in ids and kept in ids and later in ids
     assert run.finished and run.report["counts"]["jobs"] == 1
+
+
+def test_an_approved_cleanup_is_queued_only_once_its_record_is_committed(
+    client, queue, people, admin_queue, settings, bea, monkeypatch
+):
+    from django.db import connection
+
+    from steering import tasks
+    from steering.twoperson import requests as life
+
+    settings.MQ_TWO_PERSON_DELETION = ["purge"]
+    job_in(queue, "Deleted")
+    client.force_login(people["administrator"])
+    started(client, "cleanup", "older_than=0s&mode=dry", reason="look first")
+    work(admin_queue)
+    start(client, "cleanup", "older_than=0s&mode=real", reason="disk is full")
+    req = DeletionRequest.objects.get()
+    outer = len(connection.savepoint_ids)  # the test's own transaction
+    seen = []
+    enqueue = tasks.enqueue
+
+    def spy(record, *args, **kwargs):
+        # An idle worker may take the job at once: the record must be committed by then.
+        seen.append(len(connection.savepoint_ids))
+        return enqueue(record, *args, **kwargs)
+
+    monkeypatch.setattr(tasks, "enqueue", spy)
+    run = life.approve(req, bea, "agreed")
+    assert seen == [outer]
+    work(admin_queue)
+    run.refresh_from_db()
+    assert run.finished and run.report["counts"]["jobs"] == 1
