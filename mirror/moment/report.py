@@ -57,7 +57,7 @@ def _window(w) -> dict:
 
 
 def moment(at: datetime, scope: Scope) -> dict:
-    missing = when.missing(at)
+    missing = when.missing(at, scope)
     return {
         "at": utc(at),
         "time_zone": timezone.get_current_timezone_name(),
@@ -103,7 +103,7 @@ def _moved(d: diff.Diff, key: str) -> dict:
 def between(a: datetime, b: datetime, scope: Scope, page: int = 1) -> dict:
     jobs = diff.between(a, b, "job", scope, page)
     batches = diff.between(a, b, "batch", scope, page)
-    missing = when.missing(a)
+    missing = when.missing(a, scope)
     return {
         "from": utc(a),
         "to": utc(b),

@@ -294,10 +294,10 @@ def test_a_moment_before_a_purge_says_what_is_missing(record):
     AdminAction.objects.filter(pk=record_.pk).update(started=at(450))
     AdminActionItem.objects.create(admin_action=record_, item_id="jid0000000099", result="done")
     AdminActionItem.objects.create(admin_action=record_, item_id="jid0000000001", result="done")
-    missing = when.missing(at(400))
+    missing = when.missing(at(400), EVERYTHING)
     assert missing.jobs == 1 and missing.batches == 0
     assert "retention" in missing.text and "jid0000000099" in missing.text
-    assert when.missing(at(460)).jobs == 0
+    assert when.missing(at(460), EVERYTHING).jobs == 0
 
 
 def test_the_command_prints_a_moment_and_a_diff(record, capsys):
@@ -358,3 +358,19 @@ def test_holds_still_on_are_known_from_their_nodes_whoever_set_them(db):
         ("merritt", True, None),
         ("bare", True, None),
     ]
+
+
+def test_a_limited_scope_is_told_of_removals_without_other_collections_ids_or_reasons(record):
+    """Cleanup rows name no collection: a person limited to some sees neither the ids, nor
+    how many, nor the administrators' reasons; only that something was removed."""
+    record_ = AdminAction.objects.create(
+        username="system", action="cleanup", scope="queue", reason="secret words", token="r2"
+    )
+    AdminAction.objects.filter(pk=record_.pk).update(started=at(450))
+    AdminActionItem.objects.create(admin_action=record_, item_id="jid0000000099", result="done")
+    limited = when.missing(at(400), Scope(frozenset({"demo"})))
+    assert "jid0000000099" not in limited.text and "secret words" not in limited.text
+    assert limited.jobs is None and limited.batches is None
+    assert "removed" in limited.text
+    assert "jid0000000099" in when.missing(at(400), EVERYTHING).text
+    assert when.missing(at(460), Scope(frozenset({"demo"}))).text == ""
