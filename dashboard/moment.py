@@ -128,6 +128,7 @@ def moment(request):
         "batch_rows": _rows("batch", (at, batches)),
         "collections": _by_collection(jobs, link),
         "pause": holds.pause_at(at),
+        "access_pauses": holds.access_pauses_at(at),
         "holds": holds.holds_at(at, scope),
         "windows": windows.windows_at(at, scope),
     }

@@ -16,7 +16,7 @@ LOCKS_NOTE = (
 HOLDS_NOTE = (
     "holds and pauses are those this site's audit records, and those still on now, from "
     "when their node was made; one another tool (Merritt's admin) set and lifted since "
-    "is not known"
+    "is not known, nor an access queue's pause it set"
 )
 
 
@@ -64,6 +64,7 @@ def moment(at: datetime, scope: Scope) -> dict:
         "jobs": _counts(states.counts(at, "job", scope)),
         "batches": _counts(states.counts(at, "batch", scope)),
         "pause": _hold(holds.pause_at(at)),
+        "access_pauses": {q: _hold(h) for q, h in holds.access_pauses_at(at).items()},
         "holds": [_hold(h) for h in holds.holds_at(at, scope)],
         "windows": [_window(w) for w in windows.windows_at(at, scope)],
         "locks": {"recorded": False, "note": LOCKS_NOTE},

@@ -163,3 +163,12 @@ def test_links_in_the_repeated_hour_keep_their_offset(browser, record):
         assert when.parse(link_time(second)) == second
         # a "+" left unencoded in a URL arrives as a space
         assert when.parse(link_time(second).replace("+", " ")) == second
+
+
+def test_the_page_says_whether_each_access_queue_was_paused(browser, record):
+    audit("access.pause", "access-queue", "large", 100)
+    html = browser.get("/moment/", {"at": local(250)}).content.decode()
+    assert "Small access queue: running" in html
+    assert "Large access queue: <strong>paused</strong>" in html
+    diff = browser.get("/moment/", {"at": local(50), "diff": local(250)}).content.decode()
+    assert "The large access queue&#x27;s pause began" in diff or "large access queue's pause began" in diff
