@@ -154,9 +154,7 @@ def _act(request, user, verb: str, names: list[str], *, versioned: bool, cleanup
     if cleanup:
         days = body.get("older_than_days")
         if not _days(days):
-            problems.append(
-                f"older_than_days is required: a number of days from 0 to {MAX_DAYS}"
-            )
+            problems.append(f"older_than_days is required: a number of days from 0 to {MAX_DAYS}")
         else:
             older_than = timedelta(days=days)
     if problems:

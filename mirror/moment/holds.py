@@ -18,9 +18,7 @@ from steering.models import AdminActionItem
 
 from .scope import Scope
 
-ON = frozenset(
-    {"collection.hold", "queue.pause", "access.pause", "window.start", "window.reapply"}
-)
+ON = frozenset({"collection.hold", "queue.pause", "access.pause", "window.start", "window.reapply"})
 OFF = frozenset({"collection.release", "queue.resume", "access.unpause", "window.end"})
 # A window's end that left the hold on says so (steering.windows.scheduler._end); so does a
 # release that lifted this site's hold while another tool's stayed

@@ -185,9 +185,7 @@ def _completed(merritt: MerrittAccess, queue: str = "small") -> str:
     return qid
 
 
-def test_the_replay_loads_as_merritt_does_and_our_cleanup_passes_what_it_cannot_load(
-    zk, merritt
-):
+def test_the_replay_loads_as_merritt_does_and_our_cleanup_passes_what_it_cannot_load(zk, merritt):
     """Java's ``new JSONObject`` takes an object only; the Ruby gem's load needs the token
     node, and its listing skips what it cannot load and goes on (so the admin tool's
     cleanup removes the rest). Ours removes every finished one, and says why it left one."""

@@ -130,7 +130,7 @@ def test_pause_unpause_and_cleanup(client, merritt, people):
 
 
 @pytest.mark.parametrize(
-    "raw", ['NaN', 'Infinity', '-Infinity', '1e10', '36501', 'true', 'false', '-1', '"7"']
+    "raw", ["NaN", "Infinity", "-Infinity", "1e10", "36501", "true", "false", "-1", '"7"']
 )
 def test_bulk_cleanup_refuses_an_age_that_is_not_a_number_of_days_in_range(
     client, merritt, people, raw
