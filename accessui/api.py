@@ -15,7 +15,9 @@ Each action is judged and taken as the confirmation page does (``accessui.steer`
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 import uuid
 from datetime import timedelta
 
@@ -28,7 +30,7 @@ from kazoo.exceptions import KazooException
 
 from access.models import AccessEvent, AccessRequest
 from accessui import steer
-from accessui.filters import AccessFilter
+from accessui.filters import MAX_DAYS, AccessFilter
 from accessui.views import pause_states, readable
 from door.submission import READ_ONLY_PROBLEM
 from door.tokens import with_token_user
@@ -151,8 +153,8 @@ def _act(request, user, verb: str, names: list[str], *, versioned: bool, cleanup
     older_than = None
     if cleanup:
         days = body.get("older_than_days")
-        if not isinstance(days, int | float) or days < 0:
-            problems.append("older_than_days is required: a number of days, 0 or more")
+        if not _days(days):
+            problems.append(f"older_than_days is required: a number of days from 0 to {MAX_DAYS}")
         else:
             older_than = timedelta(days=days)
     if problems:
@@ -207,11 +209,22 @@ def _shown(judged: steer.Judged) -> list[dict]:
     ]
 
 
+def _days(value) -> bool:
+    """A number of days a timedelta holds: JSON's ``true`` is no number, and Python reads
+    ``NaN`` and ``Infinity`` in JSON."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return math.isfinite(value) and 0 <= value <= MAX_DAYS
+
+
 def _token(user, body: dict) -> str:
     """The audit record's token: one a client's ``request_id`` names makes a retry of the
-    same call do nothing twice."""
+    same call do nothing twice. Hashed whole, so that two long ids alike in their first
+    characters stay two calls."""
     given = str(body.get("request_id") or "").strip()
-    return f"api-{user.pk}-{given}"[:64] if given else uuid.uuid4().hex
+    if not given:
+        return uuid.uuid4().hex
+    return f"api-{user.pk}-{hashlib.sha256(given.encode()).hexdigest()}"[:64]
 
 
 def _form_errors(form) -> list[str]:

@@ -18,6 +18,7 @@ from ui.filters import id_search
 
 STATUS_CHOICES = [(s.value, s.value) for s in AccessStatus]
 YES_NO = [("yes", "yes"), ("no", "no")]
+MAX_DAYS = 36500  # a century: older than the queue, and well within a date's range
 
 
 class AccessFilter(df.FilterSet):
@@ -37,6 +38,7 @@ class AccessFilter(df.FilterSet):
         method="filter_older_than",
         label="Unchanged for (days)",
         min_value=0,
+        max_value=MAX_DAYS,  # a timedelta past the year 1 overflows
         help_text="its status last written at least this many days ago",
     )
     removed = df.BooleanFilter(

@@ -22,8 +22,15 @@ PICKER = "%Y-%m-%dT%H:%M:%S"
 
 
 def picker(value) -> str:
-    """A time as the page's picker shows it: the site's zone, no offset."""
+    """A time as the page's picker shows it: the site's zone, no offset (a datetime-local
+    field takes none)."""
     return timezone.localtime(value).strftime(PICKER) if value else ""
+
+
+def link_time(value) -> str:
+    """A time as the page's links carry it: the site's zone with its offset, so that a link
+    into the hour clocks repeat when they go back opens that hour, not the one before."""
+    return timezone.localtime(value).isoformat(timespec="seconds")
 
 
 def _page_number(text: str | None) -> int:
@@ -40,7 +47,7 @@ def _rows(kind: str, *moments: tuple[datetime, states.Counts]) -> list[dict]:
     for state in order:
         cells = []
         for at, counts in moments:
-            query = urlencode({"at": picker(at), "kind": kind, "state": state})
+            query = urlencode({"at": link_time(at), "kind": kind, "state": state})
             cells.append({"value": counts.by_state.get(state, 0), "href": f"/moment/?{query}"})
         rows.append({"state": state, "cells": cells})
     return rows
@@ -73,7 +80,12 @@ def moment(request):
         context["history_start"] = when.history_start()
         return render(request, "dashboard/moment.html", context, status=400)
     page = _page_number(request.GET.get("page"))
-    context |= {"at": at, "at_text": picker(at), "missing": when.missing(at)}
+    context |= {
+        "at": at,
+        "at_text": picker(at),
+        "at_link": link_time(at),
+        "missing": when.missing(at, scope),
+    }
     if b is not None:
         compared = diff.between(at, b, "job", scope, page)
         context |= {
@@ -87,15 +99,15 @@ def moment(request):
                 (at, states.counts(at, "batch", scope)),
                 (b, states.counts(b, "batch", scope)),
             ),
-            "next": urlencode({"at": picker(at), "diff": picker(b), "page": page + 1}),
-            "previous": urlencode({"at": picker(at), "diff": picker(b), "page": page - 1}),
+            "next": urlencode({"at": link_time(at), "diff": link_time(b), "page": page + 1}),
+            "previous": urlencode({"at": link_time(at), "diff": link_time(b), "page": page - 1}),
         }
         return render(request, "dashboard/moment.html", context)
     kind, state = request.GET.get("kind", ""), request.GET.get("state", "")
     if kind in states.KINDS and state:
         collection = request.GET.get("collection", "")
         found = states.items(at, kind, state, scope, collection=collection, page=page)
-        base = {"at": picker(at), "kind": kind, "state": state} | (
+        base = {"at": link_time(at), "kind": kind, "state": state} | (
             {"collection": collection} if collection else {}
         )
         context |= {
@@ -108,7 +120,7 @@ def moment(request):
         }
         return render(request, "dashboard/moment.html", context)
     jobs, batches = states.counts(at, "job", scope), states.counts(at, "batch", scope)
-    link = {"at": picker(at)}
+    link = {"at": link_time(at)}
     context |= {
         "jobs": jobs,
         "batches": batches,
@@ -116,6 +128,7 @@ def moment(request):
         "batch_rows": _rows("batch", (at, batches)),
         "collections": _by_collection(jobs, link),
         "pause": holds.pause_at(at),
+        "access_pauses": holds.access_pauses_at(at),
         "holds": holds.holds_at(at, scope),
         "windows": windows.windows_at(at, scope),
     }

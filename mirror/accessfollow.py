@@ -5,6 +5,7 @@ its listing (a child watch on ``/access/<queue>``: a request made or removed), t
 node of each request not Completed or Deleted (data watch), and the lock of each such
 request or locked one (exists watch). Every watch is one-shot, armed from the queue as
 last read and armed again once it fired; nothing lists ``/access`` while nothing changes.
+The watches of a request removed, or finished and unlocked, are let go after each read.
 As for jobs, the callbacks only record and wake the loop.
 """
 
@@ -63,6 +64,7 @@ class AccessFollow:
             items = core.read_queues(self.client, sorted(due))
             applied = mirror_access.apply(items, listed=sorted(due), actor=ACTOR)
             self._arm(items)
+            self._drop(due, items)
         except Exception:
             with self._lock:
                 self.dirty |= due
@@ -123,6 +125,25 @@ class AccessFollow:
                 stale.add(queue)
         if stale:
             self._record(lambda: self._mark(stale))
+
+    def _drop(self, queues: set[str], items: list[core.AccessItem]) -> None:
+        """Let go of the watches of requests no longer watched, in the queues just read: a
+        request removed, or finished and unlocked. A watch on a node that will never
+        change (the lock of a request gone) would never fire, and be kept for ever: kazoo
+        is told to forget it, so the next connection does not set it on the server again."""
+        kept = {
+            core.paths.node(i.queue, i.qid, part)
+            for i in items
+            if not (i.status in FINAL and not i.locked)
+            for part in (core.paths.STATUS, core.paths.LOCK)
+        }
+        dirs = tuple(core.paths.queue_dir(q) + "/" for q in queues)
+        with self._lock:
+            gone = {p for p in self._armed if p.startswith(dirs) and p not in kept}
+            self._armed -= gone
+        chroot = self.client.chroot or ""
+        for path in gone:
+            self.client._data_watchers.pop(chroot + path, None)
 
     def _mark(self, queues: set[str]) -> None:
         with self._lock:

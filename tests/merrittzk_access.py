@@ -83,7 +83,30 @@ class MerrittAccess:
                     token = json.loads(raw.decode())
                 except ValueError as e:
                     raise NodeInvalid(f"Improperly formatted object for {base}/token") from e
+                if not isinstance(token, dict):  # new JSONObject(s): an object, nothing else
+                    raise NodeInvalid(f"Improperly formatted object for {base}/token")
         return name, token
+
+    def ruby_load(self, queue: str, qid: str) -> tuple[str | None, object]:
+        """QueueItem#load (Ruby): the ``status`` and ``token`` nodes must both exist and
+        parse as JSON, of any kind (``zk.get`` raises on a missing node); a status name
+        that is not an AccessState loads as None, and fails later where it is used."""
+        base = self.path(queue, qid)
+        if not self.zk.exists(base):
+            raise NodeInvalid(f"Missing Node {base}")
+        parsed = []
+        for key in ("status", "token"):
+            if not self.zk.exists(f"{base}/{key}"):
+                raise NodeInvalid(f"Node Object for ({base}/{key}) missing")
+            try:
+                parsed.append(json.loads(self.zk.get(f"{base}/{key}")[0].decode()))
+            except ValueError as e:
+                raise NodeInvalid(f"Node Object for ({base}/{key}) is not valid json") from e
+        status, token = parsed
+        if not isinstance(status, dict):  # js.fetch(:status, ...) on no Hash: an error
+            raise NodeInvalid(f"Node Object for ({base}/status) is not a Hash")
+        name = status.get("status")
+        return (name if name in STATES else None), token
 
     def lock(self, queue: str, qid: str) -> bool:
         """QueueItem.lock: an ephemeral, empty ``lock``; False when one is there."""
@@ -141,11 +164,14 @@ class MerrittAccess:
 
     def ruby_set_status(self, queue: str, qid: str, status: str, message: str = "") -> None:
         """QueueItem#set_status (Ruby): no transition check; an old JSON is kept whole, its
-        ``last_modified`` too."""
+        ``last_modified`` too. A status it could not name is created anew: the node is
+        there, so that fails."""
         path = f"{self.path(queue, qid)}/status"
-        current, _ = self.load(queue, qid)
+        current, _ = self.ruby_load(queue, qid)
         if current == status:
             return
+        if current is None:
+            raise NodeInvalid(f"cannot create {path}: the node exists")
         old = json.loads(self.zk.get(path)[0].decode())
         old.update(status=status, message=message)
         self.zk.set(path, json.dumps(old).encode())
@@ -157,11 +183,18 @@ class MerrittAccess:
         self.ruby_set_status(queue, qid, "Deleted")
 
     def list_jobs_as_json(self) -> list[dict]:
-        """Access.list_jobs_as_json (Ruby): what the admin tool's table shows."""
+        """Access.list_jobs_as_json (Ruby): what the admin tool's table shows. A request
+        it cannot load or list (its token no JSON object, its status unknown) is skipped,
+        and the listing goes on."""
         jobs = []
         for queue in ("small", "large"):
             for qid in sorted(self.zk.get_children(f"/access/{queue}")):
-                name, token = self.load(queue, qid)
+                try:
+                    name, token = self.ruby_load(queue, qid)
+                    if name is None or not isinstance(token, dict):
+                        raise NodeInvalid(f"cannot list {queue}/{qid}")
+                except NodeInvalid:
+                    continue
                 status = json.loads(self.zk.get(f"{self.path(queue, qid)}/status")[0].decode())
                 jobs.append(
                     {
@@ -176,12 +209,14 @@ class MerrittAccess:
         return jobs
 
     def admin_cleanup(self) -> list[str]:
-        """cleanup_access_queue: delete every deletable request."""
+        """cleanup_access_queue: load each listed request again, remove it (recursively)
+        when its state is final."""
         removed = []
         for job in self.list_jobs_as_json():
             queue = job["queueNode"].removeprefix("/access/")
-            if not STATES[job["status"]]:
-                self.delete(queue, job["id"])
+            name, _ = self.ruby_load(queue, job["id"])
+            if name is not None and not STATES[name]:
+                self.zk.delete(self.path(queue, job["id"]), recursive=True)
                 removed.append(f"{queue}/{job['id']}")
         return removed
 
@@ -200,11 +235,14 @@ class MerrittAccess:
         return self.zk.exists(LOCKS[queue]) is not None
 
     def metrics(self) -> dict[str, int]:
-        """Access.metrics (Ruby): Deleted is not counted; Pending counts as processing."""
+        """Access.metrics (Ruby): Deleted is not counted; Pending counts as processing.
+        Unlike the listing, it stops at a request it cannot load."""
         out = {"completed": 0, "failed": 0, "processing": 0}
         for queue in ("small", "large"):
             for qid in self.zk.get_children(f"/access/{queue}"):
-                name, _ = self.load(queue, qid)
+                name, _ = self.ruby_load(queue, qid)
+                if name is None:  # job.status.name on nil
+                    raise NodeInvalid(f"no AccessState for {queue}/{qid}")
                 if name == "Completed":
                     out["completed"] += 1
                 elif name == "Failed":

@@ -18,13 +18,17 @@ from steering.models import AdminActionItem
 
 from .scope import Scope
 
-ON = frozenset({"collection.hold", "queue.pause", "window.start", "window.reapply"})
-OFF = frozenset({"collection.release", "queue.resume", "window.end"})
+ON = frozenset({"collection.hold", "queue.pause", "access.pause", "window.start", "window.reapply"})
+OFF = frozenset({"collection.release", "queue.resume", "access.unpause", "window.end"})
 # A window's end that left the hold on says so (steering.windows.scheduler._end); so does a
 # release that lifted this site's hold while another tool's stayed
 # (steering.actions.collectionholds.kept_words).
 KEPT_ON = ("the hold stays on", "another tool set under")
 QUEUE = "queue"
+# An access queue's pause: by hand (item ``small`` or ``large``), or by a window, whose
+# scope names the queue. Its target here is ``access-small`` or ``access-large``.
+ACCESS = ("access-queue", "access-small", "access-large")
+ACCESS_QUEUES = ("small", "large")
 
 
 @dataclass
@@ -51,12 +55,12 @@ class Change:
     action_id: int | None
 
 
-def _turns(scope_kind: str, until: datetime, since: datetime | None = None):
+def _turns(kinds: tuple[str, ...], until: datetime, since: datetime | None = None):
     """The audit rows that turned holds on or off, oldest first: a person's actions, so
     few that reading them all is cheaper than any index."""
     rows = AdminActionItem.objects.filter(
         admin_action__action__in=ON | OFF,
-        admin_action__scope=scope_kind,
+        admin_action__scope__in=kinds,
         admin_action__started__lte=until,
         result="done",
     )
@@ -67,13 +71,18 @@ def _turns(scope_kind: str, until: datetime, since: datetime | None = None):
         action = item.admin_action
         if action.action in OFF and any(words in item.detail for words in KEPT_ON):
             continue
-        target = QUEUE if scope_kind == QUEUE else item.item_id
-        yield target, action.action in ON, action, item
+        yield _target(action.scope, item.item_id), action.action in ON, action, item
 
 
-def _on_at(scope_kind: str, at: datetime) -> dict[str, Hold]:
+def _target(scope_kind: str, item_id: str) -> str:
+    if scope_kind == QUEUE:
+        return QUEUE
+    return f"access-{item_id}" if scope_kind in ACCESS else item_id
+
+
+def _on_at(kinds: tuple[str, ...], at: datetime) -> dict[str, Hold]:
     on: dict[str, Hold] = {}
-    for target, turned_on, action, _ in _turns(scope_kind, at):
+    for target, turned_on, action, _ in _turns(kinds, at):
         if turned_on:
             on.setdefault(
                 target, Hold(target, action.username, action.reason, action.started, action.pk)
@@ -85,7 +94,7 @@ def _on_at(scope_kind: str, at: datetime) -> dict[str, Hold]:
 
 def holds_at(at: datetime, scope: Scope) -> list[Hold]:
     """The collections held at ``at``, by name, with who held them, why and since when."""
-    held = _on_at("collection", at)
+    held = _on_at(("collection",), at)
     for hold in _standing():
         if hold.since <= at:
             held.setdefault(hold.target, hold)
@@ -115,13 +124,20 @@ def _locks() -> dict:
 
 def pause_at(at: datetime) -> Hold | None:
     """The queue's pause at ``at``, None when it was running."""
-    if (audited := _on_at(QUEUE, at).get(QUEUE)) is not None:
+    if (audited := _on_at((QUEUE,), at).get(QUEUE)) is not None:
         return audited
     detail = _locks()
     since = _time(detail.get("paused_at"))
     if detail.get("paused", detail.get("queue_paused")) and since is not None and since <= at:
         return Hold(QUEUE, "", "", since, None)
     return None
+
+
+def access_pauses_at(at: datetime) -> dict[str, Hold | None]:
+    """Each access queue's pause at ``at`` (None: running), from this site's audit only:
+    the pause node Merritt's admin makes is empty and the mirror keeps no time of it."""
+    on = _on_at(ACCESS, at)
+    return {q: on.get(f"access-{q}") for q in ACCESS_QUEUES}
 
 
 def _time(value) -> datetime | None:
@@ -139,10 +155,10 @@ def _time(value) -> datetime | None:
 def changes_between(a: datetime, b: datetime, scope: Scope) -> list[Change]:
     """Holds and pauses that began or ended in ``(a, b]``, oldest first."""
     found = []
-    for kind in ("collection", QUEUE):
-        before = set(_on_at(kind, a))
-        for target, turned_on, action, _ in _turns(kind, b, since=a):
-            if kind != QUEUE and not scope.admits(target):
+    for kinds in (("collection",), (QUEUE,), ACCESS):
+        before = set(_on_at(kinds, a))
+        for target, turned_on, action, _ in _turns(kinds, b, since=a):
+            if kinds == ("collection",) and not scope.admits(target):
                 continue
             if turned_on == (target in before):
                 continue  # a window taking over a hold already on, or an end of none

@@ -16,7 +16,7 @@ LOCKS_NOTE = (
 HOLDS_NOTE = (
     "holds and pauses are those this site's audit records, and those still on now, from "
     "when their node was made; one another tool (Merritt's admin) set and lifted since "
-    "is not known"
+    "is not known, nor an access queue's pause it set"
 )
 
 
@@ -57,13 +57,14 @@ def _window(w) -> dict:
 
 
 def moment(at: datetime, scope: Scope) -> dict:
-    missing = when.missing(at)
+    missing = when.missing(at, scope)
     return {
         "at": utc(at),
         "time_zone": timezone.get_current_timezone_name(),
         "jobs": _counts(states.counts(at, "job", scope)),
         "batches": _counts(states.counts(at, "batch", scope)),
         "pause": _hold(holds.pause_at(at)),
+        "access_pauses": {q: _hold(h) for q, h in holds.access_pauses_at(at).items()},
         "holds": [_hold(h) for h in holds.holds_at(at, scope)],
         "windows": [_window(w) for w in windows.windows_at(at, scope)],
         "locks": {"recorded": False, "note": LOCKS_NOTE},
@@ -103,7 +104,7 @@ def _moved(d: diff.Diff, key: str) -> dict:
 def between(a: datetime, b: datetime, scope: Scope, page: int = 1) -> dict:
     jobs = diff.between(a, b, "job", scope, page)
     batches = diff.between(a, b, "batch", scope, page)
-    missing = when.missing(a)
+    missing = when.missing(a, scope)
     return {
         "from": utc(a),
         "to": utc(b),

@@ -15,8 +15,14 @@ from jobs.models import Job, JobEvent
 from merritt_queue.core.tree import is_batch_id, is_job_id
 from steering.models import AdminActionItem
 
+from .scope import Scope
+
 # The ids a refusal names; the rest are counted.
 NAMED = 5
+LIMITED = (
+    "some items in the queue at this moment were removed by a cleanup since and left no "
+    "record here: the counts may miss some of your collections' items"
+)
 
 
 class Refused(ValueError):
@@ -82,14 +88,18 @@ def check_pair(a: datetime, b: datetime) -> None:
 
 @dataclass
 class Missing:
-    jobs: int
-    batches: int
+    jobs: int | None  # None: not told (a limited scope)
+    batches: int | None
     text: str
 
 
-def missing(at: datetime) -> Missing:
+def missing(at: datetime, scope: Scope) -> Missing:
     """Items that were in the queue at ``at`` and whose record is gone: removed after it
-    (``cleanup``, retention, Purge now) before the mirror kept removed items' rows."""
+    (``cleanup``, retention, Purge now) before the mirror kept removed items' rows.
+
+    A removal's audit row names no collection, and the item's own rows are gone: which
+    collection it was of is not known. A person limited to some collections is told only
+    that something was removed, not the ids, how many, or the administrators' reasons."""
     removed = AdminActionItem.objects.filter(
         admin_action__action__in=("cleanup", "batch.purge"),
         admin_action__started__gt=at,
@@ -103,6 +113,8 @@ def missing(at: datetime) -> Missing:
     batches = sorted({i for i, _ in ids if is_batch_id(i)})
     if not jobs and not batches:
         return Missing(0, 0, "")
+    if not scope.everything:
+        return Missing(None, None, LIMITED)
     why = sorted({r for _, r in ids})
     named = ", ".join((jobs + batches)[:NAMED])
     more = len(jobs) + len(batches) - NAMED

@@ -174,3 +174,43 @@ def test_what_merritt_cannot_load_is_a_problem(zk, merritt):
     assert access.unknown_entries(zk) == {"/access/small": ["states"]}
     with pytest.raises(InvalidTransition, match="is unreadable"):
         access.requeue(zk, "small", qid, actor="admin:a")
+
+
+def _completed(merritt: MerrittAccess, queue: str = "small") -> str:
+    qid = merritt.create_assembly(queue, TOKEN)
+    merritt.acquire_pending_assembly(queue)
+    merritt.set_status(queue, qid, "Processing")
+    merritt.set_status(queue, qid, "Completed")
+    merritt.unlock(queue, qid)
+    return qid
+
+
+def test_the_replay_loads_as_merritt_does_and_our_cleanup_passes_what_it_cannot_load(zk, merritt):
+    """Java's ``new JSONObject`` takes an object only; the Ruby gem's load needs the token
+    node, and its listing skips what it cannot load and goes on (so the admin tool's
+    cleanup removes the rest). Ours removes every finished one, and says why it left one."""
+    from tests.merrittzk_access import NodeInvalid
+
+    array, no_token, odd, done = (_completed(merritt) for _ in range(4))
+    zk.set(access.item_path("small", array) + "/token", b"[1]")
+    with pytest.raises(NodeInvalid):
+        merritt.load("small", array)
+    with pytest.raises(NodeInvalid):  # Java's service stops at it, as Merritt's does
+        merritt.acquire_pending_assembly("small")
+    zk.delete(access.item_path("small", no_token) + "/token")
+    assert merritt.load("small", no_token)[0] == "Completed"  # Java: the token is optional
+    with pytest.raises(NodeInvalid):
+        merritt.ruby_load("small", no_token)
+    with pytest.raises(NodeInvalid):
+        merritt.admin_requeue("small", no_token)
+    zk.set(access.item_path("small", odd) + "/status", b'{"status":"Consumed"}')
+    listed = [j["id"] for j in merritt.list_jobs_as_json()]
+    assert listed == [done]  # Ruby parses [1], then fails to add the listing's keys to it
+    ours = access.remove_finished(zk, timedelta(0), now=LATER)
+    # Finished by their status, they go, which lets Merritt's service past the bad token;
+    # a status that is no AccessState is left, and said.
+    assert sorted(ours.removed) == [f"small/{q}" for q in sorted((array, no_token, done))]
+    assert ours.skipped == {f"small/{odd}": "is unreadable, not Completed or Deleted"}
+    assert merritt.admin_cleanup() == []
+    done = _completed(merritt, "large")  # Merritt's service stops at "Consumed" in small
+    assert merritt.admin_cleanup() == [f"large/{done}"]

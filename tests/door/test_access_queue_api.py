@@ -127,3 +127,34 @@ def test_pause_unpause_and_cleanup(client, merritt, people):
     gone = post(client, "/api/v1/access/cleanup", headers, reason="tidy", older_than_days=0)
     assert gone.json()["done"] == 1 and merritt.list_jobs("small") == []
     assert merritt.list_jobs("large") == [failed.split("/")[1]]
+
+
+@pytest.mark.parametrize(
+    "raw", ["NaN", "Infinity", "-Infinity", "1e10", "36501", "true", "false", "-1", '"7"']
+)
+def test_bulk_cleanup_refuses_an_age_that_is_not_a_number_of_days_in_range(
+    client, merritt, people, raw
+):
+    request_in(merritt, "Completed")
+    body = f'{{"reason": "tidy", "older_than_days": {raw}}}'
+    answer = client.post(
+        "/api/v1/access/cleanup", body, content_type="application/json", **auth(people["operator"])
+    )
+    assert answer.status_code == 400
+    assert "older_than_days" in answer.json()["errors"][0]
+    assert not AdminAction.objects.exists()
+
+
+def test_two_calls_whose_long_ids_share_a_beginning_are_two_calls(client, merritt, people):
+    first = request_in(merritt, "Failed")
+    second = request_in(merritt, "Failed")
+    headers = auth(people["operator"])
+    stem = "x" * 70
+    for key, tail in ((first, "a"), (second, "b")):
+        q, qid = key.split("/")
+        url = f"/api/v1/access/{q}/{qid}/delete"
+        version = post(client, url, headers, dry_run=True).json()["items"][0]["version"]
+        done = post(client, url, headers, reason="gone", version=version, request_id=stem + tail)
+        assert done.status_code == 200 and done.json()["done"] == 1
+    assert AdminAction.objects.count() == 2
+    assert status_of(merritt, first) == status_of(merritt, second) == "Deleted"

@@ -84,3 +84,27 @@ def test_a_depositor_token_reads_its_collections_only(client, django_user_model,
 
 def test_no_token_is_401(client, record):
     assert client.get("/api/v1/moment", {"at": iso(250)}).status_code == 401
+
+
+def test_a_depositor_token_is_not_told_other_collections_removed_items(
+    client, django_user_model, record
+):
+    from steering.models import AdminAction, AdminActionItem
+
+    done = AdminAction.objects.create(
+        username="admin", action="cleanup", scope="queue", reason="private words", token="c7"
+    )
+    AdminAction.objects.filter(pk=done.pk).update(started=at(450))
+    AdminActionItem.objects.create(admin_action=done, item_id="jid0000000077", result="done")
+    dana = django_user_model.objects.create_user("dana")
+    grant_depositor(dana, ["demo"])
+    for params in ({"at": iso(250)}, {"at": iso(100), "to": iso(330)}):
+        body = client.get("/api/v1/moment", params, **bearer(dana)).json()
+        assert body["missing"]["jobs"] is None and "removed" in body["missing"]["text"]
+        assert "jid0000000077" not in str(body) and "private words" not in str(body)
+    whole = client.get(
+        "/api/v1/moment",
+        {"at": iso(250)},
+        **bearer(viewer(django_user_model.objects.create_user("lib"))),
+    ).json()
+    assert whole["missing"]["jobs"] == 1 and "jid0000000077" in whole["missing"]["text"]

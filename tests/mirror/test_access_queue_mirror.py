@@ -136,3 +136,25 @@ def test_the_follower_sees_a_queue_merritt_makes_after_it_started(store, zk, fol
     qid = merritt.create_assembly("small", TOKEN)
     wait_for(lambda: _row(f"small/{qid}").status == "Pending")
     assert runner.applied > 0
+
+
+def test_the_follower_lets_go_of_a_removed_requests_watches(store, zk, follower):
+    """A Failed request's lock is watched (it may be taken again); once it is Deleted and
+    removed, nothing may keep that watch: it would never fire."""
+    runner = follower()
+    merritt = MerrittAccess(zk)
+    qid = merritt.create_assembly("small", TOKEN)
+    key = f"small/{qid}"
+    merritt.acquire_pending_assembly("small")
+    merritt.set_status("small", qid, "Processing")
+    merritt.set_status("small", qid, "Failed", "boom")
+    merritt.unlock("small", qid)
+    wait_for(lambda: (r := _row(key)).status == "Failed" and not r.locked)
+    lock = f"/access/small/{qid}/lock"
+    client = runner.store.client
+    wait_for(lambda: lock in runner.access._armed)
+    merritt.admin_delete("small", qid)
+    merritt.delete("small", qid)
+    wait_for(lambda: _row(key).removed_at is not None)
+    wait_for(lambda: not any(qid in path for path in runner.access._armed))
+    assert not any(qid in path for path in client._data_watchers)

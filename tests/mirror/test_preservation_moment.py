@@ -294,10 +294,10 @@ def test_a_moment_before_a_purge_says_what_is_missing(record):
     AdminAction.objects.filter(pk=record_.pk).update(started=at(450))
     AdminActionItem.objects.create(admin_action=record_, item_id="jid0000000099", result="done")
     AdminActionItem.objects.create(admin_action=record_, item_id="jid0000000001", result="done")
-    missing = when.missing(at(400))
+    missing = when.missing(at(400), EVERYTHING)
     assert missing.jobs == 1 and missing.batches == 0
     assert "retention" in missing.text and "jid0000000099" in missing.text
-    assert when.missing(at(460)).jobs == 0
+    assert when.missing(at(460), EVERYTHING).jobs == 0
 
 
 def test_the_command_prints_a_moment_and_a_diff(record, capsys):
@@ -358,3 +358,53 @@ def test_holds_still_on_are_known_from_their_nodes_whoever_set_them(db):
         ("merritt", True, None),
         ("bare", True, None),
     ]
+
+
+def test_a_limited_scope_is_told_of_removals_without_other_collections_ids_or_reasons(record):
+    """Cleanup rows name no collection: a person limited to some sees neither the ids, nor
+    how many, nor the administrators' reasons; only that something was removed."""
+    record_ = AdminAction.objects.create(
+        username="system", action="cleanup", scope="queue", reason="secret words", token="r2"
+    )
+    AdminAction.objects.filter(pk=record_.pk).update(started=at(450))
+    AdminActionItem.objects.create(admin_action=record_, item_id="jid0000000099", result="done")
+    limited = when.missing(at(400), Scope(frozenset({"demo"})))
+    assert "jid0000000099" not in limited.text and "secret words" not in limited.text
+    assert limited.jobs is None and limited.batches is None
+    assert "removed" in limited.text
+    assert "jid0000000099" in when.missing(at(400), EVERYTHING).text
+    assert when.missing(at(460), Scope(frozenset({"demo"}))).text == ""
+
+
+def test_access_queue_pauses_as_they_stood(db):
+    """By hand (access.pause, scope access-queue) or by a window (scope access-small or
+    access-large); each queue apart."""
+    audit("access.pause", "access-queue", "small", 100)
+    audit("access.unpause", "access-queue", "small", 300)
+    audit("window.start", "access-large", "large", 200)
+    audit("window.end", "access-large", "large", 400)
+    audit("access.pause", "access-queue", "large", 150, result="skipped")
+    assert holds.access_pauses_at(at(50)) == {"small": None, "large": None}
+    mid = holds.access_pauses_at(at(250))
+    assert mid["small"].by == "ada" and mid["small"].reason == "why access.pause"
+    assert mid["large"].since == at(200)
+    assert holds.access_pauses_at(at(350))["small"] is None
+    assert holds.access_pauses_at(at(450)) == {"small": None, "large": None}
+    assert holds.pause_at(at(250)) is None  # the ingest queue's pause is another
+    changes = holds.changes_between(at(90), at(350), EVERYTHING)
+    assert [(c.target, c.began) for c in changes] == [
+        ("access-small", True),
+        ("access-large", True),
+        ("access-small", False),
+    ]
+
+
+def test_the_command_and_the_report_say_the_access_queues_pauses(record, capsys):
+    audit("access.pause", "access-queue", "small", 100)
+    call_command("moment", "--at", at(250).isoformat(), "--json")
+    body = json.loads(capsys.readouterr().out)
+    assert body["access_pauses"]["small"]["by"] == "ada"
+    assert body["access_pauses"]["large"] is None
+    call_command("moment", "--at", at(250).isoformat())
+    out = capsys.readouterr().out
+    assert "access small: paused since" in out and "access large: running" in out

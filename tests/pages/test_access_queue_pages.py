@@ -4,6 +4,7 @@ and the command, over what Merritt's access service wrote (the replay)."""
 
 from __future__ import annotations
 
+import json
 from io import StringIO
 
 import pytest
@@ -182,3 +183,25 @@ def test_the_command_lists_shows_and_steers_with_a_dry_run(merritt, queue, peopl
     )
     assert f"{done}: done" in out.getvalue()
     assert merritt.list_jobs("large") == []
+
+
+@pytest.mark.parametrize("days", ["800000", "1e11", "36501"])
+def test_an_older_than_past_a_century_is_an_invalid_filter_not_an_error(
+    client, merritt, queue, people, days
+):
+    failed = request_in(merritt, "Failed")
+    mirror_all(queue)
+    client.force_login(people["operator"])
+    page = client.get(f"/access/?older_than={days}")
+    assert page.status_code == 200 and f">{failed}<" not in page.content.decode()
+    assert "36500" in page.content.decode()
+    api = client.get(f"/api/v1/access?older_than={days}", **_auth(people["viewer"]))
+    assert api.status_code == 400 and "36500" in json.dumps(api.json())
+    confirm = client.get(f"/actions/access.cleanup/confirm?all=1&older_than={days}")
+    assert confirm.status_code < 500
+
+
+def _auth(user) -> dict:
+    from batches.models import ApiToken
+
+    return {"HTTP_AUTHORIZATION": f"Bearer {ApiToken.issue(user, 'tests')[1]}"}

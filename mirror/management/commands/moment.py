@@ -69,6 +69,13 @@ def lines(body: dict) -> list[str]:
             if pause
             else "  queue: running"
         )
+        for queue, paused in body["access_pauses"].items():
+            out.append(
+                f"  access {queue}: paused since {paused['since']} by {paused['by']}: "
+                f"{paused['reason']}"
+                if paused
+                else f"  access {queue}: running"
+            )
         for h in body["holds"]:
             out.append(f"  hold: {h['target']} since {h['since']} by {h['by']}: {h['reason']}")
         for w in body["windows"]:
