@@ -7,9 +7,14 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
+
 from harness.merrittzk import Item, MerrittZK
 from merritt_queue.core import review
+from merritt_queue.core.errors import InvalidTransition
+from merritt_queue.core.records import evolve
 from merritt_queue.core.treecheck.consistency import check_tree
+from steering.actions.resumesteps import resume_offer
 
 STORE = {"manifest_url": "http://content/m", "mode": "update/9501/ark%3A%2F1%2Fa", "delete": ""}
 
@@ -71,3 +76,43 @@ def test_the_consistency_check_finds_nothing_amiss_in_a_waiting_or_approved_job(
     review.approve(store, store.jobs.get_job(approved), "ada", "fine")
     found = check_tree(store, grace=0)
     assert [f for f in found if waiting in f.path or approved in f.path] == []
+
+
+# mrt-admin-sinatra's requeue_ingest_job: the step after the job's last_successful_status.
+MERRITT_REQUEUE = {
+    "Pending": "Estimating",
+    "Estimating": "Provisioning",
+    "Provisioning": "Downloading",
+    "Downloading": "Processing",
+    "Processing": "Storing",
+    "Storing": "Recording",
+    "Recording": "Notify",
+}
+
+
+def test_a_rejected_update_resumes_at_processing_here_and_in_merritts_requeue(store, make_client):
+    """Resumed at Storing, Merritt's storage would store the update the reviewer rejected."""
+    jid = awaiting(store, "merritt-queue")
+    failed = review.reject(store, store.jobs.get_job(jid), "ada", "keep the files")
+    assert store.edits.resume_step(failed) == "Processing"
+    merritt = MerrittZK(make_client())
+    job = merritt.load(Item("job", jid))
+    last = merritt._json(f"{job.path}/status")["last_successful_status"]
+    merritt.set_status_with_retry(job, MERRITT_REQUEUE[last])
+    assert store.jobs.get_job(jid).status == "Processing"
+    assert merritt.acquire_job("Storing") is None
+
+
+def test_a_job_failed_unapproved_is_refused_at_storing(store):
+    """A job failed while it waited, or rejected before rejections moved it back (its last
+    successful status still Processing), never resumes past Processing."""
+    jid = awaiting(store, "merritt-queue")
+    job = store.jobs.get_job(jid)
+    failed = store.moves.transition_job(job, "Failed", "failed by hand")
+    legacy = evolve(failed, last_successful_status="Processing")
+    assert store.edits.resume_step(legacy) == "Processing"
+    with pytest.raises(InvalidTransition, match="never approved"):
+        store.edits.resume_step(legacy, "Storing")
+    with pytest.raises(InvalidTransition, match="Processing"):
+        store.edits.edit_job_parameters(legacy, {"erc_what": "x"}, to="Storing")
+    assert "Storing" not in resume_offer(legacy)
