@@ -10,10 +10,13 @@ with the version before it.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.conf import settings
 
 from batches.models import Profile
-from merritt_queue.core import review
+from merritt_queue.core import review, stepowners
+from merritt_queue.core import tree as t
 from merritt_queue.core.runner import Outcome
 from merritt_queue.core.states import JobStatus
 from merritt_queue.core.store import JobRecord
@@ -58,6 +61,7 @@ def hold(
     if not why:
         return None
     diff["why"] = why
+    diff["held_at"] = t.now()
     earlier = review.review_of(job)
     if earlier and earlier.get("decision") == review.APPROVED and _same(earlier, diff):
         data["store"][review.KEY] = earlier
@@ -69,3 +73,41 @@ def hold(
 def _same(earlier: dict, diff: dict) -> bool:
     keys = ("version", "mode", "totals", "files")
     return all(earlier.get(k) == diff.get(k) for k in keys)
+
+
+def changed(job: JobRecord, current: int | None) -> str | None:
+    """Why ``job``'s reviewed diff no longer describes its update, or None: the object's
+    version now (``current``) is not the one the diff compared with, so an approval would
+    store changes nobody saw (a file another job added since, deleted unseen)."""
+    got = review.review_of(job)
+    if not got or "version" not in got or got["version"] == current:
+        return None
+    return (
+        f"the object changed since the review (it compared version {got['version']}, the "
+        f"object is now at {current if current is not None else 'no known version'}): "
+        "resume it from Processing to compare it again"
+    )
+
+
+def approval_refusal(job: JobRecord, current: int | None) -> str | None:
+    """Why ``job``'s update may not be approved now (``current``: the object's version now),
+    or None."""
+    return changed(job, current) or _lapsed(job)
+
+
+def _lapsed(job: JobRecord) -> str | None:
+    """In ``merritt-queue`` mode Merritt's storage fetches the files through the links
+    Processing signed, which lapse after ``MQ_CONTENT_URL_MAX_AGE``: an older review would
+    be approved only for Storing to fail."""
+    if stepowners.of_job(job.configuration) != stepowners.MERRITT_QUEUE:
+        return None
+    got = review.review_of(job) or {}
+    held = t.parse_timestamp(got.get("held_at") or job.last_modified)
+    max_age = settings.MQ_CONTENT_URL_MAX_AGE
+    if held is None or (datetime.now(held.tzinfo) - held).total_seconds() <= max_age:
+        return None
+    return (
+        f"the review is older than the content links Merritt's storage would fetch the files "
+        f"through ({max_age} seconds, MQ_CONTENT_URL_MAX_AGE): resume it from Processing, "
+        "which signs them anew and asks for a new decision"
+    )

@@ -14,6 +14,7 @@ from merritt_queue.core import review
 from merritt_queue.core.errors import InvalidTransition
 from merritt_queue.core.records import evolve
 from merritt_queue.core.treecheck.consistency import check_tree
+from steering.actions import reviews
 from steering.actions.resumesteps import resume_offer
 
 STORE = {"manifest_url": "http://content/m", "mode": "update/9501/ark%3A%2F1%2Fa", "delete": ""}
@@ -116,3 +117,17 @@ def test_a_job_failed_unapproved_is_refused_at_storing(store):
     with pytest.raises(InvalidTransition, match="Processing"):
         store.edits.edit_job_parameters(legacy, {"erc_what": "x"}, to="Storing")
     assert "Storing" not in resume_offer(legacy)
+
+
+@pytest.mark.django_db
+def test_an_approval_older_than_the_content_links_is_refused(store, settings):
+    """Merritt's storage fetches a ``merritt-queue`` job's files through links signed in
+    Processing; approved after they lapse, Storing could only fail."""
+    settings.MQ_CONTENT_URL_MAX_AGE = -1
+    jid = awaiting(store, "merritt-queue")
+    with pytest.raises(InvalidTransition, match="older than the content links"):
+        reviews.approve_update(store, store.jobs.get_job(jid), {}, "ada: fine")
+    assert store.jobs.get_job(jid).status == "Held"
+    ours = awaiting(store, "local")  # our storage reads the working copy: no link lapses
+    done = reviews.approve_update(store, store.jobs.get_job(ours), {}, "ada: fine")
+    assert done.after.status == "Storing"
