@@ -45,19 +45,27 @@ def hold(
     mode: str,
     delete: list[str],
     data: dict,
+    *,
+    minted: bool = False,
 ) -> Outcome | None:
     """The move to Held of a destructive update, its diff in ``data``'s store node; None
     when it need not wait (review off, a new object, nothing destructive, or the same
-    update approved already: a job resumed at Processing after its approval)."""
+    update approved already: a job resumed at Processing after its approval).
+
+    ``minted``: this run minted the ARK, so an object our inventory does not hold is new.
+    In Merritt's modes one it does not hold may still be in Merritt (its local id bound by
+    Merritt's own ingest, or its ARK given): nothing here says what the update changes, so
+    it waits for a person, saying so."""
     if not enabled(profile):
         return None
     current = s.inventory.current_version(ark)
-    if current is None:
+    in_merritt = stepowners.of_job(job.configuration) in stepowners.MERRITT_MODES
+    if current is None and (minted or not in_merritt):
         return None
-    version, files = current
+    version, files = current if current is not None else (None, [])
     entries = objectfiles.object_files(s.job_dir(job.jid))
     diff = updatediff.diff(files, updatediff.entries_as_files(entries), mode, delete, version)
-    why = updatediff.why_destructive(diff, share(profile))
+    why = updatediff.why_destructive(diff, share(profile)) if current else [UNKNOWN]
     if not why:
         return None
     diff["why"] = why
@@ -70,6 +78,13 @@ def hold(
     return Outcome.move(JobStatus.HELD, f"{review.WAITING}: {'; '.join(why)}", data=data)
 
 
+UNKNOWN = (
+    "current version unknown: the object may exist in Merritt but not in this inventory "
+    "(its ARK was given or bound to a local id, not minted by this job), so what the update "
+    "changes is not known"
+)
+
+
 def _same(earlier: dict, diff: dict) -> bool:
     keys = ("version", "mode", "totals", "files")
     return all(earlier.get(k) == diff.get(k) for k in keys)
@@ -80,7 +95,7 @@ def changed(job: JobRecord, current: int | None) -> str | None:
     version now (``current``) is not the one the diff compared with, so an approval would
     store changes nobody saw (a file another job added since, deleted unseen)."""
     got = review.review_of(job)
-    if not got or "version" not in got or got["version"] == current:
+    if not got or got.get("version") is None or got["version"] == current:
         return None
     return (
         f"the object changed since the review (it compared version {got['version']}, the "

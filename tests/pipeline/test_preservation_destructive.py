@@ -4,10 +4,13 @@ goes on to Storing (approved) or fails (rejected) without Processing again."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from merritt_queue.core import review
 from merritt_queue.core.errors import ChangedUnderYou, InvalidTransition
+from pipeline.review import hold
 from steering.actions import reviews
 from tests.pipeline.test_objects_pipeline import run_one, serve_zip, storage
 
@@ -183,3 +186,23 @@ def test_an_approval_of_a_diff_the_object_outgrew_is_refused_and_not_stored(
     assert again.store[review.KEY]["version"] == 2 and review.awaiting(again)
     deleted = [r[0] for r in again.store[review.KEY]["files"]["deleted"]]
     assert sorted(deleted) == ["producer/a.txt", "producer/c.txt"]
+
+
+@pytest.mark.parametrize("mode", ["merritt-queue", "merritt-api"])
+def test_an_object_merritt_may_hold_but_our_inventory_does_not_waits(tmp_path, settings, mode):
+    """In Merritt's modes an ARK given or bound by Merritt's own ingest may name an object
+    only Merritt holds: no version here says what the update deletes, so it waits."""
+    settings.MQ_DESTRUCTIVE_REVIEW = True
+    s = SimpleNamespace(
+        inventory=SimpleNamespace(current_version=lambda ark: None), job_dir=lambda j: tmp_path
+    )
+    profile = SimpleNamespace(review_destructive="", review_replace_share=None)
+    job = SimpleNamespace(jid="jid1", configuration={"store_record": mode}, store=None)
+    data: dict = {"store": {"mode": "add/9501/ark"}}
+    held = hold(s, job, profile, "ark:/1/x", "add", [], data)
+    assert held is not None and held.target == "Held"
+    assert "current version unknown" in held.message
+    assert data["store"][review.KEY]["version"] is None
+    assert hold(s, job, profile, "ark:/1/x", "add", [], {"store": {}}, minted=True) is None
+    ours = SimpleNamespace(jid="jid1", configuration={"store_record": "local"}, store=None)
+    assert hold(s, ours, profile, "ark:/1/x", "add", [], {"store": {}}) is None
