@@ -104,13 +104,7 @@ def changed(job: JobRecord, current: int | None) -> str | None:
     )
 
 
-def approval_refusal(job: JobRecord, current: int | None) -> str | None:
-    """Why ``job``'s update may not be approved now (``current``: the object's version now),
-    or None."""
-    return changed(job, current) or _lapsed(job)
-
-
-def _lapsed(job: JobRecord) -> str | None:
+def lapsed(job: JobRecord) -> str | None:
     """In ``merritt-queue`` mode Merritt's storage fetches the files through the links
     Processing signed, which lapse after ``MQ_CONTENT_URL_MAX_AGE``: an older review would
     be approved only for Storing to fail."""

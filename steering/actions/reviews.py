@@ -19,7 +19,8 @@ NOT_AWAITING = "it is Held, but not awaiting approval of a destructive update"
 
 
 def approve_update(store: QueueStore, job, params, note: str) -> Applied:
-    if why := reviewing.approval_refusal(job, _current_version(job)):
+    ark = (job.identifiers or {}).get("primary_id")
+    if why := (ark and reviewing.changed(job, _current_version(ark))) or reviewing.lapsed(job):
         raise InvalidTransition(f"job {job.jid}: not approved: {why}")
     by, _, reason = note.partition(": ")
     return Applied(review.approve(store, job, by, reason), "approved: it goes on to Storing")
@@ -30,10 +31,9 @@ def reject_update(store: QueueStore, job, params, note: str) -> Applied:
     return Applied(review.reject(store, job, by, reason), "rejected: the job failed")
 
 
-def _current_version(job) -> int | None:
+def _current_version(ark: str) -> int | None:
     """The object's version the local inventory recorded last, None when it knows none
     (in ``merritt-queue`` mode Merritt's storage never asks ours, so this is the only
     check before it stores)."""
-    ark = (job.identifiers or {}).get("primary_id")
-    current = LocalInventory().current_version(ark) if ark else None
+    current = LocalInventory().current_version(ark)
     return current[0] if current else None
