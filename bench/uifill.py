@@ -165,7 +165,7 @@ def fill(n_jobs: int) -> dict:
     rng = random.Random(SEED)
     now = timezone.now()
     writer = Writer(connection)
-    ids = {"collection": COLLECTIONS[0]}
+    ids: dict = {"collection": COLLECTIONS[0]}
     running: list[str] = []
     with transaction.atomic():
         for model in (JobEvent, JobSteps, Job, Batch, Collection, MirrorState):

@@ -160,9 +160,7 @@ def submit_as(pipeline, http_server, name: str, local_id: str, files: dict, mode
     return bid, job
 
 
-def test_an_approval_of_a_diff_the_object_outgrew_is_refused_and_not_stored(
-    reviewed, http_server
-):
+def test_an_approval_of_a_diff_the_object_outgrew_is_refused_and_not_stored(reviewed, http_server):
     """v1 {a, b}; job A (an add of b alone) waits, its diff deleting a; job B adds c (v2).
     Approving A would store {b}, deleting c, which nobody saw."""
     ark = first_version(reviewed, http_server, "st", {"a.txt": b"a" * 10, "b.txt": b"b" * 10})
