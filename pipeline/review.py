@@ -5,7 +5,9 @@ is held (``merritt_queue.core.review``) when the job's profile, or else the site
 (``MQ_DESTRUCTIVE_REVIEW``), asks for it. The current version is the one the local inventory
 recorded last, which every mode of storing records (``merritt-queue`` jobs too, when Merritt
 is heard): a version stored but not yet recorded is not known here, so its update is compared
-with the version before it.
+with the version before it; an approval of such a diff is refused, and Storing fails it under
+the storage lock, once the object is at another version (``changed``). In Merritt's modes an
+object this inventory does not hold, whose ARK the job did not mint, waits as unknown.
 """
 
 from __future__ import annotations

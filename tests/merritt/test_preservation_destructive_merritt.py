@@ -5,6 +5,7 @@ no Merritt consumer takes it while it waits, and once approved Merritt's storage
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
@@ -14,7 +15,7 @@ from merritt_queue.core import review
 from merritt_queue.core.errors import InvalidTransition
 from merritt_queue.core.records import evolve
 from merritt_queue.core.treecheck.consistency import check_tree
-from steering.actions import reviews
+from steering.actions import catalog, reviews
 from steering.actions.resumesteps import resume_offer
 
 STORE = {"manifest_url": "http://content/m", "mode": "update/9501/ark%3A%2F1%2Fa", "delete": ""}
@@ -131,3 +132,22 @@ def test_an_approval_older_than_the_content_links_is_refused(store, settings):
     ours = awaiting(store, "local")  # our storage reads the working copy: no link lapses
     done = reviews.approve_update(store, store.jobs.get_job(ours), {}, "ada: fine")
     assert done.after.status == "Storing"
+
+
+def test_a_bulk_resume_reads_the_review_of_a_job_it_would_resume_at_storing(store, make_client):
+    """A bulk action reads job heads, without the store node; a job rejected before
+    rejections set its last successful status back (still Processing) would resume at
+    Storing."""
+    jid = awaiting(store, "merritt-queue")
+    review.reject(store, store.jobs.get_job(jid), "ada", "keep the files")
+    zk = make_client()
+    status = json.loads(zk.get(f"/jobs/{jid}/status")[0])
+    zk.set(
+        f"/jobs/{jid}/status",
+        json.dumps(status | {"last_successful_status": "Processing"}).encode(),
+    )
+    head = store.jobs.job_heads([jid])[jid]
+    assert head.partial and head.store is None
+    assert catalog._resume(store, head, {}) == ("Processing", True)
+    with pytest.raises(InvalidTransition, match="rejected by ada"):
+        catalog._resume(store, head, {"step": "Storing"})
