@@ -62,7 +62,7 @@ def processing(s: Services, job: JobRecord) -> Outcome:
             return Outcome.later(f"local id {lid} {LOCALID_WAIT}", delay=5)
         taken.append(key)
     try:
-        ark = _resolve_ark(s, job, profile, ids.get("primary_id") or "", local_ids)
+        ark, how = _resolve_ark(s, job, profile, ids.get("primary_id") or "", local_ids)
     except ArkRefused as e:
         return Outcome.fail(str(e))
     except InventoryError as e:  # Merritt's local-id service
@@ -76,7 +76,7 @@ def processing(s: Services, job: JobRecord) -> Outcome:
         return waiting
     attempt.check("write the object's files")
     data = _write_object_files(s, job, ark, action, profile, deleted)
-    if waits := review.hold(s, job, profile, ark, action, deleted, data):
+    if waits := review.hold(s, job, profile, ark, action, deleted, data, minted=how == MINTED):
         return waits
     note = f"; {len(deleted)} file(s) to delete" if deleted else ""
     return Outcome.success(f"identified as {ark}{note}", data=data)
@@ -128,11 +128,14 @@ def _release_local_ids(s: Services, keys: list[str]) -> None:
         s.store.locks.unlock_localid(key)
 
 
+MINTED = "minted"
+
+
 def _resolve_ark(
     s: Services, job: JobRecord, profile: Profile, primary: str, local_ids: list[str]
-) -> str:
-    """The job's ARK: supplied, bound to its local id, or newly minted (saved at once);
-    ``ArkRefused`` when the job may not use the one it would get."""
+) -> tuple[str, str]:
+    """The job's ARK: supplied, bound to its local id, or newly minted (saved at once), and
+    how it got it; ``ArkRefused`` when the job may not use the one it would get."""
     given = primary
     collection = s.store.holds.item_collection(job.configuration)
     merritt = s.merritt_localids_for(job.configuration)
@@ -151,7 +154,7 @@ def _resolve_ark(
     saved = (job.identifiers or {}).get("primary_id") == primary and bool(primary)
     how = "given" if primary == given and primary else "bound to a local id"
     if not primary:
-        how = "minted"
+        how = MINTED
         shoulder = profile.minter_shoulder
         primary = s.minter.mint(shoulder, token=job.jid, citation=citation(job, profile, local_ids))
         # Saved before anything else uses it, so a retry reuses it instead of minting again;
@@ -169,7 +172,7 @@ def _resolve_ark(
     if not saved:
         _save_identifiers(s, job, primary, local_ids)
     steplog.note("ark", ark=primary, how=how)
-    return primary
+    return primary, how
 
 
 def _save_identifiers(s: Services, job: JobRecord, primary: str, local_ids: list[str]) -> None:

@@ -37,6 +37,7 @@ from merritt_queue.deposit.safepath import inside_each
 from merritt_queue.services.breakerguard import Refusals, waiting_on
 from merritt_queue.services.errors import InventoryError, ManifestMismatch, ServiceError
 from pipeline import merrittheard, versionfiles
+from pipeline import review as reviewing
 from pipeline.download import downloading, undeclared_bytes
 from pipeline.identify import processing
 from pipeline.payload import job_config, known_sizes, payload_files, save_head_sizes
@@ -174,6 +175,12 @@ def storing(s: Services, job: JobRecord) -> Outcome:
     if taken is None:
         return Outcome.later(f"{ark} {waiting.STORAGE_WAIT}", delay=10)
     with _held(s, taken) as lock:
+        if review.review_of(job):
+            # Under the storage lock, so no other job stores a version between the two.
+            versions = s.storage_for(job.configuration).versions(ark)
+            if why := reviewing.changed(job, max(versions) if versions else None):
+                s.store.locks.release_lock(lock)
+                return Outcome.fail(f"not stored: {why}")
         work = s.job_dir(job.jid)
         entries = objectfiles.object_files(work)
         names = [e["name"] for e in entries]

@@ -10,8 +10,12 @@ review that has no ``decision``.
 Approving writes the decision into the same key and moves the job straight to Storing, in
 one multi checked on the status version read: nothing Processing did is done again, and of
 two people deciding at once one wins. Rejecting fails the job the same way, its object
-untouched. Storing stores no job whose review is not approved (``stores``), so a rejected
-job resumed at Storing, or a job moved there by hand, fails instead of storing.
+untouched, and its last successful status set back to Downloading (``states``): resumed here
+or requeued by Merritt's admin, it runs Processing again, which describes the update anew
+and holds it again. No resume of a job whose update is not approved goes past Processing
+(``latest_resume``): in ``merritt-queue`` mode Merritt's storage, which knows nothing of the
+review, would store it. Our own Storing also stores no job whose review is not approved
+(``stores``), a job moved there by hand included.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ WAITING = "awaiting approval of a destructive update"
 
 
 def review_of(job: JobRecord) -> dict[str, Any] | None:
-    got = (job.store or {}).get(KEY)
+    got = (getattr(job, "store", None) or {}).get(KEY)
     return got if isinstance(got, dict) else None
 
 
@@ -53,6 +57,15 @@ def stores(job: JobRecord) -> str | None:
             "resume it from Processing to review it again"
         )
     return "its destructive update was never approved: resume it from Processing"
+
+
+def latest_resume(job: JobRecord) -> str | None:
+    """The latest step ``job`` may resume at because of its review (Processing while its
+    update is not approved), or None when its review does not limit it."""
+    got = review_of(job)
+    if got is None or got.get("decision") == APPROVED:
+        return None
+    return JobStatus.PROCESSING
 
 
 def approve(store, job: JobRecord, by: str, reason: str) -> JobRecord:

@@ -164,6 +164,11 @@ def batch_dir_for(job_status: str) -> str:
 
 def next_last_successful(old: str, new: str, last_successful: str | None) -> str | None:
     """The ``last_successful_status`` after a move, per the rules of zk-tree.md."""
+    if old == J.HELD and new == J.FAILED and last_successful == J.PROCESSING:
+        # Held after Processing is a destructive update never approved (``core.review``):
+        # its resume, here and by Merritt's admin requeue, must run Processing again, not
+        # Storing, where Merritt's storage would store what nobody approved.
+        return J.DOWNLOADING
     if new == old or new in (J.FAILED, J.DELETED) or old in (J.FAILED, J.DELETED):
         return last_successful
     if old == J.HELD and new == J.STORING:

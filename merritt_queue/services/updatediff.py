@@ -31,7 +31,7 @@ def diff(
     submitted: list[StoredFile],
     mode: str,
     delete: list[str],
-    version: int,
+    version: int | None,
 ) -> dict:
     """The review record of a new version of the object whose version ``version`` holds
     ``current``: totals (files and bytes) per change, the capped name lists, and the share

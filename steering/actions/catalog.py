@@ -38,7 +38,13 @@ def _to(target: str):
 
 
 def _resume(store: QueueStore, job: JobRecord, params: dict) -> tuple[str, bool]:
-    return store.edits.resume_step(job, params.get("step") or None), True
+    step = params.get("step") or None
+    target = store.edits.resume_step(job, step)
+    if job.partial and target in JOB_STEPS[JOB_STEPS.index(J.STORING) :]:
+        # A bulk action's job heads carry no store node, whose review may forbid Storing
+        # (``core.review.latest_resume``): read it for the few jobs that would resume there.
+        target = store.edits.resume_step(store.jobs.get_job(job.jid), step)
+    return target, True
 
 
 def _force_fail(store: QueueStore, job, params, note) -> Applied:

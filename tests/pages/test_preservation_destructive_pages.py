@@ -34,13 +34,13 @@ DIFF = {
 }
 
 
-def awaiting_job(store, collection="demo") -> str:
+def awaiting_job(store, collection="demo", diff=DIFF) -> str:
     """A job held after Processing with its diff, as Processing leaves it."""
     jid = job_in(store, "Processing", collection)
     job = store.jobs.get_job(jid)
     data = {"store": {"manifest_url": "file:///x", "mode": "update/local/ark", "delete": ""}}
-    data["store"][review.KEY] = DIFF
-    store.moves.transition_job(job, "Held", f"{review.WAITING}: {DIFF['why'][0]}", data=data)
+    data["store"][review.KEY] = diff
+    store.moves.transition_job(job, "Held", f"{review.WAITING}: {diff['why'][0]}", data=data)
     mirrored(store, jid)
     return jid
 
@@ -57,6 +57,14 @@ def test_the_job_page_shows_the_diff_with_approve_and_reject(client, queue, peop
     client.force_login(people["viewer"])
     page = client.get(f"/jobs/{jid}/").content.decode()
     assert "producer/gone.txt" in page and "job.approve_update" not in page
+
+
+def test_an_object_only_merritt_may_hold_shows_it_was_not_compared(client, queue, people):
+    unknown = DIFF | {"version": None, "current_files": 0, "current_bytes": 0}
+    jid = awaiting_job(queue, diff=unknown | {"why": ["current version unknown: ..."]})
+    client.force_login(people["operator"])
+    page = client.get(f"/jobs/{jid}/").content.decode()
+    assert "Not compared" in page and "none (unknown)" in page
 
 
 def test_approve_moves_the_job_to_storing_audited_once(client, queue, people):

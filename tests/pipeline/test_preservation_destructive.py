@@ -4,10 +4,14 @@ goes on to Storing (approved) or fails (rejected) without Processing again."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from merritt_queue.core import review
-from merritt_queue.core.errors import ChangedUnderYou
+from merritt_queue.core.errors import ChangedUnderYou, InvalidTransition
+from pipeline.review import hold
+from steering.actions import reviews
 from tests.pipeline.test_objects_pipeline import run_one, serve_zip, storage
 
 pytest_plugins = ["tests.httpserver", "tests.pipelinerun"]
@@ -137,3 +141,66 @@ def test_a_new_object_never_waits(reviewed, http_server):
         reviewed, type="container", payload_url=serve_zip(http_server, "n.zip", {"a": b"a"})
     )
     assert v1.status == "Completed" and review.KEY not in v1.store
+
+
+def submit_as(pipeline, http_server, name: str, local_id: str, files: dict, mode: str):
+    bid = pipeline.submit(
+        type="container",
+        payload_url=serve_zip(http_server, name, files),
+        local_id=local_id,
+        submission_mode=mode,
+    )
+
+    def stopped(batch):
+        jobs = pipeline.jobs(bid)
+        return batch.status in ("Completed", "Failed") or (jobs and jobs[0].status == "Held")
+
+    pipeline.run(bid, until=stopped)
+    (job,) = pipeline.jobs(bid)
+    return bid, job
+
+
+def test_an_approval_of_a_diff_the_object_outgrew_is_refused_and_not_stored(reviewed, http_server):
+    """v1 {a, b}; job A (an add of b alone) waits, its diff deleting a; job B adds c (v2).
+    Approving A would store {b}, deleting c, which nobody saw."""
+    ark = first_version(reviewed, http_server, "st", {"a.txt": b"a" * 10, "b.txt": b"b" * 10})
+    bid_a, a = submit_as(reviewed, http_server, "st-a.zip", "st", {"b.txt": b"b" * 10}, "add")
+    assert a.status == "Held", a.message
+    _, b = submit_as(reviewed, http_server, "st-b.zip", "st", {"c.txt": b"c" * 10}, "update")
+    assert b.status == "Completed", b.message
+    with pytest.raises(InvalidTransition, match="object changed since the review"):
+        reviews.approve_update(reviewed.store, a, {}, "alice: ok")
+    # Approved all the same (as before this check, or by a person racing the other job):
+    # Storing compares again under the storage lock and stores nothing.
+    review.approve(reviewed.store, a, "alice", "ok")
+    reviewed.run(bid_a, until=lambda b: reviewed.jobs(bid_a)[0].status == "Failed")
+    (failed,) = reviewed.jobs(bid_a)
+    assert "not stored: the object changed since the review" in failed.message
+    assert storage(reviewed).versions(ark) == [1, 2]
+    # Resumed from Processing it is compared with version 2 and waits again.
+    reviewed.store.edits.resume_job(failed, "Processing")
+    reviewed.run(bid_a, until=lambda b: reviewed.jobs(bid_a)[0].status == "Held")
+    (again,) = reviewed.jobs(bid_a)
+    assert again.store[review.KEY]["version"] == 2 and review.awaiting(again)
+    deleted = [r[0] for r in again.store[review.KEY]["files"]["deleted"]]
+    assert sorted(deleted) == ["producer/a.txt", "producer/c.txt"]
+
+
+@pytest.mark.parametrize("mode", ["merritt-queue", "merritt-api"])
+def test_an_object_merritt_may_hold_but_our_inventory_does_not_waits(tmp_path, settings, mode):
+    """In Merritt's modes an ARK given or bound by Merritt's own ingest may name an object
+    only Merritt holds: no version here says what the update deletes, so it waits."""
+    settings.MQ_DESTRUCTIVE_REVIEW = True
+    s = SimpleNamespace(
+        inventory=SimpleNamespace(current_version=lambda ark: None), job_dir=lambda j: tmp_path
+    )
+    profile = SimpleNamespace(review_destructive="", review_replace_share=None)
+    job = SimpleNamespace(jid="jid1", configuration={"store_record": mode}, store=None)
+    data: dict = {"store": {"mode": "add/9501/ark"}}
+    held = hold(s, job, profile, "ark:/1/x", "add", [], data)
+    assert held is not None and held.target == "Held"
+    assert "current version unknown" in held.message
+    assert data["store"][review.KEY]["version"] is None
+    assert hold(s, job, profile, "ark:/1/x", "add", [], {"store": {}}, minted=True) is None
+    ours = SimpleNamespace(jid="jid1", configuration={"store_record": "local"}, store=None)
+    assert hold(s, ours, profile, "ark:/1/x", "add", [], {"store": {}}) is None

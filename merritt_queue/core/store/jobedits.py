@@ -8,7 +8,7 @@ and nothing is written.
 from __future__ import annotations
 
 from .. import history as h
-from .. import jobparams
+from .. import jobparams, review
 from .. import tree as t
 from ..errors import InvalidData, InvalidTransition
 from ..records import JobRecord, Op, OpKind, evolve
@@ -44,11 +44,15 @@ class JobEdits:
             raise InvalidTransition(
                 f"job {job.jid}: only a Failed job can be resumed, it is {job.status}"
             )
+        allowed = _reviewed(job, resume_choices(job.last_successful_status))
         target = to or resume_target(job.last_successful_status)
-        allowed = resume_choices(job.last_successful_status)
+        if not to and target not in allowed:
+            target = allowed[-1]
         if target not in allowed:
-            why = resume_note(job.last_successful_status) or (
-                f"its last successful step was {job.last_successful_status or 'none'}"
+            why = (
+                review.stores(job)
+                or resume_note(job.last_successful_status)
+                or f"its last successful step was {job.last_successful_status or 'none'}"
             )
             raise InvalidTransition(
                 f"job {job.jid}: cannot resume at {target}; {why}, so it may resume at "
@@ -73,10 +77,17 @@ class JobEdits:
             raise InvalidTransition(
                 f"job {job.jid}: only a Failed job can be edited and resumed, it is {job.status}"
             )
-        allowed = jobparams.resume_steps(job.last_successful_status, list(changes))
+        allowed = _reviewed(job, jobparams.resume_steps(job.last_successful_status, list(changes)))
         target = to or jobparams.default_step(job.last_successful_status, list(changes))
+        if not to and allowed and target not in allowed:
+            target = allowed[-1]
         if target not in allowed:
             latest = jobparams.latest_step(list(changes))
+            if why := review.stores(job):
+                raise InvalidTransition(
+                    f"job {job.jid}: cannot resume at {target}; {why}, so it may resume at "
+                    f"{', '.join(allowed)}"
+                )
             raise InvalidTransition(
                 f"job {job.jid}: cannot resume at {target} after this edit; what changed is "
                 f"used by {latest}, so it may resume at {', '.join(allowed) or 'no step'}"
@@ -122,3 +133,11 @@ class JobEdits:
         return self.moves.written(
             edited, record, results[0].version, release_lock=False, history=history
         )
+
+
+def _reviewed(job: JobRecord, allowed: tuple[str, ...]) -> tuple[str, ...]:
+    """``allowed`` without the steps past the latest one ``job``'s review lets it resume at."""
+    latest = review.latest_resume(job)
+    if latest is None or latest not in allowed:
+        return allowed
+    return allowed[: allowed.index(latest) + 1]
