@@ -198,7 +198,9 @@ def fill(n_jobs: int) -> dict:
     ids.setdefault("jid", f"jid{n_jobs:010d}")
     ids.setdefault("bid", "bid0000000001")
     ids["pending"] = last.jid if last else ids["jid"]
-    ids["deep_page"] = max(1, min(500, n_jobs // DEFAULT_PER_PAGE // 2))
+    # The list's last unfinished rows (the page a million-job list's 500th is): a page as deep
+    # into the unfinished jobs at every size, and so as alike.
+    ids["deep_page"] = max(1, min(500, min(LIVE_WINDOW, n_jobs // 4) // DEFAULT_PER_PAGE))
     return ids
 
 
