@@ -229,7 +229,11 @@ def test_the_mirror_follower_tells_of_a_lost_connection_once(db, caplog, monkeyp
 
     from mirror.follow import Follower
 
-    follower = Follower(store=None, reconcile_seconds=3600)  # type: ignore[arg-type]
+    import types
+
+    # No ZooKeeper at all: the loop's steps are replaced below.
+    store = types.SimpleNamespace(client=None)
+    follower = Follower(store=store, reconcile_seconds=3600)  # type: ignore[arg-type]
     stop, calls = threading.Event(), []
 
     def step():
