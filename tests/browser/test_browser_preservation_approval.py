@@ -42,7 +42,7 @@ def test_an_operator_approves_an_awaiting_batch_and_it_runs(
     page.click('#act-on a[data-status="awaiting"]')
     page.click(f"text={bid}")
     assert "Awaiting approval" in page.inner_text("h1")
-    assert "Pre-flight summary" in page.inner_text("#approval")
+    assert "Pre-flight: what this batch would do" in page.inner_text("#approval")
     assert refused(page) == []
 
     page.click("a.action-batchapprove")

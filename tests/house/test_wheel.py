@@ -40,6 +40,7 @@ PRODUCT = (
     "ui",
     "metrics",
     "access",
+    "accessui",
 )
 
 # Run inside the installed project: where each part comes from, each template compiled.

@@ -126,18 +126,6 @@ def test_the_follower_arms_each_watch_once_and_follows_a_lost_session(
     wait_for(lambda: _row(f"small/{other}").status == "Pending")
 
 
-def test_the_follower_sees_a_queue_merritt_makes_after_it_started(store, zk, follower):
-    """On an ensemble where Merritt's access service has not run yet, ``/access/<queue>`` is
-    missing when the follower starts: it watches for the queue to appear, then follows it."""
-    zk.delete("/access", recursive=True)
-    runner = follower()
-    merritt = MerrittAccess(zk)
-    merritt.init_nodes()
-    qid = merritt.create_assembly("small", TOKEN)
-    wait_for(lambda: _row(f"small/{qid}").status == "Pending")
-    assert runner.applied > 0
-
-
 def test_the_follower_lets_go_of_a_removed_requests_watches(store, zk, follower):
     """A Failed request's lock is watched (it may be taken again); once it is Deleted and
     removed, nothing may keep that watch: it would never fire."""
