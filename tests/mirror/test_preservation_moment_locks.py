@@ -16,7 +16,7 @@ from mirror.lockspans import RETENTION, record
 from mirror.moment import locks as moment_locks
 from mirror.moment import report
 from mirror.moment.scope import EVERYTHING, Scope
-from tests.mirror.test_preservation_moment import at
+from tests.mirror.test_preservation_moment import at, make_record
 
 pytestmark = pytest.mark.django_db
 
@@ -129,3 +129,14 @@ def test_the_report_lists_the_locks_and_says_how_well_their_release_is_known(spa
     released = {lock["path"]: lock for lock in between["locks"]["released"]}
     assert released[HOLD]["last_seen_at"] == report.utc(at(60))
     assert released[HOLD]["gone_seen_at"] == report.utc(at(100))
+
+
+def test_the_command_lists_the_locks(spans, capsys):
+    from django.core.management import call_command
+
+    make_record()
+    call_command("moment", "--at", at(55).isoformat())
+    out = capsys.readouterr().out
+    assert f"lock: {HOLD} taken" in out and "released between" in out
+    call_command("moment", "--at", at(30).isoformat(), "--to", at(110).isoformat())
+    assert f"lock taken: {OTHER}" in capsys.readouterr().out
