@@ -19,6 +19,7 @@ from mirror.moment.scope import EVERYTHING, Scope
 from tests.mirror.test_preservation_moment import at, make_record
 
 pytestmark = pytest.mark.django_db
+pytest_plugins = ["tests.mirrorlive"]
 
 
 def node(taken: float, owner: int = 0x1F, data: bytes = b"") -> tuple[bytes, SimpleNamespace]:
@@ -140,3 +141,18 @@ def test_the_command_lists_the_locks(spans, capsys):
     assert f"lock: {HOLD} taken" in out and "released between" in out
     call_command("moment", "--at", at(30).isoformat(), "--to", at(110).isoformat())
     assert f"lock taken: {OTHER}" in capsys.readouterr().out
+
+
+def test_the_full_rebuild_records_a_jobs_lock_dated_by_its_node(live, db):
+    from mirror import facade as mirror
+    from tests.mirrorlive import make_jobs
+
+    _, (jid,) = make_jobs(live, 1)
+    live.job_locks.lock_job(jid)
+    ctime = live.client.exists(f"/jobs/{jid}/lock").ctime
+    mirror.full_reconcile(live)
+    span = LockSpan.objects.get(kind="job")
+    assert span.name == jid and span.taken_at.timestamp() == ctime / 1000
+    live.job_locks.unlock_job(jid)
+    mirror.full_reconcile(live)
+    assert LockSpan.objects.get(kind="job").gone_seen_at is not None
