@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from django.db import transaction
 
 from jobs.models import LockSpan
+
 from .sql import DB_BATCH
 
 RETENTION = timedelta(days=90)
@@ -24,12 +25,13 @@ def record(entries: list[dict], at: datetime, under: str = "") -> None:
     seen = {(e["path"], datetime.fromisoformat(e["ctime"])): e for e in entries}
     with transaction.atomic():
         open_spans = LockSpan.objects.filter(gone_seen_at=None, path__startswith=under)
-        known = {(p, taken): pk for pk, p, taken in open_spans.values_list("pk", "path", "taken_at")}
+        rows = open_spans.values_list("pk", "path", "taken_at")
+        known = {(path, taken): pk for pk, path, taken in rows}
         still = [pk for key, pk in known.items() if key in seen]
         gone = [pk for key, pk in known.items() if key not in seen]
         LockSpan.objects.filter(pk__in=still).update(last_seen_at=at)
         LockSpan.objects.filter(pk__in=gone).update(gone_seen_at=at)
-        new = [_span(e, taken, at) for (_, taken), e in seen.items() if (e["path"], taken) not in known]
+        new = [_span(e, key[1], at) for key, e in seen.items() if key not in known]
         # A span closed and seen again with the same ctime (a read that missed it) stays
         # closed: the unique path and ctime would refuse it twice.
         LockSpan.objects.bulk_create(new, batch_size=DB_BATCH, ignore_conflicts=True)

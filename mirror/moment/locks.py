@@ -20,7 +20,7 @@ from .scope import Scope
 # A moment's list is for reading, not an export: the rest is on the locks page now.
 LIMIT = 500
 EVERYONE = frozenset({"queue"})
-_ROWS = {"job": (Job, "jid"), "batch": (Batch, "bid")}
+_ROWS = {"job": (Job.objects, "jid"), "batch": (Batch.objects, "bid")}
 
 
 def held_at(at, scope: Scope) -> list[LockSpan]:
@@ -46,10 +46,10 @@ def _within(spans: list[LockSpan], scope: Scope) -> list[LockSpan]:
         return spans
     allowed = {s.pk for s in spans if s.kind in EVERYONE}
     allowed |= {s.pk for s in spans if s.kind == "collection" and scope.admits(s.name)}
-    for kind, (model, key) in _ROWS.items():
+    for kind, (manager, key) in _ROWS.items():
         names = {s.name for s in spans if s.kind == kind}
         if names:
-            rows = scope.narrow(model.objects.filter(**{f"{key}__in": names}))
+            rows = scope.narrow(manager.filter(**{f"{key}__in": names}))
             mine = set(rows.values_list(key, flat=True))
             allowed |= {s.pk for s in spans if s.kind == kind and s.name in mine}
     return [s for s in spans if s.pk in allowed]

@@ -61,8 +61,14 @@ def test_a_lock_taken_again_is_a_new_span(db):
 
 def test_reading_the_lock_directories_leaves_item_locks_open(db):
     entries = [
-        {"path": "/jobs/jid0000000001/lock", "kind": "job", "name": "jid0000000001",
-         "ctime": at(5).isoformat(), "owner": "0x1", "data": ""},
+        {
+            "path": "/jobs/jid0000000001/lock",
+            "kind": "job",
+            "name": "jid0000000001",
+            "ctime": at(5).isoformat(),
+            "owner": "0x1",
+            "data": "",
+        },
     ]
     record(entries, at(10))
     refresh_locks({}, at(20))  # the lock directories only: the job's lock was not read
@@ -102,11 +108,25 @@ def test_locks_taken_and_released_between_two_moments(spans):
 
 
 def test_a_reader_sees_only_their_collections_locks(spans):
-    Job.objects.create(jid="jid0000000009", batch_id="bid1", collection="other",
-                       profile="other_content", status="Pending", read_at=at(0))
+    Job.objects.create(
+        jid="jid0000000009",
+        batch_id="bid1",
+        collection="other",
+        profile="other_content",
+        status="Pending",
+        read_at=at(0),
+    )
     record(
-        [{"path": "/jobs/jid0000000009/lock", "kind": "job", "name": "jid0000000009",
-          "ctime": at(52).isoformat(), "owner": "0x1", "data": ""}],
+        [
+            {
+                "path": "/jobs/jid0000000009/lock",
+                "kind": "job",
+                "name": "jid0000000009",
+                "ctime": at(52).isoformat(),
+                "owner": "0x1",
+                "data": "",
+            }
+        ],
         at(61),
         under="/jobs/",
     )
@@ -114,7 +134,8 @@ def test_a_reader_sees_only_their_collections_locks(spans):
     other = Scope(frozenset({"other"}), frozenset({"other_content"}))
     assert [s.path for s in moment_locks.held_at(at(15), demo)] == [HOLD]  # no storage lock
     assert [s.path for s in moment_locks.held_at(at(62), other)] == [
-        "/jobs/jid0000000009/lock", OTHER,
+        "/jobs/jid0000000009/lock",
+        OTHER,
     ]
     assert [s.path for s in moment_locks.held_at(at(62), demo)] == [HOLD]
 

@@ -50,9 +50,8 @@ def test_the_page_shows_counts_at_a_moment_each_linking_to_its_items(browser, re
 
 
 def test_the_page_lists_the_locks_held_then_and_those_taken_or_released(browser, record):
-    from tests.mirror.test_preservation_moment_locks import HOLD, OTHER, node
-
     from mirror.locks import refresh_locks
+    from tests.mirror.test_preservation_moment_locks import HOLD, OTHER, node
 
     refresh_locks({HOLD: node(10)}, at(20))
     refresh_locks({OTHER: node(50)}, at(60))
