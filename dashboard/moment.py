@@ -14,7 +14,7 @@ from django.shortcuts import render
 from django.utils import timezone
 
 from merritt_queue.core.states import BATCH, JOB
-from mirror.moment import diff, holds, report, states, when, windows
+from mirror.moment import diff, holds, locks, report, states, when, windows
 from mirror.moment.scope import of_user
 
 MACHINES = {"job": JOB.statuses, "batch": BATCH.statuses}
@@ -88,7 +88,10 @@ def moment(request):
     }
     if b is not None:
         compared = diff.between(at, b, "job", scope, page)
+        taken, released = locks.turned(at, b, scope)
         context |= {
+            "locks_taken": taken,
+            "locks_released": released,
             "b": b,
             "diff_text": picker(b),
             "diff": compared,
@@ -131,6 +134,7 @@ def moment(request):
         "access_pauses": holds.access_pauses_at(at),
         "holds": holds.holds_at(at, scope),
         "windows": windows.windows_at(at, scope),
+        "locks": locks.held_at(at, scope),
     }
     return render(request, "dashboard/moment.html", context)
 

@@ -171,3 +171,32 @@ class JobSteps(models.Model):
 
     def __str__(self) -> str:
         return self.jid
+
+
+class LockSpan(models.Model):
+    """One lock node's life as the mirror's reads saw it (``mirror.lockspans``), so that the
+    queue at a moment can say which locks were held then. The node's path and creation time
+    name the span: a lock deleted and taken again is a new span. Its start is exact (the
+    node's ctime); its end is known only to lie between ``last_seen_at`` and
+    ``gone_seen_at``, the last read that found it and the first that did not."""
+
+    path = models.CharField(max_length=400)
+    kind = models.CharField(max_length=20)
+    name = models.CharField(max_length=300)
+    owner = models.CharField(max_length=30, blank=True)  # the ephemeral owner's session
+    data = models.CharField(max_length=200, blank=True)
+    taken_at = models.DateTimeField()
+    first_seen_at = models.DateTimeField()
+    last_seen_at = models.DateTimeField()
+    gone_seen_at = models.DateTimeField(null=True, blank=True)  # None: held at the last read
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["path", "taken_at"], name="lockspan_path_taken"),
+        ]
+        indexes = [
+            models.Index(fields=["taken_at", "gone_seen_at"], name="lockspan_overlap"),
+            models.Index(
+                fields=["path"], condition=models.Q(gone_seen_at=None), name="lockspan_open"
+            ),
+        ]

@@ -14,6 +14,7 @@ from merritt_queue.core import tree as t
 from merritt_queue.core.itemkeys import holds_by_collection
 from merritt_queue.project.profiletable import ProfileTable
 
+from . import lockspans
 from .rows import _text
 from .sql import DB_BATCH
 from .upsert import LOCKS, mark
@@ -94,5 +95,14 @@ def refresh_locks(locks: dict, at: datetime) -> None:
     previous = MirrorState.objects.filter(name=LOCKS).values_list("detail", flat=True).first()
     items = [e for e in (previous or {}).get("locks", []) if e.get("kind") in ("job", "batch")]
     detail = locks_detail(locks, {}, at)
+    read = list(detail["locks"])
     detail["locks"] += items
-    mark(LOCKS, at, detail)
+    store_locks(detail, at, read, under=t.LOCKS + "/")
+
+
+def store_locks(detail: dict, at: datetime, read: list[dict], under: str = "") -> None:
+    """The locks' snapshot and, from the entries just ``read`` (those under ``under``),
+    the record of locks over time (``mirror.lockspans``): the one place both are written."""
+    with transaction.atomic():
+        mark(LOCKS, at, detail)
+        lockspans.record(read, at, under)

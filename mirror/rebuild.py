@@ -17,11 +17,10 @@ from merritt_queue.core import history, snapshot
 from merritt_queue.core.store import JobRecord, QueueStore
 
 from . import access, steps, textindex
-from .locks import locks_detail, sync_collections
+from .locks import locks_detail, store_locks, sync_collections
 from .rows import BATCHES, JOBS, _Kind
 from .upsert import (
     FULL,
-    LOCKS,
     _Outcome,
     apply_batches,
     apply_jobs,
@@ -143,7 +142,8 @@ def full_reconcile(
     with transaction.atomic():
         recount()
     sync_collections(snapshot.collection_holds(listing.locks), began)
-    mark(LOCKS, began, locks_detail(listing.locks, item_locks, began))
+    detail = locks_detail(listing.locks, item_locks, began)
+    store_locks(detail, began, detail["locks"])
     textindex.rebuild()
     drift.jobs, drift.batches = jobs_seen, len(present)
     drift.seconds = time.perf_counter() - clock

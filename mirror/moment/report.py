@@ -6,12 +6,15 @@ from datetime import UTC, datetime
 
 from django.utils import timezone
 
-from . import diff, holds, states, when, windows
+from jobs.models import LockSpan
+
+from . import diff, holds, locks, states, when, windows
 from .scope import Scope
 
 LOCKS_NOTE = (
-    "locks are not recorded over time: the mirror keeps only whether each job and batch is "
-    "locked now, and the lock nodes as last read (/locks/)"
+    "locks are those the mirror's reads of the lock nodes saw, since this version first ran: "
+    "when each was taken is exact (its node's creation); when it was released is known "
+    "only to lie between the last read that found it and the first that did not"
 )
 HOLDS_NOTE = (
     "holds and pauses are those this site's audit records, and those still on now, from "
@@ -56,6 +59,18 @@ def _window(w) -> dict:
     }
 
 
+def _lock(s: LockSpan) -> dict:
+    return {
+        "path": s.path,
+        "kind": s.kind,
+        "name": s.name,
+        "owner": s.owner,
+        "taken_at": utc(s.taken_at),
+        "last_seen_at": utc(s.last_seen_at),
+        "gone_seen_at": utc(s.gone_seen_at),
+    }
+
+
 def moment(at: datetime, scope: Scope) -> dict:
     missing = when.missing(at, scope)
     return {
@@ -67,7 +82,11 @@ def moment(at: datetime, scope: Scope) -> dict:
         "access_pauses": {q: _hold(h) for q, h in holds.access_pauses_at(at).items()},
         "holds": [_hold(h) for h in holds.holds_at(at, scope)],
         "windows": [_window(w) for w in windows.windows_at(at, scope)],
-        "locks": {"recorded": False, "note": LOCKS_NOTE},
+        "locks": {
+            "recorded": True,
+            "note": LOCKS_NOTE,
+            "held": [_lock(s) for s in locks.held_at(at, scope)],
+        },
         "notes": [HOLDS_NOTE],
         "missing": {"jobs": missing.jobs, "batches": missing.batches, "text": missing.text},
     }
@@ -105,6 +124,7 @@ def between(a: datetime, b: datetime, scope: Scope, page: int = 1) -> dict:
     jobs = diff.between(a, b, "job", scope, page)
     batches = diff.between(a, b, "batch", scope, page)
     missing = when.missing(a, scope)
+    taken, released = locks.turned(a, b, scope)
     return {
         "from": utc(a),
         "to": utc(b),
@@ -132,7 +152,12 @@ def between(a: datetime, b: datetime, scope: Scope, page: int = 1) -> dict:
             }
             for c in jobs.windows
         ],
-        "locks": {"recorded": False, "note": LOCKS_NOTE},
+        "locks": {
+            "recorded": True,
+            "note": LOCKS_NOTE,
+            "taken": [_lock(s) for s in taken],
+            "released": [_lock(s) for s in released],
+        },
         "notes": [HOLDS_NOTE],
         "missing": {"jobs": missing.jobs, "batches": missing.batches, "text": missing.text},
     }

@@ -39,7 +39,18 @@ def test_a_moment_as_json(client, reader, record):
     assert body["jobs"]["uncertain"] == 1
     assert body["batches"]["by_state"] == {"Processing": 1}
     assert [h["target"] for h in body["holds"]] == ["demo"]
-    assert body["pause"] is None and body["locks"]["recorded"] is False
+    assert body["pause"] is None and body["locks"]["recorded"] is True
+
+
+def test_the_locks_held_at_a_moment_as_json(client, reader, record):
+    from mirror.locks import refresh_locks
+    from tests.mirror.test_preservation_moment_locks import HOLD, node
+
+    refresh_locks({HOLD: node(10)}, at(20))
+    body = client.get("/api/v1/moment", {"at": iso(15)}, **reader).json()
+    assert [lock["path"] for lock in body["locks"]["held"]] == [HOLD]
+    body = client.get("/api/v1/moment", {"at": iso(5), "to": iso(30)}, **reader).json()
+    assert [lock["path"] for lock in body["locks"]["taken"]] == [HOLD]
 
 
 def test_the_items_of_a_state(client, reader, record):

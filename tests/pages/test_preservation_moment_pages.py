@@ -46,7 +46,20 @@ def test_the_page_shows_counts_at_a_moment_each_linking_to_its_items(browser, re
     assert "/moment/?" + query.replace("&", "&amp;") in html
     assert "demo" in [h.collection for h in page.context["holds"]]
     assert "Times are in" in html and timezone.get_current_timezone_name() in html
-    assert "Locks are not recorded over time" in html or "locks are not recorded over time" in html
+    assert "not recorded over time" not in html
+
+
+def test_the_page_lists_the_locks_held_then_and_those_taken_or_released(browser, record):
+    from mirror.locks import refresh_locks
+    from tests.mirror.test_preservation_moment_locks import HOLD, OTHER, node
+
+    refresh_locks({HOLD: node(10)}, at(20))
+    refresh_locks({OTHER: node(50)}, at(60))
+    html = browser.get("/moment/", {"at": local(15)}).content.decode()
+    assert HOLD in html and OTHER not in html
+    assert "released between" in html or "Released between" in html
+    html = browser.get("/moment/", {"at": local(30), "diff": local(90)}).content.decode()
+    assert "Locks taken or released" in html and OTHER in html and HOLD in html
 
 
 def test_a_count_opens_the_list_of_its_items(browser, record):

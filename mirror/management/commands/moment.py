@@ -1,5 +1,5 @@
 """``manage.py moment --at ISO [--to ISO] [--json]``: the queue as it stood at a moment
-(states, holds, pauses, windows), or what changed between two (mirror.moment), read from
+(states, holds, pauses, windows, locks), or what changed between two (mirror.moment), read from
 the mirror's record; for incident review on the queue's host."""
 
 from __future__ import annotations
@@ -53,6 +53,12 @@ def _states(counts: dict) -> str:
     return ", ".join(f"{s} {n}" for s, n in counts.items()) or "none"
 
 
+def _released(lock: dict) -> str:
+    if lock["gone_seen_at"] is None:
+        return ", still held at the last read"
+    return f", released between {lock['last_seen_at']} and {lock['gone_seen_at']}"
+
+
 def lines(body: dict) -> list[str]:
     if "from" not in body:
         out = [f"The queue at {body['at']} (times in UTC)"]
@@ -82,6 +88,8 @@ def lines(body: dict) -> list[str]:
             out.append(
                 f"  window {w['id']} ({w['target']}) {w['start']} to {w['end']}: {w['reason']}"
             )
+        for lock in body["locks"]["held"]:
+            out.append(f"  lock: {lock['path']} taken {lock['taken_at']}{_released(lock)}")
     else:
         out = [f"From {body['from']} to {body['to']} (times in UTC)"]
         for kind in ("jobs", "batches"):
@@ -101,6 +109,10 @@ def lines(body: dict) -> list[str]:
         for w in body["windows"]:
             verb = "began" if w["began"] else "ended"
             out.append(f"  window {w['id']} ({w['target']}) {verb} {w['at']}")
+        for lock in body["locks"]["taken"]:
+            out.append(f"  lock taken: {lock['path']} at {lock['taken_at']}{_released(lock)}")
+        for lock in body["locks"]["released"]:
+            out.append(f"  lock released: {lock['path']}{_released(lock)}")
     out.append(f"  {report.LOCKS_NOTE}")
     if body["missing"]["text"]:
         out.append(f"  missing: {body['missing']['text']}")
