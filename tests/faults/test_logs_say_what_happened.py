@@ -226,10 +226,9 @@ def test_the_mirror_follower_tells_of_a_lost_connection_once(db, caplog, monkeyp
     """Before: an ERROR with a traceback every second and a half for as long as ZooKeeper
     was away."""
     import threading
+    import types
 
     from mirror.follow import Follower
-
-    import types
 
     # No ZooKeeper at all: the loop's steps are replaced below.
     store = types.SimpleNamespace(client=None)
