@@ -72,11 +72,13 @@ STEP_ORDER = (
 )
 JOB_MOVES = {
     "Pending": {"Held", "Estimating", "Failed"},
-    "Held": {"Pending", "Deleted"},
+    # Processing -> Held -> Storing | Failed: a destructive update waiting for a person
+    # (core.review, docs/zk-tree.md).
+    "Held": {"Pending", "Deleted", "Storing", "Failed"},
     "Estimating": {"Provisioning", "Failed"},
     "Provisioning": {"Downloading", "Failed"},
     "Downloading": {"Processing", "Failed"},
-    "Processing": {"Storing", "Failed"},
+    "Processing": {"Storing", "Held", "Failed"},
     "Storing": {"Recording", "Failed"},
     "Recording": {"Notify", "Failed"},
     "Notify": {"Completed", "Failed"},
@@ -110,6 +112,10 @@ def batch_dir(status: str) -> str:
 
 
 def next_lss(old: str, new: str, lss: str | None) -> str | None:
+    if (old, new, lss) == ("Held", "Failed", "Processing"):
+        return "Downloading"  # a rejected update resumes at Processing, never Storing
+    if (old, new) == ("Held", "Storing"):
+        return lss
     if new == old or new in ("Failed", "Deleted") or old in ("Failed", "Deleted"):
         return lss
     return old
@@ -417,6 +423,10 @@ class QueueMachine(RuleBasedStateMachine):
             batch_dir(j.status) == "batch-processing" for j in self.jobs_of(m.bid)
         ):
             return QueueError  # a job is still processing
+        if new == "Deleted" and m.lock is not None and m.lock != holder:
+            # The deleting multi creates the tombstone lock: a worker's lock stops it, and
+            # nothing is written.
+            return QueueError
         return None
 
     def batch_moved(self, m, new):
