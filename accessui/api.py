@@ -31,12 +31,12 @@ from kazoo.exceptions import KazooException
 from access.models import AccessEvent, AccessRequest
 from accessui import steer
 from accessui.filters import MAX_DAYS, AccessFilter
-from accessui.views import pause_states, readable
+from accessui.views import pause_states
 from door.submission import READ_ONLY_PROBLEM
 from door.tokens import with_token_user
 from merritt_queue.core.errors import QueueError
 from steering.models import AdminAction
-from ui.reading_scope import in_readable
+from ui.reading_scope import in_readable, may_read
 
 PER_PAGE = 100
 
@@ -93,7 +93,7 @@ def list_requests(request, user):
 @with_token_user
 def request_detail(request, user, queue: str, qid: str):
     row = AccessRequest.objects.filter(queue=queue, qid=qid).first()
-    if row is None or not readable(user, row.collection):
+    if row is None or not may_read(user, row.collection):
         return JsonResponse({"errors": [f"no access request {queue}/{qid}"]}, status=404)
     events = AccessEvent.objects.filter(key=row.key).order_by("status_version", "at")
     history = [

@@ -77,7 +77,8 @@ def access_list(request):
 @login_required
 def access_detail(request, queue: str, qid: str):
     row = get_object_or_404(AccessRequest, queue=queue, qid=qid)
-    if not readable(request.user, row.collection):
+    # A request of no known collection: only for readers of every collection (may_read).
+    if not may_read(request.user, row.collection):
         raise Http404("No such item.")
     events = AccessEvent.objects.filter(key=row.key).order_by("-status_version", "-at")
     token = sorted((row.token_data or {}).items())
